@@ -1,0 +1,227 @@
+#include "tools/io/golden.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "ref/decode_update.h"
+#include "ref/planner.h"
+#include "ref/sizing.h"
+#include "tools/io/request_json.h"
+
+namespace mlasim::io {
+namespace {
+
+using nlohmann::json;
+using ref::Cell;
+
+std::string Str(const json& j) { return j.dump(); }
+
+// Expected values (json array, possibly with nulls) vs cells [begin, begin+n) of a buffer.
+// A null matches only a Cell::kUndefined cell; an undefined cell matches only a null.
+std::optional<GoldenMismatch> CompareCells(const std::string& name, const json& want,
+                                           const ref::Int32Buffer& got, int64_t begin) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int64_t idx = begin + static_cast<int64_t>(i);
+    if (idx >= got.size())
+      return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", buffer ends at " +
+                                               std::to_string(got.size())};
+    const Cell c = got.cells[idx];
+    if (want[i].is_null()) {
+      if (c != Cell::kUndefined)
+        return GoldenMismatch{-1, name, idx, "expected null (undefined input read), got " +
+                                                 std::to_string(got.data[idx])};
+      continue;
+    }
+    if (c == Cell::kUndefined)
+      return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", got undefined"};
+    if (c == Cell::kUnwritten)
+      return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", got unwritten"};
+    if (want[i].get<int64_t>() != got.data[idx])
+      return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", got " +
+                                               std::to_string(got.data[idx])};
+  }
+  return std::nullopt;
+}
+
+std::optional<GoldenMismatch> ComparePrefix(const std::string& name, const json& want,
+                                            const ref::Int32Buffer& got) {
+  if (auto m = CompareCells(name, want, got, 0)) return m;
+  const int64_t n = static_cast<int64_t>(want.size());
+  if (got.WrittenPrefix() != n)
+    return GoldenMismatch{-1, name, n, "written prefix has " + std::to_string(got.WrittenPrefix()) +
+                                           " elements, expected " + std::to_string(n)};
+  return std::nullopt;
+}
+
+std::optional<GoldenMismatch> CompareOutput(const json& out, const ref::Plan& plan,
+                                            const std::string& prefix) {
+  if (auto m = CompareCells(prefix + "work_indptr", out.at("work_indptr"), plan.work_indptr, 0))
+    return m;
+  const json& wi = out.at("work_info");
+  if (static_cast<int64_t>(wi.size()) != plan.derived.num_works)
+    return GoldenMismatch{-1, prefix + "work_info", -1,
+                          "expected " + std::to_string(wi.size()) + " work rows, got " +
+                              std::to_string(plan.derived.num_works)};
+  for (size_t w = 0; w < wi.size(); ++w) {
+    if (auto m = CompareCells(prefix + "work_info", wi[w], plan.work_info, int64_t(w) * 8)) return m;
+  }
+  if (auto m = ComparePrefix(prefix + "reduce_indptr", out.at("reduce_indptr"), plan.reduce_indptr))
+    return m;
+  // reduce_final_map: exactly the written rows, with their values.
+  const json& fm = out.at("reduce_final_map");
+  int64_t written_rows = 0;
+  for (int64_t t = 0; t * 2 < plan.reduce_final_map.size(); ++t)
+    if (plan.reduce_final_map.written(t * 2)) ++written_rows;
+  for (auto it = fm.begin(); it != fm.end(); ++it) {
+    const int64_t t = std::stoll(it.key());
+    if (auto m = CompareCells(prefix + "reduce_final_map", it.value(), plan.reduce_final_map, t * 2))
+      return m;
+  }
+  if (written_rows != static_cast<int64_t>(fm.size()))
+    return GoldenMismatch{-1, prefix + "reduce_final_map", -1,
+                          "expected " + std::to_string(fm.size()) + " written rows, got " +
+                              std::to_string(written_rows)};
+  return ComparePrefix(prefix + "reduce_partial_map", out.at("reduce_partial_map"),
+                       plan.reduce_partial_map);
+}
+
+std::optional<GoldenMismatch> CompareSizes(const json& want, const ref::MetadataSizes& s) {
+  const std::pair<const char*, int32_t> fields[] = {
+      {"work_indptr", s.work_indptr},
+      {"work_info_rows", s.work_info_rows},
+      {"reduce_indptr", s.reduce_indptr},
+      {"reduce_final_map_rows", s.reduce_final_map_rows},
+      {"reduce_partial_map", s.reduce_partial_map}};
+  for (const auto& [name, got] : fields) {
+    if (want.at(name).get<int64_t>() != got)
+      return GoldenMismatch{-1, std::string("sizes.") + name, -1,
+                            "expected " + Str(want.at(name)) + ", got " + std::to_string(got)};
+  }
+  return std::nullopt;
+}
+
+std::optional<GoldenMismatch> CompareDerived(const json& want, const ref::PlanDerived& d) {
+  const std::pair<const char*, int64_t> ints[] = {
+      {"num_clusters", d.num_clusters},       {"fold_ratio", d.fold_ratio},
+      {"packed_qo_len_per_wg", d.packed_qo_len_per_wg}, {"num_splits", d.num_splits},
+      {"planner_batches", d.planner_batches}, {"planner_heads", d.planner_heads},
+      {"topk_pages", d.topk_pages},           {"fixed_overhead_blocks", d.fixed_overhead_blocks},
+      {"tail_done_threshold", d.tail_done_threshold}, {"num_works", d.num_works}};
+  for (const auto& [name, got] : ints) {
+    if (want.contains(name) && want.at(name).get<int64_t>() != got)
+      return GoldenMismatch{-1, std::string("derived.") + name, -1,
+                            "expected " + Str(want.at(name)) + ", got " + std::to_string(got)};
+  }
+  const std::pair<const char*, bool> bools[] = {{"qo_split", d.qo_split},
+                                                {"parallel_planner_used", d.parallel_planner_used}};
+  for (const auto& [name, got] : bools) {
+    if (want.contains(name) && want.at(name).get<bool>() != got)
+      return GoldenMismatch{-1, std::string("derived.") + name, -1,
+                            "expected " + Str(want.at(name)) + ", got " + (got ? "true" : "false")};
+  }
+  return std::nullopt;
+}
+
+std::optional<GoldenMismatch> CheckPlanRecord(const json& rec) {
+  auto req = ParsePlanRequest(rec.at("input"), "input", /*allow_update_keys=*/true);
+  if (!req.ok()) return GoldenMismatch{-1, "input", -1, req.status().ToString()};
+  const int32_t batch = static_cast<int32_t>(req->kv_indptr.size()) - 1;
+  auto sizes = ref::GetMlaMetadataInfoV1(*req, batch);
+  if (rec.contains("error")) {
+    const bool sizing_refused = rec.at("sizes").is_null();
+    if (sizing_refused) {
+      if (sizes.ok()) return GoldenMismatch{-1, "error", -1, "aiter's sizing refused, mlasim's did not"};
+      return std::nullopt;
+    }
+    if (!sizes.ok()) return GoldenMismatch{-1, "sizes", -1, sizes.status().ToString()};
+    if (auto m = CompareSizes(rec.at("sizes"), *sizes)) return m;
+    auto plan = ref::PlanMlaMetadata(*req);
+    if (plan.ok())
+      return GoldenMismatch{-1, "error", -1,
+                            "aiter refused (" + rec.at("error").get<std::string>() +
+                                "), mlasim planned"};
+    return std::nullopt;
+  }
+  if (!sizes.ok()) return GoldenMismatch{-1, "sizes", -1, sizes.status().ToString()};
+  if (auto m = CompareSizes(rec.at("sizes"), *sizes)) return m;
+  auto plan = ref::PlanMlaMetadata(*req);
+  if (!plan.ok()) return GoldenMismatch{-1, "plan", -1, plan.status().ToString()};
+  if (auto m = CompareDerived(rec.at("derived"), plan->derived)) return m;
+  return CompareOutput(rec.at("output"), *plan, "");
+}
+
+// num_reject_tokens / new_kv_indptr of step s: flat lists when steps == 1, lists of lists else.
+json StepValue(const json& v, int32_t steps, int32_t s) {
+  if (steps == 1) return v;
+  return v.is_null() ? json() : v.at(s);
+}
+
+std::optional<GoldenMismatch> CheckUpdateRecord(const json& rec) {
+  const json& in = rec.at("input");
+  auto req = ParsePlanRequest(in, "input", /*allow_update_keys=*/true);
+  if (!req.ok()) return GoldenMismatch{-1, "input", -1, req.status().ToString()};
+  auto plan = ref::PlanMlaMetadata(*req);
+  if (!plan.ok()) return GoldenMismatch{-1, "plan", -1, plan.status().ToString()};
+  if (auto m = CompareOutput(rec.at("before"), *plan, "before.")) return m;
+  const int32_t steps = in.at("steps").get<int32_t>();
+  for (int32_t s = 0; s < steps; ++s) {
+    ref::DecodeUpdateRequest u;
+    u.target = req->target;
+    u.revision = req->revision;
+    u.heads_per_head_k = req->heads_per_head_k;
+    u.num_heads_k = req->num_heads_k;
+    u.q_dtype = req->q_dtype;
+    u.kv_dtype = req->kv_dtype;
+    u.page_size = req->page_size;
+    u.kv_granularity = req->kv_granularity;
+    u.max_seqlen_qo = in.at("update_max_seqlen_qo").get<int32_t>();
+    u.qo_indptr = req->qo_indptr;
+    u.kv_indptr = StepValue(in.at("new_kv_indptr"), steps, s).get<std::vector<int32_t>>();
+    const json rej = StepValue(in.at("num_reject_tokens"), steps, s);
+    if (!rej.is_null()) u.num_reject_tokens = rej.get<std::vector<int32_t>>();
+    u.has_num_reject_tokens = !rej.is_null();
+    Status st = ref::DecodeUpdateMlaMetadataV1(u, *plan);
+    if (!st.ok()) return GoldenMismatch{-1, "decode_update", -1, st.ToString()};
+  }
+  return CompareOutput(rec.at("after"), *plan, "after.");
+}
+
+}  // namespace
+
+std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
+  const int64_t id = rec.contains("id") && rec.at("id").is_number_integer() ? rec.at("id").get<int64_t>() : -1;
+  std::optional<GoldenMismatch> m;
+  try {
+    m = rec.contains("before") ? CheckUpdateRecord(rec) : CheckPlanRecord(rec);
+  } catch (const json::exception& e) {
+    m = GoldenMismatch{-1, "record", -1, std::string("malformed record: ") + e.what()};
+  }
+  if (m) m->id = id;
+  return m;
+}
+
+StatusOr<GoldenSummary> CheckGoldenFile(
+    const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch) {
+  std::ifstream f(path);
+  if (!f) return InvalidArgumentError(path, "cannot open the golden corpus file");
+  GoldenSummary sum;
+  std::string line;
+  int64_t lineno = 0;
+  while (std::getline(f, line)) {
+    ++lineno;
+    if (line.empty()) continue;
+    json rec = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (rec.is_discarded())
+      return InvalidArgumentError(path + ":" + std::to_string(lineno), "line is not valid JSON");
+    ++sum.records;
+    auto m = CheckGoldenRecord(rec);
+    if (m) {
+      on_mismatch(*m);
+    } else {
+      ++sum.matched;
+    }
+  }
+  return sum;
+}
+
+}  // namespace mlasim::io

@@ -1,0 +1,40 @@
+// File: tools/io/golden.h
+//
+// Replays a golden corpus produced by running aiter's own code (../shared/golden/README.md) and
+// compares every written buffer field by field: aiter-v12-dev.jsonl (plans) and
+// aiter-decode-update-dev.jsonl (plans updated by decode_update_mla_metadata_v1).
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "ref/status.h"
+
+namespace mlasim::io {
+
+// The first difference between mlasim and one golden record.
+struct GoldenMismatch {
+  int64_t id = -1;
+  std::string buffer;     // "work_info", "sizes.work_indptr", "error", ...
+  int64_t index = -1;     // first differing element (flat), -1 when not an element
+  std::string detail;     // expected vs got
+};
+
+// Compares one record (a parsed JSON line). Returns nullopt when everything matches, a mismatch
+// otherwise; an unreadable record is a mismatch with buffer "record".
+std::optional<GoldenMismatch> CheckGoldenRecord(const nlohmann::json& record);
+
+struct GoldenSummary {
+  int64_t records = 0;
+  int64_t matched = 0;
+};
+
+// Reads a .jsonl file and checks every line, calling `on_mismatch` for each mismatch in file
+// order. Errors: NotFound-like InvalidArgument(path) when the file cannot be read, and
+// InvalidArgument("<path>:<line>") for a line that is not JSON.
+StatusOr<GoldenSummary> CheckGoldenFile(
+    const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch);
+
+}  // namespace mlasim::io

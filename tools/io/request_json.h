@@ -1,0 +1,37 @@
+// File: tools/io/request_json.h
+//
+// JSON <-> planner types. The request format is the `input` object of the golden corpus
+// (../shared/golden/README.md); parsing is strict: unknown keys, wrong types and impossible
+// values are errors naming the JSON path of the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "ref/metadata.h"
+
+namespace mlasim::io {
+
+// Parses a golden-corpus `input` object. `path` prefixes field names in errors ("input").
+// Required: target, cu_count, heads_per_head_k, q_dtype, kv_dtype, kv_indptr. Optional, with
+// the defaults of get_mla_metadata_v1: num_heads_k 1, page_size 1, kv_granularity 16, qlen
+// (= max_seqlen_qo), max_seqlen_qo 1, uni_seqlen_qo (= max_seqlen_qo), is_causal true, topk -1,
+// max_split_per_batch -1, qo_indptr (uniform qlen), kv_last_page_lens (1 per request when
+// page_size is 1, else required), revision "2026-08", is_cp_round_robin false.
+// Also accepts, and ignores, the decode_update keys (num_reject_tokens, new_kv_indptr, steps,
+// update_max_seqlen_qo) when `allow_update_keys` is set.
+StatusOr<ref::PlanRequest> ParsePlanRequest(const nlohmann::json& input, const std::string& path,
+                                            bool allow_update_keys = false);
+
+// The request as a golden-style `input` object.
+nlohmann::json PlanRequestToJson(const ref::PlanRequest& request);
+
+// The plan as the `--json` output of `mlasim plan`: work_indptr, work_info (rows of 8),
+// reduce_indptr, reduce_final_map (written rows only, {"tile": [q_start, q_end]}),
+// reduce_partial_map (written prefix), sizes, derived, input_violations. Cells whose value is
+// undefined (Cell::kUndefined) are null.
+nlohmann::json PlanToJson(const ref::Plan& plan);
+
+nlohmann::json SizesToJson(const ref::MetadataSizes& sizes);
+
+}  // namespace mlasim::io
