@@ -1,0 +1,463 @@
+#include "ref/plan_check.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+namespace mlasim::ref {
+namespace {
+
+int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+std::string S(int64_t x) { return std::to_string(x); }
+std::string Range(int64_t a, int64_t b) { return "[" + S(a) + "," + S(b) + ")"; }
+
+class Checker {
+ public:
+  Checker(const PlanRequest& r, const Plan& p) : r_(r), p_(p) {}
+  PlanCheckReport Run();
+
+ private:
+  void Add(PlanDiag code, std::string buffer, int64_t index, int32_t tile, int32_t work,
+           std::string msg, Severity sev = Severity::kError) {
+    report_.diagnostics.push_back({code, sev, std::move(buffer), index, tile, work, std::move(msg)});
+  }
+  bool CheckWorkIndptr();
+  void CheckBuffersAndInputs();
+  void AssignWorks();
+  void CheckTile(int32_t t);
+  void CheckReduceIndptr();
+  void CheckPartialRows();
+  int32_t ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const;
+
+  const PlanRequest& r_;
+  const Plan& p_;
+  PlanCheckReport report_;
+  std::vector<ExpectedTile> tiles_;
+  std::vector<std::vector<int32_t>> pieces_;  // work rows per tile, in work order
+  int32_t num_works_ = 0;
+};
+
+bool Checker::CheckWorkIndptr() {
+  const int32_t clusters = p_.derived.num_clusters;
+  const Int32Buffer& wi = p_.work_indptr;
+  if (wi.size() < int64_t{clusters} + 1) {
+    Add(PlanDiag::kWorkIndptrShape, "work_indptr", wi.size(), -1, -1,
+        "work_indptr holds " + S(wi.size()) + " entries but the planner uses " + S(clusters) +
+            " clusters and needs " + S(clusters + 1));
+    return false;
+  }
+  for (int32_t c = 0; c <= clusters; ++c) {
+    if (!wi.written(c)) {
+      Add(PlanDiag::kWorkIndptrShape, "work_indptr", c, -1, -1,
+          "work_indptr[" + S(c) + "] was never written");
+      return false;
+    }
+  }
+  if (wi.data[0] != 0)
+    Add(PlanDiag::kWorkIndptrShape, "work_indptr", 0, -1, -1,
+        "work_indptr[0] is " + S(wi.data[0]) + ", not 0");
+  for (int32_t c = 0; c < clusters; ++c) {
+    if (wi.data[c + 1] < wi.data[c])
+      Add(PlanDiag::kWorkIndptrDecreasing, "work_indptr", c + 1, -1, -1,
+          "work_indptr decreases at cluster " + S(c) + ": " + S(wi.data[c]) + " -> " +
+              S(wi.data[c + 1]));
+  }
+  num_works_ = wi.data[clusters];
+  const int64_t rows = p_.work_info.size() / 8;
+  if (num_works_ > rows) {
+    Add(PlanDiag::kWorkCountExceedsSizing, "work_info", num_works_, -1, -1,
+        "the plan has " + S(num_works_) + " work items but work_info was sized for " + S(rows) +
+            " (get_mla_metadata_info_v1)");
+    num_works_ = static_cast<int32_t>(rows);
+  }
+  if (num_works_ < 0) num_works_ = 0;
+  return true;
+}
+
+void Checker::CheckBuffersAndInputs() {
+  const std::pair<const char*, const Int32Buffer*> bufs[] = {
+      {"work_indptr", &p_.work_indptr},       {"work_info", &p_.work_info},
+      {"reduce_indptr", &p_.reduce_indptr},   {"reduce_final_map", &p_.reduce_final_map},
+      {"reduce_partial_map", &p_.reduce_partial_map}};
+  for (const auto& [name, b] : bufs) {
+    if (b->oob_writes > 0)
+      Add(PlanDiag::kBufferOverflow, name, b->first_oob_index, -1, -1,
+          std::string("the planner stored ") + S(b->oob_writes) + " element(s) past the end of " +
+              name + " (" + S(b->size()) + " elements allocated by get_mla_metadata_info_v1); " +
+              "first at index " + S(b->first_oob_index));
+  }
+  for (const InputViolation& v : p_.input_violations)
+    Add(PlanDiag::kInputReadOutOfRange, v.array, v.index, -1, v.work_row,
+        "the planner read " + v.array + "[" + S(v.index) + "] but it holds " + S(v.size) +
+            " entries" + (v.work_row >= 0 ? "; work " + S(v.work_row) + " depends on the value" : ""));
+  const int32_t planned = p_.derived.fold_ratio;
+  for (size_t i = 0; i < p_.update_fold_ratios.size(); ++i) {
+    if (p_.update_fold_ratios[i] != planned)
+      Add(PlanDiag::kUpdateFoldMismatch, "work_info", -1, -1, -1,
+          "decode_update #" + S(i + 1) + " folded heads by " + S(p_.update_fold_ratios[i]) +
+              " but the planner folded by " + S(planned) +
+              ": its native-head list differs from the planner's (aiter-mla-metadata.md §9.3), "
+              "so each work reads kv_indptr of request batch_idx/" +
+              S(p_.update_fold_ratios[i]) + " instead of its own");
+  }
+}
+
+void Checker::AssignWorks() {
+  std::unordered_map<int32_t, int32_t> by_q0;
+  for (size_t t = 0; t < tiles_.size(); ++t) by_q0.emplace(tiles_[t].q0, static_cast<int32_t>(t));
+  pieces_.assign(tiles_.size(), {});
+  int32_t last_tile = -1;
+  for (int32_t w = 0; w < num_works_; ++w) {
+    bool written = true;
+    for (int f = 0; f < 7; ++f) written &= p_.work_info.written(int64_t{w} * 8 + f);
+    if (!written) {
+      Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
+          "work row " + S(w) + " is below work_indptr[num_clusters] but was never written");
+      continue;
+    }
+    const int32_t q0 = p_.work(w, kQoStart), q1 = p_.work(w, kQoEnd);
+    auto it = by_q0.find(q0);
+    if (it == by_q0.end() || tiles_[it->second].q1 != q1) {
+      Add(PlanDiag::kWorkOutsideRequest, "work_info", w, -1, w,
+          "work " + S(w) + " covers q rows " + Range(q0, q1) +
+              ", which is not a q tile of the request (the batch has " +
+              S(tiles_.empty() ? 0 : tiles_.back().q1) + " q rows)");
+      continue;
+    }
+    const int32_t t = it->second;
+    if (p_.work(w, kBatchIdx) != tiles_[t].batch_idx)
+      Add(PlanDiag::kWorkBatchMismatch, "work_info", w, t, w,
+          "work " + S(w) + " has batch_idx " + S(p_.work(w, kBatchIdx)) + ", tile " + S(t) +
+              " belongs to batch " + S(tiles_[t].batch_idx));
+    if (!pieces_[t].empty() && last_tile != t)
+      Add(PlanDiag::kTilePiecesScattered, "work_info", w, t, w,
+          "tile " + S(t) + " has pieces at work " + S(pieces_[t].back()) + " and " + S(w) +
+              " with other tiles' work in between");
+    pieces_[t].push_back(w);
+    last_tile = t;
+  }
+}
+
+int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const {
+  const RevisionRules& rules = GetRevisionRules(r_.revision);
+  *known = true;
+  if (r_.page_size == 1) {
+    int32_t off = e.kv_full_end - kv_end;
+    if (r_.topk >= 0 && p_.derived.fold_ratio == 1 && rules.sparse_kv_offset_adds_token_tail) {
+      const int32_t ori = p_.derived.ori_seqlen_qo;
+      off += ori - 1 - e.v % ori;
+    }
+    return off;
+  }
+  if (kv_end == e.kv_full_end) return 0;
+  const int32_t idx = rules.sparse_batch_idx_is_request
+                          ? (r_.topk >= 0 ? e.request : e.v)
+                          : e.v;
+  if (idx < 0 || idx >= static_cast<int32_t>(r_.kv_last_page_lens.size())) {
+    *known = false;
+    return 0;
+  }
+  return (e.kv_full_end - kv_end - 1) * r_.page_size + r_.kv_last_page_lens[idx];
+}
+
+void Checker::CheckTile(int32_t t) {
+  const ExpectedTile& e = tiles_[t];
+  const std::vector<int32_t>& ws = pieces_[t];
+  const std::string where = "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " +
+                            Range(e.q0, e.q1) + ")";
+  if (ws.empty()) {
+    if (e.kv_full_end == e.kv_begin)
+      Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
+          where + " has zero KV and no work item: output rows " + Range(e.q0, e.q1) +
+              " are never written (aiter's parallel planner does this; golden README)",
+          Severity::kWarning);
+    else if (!p_.update_fold_ratios.empty())
+      Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", -1, t, -1,
+          where + " now has KV " + Range(e.kv_begin, e.kv_end) +
+              " but no work item: the plan it was updated from gave this zero-KV request none, "
+              "and decode_update only rewrites existing work items");
+    else
+      Add(PlanDiag::kTileKvNotCovered, "work_info", -1, t, -1,
+          where + " has KV " + Range(e.kv_begin, e.kv_end) + " but no work item covers it");
+    return;
+  }
+  if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
+    Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
+        where + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
+            ": the request is shorter than its q rows, which see no key",
+        Severity::kWarning);
+  if (ws.size() == 1 && !p_.update_fold_ratios.empty() && e.kv_end > e.kv_begin &&
+      p_.work(ws[0], kKvEnd) == p_.work(ws[0], kKvStart)) {
+    Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
+        where + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
+            S(ws[0]) + ") is still the empty " + Range(p_.work(ws[0], kKvStart), p_.work(ws[0], kKvEnd)) +
+            ": decode_update never moves a zero-length last piece (aiter-mla-metadata.md §9.3), "
+            "so the request's new tokens are not attended");
+    return;
+  }
+  // An empty tile served by one empty piece reads no KV wherever the piece points.
+  const bool empty_ok = ws.size() == 1 && e.kv_end <= e.kv_begin &&
+                        p_.work(ws[0], kKvEnd) - p_.work(ws[0], kKvStart) == 0;
+  int32_t cursor = empty_ok ? p_.work(ws[0], kKvStart) : e.kv_begin;
+  for (size_t i = 0; i < ws.size() && !empty_ok; ++i) {
+    const int32_t w = ws[i];
+    const int32_t k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
+    const bool undefined = p_.work_info.cells[int64_t{w} * 8 + kKvEnd] == Cell::kUndefined;
+    if (undefined) return;  // reported as an input violation
+    if (k0 != cursor) {
+      Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
+          where + ": piece " + S(i) + " (work " + S(w) + ") starts at " + S(k0) + ", expected " +
+              S(cursor) + (k0 > cursor ? " (gap)" : " (overlap)"));
+      return;
+    }
+    const bool last = i + 1 == ws.size();
+    if (!last && k1 <= k0) {
+      Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
+          where + ": non-final piece " + S(i) + " (work " + S(w) + ") has empty KV " +
+              Range(k0, k1));
+      return;
+    }
+    bool known = true;
+    const int32_t want_off = ExpectedKvOffset(e, k1, &known);
+    const bool off_undefined = p_.work_info.cells[int64_t{w} * 8 + kKvOffset] == Cell::kUndefined;
+    if (known && !off_undefined && p_.work(w, kKvOffset) != want_off)
+      Add(PlanDiag::kKvOffsetMismatch, "work_info", int64_t{w} * 8 + kKvOffset, t, w,
+          where + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
+              S(want_off));
+    cursor = k1;
+  }
+  if (!empty_ok && cursor != e.kv_end)
+    Add(PlanDiag::kTileKvNotCovered, "work_info", ws.back(), t, ws.back(),
+        where + ": pieces end at " + S(cursor) + ", the tile's KV ends at " + S(e.kv_end) +
+            (cursor < e.kv_end ? " (" + S(e.kv_end - cursor) + " positions never attended)"
+                               : " (reads past the request)"));
+  // Reduce bookkeeping of this tile.
+  const Int32Buffer& ri = p_.reduce_indptr;
+  if (int64_t{t} + 1 >= ri.size() || !ri.written(t) || !ri.written(t + 1)) return;  // reported
+  const int32_t g0 = ri.data[t], g1 = ri.data[t + 1];
+  const int32_t n = static_cast<int32_t>(ws.size());
+  if (n == 1) {
+    if (g1 != g0)
+      Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
+          where + " is not split but its reduce group has " + S(g1 - g0) + " entries");
+    if (p_.work(ws[0], kPartialQoLoc) != -1)
+      Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[0], t, ws[0],
+          where + " is not split but work " + S(ws[0]) + " has partial_qo_loc " +
+              S(p_.work(ws[0], kPartialQoLoc)) + " (expected -1: write final rows)");
+    return;
+  }
+  if (g1 - g0 != n) {
+    Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
+        where + " is split into " + S(n) + " pieces but its reduce group " + Range(g0, g1) +
+            " has " + S(g1 - g0) + " entries");
+    return;
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    const int64_t idx = int64_t{g0} + i;
+    const int32_t want = p_.work(ws[i], kPartialQoLoc);
+    if (want < 0) {
+      Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
+          where + " is split but work " + S(ws[i]) + " has partial_qo_loc -1 (it would write "
+                  "final rows that the reduce then overwrites)");
+      return;
+    }
+    if (idx >= p_.reduce_partial_map.size() || !p_.reduce_partial_map.written(idx) ||
+        p_.reduce_partial_map.data[idx] != want) {
+      Add(PlanDiag::kReduceGroupMismatch, "reduce_partial_map", idx, t, ws[i],
+          where + ": reduce_partial_map[" + S(idx) + "] is " +
+              (idx < p_.reduce_partial_map.size() && p_.reduce_partial_map.written(idx)
+                   ? S(p_.reduce_partial_map.data[idx])
+                   : std::string("unwritten")) +
+              ", piece " + S(i) + " (work " + S(ws[i]) + ") writes partial row " + S(want));
+      return;
+    }
+  }
+  const Int32Buffer& fm = p_.reduce_final_map;
+  const int64_t f = int64_t{t} * 2;
+  if (f + 1 >= fm.size() || !fm.written(f) || !fm.written(f + 1) || fm.data[f] != e.q0 ||
+      fm.data[f + 1] != e.q1)
+    Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
+        where + " is split but reduce_final_map[" + S(t) + "] is " +
+            (f + 1 < fm.size() && fm.written(f) && fm.written(f + 1)
+                 ? Range(fm.data[f], fm.data[f + 1])
+                 : std::string("unwritten")) +
+            ", expected " + Range(e.q0, e.q1));
+}
+
+void Checker::CheckReduceIndptr() {
+  const Int32Buffer& ri = p_.reduce_indptr;
+  const int64_t needed = static_cast<int64_t>(tiles_.size()) + 1;
+  if (ri.size() < needed) {
+    Add(PlanDiag::kReduceIndptrInvalid, "reduce_indptr", ri.size(), -1, -1,
+        "reduce_indptr holds " + S(ri.size()) + " entries; the request has " +
+            S(tiles_.size()) + " q tiles and needs " + S(needed));
+    return;
+  }
+  for (int64_t i = 0; i < ri.size(); ++i) {
+    if (!ri.written(i)) {
+      Add(PlanDiag::kReduceIndptrInvalid, "reduce_indptr", i, -1, -1,
+          "reduce_indptr[" + S(i) + "] was never written (the reducer reads the whole buffer)");
+      return;
+    }
+    if (i == 0 && ri.data[0] != 0)
+      Add(PlanDiag::kReduceIndptrInvalid, "reduce_indptr", 0, -1, -1, "reduce_indptr[0] is not 0");
+    if (i > 0 && ri.data[i] < ri.data[i - 1]) {
+      Add(PlanDiag::kReduceIndptrInvalid, "reduce_indptr", i, static_cast<int32_t>(i - 1), -1,
+          "reduce_indptr decreases at " + S(i));
+      return;
+    }
+    if (i > 0 && ri.data[i] - ri.data[i - 1] == 1)
+      Add(PlanDiag::kReduceIndptrInvalid, "reduce_indptr", i, static_cast<int32_t>(i - 1), -1,
+          "reduce group " + S(i - 1) + " has a single piece (groups are empty or >= 2)");
+  }
+}
+
+void Checker::CheckPartialRows() {
+  struct Rows {
+    int32_t begin, end, work;
+  };
+  std::vector<Rows> rows;
+  for (int32_t w = 0; w < num_works_; ++w) {
+    const int32_t loc = p_.work(w, kPartialQoLoc);
+    if (loc < 0 || !p_.work_info.written(int64_t{w} * 8 + kPartialQoLoc)) continue;
+    rows.push_back({loc, loc + p_.work(w, kQoEnd) - p_.work(w, kQoStart), w});
+  }
+  std::sort(rows.begin(), rows.end(), [](const Rows& a, const Rows& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.work < b.work;
+  });
+  for (size_t i = 1; i < rows.size(); ++i) {
+    if (rows[i].begin < rows[i - 1].end)
+      Add(PlanDiag::kPartialRowsOverlap, "work_info", rows[i].work, -1, rows[i].work,
+          "works " + S(rows[i - 1].work) + " and " + S(rows[i].work) + " share partial rows " +
+              Range(rows[i].begin, std::min(rows[i].end, rows[i - 1].end)));
+  }
+  // mla_decode_fwd allocates logits with reduce_partial_map.size(0) * max_seqlen_q rows (§10).
+  const int64_t logits_rows = p_.reduce_partial_map.size() * int64_t{r_.max_seqlen_qo};
+  for (const Rows& x : rows) {
+    if (x.end > logits_rows) {
+      Add(PlanDiag::kPartialRowsExceedLogits, "logits", x.end - 1, -1, x.work,
+          "work " + S(x.work) + " writes partial rows " + Range(x.begin, x.end) +
+              " but the partial buffers hold " + S(logits_rows) + " rows");
+      break;
+    }
+  }
+}
+
+PlanCheckReport Checker::Run() {
+  CheckBuffersAndInputs();
+  if (!CheckWorkIndptr()) return report_;
+  tiles_ = ExpectedTiles(r_, p_.derived);
+  AssignWorks();
+  CheckReduceIndptr();
+  for (int32_t t = 0; t < static_cast<int32_t>(tiles_.size()); ++t) CheckTile(t);
+  CheckPartialRows();
+  return report_;
+}
+
+}  // namespace
+
+const char* PlanDiagName(PlanDiag d) {
+  switch (d) {
+    case PlanDiag::kWorkIndptrShape: return "work_indptr_shape";
+    case PlanDiag::kWorkIndptrDecreasing: return "work_indptr_decreasing";
+    case PlanDiag::kWorkCountExceedsSizing: return "work_count_exceeds_sizing";
+    case PlanDiag::kWorkRowUnwritten: return "work_row_unwritten";
+    case PlanDiag::kWorkOutsideRequest: return "work_outside_request";
+    case PlanDiag::kWorkBatchMismatch: return "work_batch_mismatch";
+    case PlanDiag::kTilePiecesScattered: return "tile_pieces_scattered";
+    case PlanDiag::kTileKvNotCovered: return "tile_kv_not_covered";
+    case PlanDiag::kTileWithoutWork: return "tile_without_work";
+    case PlanDiag::kTileEmptyKvRange: return "tile_empty_kv_range";
+    case PlanDiag::kKvOffsetMismatch: return "kv_offset_mismatch";
+    case PlanDiag::kReduceIndptrInvalid: return "reduce_indptr_invalid";
+    case PlanDiag::kReduceGroupMismatch: return "reduce_group_mismatch";
+    case PlanDiag::kReduceFinalMapMismatch: return "reduce_final_map_mismatch";
+    case PlanDiag::kPartialRowsOverlap: return "partial_rows_overlap";
+    case PlanDiag::kPartialRowsExceedLogits: return "partial_rows_exceed_logits";
+    case PlanDiag::kBufferOverflow: return "buffer_overflow";
+    case PlanDiag::kInputReadOutOfRange: return "input_read_out_of_range";
+    case PlanDiag::kUpdateFoldMismatch: return "update_fold_mismatch";
+    case PlanDiag::kUpdateLeftEmptyPiece: return "update_left_empty_piece";
+  }
+  return "?";
+}
+
+bool PlanCheckReport::ok() const {
+  for (const PlanDiagnostic& d : diagnostics)
+    if (d.severity == Severity::kError) return false;
+  return true;
+}
+
+int64_t PlanCheckReport::count(PlanDiag code) const {
+  return std::count_if(diagnostics.begin(), diagnostics.end(),
+                       [code](const PlanDiagnostic& d) { return d.code == code; });
+}
+
+std::string PlanCheckReport::ToString() const {
+  std::string out;
+  for (const PlanDiagnostic& d : diagnostics) {
+    out += d.severity == Severity::kError ? "error " : "warning ";
+    out += PlanDiagName(d.code);
+    out += ": ";
+    out += d.message;
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived& d) {
+  const RevisionRules& rules = GetRevisionRules(r.revision);
+  const bool sparse = r.topk >= 0;
+  const int32_t fold = d.fold_ratio;
+  const int32_t requests = static_cast<int32_t>(r.kv_indptr.size()) - 1;
+  const int32_t ori = sparse ? d.ori_seqlen_qo : r.uni_seqlen_qo;
+  const int32_t nb = sparse ? requests * fold * ori : requests * fold;
+  const int32_t uni = r.uni_seqlen_qo;
+  int32_t n_tiles = 1;
+  if (d.qo_split)
+    n_tiles = d.planner_heads * 2 > d.packed_qo_len_per_wg
+                  ? uni
+                  : CeilDiv(uni * d.planner_heads, d.packed_qo_len_per_wg);
+  const int32_t qts = CeilDiv(uni, n_tiles);
+  const int32_t topk_p = sparse ? CeilDiv(r.topk, r.page_size) : -1;
+  std::vector<ExpectedTile> out;
+  out.reserve(static_cast<size_t>(nb) * n_tiles);
+  for (int32_t v = 0; v < nb; ++v) {
+    const int32_t b = sparse ? v / ori / fold : v / fold;
+    int32_t len = r.kv_indptr[b + 1] - r.kv_indptr[b];
+    int32_t kb;
+    if (sparse) {
+      len = std::min(len, topk_p);
+      kb = (v / fold) * topk_p;
+    } else {
+      kb = r.kv_indptr[b] - r.kv_indptr[0];
+    }
+    for (int32_t t = 0; t < n_tiles; ++t) {
+      ExpectedTile e;
+      e.v = v;
+      e.tile = t;
+      e.request = b;
+      e.batch_idx = sparse ? (rules.sparse_batch_idx_is_request ? b : v) : v;
+      e.q0 = uni * v + t * qts;
+      e.q1 = std::min(e.q0 + qts, uni * v + uni);
+      e.kv_begin = kb;
+      e.kv_full_end = kb + len;
+      int32_t bt = 0;
+      if (r.page_size == 1) {
+        bt = r.is_cp_round_robin ? 0 : n_tiles - 1 - t;
+        if (!sparse && fold != 1) bt = n_tiles - (e.q0 / fold) % ori - 1;
+        bt = std::max(bt, 0);
+        if (rules.causal_trim_needs_is_causal && !r.is_causal) bt = 0;
+      }
+      e.kv_end = e.kv_full_end - bt;
+      out.push_back(e);
+    }
+  }
+  return out;
+}
+
+PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan) {
+  return Checker(request, plan).Run();
+}
+
+}  // namespace mlasim::ref
