@@ -29,6 +29,8 @@ struct DecodeUpdateRequest {
   // Strict (default): refuse plans outside what the update supports (q-split or sparse plans).
   // Permissive: apply the update anyway, as aiter would, and let the plan checker judge.
   bool permissive = false;
+  // Deliberately broken variants for mutation testing (kNone is aiter's kernel).
+  enum class Mutant : uint8_t { kNone, kIgnoreRejects, kMoveEveryPieceToEnd } mutant = Mutant::kNone;
 };
 
 // Applies one update to `plan` in place. Refuses (InvalidArgument) what aiter asserts:

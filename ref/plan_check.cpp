@@ -224,6 +224,19 @@ void Checker::CheckTile(int32_t t) {
       Add(PlanDiag::kKvOffsetMismatch, "work_info", int64_t{w} * 8 + kKvOffset, t, w,
           where + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
               S(want_off));
+    // Tail rule (§4.5, aiter #2106): with page size 1 a split tile's non-final piece keeps at
+    // least max_seqlen_qo tokens after it and its final piece holds at least that many, so every
+    // causal q row sees a key in every piece.
+    if (r_.page_size == 1 && ws.size() > 1 && r_.max_seqlen_qo > 1 && p_.update_fold_ratios.empty()) {
+      const int32_t after = e.kv_full_end - k1;
+      const bool short_piece = last ? (k1 - k0 < r_.max_seqlen_qo) : (after < r_.max_seqlen_qo);
+      if (short_piece)
+        Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
+            where + ": " + (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
+                                 : "piece " + Range(k0, k1) + " leaves " + S(after)) +
+                " tokens, fewer than max_seqlen_qo " + S(r_.max_seqlen_qo) +
+                ": causal q rows see no key in a piece (NaN partials; the tail rule prevents this)");
+    }
     cursor = k1;
   }
   if (!empty_ok && cursor != e.kv_end)
@@ -369,6 +382,7 @@ const char* PlanDiagName(PlanDiag d) {
     case PlanDiag::kTileWithoutWork: return "tile_without_work";
     case PlanDiag::kTileEmptyKvRange: return "tile_empty_kv_range";
     case PlanDiag::kKvOffsetMismatch: return "kv_offset_mismatch";
+    case PlanDiag::kPieceShorterThanQlen: return "piece_shorter_than_qlen";
     case PlanDiag::kReduceIndptrInvalid: return "reduce_indptr_invalid";
     case PlanDiag::kReduceGroupMismatch: return "reduce_group_mismatch";
     case PlanDiag::kReduceFinalMapMismatch: return "reduce_final_map_mismatch";

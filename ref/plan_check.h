@@ -23,6 +23,7 @@ enum class PlanDiag : uint8_t {
   kTileWithoutWork,          // a tile got no work item: its output rows are never written
   kTileEmptyKvRange,         // the tile's causal KV range is empty or negative (q rows see no key)
   kKvOffsetMismatch,         // kv_offset disagrees with the piece's distance to the request end
+  kPieceShorterThanQlen,     // page 1 split tile: a piece leaves < max_seqlen_qo tokens after it
   kReduceIndptrInvalid,      // not written, not monotone, or a group of size 1
   kReduceGroupMismatch,      // a split tile's reduce group does not list exactly its pieces
   kReduceFinalMapMismatch,   // reduce_final_map row of a split tile is not (qo_start, qo_end)

@@ -143,7 +143,9 @@ SerialWalk::Piece SerialWalk::MakePiece(int32_t cap_blocks, bool is_final) {
     }
   }
   if (p.sparse && !p.rules->sparse_batch_idx_is_request) w[kBatchIdx] = v_;
-  w[kPad] = p.mutant == PlannerMutant::kNondeterministicPad ? num_works_ * 7919 + kb_ : 0;
+  // The mutant leaks state across calls (like reading uninitialised memory would).
+  static int32_t leaked_calls = 0;
+  w[kPad] = p.mutant == PlannerMutant::kNondeterministicPad ? ++leaked_calls : 0;
   return piece;
 }
 
@@ -370,7 +372,7 @@ const char* PlannerMutantName(PlannerMutant m) {
     case PlannerMutant::kPartialMapOffByOne: return "planner-partial-map-off-by-one";
     case PlannerMutant::kUndersizedPartialMap: return "sizing-undersized-partial-map";
     case PlannerMutant::kDropLastPiece: return "planner-drop-last-piece";
-    case PlannerMutant::kNondeterministicPad: return "planner-nondeterministic-pad";
+    case PlannerMutant::kNondeterministicPad: return "planner-leaks-state-into-pad";
     case PlannerMutant::kCount: break;
   }
   return "?";
@@ -529,8 +531,8 @@ StatusOr<Plan> PlanMlaMetadata(const PlanRequest& r, const PlannerOptions& optio
   MLASIM_RETURN_IF_ERROR(ValidatePlanRequest(r));
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
   MLASIM_ASSIGN_OR_RETURN(MetadataSizes sizes, GetMlaMetadataInfoV1(r, batch));
-  if (options.mutant == PlannerMutant::kUndersizedPartialMap && sizes.reduce_partial_map > 0)
-    sizes.reduce_partial_map -= 1;
+  // The mutant forgets that splits add partial entries: one entry per q tile.
+  if (options.mutant == PlannerMutant::kUndersizedPartialMap) sizes.reduce_partial_map = sizes.tile_cnt;
   return PlanMlaMetadataInto(r, sizes, options);
 }
 

@@ -22,9 +22,9 @@ enum class PlannerMutant : uint8_t {
   kNone = 0,
   kNoTailRule,              // drops the page-size-1 tail rule (aiter #2106)
   kPartialMapOffByOne,      // reduce_partial_map entries shifted by one q tile
-  kUndersizedPartialMap,    // sizing returns one reduce_partial_map entry too few
+  kUndersizedPartialMap,    // sizing allocates one reduce_partial_map entry per tile only
   kDropLastPiece,           // a split tile loses its final piece (KV not covered)
-  kNondeterministicPad,     // writes a varying value into the pad dword
+  kNondeterministicPad,     // leaks a call counter into the pad dword (not deterministic)
   kCount,
 };
 const char* PlannerMutantName(PlannerMutant m);

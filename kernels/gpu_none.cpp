@@ -1,0 +1,31 @@
+// gpu_none.cpp - the GPU API of a GPU_BACKEND=NONE build: no device, every device call throws.
+#include "kernels/gpu_api.h"
+
+#include <stdexcept>
+
+namespace mlasim::gpu {
+namespace {
+
+[[noreturn]] void no_backend() {
+  throw std::runtime_error("mlasim was built without a GPU backend (GPU_BACKEND=NONE)");
+}
+
+}  // namespace
+
+bool available() { return false; }
+
+std::string device_name() { return "none"; }
+
+void fill_sentinel(void*, std::size_t) { no_backend(); }
+
+SentinelScan scan_sentinel(const void*, std::size_t) { no_backend(); }
+
+void* device_alloc(std::size_t) { no_backend(); }
+
+void device_free(void*) { no_backend(); }
+
+void copy_to_device(void*, const void*, std::size_t) { no_backend(); }
+
+void copy_to_host(void*, const void*, std::size_t) { no_backend(); }
+
+}  // namespace mlasim::gpu

@@ -1,0 +1,231 @@
+// Properties of the reference planner over random batches, each paired with a test that shows it
+// fails on a deliberately broken planner (a property that no mutant fails proves nothing).
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include "ref/decode_update.h"
+#include "ref/plan_check.h"
+#include "ref/planner.h"
+#include "tests/ref/plan_builders.h"
+
+namespace mlasim::ref {
+namespace {
+
+// KV lengths with weight on the edges: 0, 1, tails shorter than qlen, multiples of 16 and 64,
+// and long contexts up to 64k tokens.
+rc::Gen<int32_t> GenKvTokens(int32_t qlen) {
+  return rc::gen::weightedOneOf<int32_t>(
+      {{2, rc::gen::just<int32_t>(0)},
+       {2, rc::gen::just<int32_t>(1)},
+       {2, rc::gen::inRange<int32_t>(0, qlen + 1)},
+       {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 64), [](int32_t k) { return 16 * k; })},
+       // Just past a split boundary: the tail rule's territory.
+       {3, rc::gen::map(rc::gen::pair(rc::gen::inRange<int32_t>(1, 400), rc::gen::inRange<int32_t>(1, 8)),
+                        [](std::pair<int32_t, int32_t> p) { return 16 * p.first + p.second; })},
+       {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 64), [](int32_t k) { return 64 * k; })},
+       {4, rc::gen::inRange<int32_t>(0, 4096)},
+       {1, rc::gen::inRange<int32_t>(0, 65537)}});
+}
+
+rc::Gen<PlanRequest> GenRequest() {
+  return rc::gen::exec([] {
+    const auto target = *rc::gen::element(Arch::kGfx942, Arch::kGfx950, Arch::kSm90);
+    const int32_t heads = *rc::gen::element(16, 16, 32, 48, 64, 96, 128, 8, 24);
+    const int32_t qlen = *rc::gen::weightedElement<int32_t>(
+        {{4, 1}, {2, 2}, {1, 3}, {3, 4}, {1, 5}, {1, 6}, {1, 7}, {1, 8}});
+    const int32_t page = *rc::gen::element(1, 1, 16, 64);
+    const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
+        {{6, rc::gen::inRange<int32_t>(1, 9)},
+         {3, rc::gen::inRange<int32_t>(1, 65)},
+         {1, rc::gen::inRange<int32_t>(1, 513)}});
+    const auto kv = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(batch),
+                                                              GenKvTokens(qlen));
+    const int32_t clusters = *rc::gen::weightedOneOf<int32_t>(
+        {{2, rc::gen::just<int32_t>(0)}, {3, rc::gen::inRange<int32_t>(2, 17)}});
+    PlanRequest r = test::DenseRequest(target, heads, qlen, kv, clusters, page,
+                                       *rc::gen::element(16, 16, 32));
+    if (*rc::gen::weightedElement<bool>({{1, true}, {4, false}})) {
+      r.topk = *rc::gen::element(64, 2048);
+      r.max_seqlen_qo = r.uni_seqlen_qo = 1;
+    }
+    r.q_dtype = *rc::gen::element(DType::kBf16, DType::kFp8);
+    r.kv_dtype = *rc::gen::element(r.q_dtype, r.q_dtype, DType::kBf16, DType::kFp8);
+    r.is_causal = *rc::gen::weightedElement<bool>({{6, true}, {1, false}});
+    r.max_split_per_batch = *rc::gen::element(-1, -1, 1, 4, 16, 32);
+    r.revision = *rc::gen::weightedElement<Revision>({{5, Revision::k2026_08}, {1, Revision::k2026_03}});
+    return r;
+  });
+}
+
+// Property body shared by the real planner and the mutants: plans are refused only for head
+// counts aiter refuses, and otherwise pass every checker invariant except the planner's own
+// documented out-of-range read (folded heads with paged KV).
+bool PlanIsValid(const PlanRequest& r, PlannerMutant mutant, std::string* why) {
+  auto plan = PlanMlaMetadata(r, {PlannerChoice::kAiterDispatch, mutant});
+  if (!plan.ok()) {
+    if (plan.status().field() == "heads_per_head_k") return true;
+    *why = plan.status().ToString();
+    return false;
+  }
+  const PlanCheckReport report = CheckPlan(r, *plan);
+  for (const PlanDiagnostic& d : report.diagnostics) {
+    if (d.severity != Severity::kError) continue;
+    if (d.code == PlanDiag::kInputReadOutOfRange && plan->derived.fold_ratio > 1 && r.page_size > 1)
+      continue;
+    *why = report.ToString();
+    return false;
+  }
+  return true;
+}
+
+void CheckerProperty(PlannerMutant mutant) {
+  const PlanRequest r = *GenRequest();
+  std::string why;
+  RC_ASSERT(PlanIsValid(r, mutant, &why));
+}
+
+TEST(PlanProperties, CheckerPassesOnRandomBatches) {
+  EXPECT_TRUE(rc::check("plan checker passes", [] { CheckerProperty(PlannerMutant::kNone); }));
+}
+
+TEST(PlanProperties, CheckerCatchesMutants) {
+  for (PlannerMutant m : {PlannerMutant::kPartialMapOffByOne, PlannerMutant::kDropLastPiece}) {
+    EXPECT_FALSE(rc::check(PlannerMutantName(m), [m] { CheckerProperty(m); }))
+        << "mutant survived: " << PlannerMutantName(m);
+  }
+}
+
+TEST(PlanProperties, CheckerCatchesMissingTailRule) {
+  // MTP split tiles whose KV ends just past a granularity boundary: without the tail rule a
+  // piece is left with fewer than qlen tokens (aiter #2106).
+  EXPECT_FALSE(rc::check("no tail rule", [] {
+    const int32_t qlen = *rc::gen::inRange<int32_t>(2, 9);
+    const auto kv = *rc::gen::container<std::vector<int32_t>>(
+        static_cast<size_t>(*rc::gen::inRange<int32_t>(1, 5)),
+        rc::gen::map(rc::gen::pair(rc::gen::inRange<int32_t>(4, 300), rc::gen::inRange<int32_t>(1, 8)),
+                     [](std::pair<int32_t, int32_t> p) { return 16 * p.first + p.second; }));
+    const PlanRequest r =
+        test::DenseRequest(Arch::kGfx942, 16, qlen, kv, *rc::gen::inRange<int32_t>(2, 17));
+    std::string why;
+    RC_ASSERT(PlanIsValid(r, PlannerMutant::kNoTailRule, &why));
+  }));
+}
+
+void SizingProperty(PlannerMutant mutant) {
+  const PlanRequest r = *GenRequest();
+  auto plan = PlanMlaMetadata(r, {PlannerChoice::kAiterDispatch, mutant});
+  if (!plan.ok()) RC_SUCCEED("refused");
+  for (const Int32Buffer* b : {&plan->work_indptr, &plan->work_info, &plan->reduce_indptr,
+                               &plan->reduce_final_map, &plan->reduce_partial_map})
+    RC_ASSERT(b->oob_writes == 0);
+  // The fast-mode bounds of §2: works <= tiles + clusters - 1 within the sized rows.
+  RC_ASSERT(plan->derived.num_works <= plan->sizes.work_info_rows);
+}
+
+TEST(PlanProperties, NeverWritesPastInfoV1Sizes) {
+  EXPECT_TRUE(rc::check("writes within sizes", [] { SizingProperty(PlannerMutant::kNone); }));
+}
+
+TEST(PlanProperties, SizingPropertyCatchesUndersizedPartialMap) {
+  EXPECT_FALSE(rc::check("undersized partial map",
+                         [] { SizingProperty(PlannerMutant::kUndersizedPartialMap); }));
+}
+
+bool SameBytes(const Plan& a, const Plan& b) {
+  auto same = [](const Int32Buffer& x, const Int32Buffer& y) {
+    return x.data == y.data && x.cells == y.cells;
+  };
+  return same(a.work_indptr, b.work_indptr) && same(a.work_info, b.work_info) &&
+         same(a.reduce_indptr, b.reduce_indptr) && same(a.reduce_final_map, b.reduce_final_map) &&
+         same(a.reduce_partial_map, b.reduce_partial_map);
+}
+
+void DeterminismProperty(PlannerMutant mutant) {
+  const PlanRequest r = *GenRequest();
+  auto a = PlanMlaMetadata(r, {PlannerChoice::kAiterDispatch, mutant});
+  auto b = PlanMlaMetadata(r, {PlannerChoice::kAiterDispatch, mutant});
+  RC_ASSERT(a.ok() == b.ok());
+  if (a.ok()) RC_ASSERT(SameBytes(*a, *b));
+}
+
+TEST(PlanProperties, Deterministic) {
+  EXPECT_TRUE(rc::check("same input, same bytes", [] { DeterminismProperty(PlannerMutant::kNone); }));
+}
+
+TEST(PlanProperties, DeterminismCatchesLeakedState) {
+  EXPECT_FALSE(rc::check("leaked state", [] { DeterminismProperty(PlannerMutant::kNondeterministicPad); }));
+}
+
+TEST(PlanProperties, SerialAndParallelAgreeWithoutZeroKvRequests) {
+  // §4.6: the parallel planner is designed to be bit-identical to the serial one; they differ
+  // only on zero-KV requests (golden README), excluded here.
+  EXPECT_TRUE(rc::check("serial == parallel", [] {
+    const int32_t batch = *rc::gen::inRange<int32_t>(1, 300);
+    const auto kv = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(batch),
+                                                              rc::gen::inRange<int32_t>(1, 20000));
+    const PlanRequest r = test::DenseRequest(*rc::gen::element(Arch::kGfx942, Arch::kGfx950), 16,
+                                             1, kv, *rc::gen::inRange<int32_t>(1, 305));
+    auto s = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+    auto p = PlanMlaMetadata(r, {PlannerChoice::kParallel});
+    RC_ASSERT(s.ok() && p.ok());
+    RC_ASSERT(SameBytes(*s, *p));
+  }));
+}
+
+// decode_update vs the tiling of the new lengths (§9): a dense page-1 plan without q splits,
+// real requests of >= qlen tokens (a verify step holds its own qlen tokens), rejects 0..qlen-1
+// on the first update (ATOM passes num_reject_tokens on the first draft step only), +1 after.
+void UpdateProperty(DecodeUpdateRequest::Mutant mutant) {
+  const int32_t qlen = *rc::gen::inRange<int32_t>(1, 5);
+  const int32_t batch = *rc::gen::inRange<int32_t>(1, 40);
+  const auto kv = *rc::gen::container<std::vector<int32_t>>(
+      static_cast<size_t>(batch), rc::gen::inRange<int32_t>(qlen, 6000));
+  const PlanRequest r = test::DenseRequest(*rc::gen::element(Arch::kGfx942, Arch::kGfx950), 16,
+                                           qlen, kv, *rc::gen::inRange<int32_t>(2, 40));
+  auto plan = PlanMlaMetadata(r);
+  RC_ASSERT(plan.ok());
+  const Plan before = *plan;
+  const int32_t steps = *rc::gen::inRange<int32_t>(1, 4);
+  std::vector<int32_t> lens = kv;
+  for (int32_t s = 0; s < steps; ++s) {
+    DecodeUpdateRequest u;
+    u.target = r.target;
+    u.heads_per_head_k = r.heads_per_head_k;
+    u.max_seqlen_qo = qlen;
+    u.qo_indptr = r.qo_indptr;
+    u.mutant = mutant;
+    if (s == 0) {
+      u.has_num_reject_tokens = true;
+      u.num_reject_tokens = *rc::gen::container<std::vector<int32_t>>(
+          static_cast<size_t>(batch), rc::gen::inRange<int32_t>(0, qlen));
+    }
+    u.kv_indptr = {0};
+    for (int32_t b = 0; b < batch; ++b) {
+      lens[b] += 1 - (s == 0 ? u.num_reject_tokens[b] : 0);
+      u.kv_indptr.push_back(u.kv_indptr.back() + lens[b]);
+    }
+    RC_ASSERT(DecodeUpdateMlaMetadataV1(u, *plan).ok());
+  }
+  PlanRequest served = test::DenseRequest(r.target, 16, 1, lens, r.cu_count);
+  const PlanCheckReport report = CheckPlan(served, *plan);
+  RC_ASSERT(report.ok());
+  // The split structure is untouched: same clusters, same reduce groups.
+  RC_ASSERT(plan->work_indptr.data == before.work_indptr.data);
+  RC_ASSERT(plan->reduce_indptr.data == before.reduce_indptr.data);
+}
+
+TEST(DecodeUpdateProperties, ChainedUpdatesTileTheNewLengths) {
+  EXPECT_TRUE(rc::check("update tiles new lengths",
+                        [] { UpdateProperty(DecodeUpdateRequest::Mutant::kNone); }));
+}
+
+TEST(DecodeUpdateProperties, CatchesMutants) {
+  for (auto m : {DecodeUpdateRequest::Mutant::kIgnoreRejects,
+                 DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd}) {
+    EXPECT_FALSE(rc::check("update mutant", [m] { UpdateProperty(m); }));
+  }
+}
+
+}  // namespace
+}  // namespace mlasim::ref
