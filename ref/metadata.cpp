@@ -10,14 +10,9 @@ void Int32Buffer::Reset(int32_t elements, int32_t width) {
   first_oob_index = -1;
 }
 
-void Int32Buffer::Store(int64_t index, int32_t value, Cell cell) {
-  if (index < 0 || index >= static_cast<int64_t>(data.size())) {
-    if (oob_writes == 0) first_oob_index = index;
-    ++oob_writes;
-    return;
-  }
-  data[index] = value;
-  cells[index] = cell;
+void Int32Buffer::RecordOob(int64_t index) {
+  if (oob_writes == 0) first_oob_index = index;
+  ++oob_writes;
 }
 
 int64_t Int32Buffer::WrittenPrefix() const {

@@ -93,7 +93,12 @@ struct Int32Buffer {
   int64_t first_oob_index = -1;
 
   void Reset(int32_t elements, int32_t width);
-  void Store(int64_t index, int32_t value, Cell cell = Cell::kWritten);
+  void Store(int64_t index, int32_t value, Cell cell = Cell::kWritten) {
+    if (index < 0 || index >= static_cast<int64_t>(data.size())) return RecordOob(index);
+    data[static_cast<size_t>(index)] = value;
+    cells[static_cast<size_t>(index)] = cell;
+  }
+  void RecordOob(int64_t index);
   bool written(int64_t i) const { return cells[i] != Cell::kUnwritten; }
   int64_t size() const { return static_cast<int64_t>(data.size()); }
   // Length of the longest written prefix (elements).
