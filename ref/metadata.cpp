@@ -1,5 +1,7 @@
 #include "ref/metadata.h"
 
+#include <algorithm>
+
 namespace mlasim::ref {
 
 void Int32Buffer::Reset(int32_t elements, int32_t width) {
@@ -7,11 +9,13 @@ void Int32Buffer::Reset(int32_t elements, int32_t width) {
   cells.assign(static_cast<size_t>(elements), Cell::kUnwritten);
   row_width = width;
   oob_writes = 0;
-  first_oob_index = -1;
+  first_oob_index = last_oob_index = -1;
 }
 
 void Int32Buffer::RecordOob(int64_t index) {
-  if (oob_writes == 0) first_oob_index = index;
+  if (oob_writes == 0) first_oob_index = last_oob_index = index;
+  first_oob_index = std::min(first_oob_index, index);
+  last_oob_index = std::max(last_oob_index, index);
   ++oob_writes;
 }
 

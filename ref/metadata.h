@@ -91,6 +91,7 @@ struct Int32Buffer {
   int32_t row_width = 1;            // 8 for work_info, 2 for reduce_final_map
   int64_t oob_writes = 0;           // stores at index >= data.size()
   int64_t first_oob_index = -1;
+  int64_t last_oob_index = -1;
 
   void Reset(int32_t elements, int32_t width);
   void Store(int64_t index, int32_t value, Cell cell = Cell::kWritten) {

@@ -1,0 +1,26 @@
+// File: sim/engine.h
+//
+// Expands one engine step (an MTP iteration: the target's verify step, draft step 0, draft steps
+// 1..K-1) into the ordered calls an ATOM-like engine makes, with the behaviour flags of the
+// scenario's engine profile. Source: atom-mtp-flow.md §2 (rung choice and padding), §3 (buffer
+// capacities), §4 (verify), §5 (drafter), §6 (the table of calls), §7 (DCP).
+#pragma once
+
+#include "sim/scenario.h"
+#include "sim/trace.h"
+
+namespace mlasim::sim {
+
+// The padded rung R for `scheduled_tokens` (this rank's, or the max over DP ranks) and K+1 = Q
+// (§2). Returns B when the step runs eagerly. `graph` is set when a captured graph replays.
+int32_t ChooseRung(const Scenario& s, int32_t batch, bool* graph);
+
+// Heads the kernel and plan see (§3): H = heads / TP, repeated up to 16; with DCP the gathered
+// width H * W rounded up to 16, 32, 64 or 128.
+int32_t KernelHeads(const Scenario& s);
+
+// Builds every plan with the reference planner and lists every call. Errors: InvalidArgument
+// when a plan the engine would build is refused by the planner (an unsupported head count).
+StatusOr<Trace> ExpandStep(const Scenario& s);
+
+}  // namespace mlasim::sim

@@ -1,0 +1,66 @@
+// File: sim/executor.h
+//
+// Applies every call's access contract (sim/contracts.h) to every work item over the simulated
+// address space and reports each read or write outside a buffer, each read of bytes no call wrote
+// this step, each invalid plan, and output rows no call wrote, with what it would do on hardware.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/memory.h"
+#include "sim/scenario.h"
+#include "sim/trace.h"
+
+namespace mlasim::sim {
+
+// What one finding is.
+enum class ViolationKind : uint8_t {
+  kOutOfBounds,        // rows touched past a buffer's end (classes A, C)
+  kUninitializedRead,  // bytes of a buffer that no call wrote this step (class E)
+  kPlanInvalid,        // the plan checker rejects a plan a call consumes (classes D, F)
+  kPlannerInputRead,   // a planner/update read its own input past the end (class G)
+  kUnwrittenOutput,    // output rows of real tokens that no call wrote (classes B, I)
+  kGuardRefused,       // the engine's plan-rows guard refused a call (no memory access)
+};
+const char* ViolationKindName(ViolationKind k);
+
+struct Violation {
+  ViolationKind kind = ViolationKind::kOutOfBounds;
+  std::string bug_class;     // A..J of bug-classes.md
+  std::string step;          // "verify", "draft_step_0", ...
+  std::string call;          // call name, "sparse_decode"
+  int32_t call_index = -1;
+  std::string table_row;     // atom-mtp-flow.md §6 row
+  std::string kernel;
+  std::string buffer;
+  std::string access;        // "read" | "write"
+  int64_t rows = 0;          // rows the buffer holds
+  int64_t row_bytes = 0;
+  int64_t first_row = -1;    // first and last row touched out of bounds / unwritten
+  int64_t last_row = -1;
+  int64_t rows_past_end = 0;
+  int64_t bytes_past_end = 0;
+  std::vector<int32_t> work_items;  // responsible work items (or tiles for the reduce)
+  std::string consequence;   // fault | corrupts:<buffer> | reads:<buffer> | unobserved | ...
+  uint64_t first_bad_address = 0;
+  std::string detail;        // one sentence
+};
+
+struct ExecutionResult {
+  std::vector<Violation> violations;
+  int64_t unwritten_pad_rows = 0;    // o rows of padding that no call wrote (dropped by the engine)
+  int32_t layout_call = -1;          // call whose transient allocations `layout` shows
+  nlohmann::json layout;             // address-space layout (persistent + that call's tensors)
+};
+
+// Kernel access contracts per variant (sim/contracts.h has the table).
+struct ExecuteOptions {
+  // The wrong-hypothesis twin (issue 5): zero-KV work items read one index row at kv_start.
+  bool zero_kv_reads_index_row = false;
+};
+
+ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});
+
+}  // namespace mlasim::sim

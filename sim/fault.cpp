@@ -1,0 +1,197 @@
+#include "sim/fault.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <regex>
+#include <sstream>
+
+namespace mlasim::sim {
+namespace {
+
+std::string StripLinePrefix(const std::string& line) {
+  // Timestamps ("2026-11-03 12:00:01.123", "[12:00:01]") and rank tags ("[rank3]", "rank 3:",
+  // "(RANK 2)") that loggers put in front of each line, possibly several.
+  static const std::regex kPrefix(
+      R"(^\s*((\[[^\]]*\])|(\([Rr][Aa][Nn][Kk][^)]*\))|(\d{4}-\d\d-\d\d[T ][\d:.,]+Z?)|)"
+      R"(([Rr]ank\s*\d+\s*[:|>]))\s*)");
+  std::string s = line;
+  for (int i = 0; i < 4; ++i) {
+    std::smatch m;
+    if (!std::regex_search(s, m, kPrefix) || m.length(0) == 0) break;
+    s = m.suffix().str();
+  }
+  return s;
+}
+
+bool ParseHex(const std::string& digits, uint64_t* out) {
+  if (digits.empty() || digits.size() > 16) return false;
+  uint64_t v = 0;
+  for (char ch : digits) {
+    int d;
+    if (ch >= '0' && ch <= '9')
+      d = ch - '0';
+    else if (ch >= 'a' && ch <= 'f')
+      d = ch - 'a' + 10;
+    else if (ch >= 'A' && ch <= 'F')
+      d = ch - 'A' + 10;
+    else
+      return false;
+    v = v * 16 + static_cast<uint64_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+uint64_t LayoutHex(const nlohmann::json& j) {
+  uint64_t v = 0;
+  const std::string s = j.get<std::string>();
+  ParseHex(s.substr(2), &v);
+  return v;
+}
+
+}  // namespace
+
+StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string& field) {
+  FaultReport r;
+  // Bare address.
+  static const std::regex kBare(R"(^\s*(0[xX][0-9a-fA-F]{1,16})\s*$)");
+  std::smatch m;
+  if (std::regex_match(text, m, kBare)) {
+    ParseHex(m[1].str().substr(2), &r.address);
+    r.source = "address";
+    return r;
+  }
+  // Join lines after removing per-line prefixes; then drop all whitespace so that wrapping or a
+  // split mid-word does not matter.
+  std::istringstream in(text);
+  std::string line, joined;
+  while (std::getline(in, line)) joined += StripLinePrefix(line);
+  std::string squeezed;
+  for (char ch : joined)
+    if (!std::isspace(static_cast<unsigned char>(ch))) squeezed += ch;
+  static const std::regex kHsa(R"(HSA_STATUS_ERROR_[A-Z_]+)");
+  for (std::sregex_iterator it(squeezed.begin(), squeezed.end(), kHsa), end; it != end; ++it)
+    r.hsa_status.push_back(it->str());
+  static const std::regex kRocm(
+      R"(Memoryaccessfault(byGPUnode-?\d+)?.*?onaddress((0[xX][0-9a-fA-F]+)|\(nil\))\.?(Reason:([^.]*))?)");
+  if (std::regex_search(squeezed, m, kRocm)) {
+    r.source = "rocm";
+    if (m[2].str() == "(nil)") {
+      r.null_address = true;
+    } else {
+      ParseHex(m[3].str().substr(2), &r.address);
+    }
+    static const std::regex kReason(R"(Reason:\s*([^\n]*?)\.?\s*$)");
+    std::smatch rm;
+    if (std::regex_search(joined, rm, kReason)) r.reason = rm[1].str();
+    return r;
+  }
+  static const std::regex kSanitizer(R"(Address(0[xX][0-9a-fA-F]+)isoutofbounds)");
+  if (std::regex_search(squeezed, m, kSanitizer)) {
+    r.source = "compute-sanitizer";
+    ParseHex(m[1].str().substr(2), &r.address);
+    static const std::regex kKind(R"(Invalid__global__(read|write)ofsize(\d+)bytes)");
+    std::smatch k;
+    if (std::regex_search(squeezed, k, kKind)) r.reason = k[1].str() + " of " + k[2].str() + " bytes";
+    return r;
+  }
+  if (squeezed.find("illegalmemoryaccess") != std::string::npos)
+    return InvalidArgumentError(field, "the log says 'an illegal memory access was encountered' "
+                                       "but carries no address; attribute it with `mlasim replay`, "
+                                       "whose prediction names the buffer and rows");
+  return InvalidArgumentError(field, "no fault address found (expected a ROCm 'Memory access "
+                                     "fault ... on address 0x...' line, compute-sanitizer output "
+                                     "or a bare 0x address)");
+}
+
+Status ValidateLayout(const nlohmann::json& l) {
+  if (!l.is_object()) return InvalidArgumentError("$", "a layout must be a JSON object");
+  if (!l.contains("allocations") || !l.at("allocations").is_array())
+    return InvalidArgumentError("$.allocations", "must be an array");
+  const auto& a = l.at("allocations");
+  static const std::regex kHex(R"(0x[0-9a-f]{1,16})");
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = "$.allocations[" + std::to_string(i) + "]";
+    const auto& e = a[i];
+    if (!e.is_object()) return InvalidArgumentError(p, "must be an object");
+    for (const char* k : {"name", "base"})
+      if (!e.contains(k) || !e.at(k).is_string())
+        return InvalidArgumentError(p + "." + k, "must be a string");
+    if (!std::regex_match(e.at("base").get<std::string>(), kHex))
+      return InvalidArgumentError(p + ".base", "must be a lowercase 0x hex address");
+    for (const char* k : {"bytes", "row_bytes"})
+      if (!e.contains(k) || !e.at(k).is_number_integer() || e.at(k).get<int64_t>() < 0)
+        return InvalidArgumentError(p + "." + k, "must be an integer >= 0");
+    if (e.at("row_bytes").get<int64_t>() == 0)
+      return InvalidArgumentError(p + ".row_bytes", "must be >= 1");
+    for (const char* k : {"mapped_begin", "mapped_end"})
+      if (e.contains(k) && (!e.at(k).is_string() || !std::regex_match(e.at(k).get<std::string>(), kHex)))
+        return InvalidArgumentError(p + "." + k, "must be a lowercase 0x hex address");
+    for (const char* k : {"heads", "cols", "elem_bytes"})
+      if (e.contains(k) && (!e.at(k).is_number_integer() || e.at(k).get<int64_t>() < 1))
+        return InvalidArgumentError(p + "." + k, "must be an integer >= 1");
+  }
+  return OkStatus();
+}
+
+StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address) {
+  MLASIM_RETURN_IF_ERROR(ValidateLayout(layout));
+  const nlohmann::json* below = nullptr;
+  const nlohmann::json* above = nullptr;
+  uint64_t below_base = 0, above_base = 0;
+  Attribution at;
+  for (const auto& e : layout.at("allocations")) {
+    const uint64_t base = LayoutHex(e.at("base"));
+    const uint64_t end = base + e.at("bytes").get<uint64_t>();
+    if (e.contains("mapped_begin") && e.contains("mapped_end") &&
+        LayoutHex(e.at("mapped_begin")) <= address && address < LayoutHex(e.at("mapped_end")))
+      at.mapped = true;
+    (void)end;
+    if (base <= address && (!below || base > below_base)) {
+      below = &e;
+      below_base = base;
+    }
+    if (base > address && (!above || base < above_base)) {
+      above = &e;
+      above_base = base;
+    }
+  }
+  if (!below)
+    return InvalidArgumentError("--address", fmt::format("0x{:x} lies below every allocation of "
+                                                         "the layout", address));
+  const auto& e = *below;
+  at.buffer = e.at("name").get<std::string>();
+  at.offset = static_cast<int64_t>(address - below_base);
+  const int64_t bytes = e.at("bytes").get<int64_t>();
+  const int64_t row_bytes = e.at("row_bytes").get<int64_t>();
+  at.inside = at.offset < bytes;
+  at.bytes_past_end = at.inside ? 0 : at.offset - bytes;
+  at.rows = bytes / row_bytes;
+  at.row = at.offset / row_bytes;
+  const int64_t within = at.offset % row_bytes;
+  if (e.contains("heads") && e.contains("cols")) {
+    const int64_t elem = e.value("elem_bytes", 1);
+    const int64_t head_bytes = e.at("cols").get<int64_t>() * elem;
+    at.head = within / head_bytes;
+    at.column = (within % head_bytes) / elem;
+  } else {
+    at.column = within;
+  }
+  if (above) {
+    at.next_buffer = above->at("name").get<std::string>();
+    at.bytes_before_next = static_cast<int64_t>(above_base - address);
+  }
+  std::string where = at.head >= 0 ? fmt::format("row {}, head {}, column {}", at.row, at.head, at.column)
+                                   : fmt::format("row {}, byte {} of the row", at.row, at.column);
+  if (at.inside)
+    at.text = fmt::format("0x{:x} is inside {} at byte {} of {} = {} (the buffer holds {} rows)",
+                          address, at.buffer, at.offset, bytes, where, at.rows);
+  else
+    at.text = fmt::format("0x{:x} is {} bytes past the end of {} ({} rows of {} bytes) = {}{}",
+                          address, at.bytes_past_end, at.buffer, at.rows, row_bytes, where,
+                          at.mapped ? "" : "; the page is not mapped in this layout");
+  return at;
+}
+
+}  // namespace mlasim::sim

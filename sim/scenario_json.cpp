@@ -1,0 +1,425 @@
+#include "sim/scenario_json.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace mlasim::sim {
+namespace {
+
+using nlohmann::json;
+
+// Reads one JSON object field by field, remembering which keys were consumed so that Finish()
+// can refuse unknown keys. Every error names the field's JSON path.
+class ObjectReader {
+ public:
+  ObjectReader(const json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
+
+  Status Check() const {
+    if (!obj_.is_object()) return InvalidArgumentError(path_, "must be an object");
+    return OkStatus();
+  }
+  std::string Path(const std::string& key) const { return path_ + "." + key; }
+  bool Has(const std::string& key) const { return obj_.contains(key); }
+
+  Status Int(const std::string& key, int32_t* out, int64_t lo, int64_t hi, bool required = false) {
+    seen_.insert(key);
+    if (!obj_.contains(key)) return Missing(key, required);
+    const json& v = obj_.at(key);
+    if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi)
+      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
+                                                 std::to_string(hi) + " (got " + std::to_string(x) + ")");
+    *out = static_cast<int32_t>(x);
+    return OkStatus();
+  }
+  Status Int64(const std::string& key, int64_t* out, int64_t lo, int64_t hi) {
+    int32_t unused = 0;
+    (void)unused;
+    seen_.insert(key);
+    if (!obj_.contains(key)) return OkStatus();
+    const json& v = obj_.at(key);
+    if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
+    const int64_t x = v.get<int64_t>();
+    if (x < lo || x > hi)
+      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
+                                                 std::to_string(hi) + " (got " + std::to_string(x) + ")");
+    *out = x;
+    return OkStatus();
+  }
+  Status Bool(const std::string& key, bool* out) {
+    seen_.insert(key);
+    if (!obj_.contains(key)) return OkStatus();
+    if (!obj_.at(key).is_boolean()) return InvalidArgumentError(Path(key), "must be true or false");
+    *out = obj_.at(key).get<bool>();
+    return OkStatus();
+  }
+  Status String(const std::string& key, std::string* out, bool required = false) {
+    seen_.insert(key);
+    if (!obj_.contains(key)) return Missing(key, required);
+    if (!obj_.at(key).is_string()) return InvalidArgumentError(Path(key), "must be a string");
+    *out = obj_.at(key).get<std::string>();
+    return OkStatus();
+  }
+  Status IntArray(const std::string& key, std::vector<int32_t>* out, int64_t lo, int64_t hi) {
+    seen_.insert(key);
+    if (!obj_.contains(key)) return OkStatus();
+    const json& v = obj_.at(key);
+    if (!v.is_array()) return InvalidArgumentError(Path(key), "must be an array of integers");
+    out->clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      const std::string p = Path(key) + "[" + std::to_string(i) + "]";
+      if (!v[i].is_number_integer()) return InvalidArgumentError(p, "must be an integer");
+      const int64_t x = v[i].get<int64_t>();
+      if (x < lo || x > hi)
+        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                           " (got " + std::to_string(x) + ")");
+      out->push_back(static_cast<int32_t>(x));
+    }
+    return OkStatus();
+  }
+  const json* Child(const std::string& key) {
+    seen_.insert(key);
+    return obj_.contains(key) ? &obj_.at(key) : nullptr;
+  }
+  Status Finish() const {
+    for (auto it = obj_.begin(); it != obj_.end(); ++it)
+      if (!seen_.count(it.key())) return InvalidArgumentError(Path(it.key()), "unknown key");
+    return OkStatus();
+  }
+
+ private:
+  Status Missing(const std::string& key, bool required) const {
+    return required ? InvalidArgumentError(Path(key), "required key is missing") : OkStatus();
+  }
+  const json& obj_;
+  std::string path_;
+  std::set<std::string> seen_;
+};
+
+constexpr int64_t kMaxTokens = 1 << 24;  // 16M tokens per request is beyond any deployment
+
+Status ParseModel(const json& j, ModelSpec* m) {
+  ObjectReader r(j, "$.model");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  MLASIM_RETURN_IF_ERROR(r.String("name", &m->name));
+  MLASIM_RETURN_IF_ERROR(r.Int("heads", &m->heads, 1, 1024, true));
+  MLASIM_RETURN_IF_ERROR(r.Int("kv_lora_rank", &m->kv_lora_rank, 1, 4096));
+  MLASIM_RETURN_IF_ERROR(r.Int("rope_dim", &m->rope_dim, 0, 1024));
+  std::string s;
+  if (r.Has("kv_dtype")) {
+    MLASIM_RETURN_IF_ERROR(r.String("kv_dtype", &s));
+    MLASIM_ASSIGN_OR_RETURN(m->kv_dtype, ref::ParseDType(s, r.Path("kv_dtype")));
+  }
+  if (r.Has("model_dtype")) {
+    MLASIM_RETURN_IF_ERROR(r.String("model_dtype", &s));
+    MLASIM_ASSIGN_OR_RETURN(m->model_dtype, ref::ParseDType(s, r.Path("model_dtype")));
+  }
+  MLASIM_RETURN_IF_ERROR(r.Bool("sparse", &m->sparse));
+  MLASIM_RETURN_IF_ERROR(r.Int("topk", &m->topk, 1, 1 << 20));
+  return r.Finish();
+}
+
+Status ParseParallel(const json& j, ParallelSpec* p) {
+  ObjectReader r(j, "$.parallelism");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  MLASIM_RETURN_IF_ERROR(r.Int("tp", &p->tp, 1, 64));
+  MLASIM_RETURN_IF_ERROR(r.Int("dp", &p->dp, 1, 64));
+  MLASIM_RETURN_IF_ERROR(r.IntArray("dp_scheduled_tokens", &p->dp_scheduled_tokens, 0, kMaxTokens));
+  MLASIM_RETURN_IF_ERROR(r.Int("dcp", &p->dcp, 1, 64));
+  MLASIM_RETURN_IF_ERROR(r.Int("dcp_interleave", &p->dcp_interleave, 1, 1 << 16));
+  MLASIM_RETURN_IF_ERROR(r.Finish());
+  if (!p->dp_scheduled_tokens.empty() && static_cast<int32_t>(p->dp_scheduled_tokens.size()) != p->dp)
+    return InvalidArgumentError("$.parallelism.dp_scheduled_tokens",
+                                "needs one entry per DP rank (dp = " + std::to_string(p->dp) + ")");
+  return OkStatus();
+}
+
+Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
+  ObjectReader r(j, "$.batch");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  std::vector<int32_t> ctx, prev, rej;
+  MLASIM_RETURN_IF_ERROR(r.IntArray("contexts", &ctx, 0, kMaxTokens));
+  MLASIM_RETURN_IF_ERROR(r.IntArray("rejected_prev", &prev, 0, 64));
+  MLASIM_RETURN_IF_ERROR(r.IntArray("rejected", &rej, 0, 64));
+  MLASIM_RETURN_IF_ERROR(r.Finish());
+  if (!r.Has("contexts")) return InvalidArgumentError("$.batch.contexts", "required key is missing");
+  if (ctx.empty())
+    return InvalidArgumentError("$.batch.contexts", "needs at least one request");
+  if (!prev.empty() && prev.size() != ctx.size())
+    return InvalidArgumentError("$.batch.rejected_prev", "needs one entry per request (" +
+                                                             std::to_string(ctx.size()) + ")");
+  if (!rej.empty() && rej.size() != ctx.size())
+    return InvalidArgumentError("$.batch.rejected", "needs one entry per request (" +
+                                                        std::to_string(ctx.size()) + ")");
+  const int32_t q = k + 1;
+  for (size_t i = 0; i < ctx.size(); ++i) {
+    RequestSpec req;
+    req.context = ctx[i];
+    req.rejected_prev = prev.empty() ? 0 : prev[i];
+    req.rejected = rej.empty() ? 0 : rej[i];
+    const std::string idx = "[" + std::to_string(i) + "]";
+    if (req.rejected > k)
+      return InvalidArgumentError("$.batch.rejected" + idx,
+                                  "at most K = " + std::to_string(k) + " drafts can be rejected");
+    if (req.rejected_prev > k)
+      return InvalidArgumentError("$.batch.rejected_prev" + idx,
+                                  "at most K = " + std::to_string(k) + " drafts can be rejected");
+    if (req.context - req.rejected_prev < q)
+      return InvalidArgumentError("$.batch.contexts" + idx,
+                                  "context minus rejected_prev must hold this step's " +
+                                      std::to_string(q) + " verify tokens (got " +
+                                      std::to_string(req.context - req.rejected_prev) + ")");
+    out->push_back(req);
+  }
+  return OkStatus();
+}
+
+Status ParseGraph(const json& j, GraphSpec* g) {
+  ObjectReader r(j, "$.graph");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  MLASIM_RETURN_IF_ERROR(r.IntArray("capture_sizes", &g->capture_sizes, 1, 1 << 16));
+  MLASIM_RETURN_IF_ERROR(r.Int("max_num_seqs", &g->max_num_seqs, 1, 1 << 16));
+  MLASIM_RETURN_IF_ERROR(r.Int("max_num_batched_tokens", &g->max_num_batched_tokens, 1, 1 << 22));
+  MLASIM_RETURN_IF_ERROR(r.Bool("eager", &g->eager));
+  MLASIM_RETURN_IF_ERROR(r.Int("max_model_len", &g->max_model_len, 1, 1 << 24));
+  MLASIM_RETURN_IF_ERROR(r.Finish());
+  for (size_t i = 1; i < g->capture_sizes.size(); ++i)
+    if (g->capture_sizes[i] <= g->capture_sizes[i - 1])
+      return InvalidArgumentError("$.graph.capture_sizes[" + std::to_string(i) + "]",
+                                  "capture sizes must be strictly increasing");
+  return OkStatus();
+}
+
+Status ParseAllocator(const json& j, AllocatorSpec* a) {
+  ObjectReader r(j, "$.allocator");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  std::string model;
+  MLASIM_RETURN_IF_ERROR(r.String("model", &model));
+  if (r.Has("model")) {
+    if (model == "exact")
+      a->model = AllocatorModel::kExact;
+    else if (model == "caching")
+      a->model = AllocatorModel::kCaching;
+    else
+      return InvalidArgumentError("$.allocator.model", "must be \"exact\" or \"caching\"");
+  }
+  MLASIM_RETURN_IF_ERROR(r.Int64("page_bytes", &a->page_bytes, 1, int64_t{1} << 30));
+  if (a->page_bytes != 4096 && a->page_bytes != 65536)
+    return InvalidArgumentError("$.allocator.page_bytes", "must be 4096 or 65536");
+  MLASIM_RETURN_IF_ERROR(r.Int64("segment_bytes", &a->segment_bytes, 1, int64_t{1} << 40));
+  if (a->segment_bytes % a->page_bytes != 0)
+    return InvalidArgumentError("$.allocator.segment_bytes", "must be a multiple of page_bytes");
+  if (const json* live = r.Child("live_before_call")) {
+    if (!live->is_array())
+      return InvalidArgumentError("$.allocator.live_before_call", "must be an array of objects");
+    for (size_t i = 0; i < live->size(); ++i) {
+      ObjectReader e((*live)[i], "$.allocator.live_before_call[" + std::to_string(i) + "]");
+      MLASIM_RETURN_IF_ERROR(e.Check());
+      ExtraAllocation x;
+      MLASIM_RETURN_IF_ERROR(e.String("name", &x.name, true));
+      MLASIM_RETURN_IF_ERROR(e.Int64("bytes", &x.bytes, 1, int64_t{1} << 40));
+      if (!e.Has("bytes")) return InvalidArgumentError(e.Path("bytes"), "required key is missing");
+      MLASIM_RETURN_IF_ERROR(e.Finish());
+      a->live_before_call.push_back(x);
+    }
+  }
+  return r.Finish();
+}
+
+Status ParseEngine(const json& j, EngineProfile* e) {
+  if (j.is_string()) {
+    MLASIM_ASSIGN_OR_RETURN(*e, GetEngineProfile(j.get<std::string>(), "$.engine"));
+    return OkStatus();
+  }
+  ObjectReader r(j, "$.engine");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  std::string preset;
+  MLASIM_RETURN_IF_ERROR(r.String("preset", &preset, true));
+  MLASIM_ASSIGN_OR_RETURN(*e, GetEngineProfile(preset, "$.engine.preset"));
+  std::string tokens;
+  MLASIM_RETURN_IF_ERROR(r.String("sparse_mtp_plan_tokens", &tokens));
+  if (r.Has("sparse_mtp_plan_tokens")) {
+    if (tokens == "running_tokens")
+      e->sparse_mtp_plan_tokens = EngineProfile::SparsePlanTokens::kRunning;
+    else if (tokens == "scheduled_tokens")
+      e->sparse_mtp_plan_tokens = EngineProfile::SparsePlanTokens::kScheduled;
+    else
+      return InvalidArgumentError("$.engine.sparse_mtp_plan_tokens",
+                                  "must be \"running_tokens\" or \"scheduled_tokens\"");
+  }
+  std::string rows;
+  MLASIM_RETURN_IF_ERROR(r.String("draft_rows", &rows));
+  if (r.Has("draft_rows")) {
+    if (rows == "scheduled")
+      e->draft_rows = EngineProfile::DraftRows::kScheduled;
+    else if (rows == "padded")
+      e->draft_rows = EngineProfile::DraftRows::kPadded;
+    else
+      return InvalidArgumentError("$.engine.draft_rows", "must be \"scheduled\" or \"padded\"");
+  }
+  MLASIM_RETURN_IF_ERROR(r.Bool("plan_rows_guard", &e->plan_rows_guard));
+  MLASIM_RETURN_IF_ERROR(r.Bool("dcp_slice_rebuild_inputs", &e->dcp_slice_rebuild_inputs));
+  MLASIM_RETURN_IF_ERROR(r.Bool("incremental_update", &e->incremental_update));
+  MLASIM_RETURN_IF_ERROR(r.Bool("update_uses_verify_width", &e->update_uses_verify_width));
+  MLASIM_RETURN_IF_ERROR(r.Finish());
+  e->name = preset + "+overrides";
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Scenario> ParseScenario(const json& doc) {
+  ObjectReader r(doc, "$");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  Scenario s;
+  MLASIM_RETURN_IF_ERROR(r.String("name", &s.name));
+  MLASIM_RETURN_IF_ERROR(r.String("description", &s.description));
+  const json* model = r.Child("model");
+  if (!model) return InvalidArgumentError("$.model", "required key is missing");
+  MLASIM_RETURN_IF_ERROR(ParseModel(*model, &s.model));
+  if (const json* p = r.Child("parallelism")) MLASIM_RETURN_IF_ERROR(ParseParallel(*p, &s.parallel));
+  if (const json* mtp = r.Child("mtp")) {
+    ObjectReader m(*mtp, "$.mtp");
+    MLASIM_RETURN_IF_ERROR(m.Check());
+    MLASIM_RETURN_IF_ERROR(m.Int("k", &s.mtp_k, 0, 7, true));
+    MLASIM_RETURN_IF_ERROR(m.Finish());
+  }
+  const json* batch = r.Child("batch");
+  if (!batch) return InvalidArgumentError("$.batch", "required key is missing");
+  MLASIM_RETURN_IF_ERROR(ParseBatch(*batch, s.mtp_k, &s.requests));
+  if (const json* g = r.Child("graph")) MLASIM_RETURN_IF_ERROR(ParseGraph(*g, &s.graph));
+  std::string text;
+  if (r.Has("target")) {
+    MLASIM_RETURN_IF_ERROR(r.String("target", &text));
+    MLASIM_ASSIGN_OR_RETURN(s.target, ref::ParseArch(text, "$.target"));
+  }
+  if (r.Has("revision")) {
+    MLASIM_RETURN_IF_ERROR(r.String("revision", &text));
+    MLASIM_ASSIGN_OR_RETURN(s.revision, ref::ParseRevision(text, "$.revision"));
+  }
+  MLASIM_RETURN_IF_ERROR(r.Int("cu_count", &s.cu_count, 1, 4096));
+  if (r.Has("kernel")) {
+    MLASIM_RETURN_IF_ERROR(r.String("kernel", &text));
+    if (text == "asm")
+      s.kernel = KernelVariant::kAsm;
+    else if (text == "opus")
+      s.kernel = KernelVariant::kOpus;
+    else if (text == "hk")
+      s.kernel = KernelVariant::kHk;
+    else
+      return InvalidArgumentError("$.kernel", "must be \"asm\", \"opus\" or \"hk\"");
+  }
+  if (r.Has("planner")) {
+    MLASIM_RETURN_IF_ERROR(r.String("planner", &text));
+    if (text == "aiter-dispatch")
+      s.serial_planner = false;
+    else if (text == "serial")
+      s.serial_planner = true;
+    else
+      return InvalidArgumentError("$.planner", "must be \"aiter-dispatch\" or \"serial\"");
+  }
+  if (const json* a = r.Child("allocator")) MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s.allocator));
+  const json* engine = r.Child("engine");
+  if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
+  MLASIM_RETURN_IF_ERROR(ParseEngine(*engine, &s.engine));
+  MLASIM_RETURN_IF_ERROR(r.Finish());
+  // Cross-field checks.
+  if (s.model.heads % s.parallel.tp != 0)
+    return InvalidArgumentError("$.parallelism.tp", "must divide model.heads (" +
+                                                        std::to_string(s.model.heads) + ")");
+  const int32_t q = s.mtp_k + 1;
+  if (static_cast<int64_t>(s.requests.size()) * q > s.graph.max_num_batched_tokens)
+    return InvalidArgumentError("$.batch.contexts", "the batch needs " +
+                                                        std::to_string(s.requests.size() * q) +
+                                                        " tokens, above graph.max_num_batched_tokens");
+  if (static_cast<int32_t>(s.requests.size()) > s.graph.max_num_seqs)
+    return InvalidArgumentError("$.batch.contexts", "more requests than graph.max_num_seqs");
+  if (!s.parallel.dp_scheduled_tokens.empty() &&
+      s.parallel.dp_scheduled_tokens[0] != static_cast<int32_t>(s.requests.size()) * q)
+    return InvalidArgumentError("$.parallelism.dp_scheduled_tokens[0]",
+                                "this rank's entry must equal its scheduled tokens (" +
+                                    std::to_string(s.requests.size() * q) + ")");
+  return s;
+}
+
+StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return InvalidArgumentError(path, "cannot open the scenario file");
+  std::stringstream buf;
+  buf << f.rdbuf();
+  json doc;
+  try {
+    doc = json::parse(buf.str());
+  } catch (const json::parse_error& e) {
+    return InvalidArgumentError(path, std::string("malformed JSON: ") + e.what());
+  }
+  return ParseScenario(doc);
+}
+
+json ScenarioToJson(const Scenario& s) {
+  json reqs_ctx = json::array(), reqs_prev = json::array(), reqs_rej = json::array();
+  for (const RequestSpec& r : s.requests) {
+    reqs_ctx.push_back(r.context);
+    reqs_prev.push_back(r.rejected_prev);
+    reqs_rej.push_back(r.rejected);
+  }
+  json live = json::array();
+  for (const ExtraAllocation& x : s.allocator.live_before_call)
+    live.push_back(json{{"name", x.name}, {"bytes", x.bytes}});
+  std::string preset = s.engine.name;
+  const auto plus = preset.find('+');
+  if (plus != std::string::npos) preset = preset.substr(0, plus);
+  json out = {
+      {"name", s.name},
+      {"description", s.description},
+      {"model",
+       {{"name", s.model.name},
+        {"heads", s.model.heads},
+        {"kv_lora_rank", s.model.kv_lora_rank},
+        {"rope_dim", s.model.rope_dim},
+        {"kv_dtype", ref::DTypeName(s.model.kv_dtype)},
+        {"model_dtype", ref::DTypeName(s.model.model_dtype)},
+        {"sparse", s.model.sparse},
+        {"topk", s.model.topk}}},
+      {"parallelism",
+       {{"tp", s.parallel.tp},
+        {"dp", s.parallel.dp},
+        {"dp_scheduled_tokens", s.parallel.dp_scheduled_tokens},
+        {"dcp", s.parallel.dcp},
+        {"dcp_interleave", s.parallel.dcp_interleave}}},
+      {"mtp", {{"k", s.mtp_k}}},
+      {"batch", {{"contexts", reqs_ctx}, {"rejected_prev", reqs_prev}, {"rejected", reqs_rej}}},
+      {"graph",
+       {{"capture_sizes", s.graph.capture_sizes},
+        {"max_num_seqs", s.graph.max_num_seqs},
+        {"max_num_batched_tokens", s.graph.max_num_batched_tokens},
+        {"eager", s.graph.eager},
+        {"max_model_len", s.graph.max_model_len}}},
+      {"target", ref::ArchName(s.target)},
+      {"revision", ref::RevisionName(s.revision)},
+      {"kernel", KernelVariantName(s.kernel)},
+      {"planner", s.serial_planner ? "serial" : "aiter-dispatch"},
+      {"allocator",
+       {{"model", s.allocator.model == AllocatorModel::kExact ? "exact" : "caching"},
+        {"page_bytes", s.allocator.page_bytes},
+        {"segment_bytes", s.allocator.segment_bytes},
+        {"live_before_call", live}}},
+      {"engine",
+       {{"preset", preset},
+        {"sparse_mtp_plan_tokens",
+         s.engine.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kRunning
+             ? "running_tokens"
+             : "scheduled_tokens"},
+        {"draft_rows",
+         s.engine.draft_rows == EngineProfile::DraftRows::kPadded ? "padded" : "scheduled"},
+        {"plan_rows_guard", s.engine.plan_rows_guard},
+        {"dcp_slice_rebuild_inputs", s.engine.dcp_slice_rebuild_inputs},
+        {"incremental_update", s.engine.incremental_update},
+        {"update_uses_verify_width", s.engine.update_uses_verify_width}}}};
+  if (s.cu_count > 0) out["cu_count"] = s.cu_count;
+  return out;
+}
+
+}  // namespace mlasim::sim
