@@ -1,0 +1,218 @@
+// ref/dtypes.h: every fp8 code, the overflow/NaN/negative-zero rules of each format, and
+// RoundTo against independent references (exhaustive nearest-value search for fp8, the
+// compiler's _Float16 for fp16, the integer rounding trick for bf16).
+#include "ref/dtypes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+namespace mlasim::ref {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// A fixed 64-bit generator for test inputs (SplitMix64 steps; no std distributions).
+struct TestRng {
+  uint64_t s;
+  uint64_t Next() {
+    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Log-uniform magnitude in [2^lo, 2^hi) with a random sign.
+  double LogUniform(int lo, int hi) {
+    const double u = static_cast<double>(Next() >> 11) * 0x1p-53;
+    const double m = std::exp2(lo + u * (hi - lo));
+    return (Next() & 1) ? -m : m;
+  }
+};
+
+TEST(NumericsDtypes, FormatTable) {
+  EXPECT_EQ(GetFormatInfo(NumFormat::kFp8E4m3fn).max_finite, 448.0);
+  EXPECT_EQ(GetFormatInfo(NumFormat::kFp8E4m3fnuz).max_finite, 240.0);
+  EXPECT_EQ(GetFormatInfo(NumFormat::kFp8E4m3fnuz).exponent_bias, 8);
+  EXPECT_EQ(GetFormatInfo(NumFormat::kFp16).max_finite, 65504.0);
+  EXPECT_EQ(GetFormatInfo(NumFormat::kBf16).unit_roundoff, std::ldexp(1.0, -8));
+  EXPECT_EQ(FormatForDType(DType::kFp8, Arch::kGfx942), NumFormat::kFp8E4m3fnuz);
+  EXPECT_EQ(FormatForDType(DType::kFp8, Arch::kGfx950), NumFormat::kFp8E4m3fn);
+  EXPECT_EQ(FormatForDType(DType::kFp8, Arch::kSm90), NumFormat::kFp8E4m3fn);
+  EXPECT_EQ(FormatForDType(DType::kBf16, Arch::kGfx942), NumFormat::kBf16);
+  for (NumFormat f : {NumFormat::kFp64, NumFormat::kFp32, NumFormat::kBf16, NumFormat::kFp16,
+                      NumFormat::kFp8E4m3fn, NumFormat::kFp8E4m3fnuz}) {
+    auto parsed = ParseNumFormat(NumFormatName(f), "--format");
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, f);
+  }
+  auto bad = ParseNumFormat("fp8", "--q-format");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "--q-format");
+}
+
+TEST(NumericsDtypes, E4m3fnEveryCode) {
+  int nans = 0;
+  for (int c = 0; c < 256; ++c) {
+    const double v = DecodeFp8(NumFormat::kFp8E4m3fn, static_cast<uint8_t>(c));
+    if (std::isnan(v)) {
+      ++nans;
+      EXPECT_TRUE(c == 0x7f || c == 0xff) << c;
+      continue;
+    }
+    EXPECT_FALSE(std::isinf(v));
+    EXPECT_LE(std::fabs(v), 448.0);
+    EXPECT_EQ(EncodeFp8(NumFormat::kFp8E4m3fn, v), c) << "code " << c << " value " << v;
+    EXPECT_EQ(RoundTo(NumFormat::kFp8E4m3fn, v), v);
+  }
+  EXPECT_EQ(nans, 2);
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fn, 0x7e), 448.0);
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fn, 0x01), std::ldexp(1.0, -9));
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fn, 0x08), std::ldexp(1.0, -6));
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fn, 0x38), 1.0);
+  EXPECT_TRUE(std::signbit(DecodeFp8(NumFormat::kFp8E4m3fn, 0x80)));  // -0 exists
+}
+
+TEST(NumericsDtypes, E4m3fnuzEveryCode) {
+  int nans = 0;
+  for (int c = 0; c < 256; ++c) {
+    const double v = DecodeFp8(NumFormat::kFp8E4m3fnuz, static_cast<uint8_t>(c));
+    if (std::isnan(v)) {
+      ++nans;
+      EXPECT_EQ(c, 0x80);
+      continue;
+    }
+    EXPECT_FALSE(std::signbit(v) && v == 0.0) << "fnuz has no -0";
+    EXPECT_LE(std::fabs(v), 240.0);
+    EXPECT_EQ(EncodeFp8(NumFormat::kFp8E4m3fnuz, v), c) << "code " << c << " value " << v;
+  }
+  EXPECT_EQ(nans, 1);
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fnuz, 0x7f), 240.0);
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fnuz, 0xff), -240.0);
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fnuz, 0x01), std::ldexp(1.0, -10));
+  EXPECT_EQ(DecodeFp8(NumFormat::kFp8E4m3fnuz, 0x40), 1.0);
+}
+
+TEST(NumericsDtypes, Fp8OverflowIsNaNLikePyTorchUnlessSaturating) {
+  const NumFormat fn = NumFormat::kFp8E4m3fn, fnuz = NumFormat::kFp8E4m3fnuz;
+  EXPECT_EQ(RoundTo(fn, 448.0), 448.0);
+  EXPECT_EQ(RoundTo(fn, 464.0), 448.0);  // midpoint 448|480: ties to the even 448
+  EXPECT_TRUE(std::isnan(RoundTo(fn, 464.0001)));
+  EXPECT_TRUE(std::isnan(RoundTo(fn, 470.0)));
+  EXPECT_TRUE(std::isnan(RoundTo(fn, -1e6)));
+  EXPECT_TRUE(std::isnan(RoundTo(fn, kInf)));
+  EXPECT_EQ(EncodeFp8(fn, 470.0), 0x7f);
+  EXPECT_EQ(EncodeFp8(fn, -470.0), 0xff);
+  EXPECT_EQ(RoundTo(fn, 1e6, Fp8Overflow::kSaturate), 448.0);
+  EXPECT_EQ(RoundTo(fn, -kInf, Fp8Overflow::kSaturate), -448.0);
+  EXPECT_TRUE(std::isnan(RoundTo(fn, std::nan(""), Fp8Overflow::kSaturate)));
+  EXPECT_EQ(RoundTo(fnuz, 247.9), 240.0);
+  EXPECT_TRUE(std::isnan(RoundTo(fnuz, 248.0)));  // midpoint 240|256: ties to the even 256
+  EXPECT_TRUE(std::isnan(RoundTo(fnuz, -256.0)));
+  EXPECT_EQ(EncodeFp8(fnuz, 300.0), 0x80);
+  EXPECT_EQ(EncodeFp8(fnuz, -300.0), 0x80);
+  EXPECT_EQ(RoundTo(fnuz, -1e9, Fp8Overflow::kSaturate), -240.0);
+}
+
+TEST(NumericsDtypes, Fp8NegativeZeroAndTies) {
+  const NumFormat fn = NumFormat::kFp8E4m3fn, fnuz = NumFormat::kFp8E4m3fnuz;
+  EXPECT_EQ(EncodeFp8(fnuz, -0.0), 0x00);
+  EXPECT_EQ(EncodeFp8(fnuz, -1e-9), 0x00);
+  EXPECT_FALSE(std::signbit(RoundTo(fnuz, -1e-9)));
+  EXPECT_EQ(EncodeFp8(fn, -0.0), 0x80);
+  EXPECT_EQ(EncodeFp8(fn, -1e-9), 0x80);
+  EXPECT_EQ(RoundTo(fn, 1.0 + 1.0 / 16), 1.0);      // tie: 1.000 (even) vs 1.001
+  EXPECT_EQ(RoundTo(fn, 1.0 + 3.0 / 16), 1.25);     // tie: 1.001 vs 1.010 (even)
+  EXPECT_EQ(RoundTo(fn, std::ldexp(1.0, -10)), 0.0);  // half the smallest subnormal: to 0
+  EXPECT_EQ(RoundTo(fn, 3 * std::ldexp(1.0, -10)), std::ldexp(1.0, -8));  // 1.5 quanta -> 2
+  EXPECT_EQ(RoundTo(fnuz, std::ldexp(1.0, -11)), 0.0);
+}
+
+// The fp8 value nearest to x by exhaustive search over all finite codes; ties go to the code
+// with an even fraction (the last bit of the code).
+double NearestFp8(NumFormat f, double x) {
+  double best = std::nan("");
+  int best_code = -1;
+  for (int c = 0; c < 256; ++c) {
+    const double v = DecodeFp8(f, static_cast<uint8_t>(c));
+    if (std::isnan(v)) continue;
+    if (best_code < 0) {
+      best = v, best_code = c;
+      continue;
+    }
+    const double d = std::fabs(v - x), db = std::fabs(best - x);
+    if (d < db || (d == db && v != best && (c & 1) == 0 && (best_code & 1) == 1))
+      best = v, best_code = c;
+  }
+  return best;
+}
+
+TEST(NumericsDtypes, Fp8MatchesExhaustiveNearestInRange) {
+  TestRng rng{7};
+  for (NumFormat f : {NumFormat::kFp8E4m3fn, NumFormat::kFp8E4m3fnuz}) {
+    const double max = GetFormatInfo(f).max_finite;
+    for (int i = 0; i < 20000; ++i) {
+      const double x = rng.LogUniform(-13, 8);
+      if (std::fabs(x) > max) continue;
+      const double want = NearestFp8(f, x);
+      const double got = RoundTo(f, x);
+      ASSERT_EQ(got, want) << NumFormatName(f) << " x=" << x;
+    }
+  }
+}
+
+TEST(NumericsDtypes, Fp16MatchesCompilerFloat16) {
+  TestRng rng{11};
+  for (int i = 0; i < 200000; ++i) {
+    const double x = rng.LogUniform(-27, 17);
+    const double want = static_cast<double>(static_cast<_Float16>(x));
+    ASSERT_EQ(RoundTo(NumFormat::kFp16, x), want) << "x=" << x;
+    uint16_t bits;
+    const _Float16 h = static_cast<_Float16>(x);
+    std::memcpy(&bits, &h, 2);
+    ASSERT_EQ(EncodeFp16(x), bits) << "x=" << x;
+    ASSERT_EQ(DecodeFp16(bits), want);
+  }
+  EXPECT_EQ(RoundTo(NumFormat::kFp16, 65519.99), 65504.0);
+  EXPECT_EQ(RoundTo(NumFormat::kFp16, 65520.0), kInf);
+}
+
+TEST(NumericsDtypes, Bf16MatchesIntegerRoundingOfFloatBits) {
+  TestRng rng{13};
+  for (int i = 0; i < 200000; ++i) {
+    const float x = static_cast<float>(rng.LogUniform(-140, 128));
+    if (std::isinf(x)) continue;
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    float want;
+    std::memcpy(&want, &rounded, 4);
+    ASSERT_EQ(RoundTo(NumFormat::kBf16, x), static_cast<double>(want)) << "x=" << x;
+    ASSERT_EQ(EncodeBf16(x), static_cast<uint16_t>(rounded >> 16));
+    ASSERT_EQ(DecodeBf16(static_cast<uint16_t>(rounded >> 16)), static_cast<double>(want));
+  }
+  EXPECT_EQ(EncodeBf16(std::nan("")), 0x7fc0);
+  EXPECT_EQ(RoundTo(NumFormat::kBf16, 3.4e38), kInf);
+}
+
+TEST(NumericsDtypes, QuantizeAppliesPerTensorScale) {
+  auto q = Quantize({1.0f, 100.0f, 1000.0f, -3.0f}, NumFormat::kFp8E4m3fn, 2.0);
+  ASSERT_TRUE(q.ok());
+  // 1000/2 = 500 is past 448 after rounding: NaN, as PyTorch's cast.
+  EXPECT_EQ(q->stored[0], 0.5f);
+  EXPECT_EQ(q->stored[1], 48.0f);
+  EXPECT_TRUE(std::isnan(q->stored[2]));
+  EXPECT_EQ(q->stored[3] * q->scale, -3.0);
+  auto sat = Quantize({1000.0f}, NumFormat::kFp8E4m3fn, 2.0, Fp8Overflow::kSaturate);
+  ASSERT_TRUE(sat.ok());
+  EXPECT_EQ(sat->stored[0], 448.0f);
+  auto bad = Quantize({1.0f}, NumFormat::kBf16, 0.0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().field(), "scale");
+  EXPECT_EQ(Quantize({1.0f}, NumFormat::kFp64, 1.0).status().field(), "format");
+}
+
+}  // namespace
+}  // namespace mlasim::ref
