@@ -200,6 +200,24 @@ void CallExecutor::PlanCall(const Call& c) {
     }
     if (!merged) Add(c, std::move(v));
   }
+  // Inputs that disagree on the batch size: the planner takes the count from kv_indptr and never
+  // notices (atom-mtp-flow.md §6 row D0c, fixed by slicing in #2715).
+  const size_t qn = snap.request.qo_indptr.size(), kn = snap.request.kv_indptr.size();
+  if (qn != kn) {
+    Violation v;
+    v.kind = ViolationKind::kPlanInvalid;
+    v.bug_class = "A";
+    v.buffer = qn > kn ? "sparse_cu_seqlens_q" : "kv_indptr";
+    v.access = "read";
+    v.rows = static_cast<int64_t>(std::min(qn, kn));
+    v.first_row = static_cast<int64_t>(std::min(qn, kn));
+    v.last_row = static_cast<int64_t>(std::max(qn, kn)) - 1;
+    v.rows_past_end = v.last_row + 1 - v.rows;
+    v.consequence = "plan_invalid:inconsistent_batch";
+    v.detail = "the planner receives qo_indptr of " + std::to_string(qn) + " entries but " +
+               "kv_indptr of " + std::to_string(kn) + ": one describes padded rows the other lacks";
+    Add(c, std::move(v));
+  }
   // The plan checker, restricted to tiles of real requests: padding rows are dropped anyway.
   const ref::PlanCheckReport report = ref::CheckPlan(snap.request, p);
   const auto tiles = ref::ExpectedTiles(snap.request, p.derived);

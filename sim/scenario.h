@@ -106,6 +106,9 @@ struct Scenario {
   // aiter's planner dispatch: the parallel planner whenever eligible (default), or the serial one
   // (AITER_MLA_META_USE_PARALLEL=0). They differ on zero-KV requests, i.e. on graph padding.
   bool serial_planner = false;
+  // The wrong-hypothesis twin of the seed (seed-fault.md §3): zero-KV work items read one
+  // KV-index entry at kv_start. Off for every real kernel variant; a what-if switch.
+  bool zero_kv_reads_index_row = false;
   AllocatorSpec allocator;
   EngineProfile engine;
 };

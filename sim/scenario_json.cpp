@@ -320,6 +320,7 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
     else
       return InvalidArgumentError("$.planner", "must be \"aiter-dispatch\" or \"serial\"");
   }
+  MLASIM_RETURN_IF_ERROR(r.Bool("zero_kv_reads_index_row", &s.zero_kv_reads_index_row));
   if (const json* a = r.Child("allocator")) MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s.allocator));
   const json* engine = r.Child("engine");
   if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
@@ -401,6 +402,7 @@ json ScenarioToJson(const Scenario& s) {
       {"revision", ref::RevisionName(s.revision)},
       {"kernel", KernelVariantName(s.kernel)},
       {"planner", s.serial_planner ? "serial" : "aiter-dispatch"},
+      {"zero_kv_reads_index_row", s.zero_kv_reads_index_row},
       {"allocator",
        {{"model", s.allocator.model == AllocatorModel::kExact ? "exact" : "caching"},
         {"page_bytes", s.allocator.page_bytes},
