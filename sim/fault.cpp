@@ -71,7 +71,7 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
   for (char ch : joined)
     if (!std::isspace(static_cast<unsigned char>(ch))) squeezed += ch;
   static const std::regex kHsa(R"(HSA_STATUS_ERROR_[A-Z_]+)");
-  for (std::sregex_iterator it(squeezed.begin(), squeezed.end(), kHsa), end; it != end; ++it)
+  for (std::sregex_iterator it(text.begin(), text.end(), kHsa), end; it != end; ++it)
     r.hsa_status.push_back(it->str());
   static const std::regex kRocm(
       R"(Memoryaccessfault(byGPUnode-?\d+)?.*?onaddress((0[xX][0-9a-fA-F]+)|\(nil\))\.?(Reason:([^.]*))?)");
