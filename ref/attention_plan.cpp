@@ -1,0 +1,616 @@
+// The plan-driven path: aiter's persistent decode stage 1 (every work item of every cluster,
+// §11) and stage 2 (mla_reduce_v1, §12) over the planner's (possibly folded) q space, with
+// poison tracking. Every value read from the plan is range-checked: a bad value becomes a
+// PoisonFinding, never an out-of-bounds access.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <unordered_map>
+
+#include "ref/attention.h"
+#include "ref/attention_block.h"
+
+namespace mlasim::ref {
+namespace {
+
+using internal::AttendBlock;
+using internal::BlockBuffers;
+using internal::BlockParams;
+
+std::string S(int64_t x) { return std::to_string(x); }
+
+constexpr int64_t kMaxScoreElements = int64_t{1} << 22;
+constexpr size_t kMaxFindings = 4096;  // further findings are counted, not stored
+
+enum class RowState : uint8_t { kUnwritten = 0, kWritten, kTainted };
+
+// Batch geometry shared by the validation and the executor.
+struct Geometry {
+  int32_t batch = 0;        // real requests
+  int32_t heads = 0;        // H (caller)
+  int32_t fold = 1;         // R
+  int32_t group_heads = 0;  // H' = H / R: heads per planner row
+  int32_t rows_per_unit = 1;  // dense: uni_seqlen_qo; sparse: 1
+  int32_t tokens_per_request = 1;  // sparse ori
+  int64_t q_rows = 0;       // caller q rows (tokens)
+  int64_t folded_rows = 0;  // q_rows * R
+  int64_t partial_rows = 0;
+  bool sparse = false;
+  bool sparse_batch_is_request = true;  // 2026-08 (#3310); 2026-03: the virtual index
+};
+
+// Planner row -> (token, head group): the re-layout of mla_decode_fwd (§10.3).
+struct Unfolded {
+  int64_t token;
+  int32_t group;
+};
+Unfolded UnfoldRow(const Geometry& g, int64_t row) {
+  const int64_t v = row / g.rows_per_unit, s = row % g.rows_per_unit;
+  return {(v / g.fold) * g.rows_per_unit + s, static_cast<int32_t>(v % g.fold)};
+}
+
+StatusOr<Geometry> MakeGeometry(const MlaInputs& in, const PlanRequest& req, const Plan& plan) {
+  Geometry g;
+  g.batch = in.num_requests();
+  g.heads = in.num_heads;
+  g.sparse = in.topk >= 0;
+  g.q_rows = in.q_rows();
+  if (req.num_heads_k != 1)
+    return InvalidArgumentError("request.num_heads_k", "MLA decode has one KV head");
+  if (req.heads_per_head_k != in.num_heads)
+    return InvalidArgumentError("request.heads_per_head_k",
+                                S(req.heads_per_head_k) + " heads but the inputs hold " + S(in.num_heads));
+  if (req.page_size != in.page_size)
+    return InvalidArgumentError("request.page_size", "differs from the inputs' page_size");
+  if (req.topk != in.topk) return InvalidArgumentError("request.topk", "differs from the inputs' topk");
+  if (req.kv_indptr != in.kv_indptr)
+    return InvalidArgumentError("request.kv_indptr", "differs from the inputs' kv_indptr");
+  if (!g.sparse && req.kv_last_page_lens != in.kv_last_page_lens)
+    return InvalidArgumentError("request.kv_last_page_lens", "differs from the inputs'");
+  if (!g.sparse && req.is_causal != in.is_causal)
+    return InvalidArgumentError("request.is_causal", "differs from the inputs' is_causal");
+  if (req.max_seqlen_qo < 1) return InvalidArgumentError("request.max_seqlen_qo", "must be >= 1");
+  const int32_t fold = plan.derived.fold_ratio;
+  if (fold < 1 || in.num_heads % fold != 0)
+    return InvalidArgumentError("plan.derived.fold_ratio",
+                                S(fold) + " does not divide the " + S(in.num_heads) + " heads");
+  g.fold = fold;
+  g.group_heads = in.num_heads / fold;
+  if (plan.derived.planner_heads != g.group_heads)
+    return InvalidArgumentError("plan.derived.planner_heads",
+                                S(plan.derived.planner_heads) + ", expected heads / fold_ratio = " +
+                                    S(g.group_heads));
+  if (g.sparse) {
+    g.rows_per_unit = 1;
+    g.tokens_per_request = g.batch > 0 ? in.qo_indptr[1] - in.qo_indptr[0] : 1;
+    g.sparse_batch_is_request = GetRevisionRules(req.revision).sparse_batch_idx_is_request;
+  } else {
+    if (req.uni_seqlen_qo < 1)
+      return InvalidArgumentError("request.uni_seqlen_qo", "plans need a uniform q length >= 1");
+    g.rows_per_unit = req.uni_seqlen_qo;
+    g.tokens_per_request = req.uni_seqlen_qo;
+  }
+  for (int32_t b = 0; b <= g.batch; ++b)
+    if (in.qo_indptr[b] != int64_t{b} * g.tokens_per_request)
+      return InvalidArgumentError("qo_indptr[" + S(b) + "]",
+                                  "plans need " + S(g.tokens_per_request) +
+                                      " q rows per request (uniform), got " + S(in.qo_indptr[b]));
+  g.folded_rows = g.q_rows * fold;
+  g.partial_rows = plan.reduce_partial_map.size() * int64_t{req.max_seqlen_qo};
+  return g;
+}
+
+// A read of one int32 metadata cell.
+struct CellRead {
+  int32_t value = 0;
+  bool ok = false;
+  PoisonKind kind = PoisonKind::kUnwrittenRead;
+};
+CellRead ReadCell(const Int32Buffer& b, int64_t i) {
+  if (i < 0 || i >= b.size()) return {Plan::kPoison, false, PoisonKind::kOutOfRangeRead};
+  if (b.cells[i] == Cell::kUnwritten) return {b.data[i], false, PoisonKind::kUnwrittenRead};
+  if (b.cells[i] == Cell::kUndefined) return {b.data[i], false, PoisonKind::kOutOfRangeRead};
+  return {b.data[i], true, PoisonKind::kUnwrittenRead};
+}
+
+// The first poison a work item or reduce row read, if any.
+struct PoisonSource {
+  bool any = false;
+  PoisonKind kind = PoisonKind::kUnwrittenRead;
+  NumericsBuffer buffer = NumericsBuffer::kO;
+  int64_t index = -1;
+  void Note(PoisonKind k, NumericsBuffer b, int64_t i) {
+    if (any) return;
+    any = true, kind = k, buffer = b, index = i;
+  }
+};
+
+template <typename T>
+class PlanExecutor {
+ public:
+  PlanExecutor(const MlaInputs& in, const Plan& plan, const PlanExecOptions& opt, const Geometry& g,
+               PlanDrivenResult& res)
+      : in_(in), plan_(plan), opt_(opt), g_(g), res_(res) {}
+
+  void Run() {
+    const int64_t row_elems = int64_t{g_.group_heads} * in_.head_dim_v;
+    o_.assign(static_cast<size_t>(g_.folded_rows * row_elems), T(0));
+    lse_.assign(static_cast<size_t>(g_.folded_rows * g_.group_heads), T(0));
+    o_state_.assign(static_cast<size_t>(g_.folded_rows), RowState::kUnwritten);
+    RunClusters();
+    Reduce();
+    Unfold();
+    res_.partial_rows = g_.partial_rows;
+    res_.partial_rows_written = static_cast<int64_t>(part_slot_.size());
+    res_.fold_ratio = g_.fold;
+  }
+
+ private:
+  // ---- findings ------------------------------------------------------------------------------
+  void AddFinding(PoisonFinding f) {
+    auto& list = res_.poison;
+    if (!list.empty()) {
+      PoisonFinding& last = list.back();
+      const bool same = last.kind == f.kind && last.output == f.output && last.source == f.source &&
+                        last.work == f.work && last.tile == f.tile && last.head_begin == f.head_begin &&
+                        last.head_end == f.head_end && last.row_begin >= 0 && last.row_end == f.row_begin;
+      const int64_t span = last.row_end - last.row_begin;
+      const bool source_run = f.source_index < 0 ? last.source_index < 0
+                                                 : (f.source_index == last.source_index ||
+                                                    f.source_index == last.source_index + span);
+      if (same && source_run && f.row_end > f.row_begin) {
+        last.row_end = f.row_end;
+        return;
+      }
+    }
+    if (list.size() >= kMaxFindings) {
+      ++dropped_;
+      return;
+    }
+    list.push_back(f);
+  }
+
+  // A finding whose output is folded row `row` of o (reported in caller coordinates).
+  void AddOFinding(PoisonKind kind, int64_t row, const PoisonSource& src, int32_t work, int32_t tile) {
+    PoisonFinding f{kind, NumericsBuffer::kO};
+    if (row >= 0) {
+      const Unfolded u = UnfoldRow(g_, row);
+      f.row_begin = u.token;
+      f.row_end = u.token + 1;
+      f.head_begin = u.group * g_.group_heads;
+      f.head_end = f.head_begin + g_.group_heads;
+    } else {
+      f.head_end = g_.heads;
+    }
+    f.source = src.buffer;
+    f.source_index = src.index;
+    f.work = work;
+    f.tile = tile;
+    AddFinding(f);
+  }
+
+  void AddPartialFinding(PoisonKind kind, int64_t prow, const PoisonSource& src, int32_t work) {
+    PoisonFinding f{kind, NumericsBuffer::kPartialO};
+    f.row_begin = prow;
+    f.row_end = prow + 1;
+    f.head_end = g_.group_heads;
+    f.source = src.buffer;
+    f.source_index = src.index;
+    f.work = work;
+    AddFinding(f);
+  }
+
+  // ---- partial buffers: only written rows take memory ----------------------------------------
+  T* PartialO(int64_t slot) { return part_o_.data() + slot * g_.group_heads * in_.head_dim_v; }
+  T* PartialLse(int64_t slot) { return part_lse_.data() + slot * g_.group_heads; }
+  int64_t PartialSlotForWrite(int64_t prow) {
+    auto [it, fresh] = part_slot_.emplace(prow, static_cast<int64_t>(part_state_.size()));
+    if (fresh) {
+      part_state_.push_back(RowState::kUnwritten);
+      part_o_.resize(part_o_.size() + static_cast<size_t>(g_.group_heads) * in_.head_dim_v);
+      part_lse_.resize(part_lse_.size() + static_cast<size_t>(g_.group_heads));
+    }
+    return it->second;
+  }
+
+  // ---- stage 1 -------------------------------------------------------------------------------
+  void RunClusters() {
+    const Int32Buffer& wi = plan_.work_indptr;
+    const int64_t rows = plan_.work_info.size() / 8;
+    for (int64_t c = 0; c + 1 < wi.size(); ++c) {
+      const CellRead a = ReadCell(wi, c), b = ReadCell(wi, c + 1);
+      if (!a.ok || !b.ok) {
+        AddOFinding(a.ok ? b.kind : a.kind, -1,
+                    PoisonSource{true, a.ok ? b.kind : a.kind, NumericsBuffer::kWorkIndptr, a.ok ? c + 1 : c},
+                    -1, -1);
+        continue;
+      }
+      for (int64_t w = std::max(0, a.value); w < b.value; ++w) {
+        if (w >= rows) {
+          AddOFinding(PoisonKind::kOutOfRangeRead, -1,
+                      PoisonSource{true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo, w * 8},
+                      static_cast<int32_t>(w), -1);
+          break;
+        }
+        RunWork(static_cast<int32_t>(w));
+      }
+    }
+  }
+
+  // KV token positions of a work item (§11.2) and the request they belong to.
+  struct WorkKv {
+    int32_t request = 0;
+    int64_t p0 = 0, p1 = 0;  // positions [p0, p1)
+  };
+
+  bool ReadWork(int32_t w, int32_t f[7]) {
+    for (int32_t i = 0; i < 7; ++i) {
+      const CellRead c = ReadCell(plan_.work_info, int64_t{w} * 8 + i);
+      if (!c.ok) {
+        AddOFinding(c.kind, -1, PoisonSource{true, c.kind, NumericsBuffer::kWorkInfo, int64_t{w} * 8 + i}, w, -1);
+        return false;
+      }
+      f[i] = c.value;
+    }
+    return true;
+  }
+
+  void RunWork(int32_t w) {
+    int32_t f[7];
+    if (!ReadWork(w, f)) return;
+    ++res_.works_run;
+    const int64_t q0 = f[kQoStart], q1 = f[kQoEnd];
+    const PoisonSource work_field = {true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo, int64_t{w} * 8};
+    if (q0 < 0 || q1 > g_.folded_rows || q1 < q0) {
+      PoisonSource src = work_field;
+      src.index += kQoStart;
+      AddOFinding(PoisonKind::kOutOfRangeRead, -1, src, w, -1);
+      return;
+    }
+    WorkKv kv;
+    if (!ResolveKv(w, f, &kv)) return;
+    PoisonSource poison;
+    const int64_t n = GatherKeys(kv, &poison);
+    const int64_t rows = (q1 - q0) * g_.group_heads;
+    const int64_t chunk = std::max<int64_t>(g_.group_heads, kMaxScoreElements / std::max<int64_t>(n, 1) /
+                                                                g_.group_heads * g_.group_heads);
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+      const int64_t m = std::min(chunk, rows - r0);
+      buf_.Resize(m, n, in_.head_dim_qk, in_.head_dim_v);
+      GatherQueries(q0, r0, m, n, kv);
+      BlockParams p;
+      p.m = m;
+      p.n = n;
+      p.head_dim_qk = in_.head_dim_qk;
+      p.head_dim_v = in_.head_dim_v;
+      p.has_invalid_cols = has_invalid_;
+      p.v_scale = in_.kv_scale;
+      p.p_format = opt_.precision.p_format;
+      const bool split = f[kPartialQoLoc] >= 0;
+      p.normalize = !(split && opt_.mutant == NumericsMutant::kUnnormalizedPartial);
+      p.empty_rows_nan = split && opt_.mutant == NumericsMutant::kEmptySplitGarbage;
+      AttendBlock(buf_, p);
+      const int64_t first_row = q0 + r0 / g_.group_heads;
+      const int64_t nrows = m / g_.group_heads;
+      if (split) {
+        WritePartial(w, f[kPartialQoLoc], q0, first_row, nrows, poison);
+      } else {
+        WriteFinal(w, first_row, nrows, poison);
+      }
+    }
+  }
+
+  bool ResolveKv(int32_t w, const int32_t f[7], WorkKv* kv) {
+    const int32_t batch = f[kBatchIdx];
+    int64_t b = batch;
+    if (!g_.sparse) {
+      b = batch / g_.fold;
+    } else if (!g_.sparse_batch_is_request) {
+      b = batch / std::max(1, g_.tokens_per_request) / g_.fold;
+    }
+    if (batch < 0 || b >= g_.batch) {
+      AddOFinding(PoisonKind::kOutOfRangeRead, -1,
+                  PoisonSource{true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndptr, b + 1}, w, -1);
+      return false;
+    }
+    kv->request = static_cast<int32_t>(b);
+    const int64_t page = in_.page_size;
+    if (g_.sparse) {
+      kv->p0 = f[kKvStart];
+      kv->p1 = f[kKvEnd];
+    } else {
+      kv->p0 = int64_t{f[kKvStart]} * page;
+      kv->p1 = (f[kKvOffset] != 0 || page == 1) ? int64_t{f[kKvEnd]} * page
+                                                : int64_t{f[kKvEnd] - 1} * page + in_.kv_last_page_lens[b];
+    }
+    if (kv->p1 < kv->p0) kv->p1 = kv->p0;
+    return true;
+  }
+
+  // Fills buf_.k with the work's keys; positions outside the page table / index matrix or the
+  // cache become NaN rows (poison). Returns the number of keys.
+  int64_t GatherKeys(const WorkKv& kv, PoisonSource* poison) {
+    const int32_t d = in_.head_dim_qk;
+    const int64_t page = in_.page_size;
+    const int64_t cache_rows = int64_t{in_.num_pages} * page;
+    const int64_t table = g_.sparse ? static_cast<int64_t>(in_.topk_indices.size())
+                                    : static_cast<int64_t>(in_.kv_indices.size()) * page;
+    // Bound the work: one position past the table already makes every output row poison.
+    int64_t n = kv.p1 - kv.p0;
+    if (kv.p0 < 0 || kv.p1 > table) n = std::min<int64_t>(n, table + 1);
+    buf_.Resize(0, n, d, in_.head_dim_v);
+    has_invalid_ = false;
+    constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t p = kv.p0 + j;
+      T* dst = buf_.k.data() + j * d;
+      buf_.col_valid[j] = 1;
+      if (p < 0 || p >= table) {
+        poison->Note(PoisonKind::kOutOfRangeRead,
+                     g_.sparse ? NumericsBuffer::kTopkIndices : NumericsBuffer::kKvIndices,
+                     g_.sparse ? p : (p < 0 ? -1 : p / page));
+        std::fill(dst, dst + d, kNaN);
+        continue;
+      }
+      int64_t row;
+      if (g_.sparse) {
+        row = in_.topk_indices[p];
+        const bool minus_one_read = row == -1 && opt_.mutant == NumericsMutant::kTopkMinusOneDereferenced;
+        if ((row < 0 || row >= cache_rows) && !minus_one_read) {  // masked, never read
+          std::fill(dst, dst + d, T(0));
+          buf_.col_valid[j] = 0;
+          has_invalid_ = true;
+          continue;
+        }
+      } else {
+        row = int64_t{in_.kv_indices[p / page]} * page + p % page;
+      }
+      if (row < 0 || row >= cache_rows) {
+        poison->Note(PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvCache, row);
+        std::fill(dst, dst + d, kNaN);
+        continue;
+      }
+      const float* src = in_.kv_cache.data() + row * d;
+      std::copy(src, src + d, dst);
+    }
+    key_first_ = g_.sparse ? 0 : kv.p0 - int64_t{in_.kv_indptr[kv.request]} * page;
+    return n;
+  }
+
+  // Rows [r0, r0 + m) of the work's block: block row r is planner row q0 + r / H', head r % H'.
+  void GatherQueries(int64_t q0, int64_t r0, int64_t m, int64_t n, const WorkKv& kv) {
+    const int32_t d = in_.head_dim_qk, hg = g_.group_heads;
+    const T scale = static_cast<T>(in_.effective_sm_scale() * in_.q_scale * in_.kv_scale);
+    const int64_t lq = in_.qo_indptr[kv.request + 1] - in_.qo_indptr[kv.request];
+    const int64_t lk = RequestKeys(kv.request);
+    const int64_t off_by_one = opt_.mutant == NumericsMutant::kCausalOffByOne ? 1 : 0;
+    const bool causal = in_.is_causal && !g_.sparse;
+    for (int64_t r = 0; r < m; r += hg) {
+      const int64_t row = q0 + (r0 + r) / hg;
+      const Unfolded u = UnfoldRow(g_, row);
+      const float* src = in_.q.data() + (u.token * g_.heads + int64_t{u.group} * hg) * d;
+      T* dst = buf_.q.data() + r * d;
+      for (int64_t i = 0; i < int64_t{hg} * d; ++i) dst[i] = static_cast<T>(src[i]) * scale;
+      int64_t limit = std::numeric_limits<int32_t>::max();
+      if (causal) {
+        const int64_t i = u.token - in_.qo_indptr[kv.request];  // row index within the request
+        limit = i + lk - lq + 1 + off_by_one - key_first_;
+      }
+      const int32_t lim = static_cast<int32_t>(std::clamp<int64_t>(limit, 0, std::max<int64_t>(n, 0)));
+      for (int32_t h = 0; h < hg; ++h) buf_.row_limit[r + h] = lim;
+    }
+  }
+
+  int64_t RequestKeys(int32_t b) const {
+    const int64_t pages = in_.kv_indptr[b + 1] - in_.kv_indptr[b];
+    if (g_.sparse) return std::min<int64_t>(pages, in_.topk);
+    return pages == 0 ? 0 : (pages - 1) * in_.page_size + in_.kv_last_page_lens[b];
+  }
+
+  // True when every head of block row group i had no visible key.
+  bool GroupEmpty(int64_t i) const {
+    for (int32_t h = 0; h < g_.group_heads; ++h)
+      if (!buf_.row_empty[i * g_.group_heads + h]) return false;
+    return true;
+  }
+
+  void WriteFinal(int32_t w, int64_t first_row, int64_t nrows, const PoisonSource& poison) {
+    const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
+    const NumFormat out = opt_.precision.out_format;
+    for (int64_t i = 0; i < nrows; ++i) {
+      const int64_t row = first_row + i;
+      if (GroupEmpty(i) && opt_.empty_rows == EmptyRowPolicy::kSkip) continue;
+      for (int64_t x = 0; x < int64_t{hg} * dv; ++x)
+        o_[row * hg * dv + x] = static_cast<T>(RoundTo(out, static_cast<double>(buf_.o[i * hg * dv + x])));
+      for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = buf_.lse[i * hg + h];
+      o_state_[row] = poison.any ? RowState::kTainted : RowState::kWritten;
+      if (poison.any) AddOFinding(poison.kind, row, poison, w, -1);
+    }
+  }
+
+  void WritePartial(int32_t w, int32_t loc, int64_t q0, int64_t first_row, int64_t nrows,
+                    const PoisonSource& poison) {
+    const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
+    const int64_t shift = opt_.mutant == NumericsMutant::kPartialRowOffByOne ? 1 : 0;
+    for (int64_t i = 0; i < nrows; ++i) {
+      const int64_t prow = int64_t{loc} + (first_row + i - q0) + shift;
+      if (prow < 0 || prow >= g_.partial_rows) {
+        AddPartialFinding(PoisonKind::kOutOfRangeWrite, prow,
+                          PoisonSource{true, PoisonKind::kOutOfRangeWrite, NumericsBuffer::kWorkInfo,
+                                       int64_t{w} * 8 + kPartialQoLoc},
+                          w);
+        continue;
+      }
+      if (GroupEmpty(i)) {
+        ++res_.partial_rows_without_key;
+        if (opt_.empty_rows == EmptyRowPolicy::kSkip) continue;
+      }
+      const int64_t slot = PartialSlotForWrite(prow);
+      std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, PartialO(slot));
+      std::copy(buf_.lse.begin() + i * hg, buf_.lse.begin() + (i + 1) * hg, PartialLse(slot));
+      part_state_[slot] = poison.any ? RowState::kTainted : RowState::kWritten;
+      if (poison.any) AddPartialFinding(poison.kind, prow, poison, w);
+    }
+  }
+
+  // ---- stage 2: mla_reduce_v1 ---------------------------------------------------------------
+  void Reduce() {
+    const Int32Buffer& ri = plan_.reduce_indptr;
+    for (int64_t t = 0; t + 1 < ri.size(); ++t) ReduceTile(static_cast<int32_t>(t));
+  }
+
+  void ReduceTile(int32_t t) {
+    const CellRead g0 = ReadCell(plan_.reduce_indptr, t), g1 = ReadCell(plan_.reduce_indptr, t + 1);
+    if (!g0.ok || !g1.ok) {
+      const PoisonKind k = g0.ok ? g1.kind : g0.kind;
+      AddOFinding(k, -1, PoisonSource{true, k, NumericsBuffer::kReduceIndptr, g0.ok ? t + 1 : t}, -1, t);
+      return;
+    }
+    int64_t n = int64_t{g1.value} - g0.value;
+    if (n <= 1) return;  // unsplit tiles: the attention kernel wrote them
+    n = std::min<int64_t>(n, plan_.reduce_partial_map.size() + 1);
+    ++res_.tiles_reduced;
+    const CellRead f0 = ReadCell(plan_.reduce_final_map, int64_t{t} * 2);
+    const CellRead f1 = ReadCell(plan_.reduce_final_map, int64_t{t} * 2 + 1);
+    if (!f0.ok || !f1.ok) {
+      const PoisonKind k = f0.ok ? f1.kind : f0.kind;
+      AddOFinding(k, -1, PoisonSource{true, k, NumericsBuffer::kReduceFinalMap, int64_t{t} * 2 + (f0.ok ? 1 : 0)},
+                  -1, t);
+      return;
+    }
+    if (f0.value < 0 || f1.value > g_.folded_rows || f1.value < f0.value) {
+      AddOFinding(PoisonKind::kOutOfRangeWrite, -1,
+                  PoisonSource{true, PoisonKind::kOutOfRangeWrite, NumericsBuffer::kReduceFinalMap,
+                               int64_t{t} * 2},
+                  -1, t);
+      return;
+    }
+    struct Piece {
+      CellRead loc;
+      int64_t map_index;
+    };
+    std::vector<Piece> pieces;
+    for (int64_t i = 0; i < n; ++i)
+      pieces.push_back({ReadCell(plan_.reduce_partial_map, g0.value + i), g0.value + i});
+    if (opt_.mutant == NumericsMutant::kMergePieceTwice) pieces.insert(pieces.begin(), pieces.front());
+    for (int64_t s = f0.value; s < f1.value; ++s) ReduceRow(t, s, s - f0.value, pieces);
+  }
+
+  template <typename PieceVec>
+  void ReduceRow(int32_t t, int64_t row, int64_t offset, const PieceVec& pieces) {
+    const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
+    constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
+    constexpr T kInf = std::numeric_limits<T>::infinity();
+    PoisonSource poison;
+    PoisonKind out_kind = PoisonKind::kUnwrittenRead;
+    pl_.assign(pieces.size(), nullptr);
+    pl_o_.assign(pieces.size(), nullptr);
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      if (!pieces[i].loc.ok) {
+        poison.Note(pieces[i].loc.kind, NumericsBuffer::kReducePartialMap, pieces[i].map_index);
+        continue;
+      }
+      const int64_t prow = int64_t{pieces[i].loc.value} + offset;
+      auto it = prow >= 0 && prow < g_.partial_rows ? part_slot_.find(prow) : part_slot_.end();
+      if (prow < 0 || prow >= g_.partial_rows) {
+        poison.Note(PoisonKind::kOutOfRangeRead, NumericsBuffer::kPartialO, prow);
+        continue;
+      }
+      if (it == part_slot_.end() || part_state_[it->second] == RowState::kUnwritten) {
+        poison.Note(PoisonKind::kUnwrittenRead, NumericsBuffer::kPartialO, prow);
+        continue;
+      }
+      if (part_state_[it->second] == RowState::kTainted) {
+        poison.Note(PoisonKind::kTaintedRead, NumericsBuffer::kPartialO, prow);
+        out_kind = PoisonKind::kTaintedRead;
+      }
+      pl_[i] = PartialLse(it->second);
+      pl_o_[i] = PartialO(it->second);
+    }
+    if (poison.any && out_kind != PoisonKind::kTaintedRead) out_kind = poison.kind;
+    for (int32_t h = 0; h < hg; ++h) {
+      // §12: M = max lse (NaN ignored, as fmax), S = sum exp(lse - M), L = +inf if S is 0 or NaN.
+      T mx = -kInf;
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        const T l = pl_[i] ? pl_[i][h] : kNaN;
+        if (!std::isnan(l)) mx = std::max(mx, l);
+      }
+      T sum = 0;
+      for (size_t i = 0; i < pieces.size(); ++i) sum += std::exp((pl_[i] ? pl_[i][h] : kNaN) - mx);
+      const T big_l = (sum == 0 || std::isnan(sum)) ? kInf : mx + std::log(sum);
+      T* out = o_.data() + (row * hg + h) * dv;
+      std::fill(out, out + dv, T(0));
+      for (size_t i = 0; i < pieces.size(); ++i) {
+        const T wgt = std::exp((pl_[i] ? pl_[i][h] : kNaN) - big_l);
+        const T* part = pl_o_[i] ? pl_o_[i] + int64_t{h} * dv : nullptr;
+        for (int32_t x = 0; x < dv; ++x) out[x] += wgt * (part ? part[x] : kNaN);
+      }
+      for (int32_t x = 0; x < dv; ++x)
+        out[x] = static_cast<T>(RoundTo(opt_.precision.out_format, static_cast<double>(out[x])));
+      lse_[row * hg + h] = big_l;
+    }
+    o_state_[row] = poison.any ? RowState::kTainted : RowState::kWritten;
+    if (poison.any) AddOFinding(out_kind, row, poison, -1, t);
+  }
+
+  // ---- back to the caller's layout -----------------------------------------------------------
+  void Unfold() {
+    const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
+    AttentionOutput& out = res_.out;
+    constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+    for (int64_t row = 0; row < g_.folded_rows; ++row) {
+      const Unfolded u = UnfoldRow(g_, row);
+      const int64_t head0 = u.token * g_.heads + int64_t{u.group} * hg;
+      if (o_state_[row] == RowState::kUnwritten) {
+        std::fill(out.o.begin() + head0 * dv, out.o.begin() + (head0 + hg) * dv, kNaN);
+        std::fill(out.lse.begin() + head0, out.lse.begin() + head0 + hg, kNaN);
+        AddOFinding(PoisonKind::kNeverWritten, row,
+                    PoisonSource{true, PoisonKind::kNeverWritten, NumericsBuffer::kO, u.token}, -1, -1);
+        continue;
+      }
+      for (int64_t x = 0; x < int64_t{hg} * dv; ++x)
+        out.o[head0 * dv + x] = static_cast<double>(o_[row * hg * dv + x]);
+      for (int32_t h = 0; h < hg; ++h) out.lse[head0 + h] = static_cast<double>(lse_[row * hg + h]);
+    }
+    res_.poison_dropped = dropped_;
+  }
+
+  const MlaInputs& in_;
+  const Plan& plan_;
+  const PlanExecOptions& opt_;
+  const Geometry& g_;
+  PlanDrivenResult& res_;
+  BlockBuffers<T> buf_;
+  bool has_invalid_ = false;
+  int64_t key_first_ = 0;  // request key index of the work's first key (dense)
+  std::vector<T> o_, lse_;  // folded final buffers [folded_rows, H', Dv], [folded_rows, H']
+  std::vector<RowState> o_state_;
+  std::unordered_map<int64_t, int64_t> part_slot_;  // partial row -> storage slot
+  std::vector<T> part_o_, part_lse_;
+  std::vector<RowState> part_state_;
+  std::vector<const T*> pl_, pl_o_;
+  int64_t dropped_ = 0;
+};
+
+}  // namespace
+
+StatusOr<PlanDrivenResult> RunPlanDriven(const MlaInputs& inputs, const PlanRequest& request,
+                                         const Plan& plan, const PlanExecOptions& options) {
+  MLASIM_RETURN_IF_ERROR(ValidateMlaInputs(inputs));
+  MLASIM_ASSIGN_OR_RETURN(const Geometry g, MakeGeometry(inputs, request, plan));
+  PlanDrivenResult res;
+  res.out.q_rows = inputs.q_rows();
+  res.out.num_heads = inputs.num_heads;
+  res.out.head_dim_v = inputs.head_dim_v;
+  res.out.o.assign(static_cast<size_t>(int64_t{res.out.q_rows} * inputs.num_heads * inputs.head_dim_v), 0.0);
+  res.out.lse.assign(static_cast<size_t>(int64_t{res.out.q_rows} * inputs.num_heads), 0.0);
+  if (options.precision.accumulate == Accumulate::kFp64) {
+    PlanExecutor<double>(inputs, plan, options, g, res).Run();
+  } else {
+    PlanExecutor<float>(inputs, plan, options, g, res).Run();
+  }
+  return res;
+}
+
+}  // namespace mlasim::ref

@@ -1,0 +1,346 @@
+#include "ref/numerics.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ref/planner.h"
+
+namespace mlasim::ref {
+namespace {
+
+std::string S(int64_t x) { return std::to_string(x); }
+
+// Component salts for SplitMix64::Stream.
+enum Salt : uint64_t { kSaltQ = 1, kSaltKv = 2, kSaltPages = 3, kSaltTopk = 4 };
+
+// Rounding-error multiplier of the probabilistic bounds (docs/numerics.md): an error sum of n
+// independent roundings stays below lambda * sqrt(n) * u except with probability ~exp(-lambda^2/2).
+constexpr double kLambda = 8.0;
+
+bool IsUniform(const std::vector<int32_t>& indptr, int32_t per) {
+  for (size_t b = 0; b < indptr.size(); ++b)
+    if (indptr[b] != static_cast<int64_t>(b) * per) return false;
+  return true;
+}
+
+std::vector<float> RandomValues(SplitMix64& rng, int64_t n, double amplitude) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = static_cast<float>(amplitude * rng.Symmetric());
+  return v;
+}
+
+Status CheckOptions(const PlanRequest& r, const NumericsOptions& o) {
+  if (r.num_heads_k != 1) return InvalidArgumentError("num_heads_k", "MLA decode has one KV head");
+  if (o.head_dim_qk < 1) return InvalidArgumentError("head_dim_qk", "must be >= 1");
+  if (o.head_dim_v < 1 || o.head_dim_v > o.head_dim_qk)
+    return InvalidArgumentError("head_dim_v", "must be in 1..head_dim_qk");
+  if (o.spare_pages < 0) return InvalidArgumentError("spare_pages", "must be >= 0");
+  if (o.invalid_topk_per_mille < 0 || o.invalid_topk_per_mille > 1000)
+    return InvalidArgumentError("invalid_topk_per_mille", "must be in 0..1000");
+  if (!(std::isfinite(o.amplitude) && o.amplitude > 0))
+    return InvalidArgumentError("amplitude", "must be finite and > 0");
+  if (r.topk >= 0 && r.page_size != 1)
+    return InvalidArgumentError("page_size", "sparse top-k numerics are modelled for page_size 1");
+  return OkStatus();
+}
+
+// The q row layout: dense requests hold uni_seqlen_qo rows each; sparse ones the request's
+// per-request token count (uniform, §8.1).
+StatusOr<std::vector<int32_t>> QoIndptr(const PlanRequest& r) {
+  const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
+  const int32_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
+  if (!r.qo_indptr.empty() && (static_cast<int32_t>(r.qo_indptr.size()) != batch + 1 ||
+                               !IsUniform(r.qo_indptr, per)))
+    return InvalidArgumentError("qo_indptr", "numerics need " + S(per) +
+                                                 " q rows per request (uniform) and B+1 entries");
+  std::vector<int32_t> out(static_cast<size_t>(batch) + 1);
+  for (int32_t b = 0; b <= batch; ++b) out[b] = b * per;
+  return out;
+}
+
+// Shuffled distinct page ids for the used pages (Fisher-Yates on the whole cache).
+std::vector<int32_t> PageTable(SplitMix64& rng, int32_t used, int32_t num_pages) {
+  std::vector<int32_t> ids(static_cast<size_t>(num_pages));
+  for (int32_t i = 0; i < num_pages; ++i) ids[i] = i;
+  for (int32_t i = num_pages - 1; i > 0; --i)
+    std::swap(ids[i], ids[static_cast<int32_t>(rng.Below(static_cast<uint64_t>(i) + 1))]);
+  ids.resize(static_cast<size_t>(used));
+  return ids;
+}
+
+// Top-k lists (§8.1): token t of request b holds min(ctx_b, topk) entries, mostly distinct
+// context tokens of b, some invalid; entries past that length are garbage that must not be read
+// (alternately INT_MAX and the row of a NaN spare slot).
+void FillTopk(SplitMix64& rng, const NumericsOptions& opt, MlaInputs& in) {
+  const int64_t rows = int64_t{in.num_pages} * in.page_size;
+  const int64_t sentinels[] = {-1, INT_MAX, INT_MIN, -2, rows, rows + 1000};
+  const int64_t used_rows = in.kv_indptr.back();
+  in.topk_indices.assign(static_cast<size_t>(int64_t{in.q_rows()} * in.topk), -1);
+  std::vector<int32_t> ctx_rows;
+  for (int32_t b = 0; b < in.num_requests(); ++b) {
+    const int32_t ctx = in.kv_indptr[b + 1] - in.kv_indptr[b];
+    const int32_t len = std::min(ctx, in.topk);
+    for (int32_t t = in.qo_indptr[b]; t < in.qo_indptr[b + 1]; ++t) {
+      ctx_rows.resize(static_cast<size_t>(ctx));
+      for (int32_t j = 0; j < ctx; ++j) ctx_rows[j] = in.kv_indices[in.kv_indptr[b] + j];
+      int32_t* row = in.topk_indices.data() + int64_t{t} * in.topk;
+      for (int32_t e = 0; e < in.topk; ++e) {
+        if (e < len) {
+          const auto pick = e + static_cast<int32_t>(rng.Below(static_cast<uint64_t>(ctx - e)));
+          std::swap(ctx_rows[e], ctx_rows[pick]);  // a partial Fisher-Yates: distinct entries
+          const bool invalid =
+              static_cast<int64_t>(rng.Below(1000)) < opt.invalid_topk_per_mille;
+          row[e] = invalid ? static_cast<int32_t>(sentinels[rng.Below(std::size(sentinels))])
+                           : ctx_rows[e];
+        } else if (used_rows < rows && (e & 1)) {
+          row[e] = static_cast<int32_t>(used_rows + static_cast<int64_t>(rng.Below(rows - used_rows)));
+        } else {
+          row[e] = INT_MAX;
+        }
+      }
+    }
+  }
+}
+
+// Max |V| over finite stored values of the cache, times kv_scale.
+double VMax(const MlaInputs& in) {
+  double m = 0;
+  for (int64_t row = 0; row < int64_t{in.num_pages} * in.page_size; ++row) {
+    const float* v = in.kv_cache.data() + row * in.head_dim_qk;
+    for (int32_t x = 0; x < in.head_dim_v; ++x)
+      if (std::isfinite(v[x])) m = std::max(m, std::fabs(static_cast<double>(v[x])));
+  }
+  return m * in.kv_scale;
+}
+
+int64_t MaxKeys(const MlaInputs& in) {
+  int64_t m = 0;
+  for (int32_t b = 0; b < in.num_requests(); ++b) {
+    const int64_t pages = in.kv_indptr[b + 1] - in.kv_indptr[b];
+    m = std::max(m, in.topk >= 0 ? std::min<int64_t>(pages, in.topk)
+                                 : (pages == 0 ? 0 : (pages - 1) * in.page_size + in.kv_last_page_lens[b]));
+  }
+  return m;
+}
+
+}  // namespace
+
+uint64_t SplitMix64::Next() {
+  uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+uint64_t SplitMix64::Below(uint64_t bound) {
+  MLASIM_ASSERT(bound >= 1, "SplitMix64::Below needs bound >= 1");
+  // Reject the top partial copy of [0, bound) so every value is equally likely.
+  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+  for (;;) {
+    const uint64_t x = Next();
+    if (x < limit) return x % bound;
+  }
+}
+
+double SplitMix64::Unit() { return static_cast<double>(Next() >> 11) * 0x1p-53; }
+
+SplitMix64 SplitMix64::Stream(uint64_t seed, uint64_t salt) {
+  SplitMix64 mix(seed ^ (salt * 0xD1B54A32D192ED03ull));
+  return SplitMix64(mix.Next());
+}
+
+CompareResult CompareTensors(const double* actual, const double* expected, int64_t n,
+                             const Tolerance& tol, const uint8_t* skip) {
+  CompareResult r;
+  double sdd = 0, sxx_yy = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (skip && skip[i]) continue;
+    ++r.elements;
+    const double x = actual[i], y = expected[i];
+    const bool xn = std::isnan(x), yn = std::isnan(y);
+    const bool xi = std::isinf(x), yi = std::isinf(y);
+    if (xn != yn || (!xn && (xi || yi) && x != y)) {
+      (xn != yn ? r.nan_mismatches : r.inf_mismatches)++;
+      if (r.first_anomaly_mismatch < 0) r.first_anomaly_mismatch = i;
+      continue;
+    }
+    if (xn || xi) continue;  // the same anomaly on both sides
+    const double d = std::fabs(x - y);
+    if (d > r.max_abs) r.max_abs = d, r.max_abs_index = i;
+    if (y != 0 && d / std::fabs(y) > r.max_rel) r.max_rel = d / std::fabs(y), r.max_rel_index = i;
+    if (d > tol.atol + tol.rtol * std::fabs(y)) {
+      ++r.tolerance_violations;
+      if (r.first_violation < 0) r.first_violation = i;
+    }
+    // 1 - 2 sum(xy) / sum(x^2 + y^2) == sum((x - y)^2) / sum(x^2 + y^2): the same value
+    // without the cancellation that leaves ~1e-16 of noise in the first form.
+    sdd += (x - y) * (x - y);
+    sxx_yy += x * x + y * y;
+  }
+  r.cos_diff = sxx_yy > 0 ? sdd / sxx_yy : 0.0;
+  r.passed = r.anomalies_match() && r.tolerance_violations == 0 && r.cos_diff <= tol.cos_diff;
+  return r;
+}
+
+OutputTolerances DeriveTolerances(const AttentionPrecision& p, int64_t max_keys, double v_max,
+                                  double lse_max) {
+  const double u_acc = p.accumulate == Accumulate::kFp64 ? 0x1p-53 : 0x1p-24;
+  const double u_p = p.p_format == NumFormat::kFp64 ? 0 : GetFormatInfo(p.p_format).unit_roundoff;
+  const double u_out = p.out_format == NumFormat::kFp64 ? 0 : GetFormatInfo(p.out_format).unit_roundoff;
+  const double sqrt_n = std::sqrt(static_cast<double>(std::max<int64_t>(max_keys, 1)));
+  const double vm = std::max(v_max, std::numeric_limits<double>::min());
+  OutputTolerances t;
+  // Both sides accumulate sum_j p_j v_j (sqrt(n) roundings each) and exponentiate scores of
+  // magnitude <= lse_max; the reduce weighs pieces by exp(lse_i - L). P rounding: each side
+  // rounds every weight once (relative u_p, at most u_p * v_max per output after
+  // normalisation). Output rounding: each side rounds once (relative u_out).
+  t.o.atol = vm * (kLambda * u_acc * (sqrt_n + 4.0 + 4.0 * lse_max) + 2.0 * u_p);
+  t.o.rtol = 2.0 * u_out + kLambda * u_acc;
+  t.lse.atol = kLambda * u_acc * (sqrt_n + 4.0 + 4.0 * lse_max);
+  t.lse.rtol = 0;
+  // cal_diff ~ |x - y|^2 / (2 |y|^2) per element: bounded by the square of the relative bound.
+  const double rel = t.o.atol / vm + t.o.rtol;
+  t.o.cos_diff = rel * rel;
+  t.lse.cos_diff = std::pow(t.lse.atol / std::max(lse_max, 1.0), 2);
+  return t;
+}
+
+StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& opt) {
+  MLASIM_RETURN_IF_ERROR(ValidatePlanRequest(request));
+  MLASIM_RETURN_IF_ERROR(CheckOptions(request, opt));
+  MlaInputs in;
+  in.num_heads = request.heads_per_head_k;
+  in.head_dim_qk = opt.head_dim_qk;
+  in.head_dim_v = opt.head_dim_v;
+  in.page_size = request.page_size;
+  in.q_scale = opt.q_scale;
+  in.kv_scale = opt.kv_scale;
+  in.sm_scale = opt.sm_scale;
+  in.is_causal = request.is_causal;
+  in.topk = request.topk;
+  in.kv_indptr = request.kv_indptr;
+  if (in.kv_indptr[0] != 0)
+    return InvalidArgumentError("kv_indptr[0]", "numerics need kv_indptr to start at 0");
+  MLASIM_ASSIGN_OR_RETURN(in.qo_indptr, QoIndptr(request));
+  const int32_t batch = in.num_requests();
+  if (in.topk < 0) {
+    if (static_cast<int32_t>(request.kv_last_page_lens.size()) != batch)
+      return InvalidArgumentError("kv_last_page_lens", "needs one entry per request");
+    in.kv_last_page_lens = request.kv_last_page_lens;
+  }
+  const NumFormat qf = opt.q_format.value_or(FormatForDType(request.q_dtype, request.target));
+  const NumFormat kf = opt.kv_format.value_or(FormatForDType(request.kv_dtype, request.target));
+
+  const int64_t used_pages = in.kv_indptr.back();
+  const int64_t pages = used_pages + opt.spare_pages;
+  if (pages > INT32_MAX) return InvalidArgumentError("kv_indptr", "more than 2^31 pages");
+  in.num_pages = static_cast<int32_t>(pages);
+  SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
+  in.kv_indices = PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages);
+
+  SplitMix64 q_rng = SplitMix64::Stream(opt.seed, kSaltQ);
+  const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
+  MLASIM_ASSIGN_OR_RETURN(QuantizedTensor q,
+                          Quantize(RandomValues(q_rng, q_elems, opt.amplitude), qf, opt.q_scale,
+                                   opt.fp8_overflow));
+  in.q = std::move(q.stored);
+
+  // The cache: NaN everywhere (unused page tails, spare pages), then each request's tokens.
+  const int32_t d = in.head_dim_qk;
+  in.kv_cache.assign(static_cast<size_t>(pages * in.page_size * d), std::nanf(""));
+  SplitMix64 kv_rng = SplitMix64::Stream(opt.seed, kSaltKv);
+  for (int32_t b = 0; b < batch; ++b) {
+    const int64_t np = in.kv_indptr[b + 1] - in.kv_indptr[b];
+    const int64_t tokens = in.topk >= 0 ? np : (np == 0 ? 0 : (np - 1) * in.page_size + in.kv_last_page_lens[b]);
+    MLASIM_ASSIGN_OR_RETURN(QuantizedTensor kv,
+                            Quantize(RandomValues(kv_rng, tokens * d, opt.amplitude), kf,
+                                     opt.kv_scale, opt.fp8_overflow));
+    for (int64_t j = 0; j < tokens; ++j) {
+      const int64_t row =
+          int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size + j % in.page_size;
+      std::copy(kv.stored.begin() + j * d, kv.stored.begin() + (j + 1) * d,
+                in.kv_cache.begin() + row * d);
+    }
+  }
+  if (in.topk >= 0) {
+    SplitMix64 topk_rng = SplitMix64::Stream(opt.seed, kSaltTopk);
+    FillTopk(topk_rng, opt, in);
+  }
+  return in;
+}
+
+namespace {
+
+// (row, head) pairs of o named by poison findings.
+std::vector<uint8_t> PoisonMask(const std::vector<PoisonFinding>& poison, int32_t rows, int32_t heads) {
+  std::vector<uint8_t> mask(static_cast<size_t>(int64_t{rows} * heads), 0);
+  for (const PoisonFinding& f : poison) {
+    if (f.output != NumericsBuffer::kO || f.row_begin < 0) continue;
+    for (int64_t r = std::max<int64_t>(f.row_begin, 0); r < std::min<int64_t>(f.row_end, rows); ++r)
+      for (int32_t h = std::max(f.head_begin, 0); h < std::min(f.head_end, heads); ++h)
+        mask[r * heads + h] = 1;
+  }
+  return mask;
+}
+
+}  // namespace
+
+StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
+                                         const NumericsOptions& options) {
+  MLASIM_ASSIGN_OR_RETURN(const MlaInputs in, BuildMlaInputs(request, options));
+  MLASIM_ASSIGN_OR_RETURN(const AttentionOutput mono, RunMonolithic(in, options.precision));
+  PlanExecOptions exec;
+  exec.precision = options.precision;
+  exec.empty_rows = options.empty_rows;
+  exec.mutant = options.mutant;
+  MLASIM_ASSIGN_OR_RETURN(PlanDrivenResult driven, RunPlanDriven(in, request, plan, exec));
+
+  NumericsReport rep;
+  rep.q_format = options.q_format.value_or(FormatForDType(request.q_dtype, request.target));
+  rep.kv_format = options.kv_format.value_or(FormatForDType(request.kv_dtype, request.target));
+  rep.q_rows = in.q_rows();
+  rep.num_heads = in.num_heads;
+  rep.max_keys = MaxKeys(in);
+  rep.v_max = VMax(in);
+  for (double l : mono.lse)
+    if (std::isfinite(l)) rep.lse_max = std::max(rep.lse_max, std::fabs(l));
+  rep.tolerance = options.tolerance.value_or(
+      DeriveTolerances(options.precision, rep.max_keys, rep.v_max, rep.lse_max));
+  rep.works_run = driven.works_run;
+  rep.tiles_reduced = driven.tiles_reduced;
+  rep.partial_rows_without_key = driven.partial_rows_without_key;
+  rep.fold_ratio = driven.fold_ratio;
+  rep.poison_dropped = driven.poison_dropped;
+
+  const int32_t heads = in.num_heads, dv = in.head_dim_v;
+  const std::vector<uint8_t> pair_mask = PoisonMask(driven.poison, rep.q_rows, heads);
+  std::vector<uint8_t> o_mask(mono.o.size());
+  for (size_t i = 0; i < o_mask.size(); ++i) o_mask[i] = pair_mask[i / dv];
+  for (uint8_t m : pair_mask) rep.poisoned_rows += m;
+  const auto& got = driven.out;
+  rep.o = CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()), rep.tolerance.o);
+  rep.lse = CompareTensors(got.lse.data(), mono.lse.data(), static_cast<int64_t>(mono.lse.size()),
+                           rep.tolerance.lse);
+  rep.o_unpoisoned = CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()),
+                                    rep.tolerance.o, o_mask.data());
+  rep.lse_unpoisoned = CompareTensors(got.lse.data(), mono.lse.data(),
+                                      static_cast<int64_t>(mono.lse.size()), rep.tolerance.lse,
+                                      pair_mask.data());
+  for (size_t i = 0; i < mono.o.size(); ++i) {
+    rep.monolithic_nan += std::isnan(mono.o[i]);
+    rep.unexplained_nan += std::isnan(got.o[i]) && !o_mask[i];
+  }
+  for (size_t i = 0; i < mono.lse.size(); ++i) {
+    rep.monolithic_nan += std::isnan(mono.lse[i]);
+    rep.unexplained_nan += std::isnan(got.lse[i]) && !pair_mask[i];
+  }
+  rep.poison = std::move(driven.poison);
+  rep.ok = rep.o_unpoisoned.passed && rep.lse_unpoisoned.passed && rep.unexplained_nan == 0 &&
+           rep.monolithic_nan == 0;
+  return rep;
+}
+
+}  // namespace mlasim::ref

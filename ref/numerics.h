@@ -1,0 +1,150 @@
+// File: ref/numerics.h
+//
+// Numerics checks around ref/attention.h: a deterministic PRNG, the FlashMLA-style tensor
+// comparison, the tolerances derived in docs/numerics.md, and the entry point the simulator
+// calls for one decode step:
+//
+//   RunPlanNumerics(request, plan, options)
+//     -> BuildMlaInputs: seeded random q and KV cache (values rounded to the request's dtypes on
+//        its target, NaN in every unused KV slot and spare page, shuffled page table; sparse:
+//        per-token top-k lists with -1 / INT_MAX / INT_MIN / negative / past-the-end entries)
+//     -> RunMonolithic (the truth) and RunPlanDriven (the plan's work items + reduce)
+//     -> NumericsReport: max abs / rel error and cosine difference of o and lse, plan-driven vs
+//        monolithic, and every poison finding.
+//
+// Sources: aiter-mla-metadata.md §10 (mla_decode_fwd), §11 (kernel contract), §12 (reduce),
+// §14 (aiter's test tolerances); FlashMLA's tests (anomaly positions first, then errors).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ref/attention.h"
+#include "ref/metadata.h"
+
+namespace mlasim::ref {
+
+// SplitMix64 (Steele, Lea, Flood 2014): 64-bit state, one multiply-xorshift output per step.
+// Integer ranges by rejection (no modulo bias) and doubles from the top 53 bits, so the stream
+// is the same on every platform (no std distributions).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next();
+  uint64_t Below(uint64_t bound);  // uniform in [0, bound); bound >= 1
+  double Unit();                   // uniform in [0, 1), multiples of 2^-53
+  double Symmetric() { return 2.0 * Unit() - 1.0; }  // uniform in [-1, 1)
+  // An independent stream for component `salt` (q, kv, top-k ...) of the same seed.
+  static SplitMix64 Stream(uint64_t seed, uint64_t salt);
+
+ private:
+  uint64_t state_;
+};
+
+// |actual - expected| <= atol + rtol * |expected| per finite pair, and cos_diff <= cos_diff.
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+  double cos_diff = 0;
+};
+
+// One comparison, in the order of FlashMLA's tests: first the positions of NaN, +inf and -inf
+// must match, then the errors of the finite pairs.
+struct CompareResult {
+  int64_t elements = 0;              // compared (not skipped)
+  int64_t nan_mismatches = 0;        // exactly one side NaN
+  int64_t inf_mismatches = 0;        // one side +-inf and the other not the same infinity
+  int64_t first_anomaly_mismatch = -1;  // element index
+  double max_abs = 0;                // over finite pairs
+  int64_t max_abs_index = -1;
+  double max_rel = 0;                // |x - y| / |y| over finite pairs with y != 0
+  int64_t max_rel_index = -1;
+  // aiter's cal_diff: 1 - 2 sum(x y) / sum(x^2 + y^2) over finite pairs (0 when all are 0),
+  // computed as the equal sum((x - y)^2) / sum(x^2 + y^2), which has no cancellation.
+  double cos_diff = 0;
+  int64_t tolerance_violations = 0;  // finite pairs outside atol + rtol |y|
+  int64_t first_violation = -1;
+  bool anomalies_match() const { return nan_mismatches == 0 && inf_mismatches == 0; }
+  bool passed = false;               // anomalies match, no violation, cos_diff within tolerance
+};
+
+// Compares n elements; `skip` (optional, n flags) excludes elements.
+CompareResult CompareTensors(const double* actual, const double* expected, int64_t n,
+                             const Tolerance& tol, const uint8_t* skip = nullptr);
+
+// Tolerances of plan-driven vs monolithic for o and lse (derivation: docs/numerics.md).
+struct OutputTolerances {
+  Tolerance o;
+  Tolerance lse;
+};
+// max_keys: the most keys one q row attends; v_max: max |V| value (stored * kv_scale);
+// lse_max: max |lse| of finite monolithic rows.
+OutputTolerances DeriveTolerances(const AttentionPrecision& precision, int64_t max_keys,
+                                  double v_max, double lse_max);
+
+struct NumericsOptions {
+  uint64_t seed = 1;
+  int32_t head_dim_qk = 576;   // 512 latent + 64 rope; smaller values keep fuzzing fast
+  int32_t head_dim_v = 512;
+  AttentionPrecision precision;  // default: fp32 accumulate, P and o not rounded
+  // Storage formats; unset = the request's q/kv dtypes on its target (FormatForDType).
+  std::optional<NumFormat> q_format;
+  std::optional<NumFormat> kv_format;
+  Fp8Overflow fp8_overflow = Fp8Overflow::kNaN;
+  double q_scale = 1.0;        // value = stored * scale
+  double kv_scale = 1.0;
+  double amplitude = 1.0;      // q and KV values are uniform in [-amplitude, amplitude)
+  double sm_scale = 0.0;       // 0 = 1/sqrt(head_dim_qk)
+  int32_t spare_pages = 2;     // NaN-filled pages no request owns
+  int32_t invalid_topk_per_mille = 125;  // sparse: share of entries within a token's length
+                                         // that are invalid (-1, INT_MAX, negative, ...)
+  EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
+  NumericsMutant mutant = NumericsMutant::kNone;
+  std::optional<OutputTolerances> tolerance;  // unset = DeriveTolerances
+};
+
+struct NumericsReport {
+  // Plan-driven vs monolithic over every element.
+  CompareResult o;
+  CompareResult lse;
+  // The same, skipping the (row, head) pairs named by poison findings on o.
+  CompareResult o_unpoisoned;
+  CompareResult lse_unpoisoned;
+  OutputTolerances tolerance;
+  std::vector<PoisonFinding> poison;
+  int64_t poison_dropped = 0;
+  int64_t poisoned_rows = 0;       // (q row, head) pairs named by poison findings on o
+  int64_t unexplained_nan = 0;     // plan-driven NaN in o/lse at pairs no finding names
+  int64_t monolithic_nan = 0;      // NaN in the monolithic result (always a bug)
+  // Inputs and work, for reports.
+  NumFormat q_format = NumFormat::kFp32;
+  NumFormat kv_format = NumFormat::kFp32;
+  int32_t q_rows = 0;
+  int32_t num_heads = 0;
+  int64_t max_keys = 0;
+  double v_max = 0;
+  double lse_max = 0;
+  int32_t works_run = 0;
+  int32_t tiles_reduced = 0;
+  int64_t partial_rows_without_key = 0;  // split-piece rows that saw no key (§11.6)
+  int32_t fold_ratio = 1;
+  // Plan-driven agrees with monolithic within tolerance wherever no poison is reported, and
+  // every NaN is explained by a finding. Poison itself is in `poison`: the caller decides
+  // whether it is expected (e.g. the parallel planner's zero-KV requests).
+  bool ok = false;
+};
+
+// Deterministic inputs for `request` (shapes from the request: heads, qo_indptr / uni_seqlen_qo,
+// kv_indptr in pages, kv_last_page_lens, page_size, topk, is_causal). Errors: those of
+// ValidatePlanRequest, InvalidArgument("num_heads_k") unless 1, ("head_dim_qk"/"head_dim_v")
+// for bad dims, ("page_size") for sparse with pages > 1, ("qo_indptr") when it is not uniform.
+StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& options);
+
+// Runs one decode step both ways and compares. `plan` must be a plan for `request` (typically
+// PlanMlaMetadata(request)); a plan with wrong contents is fine (it shows up as errors and
+// findings). Errors: those of BuildMlaInputs and RunPlanDriven.
+StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
+                                         const NumericsOptions& options = {});
+
+}  // namespace mlasim::ref
