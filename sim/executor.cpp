@@ -30,6 +30,17 @@ class CallExecutor {
       : s_(s), t_(t), opt_(opt), as_(as), out_(out) {}
 
   void Run(const Call& c);
+  void CaptureLayout(const Call& c, bool has_violation) {
+    out_.layout = as_.LayoutJson();
+    out_.layout["call"] = c.index;
+    out_.layout["step"] = c.step;
+    out_.layout["call_name"] = c.name;
+    out_.layout["has_violation"] = has_violation;
+    out_.layout_call = c.index;
+  }
+  void Finish() {
+    if (out_.layout_call < 0 && last_kernel_call_) CaptureLayout(*last_kernel_call_, false);
+  }
 
  private:
   void PlanCall(const Call& c);
@@ -52,6 +63,7 @@ class CallExecutor {
   ExecutionResult& out_;
   std::map<std::pair<std::string, int>, Aggregate> agg_;  // (buffer, kind*2 + write)
   bool skip_reduce_ = false;
+  const Call* last_kernel_call_ = nullptr;
 };
 
 const TensorArg* CallExecutor::Arg(const Call& c, const char* role) const {
@@ -449,18 +461,11 @@ void CallExecutor::Run(const Call& c) {
     case CallKind::kDecode: DecodeCall(c); break;
     case CallKind::kReduce: ReduceCall(c); break;
   }
-  // The layout to write out: the first kernel call with a violation, else the last kernel call.
+  // The layout to write out: the first kernel call with a violation (else, at the end, the
+  // last kernel call's, which the address space still holds).
   const bool kernel = c.kind == CallKind::kDecode || c.kind == CallKind::kReduce;
-  const bool has_violation = out_.violations.size() > before;
-  const bool captured = out_.layout_call >= 0 && out_.layout.value("has_violation", false);
-  if (kernel && !captured) {
-    out_.layout = as_.LayoutJson();
-    out_.layout["call"] = c.index;
-    out_.layout["step"] = c.step;
-    out_.layout["call_name"] = c.name;
-    out_.layout["has_violation"] = has_violation;
-    out_.layout_call = c.index;
-  }
+  if (kernel && out_.violations.size() > before && out_.layout_call < 0) CaptureLayout(c, true);
+  if (kernel) last_kernel_call_ = &c;
 }
 
 }  // namespace
@@ -494,6 +499,7 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
   }
   CallExecutor ex(s, trace, opt, as, out);
   for (const Call& c : trace.calls) ex.Run(c);
+  ex.Finish();
   return out;
 }
 
