@@ -22,9 +22,10 @@ verify: deps
 	$(MAKE) --no-print-directory all
 	$(CTEST) --test-dir build
 
+# The main job on its built-in default case: the founding fault, before and after the fix.
 demo: deps
 	$(MAKE) --no-print-directory all
-	./build/bin/mlasim plan --kv-lens 300,40,700 --qlen 1 --heads 16 --clusters 8
+	bash scripts/demo.sh
 
 bench: all
 	./build/bin/mlasim_bench --benchmark_min_time=0.05
