@@ -1,0 +1,407 @@
+// ref/numerics.h and the poison side of ref/attention.h: the PRNG, the comparison helper, the
+// tolerances, determinism, and every way a plan can make an output depend on poison (each
+// reported with the buffer and rows it came from, never a crash).
+#include "ref/numerics.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "ref/plan_check.h"
+#include "ref/planner.h"
+#include "tests/ref/plan_builders.h"
+
+namespace mlasim::ref {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+NumericsOptions SmallDims(uint64_t seed = 1) {
+  NumericsOptions o;
+  o.seed = seed;
+  o.head_dim_qk = 40;
+  o.head_dim_v = 32;
+  return o;
+}
+
+bool SameBytes(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+TEST(NumericsPrng, SplitMix64ReferenceStreamAndRanges) {
+  SplitMix64 rng(0);
+  EXPECT_EQ(rng.Next(), 0xe220a8397b1dcdafull);  // the published SplitMix64 outputs for seed 0
+  EXPECT_EQ(rng.Next(), 0x6e789e6aa1b965f4ull);
+  EXPECT_EQ(rng.Next(), 0x06c45d188009454full);
+  SplitMix64 r(42);
+  for (int i = 0; i < 10000; ++i) {
+    EXPECT_LT(r.Below(7), 7u);
+    const double u = r.Unit();
+    EXPECT_TRUE(u >= 0.0 && u < 1.0);
+  }
+  EXPECT_EQ(r.Below(1), 0u);
+  EXPECT_NE(SplitMix64::Stream(5, 1).Next(), SplitMix64::Stream(5, 2).Next());
+  EXPECT_EQ(SplitMix64::Stream(5, 1).Next(), SplitMix64::Stream(5, 1).Next());
+}
+
+TEST(NumericsCompare, AnomalyPositionsFirst) {
+  const std::vector<double> want = {1.0, kNaN, kInf, -kInf, 2.0};
+  std::vector<double> got = want;
+  Tolerance tol{1e-9, 0, 1e-9};
+  CompareResult r = CompareTensors(got.data(), want.data(), 5, tol);
+  EXPECT_TRUE(r.passed);
+  EXPECT_EQ(r.elements, 5);
+  got[1] = 0.0;     // NaN expected, value got
+  got[2] = -kInf;   // +inf expected, -inf got
+  got[4] = kNaN;    // value expected, NaN got
+  r = CompareTensors(got.data(), want.data(), 5, tol);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.nan_mismatches, 2);
+  EXPECT_EQ(r.inf_mismatches, 1);
+  EXPECT_EQ(r.first_anomaly_mismatch, 1);
+  const uint8_t skip[5] = {0, 1, 1, 0, 1};
+  r = CompareTensors(got.data(), want.data(), 5, tol, skip);
+  EXPECT_TRUE(r.passed);
+  EXPECT_EQ(r.elements, 2);
+}
+
+TEST(NumericsCompare, ErrorsAndCosineDifferenceAsAiterCalDiff) {
+  SplitMix64 rng(3);
+  std::vector<double> x(1000), y(1000);
+  for (size_t i = 0; i < x.size(); ++i) {
+    y[i] = rng.Symmetric();
+    x[i] = y[i] + 1e-3 * rng.Symmetric();
+  }
+  x[17] = y[17] + 0.01;
+  const CompareResult r = CompareTensors(x.data(), y.data(), 1000, {0.02, 0, 1});
+  EXPECT_EQ(r.max_abs_index, 17);
+  EXPECT_NEAR(r.max_abs, 0.01, 1e-15);
+  long double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    sxy += static_cast<long double>(x[i]) * y[i];
+    sxx += static_cast<long double>(x[i]) * x[i] + static_cast<long double>(y[i]) * y[i];
+  }
+  const double cal_diff = static_cast<double>(1.0L - 2.0L * sxy / sxx);
+  EXPECT_NEAR(r.cos_diff, cal_diff, 1e-15);
+  EXPECT_GT(r.max_rel, 0);
+  EXPECT_TRUE(r.passed);
+  const CompareResult tight = CompareTensors(x.data(), y.data(), 1000, {0.005, 0, 1});
+  EXPECT_FALSE(tight.passed);
+  EXPECT_EQ(tight.tolerance_violations, 1);
+  EXPECT_EQ(tight.first_violation, 17);
+  const std::vector<double> zeros(4, 0.0);
+  EXPECT_EQ(CompareTensors(zeros.data(), zeros.data(), 4, {}).cos_diff, 0.0);
+}
+
+TEST(NumericsTolerance, GrowWithRoundingSteps) {
+  AttentionPrecision fp32, fp64, bf16p, bf16o, fp8p;
+  fp64.accumulate = Accumulate::kFp64;
+  bf16p.p_format = NumFormat::kBf16;
+  bf16o.out_format = NumFormat::kBf16;
+  fp8p.p_format = NumFormat::kFp8E4m3fn;
+  const auto t32 = DeriveTolerances(fp32, 4096, 1.0, 5.0);
+  const auto t64 = DeriveTolerances(fp64, 4096, 1.0, 5.0);
+  EXPECT_LT(t64.o.atol, 1e-12);
+  EXPECT_LT(t32.o.atol, 1e-4);
+  EXPECT_GT(t32.o.atol, 1e-6);
+  EXPECT_LT(t32.o.atol, DeriveTolerances(fp32, 1 << 16, 1.0, 5.0).o.atol);
+  EXPECT_NEAR(DeriveTolerances(bf16p, 4096, 1.0, 5.0).o.atol - t32.o.atol, 2 * 0x1p-8, 1e-12);
+  EXPECT_NEAR(DeriveTolerances(bf16o, 4096, 1.0, 5.0).o.rtol - t32.o.rtol, 2 * 0x1p-8, 1e-12);
+  EXPECT_NEAR(DeriveTolerances(fp8p, 4096, 1.0, 5.0).o.atol - t32.o.atol, 2 * 0x1p-4, 1e-12);
+  EXPECT_EQ(DeriveTolerances(fp32, 4096, 2.0, 5.0).o.atol, 2 * t32.o.atol);  // scales with |V|
+}
+
+TEST(NumericsInputs, RoundedToTheTargetsFormatsWithNaNInUnusedSlots) {
+  PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 2, {37, 0, 20}, 4, 16);
+  r.q_dtype = r.kv_dtype = DType::kFp8;
+  NumericsOptions o = SmallDims();
+  o.kv_scale = 0.25;
+  auto in = BuildMlaInputs(r, o);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  for (float v : in->q) ASSERT_EQ(RoundTo(NumFormat::kFp8E4m3fnuz, v), v);  // gfx942 fp8
+  int64_t nan = 0, finite = 0;
+  for (float v : in->kv_cache) {
+    if (std::isnan(v)) {
+      ++nan;
+      continue;
+    }
+    ++finite;
+    ASSERT_EQ(RoundTo(NumFormat::kFp8E4m3fnuz, v), v);
+    ASSERT_LE(std::fabs(v) * 0.25, 1.0);  // stored = value / scale
+  }
+  EXPECT_EQ(finite, int64_t{57} * o.head_dim_qk);  // exactly the 57 real tokens
+  EXPECT_EQ(nan, (int64_t{in->num_pages} * 16 - 57) * o.head_dim_qk);
+  r.target = Arch::kGfx950;
+  EXPECT_EQ(RunPlanNumerics(r, *PlanMlaMetadata(r), o)->q_format, NumFormat::kFp8E4m3fn);
+}
+
+TEST(NumericsInputs, RejectsWhatItCannotModel) {
+  PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {10}, 4);
+  NumericsOptions o = SmallDims();
+  PlanRequest bad = r;
+  bad.num_heads_k = 2;
+  EXPECT_EQ(BuildMlaInputs(bad, o).status().field(), "num_heads_k");
+  o.head_dim_v = o.head_dim_qk + 1;
+  EXPECT_EQ(BuildMlaInputs(r, o).status().field(), "head_dim_v");
+  o = SmallDims();
+  bad = test::SparseRequest(Arch::kGfx942, 16, 2, {10}, 8, 4);
+  bad.page_size = 16;
+  EXPECT_EQ(BuildMlaInputs(bad, o).status().field(), "page_size");
+  bad = r;
+  bad.qo_indptr = {0, 3};
+  EXPECT_EQ(BuildMlaInputs(bad, o).status().field(), "qo_indptr");
+  // A plan for another head count than the inputs'.
+  const PlanRequest r64 = test::DenseRequest(Arch::kGfx942, 64, 1, {10}, 4);
+  auto in = BuildMlaInputs(r, o);
+  ASSERT_TRUE(in.ok());
+  EXPECT_EQ(RunPlanDriven(*in, r64, *PlanMlaMetadata(r64)).status().field(),
+            "request.heads_per_head_k");
+  EXPECT_EQ(RunPlanDriven(*in, r, *PlanMlaMetadata(r64)).status().field(), "plan.derived.planner_heads");
+  bad = r;
+  bad.kv_indptr = {0, 11};
+  EXPECT_EQ(RunPlanDriven(*in, bad, *PlanMlaMetadata(r)).status().field(), "request.kv_indptr");
+}
+
+TEST(NumericsDeterminism, SameSeedSameBytes) {
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 64, 3, {300, 7, 900}, 6);
+  const Plan plan = *PlanMlaMetadata(r);
+  auto run = [&](uint64_t seed) {
+    const MlaInputs in = *BuildMlaInputs(r, SmallDims(seed));
+    return std::make_pair(*RunMonolithic(in), *RunPlanDriven(in, r, plan));
+  };
+  const auto a = run(9), b = run(9), c = run(10);
+  EXPECT_TRUE(SameBytes(a.first.o, b.first.o));
+  EXPECT_TRUE(SameBytes(a.first.lse, b.first.lse));
+  EXPECT_TRUE(SameBytes(a.second.out.o, b.second.out.o));
+  EXPECT_TRUE(SameBytes(a.second.out.lse, b.second.out.lse));
+  EXPECT_FALSE(SameBytes(a.first.o, c.first.o));
+  EXPECT_EQ(a.second.fold_ratio, 4);
+}
+
+TEST(NumericsPoison, ParallelPlannerLeavesZeroKvRequestUnwritten) {
+  // The parallel planner gives request 1 (zero KV) no work item (golden README): its o rows
+  // are never written and stay poison; the monolithic answer is o = 0, lse = -inf.
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {10, 0, 300}, 5);
+  const Plan plan = *PlanMlaMetadata(r);
+  ASSERT_TRUE(plan.derived.parallel_planner_used);
+  ASSERT_EQ(CheckPlan(r, plan).count(PlanDiag::kTileWithoutWork), 1);
+  auto rep = RunPlanNumerics(r, plan, SmallDims());
+  ASSERT_TRUE(rep.ok());
+  ASSERT_EQ(rep->poison.size(), 1u);
+  const PoisonFinding& f = rep->poison[0];
+  EXPECT_EQ(f.kind, PoisonKind::kNeverWritten);
+  EXPECT_EQ(f.output, NumericsBuffer::kO);
+  EXPECT_EQ(f.row_begin, 1);
+  EXPECT_EQ(f.row_end, 2);
+  EXPECT_EQ(f.head_begin, 0);
+  EXPECT_EQ(f.head_end, 16);
+  EXPECT_EQ(rep->poisoned_rows, 16);
+  EXPECT_EQ(rep->o.nan_mismatches, 16 * 32);  // NaN where the truth is 0
+  EXPECT_EQ(rep->lse.nan_mismatches, 16);
+  EXPECT_EQ(rep->unexplained_nan, 0);
+  EXPECT_TRUE(rep->ok);  // everything else agrees; the poison is reported, not hidden
+  // The serial planner gives the request an empty work item, which writes o = 0, lse = -inf.
+  PlanRequest serial = r;
+  const Plan splan = *PlanMlaMetadata(serial, {PlannerChoice::kSerial});
+  rep = RunPlanNumerics(serial, splan, SmallDims());
+  ASSERT_TRUE(rep.ok());
+  EXPECT_TRUE(rep->poison.empty());
+  EXPECT_TRUE(rep->o.passed && rep->lse.passed);
+}
+
+TEST(NumericsPoison, SkippingKernelLeavesEmptyRowsUnwritten) {
+  // EmptyRowPolicy::kSkip models OPUS/HK (§11.5): zero-length works write nothing.
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 2, {0, 50}, 4);
+  NumericsOptions o = SmallDims();
+  o.empty_rows = EmptyRowPolicy::kSkip;
+  auto rep = RunPlanNumerics(r, *PlanMlaMetadata(r), o);
+  ASSERT_TRUE(rep.ok());
+  ASSERT_EQ(rep->poison.size(), 1u);
+  EXPECT_EQ(rep->poison[0].kind, PoisonKind::kNeverWritten);
+  EXPECT_EQ(rep->poison[0].row_begin, 0);
+  EXPECT_EQ(rep->poison[0].row_end, 2);
+}
+
+// A plan built by hand: one request, `works` rows of 8 ints on one cluster.
+Plan HandPlan(int32_t heads, const std::vector<std::vector<int32_t>>& works,
+              const std::vector<int32_t>& reduce_indptr, const std::vector<int32_t>& final_map,
+              const std::vector<int32_t>& partial_map) {
+  Plan p;
+  p.derived.fold_ratio = 1;
+  p.derived.planner_heads = heads;
+  p.derived.num_clusters = 1;
+  p.derived.num_works = static_cast<int32_t>(works.size());
+  p.work_indptr.Reset(2, 1);
+  p.work_indptr.Store(0, 0);
+  p.work_indptr.Store(1, static_cast<int32_t>(works.size()));
+  p.work_info.Reset(static_cast<int32_t>(works.size()) * 8, 8);
+  for (size_t w = 0; w < works.size(); ++w)
+    for (int f = 0; f < 8; ++f) p.work_info.Store(static_cast<int64_t>(w) * 8 + f, works[w][f]);
+  auto fill = [](Int32Buffer& b, const std::vector<int32_t>& v, int32_t width) {
+    b.Reset(static_cast<int32_t>(v.size()), width);
+    for (size_t i = 0; i < v.size(); ++i) b.Store(static_cast<int64_t>(i), v[i]);
+  };
+  fill(p.reduce_indptr, reduce_indptr, 1);
+  fill(p.reduce_final_map, final_map, 2);
+  fill(p.reduce_partial_map, partial_map, 1);
+  return p;
+}
+
+TEST(NumericsReduce, RowWithoutKeyInAnyPieceFollowsAiterFormula) {
+  // 2 keys, 4 causal q rows: rows 0 and 1 see no key at all, row 2 sees key 0 only. The tile
+  // is split into pieces [0,1) and [1,2). §12: a row whose every piece has lse -inf gets
+  // S = NaN -> L = +inf and O = 0, where the monolithic answer has lse -inf.
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 4, {2}, 1);
+  const Plan plan = HandPlan(16, {{0, 0, 0, 4, 0, 1, 1, 0}, {0, 4, 0, 4, 1, 2, 0, 0}}, {0, 2},
+                             {0, 4}, {0, 4});
+  NumericsOptions o = SmallDims();
+  o.precision.accumulate = Accumulate::kFp64;
+  auto in = BuildMlaInputs(r, o);
+  ASSERT_TRUE(in.ok());
+  auto got = RunPlanDriven(*in, r, plan, {o.precision});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_TRUE(got->poison.empty());
+  EXPECT_EQ(got->partial_rows_without_key, 5);  // rows 0, 1 in both pieces, row 2 in piece 1
+  auto mono = RunMonolithic(*in, o.precision);
+  for (int32_t h = 0; h < 16; ++h) {
+    EXPECT_EQ(got->out.lse[0 * 16 + h], kInf);
+    EXPECT_EQ(got->out.lse[1 * 16 + h], kInf);
+    EXPECT_EQ(mono->lse[0 * 16 + h], -kInf);
+    EXPECT_NEAR(got->out.lse[2 * 16 + h], mono->lse[2 * 16 + h], 1e-12);
+  }
+  for (int64_t x = 0; x < 3 * 16 * 32; ++x) {
+    if (x < 2 * 16 * 32) {
+      EXPECT_EQ(got->out.o[x], 0.0);
+    }
+    EXPECT_NEAR(got->out.o[x], mono->o[x], 1e-12);
+  }
+  // aiter #4711: a piece row without key whose partial o is 0/0 poisons the merge (0 x NaN).
+  PlanExecOptions garbage{o.precision, EmptyRowPolicy::kWriteZero, NumericsMutant::kEmptySplitGarbage};
+  got = RunPlanDriven(*in, r, plan, garbage);
+  ASSERT_TRUE(got.ok());
+  EXPECT_TRUE(std::isnan(got->out.o[2 * 16 * 32]));
+  EXPECT_TRUE(std::isnan(got->out.o[0]));
+}
+
+TEST(NumericsPoison, GarbagePlansBecomeFindingsNotCrashes) {
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
+  const Plan good = *PlanMlaMetadata(r, {PlannerChoice::kSerial});
+  const MlaInputs in = *BuildMlaInputs(r, SmallDims());
+  auto run = [&](const Plan& p) {
+    auto res = RunPlanDriven(in, r, p);
+    EXPECT_TRUE(res.ok());
+    return *res;
+  };
+  auto has = [](const PlanDrivenResult& res, PoisonKind kind, NumericsBuffer src) {
+    for (const PoisonFinding& f : res.poison)
+      if (f.kind == kind && f.source == src) return true;
+    return false;
+  };
+  EXPECT_TRUE(run(good).poison.empty());
+
+  // An unwritten reduce_partial_map entry: the reduce reads poison for tile 0 (request 0).
+  Plan p = good;
+  p.reduce_partial_map.cells[1] = Cell::kUnwritten;
+  PlanDrivenResult res = run(p);
+  ASSERT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kReducePartialMap));
+  EXPECT_EQ(res.poison[0].output, NumericsBuffer::kO);
+  EXPECT_EQ(res.poison[0].row_begin, 0);
+  EXPECT_EQ(res.poison[0].source_index, 1);
+  EXPECT_EQ(res.poison[0].tile, 0);
+  EXPECT_TRUE(std::isnan(res.out.o[0]));
+
+  // A piece writing past the partial buffer: the store is reported and not done, and the
+  // reduce then reads a partial row nobody wrote.
+  p = good;
+  p.work_info.data[1 * 8 + kPartialQoLoc] = 1 << 20;
+  res = run(p);
+  EXPECT_TRUE(has(res, PoisonKind::kOutOfRangeWrite, NumericsBuffer::kWorkInfo));
+  EXPECT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kPartialO));
+
+  // A KV range past the page table: the keys are poison and the rows that read them say so.
+  p = good;
+  p.work_info.data[2 * 8 + kKvEnd] = 5000;
+  res = run(p);
+  EXPECT_TRUE(has(res, PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndices));
+  EXPECT_TRUE(std::isnan(res.out.o[1 * 16 * 32]));
+
+  // A batch index outside the batch, an unwritten work_indptr entry, a work row nobody wrote.
+  p = good;
+  p.work_info.data[2 * 8 + kBatchIdx] = 99;
+  EXPECT_TRUE(has(run(p), PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndptr));
+  p = good;
+  p.work_indptr.cells[3] = Cell::kUnwritten;
+  EXPECT_TRUE(has(run(p), PoisonKind::kUnwrittenRead, NumericsBuffer::kWorkIndptr));
+  p = good;
+  p.work_info.cells[0 * 8 + kKvStart] = Cell::kUnwritten;
+  res = run(p);
+  EXPECT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kWorkInfo));
+  // ... whose piece is then missing from tile 0's reduce.
+  EXPECT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kPartialO));
+  // Huge values never allocate or loop unbounded.
+  p = good;
+  p.work_info.data[0 * 8 + kKvEnd] = INT32_MAX;
+  p.reduce_indptr.data[1] = INT32_MAX;
+  res = run(p);
+  EXPECT_FALSE(res.poison.empty());
+}
+
+TEST(NumericsPoison, PlannerMutantsShowUpAsPoison) {
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 2, {300, 40, 700}, 8);
+  // A split tile that lost its final piece: the reduce reads the partial row it never wrote.
+  auto rep = RunPlanNumerics(r, *PlanMlaMetadata(r, {PlannerChoice::kSerial, PlannerMutant::kDropLastPiece}),
+                             SmallDims());
+  ASSERT_TRUE(rep.ok());
+  bool unwritten_partial = false;
+  for (const PoisonFinding& f : rep->poison)
+    unwritten_partial |= f.kind == PoisonKind::kUnwrittenRead && f.source == NumericsBuffer::kPartialO;
+  EXPECT_TRUE(unwritten_partial);
+  // reduce_partial_map shifted by one tile: wrong or unwritten rows merged.
+  rep = RunPlanNumerics(r, *PlanMlaMetadata(r, {PlannerChoice::kSerial, PlannerMutant::kPartialMapOffByOne}),
+                        SmallDims());
+  ASSERT_TRUE(rep.ok());
+  EXPECT_FALSE(rep->poison.empty() && rep->o.passed);
+}
+
+TEST(NumericsPoison, FoldedPagedPlanReadsLastPageLensPastTheEnd) {
+  // 64 heads on gfx942 bf16 fold by 4; with pages > 1 the planner reads kv_last_page_lens at the
+  // virtual batch index (§4.5): for request 1 that is past the array, so a kv_offset is
+  // unknowable and the work that depends on it is reported as poison.
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 64, 1, {20, 2000}, 8, 16, 16);
+  const Plan plan = *PlanMlaMetadata(r);
+  ASSERT_EQ(plan.derived.fold_ratio, 4);
+  ASSERT_FALSE(plan.input_violations.empty());
+  auto rep = RunPlanNumerics(r, plan, SmallDims());
+  ASSERT_TRUE(rep.ok());
+  ASSERT_FALSE(rep->poison.empty());
+  const PoisonFinding& f = rep->poison[0];
+  EXPECT_EQ(f.kind, PoisonKind::kOutOfRangeRead);
+  EXPECT_EQ(f.source, NumericsBuffer::kWorkInfo);
+  EXPECT_EQ(f.source_index % 8, kKvOffset);
+  EXPECT_EQ(f.source_index / 8, plan.input_violations[0].work_row);
+  // Everything not downstream of it still agrees.
+  EXPECT_TRUE(rep->o_unpoisoned.passed);
+  EXPECT_EQ(rep->unexplained_nan, 0);
+}
+
+TEST(NumericsPoison, TopkMinusOneDereferencedReadsBeforeTheCache) {
+  const PlanRequest r = test::SparseRequest(Arch::kGfx942, 16, 2, {40, 9}, 16, 4);
+  const Plan plan = *PlanMlaMetadata(r);
+  MlaInputs in = *BuildMlaInputs(r, SmallDims());
+  in.topk_indices[3] = -1;
+  auto clean = RunPlanDriven(in, r, plan);
+  ASSERT_TRUE(clean.ok());
+  EXPECT_TRUE(clean->poison.empty());
+  auto bad = RunPlanDriven(in, r, plan, {{}, EmptyRowPolicy::kWriteZero, NumericsMutant::kTopkMinusOneDereferenced});
+  ASSERT_TRUE(bad.ok());
+  ASSERT_FALSE(bad->poison.empty());
+  EXPECT_EQ(bad->poison[0].source, NumericsBuffer::kKvCache);
+  EXPECT_EQ(bad->poison[0].source_index, -1);
+  EXPECT_EQ(bad->poison[0].row_begin, 0);  // token 0 owns row 0 of the index matrix
+}
+
+}  // namespace
+}  // namespace mlasim::ref
