@@ -1,0 +1,110 @@
+// `mlasim replay` and `mlasim explain-fault` in process: exit codes, JSON keys, layout output and
+// attribution, bad input naming the field.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code;
+  std::string out, err;
+};
+
+Out Cli(const std::vector<std::string>& args) {
+  std::ostringstream o, e;
+  const int code = RunMlasim(args, o, e);
+  return {code, o.str(), e.str()};
+}
+
+fs::path Tmp(const std::string& name) {
+  return fs::temp_directory_path() / ("mlasim_replay_" + std::to_string(::getpid()) + "_" + name);
+}
+
+TEST(CliReplay, SeedBeforeTheFixExitsOneWithTheJsonKeys) {
+  const Out r = Cli({"replay", "--builtin", "seed", "--json"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"case", "profile", "verdict", "scheduled_tokens", "running_tokens", "calls",
+                        "violations"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["verdict"], "violations");
+  EXPECT_EQ(j["profile"], "atom-2026-08");
+  ASSERT_EQ(j["violations"].size(), 2u);
+  for (const auto& v : j["violations"]) {
+    for (const char* k : {"step", "call", "kernel", "buffer", "access", "first_row", "last_row",
+                          "rows_past_end", "bytes_past_end", "work_items", "consequence"})
+      EXPECT_TRUE(v.contains(k)) << k;
+    EXPECT_EQ(v["step"], "draft_step_0");
+    EXPECT_EQ(v["rows_past_end"], 4);
+  }
+}
+
+TEST(CliReplay, ProfileOverrideMakesItClean) {
+  const Out r = Cli({"replay", "--builtin", "seed", "--profile", "atom-2026-11"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("verdict: clean"), std::string::npos);
+}
+
+TEST(CliReplay, JsonIsByteIdenticalAcrossRuns) {
+  EXPECT_EQ(Cli({"replay", "--builtin", "seed-b35", "--json"}).out,
+            Cli({"replay", "--builtin", "seed-b35", "--json"}).out);
+}
+
+TEST(CliReplay, LayoutOutFeedsExplainFault) {
+  const fs::path layout = Tmp("layout.json");
+  const Out r = Cli({"replay", "--builtin", "seed-b35", "--layout-out", layout.string()});
+  EXPECT_EQ(r.code, 1);
+  const fs::path log = Tmp("fault.log");
+  std::ofstream(log) << "[rank1] Memory access fault by GPU node-3 (Agent handle: 0x1) on address "
+                        "0x7f1000200000. Reason: Page not present or supervisor privilege.\n";
+  const Out e = Cli({"explain-fault", "--layout", layout.string(), "--log", log.string(), "--json"});
+  ASSERT_EQ(e.code, 0) << e.err;
+  const auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["buffer"], "q");
+  EXPECT_EQ(j["bytes_past_end"], 22528);
+  EXPECT_EQ(j["row"], 142);
+  EXPECT_EQ(j["head"], 7);
+  const Out t = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
+  EXPECT_NE(t.out.find("22528 bytes past the end of q"), std::string::npos) << t.out;
+  fs::remove(layout);
+  fs::remove(log);
+}
+
+TEST(CliReplay, BadInputExitsTwoNamingTheField) {
+  const fs::path bad = fs::path(MLASIM_SOURCE_DIR) / "tests/cases/bad/heads-is-a-string.json";
+  Out r = Cli({"replay", bad.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("$.model.heads"), std::string::npos) << r.err;
+  r = Cli({"replay", "--builtin", "nope"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--builtin"), std::string::npos);
+  r = Cli({"replay", "--builtin", "seed", "--profile", "atom-1999"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--profile"), std::string::npos);
+  r = Cli({"replay", "/nonexistent/case.json"});
+  EXPECT_EQ(r.code, 2);
+  r = Cli({"explain-fault", "--layout", "/nonexistent.json", "--address", "0x10"});
+  EXPECT_EQ(r.code, 2);
+  const fs::path log = Tmp("nolog.log");
+  std::ofstream(log) << "RuntimeError: CUDA error: an illegal memory access was encountered\n";
+  const fs::path layout = Tmp("l2.json");
+  Cli({"replay", "--builtin", "seed", "--layout-out", layout.string()});
+  r = Cli({"explain-fault", "--layout", layout.string(), "--log", log.string()});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no address"), std::string::npos) << r.err;
+  fs::remove(log);
+  fs::remove(layout);
+}
+
+}  // namespace
+}  // namespace mlasim::cli
