@@ -125,11 +125,14 @@ class Monolithic {
 
   void Emit(int64_t q_first, int64_t r0, int64_t m) {
     const int32_t dv = in_.head_dim_v;
+    const NumFormat f = prec_.out_format;
+    const bool exact = f == NumFormat::kFp64 || (f == NumFormat::kFp32 && sizeof(T) == sizeof(float));
     for (int64_t r = 0; r < m; ++r) {
       const int64_t out_row = q_first * in_.num_heads + r0 + r;
+      double* dst = out_.o.data() + out_row * dv;
+      const T* src = buf_.o.data() + r * dv;
       for (int32_t x = 0; x < dv; ++x)
-        out_.o[out_row * dv + x] =
-            RoundTo(prec_.out_format, static_cast<double>(buf_.o[r * dv + x]));
+        dst[x] = exact ? static_cast<double>(src[x]) : RoundTo(f, static_cast<double>(src[x]));
       out_.lse[out_row] = static_cast<double>(buf_.lse[r]);
     }
   }
@@ -197,7 +200,7 @@ class Monolithic {
   const MlaInputs& in_;
   const AttentionPrecision& prec_;
   AttentionOutput& out_;
-  BlockBuffers<T> buf_;
+  BlockBuffers<T>& buf_ = internal::ThreadBlockBuffers<T>();
 };
 
 }  // namespace

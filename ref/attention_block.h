@@ -52,6 +52,15 @@ struct BlockBuffers {
   }
 };
 
+// Per-thread scratch reused across calls: a fuzzing loop then pays the allocation and the first
+// touch of its pages once. Nothing is carried between calls: every element is written before it
+// is read.
+template <typename T>
+BlockBuffers<T>& ThreadBlockBuffers() {
+  thread_local BlockBuffers<T> buffers;
+  return buffers;
+}
+
 struct BlockParams {
   int64_t m = 0;                // query rows
   int64_t n = 0;                // keys

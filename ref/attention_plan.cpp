@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <unordered_map>
 
@@ -127,6 +128,12 @@ struct PoisonSource {
 };
 
 template <typename T>
+std::vector<T>& ThreadPartialScratch() {
+  thread_local std::vector<T> scratch;
+  return scratch;
+}
+
+template <typename T>
 class PlanExecutor {
  public:
   PlanExecutor(const MlaInputs& in, const Plan& plan, const PlanExecOptions& opt, const Geometry& g,
@@ -138,6 +145,7 @@ class PlanExecutor {
     o_.assign(static_cast<size_t>(g_.folded_rows * row_elems), T(0));
     lse_.assign(static_cast<size_t>(g_.folded_rows * g_.group_heads), T(0));
     o_state_.assign(static_cast<size_t>(g_.folded_rows), RowState::kUnwritten);
+    ReservePartialSlots(SplitRowsInPlan());
     RunClusters();
     Reduce();
     Unfold();
@@ -202,16 +210,39 @@ class PlanExecutor {
   }
 
   // ---- partial buffers: only written rows take memory ----------------------------------------
-  T* PartialO(int64_t slot) { return part_o_.data() + slot * g_.group_heads * in_.head_dim_v; }
-  T* PartialLse(int64_t slot) { return part_lse_.data() + slot * g_.group_heads; }
+  // Each written partial row gets a slot of H' x (Dv + 1) values (o, then lse) in `part_`, a
+  // per-thread scratch reused across calls; a slot is only read after its row state says it
+  // was written in this call.
+  int64_t SlotWidth() const { return int64_t{g_.group_heads} * (in_.head_dim_v + 1); }
+  T* PartialO(int64_t slot) { return part_.data() + slot * SlotWidth(); }
+  T* PartialLse(int64_t slot) { return PartialO(slot) + int64_t{g_.group_heads} * in_.head_dim_v; }
   int64_t PartialSlotForWrite(int64_t prow) {
     auto [it, fresh] = part_slot_.emplace(prow, static_cast<int64_t>(part_state_.size()));
     if (fresh) {
       part_state_.push_back(RowState::kUnwritten);
-      part_o_.resize(part_o_.size() + static_cast<size_t>(g_.group_heads) * in_.head_dim_v);
-      part_lse_.resize(part_lse_.size() + static_cast<size_t>(g_.group_heads));
+      if (static_cast<int64_t>(part_state_.size()) > part_capacity_)
+        ReservePartialSlots(std::max<int64_t>(2 * part_capacity_, 16));
     }
     return it->second;
+  }
+  void ReservePartialSlots(int64_t slots) {
+    if (slots <= part_capacity_) return;
+    const auto elements = static_cast<size_t>(slots * SlotWidth());
+    if (part_.size() < elements) part_.resize(elements);  // keeps the slots written so far
+    part_capacity_ = slots;
+  }
+  // Partial rows the plan's split works would write (an estimate that is exact for planner
+  // plans), so the storage is allocated once.
+  int64_t SplitRowsInPlan() const {
+    const Int32Buffer& wi = plan_.work_info;
+    int64_t rows = 0;
+    for (int64_t w = 0; w * 8 + 7 < wi.size(); ++w) {
+      const CellRead loc = ReadCell(wi, w * 8 + kPartialQoLoc);
+      const CellRead q0 = ReadCell(wi, w * 8 + kQoStart), q1 = ReadCell(wi, w * 8 + kQoEnd);
+      if (loc.ok && q0.ok && q1.ok && loc.value >= 0 && q1.value > q0.value)
+        rows += std::min<int64_t>(int64_t{q1.value} - q0.value, g_.folded_rows);
+    }
+    return std::min(rows, g_.partial_rows);
   }
 
   // ---- stage 1 -------------------------------------------------------------------------------
@@ -421,8 +452,9 @@ class PlanExecutor {
     for (int64_t i = 0; i < nrows; ++i) {
       const int64_t row = first_row + i;
       if (GroupEmpty(i) && opt_.empty_rows == EmptyRowPolicy::kSkip) continue;
-      for (int64_t x = 0; x < int64_t{hg} * dv; ++x)
-        o_[row * hg * dv + x] = static_cast<T>(RoundTo(out, static_cast<double>(buf_.o[i * hg * dv + x])));
+      T* dst = o_.data() + row * hg * dv;
+      std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
+      RoundOutput(dst, int64_t{hg} * dv, out);
       for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = buf_.lse[i * hg + h];
       o_state_[row] = poison.any ? RowState::kTainted : RowState::kWritten;
       if (poison.any) AddOFinding(poison.kind, row, poison, w, -1);
@@ -452,6 +484,11 @@ class PlanExecutor {
       part_state_[slot] = poison.any ? RowState::kTainted : RowState::kWritten;
       if (poison.any) AddPartialFinding(poison.kind, prow, poison, w);
     }
+  }
+
+  static void RoundOutput(T* x, int64_t n, NumFormat format) {
+    if (format == NumFormat::kFp64 || (format == NumFormat::kFp32 && sizeof(T) == sizeof(float))) return;
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(RoundTo(format, static_cast<double>(x[i])));
   }
 
   // ---- stage 2: mla_reduce_v1 ---------------------------------------------------------------
@@ -546,8 +583,7 @@ class PlanExecutor {
         const T* part = pl_o_[i] ? pl_o_[i] + int64_t{h} * dv : nullptr;
         for (int32_t x = 0; x < dv; ++x) out[x] += wgt * (part ? part[x] : kNaN);
       }
-      for (int32_t x = 0; x < dv; ++x)
-        out[x] = static_cast<T>(RoundTo(opt_.precision.out_format, static_cast<double>(out[x])));
+      RoundOutput(out, dv, opt_.precision.out_format);
       lse_[row * hg + h] = big_l;
     }
     o_state_[row] = poison.any ? RowState::kTainted : RowState::kWritten;
@@ -581,13 +617,14 @@ class PlanExecutor {
   const PlanExecOptions& opt_;
   const Geometry& g_;
   PlanDrivenResult& res_;
-  BlockBuffers<T> buf_;
+  BlockBuffers<T>& buf_ = internal::ThreadBlockBuffers<T>();
   bool has_invalid_ = false;
   int64_t key_first_ = 0;  // request key index of the work's first key (dense)
   std::vector<T> o_, lse_;  // folded final buffers [folded_rows, H', Dv], [folded_rows, H']
   std::vector<RowState> o_state_;
   std::unordered_map<int64_t, int64_t> part_slot_;  // partial row -> storage slot
-  std::vector<T> part_o_, part_lse_;
+  std::vector<T>& part_ = ThreadPartialScratch<T>();  // partial o + lse slots
+  int64_t part_capacity_ = 0;                       // slots usable in this call
   std::vector<RowState> part_state_;
   std::vector<const T*> pl_, pl_o_;
   int64_t dropped_ = 0;
