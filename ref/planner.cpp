@@ -406,6 +406,19 @@ Status ValidatePlanRequest(const PlanRequest& r) {
                                              "at least 2 entries");
   if (r.topk >= 0 && r.qo_indptr[1] - r.qo_indptr[0] < 1)
     return InvalidArgumentError("qo_indptr", "sparse mode needs >= 1 token in the first request");
+  // Bounds that keep aiter's int32 arithmetic (kv_start + blocks * granularity, the sparse
+  // top-k stride) from overflowing: far beyond any deployment.
+  if (r.kv_indptr.back() > (1 << 30))
+    return InvalidArgumentError("kv_indptr", "total KV pages above 2^30 are not modelled");
+  if (r.kv_granularity > (1 << 16))
+    return InvalidArgumentError("kv_granularity", "must be <= 65536 pages");
+  if (r.topk > (1 << 24)) return InvalidArgumentError("topk", "must be <= 2^24");
+  if (r.topk >= 0) {
+    const int64_t tokens = int64_t{r.qo_indptr[1] - r.qo_indptr[0]} * (int64_t(r.kv_indptr.size()) - 1);
+    const int64_t topk_p = (int64_t{r.topk} + r.page_size - 1) / r.page_size;
+    if (tokens * topk_p > (int64_t{1} << 30))
+      return InvalidArgumentError("topk", "tokens x top-k pages above 2^30 are not modelled");
+  }
   for (size_t i = 0; i < r.kv_last_page_lens.size(); ++i) {
     if (r.kv_last_page_lens[i] < 0 || r.kv_last_page_lens[i] > r.page_size)
       return InvalidArgumentError("kv_last_page_lens[" + std::to_string(i) + "]",

@@ -186,10 +186,11 @@ json PlanToJson(const ref::Plan& plan) {
     rows.push_back(Cells(plan.work_info, int64_t{w} * 8, int64_t{w} * 8 + 8));
   out["work_info"] = rows;
   out["reduce_indptr"] = Cells(plan.reduce_indptr, 0, plan.reduce_indptr.WrittenPrefix());
-  json fmap = json::object();
+  // Written tiles only, each as {"tile": t, "pair": [qo_start, qo_end]} in tile order.
+  json fmap = json::array();
   for (int64_t t = 0; t * 2 + 1 < plan.reduce_final_map.size(); ++t) {
     if (plan.reduce_final_map.written(t * 2))
-      fmap[std::to_string(t)] = Cells(plan.reduce_final_map, t * 2, t * 2 + 2);
+      fmap.push_back(json{{"tile", t}, {"pair", Cells(plan.reduce_final_map, t * 2, t * 2 + 2)}});
   }
   out["reduce_final_map"] = fmap;
   out["reduce_partial_map"] =

@@ -27,7 +27,7 @@ StatusOr<ref::PlanRequest> ParsePlanRequest(const nlohmann::json& input, const s
 nlohmann::json PlanRequestToJson(const ref::PlanRequest& request);
 
 // The plan as the `--json` output of `mlasim plan`: work_indptr, work_info (rows of 8),
-// reduce_indptr, reduce_final_map (written rows only, {"tile": [q_start, q_end]}),
+// reduce_indptr, reduce_final_map (written tiles only: [{"tile": t, "pair": [q_start, q_end]}]),
 // reduce_partial_map (written prefix), sizes, derived, input_violations. Cells whose value is
 // undefined (Cell::kUndefined) are null.
 nlohmann::json PlanToJson(const ref::Plan& plan);

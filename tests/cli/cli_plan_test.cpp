@@ -1,0 +1,486 @@
+// Tests of `mlasim plan`, run in-process through RunMlasim (tools/mlasim/cli.h): outputs of the
+// spec §6.1 example (JSON, table, .npy), the exit-code and error-message conventions for bad
+// input, request files, and --check-golden on small corpora cut from ../shared/golden.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ref/metadata.h"
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+CliResult RunCli(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  CliResult r;
+  r.exit_code = RunMlasim(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// A fresh directory under the system temp dir, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::temp_directory_path() /
+            (std::string("mlasim_cli_") + info->test_suite_name() + "_" + info->name() + "_" +
+             std::to_string(::getpid()));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& text) const {
+    const fs::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p.string();
+  }
+
+ private:
+  fs::path path_;
+};
+
+fs::path GoldenDir() {
+#if defined(MLASIM_GOLDEN_DIR)
+  return fs::path(MLASIM_GOLDEN_DIR);
+#elif defined(MLASIM_SOURCE_DIR)
+  return fs::path(MLASIM_SOURCE_DIR) / ".." / "shared" / "golden";
+#else
+  return fs::path();
+#endif
+}
+
+// The first `n` lines of a golden file that satisfy `keep`.
+std::vector<std::string> GoldenLines(const std::string& file, size_t n,
+                                     bool (*keep)(const json&)) {
+  std::vector<std::string> lines;
+  std::ifstream in(GoldenDir() / file);
+  std::string line;
+  while (lines.size() < n && std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (keep(json::parse(line))) lines.push_back(line);
+  }
+  return lines;
+}
+
+bool IsPlanRecord(const json& rec) { return rec.contains("output") && !rec.contains("error"); }
+bool AnyRecord(const json&) { return true; }
+
+#define SKIP_WITHOUT_GOLDEN(file)                                                            \
+  if (!fs::exists(GoldenDir() / (file)))                                                     \
+  GTEST_SKIP() << "golden corpus not found at " << (GoldenDir() / (file)).string()          \
+               << " (set MLASIM_GOLDEN_DIR or keep ../shared/golden next to the source tree)"
+
+const std::vector<std::string> kSpec61 = {"plan",   "--kv-lens", "300,40,700", "--qlen", "1",
+                                          "--heads", "16",       "--clusters", "8"};
+
+std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
+  base.insert(base.end(), more.begin(), more.end());
+  return base;
+}
+
+// Lines of `text` with runs of blanks collapsed to one space, trimmed.
+std::vector<std::string> NormalizedLines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string w, joined;
+    while (words >> w) joined += (joined.empty() ? "" : " ") + w;
+    lines.push_back(joined);
+  }
+  return lines;
+}
+
+bool HasLine(const std::vector<std::string>& lines, const std::string& want) {
+  for (const auto& l : lines)
+    if (l == want) return true;
+  return false;
+}
+
+const json kSpec61WorkInfo = json::parse(R"([
+  [0, 0, 0, 1, 0, 240, 60, 0],
+  [0, 1, 0, 1, 240, 300, 0, 0],
+  [1, -1, 1, 2, 300, 340, 0, 0],
+  [2, 2, 2, 3, 340, 580, 460, 0],
+  [2, 3, 2, 3, 580, 820, 220, 0],
+  [2, 4, 2, 3, 820, 1040, 0, 0]])");
+
+void ExpectSpec61Json(const json& j) {
+  EXPECT_EQ(j.at("work_indptr"), json::parse("[0,1,2,3,4,5,6,6,6]"));
+  EXPECT_EQ(j.at("reduce_indptr"), json::parse("[0,2,2,5]"));
+  EXPECT_EQ(j.at("reduce_partial_map"), json::parse("[0,1,2,3,4]"));
+  EXPECT_EQ(j.at("reduce_final_map"),
+            json::parse(R"([{"tile":0,"pair":[0,1]},{"tile":2,"pair":[2,3]}])"));
+  EXPECT_EQ(j.at("work_info"), kSpec61WorkInfo);
+  EXPECT_EQ(j.at("derived").at("payload"), 31);
+  EXPECT_EQ(j.at("derived").at("num_works"), 6);
+  EXPECT_EQ(j.at("sizes").at("work_indptr"), 9);
+  EXPECT_EQ(j.at("sizes").at("work_info_rows"), 10);
+  EXPECT_EQ(j.at("input_violations"), json::array());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spec §6.1 outputs
+// ---------------------------------------------------------------------------------------------
+
+TEST(CliPlan, Spec61JsonMatchesTheWorkedExample) {
+  for (const char* planner : {"auto", "serial"}) {
+    SCOPED_TRACE(planner);
+    const CliResult r = RunCli(With(kSpec61, {"--json", "--planner", planner}));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.err, "");
+    ExpectSpec61Json(json::parse(r.out));
+  }
+}
+
+TEST(CliPlan, Spec61TableHoldsTheWorkRowsAndMaps) {
+  const CliResult r = RunCli(kSpec61);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  const auto lines = NormalizedLines(r.out);
+  ASSERT_FALSE(lines.empty());
+  for (const char* part : {"target gfx942", "revision 2026-08", "clusters 8", "fold_ratio 1",
+                           "pack 128", "qo_split no", "payload 31", "works 6"})
+    EXPECT_NE(lines[0].find(part), std::string::npos) << part << " not in: " << lines[0];
+  EXPECT_TRUE(HasLine(lines, "work cluster batch partial q kv kv_offset")) << r.out;
+  for (const char* row : {"0 0 0 0 [0,1) [0,240) 60", "1 1 0 1 [0,1) [240,300) 0",
+                          "2 2 1 -1 [1,2) [300,340) 0", "3 3 2 2 [2,3) [340,580) 460",
+                          "4 4 2 3 [2,3) [580,820) 220", "5 5 2 4 [2,3) [820,1040) 0"})
+    EXPECT_TRUE(HasLine(lines, row)) << "missing row '" << row << "' in:\n" << r.out;
+  EXPECT_TRUE(HasLine(lines, "work_indptr [0,1,2,3,4,5,6,6,6]")) << r.out;
+  EXPECT_TRUE(HasLine(lines, "reduce_indptr [0,2,2,5]")) << r.out;
+  EXPECT_TRUE(HasLine(lines, "reduce_final_map 0:[0,1] 2:[2,3]")) << r.out;
+  EXPECT_TRUE(HasLine(lines, "reduce_partial_map [0,1,2,3,4]")) << r.out;
+  EXPECT_TRUE(HasLine(lines, "work_info int32 [10,8] 320 6 rows")) << r.out;
+  EXPECT_TRUE(HasLine(lines, "input violations: none")) << r.out;
+}
+
+TEST(CliPlan, OutputIsDeterministic) {
+  for (const auto& extra : {std::vector<std::string>{}, std::vector<std::string>{"--json"}}) {
+    const CliResult a = RunCli(With(kSpec61, extra));
+    const CliResult b = RunCli(With(kSpec61, extra));
+    ASSERT_EQ(a.exit_code, 0) << a.err;
+    EXPECT_EQ(a.out, b.out);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// --npy
+// ---------------------------------------------------------------------------------------------
+
+struct Npy {
+  std::string descr;
+  std::string shape;   // as written in the header, e.g. "(10, 8)"
+  std::string data;    // raw little-endian bytes
+};
+
+// Reads a version 1.0 .npy file, checking the magic and the header layout.
+Npy ReadNpy(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  Npy npy;
+  EXPECT_GE(bytes.size(), 10u) << path;
+  if (bytes.size() < 10) return npy;
+  EXPECT_EQ(bytes.substr(0, 6), std::string("\x93NUMPY", 6)) << path;
+  EXPECT_EQ(bytes[6], 1) << path;  // version 1.0
+  EXPECT_EQ(bytes[7], 0) << path;
+  const size_t header_len = static_cast<unsigned char>(bytes[8]) |
+                            (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+  EXPECT_EQ((10 + header_len) % 64, 0u) << path;  // data aligned as numpy requires
+  const std::string header = bytes.substr(10, header_len);
+  EXPECT_EQ(header.back(), '\n');
+  auto value_of = [&](const std::string& key, char open, char close) {
+    const size_t k = header.find("'" + key + "': ");
+    if (k == std::string::npos) return std::string();
+    const size_t b = header.find(open, k + key.size() + 3);
+    const size_t e = header.find(close, b + 1);
+    return header.substr(b, e - b + 1);
+  };
+  npy.descr = value_of("descr", '\'', '\'');
+  npy.shape = value_of("shape", '(', ')');
+  EXPECT_NE(header.find("'fortran_order': False"), std::string::npos) << header;
+  npy.data = bytes.substr(10 + header_len);
+  return npy;
+}
+
+std::vector<int32_t> Int32s(const std::string& data) {
+  std::vector<int32_t> v(data.size() / 4);
+  std::memcpy(v.data(), data.data(), v.size() * 4);
+  return v;
+}
+
+TEST(CliPlan, NpyWritesTheFullBuffersInAitersDtypes) {
+  TempDir tmp;
+  const fs::path dir = tmp.path() / "nested" / "npy";  // created by mlasim
+  const CliResult r = RunCli(With(kSpec61, {"--npy", dir.string()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("wrote 6 .npy files"), std::string::npos) << r.out;
+
+  const std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"work_metadata_ptrs.npy", {"'<u8'", "(2,)"}},
+      {"work_indptr.npy", {"'<i4'", "(9,)"}},
+      {"work_info.npy", {"'<i4'", "(10, 8)"}},
+      {"reduce_indptr.npy", {"'<i4'", "(4,)"}},
+      {"reduce_final_map.npy", {"'<i4'", "(3, 2)"}},
+      {"reduce_partial_map.npy", {"'<i4'", "(10,)"}}};
+  size_t files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
+  EXPECT_EQ(files, want.size());
+  const std::map<std::string, size_t> elements = {
+      {"work_metadata_ptrs.npy", 2}, {"work_indptr.npy", 9},   {"work_info.npy", 80},
+      {"reduce_indptr.npy", 4},      {"reduce_final_map.npy", 6}, {"reduce_partial_map.npy", 10}};
+  std::map<std::string, Npy> got;
+  for (const auto& [name, dt] : want) {
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(fs::exists(dir / name));
+    got[name] = ReadNpy(dir / name);
+    EXPECT_EQ(got[name].descr, dt.first);
+    EXPECT_EQ(got[name].shape, dt.second);
+    EXPECT_EQ(got[name].data.size(), elements.at(name) * (name == "work_metadata_ptrs.npy" ? 8 : 4));
+  }
+  const int32_t poison = ref::Plan::kPoison;
+  EXPECT_EQ(Int32s(got["work_indptr.npy"].data), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 6, 6}));
+  EXPECT_EQ(Int32s(got["reduce_indptr.npy"].data), (std::vector<int32_t>{0, 2, 2, 5}));
+  // Tile 1 is not split: its reduce_final_map row is never written and holds the poison.
+  EXPECT_EQ(Int32s(got["reduce_final_map.npy"].data),
+            (std::vector<int32_t>{0, 1, poison, poison, 2, 3}));
+  EXPECT_EQ(Int32s(got["reduce_partial_map.npy"].data),
+            (std::vector<int32_t>{0, 1, 2, 3, 4, poison, poison, poison, poison, poison}));
+  const std::vector<int32_t> wi = Int32s(got["work_info.npy"].data);
+  ASSERT_EQ(wi.size(), 80u);
+  for (size_t w = 0; w < 6; ++w)
+    for (size_t f = 0; f < 8; ++f) EXPECT_EQ(wi[w * 8 + f], kSpec61WorkInfo[w][f].get<int32_t>());
+  for (size_t i = 6 * 8; i < wi.size(); ++i) EXPECT_EQ(wi[i], poison) << i;
+}
+
+TEST(CliPlan, NpyRefusesAPathThatIsAFile) {
+  TempDir tmp;
+  const std::string file = tmp.Write("not_a_dir", "x");
+  const CliResult r = RunCli(With(kSpec61, {"--npy", file}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err.rfind("mlasim plan: error: --npy: ", 0), 0u) << r.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Bad input: exit 2, nothing on stdout, `mlasim plan: error: FIELD: reason` on stderr.
+// ---------------------------------------------------------------------------------------------
+
+const char* kValidInput = R"({"target": "gfx942", "cu_count": 8, "heads_per_head_k": 16,
+  "q_dtype": "bf16", "kv_dtype": "bf16", "kv_indptr": [0, 300, 340, 1040]})";
+
+TEST(CliPlan, BadInputExitsTwoAndNamesTheField) {
+  TempDir tmp;
+  const std::string malformed = tmp.Write("malformed.json", "{\"target\": \"gfx942\",\n  ");
+  json unknown = json::parse(kValidInput);
+  unknown["kv_lens"] = json::array({1, 2});
+  const std::string unknown_key = tmp.Write("unknown.json", unknown.dump());
+  json decreasing = json::parse(kValidInput);
+  decreasing["kv_indptr"] = json::array({0, 300, 200, 1040});
+  const std::string decreasing_file = tmp.Write("decreasing.json", decreasing.dump());
+  json heads24 = json::parse(kValidInput);
+  heads24["heads_per_head_k"] = 24;
+  const std::string heads24_file = tmp.Write("heads24.json", heads24.dump());
+  const std::string valid = tmp.Write("valid.json", kValidInput);
+  const std::string array_file = tmp.Write("array.json", "[1, 2, 3]");
+
+  struct Case {
+    std::vector<std::string> args;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {{"plan", "--kv-lens", "300,40,700", "--heads", "24"}, "--heads"},
+      {{"plan", "--kv-lens", "300,40,700", "--heads", "12"}, "--heads"},
+      {{"plan", "--kv-lens", "300,40,700", "--heads", "99999999999999999999"}, "--heads"},
+      {{"plan", "--kv-lens", "300,40,700", "--page-size", "3"}, "--page-size"},
+      {{"plan", "--kv-lens", "300,40,700", "--kv-granularity", "0"}, "--kv-granularity"},
+      {{"plan", "--kv-lens", "1,x"}, "--kv-lens"},
+      {{"plan", "--kv-lens", "-5"}, "--kv-lens"},
+      {{"plan", "--kv-lens", ""}, "--kv-lens"},
+      {{"plan", "--kv-lens", "1,,2"}, "--kv-lens"},
+      {{"plan", "--kv-lens", "2000000000,2000000000"}, "--kv-lens"},
+      {{"plan", "--kv-lens", "300", "--clusters", "100000"}, "--clusters"},
+      // Sparse KV positions (tokens x top-k pages) past int32 inside the planner.
+      {{"plan", "--kv-lens", "17,17,15", "--qlen", "4096", "--heads", "64", "--page-size", "64",
+        "--topk", "16777216", "--kv-dtype", "fp8", "--target", "gfx950"},
+       "--topk"},
+      {{"plan", "--kv-lens", "300", "--qlen", "two"}, "--qlen"},
+      {{"plan", "--kv-lens", "300", "--clusters", "0"}, "--clusters"},
+      {{"plan", "--kv-lens", "300", "--target", "gfx1100"}, "--target"},
+      {{"plan", "--kv-lens", "300", "--revision", "2025-01"}, "--revision"},
+      {{"plan", "--kv-lens", "300", "--q-dtype", "int8"}, "--q-dtype"},
+      {{"plan", "--kv-lens", "300", "--topk", "-7"}, "--topk"},
+      {{"plan", "--kv-lens", "300", "--max-split-per-batch", "0"}, "--max-split-per-batch"},
+      {{"plan", "--kv-lens", "300", "--planner", "fastest"}, "--planner"},
+      {{"plan", "--kv-lens", "300", "--qlen", "2", "--planner", "parallel"}, "--planner"},
+      {{"plan", "--heads", "16"}, "--kv-lens"},
+      {{"plan"}, "--kv-lens"},
+      {{"plan", "--request", (tmp.path() / "missing.json").string()}, "--request"},
+      {{"plan", "--request", tmp.path().string()}, "--request"},
+      {{"plan", "--request", malformed}, "--request"},
+      {{"plan", "--request", array_file}, "--request"},
+      {{"plan", "--request", unknown_key}, "input.kv_lens"},
+      {{"plan", "--request", decreasing_file}, "input.kv_indptr[2]"},
+      {{"plan", "--request", heads24_file}, "input.heads_per_head_k"},
+      {{"plan", "--request", valid, "--kv-lens", "300"}, "--request"},
+      {{"plan", "--request", valid, "--heads", "16"}, "--request"},
+      {{"plan", "--check-golden", "x.jsonl", "--json"}, "--check-golden"},
+  };
+  for (const Case& c : cases) {
+    std::string cmd;
+    for (const auto& a : c.args) cmd += " '" + a + "'";
+    SCOPED_TRACE("mlasim" + cmd);
+    const CliResult r = RunCli(c.args);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.out, "");
+    const std::string prefix = "mlasim plan: error: " + c.field + ": ";
+    EXPECT_EQ(r.err.rfind(prefix, 0), 0u) << "stderr: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST(CliPlan, ParseErrorsExitTwo) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"plan", "--kv-lens", "300", "--no-such-flag"},
+           {"plan", "--kv-lens", "300", "--heads", "16", "--heads", "32"},
+           {"plan", "--kv-lens"},
+           {"frobnicate"},
+           {}}) {
+    const CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("mlasim", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(": error: "), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliPlan, HelpAndVersionExitZero) {
+  const CliResult help = RunCli({"plan", "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("--kv-lens"), std::string::npos);
+  EXPECT_NE(help.out.find("--check-golden"), std::string::npos);
+  const CliResult version = RunCli({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("mlasim ", 0), 0u) << version.out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request files
+// ---------------------------------------------------------------------------------------------
+
+TEST(CliPlan, RequestFileGivesTheSamePlanAsFlags) {
+  TempDir tmp;
+  const std::string file = tmp.Write("spec61.json", kValidInput);
+  const CliResult r = RunCli({"plan", "--request", file, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ExpectSpec61Json(json::parse(r.out));
+  EXPECT_EQ(r.out, RunCli(With(kSpec61, {"--json"})).out);
+}
+
+TEST(CliPlan, RequestFileMayBeAWholeGoldenRecord) {
+  SKIP_WITHOUT_GOLDEN("aiter-v12-dev.jsonl");
+  TempDir tmp;
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl", 1, &IsPlanRecord);
+  ASSERT_EQ(lines.size(), 1u);
+  const json rec = json::parse(lines[0]);
+  const CliResult r = RunCli({"plan", "--json", "--request", tmp.Write("rec.json", lines[0])});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json got = json::parse(r.out);
+  for (const char* key : {"work_indptr", "work_info", "reduce_indptr", "reduce_partial_map"})
+    EXPECT_EQ(got.at(key), rec.at("output").at(key)) << key;
+  // The corpus keys reduce_final_map by tile; --json lists the written tiles in order.
+  json want = json::array();
+  for (const auto& [tile, pair] : rec.at("output").at("reduce_final_map").items())
+    want.push_back(json{{"tile", std::stoll(tile)}, {"pair", pair}});
+  std::sort(want.begin(), want.end(),
+            [](const json& a, const json& b) { return a.at("tile") < b.at("tile"); });
+  EXPECT_EQ(got.at("reduce_final_map"), want);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --check-golden
+// ---------------------------------------------------------------------------------------------
+
+TEST(CliPlan, CheckGoldenPassesOnRealRecordsAndNamesACorruptedOne) {
+  SKIP_WITHOUT_GOLDEN("aiter-v12-dev.jsonl");
+  TempDir tmp;
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl", 2, &IsPlanRecord);
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string good = tmp.Write("good.jsonl", lines[0] + "\n" + lines[1] + "\n");
+  const CliResult ok = RunCli({"plan", "--check-golden", good});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_EQ(ok.out, "2/2 records match in " + good + "\n");
+  EXPECT_EQ(ok.err, "");
+
+  json bad = json::parse(lines[1]);
+  const int64_t id = bad.at("id").get<int64_t>();
+  bad["output"]["work_indptr"][1] = bad["output"]["work_indptr"][1].get<int64_t>() + 1;
+  const std::string corrupted = tmp.Write("bad.jsonl", lines[0] + "\n" + bad.dump() + "\n");
+  const CliResult fail = RunCli({"plan", "--check-golden", corrupted});
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  EXPECT_NE(fail.out.find("id " + std::to_string(id) + ": work_indptr[1]: expected"),
+            std::string::npos)
+      << fail.out;
+  EXPECT_NE(fail.out.find("1/2 records match in " + corrupted), std::string::npos) << fail.out;
+
+  // Repeatable: one summary per file; the worst result decides the exit code.
+  const CliResult both = RunCli({"plan", "--check-golden", good, "--check-golden", corrupted});
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(both.out.find("2/2 records match in " + good), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("1/2 records match in " + corrupted), std::string::npos) << both.out;
+  const CliResult missing =
+      RunCli({"plan", "--check-golden", good, "--check-golden", (tmp.path() / "nope.jsonl").string()});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_EQ(missing.err.rfind("mlasim plan: error: --check-golden: ", 0), 0u) << missing.err;
+}
+
+TEST(CliPlan, CheckGoldenAcceptsDecodeUpdateRecords) {
+  SKIP_WITHOUT_GOLDEN("aiter-decode-update-dev.jsonl");
+  TempDir tmp;
+  const auto lines = GoldenLines("aiter-decode-update-dev.jsonl", 2, &AnyRecord);
+  ASSERT_EQ(lines.size(), 2u);
+  const std::string file = tmp.Write("update.jsonl", lines[0] + "\n" + lines[1] + "\n");
+  const CliResult r = RunCli({"plan", "--check-golden", file});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out, "2/2 records match in " + file + "\n");
+}
+
+TEST(CliPlan, CheckGoldenRefusesUnreadableFiles) {
+  TempDir tmp;
+  const std::string empty = tmp.Write("empty.jsonl", "");
+  const std::string not_json = tmp.Write("not_json.jsonl", "{\"id\": 1}\nnot json\n");
+  for (const std::string& f : {(tmp.path() / "missing.jsonl").string(), empty, not_json,
+                               tmp.path().string()}) {
+    const CliResult r = RunCli({"plan", "--check-golden", f});
+    EXPECT_EQ(r.exit_code, 2) << f;
+    EXPECT_EQ(r.err.rfind("mlasim plan: error: --check-golden: ", 0), 0u) << r.err;
+  }
+}
+
+}  // namespace
+}  // namespace mlasim::cli

@@ -1,0 +1,124 @@
+// File: tools/mlasim/cli.cpp — the `mlasim` app: global flags, subcommand table, error policy.
+#include "tools/mlasim/cli.h"
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "tools/mlasim/commands.h"
+
+#ifndef MLASIM_VERSION
+#define MLASIM_VERSION "0.1.0"
+#endif
+
+namespace mlasim::cli {
+namespace {
+
+using RegisterFn = std::unique_ptr<Command> (*)(CLI::App&);
+
+// Every subcommand, in the order `mlasim --help` lists them.
+constexpr RegisterFn kCommands[] = {
+    &RegisterReplay,
+    &RegisterExplainFault,
+    &RegisterPlan,
+};
+
+std::string VersionString() {
+  return std::string("mlasim ") + MLASIM_VERSION +
+         " (reference planner: aiter 2026-03 b3037388f4, 2026-08 e4048607)";
+}
+
+// "plan" when the parse got as far as the plan subcommand, "" at the top level.
+std::string SelectedCommand(const CLI::App& app) {
+  const auto subs = app.get_subcommands();
+  return subs.empty() ? std::string() : subs.front()->get_name();
+}
+
+}  // namespace
+
+void PrintError(std::ostream& err, const std::string& command, const std::string& field,
+                const std::string& reason) {
+  err << "mlasim";
+  if (!command.empty()) err << ' ' << command;
+  err << ": error: ";
+  if (!field.empty()) err << field << ": ";
+  err << reason << '\n';
+}
+
+int ExitCodeFor(const Status& status) {
+  if (status.ok()) return kExitOk;
+  return status.code() == StatusCode::kInternal ? kExitInternal : kExitBadInput;
+}
+
+int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app("mlasim: a deterministic simulator and checker for aiter's MLA decode metadata",
+               "mlasim");
+  app.set_version_flag("--version", VersionString(), "Print the version and exit");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  std::vector<std::unique_ptr<Command>> commands;
+  for (RegisterFn reg : kCommands) commands.push_back(reg(app));
+
+  // CLI11 would report an unknown command word as "a subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    bool known = false;
+    for (const auto& c : commands) known = known || c->app()->check_name(argv[1]);
+    if (!known) {
+      std::string names;
+      for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c->app()->get_name();
+      PrintError(err, "", "", std::string("unknown command '") + argv[1] + "' (expected one of: " +
+                                  names + "; run 'mlasim --help' for usage)");
+      return kExitBadInput;
+    }
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    const std::string cmd = SelectedCommand(app);
+    PrintError(err, cmd, "",
+               std::string(e.what()) + " (run 'mlasim" + (cmd.empty() ? "" : " " + cmd) +
+                   " --help' for usage)");
+    return kExitBadInput;
+  }
+
+  for (const auto& c : commands) {
+    if (!c->app()->parsed()) continue;
+    const Streams io{out, err};
+    try {
+      return c->Run(io);
+    } catch (const std::bad_alloc&) {
+      PrintError(err, c->app()->get_name(), "", "internal: out of memory");
+      return kExitInternal;
+    } catch (const std::exception& e) {
+      PrintError(err, c->app()->get_name(), "", std::string("internal: ") + e.what());
+      return kExitInternal;
+    }
+  }
+  PrintError(err, "", "", "no subcommand given (run 'mlasim --help' for usage)");
+  return kExitBadInput;
+}
+
+int RunMlasim(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> storage;
+  storage.reserve(args.size() + 1);
+  storage.emplace_back("mlasim");
+  storage.insert(storage.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  argv.reserve(storage.size() + 1);
+  for (std::string& s : storage) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  return RunMlasim(static_cast<int>(storage.size()), argv.data(), out, err);
+}
+
+}  // namespace mlasim::cli

@@ -1,0 +1,173 @@
+// File: tools/mlasim/cmd_plan.cpp — `mlasim plan`: one plan from flags or a JSON request, or a
+// golden corpus replay (--check-golden). Usage and conventions: docs/cli.md.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ref/planner.h"
+#include "ref/sizing.h"
+#include "tools/io/golden.h"
+#include "tools/io/request_json.h"
+#include "tools/mlasim/commands.h"
+#include "tools/mlasim/plan_input.h"
+#include "tools/mlasim/plan_output.h"
+
+namespace mlasim::cli {
+namespace {
+
+constexpr const char* kName = "plan";
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + v[i];
+  return s;
+}
+
+class PlanCommand final : public Command {
+ public:
+  explicit PlanCommand(CLI::App& parent) {
+    app_ = parent.add_subcommand(kName, "Plan one batch as aiter's get_mla_metadata_v1 does "
+                                        "(fast mode, v1.2), or replay a golden corpus");
+    app_->footer(
+        "Exit codes: 0 success, 1 golden mismatch, 2 bad input (the message names the flag or "
+        "JSON path), 3 internal error.\nExample: mlasim plan --kv-lens 300,40,700 --qlen 1 "
+        "--heads 16 --clusters 8\n");
+    AddPlanFlags(*app_, flags_);
+    request_opt_ = app_->add_option("--request", request_file_,
+                                    "JSON request: a golden `input` object, or a golden record "
+                                    "with an `input` key (instead of the flags above)")
+                       ->type_name("FILE");
+    planner_opt_ = app_->add_option("--planner", planner_,
+                                    "auto (aiter's dispatch), serial or parallel")
+                       ->type_name("auto|serial|parallel")
+                       ->capture_default_str();
+    json_opt_ = app_->add_flag("--json", json_, "print the plan as JSON instead of the table");
+    npy_opt_ = app_->add_option("--npy", npy_dir_,
+                                "also write the six buffers as .npy files (aiter's dtypes and "
+                                "full sizes) into DIR, created if missing")
+                   ->type_name("DIR");
+    app_->add_option("--check-golden", golden_files_,
+                     "replan every record of a golden corpus .jsonl and compare every written "
+                     "buffer (repeatable)")
+        ->type_name("FILE.jsonl");
+  }
+
+  CLI::App* app() const override { return app_; }
+
+  int Run(const Streams& io) override {
+    if (!golden_files_.empty()) return RunGolden(io);
+    const std::vector<std::string> given = flags_.GivenFlags();
+    const bool from_file = request_opt_->count() > 0;
+    if (from_file && !given.empty())
+      return Fail(io, "--request",
+                  "cannot be combined with " + Join(given) +
+                      ": give the request either as flags or as a JSON file");
+    if (!from_file && flags_.kv_lens.empty() && given.empty())
+      return Fail(io, "--kv-lens",
+                  "required: give --kv-lens LEN,... (with other flags), --request FILE or "
+                  "--check-golden FILE.jsonl (see 'mlasim plan --help')");
+
+    const InputSource source = from_file ? InputSource::kRequestFile : InputSource::kFlags;
+    StatusOr<ref::PlanRequest> request =
+        from_file ? RequestFromFile(request_file_) : RequestFromFlags(flags_);
+    if (!request.ok()) return Fail(io, request.status(), source);
+    StatusOr<ref::PlannerChoice> choice = ParsePlannerChoice(planner_);
+    if (!choice.ok()) return Fail(io, choice.status(), source);
+
+    if (Status st = ref::ValidatePlanRequest(*request); !st.ok()) return Fail(io, st, source);
+    const int32_t batch = static_cast<int32_t>(request->kv_indptr.size()) - 1;
+    StatusOr<ref::MetadataSizes> sizes = ref::GetMlaMetadataInfoV1(*request, batch);
+    if (!sizes.ok()) return Fail(io, sizes.status(), source);
+    if (Status st = CheckSizesLimit(*sizes); !st.ok()) return Fail(io, st, source);
+
+    StatusOr<ref::PlanDerived> derived = ref::DecidePlan(*request, *choice);
+    if (!derived.ok()) return Fail(io, derived.status(), source);
+    if (Status st = CheckPlannerLimits(*request, *derived); !st.ok()) return Fail(io, st, source);
+
+    ref::PlannerOptions options;
+    options.choice = *choice;
+    StatusOr<ref::Plan> plan = ref::PlanMlaMetadata(*request, options);
+    if (!plan.ok()) return Fail(io, plan.status(), source);
+
+    if (npy_opt_->count() > 0) {
+      if (npy_dir_.empty()) return Fail(io, "--npy", "needs a directory name");
+      if (Status st = WritePlanNpy(npy_dir_, *plan); !st.ok()) return Fail(io, st, source);
+    }
+    if (json_) {
+      io.out << io::PlanToJson(*plan).dump(2) << '\n';
+    } else {
+      PrintPlanTable(io.out, *request, *plan);
+      if (npy_opt_->count() > 0)
+        io.out << fmt::format("\nwrote {} .npy files to {}\n", NpyFileNames().size(), npy_dir_);
+    }
+    return kExitOk;
+  }
+
+ private:
+  int RunGolden(const Streams& io) {
+    std::vector<std::string> conflicts = flags_.GivenFlags();
+    for (const CLI::Option* o : {request_opt_, planner_opt_, json_opt_, npy_opt_})
+      if (o->count() > 0) conflicts.push_back(o->get_name());
+    if (!conflicts.empty())
+      return Fail(io, "--check-golden", "cannot be combined with " + Join(conflicts) +
+                                            ": a golden record carries its own request");
+    int code = kExitOk;
+    for (const std::string& path : golden_files_) {
+      std::error_code ec;
+      if (std::filesystem::is_directory(path, ec)) {
+        Fail(io, "--check-golden", path + ": is a directory, not a .jsonl file");
+        code = kExitBadInput;
+        continue;
+      }
+      StatusOr<io::GoldenSummary> sum =
+          io::CheckGoldenFile(path, [&](const io::GoldenMismatch& m) {
+            io.out << "id " << m.id << ": " << m.buffer;
+            if (m.index >= 0) io.out << '[' << m.index << ']';
+            io.out << ": " << m.detail << '\n';
+          });
+      if (!sum.ok()) {
+        Fail(io, "--check-golden", sum.status().ToString());
+        code = kExitBadInput;
+        continue;
+      }
+      if (sum->records == 0) {
+        Fail(io, "--check-golden", path + ": holds no records");
+        code = kExitBadInput;
+        continue;
+      }
+      io.out << sum->matched << '/' << sum->records << " records match in " << path << '\n';
+      if (sum->matched != sum->records && code == kExitOk) code = kExitCheckFailed;
+    }
+    return code;
+  }
+
+  int Fail(const Streams& io, const std::string& field, const std::string& reason) {
+    PrintError(io.err, kName, field, reason);
+    return kExitBadInput;
+  }
+  int Fail(const Streams& io, const Status& st, InputSource source) {
+    PrintError(io.err, kName, DisplayField(st.field(), source), st.message());
+    return ExitCodeFor(st);
+  }
+
+  CLI::App* app_ = nullptr;
+  PlanFlags flags_;
+  std::string request_file_;
+  std::string planner_ = "auto";
+  bool json_ = false;
+  std::string npy_dir_;
+  std::vector<std::string> golden_files_;
+  CLI::Option* request_opt_ = nullptr;
+  CLI::Option* planner_opt_ = nullptr;
+  CLI::Option* json_opt_ = nullptr;
+  CLI::Option* npy_opt_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterPlan(CLI::App& app) { return std::make_unique<PlanCommand>(app); }
+
+}  // namespace mlasim::cli

@@ -1,0 +1,81 @@
+// File: tools/mlasim/plan_input.h
+//
+// Building a planner request from command-line flags or from a JSON request file, with error
+// messages that name what the user typed: a flag (`--heads`) for flags, a JSON path
+// (`input.kv_indptr[3]`) for files. Shared by `mlasim plan` and later subcommands that plan.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "ref/metadata.h"
+
+namespace mlasim::cli {
+
+// Where a request came from; decides how planner field names are shown.
+enum class InputSource { kFlags, kRequestFile };
+
+// The plan-defining flags, as typed (numbers are parsed by RequestFromFlags so that every error
+// names its flag). Defaults are those of `mlasim plan --help`.
+struct PlanFlags {
+  std::string kv_lens;               // tokens per request, comma separated
+  std::string qlen = "1";
+  std::string heads = "16";
+  std::string clusters;              // empty: the target's CU count
+  std::string page_size = "1";
+  std::string kv_granularity = "16";
+  std::string q_dtype = "bf16";
+  std::string kv_dtype = "bf16";
+  std::string target = "gfx942";
+  std::string revision = "2026-08";
+  std::string topk = "-1";
+  std::string max_split_per_batch = "-1";
+  bool no_causal = false;
+  // The options above, to tell which ones the user gave.
+  std::vector<CLI::Option*> options;
+
+  // Names of the flags given on the command line ("--heads", ...), in registration order.
+  std::vector<std::string> GivenFlags() const;
+};
+
+// Adds the flags above to `cmd`, bound to `flags` (which must outlive the parse).
+void AddPlanFlags(CLI::App& cmd, PlanFlags& flags);
+
+// Builds the request aiter's caller would pass for these flags: kv_indptr in pages
+// (ceil(len / page_size) per request), kv_last_page_lens = len - (pages-1)*page_size (page_size for
+// an empty request), qo_indptr = qlen*i. Dense: qlen = max_seqlen_qo = uni_seqlen_qo = --qlen.
+// Sparse (--topk >= 0): aiter's sparse convention, max_seqlen_qo = uni_seqlen_qo = 1 and sizing
+// qlen = --qlen. Errors name the flag. Runs CheckRequestLimits.
+StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& flags);
+
+// Reads a JSON file holding a golden `input` object, or a whole golden record with an `input`
+// key (decode-update keys are then accepted and ignored). Errors name "--request" (file, syntax)
+// or the JSON path of the field. Runs CheckRequestLimits.
+StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path);
+
+// Size limits mlasim plan puts on a request so that no value can overflow the planner's int32
+// arithmetic or exhaust memory: see docs/cli.md. Errors use the planner's field names.
+Status CheckRequestLimits(const ref::PlanRequest& request);
+
+// Bounds that need the host decisions (ref::DecidePlan): the planner's KV positions, block sums
+// and q rows, computed in int32 as aiter does, must stay below 2^31 (a request whose values would
+// wrap there is refused instead of planned with wrapped numbers), and its walk must stay short.
+Status CheckPlannerLimits(const ref::PlanRequest& request, const ref::PlanDerived& derived);
+
+// Refuses plans whose info_v1 buffers would hold more than kMaxBufferElements int32 elements.
+// Field "batch_size" (shown as --kv-lens / input.kv_indptr).
+Status CheckSizesLimit(const ref::MetadataSizes& sizes);
+constexpr int64_t kMaxBufferElements = int64_t{1} << 24;
+
+// Shows a planner field name ("heads_per_head_k", "kv_indptr[3]") as the user knows it: the flag
+// for flags ("--heads"), the JSON path for request files ("input.heads_per_head_k").
+std::string DisplayField(const std::string& planner_field, InputSource source);
+
+// "auto" | "serial" | "parallel" (field --planner).
+StatusOr<ref::PlannerChoice> ParsePlannerChoice(const std::string& text);
+const char* PlannerChoiceName(ref::PlannerChoice choice);
+
+}  // namespace mlasim::cli
