@@ -8,7 +8,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <vector>
+
+#include "ref/attention.h"
+#include "ref/decode_update.h"
+#include "ref/metadata.h"
 
 // Functions usable on both sides of a .hip file (plain inline functions in g++ builds).
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -65,5 +71,82 @@ void copy_to_device(void* dev_dst, const void* host_src, std::size_t bytes);
 // Copies `bytes` bytes from device memory `dev_src` to host memory `host_dst` (hipMemcpy).
 // Throws std::runtime_error on failure.
 void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes);
+
+// ---------------------------------------------------------------------------------------------
+// GPU planner (kernels/planner.hip): aiter's v1.2 fast-mode planner as a one-workgroup kernel.
+// The host takes the reference's decisions (ref::DecidePlan: clusters, folding, dispatch); the
+// payload sum, the walk (one lane, serial planner; all lanes after a one-lane scan, parallel
+// planner) and every store run on the device. Buffers are poisoned with ref::Plan::kPoison before
+// the call, so each returned vector compares element for element with ref::Plan's data.
+struct GpuPlan {
+  std::vector<int32_t> work_indptr, work_info, reduce_indptr, reduce_final_map, reduce_partial_map;
+  bool parallel = false;     // which planner kernel ran
+  int32_t num_tiles = 0;     // tiles the walk counted
+  int32_t payload = 0;       // cost units per cluster computed on the device
+  int32_t oob_stores = 0;    // stores the kernel dropped because they fell outside a buffer
+  bool walk_failed = false;  // the serial walk hit its iteration bound
+  double kernel_us = 0;      // mean kernel time over timing_iterations launches (0: not timed)
+};
+
+// Plans `request` into buffers of `sizes` (choice as in ref::PlannerOptions). Throws
+// std::invalid_argument with the reference's message for a request it refuses,
+// std::runtime_error for HIP failures. timing_iterations > 0 also times back-to-back launches.
+GpuPlan plan_mla_metadata(const ref::PlanRequest& request, const ref::MetadataSizes& sizes,
+                          ref::PlannerChoice choice, int timing_iterations = 0);
+// Same, sized with ref::GetMlaMetadataInfoV1 for batch = kv_indptr.size() - 1.
+GpuPlan plan_mla_metadata(const ref::PlanRequest& request, ref::PlannerChoice choice,
+                          int timing_iterations = 0);
+
+// decode_update_mla_metadata_v1 on the device, applied to `plan`'s buffers in place (their data
+// vectors; cells and input_violations are not touched). The caller checks preconditions first
+// (ref::DecodeUpdateMlaMetadataV1 on a copy); reads past kv_indptr / num_reject_tokens give 0.
+void decode_update_mla_metadata(const ref::DecodeUpdateRequest& request, ref::Plan& plan);
+
+// ---------------------------------------------------------------------------------------------
+// Persistent MLA decode + reduce (kernels/decode.hip). bf16 q and KV, fp32 accumulation, P fed
+// to the matrix product in bf16, o written in bf16, lse and partial rows in fp32.
+enum class ZeroKvVariant : uint8_t {
+  kAsm,   // zero-KV work items read their q rows and write o = 0 / lse = -inf (or partial rows)
+  kOpus,  // zero-KV work items return before touching anything
+  kHk,    // zero-KV work items read q, write nothing
+};
+
+struct DecodeOptions {
+  ZeroKvVariant variant = ZeroKvVariant::kAsm;
+  int64_t q_alloc_rows = -1;  // q rows allocated (-1: inputs.q_rows()); the kernel reads past
+  int64_t o_alloc_rows = -1;  // o/lse rows allocated (-1: inputs.q_rows())
+  int64_t tail_rows = 8;      // sentinel rows after q, o, lse and the partial buffers
+  bool run_reduce = true;
+  int timing_iterations = 0;  // > 0: also time decode and reduce (mean of launches)
+};
+
+// What a sentinel tail showed after a call: rows (of the buffer's row size) past its end.
+struct TailDamage {
+  std::string buffer;       // "o", "lse", "partial_o", "partial_lse", "q"
+  int64_t rows = 0;         // rows the buffer holds (its end)
+  int64_t first_row = -1;   // first damaged row, counted from the buffer's start
+  int64_t last_row = -1;
+  int64_t bad_bytes = 0;
+};
+
+struct DecodeResult {
+  std::vector<double> o;    // [o rows (inputs.q_rows()), H, Dv]; NaN where nothing was written
+  std::vector<double> lse;  // [o rows, H]
+  std::vector<TailDamage> tails;  // only damaged tails
+  // Rows the kernel touched (an access log kept with atomics): -1 when none.
+  int64_t q_rows_read_min = -1, q_rows_read_max = -1;
+  int64_t o_rows_written_min = -1, o_rows_written_max = -1;
+  double decode_us = 0, reduce_us = 0;
+};
+
+// Runs the plan's work items (one workgroup per cluster) and the reduce. inputs: as built by
+// ref::BuildMlaInputs (values exactly representable in bf16; head_dim_qk <= 576, head_dim_v <=
+// head_dim_qk, multiples of 16; num_heads a multiple of 16; no head folding). Outputs are
+// poisoned (NaN / 0xFF) before the call. Throws std::invalid_argument for shapes it does not run.
+DecodeResult run_mla_decode(const ref::MlaInputs& inputs, const ref::Plan& plan,
+                            const DecodeOptions& options = {});
+
+// Device-to-device copy bandwidth in GB/s (read + write bytes / time) over `bytes`.
+double measure_copy_bandwidth(std::size_t bytes, int iterations);
 
 }  // namespace mlasim::gpu

@@ -46,6 +46,8 @@ using hipDeviceProp_t = cudaDeviceProp;
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 #define HIP_KERNEL_NAME(...) __VA_ARGS__
 #define hipLaunchKernelGGL(k, grid, block, shmem, stream, ...) \
   (k)<<<(grid), (block), (shmem), (stream)>>>(__VA_ARGS__)

@@ -1,0 +1,328 @@
+// GPU tests: the planner and decode_update kernels bit-exact against the reference, the decode +
+// reduce kernels against the CPU numerics, and the founding case on hardware (sentinel tails and
+// the access log against the simulator's violations). Every test skips without a device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "kernels/gpu_api.h"
+#include "ref/numerics.h"
+#include "ref/planner.h"
+#include "sim/replay.h"
+
+namespace mlasim {
+namespace {
+
+using ref::Cell;
+using ref::PlanRequest;
+using ref::SplitMix64;
+
+#define SKIP_WITHOUT_GPU() \
+  if (!gpu::available()) GTEST_SKIP() << "no GPU device (GPU_BACKEND=NONE or none visible)"
+
+// Random valid planner requests: dense page 1 / 64, sparse top-k, MTP, zero-KV requests.
+PlanRequest RandomRequest(SplitMix64& rng) {
+  PlanRequest r;
+  r.revision = rng.Below(2) ? ref::Revision::k2026_08 : ref::Revision::k2026_03;
+  static const int32_t kHeads[] = {16, 16, 32, 64, 128};
+  r.heads_per_head_k = kHeads[rng.Below(5)];
+  r.cu_count = rng.Below(2) ? 0 : static_cast<int32_t>(1 + rng.Below(160));
+  const bool sparse = rng.Below(4) == 0;
+  r.page_size = sparse ? 1 : (rng.Below(3) == 0 ? 64 : 1);
+  r.kv_granularity = r.page_size == 1 ? 16 : 1;
+  const int32_t q = static_cast<int32_t>(1 + rng.Below(4));
+  r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = q;
+  r.is_causal = rng.Below(5) != 0;
+  if (sparse) r.topk = rng.Below(2) ? 2048 : static_cast<int32_t>(16 + rng.Below(600));
+  const int32_t b = static_cast<int32_t>(1 + rng.Below(rng.Below(4) == 0 ? 300 : 40));
+  r.qo_indptr = {0};
+  r.kv_indptr = {0};
+  for (int32_t i = 0; i < b; ++i) {
+    const int32_t tokens = rng.Below(6) == 0 ? 0 : static_cast<int32_t>(rng.Below(rng.Below(2) ? 9000 : 300));
+    const int32_t pages = (tokens + r.page_size - 1) / r.page_size;
+    r.kv_indptr.push_back(r.kv_indptr.back() + pages);
+    r.kv_last_page_lens.push_back(pages == 0 ? 0 : tokens - (pages - 1) * r.page_size);
+    r.qo_indptr.push_back(r.qo_indptr.back() + q);
+  }
+  return r;
+}
+
+// Number of cells where the GPU differs from the reference (undefined cells skipped).
+int64_t Mismatches(const std::vector<int32_t>& gpu, const ref::Int32Buffer& want, std::string* where) {
+  if (static_cast<int64_t>(gpu.size()) != want.size()) {
+    *where = "size " + std::to_string(gpu.size()) + " vs " + std::to_string(want.size());
+    return 1 + std::max<int64_t>(gpu.size(), want.size());
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.size(); ++i) {
+    if (want.cells[i] == Cell::kUndefined) continue;
+    if (gpu[i] != want.data[i]) {
+      if (bad == 0) *where = "element " + std::to_string(i) + ": gpu " + std::to_string(gpu[i]) + " ref " +
+                             std::to_string(want.data[i]);
+      ++bad;
+    }
+  }
+  return bad;
+}
+
+void ExpectSamePlan(const gpu::GpuPlan& g, const ref::Plan& want, const std::string& what) {
+  const std::pair<const std::vector<int32_t>*, const ref::Int32Buffer*> bufs[] = {
+      {&g.work_indptr, &want.work_indptr},       {&g.work_info, &want.work_info},
+      {&g.reduce_indptr, &want.reduce_indptr},   {&g.reduce_final_map, &want.reduce_final_map},
+      {&g.reduce_partial_map, &want.reduce_partial_map}};
+  const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map"};
+  for (int i = 0; i < 5; ++i) {
+    std::string where;
+    EXPECT_EQ(Mismatches(*bufs[i].first, *bufs[i].second, &where), 0) << what << " " << names[i] << " " << where;
+  }
+  EXPECT_EQ(g.num_tiles, want.derived.num_tiles) << what;
+  EXPECT_EQ(g.payload, want.derived.payload) << what;
+  EXPECT_EQ(g.oob_stores, 0) << what;
+  EXPECT_FALSE(g.walk_failed) << what;
+}
+
+void PlannerBitExact(ref::PlannerChoice choice, int cases) {
+  SplitMix64 rng(20261130 + static_cast<int>(choice));
+  int run = 0, parallel = 0;
+  for (int i = 0; i < cases; ++i) {
+    const PlanRequest r = RandomRequest(rng);
+    auto want = ref::PlanMlaMetadata(r, {choice, ref::PlannerMutant::kNone});
+    if (!want.ok()) continue;  // a request aiter refuses
+    const gpu::GpuPlan g = gpu::plan_mla_metadata(r, choice);
+    ASSERT_EQ(g.parallel, want->derived.parallel_planner_used);
+    ExpectSamePlan(g, *want, "case " + std::to_string(i));
+    if (::testing::Test::HasFailure()) return;
+    ++run;
+    parallel += g.parallel;
+  }
+  std::printf("[gpu] planner (%s): %d plans bit-identical (%d by the parallel planner)\n",
+              choice == ref::PlannerChoice::kSerial ? "serial" : "aiter dispatch", run, parallel);
+  EXPECT_GT(run, cases / 2);
+}
+
+TEST(GpuPlanner, SerialBitIdenticalOnRandomRequests) {
+  SKIP_WITHOUT_GPU();
+  PlannerBitExact(ref::PlannerChoice::kSerial, 600);
+}
+
+TEST(GpuPlanner, AiterDispatchBitIdenticalOnRandomRequests) {
+  SKIP_WITHOUT_GPU();
+  PlannerBitExact(ref::PlannerChoice::kAiterDispatch, 600);
+}
+
+TEST(GpuDecodeUpdate, BitIdenticalOnRandomPlans) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(77);
+  int run = 0;
+  for (int i = 0; i < 400; ++i) {
+    PlanRequest r = RandomRequest(rng);
+    r.topk = -1;
+    r.page_size = 1;
+    r.kv_granularity = 16;
+    r.kv_last_page_lens.assign(r.kv_last_page_lens.size(), 1);
+    auto plan = ref::PlanMlaMetadata(r);
+    if (!plan.ok()) continue;
+    ref::DecodeUpdateRequest u;
+    u.revision = r.revision;
+    u.heads_per_head_k = r.heads_per_head_k;
+    u.max_seqlen_qo = rng.Below(2) ? r.max_seqlen_qo : 1;
+    u.qo_indptr = r.qo_indptr;
+    u.has_num_reject_tokens = rng.Below(3) != 0;
+    u.kv_indptr = {0};
+    for (size_t b = 0; b + 1 < r.kv_indptr.size(); ++b) {
+      const int32_t rej = static_cast<int32_t>(rng.Below(r.max_seqlen_qo + 1));
+      u.num_reject_tokens.push_back(rej);
+      const int32_t len = r.kv_indptr[b + 1] - r.kv_indptr[b];
+      u.kv_indptr.push_back(u.kv_indptr.back() + len + (u.has_num_reject_tokens ? 1 - rej : 1));
+    }
+    ref::Plan want = *plan;
+    if (!ref::DecodeUpdateMlaMetadataV1(u, want).ok()) continue;
+    if (want.input_violations.size() != plan->input_violations.size()) continue;  // reads past inputs
+    ref::Plan got = *plan;
+    gpu::decode_update_mla_metadata(u, got);
+    std::string where;
+    EXPECT_EQ(Mismatches(got.work_info.data, want.work_info, &where), 0) << "case " << i << " work_info " << where;
+    EXPECT_EQ(Mismatches(got.reduce_final_map.data, want.reduce_final_map, &where), 0) << "case " << i << " " << where;
+    EXPECT_EQ(Mismatches(got.reduce_partial_map.data, want.reduce_partial_map, &where), 0) << "case " << i << " " << where;
+    if (HasFailure()) return;
+    ++run;
+  }
+  std::printf("[gpu] decode_update: %d updates bit-identical\n", run);
+  EXPECT_GT(run, 50);
+}
+
+ref::AttentionPrecision KernelPrecision() {
+  ref::AttentionPrecision p;
+  p.accumulate = ref::Accumulate::kFp32;
+  p.p_format = ref::NumFormat::kBf16;
+  p.out_format = ref::NumFormat::kBf16;
+  return p;
+}
+
+// One random decode step on the GPU against the CPU monolithic reference.
+void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant, const std::string& what) {
+  auto plan = ref::PlanMlaMetadata(r);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ref::NumericsOptions no;
+  no.seed = seed;
+  no.precision = KernelPrecision();
+  auto in = ref::BuildMlaInputs(r, no);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  auto mono = ref::RunMonolithic(*in, no.precision);
+  ASSERT_TRUE(mono.ok()) << mono.status().ToString();
+  gpu::DecodeOptions opt;
+  opt.variant = variant;
+  const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+  EXPECT_TRUE(g.tails.empty()) << what << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
+  int64_t max_keys = 0;
+  for (int32_t b = 0; b < in->num_requests(); ++b) {
+    const int64_t pages = in->kv_indptr[b + 1] - in->kv_indptr[b];
+    int64_t keys = in->topk >= 0 ? std::min<int64_t>(pages, in->topk) : (pages == 0 ? 0 : (pages - 1) * in->page_size + in->kv_last_page_lens[b]);
+    max_keys = std::max(max_keys, keys);
+  }
+  double v_max = 0, lse_max = 0;
+  for (float v : in->kv_cache) if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}) * in->kv_scale);
+  for (double l : mono->lse) if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
+  const auto tol = ref::DeriveTolerances(no.precision, max_keys, v_max, lse_max);
+  const auto co = ref::CompareTensors(g.o.data(), mono->o.data(), static_cast<int64_t>(g.o.size()), tol.o);
+  const auto cl = ref::CompareTensors(g.lse.data(), mono->lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
+  std::printf("[gpu] decode %s: o max_abs %.3g (atol %.3g rtol %.3g) cos_diff %.3g nan_mismatch %lld; lse max_abs %.3g\n",
+              what.c_str(), co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff, static_cast<long long>(co.nan_mismatches), cl.max_abs);
+  EXPECT_TRUE(co.passed) << what << " o: violations " << co.tolerance_violations << " first " << co.first_violation
+                         << " nan " << co.nan_mismatches << " inf " << co.inf_mismatches;
+  EXPECT_TRUE(cl.passed) << what << " lse: violations " << cl.tolerance_violations << " first " << cl.first_violation
+                         << " nan " << cl.nan_mismatches << " inf " << cl.inf_mismatches;
+}
+
+PlanRequest SmallRequest(SplitMix64& rng, bool sparse, int32_t page, int32_t qlen, int32_t cu) {
+  PlanRequest r;
+  r.cu_count = cu;
+  r.page_size = page;
+  r.kv_granularity = page == 1 ? 16 : 1;
+  r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = qlen;
+  if (sparse) {
+    r.topk = static_cast<int32_t>(64 + rng.Below(200));
+    r.uni_seqlen_qo = r.max_seqlen_qo = 1;  // sparse plans are per token (ori from qo_indptr)
+  }
+  const int32_t b = static_cast<int32_t>(1 + rng.Below(6));
+  r.qo_indptr = {0};
+  r.kv_indptr = {0};
+  for (int32_t i = 0; i < b; ++i) {
+    const int32_t tokens = rng.Below(5) == 0 ? 0 : static_cast<int32_t>(qlen + rng.Below(700));
+    const int32_t pages = (tokens + page - 1) / page;
+    r.kv_indptr.push_back(r.kv_indptr.back() + pages);
+    r.kv_last_page_lens.push_back(pages == 0 ? 0 : tokens - (pages - 1) * page);
+    r.qo_indptr.push_back(r.qo_indptr.back() + qlen);
+  }
+  return r;
+}
+
+TEST(GpuDecode, MatchesCpuNumericsOnRandomBatches) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(4242);
+  int i = 0;
+  for (bool sparse : {false, true}) {
+    for (int32_t page : {1, 64}) {
+      if (sparse && page != 1) continue;
+      for (int32_t qlen : {1, 2, 4}) {
+        for (int32_t cu : {4, 32}) {  // few clusters: long splits; many: short pieces and reduce
+          const PlanRequest r = SmallRequest(rng, sparse, page, qlen, cu);
+          CheckDecode(r, 1000 + i++, gpu::ZeroKvVariant::kAsm,
+                      std::string(sparse ? "sparse" : "dense") + " page " + std::to_string(page) + " qlen " +
+                          std::to_string(qlen) + " cu " + std::to_string(cu));
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// ---- the founding case -------------------------------------------------------------------
+struct FoundingObservation {
+  int32_t q_rows = 0, plan_rows = 0;
+  gpu::DecodeResult gpu;
+  std::vector<sim::Violation> predicted;
+};
+
+FoundingObservation RunFounding(const std::string& profile) {
+  FoundingObservation obs;
+  auto s = sim::BuiltinScenario("seed");
+  EXPECT_TRUE(s.ok());
+  s->engine = *sim::GetEngineProfile(profile, "engine");
+  auto rep = sim::Replay(*s);
+  EXPECT_TRUE(rep.ok());
+  const sim::Call* call = nullptr;
+  for (const sim::Call& c : rep->trace.calls)
+    if (c.step == "draft_step_0" && c.kind == sim::CallKind::kDecode) call = &c;
+  EXPECT_NE(call, nullptr);
+  if (call == nullptr) return obs;
+  const sim::PlanSnapshot& snap = rep->trace.plans.at(call->plan);
+  obs.q_rows = call->q_rows;
+  obs.plan_rows = snap.q_rows_covered;
+  for (const sim::Violation& v : rep->result.violations) obs.predicted.push_back(v);
+  ref::NumericsOptions no;
+  no.seed = 7;
+  auto in = ref::BuildMlaInputs(snap.request, no);
+  EXPECT_TRUE(in.ok()) << in.status().ToString();
+  gpu::DecodeOptions opt;
+  opt.variant = s->kernel == sim::KernelVariant::kAsm ? gpu::ZeroKvVariant::kAsm
+                : s->kernel == sim::KernelVariant::kOpus ? gpu::ZeroKvVariant::kOpus : gpu::ZeroKvVariant::kHk;
+  opt.q_alloc_rows = call->q_rows;  // q and o as the engine allocated them
+  opt.o_alloc_rows = call->q_rows;
+  opt.tail_rows = 16;
+  obs.gpu = gpu::run_mla_decode(*in, snap.plan, opt);
+  std::printf("[gpu] founding %s: q/o rows %d, plan rows %d, q rows read %lld..%lld, o rows written %lld..%lld\n",
+              profile.c_str(), obs.q_rows, obs.plan_rows, (long long)obs.gpu.q_rows_read_min,
+              (long long)obs.gpu.q_rows_read_max, (long long)obs.gpu.o_rows_written_min,
+              (long long)obs.gpu.o_rows_written_max);
+  for (const auto& t : obs.gpu.tails)
+    std::printf("[gpu]   sentinel tail of %s (rows %lld): rows %lld..%lld damaged, %lld bytes\n", t.buffer.c_str(),
+                (long long)t.rows, (long long)t.first_row, (long long)t.last_row, (long long)t.bad_bytes);
+  for (const auto& v : obs.predicted)
+    std::printf("[gpu]   simulator: %s %s rows %lld..%lld (%s)\n", v.buffer.c_str(), v.access.c_str(),
+                (long long)v.first_row, (long long)v.last_row, v.call.c_str());
+  return obs;
+}
+
+TEST(GpuFoundingCase, Atom202608AsmOverrunMatchesTheSimulator) {
+  SKIP_WITHOUT_GPU();
+  const FoundingObservation f = RunFounding("atom-2026-08");
+  ASSERT_FALSE(HasFailure());
+  int matched = 0;
+  for (const sim::Violation& v : f.predicted) {
+    if (v.call != "sparse_decode") continue;
+    if (v.buffer == "o" && v.access == "write") {
+      // o and its lse companion (the simulator's o write covers both): rows past the end only.
+      ASSERT_EQ(f.gpu.tails.size(), 2u);
+      for (const gpu::TailDamage& t : f.gpu.tails) {
+        EXPECT_TRUE(t.buffer == "o" || t.buffer == "lse") << t.buffer;
+        EXPECT_EQ(t.first_row, v.first_row) << t.buffer;
+        EXPECT_EQ(t.last_row, v.last_row) << t.buffer;
+      }
+      EXPECT_EQ(f.gpu.o_rows_written_max, v.last_row);
+      ++matched;
+    }
+    if (v.buffer == "q" && v.access == "read") {
+      EXPECT_EQ(f.gpu.q_rows_read_max, v.last_row);
+      EXPECT_GE(f.gpu.q_rows_read_max, f.q_rows);
+      ++matched;
+    }
+  }
+  EXPECT_EQ(matched, 2);
+}
+
+TEST(GpuFoundingCase, Atom202611IsClean) {
+  SKIP_WITHOUT_GPU();
+  const FoundingObservation f = RunFounding("atom-2026-11");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_TRUE(f.predicted.empty());
+  EXPECT_TRUE(f.gpu.tails.empty());
+  EXPECT_LT(f.gpu.q_rows_read_max, f.q_rows);
+  EXPECT_LT(f.gpu.o_rows_written_max, f.q_rows);
+}
+
+}  // namespace
+}  // namespace mlasim
