@@ -242,7 +242,9 @@ class PlanExecutor {
       if (loc.ok && q0.ok && q1.ok && loc.value >= 0 && q1.value > q0.value)
         rows += std::min<int64_t>(int64_t{q1.value} - q0.value, g_.folded_rows);
     }
-    return std::min(rows, g_.partial_rows);
+    // A garbage plan may claim far more rows than it writes: reserve at most 64k slots up
+    // front; real writes beyond that grow the storage.
+    return std::min({rows, g_.partial_rows, int64_t{1} << 16});
   }
 
   // ---- stage 1 -------------------------------------------------------------------------------

@@ -20,6 +20,9 @@ enum Salt : uint64_t { kSaltQ = 1, kSaltKv = 2, kSaltPages = 3, kSaltTopk = 4 };
 // independent roundings stays below lambda * sqrt(n) * u except with probability ~exp(-lambda^2/2).
 constexpr double kLambda = 8.0;
 
+// Largest q or KV tensor BuildMlaInputs makes (2^28 floats = 1 GiB).
+constexpr int64_t kMaxTensorElements = int64_t{1} << 28;
+
 bool IsUniform(const std::vector<int32_t>& indptr, int32_t per) {
   for (size_t b = 0; b < indptr.size(); ++b)
     if (indptr[b] != static_cast<int64_t>(b) * per) return false;
@@ -236,13 +239,19 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
 
   const int64_t used_pages = in.kv_indptr.back();
   const int64_t pages = used_pages + opt.spare_pages;
-  if (pages > INT32_MAX) return InvalidArgumentError("kv_indptr", "more than 2^31 pages");
+  const int64_t kv_elems = pages * in.page_size * in.head_dim_qk;
+  const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
+  if (kv_elems > kMaxTensorElements || q_elems > kMaxTensorElements)
+    return InvalidArgumentError("kv_indptr", "the step needs " + S(std::max(kv_elems, q_elems)) +
+                                                 " values in one tensor, more than the numerics "
+                                                 "limit of " + S(kMaxTensorElements) +
+                                                 "; run it at reduced sizes (fewer heads, shorter "
+                                                 "contexts, smaller head dims)");
   in.num_pages = static_cast<int32_t>(pages);
   SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
   in.kv_indices = PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages);
 
   SplitMix64 q_rng = SplitMix64::Stream(opt.seed, kSaltQ);
-  const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
   MLASIM_ASSIGN_OR_RETURN(QuantizedTensor q,
                           Quantize(RandomValues(q_rng, q_elems, opt.amplitude), qf, opt.q_scale,
                                    opt.fp8_overflow));

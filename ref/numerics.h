@@ -138,7 +138,9 @@ struct NumericsReport {
 // Deterministic inputs for `request` (shapes from the request: heads, qo_indptr / uni_seqlen_qo,
 // kv_indptr in pages, kv_last_page_lens, page_size, topk, is_causal). Errors: those of
 // ValidatePlanRequest, InvalidArgument("num_heads_k") unless 1, ("head_dim_qk"/"head_dim_v")
-// for bad dims, ("page_size") for sparse with pages > 1, ("qo_indptr") when it is not uniform.
+// for bad dims, ("page_size") for sparse with pages > 1, ("qo_indptr") when it is not uniform,
+// ("kv_indptr") when q or the KV cache would exceed 2^28 values (1 GiB): run such scenarios at
+// reduced sizes.
 StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& options);
 
 // Runs one decode step both ways and compares. `plan` must be a plan for `request` (typically

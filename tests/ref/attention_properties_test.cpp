@@ -182,6 +182,13 @@ TEST(AttentionProperties, PlanDrivenEqualsMonolithic) {
                         [] { PlanDrivenEqualsMonolithic(NumericsMutant::kNone); }));
 }
 
+}  // namespace
+
+// Test names and failure messages show the mutant's name.
+void PrintTo(NumericsMutant m, std::ostream* os) { *os << NumericsMutantName(m); }
+
+namespace {
+
 // One test per mutant: the property must fail.
 class AttentionMutantTest : public ::testing::TestWithParam<NumericsMutant> {};
 

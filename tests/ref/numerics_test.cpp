@@ -153,6 +153,8 @@ TEST(NumericsInputs, RejectsWhatItCannotModel) {
   bad = r;
   bad.qo_indptr = {0, 3};
   EXPECT_EQ(BuildMlaInputs(bad, o).status().field(), "qo_indptr");
+  bad = test::DenseRequest(Arch::kGfx942, 16, 1, {2000000000}, 4);  // 2e9 tokens: refused, not OOM
+  EXPECT_EQ(BuildMlaInputs(bad, o).status().field(), "kv_indptr");
   // A plan for another head count than the inputs'.
   const PlanRequest r64 = test::DenseRequest(Arch::kGfx942, 64, 1, {10}, 4);
   auto in = BuildMlaInputs(r, o);
