@@ -34,12 +34,12 @@ Status CheckDims(const MlaInputs& in) {
   if (in.num_heads < 1) return InvalidArgumentError("num_heads", "must be >= 1");
   if (in.head_dim_qk < 1) return InvalidArgumentError("head_dim_qk", "must be >= 1");
   if (in.head_dim_v < 1 || in.head_dim_v > in.head_dim_qk)
-    return InvalidArgumentError("head_dim_v", "must be in 1..head_dim_qk (V is a prefix of K), got " +
-                                                  S(in.head_dim_v));
+    return InvalidArgumentError(
+        "head_dim_v", "must be in 1..head_dim_qk (V is a prefix of K), got " + S(in.head_dim_v));
   if (in.page_size < 1) return InvalidArgumentError("page_size", "must be >= 1");
   if (in.num_pages < 0) return InvalidArgumentError("num_pages", "must be >= 0");
-  for (auto [name, v] : {std::pair<const char*, double>{"q_scale", in.q_scale},
-                         {"kv_scale", in.kv_scale}})
+  for (auto [name, v] :
+       {std::pair<const char*, double>{"q_scale", in.q_scale}, {"kv_scale", in.kv_scale}})
     if (!(std::isfinite(v) && v > 0)) return InvalidArgumentError(name, "must be finite and > 0");
   if (!(std::isfinite(in.sm_scale) && in.sm_scale >= 0))
     return InvalidArgumentError("sm_scale", "must be finite and >= 0 (0 = 1/sqrt(head_dim_qk))");
@@ -49,13 +49,15 @@ Status CheckDims(const MlaInputs& in) {
 Status CheckDenseKv(const MlaInputs& in) {
   const int32_t batch = in.num_requests();
   if (static_cast<int32_t>(in.kv_last_page_lens.size()) != batch)
-    return InvalidArgumentError("kv_last_page_lens", "must hold one entry per request (" + S(batch) +
-                                                         "), got " + S(in.kv_last_page_lens.size()));
+    return InvalidArgumentError("kv_last_page_lens", "must hold one entry per request (" +
+                                                         S(batch) + "), got " +
+                                                         S(in.kv_last_page_lens.size()));
   for (int32_t b = 0; b < batch; ++b) {
     const int32_t len = in.kv_last_page_lens[b];
     if (len < 0 || len > in.page_size)
-      return InvalidArgumentError(At("kv_last_page_lens", b),
-                                  "must be in 0..page_size (" + S(in.page_size) + "), got " + S(len));
+      return InvalidArgumentError(
+          At("kv_last_page_lens", b),
+          "must be in 0..page_size (" + S(in.page_size) + "), got " + S(len));
   }
   const int64_t used = in.kv_indptr.back();
   if (static_cast<int64_t>(in.kv_indices.size()) < used)
@@ -63,16 +65,17 @@ Status CheckDenseKv(const MlaInputs& in) {
                                                   " entries but kv_indptr uses " + S(used));
   for (int64_t i = 0; i < used; ++i)
     if (in.kv_indices[i] < 0 || in.kv_indices[i] >= in.num_pages)
-      return InvalidArgumentError(At("kv_indices", i), "page id " + S(in.kv_indices[i]) +
-                                                          " is outside the cache (0.." +
-                                                          S(in.num_pages) + ")");
+      return InvalidArgumentError(
+          At("kv_indices", i),
+          "page id " + S(in.kv_indices[i]) + " is outside the cache (0.." + S(in.num_pages) + ")");
   return OkStatus();
 }
 
 Status CheckSparseKv(const MlaInputs& in) {
   if (in.page_size != 1)
-    return InvalidArgumentError("page_size", "sparse top-k mode is modelled for page_size 1 only "
-                                             "(aiter's test_mla_sparse.py, §8.1)");
+    return InvalidArgumentError("page_size",
+                                "sparse top-k mode is modelled for page_size 1 only "
+                                "(aiter's test_mla_sparse.py, §8.1)");
   const int64_t want = int64_t{in.q_rows()} * in.topk;
   if (static_cast<int64_t>(in.topk_indices.size()) != want)
     return InvalidArgumentError("topk_indices", "must hold q_rows * topk = " + S(want) +
@@ -126,7 +129,8 @@ class Monolithic {
   void Emit(int64_t q_first, int64_t r0, int64_t m) {
     const int32_t dv = in_.head_dim_v;
     const NumFormat f = prec_.out_format;
-    const bool exact = f == NumFormat::kFp64 || (f == NumFormat::kFp32 && sizeof(T) == sizeof(float));
+    const bool exact =
+        f == NumFormat::kFp64 || (f == NumFormat::kFp32 && sizeof(T) == sizeof(float));
     for (int64_t r = 0; r < m; ++r) {
       const int64_t out_row = q_first * in_.num_heads + r0 + r;
       double* dst = out_.o.data() + out_row * dv;
@@ -214,23 +218,24 @@ Status ValidateMlaInputs(const MlaInputs& in) {
   MLASIM_RETURN_IF_ERROR(CheckIndptr(in.qo_indptr, "qo_indptr"));
   MLASIM_RETURN_IF_ERROR(CheckIndptr(in.kv_indptr, "kv_indptr"));
   if (in.kv_indptr.size() != in.qo_indptr.size())
-    return InvalidArgumentError("kv_indptr", "must have as many entries as qo_indptr (B+1 = " +
-                                                 S(in.qo_indptr.size()) + "), got " +
-                                                 S(in.kv_indptr.size()));
+    return InvalidArgumentError(
+        "kv_indptr", "must have as many entries as qo_indptr (B+1 = " + S(in.qo_indptr.size()) +
+                         "), got " + S(in.kv_indptr.size()));
   const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
   if (static_cast<int64_t>(in.q.size()) != q_elems)
     return InvalidArgumentError("q", "must hold q_rows * num_heads * head_dim_qk = " + S(q_elems) +
                                          " values, got " + S(in.q.size()));
   const int64_t kv_elems = int64_t{in.num_pages} * in.page_size * in.head_dim_qk;
   if (static_cast<int64_t>(in.kv_cache.size()) != kv_elems)
-    return InvalidArgumentError("kv_cache", "must hold num_pages * page_size * head_dim_qk = " +
-                                                S(kv_elems) + " values, got " +
-                                                S(in.kv_cache.size()));
+    return InvalidArgumentError("kv_cache",
+                                "must hold num_pages * page_size * head_dim_qk = " + S(kv_elems) +
+                                    " values, got " + S(in.kv_cache.size()));
   if (in.topk < -1) return InvalidArgumentError("topk", "must be -1 (dense) or >= 0 (sparse)");
   return in.topk >= 0 ? CheckSparseKv(in) : CheckDenseKv(in);
 }
 
-StatusOr<AttentionOutput> RunMonolithic(const MlaInputs& inputs, const AttentionPrecision& precision) {
+StatusOr<AttentionOutput> RunMonolithic(const MlaInputs& inputs,
+                                        const AttentionPrecision& precision) {
   MLASIM_RETURN_IF_ERROR(ValidateMlaInputs(inputs));
   AttentionOutput out;
   out.q_rows = inputs.q_rows();
@@ -270,7 +275,6 @@ const char* NumericsBufferName(NumericsBuffer b) {
     case NumericsBuffer::kKvIndices: return "kv_indices";
     case NumericsBuffer::kTopkIndices: return "topk_indices";
     case NumericsBuffer::kKvIndptr: return "kv_indptr";
-    case NumericsBuffer::kLastPageLens: return "kv_last_page_lens";
     case NumericsBuffer::kWorkIndptr: return "work_indptr";
     case NumericsBuffer::kWorkInfo: return "work_info";
     case NumericsBuffer::kReduceIndptr: return "reduce_indptr";

@@ -77,17 +77,17 @@ namespace mlasim::ref {
 // One decode step's tensors, already rounded to their storage formats (see ref/dtypes.h):
 // value = stored * scale per tensor.
 struct MlaInputs {
-  int32_t num_heads = 16;      // q heads (one KV head)
-  int32_t head_dim_qk = 576;   // D: K and q width (512 latent + 64 rope)
-  int32_t head_dim_v = 512;    // Dv: V = the first Dv columns of each KV row
-  int32_t page_size = 1;       // tokens per page, >= 1
+  int32_t num_heads = 16;     // q heads (one KV head)
+  int32_t head_dim_qk = 576;  // D: K and q width (512 latent + 64 rope)
+  int32_t head_dim_v = 512;   // Dv: V = the first Dv columns of each KV row
+  int32_t page_size = 1;      // tokens per page, >= 1
   int32_t num_pages = 0;
   std::vector<float> q;         // [q_rows, num_heads, head_dim_qk] stored values
   std::vector<float> kv_cache;  // [num_pages, page_size, head_dim_qk] stored values
   double q_scale = 1.0;         // per-tensor dequantisation scales, finite and > 0
   double kv_scale = 1.0;
-  double sm_scale = 0.0;        // softmax scale; 0 = 1/sqrt(head_dim_qk)
-  bool is_causal = true;        // dense only
+  double sm_scale = 0.0;                   // softmax scale; 0 = 1/sqrt(head_dim_qk)
+  bool is_causal = true;                   // dense only
   std::vector<int32_t> qo_indptr;          // [B+1] q rows (tokens) per request, from 0
   std::vector<int32_t> kv_indptr;          // [B+1] pages per request, from 0
   std::vector<int32_t> kv_indices;         // dense: page ids at kv_indptr positions
@@ -135,12 +135,12 @@ StatusOr<AttentionOutput> RunMonolithic(const MlaInputs& inputs,
 // shown to fail on it; kNone is the contract above. The monolithic path never uses them.
 enum class NumericsMutant : uint8_t {
   kNone = 0,
-  kMergePieceTwice,         // the reduce merges the first piece of every group twice
-  kPartialRowOffByOne,      // split pieces write partial rows at partial_qo_loc + r + 1
-  kEmptySplitGarbage,       // a split piece's row with no visible key writes 0/0 = NaN as its
-                            // partial o (its lse is -inf), which the reduce merges (aiter #4711)
-  kUnnormalizedPartial,     // split pieces write sum_j p_j v_j without dividing by sum_j p_j
-  kCausalOffByOne,          // the causal rule lets row i see key i + Lk - Lq + 1
+  kMergePieceTwice,           // the reduce merges the first piece of every group twice
+  kPartialRowOffByOne,        // split pieces write partial rows at partial_qo_loc + r + 1
+  kEmptySplitGarbage,         // a split piece's row with no visible key writes 0/0 = NaN as its
+                              // partial o (its lse is -inf), which the reduce merges (aiter #4711)
+  kUnnormalizedPartial,       // split pieces write sum_j p_j v_j without dividing by sum_j p_j
+  kCausalOffByOne,            // the causal rule lets row i see key i + Lk - Lq + 1
   kTopkMinusOneDereferenced,  // a -1 top-k entry is read as KV-cache row -1 instead of masked
   kCount,
 };
@@ -160,17 +160,16 @@ struct PlanExecOptions {
 
 // Buffers named in poison findings.
 enum class NumericsBuffer : uint8_t {
-  kO,                 // final o and final lse rows (caller layout: q row = token, heads)
-  kPartialO,          // fp32 partial o + partial lse rows (aiter's logits / attn_lse)
-  kKvCache,           // KV cache rows (page * page_size + slot)
-  kKvIndices,         // the page table (dense) positions
-  kTopkIndices,       // the flattened [q_rows, topk] index matrix (sparse) positions
-  kKvIndptr,          // request index (batch_idx) outside the batch
-  kLastPageLens,
+  kO,            // final o and final lse rows (caller layout: q row = token, heads)
+  kPartialO,     // fp32 partial o + partial lse rows (aiter's logits / attn_lse)
+  kKvCache,      // KV cache rows (page * page_size + slot)
+  kKvIndices,    // the page table (dense) positions
+  kTopkIndices,  // the flattened [q_rows, topk] index matrix (sparse) positions
+  kKvIndptr,     // request index (batch_idx) outside the batch
   kWorkIndptr,
-  kWorkInfo,          // element w*8 + field
+  kWorkInfo,  // element w*8 + field
   kReduceIndptr,
-  kReduceFinalMap,    // element t*2 + {0,1}
+  kReduceFinalMap,  // element t*2 + {0,1}
   kReducePartialMap,
 };
 const char* NumericsBufferName(NumericsBuffer b);
@@ -187,25 +186,25 @@ const char* PoisonKindName(PoisonKind k);
 // One output range whose values depend on poison, and where the poison came from.
 struct PoisonFinding {
   PoisonKind kind;
-  NumericsBuffer output;      // buffer holding the poison-dependent values
-  int64_t row_begin = -1;     // rows [row_begin, row_end) of `output`; -1: unknown rows
-  int64_t row_end = -1;       //   (kO: caller q rows; kPartialO: partial rows)
-  int32_t head_begin = 0;     // heads [head_begin, head_end) of those rows (caller heads for kO)
+  NumericsBuffer output;   // buffer holding the poison-dependent values
+  int64_t row_begin = -1;  // rows [row_begin, row_end) of `output`; -1: unknown rows
+  int64_t row_end = -1;    //   (kO: caller q rows; kPartialO: partial rows)
+  int32_t head_begin = 0;  // heads [head_begin, head_end) of those rows (caller heads for kO)
   int32_t head_end = 0;
   NumericsBuffer source = NumericsBuffer::kO;  // where the poison was read (kO: never written)
-  int64_t source_index = -1;  // element or row read; first of a contiguous run
-  int32_t work = -1;          // work item involved, -1 if none
-  int32_t tile = -1;          // reduce tile involved, -1 if none
+  int64_t source_index = -1;                   // element or row read; first of a contiguous run
+  int32_t work = -1;                           // work item involved, -1 if none
+  int32_t tile = -1;                           // reduce tile involved, -1 if none
   std::string ToString() const;
 };
 
 struct PlanDrivenResult {
-  AttentionOutput out;                 // caller layout; poison rows are NaN
-  std::vector<PoisonFinding> poison;   // empty when nothing depends on poison
-  int64_t poison_dropped = 0;          // findings past the first 4096, counted, not stored
+  AttentionOutput out;                // caller layout; poison rows are NaN
+  std::vector<PoisonFinding> poison;  // empty when nothing depends on poison
+  int64_t poison_dropped = 0;         // findings past the first 4096, counted, not stored
   int32_t works_run = 0;
-  int32_t tiles_reduced = 0;           // reduce groups with >= 2 pieces
-  int64_t partial_rows = 0;            // rows of the partial buffers
+  int32_t tiles_reduced = 0;  // reduce groups with >= 2 pieces
+  int64_t partial_rows = 0;   // rows of the partial buffers
   int64_t partial_rows_written = 0;
   int64_t partial_rows_without_key = 0;  // split-piece rows with no visible key (§11.6)
   int32_t fold_ratio = 1;

@@ -26,15 +26,15 @@ using RowMatMap = Eigen::Map<RowMat<T>>;
 // Growable scratch, reused across blocks so a fuzzing loop does not allocate per work item.
 template <typename T>
 struct BlockBuffers {
-  std::vector<T> q;                 // m x D, scaled by the logit scale
-  std::vector<T> k;                 // n x D
-  std::vector<T> s;                 // m x n: scores, then P
-  std::vector<T> o;                 // m x Dv
-  std::vector<uint8_t> col_valid;   // n: 0 = masked key (sparse invalid entry, zero row)
-  std::vector<int32_t> row_limit;   // m: keys [0, limit) pass the causal rule
-  std::vector<T> lse;               // m
-  std::vector<T> row_sum;           // m
-  std::vector<uint8_t> row_empty;   // m: no visible key
+  std::vector<T> q;                // m x D, scaled by the logit scale
+  std::vector<T> k;                // n x D
+  std::vector<T> s;                // m x n: scores, then P
+  std::vector<T> o;                // m x Dv
+  std::vector<uint8_t> col_valid;  // n: 0 = masked key (sparse invalid entry, zero row)
+  std::vector<int32_t> row_limit;  // m: keys [0, limit) pass the causal rule
+  std::vector<T> lse;              // m
+  std::vector<T> row_sum;          // m
+  std::vector<uint8_t> row_empty;  // m: no visible key
 
   void Resize(int64_t m, int64_t n, int32_t d, int32_t dv) {
     auto grow = [](auto& v, int64_t size) {
@@ -62,15 +62,16 @@ BlockBuffers<T>& ThreadBlockBuffers() {
 }
 
 struct BlockParams {
-  int64_t m = 0;                // query rows
-  int64_t n = 0;                // keys
+  int64_t m = 0;  // query rows
+  int64_t n = 0;  // keys
   int32_t head_dim_qk = 0;
   int32_t head_dim_v = 0;
   bool has_invalid_cols = false;  // consult col_valid
-  double v_scale = 1.0;         // kv_scale, applied to o
+  double v_scale = 1.0;           // kv_scale, applied to o
   NumFormat p_format = NumFormat::kFp64;
-  bool normalize = true;        // false: o = sum_j p_j v_j (NumericsMutant::kUnnormalizedPartial)
-  bool empty_rows_nan = false;  // true: empty rows get 0/0 = NaN (NumericsMutant::kEmptySplitGarbage)
+  bool normalize = true;  // false: o = sum_j p_j v_j (NumericsMutant::kUnnormalizedPartial)
+  bool empty_rows_nan =
+      false;  // true: empty rows get 0/0 = NaN (NumericsMutant::kEmptySplitGarbage)
 };
 
 // Rounds every element of p to `format` (no-op for formats at least as wide as T).

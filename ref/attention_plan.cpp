@@ -28,14 +28,14 @@ enum class RowState : uint8_t { kUnwritten = 0, kWritten, kTainted };
 
 // Batch geometry shared by the validation and the executor.
 struct Geometry {
-  int32_t batch = 0;        // real requests
-  int32_t heads = 0;        // H (caller)
-  int32_t fold = 1;         // R
-  int32_t group_heads = 0;  // H' = H / R: heads per planner row
-  int32_t rows_per_unit = 1;  // dense: uni_seqlen_qo; sparse: 1
+  int32_t batch = 0;               // real requests
+  int32_t heads = 0;               // H (caller)
+  int32_t fold = 1;                // R
+  int32_t group_heads = 0;         // H' = H / R: heads per planner row
+  int32_t rows_per_unit = 1;       // dense: uni_seqlen_qo; sparse: 1
   int32_t tokens_per_request = 1;  // sparse ori
-  int64_t q_rows = 0;       // caller q rows (tokens)
-  int64_t folded_rows = 0;  // q_rows * R
+  int64_t q_rows = 0;              // caller q rows (tokens)
+  int64_t folded_rows = 0;         // q_rows * R
   int64_t partial_rows = 0;
   bool sparse = false;
   bool sparse_batch_is_request = true;  // 2026-08 (#3310); 2026-03: the virtual index
@@ -60,11 +60,13 @@ StatusOr<Geometry> MakeGeometry(const MlaInputs& in, const PlanRequest& req, con
   if (req.num_heads_k != 1)
     return InvalidArgumentError("request.num_heads_k", "MLA decode has one KV head");
   if (req.heads_per_head_k != in.num_heads)
-    return InvalidArgumentError("request.heads_per_head_k",
-                                S(req.heads_per_head_k) + " heads but the inputs hold " + S(in.num_heads));
+    return InvalidArgumentError(
+        "request.heads_per_head_k",
+        S(req.heads_per_head_k) + " heads but the inputs hold " + S(in.num_heads));
   if (req.page_size != in.page_size)
     return InvalidArgumentError("request.page_size", "differs from the inputs' page_size");
-  if (req.topk != in.topk) return InvalidArgumentError("request.topk", "differs from the inputs' topk");
+  if (req.topk != in.topk)
+    return InvalidArgumentError("request.topk", "differs from the inputs' topk");
   if (req.kv_indptr != in.kv_indptr)
     return InvalidArgumentError("request.kv_indptr", "differs from the inputs' kv_indptr");
   if (!g.sparse && req.kv_last_page_lens != in.kv_last_page_lens)
@@ -79,9 +81,9 @@ StatusOr<Geometry> MakeGeometry(const MlaInputs& in, const PlanRequest& req, con
   g.fold = fold;
   g.group_heads = in.num_heads / fold;
   if (plan.derived.planner_heads != g.group_heads)
-    return InvalidArgumentError("plan.derived.planner_heads",
-                                S(plan.derived.planner_heads) + ", expected heads / fold_ratio = " +
-                                    S(g.group_heads));
+    return InvalidArgumentError(
+        "plan.derived.planner_heads",
+        S(plan.derived.planner_heads) + ", expected heads / fold_ratio = " + S(g.group_heads));
   if (g.sparse) {
     g.rows_per_unit = 1;
     g.tokens_per_request = g.batch > 0 ? in.qo_indptr[1] - in.qo_indptr[0] : 1;
@@ -161,8 +163,9 @@ class PlanExecutor {
     if (!list.empty()) {
       PoisonFinding& last = list.back();
       const bool same = last.kind == f.kind && last.output == f.output && last.source == f.source &&
-                        last.work == f.work && last.tile == f.tile && last.head_begin == f.head_begin &&
-                        last.head_end == f.head_end && last.row_begin >= 0 && last.row_end == f.row_begin;
+                        last.work == f.work && last.tile == f.tile &&
+                        last.head_begin == f.head_begin && last.head_end == f.head_end &&
+                        last.row_begin >= 0 && last.row_end == f.row_begin;
       const int64_t span = last.row_end - last.row_begin;
       const bool source_run = f.source_index < 0 ? last.source_index < 0
                                                  : (f.source_index == last.source_index ||
@@ -180,7 +183,8 @@ class PlanExecutor {
   }
 
   // A finding whose output is folded row `row` of o (reported in caller coordinates).
-  void AddOFinding(PoisonKind kind, int64_t row, const PoisonSource& src, int32_t work, int32_t tile) {
+  void AddOFinding(PoisonKind kind, int64_t row, const PoisonSource& src, int32_t work,
+                   int32_t tile) {
     PoisonFinding f{kind, NumericsBuffer::kO};
     if (row >= 0) {
       const Unfolded u = UnfoldRow(g_, row);
@@ -255,15 +259,17 @@ class PlanExecutor {
       const CellRead a = ReadCell(wi, c), b = ReadCell(wi, c + 1);
       if (!a.ok || !b.ok) {
         AddOFinding(a.ok ? b.kind : a.kind, -1,
-                    PoisonSource{true, a.ok ? b.kind : a.kind, NumericsBuffer::kWorkIndptr, a.ok ? c + 1 : c},
+                    PoisonSource{true, a.ok ? b.kind : a.kind, NumericsBuffer::kWorkIndptr,
+                                 a.ok ? c + 1 : c},
                     -1, -1);
         continue;
       }
       for (int64_t w = std::max(0, a.value); w < b.value; ++w) {
         if (w >= rows) {
-          AddOFinding(PoisonKind::kOutOfRangeRead, -1,
-                      PoisonSource{true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo, w * 8},
-                      static_cast<int32_t>(w), -1);
+          AddOFinding(
+              PoisonKind::kOutOfRangeRead, -1,
+              PoisonSource{true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo, w * 8},
+              static_cast<int32_t>(w), -1);
           break;
         }
         RunWork(static_cast<int32_t>(w));
@@ -281,7 +287,9 @@ class PlanExecutor {
     for (int32_t i = 0; i < 7; ++i) {
       const CellRead c = ReadCell(plan_.work_info, int64_t{w} * 8 + i);
       if (!c.ok) {
-        AddOFinding(c.kind, -1, PoisonSource{true, c.kind, NumericsBuffer::kWorkInfo, int64_t{w} * 8 + i}, w, -1);
+        AddOFinding(c.kind, -1,
+                    PoisonSource{true, c.kind, NumericsBuffer::kWorkInfo, int64_t{w} * 8 + i}, w,
+                    -1);
         return false;
       }
       f[i] = c.value;
@@ -294,7 +302,8 @@ class PlanExecutor {
     if (!ReadWork(w, f)) return;
     ++res_.works_run;
     const int64_t q0 = f[kQoStart], q1 = f[kQoEnd];
-    const PoisonSource work_field = {true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo, int64_t{w} * 8};
+    const PoisonSource work_field = {true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo,
+                                     int64_t{w} * 8};
     if (q0 < 0 || q1 > g_.folded_rows || q1 < q0) {
       PoisonSource src = work_field;
       src.index += kQoStart;
@@ -306,8 +315,9 @@ class PlanExecutor {
     PoisonSource poison;
     const int64_t n = GatherKeys(kv, &poison);
     const int64_t rows = (q1 - q0) * g_.group_heads;
-    const int64_t chunk = std::max<int64_t>(g_.group_heads, kMaxScoreElements / std::max<int64_t>(n, 1) /
-                                                                g_.group_heads * g_.group_heads);
+    const int64_t chunk =
+        std::max<int64_t>(g_.group_heads, kMaxScoreElements / std::max<int64_t>(n, 1) /
+                                              g_.group_heads * g_.group_heads);
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t m = std::min(chunk, rows - r0);
       buf_.Resize(m, n, in_.head_dim_qk, in_.head_dim_v);
@@ -344,7 +354,8 @@ class PlanExecutor {
     }
     if (batch < 0 || b >= g_.batch) {
       AddOFinding(PoisonKind::kOutOfRangeRead, -1,
-                  PoisonSource{true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndptr, b + 1}, w, -1);
+                  PoisonSource{true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndptr, b + 1},
+                  w, -1);
       return false;
     }
     kv->request = static_cast<int32_t>(b);
@@ -354,8 +365,9 @@ class PlanExecutor {
       kv->p1 = f[kKvEnd];
     } else {
       kv->p0 = int64_t{f[kKvStart]} * page;
-      kv->p1 = (f[kKvOffset] != 0 || page == 1) ? int64_t{f[kKvEnd]} * page
-                                                : int64_t{f[kKvEnd] - 1} * page + in_.kv_last_page_lens[b];
+      kv->p1 = (f[kKvOffset] != 0 || page == 1)
+                   ? int64_t{f[kKvEnd]} * page
+                   : int64_t{f[kKvEnd] - 1} * page + in_.kv_last_page_lens[b];
     }
     if (kv->p1 < kv->p0) kv->p1 = kv->p0;
     return true;
@@ -389,7 +401,8 @@ class PlanExecutor {
       int64_t row;
       if (g_.sparse) {
         row = in_.topk_indices[p];
-        const bool minus_one_read = row == -1 && opt_.mutant == NumericsMutant::kTopkMinusOneDereferenced;
+        const bool minus_one_read =
+            row == -1 && opt_.mutant == NumericsMutant::kTopkMinusOneDereferenced;
         if ((row < 0 || row >= cache_rows) && !minus_one_read) {  // masked, never read
           std::fill(dst, dst + d, T(0));
           buf_.col_valid[j] = 0;
@@ -430,7 +443,8 @@ class PlanExecutor {
         const int64_t i = u.token - in_.qo_indptr[kv.request];  // row index within the request
         limit = i + lk - lq + 1 + off_by_one - key_first_;
       }
-      const int32_t lim = static_cast<int32_t>(std::clamp<int64_t>(limit, 0, std::max<int64_t>(n, 0)));
+      const int32_t lim =
+          static_cast<int32_t>(std::clamp<int64_t>(limit, 0, std::max<int64_t>(n, 0)));
       for (int32_t h = 0; h < hg; ++h) buf_.row_limit[r + h] = lim;
     }
   }
@@ -471,8 +485,8 @@ class PlanExecutor {
       const int64_t prow = int64_t{loc} + (first_row + i - q0) + shift;
       if (prow < 0 || prow >= g_.partial_rows) {
         AddPartialFinding(PoisonKind::kOutOfRangeWrite, prow,
-                          PoisonSource{true, PoisonKind::kOutOfRangeWrite, NumericsBuffer::kWorkInfo,
-                                       int64_t{w} * 8 + kPartialQoLoc},
+                          PoisonSource{true, PoisonKind::kOutOfRangeWrite,
+                                       NumericsBuffer::kWorkInfo, int64_t{w} * 8 + kPartialQoLoc},
                           w);
         continue;
       }
@@ -489,8 +503,10 @@ class PlanExecutor {
   }
 
   static void RoundOutput(T* x, int64_t n, NumFormat format) {
-    if (format == NumFormat::kFp64 || (format == NumFormat::kFp32 && sizeof(T) == sizeof(float))) return;
-    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(RoundTo(format, static_cast<double>(x[i])));
+    if (format == NumFormat::kFp64 || (format == NumFormat::kFp32 && sizeof(T) == sizeof(float)))
+      return;
+    for (int64_t i = 0; i < n; ++i)
+      x[i] = static_cast<T>(RoundTo(format, static_cast<double>(x[i])));
   }
 
   // ---- stage 2: mla_reduce_v1 ---------------------------------------------------------------
@@ -503,7 +519,8 @@ class PlanExecutor {
     const CellRead g0 = ReadCell(plan_.reduce_indptr, t), g1 = ReadCell(plan_.reduce_indptr, t + 1);
     if (!g0.ok || !g1.ok) {
       const PoisonKind k = g0.ok ? g1.kind : g0.kind;
-      AddOFinding(k, -1, PoisonSource{true, k, NumericsBuffer::kReduceIndptr, g0.ok ? t + 1 : t}, -1, t);
+      AddOFinding(k, -1, PoisonSource{true, k, NumericsBuffer::kReduceIndptr, g0.ok ? t + 1 : t},
+                  -1, t);
       return;
     }
     int64_t n = int64_t{g1.value} - g0.value;
@@ -514,8 +531,10 @@ class PlanExecutor {
     const CellRead f1 = ReadCell(plan_.reduce_final_map, int64_t{t} * 2 + 1);
     if (!f0.ok || !f1.ok) {
       const PoisonKind k = f0.ok ? f1.kind : f0.kind;
-      AddOFinding(k, -1, PoisonSource{true, k, NumericsBuffer::kReduceFinalMap, int64_t{t} * 2 + (f0.ok ? 1 : 0)},
-                  -1, t);
+      AddOFinding(
+          k, -1,
+          PoisonSource{true, k, NumericsBuffer::kReduceFinalMap, int64_t{t} * 2 + (f0.ok ? 1 : 0)},
+          -1, t);
       return;
     }
     if (f0.value < 0 || f1.value > g_.folded_rows || f1.value < f0.value) {
@@ -532,7 +551,8 @@ class PlanExecutor {
     std::vector<Piece> pieces;
     for (int64_t i = 0; i < n; ++i)
       pieces.push_back({ReadCell(plan_.reduce_partial_map, g0.value + i), g0.value + i});
-    if (opt_.mutant == NumericsMutant::kMergePieceTwice) pieces.insert(pieces.begin(), pieces.front());
+    if (opt_.mutant == NumericsMutant::kMergePieceTwice)
+      pieces.insert(pieces.begin(), pieces.front());
     for (int64_t s = f0.value; s < f1.value; ++s) ReduceRow(t, s, s - f0.value, pieces);
   }
 
@@ -604,7 +624,8 @@ class PlanExecutor {
         std::fill(out.o.begin() + head0 * dv, out.o.begin() + (head0 + hg) * dv, kNaN);
         std::fill(out.lse.begin() + head0, out.lse.begin() + head0 + hg, kNaN);
         AddOFinding(PoisonKind::kNeverWritten, row,
-                    PoisonSource{true, PoisonKind::kNeverWritten, NumericsBuffer::kO, u.token}, -1, -1);
+                    PoisonSource{true, PoisonKind::kNeverWritten, NumericsBuffer::kO, u.token}, -1,
+                    -1);
         continue;
       }
       for (int64_t x = 0; x < int64_t{hg} * dv; ++x)
@@ -621,12 +642,12 @@ class PlanExecutor {
   PlanDrivenResult& res_;
   BlockBuffers<T>& buf_ = internal::ThreadBlockBuffers<T>();
   bool has_invalid_ = false;
-  int64_t key_first_ = 0;  // request key index of the work's first key (dense)
+  int64_t key_first_ = 0;   // request key index of the work's first key (dense)
   std::vector<T> o_, lse_;  // folded final buffers [folded_rows, H', Dv], [folded_rows, H']
   std::vector<RowState> o_state_;
-  std::unordered_map<int64_t, int64_t> part_slot_;  // partial row -> storage slot
+  std::unordered_map<int64_t, int64_t> part_slot_;    // partial row -> storage slot
   std::vector<T>& part_ = ThreadPartialScratch<T>();  // partial o + lse slots
-  int64_t part_capacity_ = 0;                       // slots usable in this call
+  int64_t part_capacity_ = 0;                         // slots usable in this call
   std::vector<RowState> part_state_;
   std::vector<const T*> pl_, pl_o_;
   int64_t dropped_ = 0;
@@ -642,7 +663,8 @@ StatusOr<PlanDrivenResult> RunPlanDriven(const MlaInputs& inputs, const PlanRequ
   res.out.q_rows = inputs.q_rows();
   res.out.num_heads = inputs.num_heads;
   res.out.head_dim_v = inputs.head_dim_v;
-  res.out.o.assign(static_cast<size_t>(int64_t{res.out.q_rows} * inputs.num_heads * inputs.head_dim_v), 0.0);
+  res.out.o.assign(
+      static_cast<size_t>(int64_t{res.out.q_rows} * inputs.num_heads * inputs.head_dim_v), 0.0);
   res.out.lse.assign(static_cast<size_t>(int64_t{res.out.q_rows} * inputs.num_heads), 0.0);
   if (options.precision.accumulate == Accumulate::kFp64) {
     PlanExecutor<double>(inputs, plan, options, g, res).Run();

@@ -17,8 +17,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 const FormatInfo kFormats[] = {
     {NumFormat::kFp64, "fp64", 64, 52, 11, 1023, -1022, std::numeric_limits<double>::max(), true,
      true, 0x1p-53},
-    {NumFormat::kFp32, "fp32", 32, 23, 8, 127, -126, static_cast<double>(std::numeric_limits<float>::max()),
-     true, true, 0x1p-24},
+    {NumFormat::kFp32, "fp32", 32, 23, 8, 127, -126,
+     static_cast<double>(std::numeric_limits<float>::max()), true, true, 0x1p-24},
     {NumFormat::kBf16, "bf16", 16, 7, 8, 127, -126, 0x1.fep127, true, true, 0x1p-8},
     {NumFormat::kFp16, "fp16", 16, 10, 5, 15, -14, 65504.0, true, true, 0x1p-11},
     {NumFormat::kFp8E4m3fn, "fp8_e4m3fn", 8, 3, 4, 7, -6, 448.0, false, true, 0x1p-4},

@@ -41,12 +41,12 @@ enum class Fp8Overflow : uint8_t {
 
 struct FormatInfo {
   NumFormat format;
-  const char* name;         // "bf16", "fp8_e4m3fn", ...
-  int32_t bits;             // storage width
-  int32_t mantissa_bits;    // stored fraction bits (significand precision - 1)
+  const char* name;       // "bf16", "fp8_e4m3fn", ...
+  int32_t bits;           // storage width
+  int32_t mantissa_bits;  // stored fraction bits (significand precision - 1)
   int32_t exponent_bits;
   int32_t exponent_bias;
-  int32_t min_normal_exp;   // unbiased exponent of the smallest normal value
+  int32_t min_normal_exp;  // unbiased exponent of the smallest normal value
   double max_finite;
   bool has_inf;
   bool has_negative_zero;

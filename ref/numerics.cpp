@@ -55,10 +55,10 @@ Status CheckOptions(const PlanRequest& r, const NumericsOptions& o) {
 StatusOr<std::vector<int32_t>> QoIndptr(const PlanRequest& r) {
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
   const int32_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
-  if (!r.qo_indptr.empty() && (static_cast<int32_t>(r.qo_indptr.size()) != batch + 1 ||
-                               !IsUniform(r.qo_indptr, per)))
-    return InvalidArgumentError("qo_indptr", "numerics need " + S(per) +
-                                                 " q rows per request (uniform) and B+1 entries");
+  if (!r.qo_indptr.empty() &&
+      (static_cast<int32_t>(r.qo_indptr.size()) != batch + 1 || !IsUniform(r.qo_indptr, per)))
+    return InvalidArgumentError(
+        "qo_indptr", "numerics need " + S(per) + " q rows per request (uniform) and B+1 entries");
   std::vector<int32_t> out(static_cast<size_t>(batch) + 1);
   for (int32_t b = 0; b <= batch; ++b) out[b] = b * per;
   return out;
@@ -94,12 +94,12 @@ void FillTopk(SplitMix64& rng, const NumericsOptions& opt, MlaInputs& in) {
         if (e < len) {
           const auto pick = e + static_cast<int32_t>(rng.Below(static_cast<uint64_t>(ctx - e)));
           std::swap(ctx_rows[e], ctx_rows[pick]);  // a partial Fisher-Yates: distinct entries
-          const bool invalid =
-              static_cast<int64_t>(rng.Below(1000)) < opt.invalid_topk_per_mille;
+          const bool invalid = static_cast<int64_t>(rng.Below(1000)) < opt.invalid_topk_per_mille;
           row[e] = invalid ? static_cast<int32_t>(sentinels[rng.Below(std::size(sentinels))])
                            : ctx_rows[e];
         } else if (used_rows < rows && (e & 1)) {
-          row[e] = static_cast<int32_t>(used_rows + static_cast<int64_t>(rng.Below(rows - used_rows)));
+          row[e] =
+              static_cast<int32_t>(used_rows + static_cast<int64_t>(rng.Below(rows - used_rows)));
         } else {
           row[e] = INT_MAX;
         }
@@ -123,8 +123,9 @@ int64_t MaxKeys(const MlaInputs& in) {
   int64_t m = 0;
   for (int32_t b = 0; b < in.num_requests(); ++b) {
     const int64_t pages = in.kv_indptr[b + 1] - in.kv_indptr[b];
-    m = std::max(m, in.topk >= 0 ? std::min<int64_t>(pages, in.topk)
-                                 : (pages == 0 ? 0 : (pages - 1) * in.page_size + in.kv_last_page_lens[b]));
+    m = std::max(m, in.topk >= 0
+                        ? std::min<int64_t>(pages, in.topk)
+                        : (pages == 0 ? 0 : (pages - 1) * in.page_size + in.kv_last_page_lens[b]));
   }
   return m;
 }
@@ -141,7 +142,8 @@ uint64_t SplitMix64::Next() {
 uint64_t SplitMix64::Below(uint64_t bound) {
   MLASIM_ASSERT(bound >= 1, "SplitMix64::Below needs bound >= 1");
   // Reject the top partial copy of [0, bound) so every value is equally likely.
-  const uint64_t limit = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
+  const uint64_t limit =
+      std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % bound;
   for (;;) {
     const uint64_t x = Next();
     if (x < limit) return x % bound;
@@ -192,7 +194,8 @@ OutputTolerances DeriveTolerances(const AttentionPrecision& p, int64_t max_keys,
                                   double lse_max) {
   const double u_acc = p.accumulate == Accumulate::kFp64 ? 0x1p-53 : 0x1p-24;
   const double u_p = p.p_format == NumFormat::kFp64 ? 0 : GetFormatInfo(p.p_format).unit_roundoff;
-  const double u_out = p.out_format == NumFormat::kFp64 ? 0 : GetFormatInfo(p.out_format).unit_roundoff;
+  const double u_out =
+      p.out_format == NumFormat::kFp64 ? 0 : GetFormatInfo(p.out_format).unit_roundoff;
   const double sqrt_n = std::sqrt(static_cast<double>(std::max<int64_t>(max_keys, 1)));
   const double vm = std::max(v_max, std::numeric_limits<double>::min());
   OutputTolerances t;
@@ -244,7 +247,8 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   if (kv_elems > kMaxTensorElements || q_elems > kMaxTensorElements)
     return InvalidArgumentError("kv_indptr", "the step needs " + S(std::max(kv_elems, q_elems)) +
                                                  " values in one tensor, more than the numerics "
-                                                 "limit of " + S(kMaxTensorElements) +
+                                                 "limit of " +
+                                                 S(kMaxTensorElements) +
                                                  "; run it at reduced sizes (fewer heads, shorter "
                                                  "contexts, smaller head dims)");
   in.num_pages = static_cast<int32_t>(pages);
@@ -252,9 +256,8 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   in.kv_indices = PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages);
 
   SplitMix64 q_rng = SplitMix64::Stream(opt.seed, kSaltQ);
-  MLASIM_ASSIGN_OR_RETURN(QuantizedTensor q,
-                          Quantize(RandomValues(q_rng, q_elems, opt.amplitude), qf, opt.q_scale,
-                                   opt.fp8_overflow));
+  MLASIM_ASSIGN_OR_RETURN(QuantizedTensor q, Quantize(RandomValues(q_rng, q_elems, opt.amplitude),
+                                                      qf, opt.q_scale, opt.fp8_overflow));
   in.q = std::move(q.stored);
 
   // The cache: NaN everywhere (unused page tails, spare pages), then each request's tokens.
@@ -263,13 +266,15 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   SplitMix64 kv_rng = SplitMix64::Stream(opt.seed, kSaltKv);
   for (int32_t b = 0; b < batch; ++b) {
     const int64_t np = in.kv_indptr[b + 1] - in.kv_indptr[b];
-    const int64_t tokens = in.topk >= 0 ? np : (np == 0 ? 0 : (np - 1) * in.page_size + in.kv_last_page_lens[b]);
+    const int64_t tokens =
+        in.topk >= 0 ? np : (np == 0 ? 0 : (np - 1) * in.page_size + in.kv_last_page_lens[b]);
     MLASIM_ASSIGN_OR_RETURN(QuantizedTensor kv,
                             Quantize(RandomValues(kv_rng, tokens * d, opt.amplitude), kf,
                                      opt.kv_scale, opt.fp8_overflow));
     for (int64_t j = 0; j < tokens; ++j) {
       const int64_t row =
-          int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size + j % in.page_size;
+          int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size +
+          j % in.page_size;
       std::copy(kv.stored.begin() + j * d, kv.stored.begin() + (j + 1) * d,
                 in.kv_cache.begin() + row * d);
     }
@@ -284,7 +289,8 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
 namespace {
 
 // (row, head) pairs of o named by poison findings.
-std::vector<uint8_t> PoisonMask(const std::vector<PoisonFinding>& poison, int32_t rows, int32_t heads) {
+std::vector<uint8_t> PoisonMask(const std::vector<PoisonFinding>& poison, int32_t rows,
+                                int32_t heads) {
   std::vector<uint8_t> mask(static_cast<size_t>(int64_t{rows} * heads), 0);
   for (const PoisonFinding& f : poison) {
     if (f.output != NumericsBuffer::kO || f.row_begin < 0) continue;
@@ -330,14 +336,16 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   for (size_t i = 0; i < o_mask.size(); ++i) o_mask[i] = pair_mask[i / dv];
   for (uint8_t m : pair_mask) rep.poisoned_rows += m;
   const auto& got = driven.out;
-  rep.o = CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()), rep.tolerance.o);
+  rep.o = CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()),
+                         rep.tolerance.o);
   rep.lse = CompareTensors(got.lse.data(), mono.lse.data(), static_cast<int64_t>(mono.lse.size()),
                            rep.tolerance.lse);
-  rep.o_unpoisoned = CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()),
-                                    rep.tolerance.o, o_mask.data());
-  rep.lse_unpoisoned = CompareTensors(got.lse.data(), mono.lse.data(),
-                                      static_cast<int64_t>(mono.lse.size()), rep.tolerance.lse,
-                                      pair_mask.data());
+  rep.o_unpoisoned =
+      CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()),
+                     rep.tolerance.o, o_mask.data());
+  rep.lse_unpoisoned =
+      CompareTensors(got.lse.data(), mono.lse.data(), static_cast<int64_t>(mono.lse.size()),
+                     rep.tolerance.lse, pair_mask.data());
   for (size_t i = 0; i < mono.o.size(); ++i) {
     rep.monolithic_nan += std::isnan(mono.o[i]);
     rep.unexplained_nan += std::isnan(got.o[i]) && !o_mask[i];

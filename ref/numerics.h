@@ -32,8 +32,8 @@ class SplitMix64 {
  public:
   explicit SplitMix64(uint64_t seed) : state_(seed) {}
   uint64_t Next();
-  uint64_t Below(uint64_t bound);  // uniform in [0, bound); bound >= 1
-  double Unit();                   // uniform in [0, 1), multiples of 2^-53
+  uint64_t Below(uint64_t bound);                    // uniform in [0, bound); bound >= 1
+  double Unit();                                     // uniform in [0, 1), multiples of 2^-53
   double Symmetric() { return 2.0 * Unit() - 1.0; }  // uniform in [-1, 1)
   // An independent stream for component `salt` (q, kv, top-k ...) of the same seed.
   static SplitMix64 Stream(uint64_t seed, uint64_t salt);
@@ -52,13 +52,13 @@ struct Tolerance {
 // One comparison, in the order of FlashMLA's tests: first the positions of NaN, +inf and -inf
 // must match, then the errors of the finite pairs.
 struct CompareResult {
-  int64_t elements = 0;              // compared (not skipped)
-  int64_t nan_mismatches = 0;        // exactly one side NaN
-  int64_t inf_mismatches = 0;        // one side +-inf and the other not the same infinity
+  int64_t elements = 0;                 // compared (not skipped)
+  int64_t nan_mismatches = 0;           // exactly one side NaN
+  int64_t inf_mismatches = 0;           // one side +-inf and the other not the same infinity
   int64_t first_anomaly_mismatch = -1;  // element index
-  double max_abs = 0;                // over finite pairs
+  double max_abs = 0;                   // over finite pairs
   int64_t max_abs_index = -1;
-  double max_rel = 0;                // |x - y| / |y| over finite pairs with y != 0
+  double max_rel = 0;  // |x - y| / |y| over finite pairs with y != 0
   int64_t max_rel_index = -1;
   // aiter's cal_diff: 1 - 2 sum(x y) / sum(x^2 + y^2) over finite pairs (0 when all are 0),
   // computed as the equal sum((x - y)^2) / sum(x^2 + y^2), which has no cancellation.
@@ -66,7 +66,7 @@ struct CompareResult {
   int64_t tolerance_violations = 0;  // finite pairs outside atol + rtol |y|
   int64_t first_violation = -1;
   bool anomalies_match() const { return nan_mismatches == 0 && inf_mismatches == 0; }
-  bool passed = false;               // anomalies match, no violation, cos_diff within tolerance
+  bool passed = false;  // anomalies match, no violation, cos_diff within tolerance
 };
 
 // Compares n elements; `skip` (optional, n flags) excludes elements.
@@ -85,18 +85,18 @@ OutputTolerances DeriveTolerances(const AttentionPrecision& precision, int64_t m
 
 struct NumericsOptions {
   uint64_t seed = 1;
-  int32_t head_dim_qk = 576;   // 512 latent + 64 rope; smaller values keep fuzzing fast
+  int32_t head_dim_qk = 576;  // 512 latent + 64 rope; smaller values keep fuzzing fast
   int32_t head_dim_v = 512;
   AttentionPrecision precision;  // default: fp32 accumulate, P and o not rounded
   // Storage formats; unset = the request's q/kv dtypes on its target (FormatForDType).
   std::optional<NumFormat> q_format;
   std::optional<NumFormat> kv_format;
   Fp8Overflow fp8_overflow = Fp8Overflow::kNaN;
-  double q_scale = 1.0;        // value = stored * scale
+  double q_scale = 1.0;  // value = stored * scale
   double kv_scale = 1.0;
-  double amplitude = 1.0;      // q and KV values are uniform in [-amplitude, amplitude)
-  double sm_scale = 0.0;       // 0 = 1/sqrt(head_dim_qk)
-  int32_t spare_pages = 2;     // NaN-filled pages no request owns
+  double amplitude = 1.0;                // q and KV values are uniform in [-amplitude, amplitude)
+  double sm_scale = 0.0;                 // 0 = 1/sqrt(head_dim_qk)
+  int32_t spare_pages = 2;               // NaN-filled pages no request owns
   int32_t invalid_topk_per_mille = 125;  // sparse: share of entries within a token's length
                                          // that are invalid (-1, INT_MAX, negative, ...)
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
@@ -114,9 +114,9 @@ struct NumericsReport {
   OutputTolerances tolerance;
   std::vector<PoisonFinding> poison;
   int64_t poison_dropped = 0;
-  int64_t poisoned_rows = 0;       // (q row, head) pairs named by poison findings on o
-  int64_t unexplained_nan = 0;     // plan-driven NaN in o/lse at pairs no finding names
-  int64_t monolithic_nan = 0;      // NaN in the monolithic result (always a bug)
+  int64_t poisoned_rows = 0;    // (q row, head) pairs named by poison findings on o
+  int64_t unexplained_nan = 0;  // plan-driven NaN in o/lse at pairs no finding names
+  int64_t monolithic_nan = 0;   // NaN in the monolithic result (always a bug)
   // Inputs and work, for reports.
   NumFormat q_format = NumFormat::kFp32;
   NumFormat kv_format = NumFormat::kFp32;

@@ -33,8 +33,8 @@ void BM_PeakFp32MulAdd(benchmark::State& state) {
   constexpr int kAcc = 128;
   constexpr int64_t kSteps = 1 << 20;
   for (auto _ : state) benchmark::DoNotOptimize(MulAddLoop<kAcc>(kSteps, 0.999999f, 1e-7f));
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kAcc * kSteps / 1e9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * kAcc * kSteps / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_PeakFp32MulAdd)->Unit(benchmark::kMillisecond);
 

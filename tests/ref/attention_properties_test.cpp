@@ -33,9 +33,10 @@ std::ostream& operator<<(std::ostream& os, const NumericsCase& c) {
   os << "] lpl=[";
   for (int32_t x : r.kv_last_page_lens) os << x << ",";
   const AttentionPrecision& p = c.options.precision;
-  os << "] dims=" << c.options.head_dim_qk << "/" << c.options.head_dim_v << " acc="
-     << (p.accumulate == Accumulate::kFp64 ? "fp64" : "fp32") << " p=" << NumFormatName(p.p_format)
-     << " out=" << NumFormatName(p.out_format) << " seed=" << c.options.seed;
+  os << "] dims=" << c.options.head_dim_qk << "/" << c.options.head_dim_v
+     << " acc=" << (p.accumulate == Accumulate::kFp64 ? "fp64" : "fp32")
+     << " p=" << NumFormatName(p.p_format) << " out=" << NumFormatName(p.out_format)
+     << " seed=" << c.options.seed;
   return os;
 }
 
@@ -46,11 +47,12 @@ rc::Gen<int32_t> GenKvTokens(int32_t qlen, int32_t block_tokens, int32_t max_tok
       {{1, rc::gen::just<int32_t>(0)},
        {1, rc::gen::just<int32_t>(1)},
        {1, rc::gen::inRange<int32_t>(0, qlen + 1)},
-       {3, rc::gen::map(rc::gen::pair(rc::gen::inRange<int32_t>(1, std::max(2, max_tokens / block_tokens)),
-                                      rc::gen::inRange<int32_t>(1, std::max(2, qlen))),
-                        [=](std::pair<int32_t, int32_t> p) {
-                          return std::min(max_tokens, p.first * block_tokens + p.second);
-                        })},
+       {3, rc::gen::map(
+               rc::gen::pair(rc::gen::inRange<int32_t>(1, std::max(2, max_tokens / block_tokens)),
+                             rc::gen::inRange<int32_t>(1, std::max(2, qlen))),
+               [=](std::pair<int32_t, int32_t> p) {
+                 return std::min(max_tokens, p.first * block_tokens + p.second);
+               })},
        {4, rc::gen::inRange<int32_t>(0, max_tokens + 1)}});
 }
 
@@ -63,10 +65,11 @@ rc::Gen<std::pair<PlanRequest, int32_t>> GenPagedShortTail() {
     const int32_t qlen = *rc::gen::inRange<int32_t>(2, 5);
     const auto kv = *rc::gen::container<std::vector<int32_t>>(
         static_cast<size_t>(*rc::gen::inRange<int32_t>(1, 3)),
-        rc::gen::map(rc::gen::pair(rc::gen::inRange<int32_t>(2, 24), rc::gen::inRange<int32_t>(1, qlen)),
-                     [page](std::pair<int32_t, int32_t> p) { return p.first * page + p.second; }));
-    PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, qlen, kv,
-                                       *rc::gen::inRange<int32_t>(8, 17), page, 1);
+        rc::gen::map(
+            rc::gen::pair(rc::gen::inRange<int32_t>(2, 24), rc::gen::inRange<int32_t>(1, qlen)),
+            [page](std::pair<int32_t, int32_t> p) { return p.first * page + p.second; }));
+    PlanRequest r =
+        test::DenseRequest(Arch::kGfx942, 16, qlen, kv, *rc::gen::inRange<int32_t>(8, 17), page, 1);
     return std::make_pair(r, qlen);
   });
 }
@@ -81,11 +84,12 @@ rc::Gen<NumericsCase> GenCase() {
     const int32_t kind = *rc::gen::weightedElement<int32_t>({{4, 0}, {1, 1}, {1, 2}});
     const bool sparse = kind == 1;
     const int32_t qlen = *rc::gen::inRange<int32_t>(1, sparse ? 4 : 5);
-    const int32_t page = sparse ? 1 : *rc::gen::weightedElement<int32_t>({{3, 1}, {1, 2}, {1, 4}, {1, 16}});
+    const int32_t page =
+        sparse ? 1 : *rc::gen::weightedElement<int32_t>({{3, 1}, {1, 2}, {1, 4}, {1, 16}});
     const int32_t gran = page == 1 ? *rc::gen::element(16, 32) : *rc::gen::element(1, 2, 16);
     const int32_t batch = *rc::gen::inRange<int32_t>(1, 7);
-    const int32_t max_tokens =
-        std::clamp<int32_t>((sparse ? 640000 : 160000) / (heads * qlen * batch), 8, sparse ? 3000 : 1500);
+    const int32_t max_tokens = std::clamp<int32_t>(
+        (sparse ? 640000 : 160000) / (heads * qlen * batch), 8, sparse ? 3000 : 1500);
     const auto kv = *rc::gen::container<std::vector<int32_t>>(
         static_cast<size_t>(batch), GenKvTokens(qlen, page * gran, max_tokens));
     const int32_t clusters = *rc::gen::inRange<int32_t>(2, 17);
@@ -101,20 +105,25 @@ rc::Gen<NumericsCase> GenCase() {
     PlanRequest& r = c.request;
     r.q_dtype = *rc::gen::element(DType::kBf16, DType::kBf16, DType::kFp8);
     r.kv_dtype = *rc::gen::element(r.q_dtype, r.q_dtype, DType::kBf16, DType::kFp8);
-    r.revision = *rc::gen::weightedElement<Revision>({{4, Revision::k2026_08}, {1, Revision::k2026_03}});
+    r.revision =
+        *rc::gen::weightedElement<Revision>({{4, Revision::k2026_08}, {1, Revision::k2026_03}});
     // 2026-03 trims per-token q tiles causally even when not causal (§16): a real aiter defect
     // for non-causal attention, kept out of this property.
-    r.is_causal = r.revision == Revision::k2026_03 || *rc::gen::weightedElement<bool>({{5, true}, {1, false}});
+    r.is_causal = r.revision == Revision::k2026_03 ||
+                  *rc::gen::weightedElement<bool>({{5, true}, {1, false}});
     r.max_split_per_batch = *rc::gen::element(-1, -1, 1, 4);
     NumericsOptions& o = c.options;
     o.seed = *rc::gen::arbitrary<uint64_t>();
     const bool wide = *rc::gen::weightedElement<bool>({{1, true}, {4, false}});
     o.head_dim_qk = wide ? 80 : 40;
     o.head_dim_v = wide ? 64 : 32;
-    o.precision.accumulate = *rc::gen::weightedElement<Accumulate>({{4, Accumulate::kFp32}, {1, Accumulate::kFp64}});
+    o.precision.accumulate =
+        *rc::gen::weightedElement<Accumulate>({{4, Accumulate::kFp32}, {1, Accumulate::kFp64}});
     const NumFormat kv_format = FormatForDType(r.kv_dtype, r.target);
-    o.precision.p_format = *rc::gen::weightedElement<NumFormat>({{3, NumFormat::kFp64}, {1, kv_format}});
-    o.precision.out_format = *rc::gen::weightedElement<NumFormat>({{3, NumFormat::kFp64}, {1, NumFormat::kBf16}});
+    o.precision.p_format =
+        *rc::gen::weightedElement<NumFormat>({{3, NumFormat::kFp64}, {1, kv_format}});
+    o.precision.out_format =
+        *rc::gen::weightedElement<NumFormat>({{3, NumFormat::kFp64}, {1, NumFormat::kBf16}});
     return c;
   });
 }

@@ -1,14 +1,14 @@
 // ref/dtypes.h: every fp8 code, the overflow/NaN/negative-zero rules of each format, and
 // RoundTo against independent references (exhaustive nearest-value search for fp8, the
 // compiler's _Float16 for fp16, the integer rounding trick for bf16).
-#include "ref/dtypes.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
+
+#include "ref/dtypes.h"
 
 namespace mlasim::ref {
 namespace {
@@ -123,8 +123,8 @@ TEST(NumericsDtypes, Fp8NegativeZeroAndTies) {
   EXPECT_FALSE(std::signbit(RoundTo(fnuz, -1e-9)));
   EXPECT_EQ(EncodeFp8(fn, -0.0), 0x80);
   EXPECT_EQ(EncodeFp8(fn, -1e-9), 0x80);
-  EXPECT_EQ(RoundTo(fn, 1.0 + 1.0 / 16), 1.0);      // tie: 1.000 (even) vs 1.001
-  EXPECT_EQ(RoundTo(fn, 1.0 + 3.0 / 16), 1.25);     // tie: 1.001 vs 1.010 (even)
+  EXPECT_EQ(RoundTo(fn, 1.0 + 1.0 / 16), 1.0);        // tie: 1.000 (even) vs 1.001
+  EXPECT_EQ(RoundTo(fn, 1.0 + 3.0 / 16), 1.25);       // tie: 1.001 vs 1.010 (even)
   EXPECT_EQ(RoundTo(fn, std::ldexp(1.0, -10)), 0.0);  // half the smallest subnormal: to 0
   EXPECT_EQ(RoundTo(fn, 3 * std::ldexp(1.0, -10)), std::ldexp(1.0, -8));  // 1.5 quanta -> 2
   EXPECT_EQ(RoundTo(fnuz, std::ldexp(1.0, -11)), 0.0);

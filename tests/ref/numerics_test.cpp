@@ -54,9 +54,9 @@ TEST(NumericsCompare, AnomalyPositionsFirst) {
   CompareResult r = CompareTensors(got.data(), want.data(), 5, tol);
   EXPECT_TRUE(r.passed);
   EXPECT_EQ(r.elements, 5);
-  got[1] = 0.0;     // NaN expected, value got
-  got[2] = -kInf;   // +inf expected, -inf got
-  got[4] = kNaN;    // value expected, NaN got
+  got[1] = 0.0;    // NaN expected, value got
+  got[2] = -kInf;  // +inf expected, -inf got
+  got[4] = kNaN;   // value expected, NaN got
   r = CompareTensors(got.data(), want.data(), 5, tol);
   EXPECT_FALSE(r.passed);
   EXPECT_EQ(r.nan_mismatches, 2);
@@ -161,7 +161,8 @@ TEST(NumericsInputs, RejectsWhatItCannotModel) {
   ASSERT_TRUE(in.ok());
   EXPECT_EQ(RunPlanDriven(*in, r64, *PlanMlaMetadata(r64)).status().field(),
             "request.heads_per_head_k");
-  EXPECT_EQ(RunPlanDriven(*in, r, *PlanMlaMetadata(r64)).status().field(), "plan.derived.planner_heads");
+  EXPECT_EQ(RunPlanDriven(*in, r, *PlanMlaMetadata(r64)).status().field(),
+            "plan.derived.planner_heads");
   bad = r;
   bad.kv_indptr = {0, 11};
   EXPECT_EQ(RunPlanDriven(*in, bad, *PlanMlaMetadata(r)).status().field(), "request.kv_indptr");
@@ -257,8 +258,8 @@ TEST(NumericsReduce, RowWithoutKeyInAnyPieceFollowsAiterFormula) {
   // is split into pieces [0,1) and [1,2). §12: a row whose every piece has lse -inf gets
   // S = NaN -> L = +inf and O = 0, where the monolithic answer has lse -inf.
   const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 4, {2}, 1);
-  const Plan plan = HandPlan(16, {{0, 0, 0, 4, 0, 1, 1, 0}, {0, 4, 0, 4, 1, 2, 0, 0}}, {0, 2},
-                             {0, 4}, {0, 4});
+  const Plan plan =
+      HandPlan(16, {{0, 0, 0, 4, 0, 1, 1, 0}, {0, 4, 0, 4, 1, 2, 0, 0}}, {0, 2}, {0, 4}, {0, 4});
   NumericsOptions o = SmallDims();
   o.precision.accumulate = Accumulate::kFp64;
   auto in = BuildMlaInputs(r, o);
@@ -281,7 +282,8 @@ TEST(NumericsReduce, RowWithoutKeyInAnyPieceFollowsAiterFormula) {
     EXPECT_NEAR(got->out.o[x], mono->o[x], 1e-12);
   }
   // aiter #4711: a piece row without key whose partial o is 0/0 poisons the merge (0 x NaN).
-  PlanExecOptions garbage{o.precision, EmptyRowPolicy::kWriteZero, NumericsMutant::kEmptySplitGarbage};
+  PlanExecOptions garbage{o.precision, EmptyRowPolicy::kWriteZero,
+                          NumericsMutant::kEmptySplitGarbage};
   got = RunPlanDriven(*in, r, plan, garbage);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(std::isnan(got->out.o[2 * 16 * 32]));
@@ -354,16 +356,18 @@ TEST(NumericsPoison, GarbagePlansBecomeFindingsNotCrashes) {
 TEST(NumericsPoison, PlannerMutantsShowUpAsPoison) {
   const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 2, {300, 40, 700}, 8);
   // A split tile that lost its final piece: the reduce reads the partial row it never wrote.
-  auto rep = RunPlanNumerics(r, *PlanMlaMetadata(r, {PlannerChoice::kSerial, PlannerMutant::kDropLastPiece}),
-                             SmallDims());
+  auto rep = RunPlanNumerics(
+      r, *PlanMlaMetadata(r, {PlannerChoice::kSerial, PlannerMutant::kDropLastPiece}), SmallDims());
   ASSERT_TRUE(rep.ok());
   bool unwritten_partial = false;
   for (const PoisonFinding& f : rep->poison)
-    unwritten_partial |= f.kind == PoisonKind::kUnwrittenRead && f.source == NumericsBuffer::kPartialO;
+    unwritten_partial |=
+        f.kind == PoisonKind::kUnwrittenRead && f.source == NumericsBuffer::kPartialO;
   EXPECT_TRUE(unwritten_partial);
   // reduce_partial_map shifted by one tile: wrong or unwritten rows merged.
-  rep = RunPlanNumerics(r, *PlanMlaMetadata(r, {PlannerChoice::kSerial, PlannerMutant::kPartialMapOffByOne}),
-                        SmallDims());
+  rep = RunPlanNumerics(
+      r, *PlanMlaMetadata(r, {PlannerChoice::kSerial, PlannerMutant::kPartialMapOffByOne}),
+      SmallDims());
   ASSERT_TRUE(rep.ok());
   EXPECT_FALSE(rep->poison.empty() && rep->o.passed);
 }
@@ -397,7 +401,8 @@ TEST(NumericsPoison, TopkMinusOneDereferencedReadsBeforeTheCache) {
   auto clean = RunPlanDriven(in, r, plan);
   ASSERT_TRUE(clean.ok());
   EXPECT_TRUE(clean->poison.empty());
-  auto bad = RunPlanDriven(in, r, plan, {{}, EmptyRowPolicy::kWriteZero, NumericsMutant::kTopkMinusOneDereferenced});
+  auto bad = RunPlanDriven(
+      in, r, plan, {{}, EmptyRowPolicy::kWriteZero, NumericsMutant::kTopkMinusOneDereferenced});
   ASSERT_TRUE(bad.ok());
   ASSERT_FALSE(bad->poison.empty());
   EXPECT_EQ(bad->poison[0].source, NumericsBuffer::kKvCache);
