@@ -24,6 +24,7 @@ constexpr RegisterFn kCommands[] = {
     &RegisterReplay,
     &RegisterExplainFault,
     &RegisterPlan,
+    &RegisterNumerics,
 };
 
 std::string VersionString() {

@@ -48,5 +48,6 @@ int ExitCodeFor(const Status& status);
 std::unique_ptr<Command> RegisterPlan(CLI::App& app);
 std::unique_ptr<Command> RegisterReplay(CLI::App& app);
 std::unique_ptr<Command> RegisterExplainFault(CLI::App& app);
+std::unique_ptr<Command> RegisterNumerics(CLI::App& app);
 
 }  // namespace mlasim::cli

@@ -1,0 +1,186 @@
+// `mlasim numerics` in process: the founding case runs within tolerance with one row per decode
+// call, the JSON keys and its bytes are stable, bad input exits 2 naming the field, a case file
+// from tests/cases runs, and a plan that decode_update broke fails.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code;
+  std::string out, err;
+};
+
+Out Numerics(std::vector<std::string> args) {
+  args.insert(args.begin(), "numerics");
+  std::ostringstream o, e;
+  const int code = RunMlasim(args, o, e);
+  return {code, o.str(), e.str()};
+}
+
+std::string Case(const std::string& name) {
+  return (fs::path(MLASIM_SOURCE_DIR) / "tests/cases" / name).string();
+}
+
+// Lines of the text table that start with a call index.
+std::vector<std::string> CallRows(const std::string& text) {
+  std::vector<std::string> rows;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t p = line.find_first_not_of(' ');
+    if (p != std::string::npos && p < 4 && std::isdigit(static_cast<unsigned char>(line[p])))
+      rows.push_back(line);
+  }
+  return rows;
+}
+
+TEST(CliNumerics, SeedRunsOneRowPerDecodeCallWithinTolerance) {
+  const Out r = Numerics({"--builtin", "seed"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_TRUE(r.err.empty()) << r.err;
+  const std::vector<std::string> rows = CallRows(r.out);
+  ASSERT_EQ(rows.size(), 4u) << r.out;  // verify, draft_step_0, draft_step_1, draft_step_2
+  const char* steps[] = {"verify", "draft_step_0", "draft_step_1", "draft_step_2"};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_NE(rows[i].find(steps[i]), std::string::npos) << rows[i];
+    EXPECT_NE(rows[i].find(" ok"), std::string::npos) << rows[i];
+  }
+  EXPECT_NE(r.out.find("verdict: within tolerance (4/4 decode calls ok)"), std::string::npos)
+      << r.out;
+  // The parallel planner leaves the zero-KV padding tokens 156..159 unwritten: expected.
+  EXPECT_NE(r.out.find("padding-row finding"), std::string::npos) << r.out;
+}
+
+TEST(CliNumerics, JsonHasTheKeysErrorsBelowToleranceAndStableBytes) {
+  const Out r = Numerics({"--builtin", "seed", "--json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, Numerics({"--builtin", "seed", "--json"}).out);
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"case", "profile", "target", "kernel", "seed", "accumulate", "reduction",
+                        "calls", "verdict", "padding_row_findings", "real_row_findings"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["verdict"], "within_tolerance");
+  EXPECT_EQ(j["real_row_findings"], 0);
+  EXPECT_EQ(j["reduction"]["max_context"], 512);
+  EXPECT_EQ(j["reduction"]["head_dim_qk"], 80);
+  EXPECT_EQ(j["reduction"]["head_dim_v"], 64);
+  EXPECT_EQ(j["reduction"]["topk_after"], 512);
+  ASSERT_EQ(j["calls"].size(), 4u);
+  for (const auto& c : j["calls"]) {
+    for (const char* k :
+         {"index", "step", "call", "row", "plan", "q_rows", "heads", "max_keys", "o", "lse",
+          "poison", "within_tolerance", "verdict", "unexplained_nan", "monolithic_nan"})
+      EXPECT_TRUE(c.contains(k)) << k;
+    EXPECT_EQ(c["verdict"], "ok");
+    EXPECT_TRUE(c["within_tolerance"].get<bool>());
+    for (const char* t : {"o", "lse"}) {
+      for (const char* k : {"max_abs", "max_rel", "cos_diff", "tolerance", "passed"})
+        EXPECT_TRUE(c[t].contains(k)) << t << "." << k;
+      EXPECT_LE(c[t]["max_abs"].get<double>(), c[t]["tolerance"]["atol"].get<double>());
+      EXPECT_LE(c[t]["cos_diff"].get<double>(), c[t]["tolerance"]["cos_diff"].get<double>());
+    }
+    EXPECT_LT(c["o"]["max_abs"].get<double>(), 1e-5);  // fp32 accumulation, ~1e-7 measured
+    EXPECT_EQ(c["poison"]["real_row_findings"], 0);
+  }
+  EXPECT_EQ(j["calls"][0]["poison"]["first_padding"]["kind"], "never_written");
+}
+
+TEST(CliNumerics, SeedAndFullDimsChangeTheInputsNotTheVerdict) {
+  const auto a = nlohmann::json::parse(Numerics({"--builtin", "seed", "--json"}).out);
+  const Out r = Numerics({"--builtin", "seed", "--json", "--seed", "7", "--max-context", "64"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto b = nlohmann::json::parse(r.out);
+  EXPECT_EQ(b["seed"], 7);
+  EXPECT_EQ(b["reduction"]["topk_after"], 64);
+  EXPECT_NE(a["calls"][0]["o"]["max_abs"], b["calls"][0]["o"]["max_abs"]);
+  const Out f = Numerics({"--builtin", "seed", "--full-dims", "--max-context", "64", "--json"});
+  ASSERT_EQ(f.code, 0) << f.err;
+  EXPECT_EQ(nlohmann::json::parse(f.out)["reduction"]["head_dim_qk"], 576);
+}
+
+TEST(CliNumerics, BadInputExitsTwoNamingTheField) {
+  struct BadCase {
+    std::vector<std::string> args;
+    const char* field;
+  };
+  const BadCase cases[] = {
+      {{}, "case: "},
+      {{"--builtin", "nope"}, "--builtin: "},
+      {{"--builtin", "seed", "--max-context", "0"}, "--max-context: "},
+      {{"--builtin", "seed", "--profile", "nope"}, "--profile: "},
+      {{"--builtin", "seed", "--kernel", "nope"}, "--kernel: "},
+      {{"--builtin", "seed", "--accumulate", "fp16"}, "--accumulate: "},
+      {{"--builtin", "seed", "--empty-rows", "maybe"}, "--empty-rows: "},
+      {{Case("bad/heads-is-a-string.json")}, "$.model.heads: "},
+      {{Case("no-such-file.json")}, ""},
+  };
+  for (const BadCase& c : cases) {
+    const Out r = Numerics(c.args);
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(r.err.rfind("mlasim numerics: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.field), std::string::npos) << c.field << " in " << r.err;
+  }
+}
+
+TEST(CliNumerics, TooLargeAfterTheReductionIsBadInput) {
+  // dense-mtp with 160k-token contexts at 576 columns: 5 x 160k x 576 > 2^28 values.
+  const fs::path file =
+      fs::temp_directory_path() / ("mlasim_numerics_" + std::to_string(::getpid()) + ".json");
+  std::ostringstream o, e;
+  ASSERT_EQ(RunMlasim({"replay", "--builtin", "dense-mtp", "--scenario-out", file.string()}, o, e),
+            1)
+      << e.str();
+  nlohmann::json doc;
+  {
+    std::ifstream in(file);
+    in >> doc;
+  }
+  doc["batch"]["contexts"] = std::vector<int>(5, 160000);
+  {
+    std::ofstream out(file);
+    out << doc.dump(2);
+  }
+  const Out big = Numerics({file.string(), "--full-dims", "--max-context", "1048576"});
+  EXPECT_EQ(big.code, 2) << big.err << big.out;
+  EXPECT_EQ(big.err.rfind("mlasim numerics: error: --full-dims: ", 0), 0u) << big.err;
+  const Out reduced = Numerics({file.string(), "--full-dims"});  // capped at 512: fits
+  EXPECT_NE(reduced.code, 2) << reduced.err;
+  fs::remove(file);
+}
+
+TEST(CliNumerics, CaseFileRuns) {
+  const Out r = Numerics({Case("A-seed-fixed-profile.json"), "--json"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["verdict"], "within_tolerance");
+  EXPECT_EQ(j["calls"].size(), 4u);
+}
+
+TEST(CliNumerics, PlanThatDecodeUpdateBrokeFails) {
+  // Class H/F: decode_update folds 64 heads by 4 while the planner ran them natively; the
+  // updated plan no longer tiles the new lengths, and the numerics see wrong answers.
+  const Out r = Numerics({Case("H-update-fold-mismatch.json"), "--json"});
+  EXPECT_EQ(r.code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["verdict"], "failed");
+  bool failed_draft = false;
+  for (const auto& c : j["calls"])
+    failed_draft = failed_draft || (c["step"] == "draft_step_1" && c["verdict"] == "failed");
+  EXPECT_TRUE(failed_draft) << r.out;
+}
+
+}  // namespace
+}  // namespace mlasim::cli

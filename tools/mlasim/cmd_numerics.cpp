@@ -1,0 +1,519 @@
+// File: tools/mlasim/cmd_numerics.cpp — `mlasim numerics`: run the CPU numerics reference
+// (ref/numerics.h) for every decode call of a scenario's engine step at reduced sizes, and report
+// plan-driven vs monolithic errors and poison findings per call. docs/cli.md, docs/numerics.md.
+//
+// What it does, in order:
+//   1. Load the scenario (file or built-in), apply --profile / --kernel as replay does.
+//   2. Reduce it: every context is capped at max(--max-context, Q + rejected_prev) tokens (so the
+//      scenario stays valid), top-k at --max-context; heads, K, batch, graph padding, target and
+//      engine flags are kept (the plan's shape depends on them).
+//   3. sim::ExpandStep, then for every decode call: ref::RunPlanNumerics on its plan snapshot's
+//      request and plan (dense: q rows laid out uniformly, as the planner addresses them).
+//   4. Classify poison findings: `never_written` o rows that all belong to padding requests (the
+//      parallel planner gives zero-KV padding no work item) are expected; anything else fails.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ref/numerics.h"
+#include "sim/engine.h"
+#include "sim/replay.h"
+#include "sim/scenario_json.h"
+#include "tools/mlasim/commands.h"
+
+namespace mlasim::cli {
+namespace {
+
+constexpr const char* kName = "numerics";
+constexpr int32_t kSmallLatent = 64;  // --small-dims: 64 latent (V) + 16 rope columns
+constexpr int32_t kSmallRope = 16;
+
+// What the reduction changed, for the report.
+struct Reduction {
+  int32_t max_context = 0;
+  int32_t requests = 0;
+  int32_t contexts_capped = 0;
+  int32_t longest_before = 0;
+  int32_t longest_after = 0;
+  int32_t topk_before = 0;
+  int32_t topk_after = 0;
+  int32_t head_dim_qk = 0;
+  int32_t head_dim_v = 0;
+  bool small_dims = true;
+};
+
+// One decode call's outcome.
+struct CallResult {
+  const sim::Call* call = nullptr;
+  const sim::PlanSnapshot* snap = nullptr;
+  bool launched = true;  // false: the engine's plan-rows guard refused the call
+  std::string error;     // non-empty: the numerics refused the engine's request for this call
+  ref::NumericsReport rep;
+  int64_t padding_findings = 0;  // never_written o rows of padding requests (expected)
+  int64_t real_findings = 0;     // every other finding (a failure)
+  int64_t padding_rows = 0;      // (q row, head) pairs of padding findings
+  const ref::PoisonFinding* first_padding = nullptr;
+  const ref::PoisonFinding* first_real = nullptr;
+  bool within_tolerance() const { return rep.ok; }
+  bool passed() const {
+    return !launched || (error.empty() && rep.ok && real_findings == 0 && rep.poison_dropped == 0);
+  }
+  const char* verdict() const {
+    if (!launched) return "not_launched";
+    if (!error.empty()) return "error";
+    return passed() ? "ok" : "failed";
+  }
+};
+
+// ref/numerics.cpp refuses a step whose q or KV cache exceeds 2^28 values (1 GiB of doubles);
+// checked here first so that this, unlike an engine-made bad request, is reported as bad input.
+constexpr int64_t kMaxTensorValues = int64_t{1} << 28;
+int64_t TensorValues(const ref::PlanRequest& r, const ref::NumericsOptions& opt) {
+  if (r.kv_indptr.empty() || r.qo_indptr.empty()) return 0;
+  const int64_t pages = int64_t{r.kv_indptr.back()} + opt.spare_pages;
+  const int64_t kv = pages * std::max(r.page_size, 1) * opt.head_dim_qk;
+  const int64_t q = int64_t{r.qo_indptr.back()} * r.heads_per_head_k * opt.head_dim_qk;
+  return std::max(kv, q);
+}
+
+// Dense plans address q as uni_seqlen_qo rows per request, padding included (the engine's T1
+// request gives padding 0 rows in qo_indptr; the planner ignores qo_indptr for dense).
+ref::PlanRequest NumericsRequest(const ref::PlanRequest& r) {
+  ref::PlanRequest out = r;
+  if (out.topk < 0 && out.uni_seqlen_qo > 0 && !out.kv_indptr.empty()) {
+    out.qo_indptr.resize(out.kv_indptr.size());
+    for (size_t b = 0; b < out.qo_indptr.size(); ++b)
+      out.qo_indptr[b] = static_cast<int32_t>(b) * out.uni_seqlen_qo;
+  }
+  return out;
+}
+
+// First q row of the padding requests (requests >= real_requests) in the caller layout.
+int64_t FirstPaddingRow(const ref::PlanRequest& r, int32_t real_requests) {
+  const int32_t batch = static_cast<int32_t>(r.qo_indptr.size()) - 1;
+  if (real_requests >= batch || real_requests < 0) return std::numeric_limits<int64_t>::max();
+  return r.qo_indptr[real_requests];
+}
+
+void Classify(CallResult& c, int64_t first_padding_row) {
+  for (const ref::PoisonFinding& f : c.rep.poison) {
+    const bool padding = f.kind == ref::PoisonKind::kNeverWritten &&
+                         f.output == ref::NumericsBuffer::kO && f.row_begin >= 0 &&
+                         f.row_begin >= first_padding_row && f.row_end >= f.row_begin;
+    if (padding) {
+      ++c.padding_findings;
+      c.padding_rows += (f.row_end - f.row_begin) * (f.head_end - f.head_begin);
+      if (!c.first_padding) c.first_padding = &f;
+    } else {
+      ++c.real_findings;
+      if (!c.first_real) c.first_real = &f;
+    }
+  }
+}
+
+std::string Sci(double x) {
+  if (std::isnan(x)) return "nan";
+  if (x == 0) return "0";
+  return fmt::format("{:.2e}", x);
+}
+
+// JSON number, null for NaN/inf (nlohmann writes null for them anyway; explicit for clarity).
+nlohmann::json Num(double x) {
+  if (!std::isfinite(x)) return nullptr;
+  return x;
+}
+
+nlohmann::json CompareJson(const ref::CompareResult& c, const ref::Tolerance& t) {
+  return {
+      {"max_abs", Num(c.max_abs)},
+      {"max_rel", Num(c.max_rel)},
+      {"cos_diff", Num(c.cos_diff)},
+      {"elements", c.elements},
+      {"nan_mismatches", c.nan_mismatches},
+      {"inf_mismatches", c.inf_mismatches},
+      {"tolerance_violations", c.tolerance_violations},
+      {"passed", c.passed},
+      {"tolerance", {{"atol", Num(t.atol)}, {"rtol", Num(t.rtol)}, {"cos_diff", Num(t.cos_diff)}}}};
+}
+
+nlohmann::json FindingJson(const ref::PoisonFinding* f) {
+  if (!f) return nullptr;
+  return {{"kind", ref::PoisonKindName(f->kind)},
+          {"output", ref::NumericsBufferName(f->output)},
+          {"row_begin", f->row_begin},
+          {"row_end", f->row_end},
+          {"head_begin", f->head_begin},
+          {"head_end", f->head_end},
+          {"source", ref::NumericsBufferName(f->source)},
+          {"source_index", f->source_index},
+          {"work", f->work},
+          {"tile", f->tile},
+          {"text", f->ToString()}};
+}
+
+class NumericsCommand final : public Command {
+ public:
+  explicit NumericsCommand(CLI::App& parent) {
+    app_ = parent.add_subcommand(kName,
+                                 "Run the CPU numerics reference for every decode call of "
+                                 "a scenario's step at reduced sizes: plan-driven vs "
+                                 "monolithic errors and poison findings per call");
+    app_->footer(
+        "Exit codes: 0 every call within tolerance and no poison in real rows, 1 otherwise,\n"
+        "2 bad input (the message names the flag or JSON path).\n"
+        "Examples: mlasim numerics --builtin seed\n"
+        "          mlasim numerics case.json --max-context 256 --json\n");
+    app_->add_option("case", case_file_, "scenario JSON (schema: docs/scenario.md)")
+        ->type_name("CASE.json");
+    app_->add_option("--builtin", builtin_,
+                     "a built-in case instead of a file: seed, seed-b35, dense-mtp")
+        ->type_name("NAME");
+    app_->add_option("--profile", profile_,
+                     "override the engine profile: atom-2026-03, atom-2026-08, atom-2026-11")
+        ->type_name("NAME");
+    app_->add_option("--kernel", kernel_, "override the kernel variant: asm, opus, hk")
+        ->type_name("NAME");
+    app_->add_option("--max-context", max_context_,
+                     "cap every context at N tokens (at least Q + rejected_prev, so the step "
+                     "stays valid) and top-k at N; default 512")
+        ->type_name("N");
+    app_->add_flag("--small-dims,!--full-dims", small_dims_,
+                   "head dims 64 latent + 16 rope (default) or the model's (576/512)");
+    app_->add_option("--seed", seed_, "input seed (SplitMix64), default 1")->type_name("N");
+    app_->add_option("--accumulate", accumulate_, "fp32 (default) or fp64")->type_name("TYPE");
+    app_->add_option("--empty-rows", empty_rows_,
+                     "what a zero-length work writes: write-zero (o = 0, lse = -inf; default) or "
+                     "skip (nothing, as OPUS/HK zero-length works)")
+        ->type_name("POLICY");
+    app_->add_flag("--json", json_, "print the report as JSON");
+  }
+
+  CLI::App* app() const override { return app_; }
+
+  int Run(const Streams& io) override {
+    if (case_file_.empty() == builtin_.empty()) {
+      PrintError(io.err, kName, "case", "give exactly one of CASE.json or --builtin NAME");
+      return kExitBadInput;
+    }
+    if (max_context_ < 1 || max_context_ > (1 << 20))
+      return Fail(io, InvalidArgumentError("--max-context", "must be in [1, 1048576]"));
+    ref::NumericsOptions opt;
+    opt.seed = seed_;
+    if (accumulate_ == "fp32")
+      opt.precision.accumulate = ref::Accumulate::kFp32;
+    else if (accumulate_ == "fp64")
+      opt.precision.accumulate = ref::Accumulate::kFp64;
+    else
+      return Fail(io, InvalidArgumentError("--accumulate", "must be fp32 or fp64"));
+    if (empty_rows_ == "write-zero")
+      opt.empty_rows = ref::EmptyRowPolicy::kWriteZero;
+    else if (empty_rows_ == "skip")
+      opt.empty_rows = ref::EmptyRowPolicy::kSkip;
+    else
+      return Fail(io, InvalidArgumentError("--empty-rows", "must be write-zero or skip"));
+
+    StatusOr<sim::Scenario> s =
+        builtin_.empty() ? sim::LoadScenarioFile(case_file_) : sim::BuiltinScenario(builtin_);
+    if (!s.ok()) return Fail(io, s.status());
+    if (!profile_.empty()) {
+      auto e = sim::GetEngineProfile(profile_, "--profile");
+      if (!e.ok()) return Fail(io, e.status());
+      s->engine = *e;
+    }
+    if (!kernel_.empty()) {
+      if (kernel_ == "asm")
+        s->kernel = sim::KernelVariant::kAsm;
+      else if (kernel_ == "opus")
+        s->kernel = sim::KernelVariant::kOpus;
+      else if (kernel_ == "hk")
+        s->kernel = sim::KernelVariant::kHk;
+      else
+        return Fail(io, InvalidArgumentError("--kernel", "must be asm, opus or hk"));
+    }
+
+    Reduction red = Reduce(*s);
+    opt.head_dim_qk = red.head_dim_qk;
+    opt.head_dim_v = red.head_dim_v;
+
+    auto trace = sim::ExpandStep(*s);
+    if (!trace.ok()) return Fail(io, trace.status());
+
+    // One numerics run per plan snapshot (draft step 0 reuses the verify plan: same report).
+    std::map<int32_t, size_t> by_plan;
+    std::vector<CallResult> results;
+    for (const sim::Call& call : trace->calls) {
+      if (call.kind != sim::CallKind::kDecode) continue;
+      if (call.plan < 0 || call.plan >= static_cast<int32_t>(trace->plans.size()))
+        return Fail(
+            io, InternalError("", "decode call " + std::to_string(call.index) + " names no plan"));
+      CallResult r;
+      r.call = &call;
+      r.snap = &trace->plans[call.plan];
+      if (call.guard_refused) {
+        r.launched = false;
+        results.push_back(std::move(r));
+        continue;
+      }
+      auto it = by_plan.find(call.plan);
+      if (it != by_plan.end()) {
+        const CallResult& prev = results[it->second];
+        r.rep = prev.rep;
+        r.error = prev.error;
+      } else {
+        const ref::PlanRequest req = NumericsRequest(r.snap->request);
+        // Too large to hold even after the reduction: the user's sizes (exit 2).
+        const int64_t too_big = TensorValues(req, opt);
+        if (too_big > kMaxTensorValues)
+          return Fail(io, InvalidArgumentError(
+                              small_dims_ ? "--max-context" : "--full-dims",
+                              "call " + std::to_string(call.index) + " (" + call.name + " at " +
+                                  call.step + ") needs " + std::to_string(too_big) +
+                                  " values in one tensor, more than the numerics limit of " +
+                                  std::to_string(kMaxTensorValues) +
+                                  "; lower --max-context or use --small-dims"));
+        auto rep = ref::RunPlanNumerics(req, r.snap->plan, opt);
+        if (rep.ok()) {
+          r.rep = std::move(*rep);
+        } else {
+          // The engine handed this call a request the numerics cannot model (a decreasing
+          // kv_indptr, entry counts that disagree): a finding about the step, not bad input.
+          r.error = rep.status().ToString();
+        }
+        by_plan[call.plan] = results.size();
+      }
+      results.push_back(std::move(r));
+    }
+    // Classify after the vector stops growing (findings are referenced by pointer).
+    for (CallResult& r : results) {
+      if (!r.launched || !r.error.empty()) continue;
+      Classify(r, FirstPaddingRow(NumericsRequest(r.snap->request), r.snap->real_requests));
+    }
+
+    bool all_passed = true;
+    for (const CallResult& r : results) all_passed = all_passed && r.passed();
+    if (json_)
+      io.out << ToJson(*s, red, opt, results, all_passed).dump(2) << '\n';
+    else
+      io.out << ToText(*s, red, opt, results, all_passed);
+    return all_passed ? kExitOk : kExitCheckFailed;
+  }
+
+ private:
+  Reduction Reduce(sim::Scenario& s) const {
+    Reduction red;
+    red.max_context = max_context_;
+    red.requests = static_cast<int32_t>(s.requests.size());
+    const int32_t q = s.mtp_k + 1;
+    for (sim::RequestSpec& r : s.requests) {
+      red.longest_before = std::max(red.longest_before, r.context);
+      const int32_t cap = std::max(max_context_, q + r.rejected_prev);
+      if (r.context > cap) {
+        r.context = cap;
+        ++red.contexts_capped;
+      }
+      red.longest_after = std::max(red.longest_after, r.context);
+    }
+    red.topk_before = s.model.topk;
+    s.model.topk = std::min(s.model.topk, max_context_);
+    red.topk_after = s.model.topk;
+    red.small_dims = small_dims_;
+    if (small_dims_) {
+      s.model.kv_lora_rank = kSmallLatent;
+      s.model.rope_dim = kSmallRope;
+    }
+    red.head_dim_qk = s.model.kv_lora_rank + s.model.rope_dim;
+    red.head_dim_v = s.model.kv_lora_rank;
+    return red;
+  }
+
+  nlohmann::json ToJson(const sim::Scenario& s, const Reduction& red,
+                        const ref::NumericsOptions& opt, const std::vector<CallResult>& results,
+                        bool all_passed) const {
+    using nlohmann::json;
+    json calls = json::array();
+    int64_t padding_findings = 0, real_findings = 0;
+    for (const CallResult& r : results) {
+      const sim::Call& c = *r.call;
+      json j = {{"index", c.index},       {"step", c.step},        {"call", c.name},
+                {"row", c.table_row},     {"kernel", c.kernel},    {"plan", r.snap->name},
+                {"launched", r.launched}, {"verdict", r.verdict()}};
+      if (!r.error.empty()) j["error"] = r.error;
+      if (r.launched && r.error.empty()) {
+        const ref::NumericsReport& p = r.rep;
+        j["q_rows"] = p.q_rows;
+        j["real_requests"] = r.snap->real_requests;
+        j["heads"] = p.num_heads;
+        j["fold_ratio"] = p.fold_ratio;
+        j["max_keys"] = p.max_keys;
+        j["works_run"] = p.works_run;
+        j["tiles_reduced"] = p.tiles_reduced;
+        j["partial_rows_without_key"] = p.partial_rows_without_key;
+        j["q_format"] = ref::NumFormatName(p.q_format);
+        j["kv_format"] = ref::NumFormatName(p.kv_format);
+        j["o"] = CompareJson(p.o_unpoisoned, p.tolerance.o);
+        j["lse"] = CompareJson(p.lse_unpoisoned, p.tolerance.lse);
+        j["within_tolerance"] = r.within_tolerance();
+        j["unexplained_nan"] = p.unexplained_nan;
+        j["monolithic_nan"] = p.monolithic_nan;
+        j["poison"] = {{"findings", static_cast<int64_t>(p.poison.size())},
+                       {"dropped", p.poison_dropped},
+                       {"padding_row_findings", r.padding_findings},
+                       {"padding_row_pairs", r.padding_rows},
+                       {"real_row_findings", r.real_findings},
+                       {"first_padding", FindingJson(r.first_padding)},
+                       {"first_real", FindingJson(r.first_real)}};
+        padding_findings += r.padding_findings;
+        real_findings += r.real_findings;
+      }
+      calls.push_back(std::move(j));
+    }
+    return {{"case", s.name},
+            {"profile", s.engine.name},
+            {"target", ref::ArchName(s.target)},
+            {"kernel", sim::KernelVariantName(s.kernel)},
+            {"seed", opt.seed},
+            {"accumulate", opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32"},
+            {"empty_rows", opt.empty_rows == ref::EmptyRowPolicy::kSkip ? "skip" : "write-zero"},
+            {"reduction",
+             {{"max_context", red.max_context},
+              {"requests", red.requests},
+              {"contexts_capped", red.contexts_capped},
+              {"longest_context_before", red.longest_before},
+              {"longest_context_after", red.longest_after},
+              {"topk_before", red.topk_before},
+              {"topk_after", red.topk_after},
+              {"head_dim_qk", red.head_dim_qk},
+              {"head_dim_v", red.head_dim_v},
+              {"small_dims", red.small_dims}}},
+            {"calls", std::move(calls)},
+            {"padding_row_findings", padding_findings},
+            {"real_row_findings", real_findings},
+            {"verdict", all_passed ? "within_tolerance" : "failed"}};
+  }
+
+  std::string ToText(const sim::Scenario& s, const Reduction& red, const ref::NumericsOptions& opt,
+                     const std::vector<CallResult>& results, bool all_passed) const {
+    std::ostringstream o;
+    o << fmt::format("case {}  profile {}  target {}  kernel {}  seed {}  accumulate {}\n", s.name,
+                     s.engine.name, ref::ArchName(s.target), sim::KernelVariantName(s.kernel),
+                     opt.seed,
+                     opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32");
+    o << fmt::format(
+        "reduced: contexts capped at {} tokens ({} of {} requests; longest {} -> {}), top-k {} -> "
+        "{}, head dims {}/{} ({})\n",
+        red.max_context, red.contexts_capped, red.requests, red.longest_before, red.longest_after,
+        red.topk_before, red.topk_after, red.head_dim_qk, red.head_dim_v,
+        red.small_dims ? "--small-dims" : "--full-dims");
+    o << "errors: plan-driven vs monolithic over real rows (poison rows skipped); tolerance "
+         "derived per call (docs/numerics.md)\n\n";
+    size_t step_w = 4, name_w = 4, row_w = 3, plan_w = 4;
+    for (const CallResult& r : results) {
+      step_w = std::max(step_w, r.call->step.size());
+      name_w = std::max(name_w, r.call->name.size());
+      row_w = std::max(row_w, r.call->table_row.size());
+      plan_w = std::max(plan_w, r.snap->name.size());
+    }
+    const auto head = [&](const std::string& index, const std::string& step,
+                          const std::string& name, const std::string& row,
+                          const std::string& plan) {
+      return fmt::format("{:>4}  {:<{}}  {:<{}}  {:<{}}  {:<{}}", index, step, step_w, name, name_w,
+                         row, row_w, plan, plan_w);
+    };
+    o << head("call", "step", "name", "row", "plan")
+      << fmt::format(
+             "  {:>5} {:>5} {:>5} {:>5} {:>5}  {:>9} {:>9} {:>9} {:>9}  {:>9}  {:>6} "
+             "{:>7}  {}\n",
+             "rows", "heads", "keys", "works", "tiles", "o_abs", "o_rel", "o_cos", "lse_abs",
+             "o_atol", "poison", "padding", "verdict");
+    for (const CallResult& r : results) {
+      const sim::Call& c = *r.call;
+      o << head(std::to_string(c.index), c.step, c.name, c.table_row, r.snap->name);
+      if (!r.launched) {
+        o << "  not launched (the engine's plan-rows guard refused it)\n";
+        continue;
+      }
+      if (!r.error.empty()) {
+        o << "  ERROR (the numerics refuse this call's request; see below)\n";
+        continue;
+      }
+      const ref::NumericsReport& p = r.rep;
+      o << fmt::format(
+          "  {:>5} {:>5} {:>5} {:>5} {:>5}  {:>9} {:>9} {:>9} {:>9}  {:>9}  {:>6} {:>7}  {}\n",
+          p.q_rows, p.num_heads, p.max_keys, p.works_run, p.tiles_reduced,
+          Sci(p.o_unpoisoned.max_abs), Sci(p.o_unpoisoned.max_rel), Sci(p.o_unpoisoned.cos_diff),
+          Sci(p.lse_unpoisoned.max_abs), Sci(p.tolerance.o.atol), r.real_findings,
+          r.padding_findings, r.passed() ? "ok" : "FAILED");
+    }
+    o << '\n';
+    int32_t ok = 0, launched = 0;
+    for (const CallResult& r : results) {
+      if (!r.launched) continue;
+      ++launched;
+      ok += r.passed();
+      const sim::Call& c = *r.call;
+      if (!r.error.empty()) {
+        o << fmt::format(
+            "call {} ({}): the numerics refuse the request the engine hands this "
+            "call: {}\n",
+            c.index, c.step, r.error);
+        continue;
+      }
+      const ref::NumericsReport& p = r.rep;
+      if (r.first_padding)
+        o << fmt::format(
+            "call {} ({}): {} padding-row finding(s), {} (row, head) pairs, expected "
+            "(zero-KV padding without a work item); first: {}\n",
+            c.index, c.step, r.padding_findings, r.padding_rows, r.first_padding->ToString());
+      if (r.first_real)
+        o << fmt::format("call {} ({}): {} poison finding(s) in real rows; first: {}\n", c.index,
+                         c.step, r.real_findings, r.first_real->ToString());
+      if (p.poison_dropped > 0)
+        o << fmt::format("call {} ({}): {} further findings dropped (not classified)\n", c.index,
+                         c.step, p.poison_dropped);
+      if (!p.ok)
+        o << fmt::format(
+            "call {} ({}): outside tolerance: o: {} elements beyond atol {} + rtol {} |y|, "
+            "cos_diff {} (limit {}); lse: {} beyond atol {}; NaN/inf position mismatches o {} "
+            "lse {}; unexplained NaN {}; monolithic NaN {}\n",
+            c.index, c.step, p.o_unpoisoned.tolerance_violations, Sci(p.tolerance.o.atol),
+            Sci(p.tolerance.o.rtol), Sci(p.o_unpoisoned.cos_diff), Sci(p.tolerance.o.cos_diff),
+            p.lse_unpoisoned.tolerance_violations, Sci(p.tolerance.lse.atol),
+            p.o_unpoisoned.nan_mismatches + p.o_unpoisoned.inf_mismatches,
+            p.lse_unpoisoned.nan_mismatches + p.lse_unpoisoned.inf_mismatches, p.unexplained_nan,
+            p.monolithic_nan);
+    }
+    o << fmt::format("verdict: {} ({}/{} decode calls ok)\n",
+                     all_passed ? "within tolerance" : "FAILED", ok, launched);
+    return o.str();
+  }
+
+  int Fail(const Streams& io, const Status& st) {
+    PrintError(io.err, kName, st.field(), st.message());
+    return ExitCodeFor(st);
+  }
+
+  CLI::App* app_ = nullptr;
+  std::string case_file_, builtin_, profile_, kernel_;
+  std::string accumulate_ = "fp32";
+  std::string empty_rows_ = "write-zero";
+  int32_t max_context_ = 512;
+  bool small_dims_ = true;
+  uint64_t seed_ = 1;
+  bool json_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> RegisterNumerics(CLI::App& app) {
+  return std::make_unique<NumericsCommand>(app);
+}
+
+}  // namespace mlasim::cli
