@@ -224,18 +224,21 @@ void Checker::CheckTile(int32_t t) {
       Add(PlanDiag::kKvOffsetMismatch, "work_info", int64_t{w} * 8 + kKvOffset, t, w,
           where + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
               S(want_off));
-    // Tail rule (§4.5, aiter #2106): with page size 1 a split tile's non-final piece keeps at
-    // least max_seqlen_qo tokens after it and its final piece holds at least that many, so every
-    // causal q row sees a key in every piece.
-    if (r_.page_size == 1 && ws.size() > 1 && r_.max_seqlen_qo > 1 && p_.update_fold_ratios.empty()) {
+    // Tail rule (§4.5, aiter #2106): with page size 1 every causal q row of a split tile must see
+    // at least one key in every piece. A tile of n rows needs its final piece to hold >= n tokens
+    // and every earlier piece to leave >= n tokens after it (aiter enforces max_seqlen_qo, which
+    // is n for whole-request tiles; a per-token tile, trimmed causally, has n = 1).
+    const int32_t rows = e.q1 - e.q0;
+    if (r_.page_size == 1 && ws.size() > 1 && rows > 1 && p_.update_fold_ratios.empty()) {
       const int32_t after = e.kv_full_end - k1;
-      const bool short_piece = last ? (k1 - k0 < r_.max_seqlen_qo) : (after < r_.max_seqlen_qo);
+      const bool short_piece = last ? (k1 - k0 < rows) : (after < rows);
       if (short_piece)
         Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
             where + ": " + (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
                                  : "piece " + Range(k0, k1) + " leaves " + S(after)) +
-                " tokens, fewer than max_seqlen_qo " + S(r_.max_seqlen_qo) +
-                ": causal q rows see no key in a piece (NaN partials; the tail rule prevents this)");
+                " tokens, fewer than the tile's " + S(rows) +
+                " q rows: causal rows see no key in a piece (NaN partials; the tail rule "
+                "prevents this)");
     }
     cursor = k1;
   }

@@ -21,12 +21,15 @@ int32_t Bytes(ref::DType d) {
   return 4;
 }
 
+// q rows (tokens, all heads) a plan can touch: the highest qo_end, in unfolded rows (a folded
+// plan addresses R rows of 16 heads per token, §10.3).
 int32_t CoveredQRows(const ref::Plan& p) {
   int32_t rows = 0;
   for (int32_t w = 0; w < p.derived.num_works; ++w)
     if (p.work_info.written(int64_t{w} * 8 + ref::kQoEnd))
       rows = std::max(rows, p.work(w, ref::kQoEnd));
-  return rows;
+  const int32_t fold = std::max(p.derived.fold_ratio, 1);
+  return (rows + fold - 1) / fold;
 }
 
 std::string Step(int32_t draft) {
@@ -36,7 +39,7 @@ std::string Step(int32_t draft) {
 // Builds the trace call by call.
 class StepBuilder {
  public:
-  StepBuilder(const Scenario& s, Trace& t) : s_(s), t_(t) {}
+  StepBuilder(const Scenario& s, Trace& t, SimMutant m) : s_(s), t_(t), mutant_(m) {}
   Status Run();
 
  private:
@@ -60,7 +63,9 @@ class StepBuilder {
 
   const Scenario& s_;
   Trace& t_;
+  SimMutant mutant_;
   StepShape& sh_ = t_.shape;
+  int32_t last_draft_sparse_plan_ = -1;
   ref::MetadataSizes main_capacity_, sparse_capacity_, draft_capacity_;
   std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pads repeat)
   std::vector<int32_t> sparse_kv_indptr_;   // T_r+1 entries (pads repeat)
@@ -101,6 +106,8 @@ Status StepBuilder::BuildPlan(int32_t draft, const std::string& name, const std:
                               int32_t* plan_index) {
   ref::PlannerOptions options;
   options.choice = s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
+  if (mutant_ == SimMutant::kReduceMapOffByOne) options.mutant = ref::PlannerMutant::kPartialMapOffByOne;
+  if (mutant_ == SimMutant::kNoTailRule) options.mutant = ref::PlannerMutant::kNoTailRule;
   auto plan = ref::PlanMlaMetadataInto(request, capacity, options);
   if (!plan.ok())
     return InvalidArgumentError("$.model.heads", "the engine's " + name + " at " + Step(draft) +
@@ -210,6 +217,9 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   const PlanSnapshot& snap = t_.plans[plan];
   const int32_t fold = snap.plan.derived.fold_ratio;
   const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
+  // The C mutant: the kernel was built for 576-column rows (vLLM #56314): with a narrower q it
+  // walks fewer, wider rows than the allocation holds.
+  const int32_t kernel_width = mutant_ == SimMutant::kKernelAssumes576Rows ? 576 : kv_width;
   const int32_t qb = Bytes(s_.model.kv_dtype), ob = Bytes(s_.model.model_dtype);
   const int32_t vh = heads / fold;  // heads per (folded) row
   auto tensor = [](const char* role, std::string buffer, int64_t rows, int32_t h, int32_t cols,
@@ -240,6 +250,15 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   c.sparse = sparse;
   c.max_seqlen_q = max_seqlen_q;
   c.args.push_back(tensor("q", "q", int64_t{q_rows} * fold, vh, kv_width, qb, s_.model.kv_dtype));
+  if (kernel_width != kv_width) {
+    // The allocation keeps its bytes; the kernel's view has rows of kernel_width columns.
+    TensorArg& q = c.args.back();
+    const int64_t bytes = q.rows * q.row_bytes;
+    q.row_bytes = int64_t{vh} * kernel_width * qb;
+    q.cols = kernel_width;
+    q.rows = bytes / q.row_bytes;
+    q.alloc_bytes = bytes;
+  }
   c.args.push_back(
       tensor("o", "o", int64_t{q_rows} * fold, vh, s_.model.kv_lora_rank, ob, s_.model.model_dtype));
   const int64_t partial_rows = int64_t{snap.plan.sizes.reduce_partial_map} * max_seqlen_q;
@@ -369,8 +388,27 @@ Status StepBuilder::DraftStep(int32_t s) {
     sp.kv_indptr = sparse;
     sp.kv_last_page_lens.assign(n, 1);
     int32_t plan = -1;
-    MLASIM_RETURN_IF_ERROR(BuildPlan(s, "draft_sparse_plan", "Ms(a)", "main.", sp, main_capacity_,
-                                     sh_.B, &plan));
+    if (mutant_ == SimMutant::kStalePlanAfterGrowth && last_draft_sparse_plan_ >= 0) {
+      // The mutant keeps step 1's plan although every length grew by one.
+      PlanSnapshot stale = t_.plans[last_draft_sparse_plan_];
+      stale.request = sp;
+      stale.name = "draft_sparse_plan(stale)";
+      t_.plans.push_back(std::move(stale));
+      plan = static_cast<int32_t>(t_.plans.size() - 1);
+      Call c;
+      c.step = Step(s);
+      c.name = "draft_sparse_plan_reuse";
+      c.table_row = "Ms(a)";
+      c.kind = CallKind::kPlanUpdate;
+      c.kernel = "(reuse)";
+      c.plan = plan;
+      c.plan_rows = t_.plans.back().q_rows_covered;
+      t_.calls.push_back(std::move(c));
+    } else {
+      MLASIM_RETURN_IF_ERROR(BuildPlan(s, "draft_sparse_plan", "Ms(a)", "main.", sp,
+                                       main_capacity_, sh_.B, &plan));
+    }
+    last_draft_sparse_plan_ = plan;
     Fill(s, "indexer_gather", "Ds", "sparse_kv_indices", sparse, n, false);
     Decode(s, "sparse_decode", "Ds", plan, n, true, false, 1, sh_.kernel_heads);
     return OkStatus();
@@ -411,10 +449,14 @@ Status StepBuilder::Run() {
   sh_.heads_per_rank = s_.model.heads / s_.parallel.tp;
   sh_.kernel_heads = KernelHeads(s_);
   sh_.sparse_plan_tokens =
-      s_.engine.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kRunning
+      s_.engine.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kRunning ||
+              mutant_ == SimMutant::kFoundingFault
           ? sh_.running_tokens
           : sh_.scheduled_tokens;
-  sh_.draft_rows = s_.engine.draft_rows == EngineProfile::DraftRows::kPadded ? sh_.R : B;
+  sh_.draft_rows = s_.engine.draft_rows == EngineProfile::DraftRows::kPadded &&
+                           mutant_ != SimMutant::kDraftRowsScheduled
+                       ? sh_.R
+                       : B;
   // KV lengths: L_i = context - rejected_prev; DCP ranks hold the interleaved local share.
   for (const RequestSpec& r : s_.requests) {
     int32_t L = r.context - r.rejected_prev;
@@ -436,7 +478,10 @@ Status StepBuilder::Run() {
   }
 
   // Capacities (§3): the builder sizes every buffer for max_num_seqs and max_num_batched_tokens.
-  const int32_t max_bs = s_.graph.max_num_seqs, mnbt = s_.graph.max_num_batched_tokens;
+  const bool size_for_b = mutant_ == SimMutant::kSizingScheduledBatch ||
+                         mutant_ == SimMutant::kSizingPartialMapPerTile;
+  const int32_t max_bs = size_for_b ? B : s_.graph.max_num_seqs;
+  const int32_t mnbt = s_.graph.max_num_batched_tokens;
   ref::PlanRequest sizing = BaseRequest(sh_.Q);
   sizing.topk = s_.model.sparse ? s_.model.topk : -1;
   MLASIM_ASSIGN_OR_RETURN(main_capacity_, ref::GetMlaMetadataInfoV1(sizing, max_bs));
@@ -444,6 +489,10 @@ Status StepBuilder::Run() {
   sizing.qlen = 1;
   sizing.topk = 0;  // is_sparse = True (§3 sparse-MTP row)
   MLASIM_ASSIGN_OR_RETURN(sparse_capacity_, ref::GetMlaMetadataInfoV1(sizing, max_bs * sh_.Q));
+  if (mutant_ == SimMutant::kSizingPartialMapPerTile) {
+    main_capacity_.reduce_partial_map = main_capacity_.tile_cnt;
+    sparse_capacity_.reduce_partial_map = sparse_capacity_.tile_cnt;
+  }
   AddPlanBuffers("main.", main_capacity_);
   if (s_.model.sparse) AddPlanBuffers("sparse_mtp.", sparse_capacity_);
   AddPersistent("kv_indptr", max_bs + 1, 4, "int32");
@@ -492,9 +541,9 @@ int32_t KernelHeads(const Scenario& s) {
   return std::max(h, 16);
 }
 
-StatusOr<Trace> ExpandStep(const Scenario& s) {
+StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant) {
   Trace t;
-  StepBuilder b(s, t);
+  StepBuilder b(s, t, mutant);
   MLASIM_RETURN_IF_ERROR(b.Run());
   return t;
 }

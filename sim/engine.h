@@ -6,6 +6,7 @@
 // capacities), §4 (verify), §5 (drafter), §6 (the table of calls), §7 (DCP).
 #pragma once
 
+#include "sim/mutants.h"
 #include "sim/scenario.h"
 #include "sim/trace.h"
 
@@ -21,6 +22,6 @@ int32_t KernelHeads(const Scenario& s);
 
 // Builds every plan with the reference planner and lists every call. Errors: InvalidArgument
 // when a plan the engine would build is refused by the planner (an unsupported head count).
-StatusOr<Trace> ExpandStep(const Scenario& s);
+StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant = SimMutant::kNone);
 
 }  // namespace mlasim::sim

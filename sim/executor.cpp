@@ -63,6 +63,7 @@ class CallExecutor {
   ExecutionResult& out_;
   std::map<std::pair<std::string, int>, Aggregate> agg_;  // (buffer, kind*2 + write)
   bool skip_reduce_ = false;
+  bool loop_reported_ = false;
   const Call* last_kernel_call_ = nullptr;
 };
 
@@ -280,6 +281,10 @@ void CallExecutor::AllocateTensors(const Call& c) {
     TensorShape sh;
     sh.rows = a.rows;
     sh.row_bytes = a.row_bytes;
+    if (a.alloc_bytes >= 0) {  // a view whose rows do not match the allocation's
+      sh.rows = a.alloc_bytes;
+      sh.row_bytes = 1;
+    }
     sh.heads = a.heads;
     sh.cols = a.cols;
     sh.elem_bytes = a.elem_bytes;
@@ -338,7 +343,31 @@ void CallExecutor::DecodeCall(const Call& c) {
       }
     }
     if (!zero) Touch(idx, false, k0, k1, w);
-    if (zero && opt_.zero_kv_reads_index_row) Touch(idx, false, k0, int64_t{k0} + 1, w);
+    if (zero && (opt_.zero_kv_reads_index_row || opt_.mutant == SimMutant::kZeroKvReadsIndexRow))
+      Touch(idx, false, k0, int64_t{k0} + 1, w);
+    // The kernel walks ceil(len / 16) KV blocks. The J mutant computes the page count of a zero-KV
+    // item as (len - 1) / 16 + 1 in unsigned 32-bit arithmetic (ATOM #1301): ~2^28 iterations.
+    // The executor bounds every walk by the KV positions the index buffer holds.
+    if (opt_.mutant == SimMutant::kZeroKvPageUnderflow && zero) {
+      const uint64_t blocks = static_cast<uint32_t>(k1 - k0 - 1) / 16u + 1u;
+      const uint64_t bound = static_cast<uint64_t>(idx.rows) / 16u + 1u;
+      if (blocks > bound && !loop_reported_) {
+        loop_reported_ = true;
+        Violation v;
+        v.kind = ViolationKind::kUnboundedLoop;
+        v.bug_class = "J";
+        v.buffer = idx.buffer;
+        v.access = "read";
+        v.rows = idx.rows;
+        v.first_row = k0;
+        v.last_row = k0;
+        v.work_items.push_back(w);
+        v.consequence = "hang";
+        v.detail = "work " + std::to_string(w) + " would walk " + std::to_string(blocks) +
+                   " KV blocks (bound " + std::to_string(bound) + "): the page count underflowed";
+        Add(c, std::move(v));
+      }
+    }
   }
   Flush(c);
 }
@@ -470,6 +499,24 @@ void CallExecutor::Run(const Call& c) {
 
 }  // namespace
 
+const char* SimMutantName(SimMutant m) {
+  switch (m) {
+    case SimMutant::kNone: return "none";
+    case SimMutant::kFoundingFault: return "engine-sparse-plan-over-running-tokens";
+    case SimMutant::kDraftRowsScheduled: return "engine-draft-steps-at-scheduled-rows";
+    case SimMutant::kKernelAssumes576Rows: return "kernel-assumes-576-column-rows";
+    case SimMutant::kSizingScheduledBatch: return "sizing-for-scheduled-batch";
+    case SimMutant::kSizingPartialMapPerTile: return "sizing-partial-map-one-per-tile";
+    case SimMutant::kStalePlanAfterGrowth: return "engine-stale-plan-after-lengths-grew";
+    case SimMutant::kZeroKvReadsIndexRow: return "kernel-zero-kv-reads-index-row";
+    case SimMutant::kReduceMapOffByOne: return "planner-reduce-map-off-by-one-tile";
+    case SimMutant::kNoTailRule: return "planner-drops-tail-rule";
+    case SimMutant::kZeroKvPageUnderflow: return "kernel-zero-kv-page-count-underflow";
+    case SimMutant::kCount: break;
+  }
+  return "?";
+}
+
 const char* ViolationKindName(ViolationKind k) {
   switch (k) {
     case ViolationKind::kOutOfBounds: return "out_of_bounds";
@@ -478,6 +525,7 @@ const char* ViolationKindName(ViolationKind k) {
     case ViolationKind::kPlannerInputRead: return "planner_input_read";
     case ViolationKind::kUnwrittenOutput: return "unwritten_output";
     case ViolationKind::kGuardRefused: return "guard_refused";
+    case ViolationKind::kUnboundedLoop: return "unbounded_loop";
   }
   return "?";
 }

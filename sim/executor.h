@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/memory.h"
+#include "sim/mutants.h"
 #include "sim/scenario.h"
 #include "sim/trace.h"
 
@@ -23,6 +24,7 @@ enum class ViolationKind : uint8_t {
   kPlannerInputRead,   // a planner/update read its own input past the end (class G)
   kUnwrittenOutput,    // output rows of real tokens that no call wrote (classes B, I)
   kGuardRefused,       // the engine's plan-rows guard refused a call (no memory access)
+  kUnboundedLoop,      // a work item's loop bound underflows: a hang on hardware (class J)
 };
 const char* ViolationKindName(ViolationKind k);
 
@@ -59,6 +61,7 @@ struct ExecutionResult {
 struct ExecuteOptions {
   // The wrong-hypothesis twin (issue 5): zero-KV work items read one index row at kv_start.
   bool zero_kv_reads_index_row = false;
+  SimMutant mutant = SimMutant::kNone;  // sim/mutants.h; also applied by ExpandStep via Replay
 };
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});

@@ -94,7 +94,7 @@ StatusOr<Scenario> BuiltinScenario(const std::string& name) {
 StatusOr<ReplayReport> Replay(const Scenario& s, const ExecuteOptions& opt) {
   ReplayReport r;
   r.scenario = s;
-  MLASIM_ASSIGN_OR_RETURN(r.trace, ExpandStep(s));
+  MLASIM_ASSIGN_OR_RETURN(r.trace, ExpandStep(s, opt.mutant));
   ExecuteOptions o = opt;
   o.zero_kv_reads_index_row = o.zero_kv_reads_index_row || s.zero_kv_reads_index_row;
   r.result = Execute(s, r.trace, o);

@@ -276,6 +276,11 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   Scenario s;
   MLASIM_RETURN_IF_ERROR(r.String("name", &s.name));
   MLASIM_RETURN_IF_ERROR(r.String("description", &s.description));
+  // Provenance of a fuzz finding (seed, shrink path, signature): kept by `mlasim fuzz`, ignored
+  // by replay.
+  if (const json* finding = r.Child("finding")) {
+    if (!finding->is_object()) return InvalidArgumentError("$.finding", "must be an object");
+  }
   const json* model = r.Child("model");
   if (!model) return InvalidArgumentError("$.model", "required key is missing");
   MLASIM_RETURN_IF_ERROR(ParseModel(*model, &s.model));

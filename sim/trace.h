@@ -37,6 +37,7 @@ struct TensorArg {
   int32_t heads = 0;       // [rows, heads, cols] tensors
   int32_t cols = 0;
   int32_t elem_bytes = 1;
+  int64_t alloc_bytes = -1;  // bytes allocated when they differ from rows * row_bytes
 };
 
 // A persistent engine buffer (allocated once, before the step).

@@ -23,6 +23,8 @@ using RegisterFn = std::unique_ptr<Command> (*)(CLI::App&);
 constexpr RegisterFn kCommands[] = {
     &RegisterReplay,
     &RegisterExplainFault,
+    &RegisterFuzz,
+    &RegisterMutants,
     &RegisterPlan,
     &RegisterNumerics,
 };

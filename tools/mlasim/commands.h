@@ -48,6 +48,8 @@ int ExitCodeFor(const Status& status);
 std::unique_ptr<Command> RegisterPlan(CLI::App& app);
 std::unique_ptr<Command> RegisterReplay(CLI::App& app);
 std::unique_ptr<Command> RegisterExplainFault(CLI::App& app);
+std::unique_ptr<Command> RegisterFuzz(CLI::App& app);
+std::unique_ptr<Command> RegisterMutants(CLI::App& app);
 std::unique_ptr<Command> RegisterNumerics(CLI::App& app);
 
 }  // namespace mlasim::cli

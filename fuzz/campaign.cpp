@@ -1,0 +1,271 @@
+#include "fuzz/campaign.h"
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "fuzz/properties.h"
+#include "fuzz/search.h"
+#include "sim/scenario_json.h"
+
+namespace mlasim::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string FileName(const std::string& signature) {
+  std::string out;
+  for (char c : signature) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '.';
+  return out + ".json";
+}
+
+// Features of the scenario space a case exercises (the campaign's coverage summary).
+void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
+  auto hit = [&cov](const std::string& k) { ++cov[k]; };
+  hit(s.model.sparse ? "model:sparse" : "model:dense");
+  hit("mtp_k:" + std::to_string(s.mtp_k));
+  hit(std::string("kernel:") + sim::KernelVariantName(s.kernel));
+  hit(std::string("target:") + ref::ArchName(s.target));
+  hit(std::string("revision:") + ref::RevisionName(s.revision));
+  hit(s.allocator.model == sim::AllocatorModel::kExact ? "allocator:exact" : "allocator:caching");
+  hit("profile:" + s.engine.name);
+  hit(s.graph.eager ? "graph:eager" : "graph:capture");
+  hit(s.serial_planner ? "planner:serial" : "planner:aiter-dispatch");
+  if (s.parallel.dcp > 1) hit("dcp");
+  if (s.parallel.dp > 1) hit("dp");
+  const int32_t per_rank = s.model.heads / s.parallel.tp;
+  hit("heads_per_rank:" + std::to_string(per_rank));
+  const size_t b = s.requests.size();
+  hit(b == 1 ? "batch:1" : b <= 8 ? "batch:2-8" : b <= 64 ? "batch:9-64" : "batch:65-512");
+}
+
+class Campaign {
+ public:
+  Campaign(const CampaignOptions& o, const ProgressFn& p) : o_(o), progress_(p) {}
+  StatusOr<CampaignSummary> Run();
+
+ private:
+  void Worker(int32_t job);
+  void Record(const Failure& f, uint64_t index);
+  std::string ProgressPath() const {
+    return (fs::path(o_.out_dir) / fmt::format(".progress-{}-of-{}", o_.shard, o_.shards)).string();
+  }
+  void SaveProgress();
+
+  const CampaignOptions& o_;
+  const ProgressFn& progress_;
+  GenConfig config_;
+  CampaignSummary sum_;
+  std::mutex mu_;
+  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> cases_{0};
+  std::atomic<bool> stop_{false};
+  std::chrono::steady_clock::time_point t0_;
+  int64_t start_index_ = 0;
+};
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Campaign::Record(const Failure& f, uint64_t index) {
+  const sim::Violation& v = f.broken.front();
+  const std::string sig = Signature(v);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sum_.findings.count(sig)) return;
+  CampaignFinding cf;
+  cf.signature = sig;
+  cf.seed_index = index;
+  cf.detail = v.detail;
+  if (!o_.out_dir.empty()) {
+    nlohmann::json doc = sim::ScenarioToJson(f.scenario);
+    doc["name"] = "finding-" + FileName(sig).substr(0, FileName(sig).size() - 5);
+    std::string path_json = "[";
+    for (size_t i = 0; i < f.shrink_path.size(); ++i) path_json += (i ? "," : "") + std::to_string(f.shrink_path[i]);
+    path_json += "]";
+    doc["finding"] = {
+        {"signature", sig},
+        {"violation", {{"kind", sim::ViolationKindName(v.kind)}, {"class", v.bug_class},
+                       {"step", v.step}, {"call", v.call}, {"buffer", v.buffer},
+                       {"access", v.access}, {"rows_past_end", v.rows_past_end},
+                       {"detail", v.detail}}},
+        {"reproduce",
+         {{"seed", f.seed}, {"size", f.size}, {"shrink_path", f.shrink_path},
+          {"profiles", o_.profiles}, {"small", o_.small},
+          {"command", fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}{}",
+                                  f.seed, f.size, path_json, o_.small ? " --small" : "")},
+          {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
+    const fs::path final_path = fs::path(o_.out_dir) / FileName(sig);
+    const fs::path tmp = fs::path(o_.out_dir) / (".tmp-" + FileName(sig));
+    {
+      std::ofstream out(tmp);
+      out << doc.dump(2) << '\n';
+    }
+    fs::rename(tmp, final_path);  // atomic on one filesystem: a reader sees all or nothing
+    cf.file = final_path.string();
+  }
+  sum_.findings.emplace(sig, std::move(cf));
+}
+
+void Campaign::Worker(int32_t job) {
+  (void)job;
+  std::map<std::string, int64_t> cov;
+  const Property property = o_.ignore_known ? Property(UnknownViolations)
+                                            : Property([](const sim::ReplayReport& r) {
+                                                return r.result.violations;
+                                              });
+  while (!stop_.load()) {
+    const int64_t k = next_.fetch_add(1);
+    if (o_.max_cases >= 0 && k - start_index_ >= o_.max_cases) break;
+    if (Since(t0_) >= o_.seconds) break;
+    const uint64_t index = static_cast<uint64_t>(k) * static_cast<uint64_t>(o_.shards) +
+                           static_cast<uint64_t>(o_.shard);
+    const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
+    const int size = static_cast<int>(10 + (index % 91));
+    auto shrinkable = ScenarioFromSeed(config_, seed, size);
+    Cover(shrinkable.value(), cov);
+    std::vector<sim::Violation> broken = Evaluate(shrinkable.value(), property, sim::SimMutant::kNone);
+    if (!broken.empty()) {
+      bool fresh;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        fresh = !sum_.findings.count(Signature(broken.front()));
+      }
+      if (fresh) {
+        auto f = TestSeed(config_, seed, size, property, sim::SimMutant::kNone);
+        if (f) Record(*f, index);
+      }
+    }
+    ++cases_;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [k, v] : cov) sum_.coverage[k] += v;
+}
+
+void Campaign::SaveProgress() {
+  if (o_.out_dir.empty()) return;
+  const fs::path tmp = ProgressPath() + ".tmp";
+  std::ofstream(tmp) << nlohmann::json{{"next_index", next_.load()}, {"seed", o_.seed}}.dump() << '\n';
+  fs::rename(tmp, ProgressPath());
+}
+
+StatusOr<CampaignSummary> Campaign::Run() {
+  config_.profiles = o_.profiles;
+  config_.small = o_.small;
+  if (o_.small) config_.max_batch = 64;
+  for (const std::string& p : o_.profiles) {
+    auto e = sim::GetEngineProfile(p, "--profile");
+    if (!e.ok()) return e.status();
+  }
+  if (!o_.out_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(o_.out_dir, ec);
+    if (ec) return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
+    // Known signatures (merged directories, earlier runs) are not reported twice.
+    for (const auto& e : fs::directory_iterator(o_.out_dir)) {
+      const std::string n = e.path().filename().string();
+      if (n.empty() || n[0] == '.' || e.path().extension() != ".json") continue;
+      std::ifstream f(e.path());
+      auto doc = nlohmann::json::parse(f, nullptr, false);
+      if (doc.is_discarded() || !doc.contains("finding")) continue;
+      CampaignFinding cf;
+      cf.signature = doc["finding"].value("signature", "");
+      cf.file = e.path().string();
+      cf.detail = "(from an earlier run)";
+      if (!cf.signature.empty()) sum_.findings.emplace(cf.signature, cf);
+    }
+    if (o_.resume && fs::exists(ProgressPath())) {
+      std::ifstream f(ProgressPath());
+      auto doc = nlohmann::json::parse(f, nullptr, false);
+      if (!doc.is_discarded() && doc.value("seed", uint64_t{0}) == o_.seed)
+        start_index_ = doc.value("next_index", int64_t{0});
+    }
+  }
+  next_ = start_index_;
+  const size_t known = sum_.findings.size();
+  t0_ = std::chrono::steady_clock::now();
+  std::vector<std::thread> workers;
+  for (int32_t j = 0; j < o_.jobs; ++j) workers.emplace_back([this, j] { Worker(j); });
+  // Progress and periodic checkpoints from the calling thread.
+  while (true) {
+    bool done = true;
+    for (auto& w : workers) (void)w;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const int64_t c = cases_.load();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (progress_) progress_(c, static_cast<int64_t>(sum_.findings.size() - known), Since(t0_));
+    }
+    SaveProgress();
+    done = Since(t0_) >= o_.seconds || (o_.max_cases >= 0 && c >= o_.max_cases);
+    if (done) break;
+  }
+  stop_ = true;
+  for (auto& w : workers) w.join();
+  SaveProgress();
+  sum_.cases = cases_.load();
+  sum_.seconds = Since(t0_);
+  sum_.next_index = next_.load();
+  return sum_;
+}
+
+}  // namespace
+
+StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress) {
+  if (options.jobs < 1 || options.jobs > 256) return InvalidArgumentError("--jobs", "must be in 1..256");
+  if (options.seconds <= 0) return InvalidArgumentError("--seconds", "must be > 0");
+  Campaign c(options, progress);
+  return c.Run();
+}
+
+Status ParseShard(const std::string& text, int32_t* shard, int32_t* shards) {
+  const auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    size_t a = 0, b = 0;
+    const long i = std::stol(text.substr(0, slash), &a);
+    const long n = std::stol(text.substr(slash + 1), &b);
+    if (a != slash || b != text.size() - slash - 1 || n < 1 || i < 0 || i >= n || n > 1000000)
+      throw std::invalid_argument("range");
+    *shard = static_cast<int32_t>(i);
+    *shards = static_cast<int32_t>(n);
+  } catch (const std::exception&) {
+    return InvalidArgumentError("--shard", "must be I/N with 0 <= I < N (got '" + text + "')");
+  }
+  return OkStatus();
+}
+
+StatusOr<uint64_t> ParseSeed(const std::string& text) {
+  auto hex_value = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (text.size() == 40) {  // a git commit: fold 160 bits into 64
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (char c : text) {
+      const int v = hex_value(c);
+      if (v < 0) return InvalidArgumentError("--seed", "a 40-character seed must be a hex commit");
+      h = (h ^ static_cast<uint64_t>(v)) * 0x100000001b3ull;
+    }
+    return h;
+  }
+  try {
+    size_t used = 0;
+    const uint64_t v = std::stoull(text, &used, 0);
+    if (used != text.size()) throw std::invalid_argument("trailing");
+    return v;
+  } catch (const std::exception&) {
+    return InvalidArgumentError("--seed", "must be a number, 0x-hex, or a 40-hex commit (got '" +
+                                              text + "')");
+  }
+}
+
+}  // namespace mlasim::fuzz

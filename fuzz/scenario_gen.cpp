@@ -1,0 +1,112 @@
+#include "fuzz/scenario_gen.h"
+
+#include <algorithm>
+
+namespace mlasim::fuzz {
+namespace {
+
+using sim::Scenario;
+
+// L = KV tokens incl. this step's Q verify tokens: weight on the minimum (exactly Q), tails just
+// above it, multiples of the split granularity (16) and page sizes, lengths around top-k.
+rc::Gen<int32_t> GenKvLen(int32_t q, int32_t topk) {
+  return rc::gen::weightedOneOf<int32_t>({
+      {3, rc::gen::just(q)},
+      {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 16), [q](int32_t d) { return q + d; })},
+      {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 128), [q](int32_t k) { return std::max(q, 16 * k); })},
+      {1, rc::gen::map(rc::gen::inRange<int32_t>(1, 64), [q](int32_t k) { return std::max(q, 64 * k); })},
+      {2, rc::gen::map(rc::gen::inRange<int32_t>(-8, 9), [q, topk](int32_t d) { return std::max(q, topk + d); })},
+      {3, rc::gen::inRange<int32_t>(q, 8192)},
+      {1, rc::gen::inRange<int32_t>(q, 65536)},
+  });
+}
+
+rc::Gen<std::vector<int32_t>> GenCaptureSizes() {
+  // Arbitrary lists come first so that shrinking ends on one small size: the founding fault
+  // needs only one padded request.
+  return rc::gen::weightedOneOf<std::vector<int32_t>>({
+      {3, rc::gen::map(rc::gen::container<std::vector<int32_t>>(rc::gen::inRange<int32_t>(1, 80)),
+                       [](std::vector<int32_t> v) {
+                         std::sort(v.begin(), v.end());
+                         v.erase(std::unique(v.begin(), v.end()), v.end());
+                         if (v.empty()) v.push_back(2);
+                         return v;
+                       })},
+      {4, rc::gen::just(std::vector<int32_t>{1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512})},
+      {2, rc::gen::just([] {
+         std::vector<int32_t> v = {1, 2, 4, 8};
+         for (int32_t x = 16; x <= 512; x += 16) v.push_back(x);
+         return v;
+       }())},
+  });
+}
+
+}  // namespace
+
+rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
+  return rc::gen::exec([cfg] {
+    Scenario s;
+    s.name = "fuzz";
+    s.mtp_k = *rc::gen::weightedOneOf<int32_t>(
+        {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, cfg.small ? 4 : 8)}});
+    const int32_t q = s.mtp_k + 1;
+    s.model.sparse = cfg.sparse_only ? true : *rc::gen::weightedElement<bool>({{2, true}, {1, false}});
+    s.model.topk = *rc::gen::element(2048, 64, 512);
+    s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
+    // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
+    const int32_t per_rank = *rc::gen::weightedElement<int32_t>(
+        {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}});
+    s.model.heads = per_rank * s.parallel.tp;
+    s.model.kv_dtype = *rc::gen::element(ref::DType::kFp8, ref::DType::kBf16);
+    s.model.rope_dim = *rc::gen::weightedElement<int32_t>({{5, 64}, {1, 0}});
+    const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
+        {{6, rc::gen::inRange<int32_t>(1, 9)},
+         {3, rc::gen::inRange<int32_t>(1, std::min(cfg.max_batch, 65) + 1)},
+         {1, rc::gen::inRange<int32_t>(1, cfg.max_batch + 1)}});
+    const int32_t topk = s.model.topk;
+    for (int32_t i = 0; i < batch; ++i) {
+      sim::RequestSpec r;
+      r.rejected_prev = *rc::gen::weightedOneOf<int32_t>(
+          {{3, rc::gen::just(0)}, {1, rc::gen::inRange<int32_t>(0, q)}});
+      r.context = *GenKvLen(q, topk) + r.rejected_prev;
+      r.rejected = *rc::gen::weightedOneOf<int32_t>(
+          {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}});
+      s.requests.push_back(r);
+    }
+    s.graph.capture_sizes = *GenCaptureSizes();
+    s.graph.eager = *rc::gen::weightedElement<bool>({{9, false}, {1, true}});
+    s.graph.max_num_seqs = 512;
+    s.graph.max_num_batched_tokens = std::max(16384, batch * q);
+    if (cfg.allow_dcp && *rc::gen::weightedElement<bool>({{6, false}, {1, true}})) {
+      s.parallel.dcp = *rc::gen::element(2, 4, 8);
+      s.parallel.dcp_interleave = *rc::gen::element(1, 1, 16, 64);
+    }
+    if (cfg.allow_dp && *rc::gen::weightedElement<bool>({{5, false}, {1, true}})) {
+      s.parallel.dp = *rc::gen::inRange<int32_t>(2, 5);
+      s.parallel.dp_scheduled_tokens.push_back(batch * q);
+      for (int32_t r = 1; r < s.parallel.dp; ++r)
+        s.parallel.dp_scheduled_tokens.push_back(q * *rc::gen::inRange<int32_t>(0, batch + 40));
+    }
+    s.target = *rc::gen::element(ref::Arch::kGfx950, ref::Arch::kGfx942);
+    s.revision = *rc::gen::weightedElement<ref::Revision>(
+        {{5, ref::Revision::k2026_08}, {1, ref::Revision::k2026_03}});
+    s.cu_count = *rc::gen::weightedOneOf<int32_t>(
+        {{2, rc::gen::just(0)}, {3, rc::gen::inRange<int32_t>(2, 65)}});
+    s.kernel = *rc::gen::element(sim::KernelVariant::kAsm, sim::KernelVariant::kAsm,
+                                 sim::KernelVariant::kOpus, sim::KernelVariant::kHk);
+    // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
+    // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
+    s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
+    s.allocator.model = *rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching);
+    s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
+    const std::string profile = *rc::gen::elementOf(cfg.profiles);
+    s.engine = *sim::GetEngineProfile(profile, "engine");
+    return s;
+  });
+}
+
+rc::Shrinkable<Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed, int size) {
+  return GenScenario(config)(rc::Random(seed), size);
+}
+
+}  // namespace mlasim::fuzz

@@ -1,0 +1,34 @@
+// File: fuzz/scenario_gen.h
+//
+// RapidCheck generators for engine steps (issue 5): batches of 1-512 requests with lengths weighted
+// toward the edges, MTP K 0-7 with rejected drafts, capture lists and the padded rung, heads and TP
+// (including shapes that fold or are refused), sparse top-k, DCP and DP, targets, revisions,
+// kernel variants, allocator models and engine profiles. Every choice shrinks toward the smallest,
+// most readable case: one or two requests, K = 1, a capture list of one size.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/scenario.h"
+
+namespace mlasim::fuzz {
+
+struct GenConfig {
+  std::vector<std::string> profiles = {"atom-2026-08", "atom-2026-11"};
+  bool sparse_only = false;     // the family the #2715 fix covers
+  bool allow_dcp = true;
+  bool allow_dp = true;
+  int32_t max_batch = 512;
+  bool small = false;           // B <= 64, fewer draft steps: throughput runs
+};
+
+rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);
+
+// A deterministic scenario from a 64-bit seed (campaigns): RapidCheck's generator driven by an
+// explicit random source, so seed ranges can be sharded across machines.
+rc::Shrinkable<sim::Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed, int size);
+
+}  // namespace mlasim::fuzz
