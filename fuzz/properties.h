@@ -20,7 +20,8 @@ namespace mlasim::fuzz {
 //  - decode_update on a plan it cannot update correctly: a fold decision that differs from the
 //    planner's (aiter-mla-metadata.md §9.3) or per-token q tiles it does not revisit; everything
 //    at draft steps >= 1 of such a step follows from it;
-//  - DCP tokens owning no local KV whose o rows no kernel writes (stale rows in the LSE merge).
+//  - DCP tokens owning no local KV whose o rows no kernel writes (stale rows in the LSE merge);
+//  - sparse models' main plan outgrowing buffers sized with is_sparse = True (docs/findings.md).
 bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r);
 // True when the step's dense draft steps patch a plan decode_update cannot handle.
 bool HasUpdateHazard(const sim::ReplayReport& r);

@@ -75,7 +75,9 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     }
     s.graph.capture_sizes = *GenCaptureSizes();
     s.graph.eager = *rc::gen::weightedElement<bool>({{9, false}, {1, true}});
-    s.graph.max_num_seqs = 512;
+    // Engines configured for small batches size every buffer for fewer sequences.
+    const int32_t seqs = cfg.small ? 64 : *rc::gen::element(512, 256, 128, 64);
+    s.graph.max_num_seqs = std::max(seqs, batch);
     s.graph.max_num_batched_tokens = std::max(16384, batch * q);
     if (cfg.allow_dcp && *rc::gen::weightedElement<bool>({{6, false}, {1, true}})) {
       s.parallel.dcp = *rc::gen::element(2, 4, 8);
