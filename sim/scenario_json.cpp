@@ -23,22 +23,14 @@ class ObjectReader {
   bool Has(const std::string& key) const { return obj_.contains(key); }
 
   Status Int(const std::string& key, int32_t* out, int64_t lo, int64_t hi, bool required = false) {
-    seen_.insert(key);
-    if (!obj_.contains(key)) return Missing(key, required);
-    const json& v = obj_.at(key);
-    if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi)
-      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
-                                                 std::to_string(hi) + " (got " + std::to_string(x) + ")");
-    *out = static_cast<int32_t>(x);
+    int64_t x = *out;
+    MLASIM_RETURN_IF_ERROR(Int64(key, &x, lo, hi, required));
+    *out = static_cast<int32_t>(x);  // lo..hi lie within int32 for every int32 field
     return OkStatus();
   }
-  Status Int64(const std::string& key, int64_t* out, int64_t lo, int64_t hi) {
-    int32_t unused = 0;
-    (void)unused;
+  Status Int64(const std::string& key, int64_t* out, int64_t lo, int64_t hi, bool required = false) {
     seen_.insert(key);
-    if (!obj_.contains(key)) return OkStatus();
+    if (!obj_.contains(key)) return Missing(key, required);
     const json& v = obj_.at(key);
     if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
     const int64_t x = v.get<int64_t>();

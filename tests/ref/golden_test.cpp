@@ -43,38 +43,11 @@ TEST(GoldenCorpus, DecodeUpdateMatchesAiterOnEveryRecord) {
 
 // Runs one decode_update record and returns the checker's report on the updated plan.
 ref::PlanCheckReport CheckUpdatedRecord(const nlohmann::json& rec) {
-  const nlohmann::json& in = rec.at("input");
-  auto req = ParsePlanRequest(in, "input", true);
+  auto req = ParsePlanRequest(rec.at("input"), "input", true);
   EXPECT_TRUE(req.ok());
   auto plan = ref::PlanMlaMetadata(*req);
-  const int32_t steps = in.at("steps").get<int32_t>();
-  std::vector<int32_t> kv;
-  for (int32_t s = 0; s < steps; ++s) {
-    ref::DecodeUpdateRequest u;
-    u.target = req->target;
-    u.heads_per_head_k = req->heads_per_head_k;
-    u.q_dtype = req->q_dtype;
-    u.kv_dtype = req->kv_dtype;
-    u.kv_granularity = req->kv_granularity;
-    u.max_seqlen_qo = in.at("update_max_seqlen_qo").get<int32_t>();
-    u.qo_indptr = req->qo_indptr;
-    const auto& kvj = steps == 1 ? in.at("new_kv_indptr") : in.at("new_kv_indptr").at(s);
-    kv = kvj.get<std::vector<int32_t>>();
-    u.kv_indptr = kv;
-    const auto rej = steps == 1 ? in.at("num_reject_tokens")
-                                : (in.at("num_reject_tokens").is_null()
-                                       ? nlohmann::json()
-                                       : in.at("num_reject_tokens").at(s));
-    if (!rej.is_null()) {
-      u.num_reject_tokens = rej.get<std::vector<int32_t>>();
-      u.has_num_reject_tokens = true;
-    }
-    EXPECT_TRUE(ref::DecodeUpdateMlaMetadataV1(u, *plan).ok());
-  }
-  ref::PlanRequest served = *req;
-  served.kv_indptr = kv;
-  served.max_seqlen_qo = served.uni_seqlen_qo = served.qlen = 1;
-  for (size_t i = 0; i < served.qo_indptr.size(); ++i) served.qo_indptr[i] = static_cast<int32_t>(i);
+  ref::PlanRequest served;
+  EXPECT_TRUE(ApplyUpdateChain(rec, *req, *plan, &served).ok());
   return ref::CheckPlan(served, *plan);
 }
 

@@ -163,30 +163,46 @@ std::optional<GoldenMismatch> CheckUpdateRecord(const json& rec) {
   auto plan = ref::PlanMlaMetadata(*req);
   if (!plan.ok()) return GoldenMismatch{-1, "plan", -1, plan.status().ToString()};
   if (auto m = CompareOutput(rec.at("before"), *plan, "before.")) return m;
-  const int32_t steps = in.at("steps").get<int32_t>();
-  for (int32_t s = 0; s < steps; ++s) {
-    ref::DecodeUpdateRequest u;
-    u.target = req->target;
-    u.revision = req->revision;
-    u.heads_per_head_k = req->heads_per_head_k;
-    u.num_heads_k = req->num_heads_k;
-    u.q_dtype = req->q_dtype;
-    u.kv_dtype = req->kv_dtype;
-    u.page_size = req->page_size;
-    u.kv_granularity = req->kv_granularity;
-    u.max_seqlen_qo = in.at("update_max_seqlen_qo").get<int32_t>();
-    u.qo_indptr = req->qo_indptr;
-    u.kv_indptr = StepValue(in.at("new_kv_indptr"), steps, s).get<std::vector<int32_t>>();
-    const json rej = StepValue(in.at("num_reject_tokens"), steps, s);
-    if (!rej.is_null()) u.num_reject_tokens = rej.get<std::vector<int32_t>>();
-    u.has_num_reject_tokens = !rej.is_null();
-    Status st = ref::DecodeUpdateMlaMetadataV1(u, *plan);
-    if (!st.ok()) return GoldenMismatch{-1, "decode_update", -1, st.ToString()};
-  }
+  if (Status st = ApplyUpdateChain(rec, *req, *plan, nullptr); !st.ok())
+    return GoldenMismatch{-1, "decode_update", -1, st.ToString()};
   return CompareOutput(rec.at("after"), *plan, "after.");
 }
 
 }  // namespace
+
+Status ApplyUpdateChain(const json& rec, const ref::PlanRequest& req, ref::Plan& plan,
+                        ref::PlanRequest* served) {
+  const json& in = rec.at("input");
+  const int32_t steps = in.at("steps").get<int32_t>();
+  std::vector<int32_t> kv = req.kv_indptr;
+  for (int32_t s = 0; s < steps; ++s) {
+    ref::DecodeUpdateRequest u;
+    u.target = req.target;
+    u.revision = req.revision;
+    u.heads_per_head_k = req.heads_per_head_k;
+    u.num_heads_k = req.num_heads_k;
+    u.q_dtype = req.q_dtype;
+    u.kv_dtype = req.kv_dtype;
+    u.page_size = req.page_size;
+    u.kv_granularity = req.kv_granularity;
+    u.max_seqlen_qo = in.at("update_max_seqlen_qo").get<int32_t>();
+    u.qo_indptr = req.qo_indptr;
+    kv = StepValue(in.at("new_kv_indptr"), steps, s).get<std::vector<int32_t>>();
+    u.kv_indptr = kv;
+    const json rej = StepValue(in.at("num_reject_tokens"), steps, s);
+    if (!rej.is_null()) u.num_reject_tokens = rej.get<std::vector<int32_t>>();
+    u.has_num_reject_tokens = !rej.is_null();
+    MLASIM_RETURN_IF_ERROR(ref::DecodeUpdateMlaMetadataV1(u, plan));
+  }
+  if (served) {
+    *served = req;
+    served->kv_indptr = kv;
+    served->max_seqlen_qo = served->uni_seqlen_qo = served->qlen = 1;
+    for (size_t i = 0; i < served->qo_indptr.size(); ++i)
+      served->qo_indptr[i] = static_cast<int32_t>(i);
+  }
+  return OkStatus();
+}
 
 std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
   const int64_t id = rec.contains("id") && rec.at("id").is_number_integer() ? rec.at("id").get<int64_t>() : -1;

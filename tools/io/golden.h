@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "ref/metadata.h"
 #include "ref/status.h"
 
 namespace mlasim::io {
@@ -25,6 +26,12 @@ struct GoldenMismatch {
 // Compares one record (a parsed JSON line). Returns nullopt when everything matches, a mismatch
 // otherwise; an unreadable record is a mismatch with buffer "record".
 std::optional<GoldenMismatch> CheckGoldenRecord(const nlohmann::json& record);
+
+// Applies the decode_update chain of one aiter-decode-update record to `plan` (the record's plan):
+// every step's new kv_indptr and num_reject_tokens, in order. On success `served` is the request
+// the updated plan must serve (the last lengths, one q row per request). Errors: the update's.
+Status ApplyUpdateChain(const nlohmann::json& record, const ref::PlanRequest& request,
+                        ref::Plan& plan, ref::PlanRequest* served);
 
 struct GoldenSummary {
   int64_t records = 0;
