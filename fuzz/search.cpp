@@ -6,6 +6,7 @@ std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& pro
                                      sim::SimMutant mutant) {
   sim::ExecuteOptions opt;
   opt.mutant = mutant;
+  opt.capture_layout = false;  // properties look at violations only
   auto r = sim::Replay(s, opt);
   if (!r.ok()) return {};  // a refused shape: aiter refuses it too, nothing runs
   return property(*r);

@@ -31,6 +31,10 @@ class CallExecutor {
 
   void Run(const Call& c);
   void CaptureLayout(const Call& c, bool has_violation) {
+    if (!opt_.capture_layout) {
+      out_.layout_call = c.index;
+      return;
+    }
     out_.layout = as_.LayoutJson();
     out_.layout["call"] = c.index;
     out_.layout["step"] = c.step;

@@ -62,6 +62,7 @@ struct ExecuteOptions {
   // The wrong-hypothesis twin (issue 5): zero-KV work items read one index row at kv_start.
   bool zero_kv_reads_index_row = false;
   SimMutant mutant = SimMutant::kNone;  // sim/mutants.h; also applied by ExpandStep via Replay
+  bool capture_layout = true;           // build ExecutionResult::layout (fuzzing skips it)
 };
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});

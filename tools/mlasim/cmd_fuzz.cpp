@@ -1,5 +1,6 @@
 // File: tools/mlasim/cmd_fuzz.cpp — `mlasim fuzz`: a fuzzing campaign over generated engine steps
 // (fuzz/campaign.h). Exit 0 no findings, 1 findings, 2 bad input.
+#include <malloc.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -71,6 +72,10 @@ class FuzzCommand final : public Command {
                               findings, secs);
       }
     };
+    // Plans use capacity-sized buffers (hundreds of KiB): keep them on the heap instead of a
+    // fresh mmap per allocation, whose page faults cost more than the simulation.
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
     auto sum = fuzz::RunCampaign(o_, progress);
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
