@@ -390,11 +390,29 @@ struct TailedBuffer {
   std::string name;
   unsigned char* p = nullptr;
   int64_t rows = 0, row_bytes = 0, tail_rows = 0;
-  TailedBuffer(std::string n, int64_t r, int64_t rb, int64_t tail) : name(std::move(n)), rows(r), row_bytes(rb), tail_rows(tail) {
+  bool guarded = false;  // placed by device_alloc_guarded: no tail, the next byte is unmapped
+  GuardedAllocation guard;
+  TailedBuffer(std::string n, int64_t r, int64_t rb, int64_t tail, bool guard_pages = false)
+      : name(std::move(n)), rows(r), row_bytes(rb), tail_rows(guard_pages && r > 0 ? 0 : tail),
+        guarded(guard_pages && r > 0) {
+    if (guarded) {
+      guard = device_alloc_guarded(static_cast<std::size_t>(bytes()));
+      p = static_cast<unsigned char*>(guard.ptr);
+      return;
+    }
     HIP_CHECK(hipMalloc(reinterpret_cast<void**>(&p), std::max<int64_t>(bytes() + tail_bytes(), 16)));
     fill_sentinel(p + bytes(), tail_bytes());
   }
-  ~TailedBuffer() { (void)hipFree(p); }
+  ~TailedBuffer() {
+    if (guarded) {
+      try {
+        device_free_guarded(p);
+      } catch (...) {  // a destructor must not throw; the process is ending after a fault anyway
+      }
+    } else {
+      (void)hipFree(p);
+    }
+  }
   TailedBuffer(const TailedBuffer&) = delete;
   TailedBuffer& operator=(const TailedBuffer&) = delete;
   int64_t bytes() const { return rows * row_bytes; }
@@ -473,8 +491,10 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
     }
   } free_all{owned};
 
-  TailedBuffer q("q", q_alloc, int64_t{H} * D * 2, opt.tail_rows);
-  TailedBuffer o("o", o_alloc, int64_t{H} * Dv * 2, opt.tail_rows);
+  if (!opt.guard_buffer.empty() && opt.guard_buffer != "q" && opt.guard_buffer != "o")
+    throw std::invalid_argument("run_mla_decode: guard_buffer must be \"q\", \"o\" or empty");
+  TailedBuffer q("q", q_alloc, int64_t{H} * D * 2, opt.tail_rows, opt.guard_buffer == "q");
+  TailedBuffer o("o", o_alloc, int64_t{H} * Dv * 2, opt.tail_rows, opt.guard_buffer == "o");
   TailedBuffer lse("lse", o_alloc, int64_t{H} * 4, opt.tail_rows);
   TailedBuffer po("partial_o", partial_rows, int64_t{H} * Dv * 4, opt.tail_rows);
   TailedBuffer pl("partial_lse", partial_rows, int64_t{H} * 4, opt.tail_rows);
@@ -537,6 +557,8 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   HIP_CHECK(hipDeviceSynchronize());
 
   DecodeResult res;
+  if (q.guarded) res.guard = q.guard;
+  if (o.guarded) res.guard = o.guard;
   for (const TailedBuffer* b : {&q, &o, &lse, &po, &pl}) b->scan(res.tails);
   unsigned long long lg[4];
   copy_to_host(lg, log, sizeof lg);

@@ -72,6 +72,25 @@ void copy_to_device(void* dev_dst, const void* host_src, std::size_t bytes);
 // Throws std::runtime_error on failure.
 void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes);
 
+// Guard-page allocation (driver virtual memory: reserve, create, map, set access). The buffer is
+// placed so that its last byte is the last byte of the mapped range; the next granule is reserved
+// but not mapped, so any access past the end faults (CUDA: illegal address, which poisons the
+// context: run such calls in a child process). Contents are undefined.
+struct GuardedAllocation {
+  void* ptr = nullptr;           // the buffer: [ptr, ptr + bytes)
+  std::size_t bytes = 0;
+  std::size_t mapped_bytes = 0;  // mapped range (bytes rounded up to the granularity)
+  std::size_t granularity = 0;   // the unmapped guard after the range (2 MiB on the H200)
+  std::uintptr_t mapped_end = 0; // == ptr + bytes: the first unmapped address
+};
+// Throws std::invalid_argument for 0 bytes, std::runtime_error when a driver call fails.
+GuardedAllocation device_alloc_guarded(std::size_t bytes);
+// Frees a guarded allocation by its ptr (nullptr does nothing); driver errors are ignored, so it
+// is safe after a fault. Throws std::invalid_argument for a pointer it did not return.
+void device_free_guarded(void* ptr);
+// The driver's minimum mapping granularity on the current device.
+std::size_t guard_page_granularity();
+
 // ---------------------------------------------------------------------------------------------
 // GPU planner (kernels/planner.hip): aiter's v1.2 fast-mode planner as a one-workgroup kernel.
 // The host takes the reference's decisions (ref::DecidePlan: clusters, folding, dispatch); the
@@ -118,6 +137,9 @@ struct DecodeOptions {
   int64_t tail_rows = 8;      // sentinel rows after q, o, lse and the partial buffers
   bool run_reduce = true;
   int timing_iterations = 0;  // > 0: also time decode and reduce (mean of launches)
+  // Guard-page mode: "q" or "o" places that buffer (no sentinel tail) with device_alloc_guarded,
+  // so an access past its end faults; "" (default): every buffer has a sentinel tail.
+  std::string guard_buffer;
 };
 
 // What a sentinel tail showed after a call: rows (of the buffer's row size) past its end.
@@ -137,6 +159,7 @@ struct DecodeResult {
   int64_t q_rows_read_min = -1, q_rows_read_max = -1;
   int64_t o_rows_written_min = -1, o_rows_written_max = -1;
   double decode_us = 0, reduce_us = 0;
+  GuardedAllocation guard;  // the guarded buffer's placement (guard_buffer set), else empty
 };
 
 // Runs the plan's work items (one workgroup per cluster) and the reduce. inputs: as built by

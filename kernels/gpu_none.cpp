@@ -30,6 +30,12 @@ void copy_to_device(void*, const void*, std::size_t) { no_backend(); }
 
 void copy_to_host(void*, const void*, std::size_t) { no_backend(); }
 
+GuardedAllocation device_alloc_guarded(std::size_t) { no_backend(); }
+
+void device_free_guarded(void*) { no_backend(); }
+
+std::size_t guard_page_granularity() { no_backend(); }
+
 }  // namespace mlasim::gpu
 
 namespace mlasim::gpu {

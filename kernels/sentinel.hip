@@ -5,7 +5,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <stdexcept>
+
+#if defined(__CUDACC__) && !defined(__HIP__)
+#include <cuda.h>  // driver VM types only; the functions come from cudaGetDriverEntryPointByVersion
+#endif
 
 namespace mlasim::gpu {
 namespace {
@@ -123,6 +129,189 @@ void copy_to_device(void* dev_dst, const void* host_src, std::size_t bytes) {
 void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) {
   if (bytes == 0) return;
   HIP_CHECK(hipMemcpy(host_dst, dev_src, bytes, hipMemcpyDeviceToHost));
+}
+
+
+// ---- guard-page allocations (driver virtual memory) -------------------------------------------
+// Layout: [ reserved range: mapped granules | one reserved, unmapped granule ]; the buffer is
+// placed at (mapped end - bytes), so its last byte is the last mapped byte and the next byte lies
+// in the unmapped granule: any access there faults (illegal address / memory access fault).
+namespace {
+
+struct GuardRecord {
+  void* base = nullptr;
+  std::size_t reserved = 0, mapped = 0;
+  unsigned long long handle = 0;
+};
+std::mutex g_guard_mu;
+std::map<void*, GuardRecord> g_guards;
+
+#if defined(__CUDACC__) && !defined(__HIP__)
+// NVIDIA: the driver API through the runtime's entry-point query, so nothing links libcuda.
+struct Driver {
+  CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
+  CUresult (*granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
+  CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
+  CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;
+};
+
+template <class F>
+void entry(const char* name, F*& fn) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  HIP_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
+  if (p == nullptr || q != cudaDriverEntryPointSuccess) throw std::runtime_error(std::string("driver entry point not found: ") + name);
+  fn = reinterpret_cast<F*>(p);
+}
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver x;
+    entry("cuMemAddressReserve", x.reserve);
+    entry("cuMemCreate", x.create);
+    entry("cuMemMap", x.map);
+    entry("cuMemSetAccess", x.set_access);
+    entry("cuMemGetAllocationGranularity", x.granularity);
+    entry("cuMemUnmap", x.unmap);
+    entry("cuMemRelease", x.release);
+    entry("cuMemAddressFree", x.address_free);
+    return x;
+  }();
+  return d;
+}
+
+void drv_check(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) throw std::runtime_error(std::string(what) + " failed: CUresult " + std::to_string(static_cast<int>(r)));
+}
+
+CUmemAllocationProp alloc_prop(int dev) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  return prop;
+}
+
+GuardRecord guard_map(std::size_t bytes, int dev) {
+  HIP_CHECK(cudaFree(nullptr));  // the primary context must be current for the driver calls
+  const Driver& d = driver();
+  const CUmemAllocationProp prop = alloc_prop(dev);
+  size_t gran = 0;
+  drv_check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+  GuardRecord g;
+  g.mapped = (bytes + gran - 1) / gran * gran;
+  g.reserved = g.mapped + gran;
+  CUdeviceptr base = 0;
+  drv_check(d.reserve(&base, g.reserved, gran, 0, 0), "cuMemAddressReserve");
+  g.base = reinterpret_cast<void*>(base);
+  CUmemGenericAllocationHandle h = 0;
+  drv_check(d.create(&h, g.mapped, &prop, 0), "cuMemCreate");
+  g.handle = static_cast<unsigned long long>(h);
+  drv_check(d.map(base, g.mapped, 0, h, 0), "cuMemMap");
+  CUmemAccessDesc acc{};
+  acc.location = prop.location;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  drv_check(d.set_access(base, g.mapped, &acc, 1), "cuMemSetAccess");
+  return g;
+}
+
+void guard_unmap(const GuardRecord& g) {  // errors ignored: after a fault the context is gone
+  const Driver& d = driver();
+  const CUdeviceptr base = reinterpret_cast<CUdeviceptr>(g.base);
+  (void)d.unmap(base, g.mapped);
+  (void)d.release(static_cast<CUmemGenericAllocationHandle>(g.handle));
+  (void)d.address_free(base, g.reserved);
+}
+
+std::size_t guard_granularity(int dev) {
+  HIP_CHECK(cudaFree(nullptr));
+  const CUmemAllocationProp prop = alloc_prop(dev);
+  size_t gran = 0;
+  drv_check(driver().granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+  return gran;
+}
+
+#else
+// AMD: the same steps with HIP's virtual memory API.
+hipMemAllocationProp alloc_prop(int dev) {
+  hipMemAllocationProp prop{};
+  prop.type = hipMemAllocationTypePinned;
+  prop.location.type = hipMemLocationTypeDevice;
+  prop.location.id = dev;
+  return prop;
+}
+
+std::size_t guard_granularity(int dev) {
+  const hipMemAllocationProp prop = alloc_prop(dev);
+  size_t gran = 0;
+  HIP_CHECK(hipMemGetAllocationGranularity(&gran, &prop, hipMemAllocationGranularityMinimum));
+  return gran;
+}
+
+GuardRecord guard_map(std::size_t bytes, int dev) {
+  const hipMemAllocationProp prop = alloc_prop(dev);
+  const std::size_t gran = guard_granularity(dev);
+  GuardRecord g;
+  g.mapped = (bytes + gran - 1) / gran * gran;
+  g.reserved = g.mapped + gran;
+  HIP_CHECK(hipMemAddressReserve(&g.base, g.reserved, gran, nullptr, 0));
+  hipMemGenericAllocationHandle_t h{};
+  HIP_CHECK(hipMemCreate(&h, g.mapped, &prop, 0));
+  g.handle = reinterpret_cast<unsigned long long>(h);
+  HIP_CHECK(hipMemMap(g.base, g.mapped, 0, h, 0));
+  hipMemAccessDesc acc{};
+  acc.location = prop.location;
+  acc.flags = hipMemAccessFlagsProtReadWrite;
+  HIP_CHECK(hipMemSetAccess(g.base, g.mapped, &acc, 1));
+  return g;
+}
+
+void guard_unmap(const GuardRecord& g) {
+  (void)hipMemUnmap(g.base, g.mapped);
+  (void)hipMemRelease(reinterpret_cast<hipMemGenericAllocationHandle_t>(g.handle));
+  (void)hipMemAddressFree(g.base, g.reserved);
+}
+#endif
+
+}  // namespace
+
+GuardedAllocation device_alloc_guarded(std::size_t bytes) {
+  if (bytes == 0) throw std::invalid_argument("device_alloc_guarded: 0 bytes");
+  int dev = 0;
+  HIP_CHECK(hipGetDevice(&dev));
+  const GuardRecord g = guard_map(bytes, dev);
+  GuardedAllocation a;
+  a.ptr = static_cast<unsigned char*>(g.base) + (g.mapped - bytes);
+  a.bytes = bytes;
+  a.mapped_bytes = g.mapped;
+  a.granularity = g.reserved - g.mapped;
+  a.mapped_end = reinterpret_cast<std::uintptr_t>(g.base) + g.mapped;
+  std::lock_guard<std::mutex> lock(g_guard_mu);
+  g_guards[a.ptr] = g;
+  return a;
+}
+
+void device_free_guarded(void* ptr) {
+  if (ptr == nullptr) return;
+  GuardRecord g;
+  {
+    std::lock_guard<std::mutex> lock(g_guard_mu);
+    auto it = g_guards.find(ptr);
+    if (it == g_guards.end()) throw std::invalid_argument("device_free_guarded: not a guarded allocation");
+    g = it->second;
+    g_guards.erase(it);
+  }
+  guard_unmap(g);
+}
+
+std::size_t guard_page_granularity() {
+  int dev = 0;
+  HIP_CHECK(hipGetDevice(&dev));
+  return guard_granularity(dev);
 }
 
 }  // namespace mlasim::gpu

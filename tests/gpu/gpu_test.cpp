@@ -324,5 +324,62 @@ TEST(GpuFoundingCase, Atom202611IsClean) {
   EXPECT_LT(f.gpu.o_rows_written_max, f.q_rows);
 }
 
+// ---- guard pages ---------------------------------------------------------------------------
+TEST(GpuGuard, BufferEndsAtTheEndOfItsMappedRange) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t gran = gpu::guard_page_granularity();
+  ASSERT_GT(gran, 0u);
+  for (std::size_t bytes : {std::size_t{1}, std::size_t{156} * 16 * 576 * 2, gran, gran + 3}) {
+    const gpu::GuardedAllocation a = gpu::device_alloc_guarded(bytes);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.ptr) + bytes, a.mapped_end) << bytes;
+    EXPECT_EQ(a.mapped_bytes % gran, 0u);
+    EXPECT_GE(a.mapped_bytes, bytes);
+    EXPECT_LT(a.mapped_bytes - bytes, gran);
+    EXPECT_EQ(a.granularity, gran);
+    std::vector<unsigned char> h(bytes, 0x5A), back(bytes, 0);
+    gpu::copy_to_device(a.ptr, h.data(), bytes);  // the whole buffer, up to its last byte
+    gpu::copy_to_host(back.data(), a.ptr, bytes);
+    EXPECT_EQ(h, back);
+    gpu::device_free_guarded(a.ptr);
+  }
+  std::printf("[gpu] guard granularity %zu bytes\n", gran);
+}
+
+// In bounds (atom-2026-11), the guarded q and o change nothing: same rows, same values.
+TEST(GpuGuard, CleanCaseRunsWithQOrOGuarded) {
+  SKIP_WITHOUT_GPU();
+  auto s = sim::BuiltinScenario("seed");
+  ASSERT_TRUE(s.ok());
+  s->engine = *sim::GetEngineProfile("atom-2026-11", "engine");
+  auto rep = sim::Replay(*s);
+  ASSERT_TRUE(rep.ok());
+  const sim::Call* call = nullptr;
+  for (const sim::Call& c : rep->trace.calls)
+    if (c.step == "draft_step_0" && c.kind == sim::CallKind::kDecode) call = &c;
+  ASSERT_NE(call, nullptr);
+  const sim::PlanSnapshot& snap = rep->trace.plans.at(call->plan);
+  ref::NumericsOptions no;
+  no.seed = 7;
+  auto in = ref::BuildMlaInputs(snap.request, no);
+  ASSERT_TRUE(in.ok());
+  gpu::DecodeOptions opt;
+  opt.q_alloc_rows = opt.o_alloc_rows = call->q_rows;
+  const gpu::DecodeResult plain = gpu::run_mla_decode(*in, snap.plan, opt);
+  for (const char* b : {"q", "o"}) {
+    opt.guard_buffer = b;
+    const gpu::DecodeResult g = gpu::run_mla_decode(*in, snap.plan, opt);
+    EXPECT_EQ(g.guard.bytes % 16, 0u) << b;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(g.guard.ptr) + g.guard.bytes, g.guard.mapped_end) << b;
+    EXPECT_TRUE(g.tails.empty()) << b;
+    EXPECT_EQ(g.q_rows_read_max, plain.q_rows_read_max) << b;
+    EXPECT_EQ(g.o_rows_written_max, plain.o_rows_written_max) << b;
+    ASSERT_EQ(g.o.size(), plain.o.size());
+    int64_t diff = 0;
+    for (size_t i = 0; i < g.o.size(); ++i)
+      diff += !(g.o[i] == plain.o[i] || (std::isnan(g.o[i]) && std::isnan(plain.o[i])));
+    EXPECT_EQ(diff, 0) << b;
+  }
+}
+
 }  // namespace
 }  // namespace mlasim

@@ -1,11 +1,22 @@
 // File: tools/mlasim/cmd_replay.cpp — `mlasim replay`: expand one engine step of a scenario, run
 // every call's access contract over the simulated address space, report. docs/cli.md, docs/scenario.md.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/gpu_api.h"
+#include "ref/numerics.h"
+#include "ref/planner.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
@@ -14,6 +25,189 @@ namespace mlasim::cli {
 namespace {
 
 constexpr const char* kName = "replay";
+
+// ---- `--gpu`: the same trace on the device (kernels/gpu_api.h) ------------------------------
+// Per decode call: the GPU planner against the reference planner (every defined cell), the decode
+// + reduce kernels against the CPU numerics (ref::RunMonolithic, ref::DeriveTolerances), and the
+// sentinel tails / access log against the simulator's out-of-bounds violations of that call and
+// its reduce (same buffers, same rows). Guard mode runs each call once per guarded buffer (q, o)
+// in a child process (fork + exec of this binary, which does its own device init), so a fault
+// is caught and attributed to the guarded buffer instead of ending the run.
+
+struct RowRange {
+  int64_t first = -1, last = -1;
+  bool any() const { return first >= 0; }
+  std::string str() const { return any() ? std::to_string(first) + ".." + std::to_string(last) : "none"; }
+  bool operator==(const RowRange& o) const { return first == o.first && last == o.last; }
+};
+
+ref::AttentionPrecision KernelPrecision() {  // what the kernel does: fp32 accumulate, P and o bf16
+  ref::AttentionPrecision p;
+  p.accumulate = ref::Accumulate::kFp32;
+  p.p_format = ref::NumFormat::kBf16;
+  p.out_format = ref::NumFormat::kBf16;
+  return p;
+}
+
+// The simulator's predicted out-of-bounds rows of `buffer`/`access` for decode call `c` (and the
+// reduce call right after it on the same plan).
+RowRange Predicted(const sim::ReplayReport& r, const sim::Call& c, const std::string& buffer,
+                   const std::string& access) {
+  RowRange out;
+  const auto& calls = r.trace.calls;
+  for (const sim::Violation& v : r.result.violations) {
+    const bool own = v.call_index == c.index;
+    const bool reduce = v.call_index == c.index + 1 && c.index + 1 < static_cast<int32_t>(calls.size()) &&
+                        calls[c.index + 1].kind == sim::CallKind::kReduce && calls[c.index + 1].plan == c.plan;
+    if (!(own || reduce) || v.kind != sim::ViolationKind::kOutOfBounds) continue;
+    if (v.buffer != buffer || v.access != access) continue;
+    out.first = out.any() ? std::min(out.first, v.first_row) : v.first_row;
+    out.last = std::max(out.last, v.last_row);
+  }
+  return out;
+}
+
+gpu::ZeroKvVariant VariantOf(const sim::Scenario& s) {
+  return s.kernel == sim::KernelVariant::kAsm    ? gpu::ZeroKvVariant::kAsm
+         : s.kernel == sim::KernelVariant::kOpus ? gpu::ZeroKvVariant::kOpus
+                                                 : gpu::ZeroKvVariant::kHk;
+}
+
+// Runs decode call `c` on the device as the engine allocated q and o (c.q_rows rows each).
+gpu::DecodeResult RunCall(const sim::ReplayReport& r, const sim::Call& c, const ref::MlaInputs& in,
+                          const std::string& guard) {
+  const sim::PlanSnapshot& snap = r.trace.plans.at(c.plan);
+  gpu::DecodeOptions opt;
+  opt.variant = VariantOf(r.scenario);
+  opt.q_alloc_rows = c.q_rows;
+  opt.o_alloc_rows = c.q_rows;
+  opt.tail_rows = std::max<int64_t>(16, int64_t{snap.q_rows_covered} - c.q_rows + 1);
+  opt.guard_buffer = guard;
+  return gpu::run_mla_decode(in, snap.plan, opt);
+}
+
+StatusOr<ref::MlaInputs> InputsOf(const sim::ReplayReport& r, const sim::Call& c) {
+  ref::NumericsOptions no;
+  no.seed = 7;
+  no.precision = KernelPrecision();
+  return ref::BuildMlaInputs(r.trace.plans.at(c.plan).request, no);
+}
+
+int64_t CountPlanMismatches(const gpu::GpuPlan& g, const ref::Plan& want, std::string* where) {
+  const std::pair<const std::vector<int32_t>*, const ref::Int32Buffer*> bufs[] = {
+      {&g.work_indptr, &want.work_indptr},     {&g.work_info, &want.work_info},
+      {&g.reduce_indptr, &want.reduce_indptr}, {&g.reduce_final_map, &want.reduce_final_map},
+      {&g.reduce_partial_map, &want.reduce_partial_map}};
+  const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map"};
+  int64_t bad = 0;
+  for (int i = 0; i < 5; ++i) {
+    const auto& a = *bufs[i].first;
+    const auto& b = *bufs[i].second;
+    if (static_cast<int64_t>(a.size()) != b.size()) {
+      if (bad++ == 0) *where = std::string(names[i]) + " size " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+      continue;
+    }
+    for (int64_t j = 0; j < b.size(); ++j) {
+      if (b.cells[j] == ref::Cell::kUndefined || a[j] == b.data[j]) continue;
+      if (bad++ == 0) *where = std::string(names[i]) + "[" + std::to_string(j) + "]: gpu " + std::to_string(a[j]) +
+                               " reference " + std::to_string(b.data[j]);
+    }
+  }
+  if (g.num_tiles != want.derived.num_tiles || g.payload != want.derived.payload || g.oob_stores != 0 || g.walk_failed) {
+    if (bad++ == 0) *where = "num_tiles/payload/stores differ";
+  }
+  return bad;
+}
+
+// Sentinel mode for one decode call; returns true when everything agrees.
+bool SentinelCall(const sim::ReplayReport& r, const sim::Call& c, std::ostream& out) {
+  bool ok = true;
+  auto in = InputsOf(r, c);
+  if (!in.ok()) {
+    out << fmt::format("  call {} {}: inputs not built: {}\n", c.index, c.step, in.status().message());
+    return false;
+  }
+  const gpu::DecodeResult g = RunCall(r, c, *in, "");
+  // numerics: the rows that exist (o has c.q_rows rows) against the CPU truth.
+  auto mono = ref::RunMonolithic(*in, KernelPrecision());
+  if (!mono.ok()) {
+    out << fmt::format("  call {} {}: CPU numerics failed: {}\n", c.index, c.step, mono.status().message());
+    return false;
+  }
+  int64_t max_keys = 0;
+  for (int32_t b = 0; b < in->num_requests(); ++b) {
+    const int64_t pages = in->kv_indptr[b + 1] - in->kv_indptr[b];
+    const int64_t keys = in->topk >= 0 ? std::min<int64_t>(pages, in->topk)
+                         : pages == 0  ? 0
+                                       : (pages - 1) * in->page_size + in->kv_last_page_lens[b];
+    max_keys = std::max(max_keys, keys);
+  }
+  double v_max = 0, lse_max = 0;
+  for (float v : in->kv_cache)
+    if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}) * in->kv_scale);
+  for (double l : mono->lse)
+    if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
+  const auto tol = ref::DeriveTolerances(KernelPrecision(), max_keys, v_max, lse_max);
+  const auto co = ref::CompareTensors(g.o.data(), mono->o.data(), static_cast<int64_t>(g.o.size()), tol.o);
+  const auto cl = ref::CompareTensors(g.lse.data(), mono->lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
+  ok = ok && co.passed && cl.passed;
+  out << fmt::format("  call {} {} {}: q/o {} rows, plan covers {}\n", c.index, c.step, c.name, c.q_rows,
+                     r.trace.plans.at(c.plan).q_rows_covered);
+  out << fmt::format("    numerics vs CPU: o max_abs {:.3g} (atol {:.3g} rtol {:.3g}) cos_diff {:.3g}, lse max_abs {:.3g}: {}\n",
+                     co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff, cl.max_abs,
+                     co.passed && cl.passed ? "within tolerance" : "OUTSIDE TOLERANCE");
+  // observations against predictions
+  RowRange q_seen, o_seen, lse_seen;
+  if (g.q_rows_read_max >= c.q_rows) q_seen = {c.q_rows, g.q_rows_read_max};
+  std::string other;
+  for (const gpu::TailDamage& t : g.tails) {
+    if (t.buffer == "o") o_seen = {t.first_row, t.last_row};
+    else if (t.buffer == "lse") lse_seen = {t.first_row, t.last_row};
+    else other += fmt::format(" {} rows {}..{}", t.buffer, t.first_row, t.last_row);
+  }
+  const RowRange q_pred = Predicted(r, c, "q", "read"), o_pred = Predicted(r, c, "o", "write");
+  const bool q_ok = q_seen == q_pred, o_ok = o_seen == o_pred && lse_seen == o_pred;
+  out << fmt::format("    q read past the end:    gpu rows {} (access log: read {}..{}), simulator rows {}: {}\n",
+                     q_seen.str(), g.q_rows_read_min, g.q_rows_read_max, q_pred.str(), q_ok ? "agree" : "DISAGREE");
+  out << fmt::format("    o written past the end: gpu rows {} (sentinel tail; lse tail {}), simulator rows {}: {}\n",
+                     o_seen.str(), lse_seen.str(), o_pred.str(), o_ok ? "agree" : "DISAGREE");
+  if (!other.empty()) out << "    other sentinel tails damaged (not predicted):" << other << "\n";
+  return ok && q_ok && o_ok && other.empty();
+}
+
+std::string ReadAll(int fd) {
+  std::string s;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) s.append(buf, static_cast<size_t>(n));
+  return s;
+}
+
+// Runs `args` (argv[0] = this binary) in a child; returns its wait status and stdout + stderr.
+int RunChild(const std::vector<std::string>& args, std::string* output) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  *output = ReadAll(fds[0]);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
+constexpr int kChildFault = 4;  // the guard child's exit code when the device call failed
 
 class ReplayCommand final : public Command {
  public:
@@ -40,6 +234,15 @@ class ReplayCommand final : public Command {
                      "write the address-space layout (persistent buffers + the tensors of the "
                      "first call with a violation) as JSON, for `mlasim explain-fault`")
         ->type_name("FILE");
+    gpu_opt_ = app_->add_option("--gpu", gpu_mode_,
+                                "also run the decode calls on the GPU and compare with the simulator: "
+                                "sentinel (default: sentinel tails + access log, GPU planner, numerics) "
+                                "or guard (guard pages, each call in a child process); exit 1 on "
+                                "any disagreement, 2 in a build without a GPU backend")
+                   ->expected(0, 1)
+                   ->type_name("[sentinel|guard]");
+    app_->add_option("--gpu-child-call", child_call_, "internal: the guard-mode child")->group("");
+    app_->add_option("--gpu-child-guard", child_guard_, "internal: the guard-mode child")->group("");
     app_->add_option("--scenario-out", scenario_out_,
                      "write the scenario as canonical JSON (every field spelled out)")
         ->type_name("FILE");
@@ -66,8 +269,24 @@ class ReplayCommand final : public Command {
       else if (kernel_ == "hk") s->kernel = sim::KernelVariant::kHk;
       else return Fail(io, InvalidArgumentError("--kernel", "must be asm, opus or hk"));
     }
+    const bool gpu = gpu_opt_->count() > 0;
+    if (gpu) {
+      if (gpu_mode_.empty()) gpu_mode_ = "sentinel";
+      if (gpu_mode_ != "sentinel" && gpu_mode_ != "guard")
+        return Fail(io, InvalidArgumentError("--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')"));
+      if (json_) return Fail(io, InvalidArgumentError("--gpu", "cannot be combined with --json yet"));
+      if (!gpu::available()) {
+        const bool no_backend = gpu::device_name() == "none";
+        PrintError(io.err, kName, "--gpu",
+                   no_backend ? "this mlasim was built without a GPU backend (GPU_BACKEND=NONE); "
+                                "rebuild with -DGPU_BACKEND=CUDA or HIP to run the trace on a device"
+                              : "no GPU device is visible");
+        return kExitBadInput;
+      }
+    }
     auto report = sim::Replay(*s);
     if (!report.ok()) return Fail(io, report.status());
+    if (gpu && child_call_ >= 0) return GuardChild(io, *report);
     if (!layout_out_.empty() && !WriteJson(io, layout_out_, report->result.layout))
       return kExitBadInput;
     if (!scenario_out_.empty() && !WriteJson(io, scenario_out_, sim::ScenarioToJson(*s)))
@@ -76,6 +295,7 @@ class ReplayCommand final : public Command {
       io.out << sim::ReportJson(*report).dump(2) << '\n';
     else
       io.out << sim::ReportText(*report);
+    if (gpu && !GpuRun(io, *report)) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
   }
 
@@ -94,7 +314,124 @@ class ReplayCommand final : public Command {
     return true;
   }
 
+  // The GPU section after the CPU report; true when the device agrees with the simulator.
+  bool GpuRun(const Streams& io, const sim::ReplayReport& r) {
+    std::ostream& out = io.out;
+    out << fmt::format("\ngpu ({}, mode {}):\n", gpu::device_name(), gpu_mode_);
+    bool agree = true;
+    int calls = 0;
+    try {
+      if (gpu_mode_ == "sentinel") {
+        // the GPU planner against the reference planner, once per plan the decode calls use
+        std::vector<bool> seen(r.trace.plans.size(), false);
+        for (const sim::Call& c : r.trace.calls) {
+          if (c.kind != sim::CallKind::kDecode || c.plan < 0 || seen[c.plan]) continue;
+          seen[c.plan] = true;
+          const sim::PlanSnapshot& snap = r.trace.plans[c.plan];
+          auto want = ref::PlanMlaMetadata(snap.request);
+          if (!want.ok()) {
+            out << fmt::format("  plan {}: the reference planner refuses its request ({}); not compared\n", snap.name,
+                               want.status().message());
+            continue;
+          }
+          const gpu::GpuPlan g = gpu::plan_mla_metadata(snap.request, ref::PlannerChoice::kAiterDispatch);
+          std::string where;
+          const int64_t bad = CountPlanMismatches(g, *want, &where);
+          out << fmt::format("  plan {}: GPU planner ({} kernel) vs reference planner: {}\n", snap.name,
+                             g.parallel ? "parallel" : "serial",
+                             bad == 0 ? "bit-identical" : fmt::format("{} MISMATCHES, first {}", bad, where));
+          agree = agree && bad == 0;
+        }
+      }
+      for (const sim::Call& c : r.trace.calls) {
+        if (c.kind != sim::CallKind::kDecode) continue;
+        if (c.guard_refused) {
+          out << fmt::format("  call {} {}: refused by the engine's guard, not run\n", c.index, c.step);
+          continue;
+        }
+        ++calls;
+        if (gpu_mode_ == "sentinel") agree = SentinelCall(r, c, out) && agree;
+        else agree = GuardCall(r, c, out) && agree;
+      }
+    } catch (const std::exception& e) {
+      out << "  device error: " << e.what() << "\n";
+      agree = false;
+    }
+    out << fmt::format("gpu verdict: {} ({} decode calls run)\n",
+                       agree ? "agrees with the simulator" : "DISAGREES with the simulator", calls);
+    return agree;
+  }
+
+  // Guard mode: each decode call once with q guarded and once with o guarded, in a child.
+  bool GuardCall(const sim::ReplayReport& r, const sim::Call& c, std::ostream& out) {
+    bool ok = true;
+    out << fmt::format("  call {} {} {}: q/o {} rows, plan covers {}\n", c.index, c.step, c.name, c.q_rows,
+                       r.trace.plans.at(c.plan).q_rows_covered);
+    for (const char* buf : {"q", "o"}) {
+      std::vector<std::string> args = {"mlasim", "replay"};
+      if (!case_file_.empty()) args.push_back(case_file_);
+      else args.insert(args.end(), {"--builtin", builtin_});
+      if (!profile_.empty()) args.insert(args.end(), {"--profile", profile_});
+      if (!kernel_.empty()) args.insert(args.end(), {"--kernel", kernel_});
+      args.insert(args.end(), {"--gpu", "guard", "--gpu-child-call", std::to_string(c.index), "--gpu-child-guard", buf});
+      std::string child_out;
+      const int st = RunChild(args, &child_out);
+      const bool faulted = st != -1 && (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == kChildFault));
+      const bool clean = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+      const std::string b = buf;
+      const RowRange pred = b == "q" ? Predicted(r, c, "q", "read") : Predicted(r, c, "o", "write");
+      std::string line = child_out;
+      while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+      if (const auto nl = line.rfind('\n'); nl != std::string::npos) line = line.substr(nl + 1);
+      if (!faulted && !clean) {
+        out << fmt::format("    guard {}: the child failed (status {}): {}\n", b, st, line);
+        ok = false;
+        continue;
+      }
+      const bool agree = faulted == pred.any();
+      if (faulted)
+        out << fmt::format("    guard {}: FAULT caught in the child ({}) -> attributed to {}, the only guarded buffer "
+                           "(it ends at the end of its mapped range); simulator: {} {} rows {}: {}\n",
+                           b, line, b, b, b == "q" ? "read" : "write", pred.str(), agree ? "agree" : "DISAGREE");
+      else
+        out << fmt::format("    guard {}: no fault ({}); simulator: {}: {}\n", b, line,
+                           pred.any() ? "rows " + pred.str() + " past the end" : "in bounds", agree ? "agree" : "DISAGREE");
+      ok = ok && agree;
+    }
+    return ok;
+  }
+
+  // The guard-mode child: one call with one guarded buffer; one line of output.
+  int GuardChild(const Streams& io, const sim::ReplayReport& r) {
+    if (child_call_ >= static_cast<int>(r.trace.calls.size()) || (child_guard_ != "q" && child_guard_ != "o")) {
+      io.out << "bad child arguments\n";
+      return kExitBadInput;
+    }
+    const sim::Call& c = r.trace.calls[child_call_];
+    auto in = InputsOf(r, c);
+    if (!in.ok()) {
+      io.out << "inputs: " << in.status().message() << "\n";
+      return kExitInternal;
+    }
+    try {
+      const gpu::DecodeResult g = RunCall(r, c, *in, child_guard_);
+      io.out << fmt::format("ran clean: {} {} bytes, mapped {} bytes, guard granule {} bytes; q rows read {}..{}, o rows written {}..{}\n",
+                            child_guard_, g.guard.bytes, g.guard.mapped_bytes, g.guard.granularity, g.q_rows_read_min,
+                            g.q_rows_read_max, g.o_rows_written_min, g.o_rows_written_max);
+      return kExitOk;
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      if (const auto p = what.find(" failed: "); p != std::string::npos) what = what.substr(p + 9);
+      io.out << what << "\n";
+      io.out.flush();
+      return kChildFault;
+    }
+  }
+
   CLI::App* app_ = nullptr;
+  CLI::Option* gpu_opt_ = nullptr;
+  std::string gpu_mode_, child_guard_;
+  int child_call_ = -1;
   std::string case_file_, builtin_, profile_, kernel_, layout_out_, scenario_out_;
   bool json_ = false;
 };
