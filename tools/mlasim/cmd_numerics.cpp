@@ -28,6 +28,7 @@
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
 namespace {
@@ -199,10 +200,6 @@ class NumericsCommand final : public Command {
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
-    if (case_file_.empty() == builtin_.empty()) {
-      PrintError(io.err, kName, "case", "give exactly one of CASE.json or --builtin NAME");
-      return kExitBadInput;
-    }
     if (max_context_ < 1 || max_context_ > (1 << 20))
       return Fail(io, InvalidArgumentError("--max-context", "must be in [1, 1048576]"));
     ref::NumericsOptions opt;
@@ -220,24 +217,8 @@ class NumericsCommand final : public Command {
     else
       return Fail(io, InvalidArgumentError("--empty-rows", "must be write-zero or skip"));
 
-    StatusOr<sim::Scenario> s =
-        builtin_.empty() ? sim::LoadScenarioFile(case_file_) : sim::BuiltinScenario(builtin_);
+    StatusOr<sim::Scenario> s = LoadScenarioArg(case_file_, builtin_, profile_, kernel_);
     if (!s.ok()) return Fail(io, s.status());
-    if (!profile_.empty()) {
-      auto e = sim::GetEngineProfile(profile_, "--profile");
-      if (!e.ok()) return Fail(io, e.status());
-      s->engine = *e;
-    }
-    if (!kernel_.empty()) {
-      if (kernel_ == "asm")
-        s->kernel = sim::KernelVariant::kAsm;
-      else if (kernel_ == "opus")
-        s->kernel = sim::KernelVariant::kOpus;
-      else if (kernel_ == "hk")
-        s->kernel = sim::KernelVariant::kHk;
-      else
-        return Fail(io, InvalidArgumentError("--kernel", "must be asm, opus or hk"));
-    }
 
     Reduction red = Reduce(*s);
     opt.head_dim_qk = red.head_dim_qk;

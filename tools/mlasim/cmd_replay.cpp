@@ -20,6 +20,7 @@
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
 namespace {
@@ -251,24 +252,8 @@ class ReplayCommand final : public Command {
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
-    if (case_file_.empty() == builtin_.empty()) {
-      PrintError(io.err, kName, "case", "give exactly one of CASE.json or --builtin NAME");
-      return kExitBadInput;
-    }
-    StatusOr<sim::Scenario> s =
-        builtin_.empty() ? sim::LoadScenarioFile(case_file_) : sim::BuiltinScenario(builtin_);
+    StatusOr<sim::Scenario> s = LoadScenarioArg(case_file_, builtin_, profile_, kernel_);
     if (!s.ok()) return Fail(io, s.status());
-    if (!profile_.empty()) {
-      auto e = sim::GetEngineProfile(profile_, "--profile");
-      if (!e.ok()) return Fail(io, e.status());
-      s->engine = *e;
-    }
-    if (!kernel_.empty()) {
-      if (kernel_ == "asm") s->kernel = sim::KernelVariant::kAsm;
-      else if (kernel_ == "opus") s->kernel = sim::KernelVariant::kOpus;
-      else if (kernel_ == "hk") s->kernel = sim::KernelVariant::kHk;
-      else return Fail(io, InvalidArgumentError("--kernel", "must be asm, opus or hk"));
-    }
     const bool gpu = gpu_opt_->count() > 0;
     if (gpu) {
       if (gpu_mode_.empty()) gpu_mode_ = "sentinel";
