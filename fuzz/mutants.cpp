@@ -111,10 +111,17 @@ std::optional<std::string> NumericsKill(ref::NumericsMutant mutant, uint64_t see
     }
     if (rep->monolithic_nan > 0 || rep->unexplained_nan > 0 || unexpected_poison ||
         !rep->o_unpoisoned.passed || !rep->lse_unpoisoned.passed)
+    {
+      std::string why;
+      if (rep->monolithic_nan > 0) why = "NaN in the monolithic result";
+      else if (rep->unexplained_nan > 0) why = std::to_string(rep->unexplained_nan) + " unexplained NaN";
+      else if (unexpected_poison) why = "poison in rows of requests that have keys";
+      else why = "max abs error " + std::to_string(rep->o_unpoisoned.max_abs) + " beyond tolerance";
       return "batch seed " + std::to_string(s) + ": " + std::to_string(r.kv_indptr.size() - 1) +
              " requests, heads " + std::to_string(r.heads_per_head_k) + ", qlen " +
              std::to_string(r.qlen) + (r.topk >= 0 ? ", sparse" : "") +
-             ": plan-driven != monolithic (max abs err " + std::to_string(rep->o.max_abs) + ")";
+             ": plan-driven != monolithic (" + why + ")";
+    }
   }
   return std::nullopt;
 }

@@ -13,7 +13,7 @@ std::string StripLinePrefix(const std::string& line) {
   // Timestamps ("2026-11-03 12:00:01.123", "[12:00:01]") and rank tags ("[rank3]", "rank 3:",
   // "(RANK 2)") that loggers put in front of each line, possibly several.
   static const std::regex kPrefix(
-      R"(^\s*((\[[^\]]*\])|(\([Rr][Aa][Nn][Kk][^)]*\))|(\d{4}-\d\d-\d\d[T ][\d:.,]+Z?)|)"
+      R"(^\s*(((\[[^\]]*\])|(\([Rr][Aa][Nn][Kk][^)]*\)))\s*[:|>]?|(\d{4}-\d\d-\d\d[T ][\d:.,]+Z?)|)"
       R"(([Rr]ank\s*\d+\s*[:|>]))\s*)");
   std::string s = line;
   for (int i = 0; i < 4; ++i) {
@@ -135,19 +135,19 @@ Status ValidateLayout(const nlohmann::json& l) {
   return OkStatus();
 }
 
-StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address) {
+StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address,
+                                       const std::string& field) {
   MLASIM_RETURN_IF_ERROR(ValidateLayout(layout));
-  const nlohmann::json* below = nullptr;
-  const nlohmann::json* above = nullptr;
+  constexpr uint64_t kFar = uint64_t{1} << 30;  // farther than this is not an overrun of a buffer
+  const nlohmann::json* below = nullptr;        // largest base <= address
+  const nlohmann::json* above = nullptr;        // smallest base > address
   uint64_t below_base = 0, above_base = 0;
   Attribution at;
   for (const auto& e : layout.at("allocations")) {
     const uint64_t base = LayoutHex(e.at("base"));
-    const uint64_t end = base + e.at("bytes").get<uint64_t>();
     if (e.contains("mapped_begin") && e.contains("mapped_end") &&
         LayoutHex(e.at("mapped_begin")) <= address && address < LayoutHex(e.at("mapped_end")))
       at.mapped = true;
-    (void)end;
     if (base <= address && (!below || base > below_base)) {
       below = &e;
       below_base = base;
@@ -157,17 +157,58 @@ StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t ad
       above_base = base;
     }
   }
-  if (!below)
-    return InvalidArgumentError("--address", fmt::format("0x{:x} lies below every allocation of "
-                                                         "the layout", address));
-  const auto& e = *below;
-  at.buffer = e.at("name").get<std::string>();
-  at.offset = static_cast<int64_t>(address - below_base);
+  // Prefer the buffer above when the address lies in its mapping before its start (an underflow)
+  // and not inside the buffer below.
+  const nlohmann::json* target = below;
+  bool underflow = false;
+  if (above) {
+    const bool in_above_mapping = above->contains("mapped_begin") &&
+                                  LayoutHex(above->at("mapped_begin")) <= address;
+    const bool inside_below =
+        below && address - below_base < below->at("bytes").get<uint64_t>();
+    if (!inside_below && (in_above_mapping || !below)) {
+      target = above;
+      underflow = true;
+    }
+  }
+  if (!target)
+    return InvalidArgumentError(field, fmt::format("0x{:x} lies outside the layout", address));
+  const auto& e = *target;
+  const uint64_t base = LayoutHex(e.at("base"));
   const int64_t bytes = e.at("bytes").get<int64_t>();
   const int64_t row_bytes = e.at("row_bytes").get<int64_t>();
-  at.inside = at.offset < bytes;
-  at.bytes_past_end = at.inside ? 0 : at.offset - bytes;
+  at.buffer = e.at("name").get<std::string>();
   at.rows = bytes / row_bytes;
+  if (underflow) {
+    const uint64_t gap = base - address;
+    if (gap > kFar)
+      return InvalidArgumentError(field, fmt::format("0x{:x} is {} bytes before every allocation of "
+                                                     "the layout: not an overrun of a buffer", address, gap));
+    at.before_start = true;
+    at.offset = -static_cast<int64_t>(gap);
+    at.row = -static_cast<int64_t>((gap + row_bytes - 1) / row_bytes);
+    const int64_t within = at.offset - at.row * row_bytes;  // 0..row_bytes-1
+    at.column = within;
+    if (e.contains("heads") && e.contains("cols")) {
+      const int64_t elem = e.value("elem_bytes", 1);
+      const int64_t head_bytes = e.at("cols").get<int64_t>() * elem;
+      at.head = within / head_bytes;
+      at.column = (within % head_bytes) / elem;
+    }
+    at.text = fmt::format("0x{:x} is {} bytes before the start of {} = row {} (an underflow){}",
+                          address, gap, at.buffer, at.row,
+                          at.mapped ? "" : "; the page is not mapped in this layout");
+    return at;
+  }
+  const uint64_t offset = address - base;
+  at.inside = offset < static_cast<uint64_t>(bytes);
+  if (!at.inside && offset - static_cast<uint64_t>(bytes) > kFar)
+    return InvalidArgumentError(field, fmt::format("0x{:x} is {} bytes past the end of {}, the "
+                                                   "nearest allocation below it: not an overrun",
+                                                   address, offset - static_cast<uint64_t>(bytes),
+                                                   at.buffer));
+  at.offset = static_cast<int64_t>(offset);
+  at.bytes_past_end = at.inside ? 0 : at.offset - bytes;
   at.row = at.offset / row_bytes;
   const int64_t within = at.offset % row_bytes;
   if (e.contains("heads") && e.contains("cols")) {

@@ -34,6 +34,7 @@ Status ValidateLayout(const nlohmann::json& layout);
 struct Attribution {
   std::string buffer;        // the allocation the address is in or just past
   bool inside = false;       // within the allocation's bytes
+  bool before_start = false; // an underflow: the address precedes the buffer's first byte
   int64_t offset = 0;        // address - base (bytes)
   int64_t bytes_past_end = 0;  // when not inside: address - (base + bytes)
   int64_t row = -1, head = -1, column = -1;  // -1 when the layout lacks the shape
@@ -44,8 +45,10 @@ struct Attribution {
   std::string text;          // one sentence
 };
 
-// Errors: InvalidArgument when the layout is malformed or holds no allocation at or below the
-// address.
-StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address);
+// An address just before a buffer's start but inside its mapping is reported against that buffer
+// (an underflow: negative offset and row). Errors (field `field`): the layout is malformed, or
+// the address is more than 1 GiB from every allocation (not an overrun of any of them).
+StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address,
+                                       const std::string& field = "--address");
 
 }  // namespace mlasim::sim

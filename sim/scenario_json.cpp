@@ -90,7 +90,15 @@ class ObjectReader {
   std::set<std::string> seen_;
 };
 
-constexpr int64_t kMaxTokens = 1 << 24;  // 16M tokens per request is beyond any deployment
+constexpr int64_t kMaxTokens = 1 << 24;
+
+bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
+  return a.sparse_mtp_plan_tokens == b.sparse_mtp_plan_tokens && a.draft_rows == b.draft_rows &&
+         a.plan_rows_guard == b.plan_rows_guard &&
+         a.dcp_slice_rebuild_inputs == b.dcp_slice_rebuild_inputs &&
+         a.incremental_update == b.incremental_update &&
+         a.update_uses_verify_width == b.update_uses_verify_width;
+}  // 16M tokens per request is beyond any deployment
 
 Status ParseModel(const json& j, ModelSpec* m) {
   ObjectReader r(j, "$.model");
@@ -256,7 +264,8 @@ Status ParseEngine(const json& j, EngineProfile* e) {
   MLASIM_RETURN_IF_ERROR(r.Bool("incremental_update", &e->incremental_update));
   MLASIM_RETURN_IF_ERROR(r.Bool("update_uses_verify_width", &e->update_uses_verify_width));
   MLASIM_RETURN_IF_ERROR(r.Finish());
-  e->name = preset + "+overrides";
+  // Named after the preset unless a flag differs from it.
+  if (!SameFlags(*e, *GetEngineProfile(preset, "$.engine.preset"))) e->name = preset + "+overrides";
   return OkStatus();
 }
 
@@ -369,6 +378,8 @@ json ScenarioToJson(const Scenario& s) {
   std::string preset = s.engine.name;
   const auto plus = preset.find('+');
   if (plus != std::string::npos) preset = preset.substr(0, plus);
+  auto base = GetEngineProfile(preset, "engine");
+  const bool plain = base.ok() && SameFlags(s.engine, *base);
   json out = {
       {"name", s.name},
       {"description", s.description},
@@ -417,6 +428,8 @@ json ScenarioToJson(const Scenario& s) {
         {"dcp_slice_rebuild_inputs", s.engine.dcp_slice_rebuild_inputs},
         {"incremental_update", s.engine.incremental_update},
         {"update_uses_verify_width", s.engine.update_uses_verify_width}}}};
+  // A preset with no flag changed is written as its name, so that editing the name changes it.
+  if (plain) out["engine"] = preset;
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;
   return out;
 }

@@ -71,7 +71,7 @@ class ExplainFaultCommand final : public Command {
                  "the fault address is (nil): a null pointer, not an overrun of a buffer");
       return kExitBadInput;
     }
-    auto at = sim::AttributeAddress(layout, fault->address);
+    auto at = sim::AttributeAddress(layout, fault->address, field);
     if (!at.ok()) return Fail(io, at.status());
     if (json_) {
       nlohmann::json j = {{"address", fmt::format("0x{:x}", fault->address)},

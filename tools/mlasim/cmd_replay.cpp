@@ -244,6 +244,10 @@ class ReplayCommand final : public Command {
                    ->type_name("[sentinel|guard]");
     app_->add_option("--gpu-child-call", child_call_, "internal: the guard-mode child")->group("");
     app_->add_option("--gpu-child-guard", child_guard_, "internal: the guard-mode child")->group("");
+    app_->add_option("--mutant", mutant_,
+                     "replay with a registered simulator mutant switched on (a case written by "
+                     "`mlasim mutants --out` shows its violation only with it)")
+        ->type_name("NAME");
     app_->add_option("--scenario-out", scenario_out_,
                      "write the scenario as canonical JSON (every field spelled out)")
         ->type_name("FILE");
@@ -269,7 +273,20 @@ class ReplayCommand final : public Command {
         return kExitBadInput;
       }
     }
-    auto report = sim::Replay(*s);
+    sim::ExecuteOptions exec;
+    if (!mutant_.empty()) {
+      bool known = false;
+      for (int m = 1; m < static_cast<int>(sim::SimMutant::kCount); ++m) {
+        if (mutant_ == sim::SimMutantName(static_cast<sim::SimMutant>(m))) {
+          exec.mutant = static_cast<sim::SimMutant>(m);
+          known = true;
+        }
+      }
+      if (!known)
+        return Fail(io, InvalidArgumentError("--mutant", "no simulator mutant named '" + mutant_ +
+                                                             "' (see mlasim mutants --list)"));
+    }
+    auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (gpu && child_call_ >= 0) return GuardChild(io, *report);
     if (!layout_out_.empty() && !WriteJson(io, layout_out_, report->result.layout))
@@ -417,7 +434,7 @@ class ReplayCommand final : public Command {
   CLI::Option* gpu_opt_ = nullptr;
   std::string gpu_mode_, child_guard_;
   int child_call_ = -1;
-  std::string case_file_, builtin_, profile_, kernel_, layout_out_, scenario_out_;
+  std::string case_file_, builtin_, profile_, kernel_, mutant_, layout_out_, scenario_out_;
   bool json_ = false;
 };
 
