@@ -3,10 +3,14 @@
 // access log, for the GPU runner. HIP names only; nvcc builds it through hip_compat.h.
 //
 // Per work item and per 16-row group of its q tile (rows = tokens x heads): the q rows go to
-// shared memory, the KV range is walked in chunks of kChunk keys (gathered through the page
-// table or the top-k list, invalid keys zeroed and masked), S = Q K^T and O += P V run on tensor
-// cores (nvcc: wmma bf16, fp32 accumulate) or as plain loops (AMD build), with an online
+// shared memory, the KV range is walked in chunks of kChunk (64) keys, S = Q K^T and O += P V run
+// on tensor cores (nvcc: wmma bf16, fp32 accumulate) or as plain loops (AMD build), with an online
 // softmax in fp32; P is rounded to bf16 before P V, the row sum uses the unrounded weights.
+// Pipeline per chunk: the cache rows of chunk n+1 are already in shared memory (their index
+// loads were issued a chunk earlier, so no load waits on an index load), the 16-byte KV loads of
+// chunk n+1 are in flight in registers while chunk n's math runs. Each lane keeps the O
+// accumulator of one q row (16 lanes per row, columns sub + 16 k), so the softmax rescale factor
+// stays in a register and no per-element division is needed.
 #include "kernels/hip_compat.h"
 #include "kernels/gpu_api.h"
 
@@ -28,12 +32,18 @@ namespace mlasim::gpu {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kChunk = 32;           // keys per chunk
+constexpr int kChunk = 64;           // keys per chunk
 constexpr int kRows = 16;            // q rows (token x head) per group
 constexpr int kMaxD = 576;
 constexpr int kMaxDv = 512;
-constexpr int kAccPerThread = kRows * kMaxDv / kBlock;  // 32
-constexpr int kLoadsPerThread = kChunk * kMaxD / 8 / kBlock;  // 9 x 16 bytes
+constexpr int kLanesPerRow = kBlock / kRows;             // 16
+constexpr int kAccPerThread = kMaxDv / kLanesPerRow;     // 32 columns of one row
+constexpr int kKeysPerLane = kChunk / kLanesPerRow;      // 4
+constexpr int kLoadsPerThread = kChunk * kMaxD / 8 / kBlock;  // 18 x 16 bytes
+constexpr int kLds = kChunk + 16;    // floats per row of a score part (rows 16 banks apart)
+constexpr int kLdp = kChunk + 8;     // bf16 per row of ps
+static_assert(kChunk * kMaxD / 8 % kBlock == 0, "loads per thread");
+static_assert(kKeysPerLane * kLanesPerRow == kChunk, "softmax lanes");
 
 struct DecodeParams {
   const uint16_t* q;           // bf16 [q rows, H, D]
@@ -59,18 +69,17 @@ struct Smem {
   int ldk;  // bf16 elements per row of Qs / Ks
   uint16_t* qs;   // [kRows][ldk]
   uint16_t* ks;   // [kChunk][ldk]
-  float* sp;      // [4][kRows][kChunk + 4] score parts; aliased by oc [kRows][Dv + 4]
-  uint16_t* ps;   // [kRows][kChunk + 8]
-  float* alpha;   // [kRows]
-  int32_t* kvalid;  // [kChunk]
+  float* sp;      // [4][kRows][kLds] score parts; aliased by oc [kRows][Dv + 16]
+  uint16_t* ps;   // [kRows][kLdp]
+  int64_t* krow;  // [2][kChunk] cache row of each key of the current / next chunk, -1 = masked
 };
 
 __host__ __device__ inline size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
 __host__ __device__ inline size_t smem_bytes(int D, int Dv) {
   const size_t ldk = D + 8;
-  const size_t sp = max_sz(4 * kRows * (kChunk + 4), kRows * (size_t)(Dv + 4)) * 4;
-  return kRows * ldk * 2 + kChunk * ldk * 2 + sp + kRows * (kChunk + 8) * 2 + kRows * 4 + kChunk * 4 + 64;
+  const size_t sp = max_sz(4 * kRows * kLds, kRows * (size_t)(Dv + 16)) * 4;
+  return kRows * ldk * 2 + kChunk * ldk * 2 + sp + kRows * kLdp * 2 + 2 * kChunk * 8 + 64;
 }
 
 #if !defined(__CUDACC__)
@@ -97,85 +106,119 @@ __device__ inline int64_t key_row(const DecodeParams& P, int64_t pos, int64_t p1
   return (r < 0 || r >= P.cache_rows) ? -1 : r;
 }
 
+// Which key (j) and 16-byte column (c) of the chunk each of a thread's loads covers: flat index
+// threadIdx.x + i * kBlock over [kChunk][D / 8], walked without divisions.
+struct LoadMap {
+  int j0, c0, dj, dc, per_key;
+};
+
+__device__ inline LoadMap make_load_map(int D) {
+  LoadMap m;
+  m.per_key = D / 8;
+  m.j0 = threadIdx.x / m.per_key;
+  m.c0 = threadIdx.x % m.per_key;
+  m.dj = kBlock / m.per_key;
+  m.dc = kBlock % m.per_key;
+  return m;
+}
+
 struct Prefetch {
   uint4 v[kLoadsPerThread];
 };
 
-__device__ inline void load_chunk(const DecodeParams& P, int64_t base, int64_t p1, Prefetch& pf) {
-  const int per_key = P.D / 8;
+// 16-byte loads of one chunk whose cache rows are in krow (shared memory); masked keys read 0.
+__device__ inline void load_chunk(const DecodeParams& P, const int64_t* krow, const LoadMap& m, Prefetch& pf) {
+  int j = m.j0, c = m.c0;
+  const uint4* kv = reinterpret_cast<const uint4*>(P.kv);
 #pragma unroll
   for (int i = 0; i < kLoadsPerThread; ++i) {
-    const int idx = threadIdx.x + i * kBlock;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (idx < kChunk * per_key) {
-      const int j = idx / per_key, c = idx % per_key;
-      const int64_t row = key_row(P, base + j, p1);
-      if (row >= 0) val = reinterpret_cast<const uint4*>(P.kv + row * P.D)[c];
+    if (j < kChunk) {
+      const int64_t row = krow[j];
+      if (row >= 0) val = kv[row * m.per_key + c];
     }
     pf.v[i] = val;
+    j += m.dj;
+    c += m.dc;
+    if (c >= m.per_key) {
+      c -= m.per_key;
+      ++j;
+    }
   }
 }
 
-__device__ inline void store_chunk(const DecodeParams& P, int64_t base, int64_t p1, const Prefetch& pf, Smem& s) {
-  const int per_key = P.D / 8;
+__device__ inline void store_chunk(const LoadMap& m, const Prefetch& pf, Smem& s) {
+  int j = m.j0, c = m.c0;
 #pragma unroll
   for (int i = 0; i < kLoadsPerThread; ++i) {
-    const int idx = threadIdx.x + i * kBlock;
-    if (idx < kChunk * per_key) {
-      const int j = idx / per_key, c = idx % per_key;
-      reinterpret_cast<uint4*>(s.ks + j * s.ldk)[c] = pf.v[i];
+    if (j < kChunk) reinterpret_cast<uint4*>(s.ks + j * s.ldk)[c] = pf.v[i];
+    j += m.dj;
+    c += m.dc;
+    if (c >= m.per_key) {
+      c -= m.per_key;
+      ++j;
     }
   }
-  if (threadIdx.x < kChunk) s.kvalid[threadIdx.x] = key_row(P, base + threadIdx.x, p1) >= 0;
 }
 
 // sp[part][r][j] = sum over the part's k slices of qs[r] . ks[j]
 __device__ inline void scores(const DecodeParams& P, Smem& s) {
-  const int lds = kChunk + 4;
 #if defined(__CUDACC__)
   using namespace nvcuda;
-  const int warp = threadIdx.x / 32, nt = warp & 1, part = warp >> 1;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-  wmma::fill_fragment(acc, 0.0f);
+  // 16 (key tile, k part) combinations over 8 warps: two independent accumulators per warp.
+  const int warp = threadIdx.x / 32, nt = warp & 3, part0 = warp >> 2, part1 = part0 + 2;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc0, acc1;
+  wmma::fill_fragment(acc0, 0.0f);
+  wmma::fill_fragment(acc1, 0.0f);
   const __nv_bfloat16* qs = reinterpret_cast<const __nv_bfloat16*>(s.qs);
-  const __nv_bfloat16* ks = reinterpret_cast<const __nv_bfloat16*>(s.ks);
-  for (int k0 = part * 16; k0 < P.D; k0 += 64) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b;
-    wmma::load_matrix_sync(a, qs + k0, s.ldk);
-    wmma::load_matrix_sync(b, ks + nt * 16 * s.ldk + k0, s.ldk);
-    wmma::mma_sync(acc, a, b, acc);
+  const __nv_bfloat16* ks = reinterpret_cast<const __nv_bfloat16*>(s.ks) + nt * 16 * s.ldk;
+  for (int k0 = 0; k0 < P.D; k0 += 64) {
+    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a0, a1;
+    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b0, b1;
+    const int ka = k0 + part0 * 16, kb = k0 + part1 * 16;
+    if (ka < P.D) {
+      wmma::load_matrix_sync(a0, qs + ka, s.ldk);
+      wmma::load_matrix_sync(b0, ks + ka, s.ldk);
+      wmma::mma_sync(acc0, a0, b0, acc0);
+    }
+    if (kb < P.D) {
+      wmma::load_matrix_sync(a1, qs + kb, s.ldk);
+      wmma::load_matrix_sync(b1, ks + kb, s.ldk);
+      wmma::mma_sync(acc1, a1, b1, acc1);
+    }
   }
-  wmma::store_matrix_sync(s.sp + part * kRows * lds + nt * 16, acc, lds, wmma::mem_row_major);
+  wmma::store_matrix_sync(s.sp + part0 * kRows * kLds + nt * 16, acc0, kLds, wmma::mem_row_major);
+  wmma::store_matrix_sync(s.sp + part1 * kRows * kLds + nt * 16, acc1, kLds, wmma::mem_row_major);
 #else
   for (int e = threadIdx.x; e < kRows * kChunk; e += kBlock) {
     const int r = e / kChunk, j = e % kChunk;
     float acc = 0;
     for (int d = 0; d < P.D; ++d) acc += bf2f(s.qs[r * s.ldk + d]) * bf2f(s.ks[j * s.ldk + d]);
-    s.sp[r * lds + j] = acc;
-    for (int part = 1; part < 4; ++part) s.sp[part * kRows * lds + r * lds + j] = 0;
+    s.sp[r * kLds + j] = acc;
+    for (int part = 1; part < 4; ++part) s.sp[part * kRows * kLds + r * kLds + j] = 0;
   }
 #endif
 }
 
 // oc[r][d] = sum_j ps[r][j] * ks[j][d] for d < Dv (oc aliases sp)
 __device__ inline void pv(const DecodeParams& P, Smem& s) {
-  const int ldo = P.Dv + 4;
+  const int ldo = P.Dv + 16;  // rows 16 banks apart
 #if defined(__CUDACC__)
   using namespace nvcuda;
   const int warp = threadIdx.x / 32;
   const __nv_bfloat16* ps = reinterpret_cast<const __nv_bfloat16*>(s.ps);
   const __nv_bfloat16* ks = reinterpret_cast<const __nv_bfloat16*>(s.ks);
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[kChunk / 16];
+#pragma unroll
+  for (int t = 0; t < kChunk / 16; ++t) wmma::load_matrix_sync(a[t], ps + t * 16, kLdp);
   for (int nt = warp; nt < P.Dv / 16; nt += kBlock / 32) {
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
     wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
-    for (int k0 = 0; k0 < kChunk; k0 += 16) {
-      wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a;
+    for (int t = 0; t < kChunk / 16; ++t) {
       wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
-      wmma::load_matrix_sync(a, ps + k0, kChunk + 8);
-      wmma::load_matrix_sync(b, ks + k0 * s.ldk + nt * 16, s.ldk);
-      wmma::mma_sync(acc, a, b, acc);
+      wmma::load_matrix_sync(b, ks + t * 16 * s.ldk + nt * 16, s.ldk);
+      wmma::mma_sync(acc, a[t], b, acc);
     }
     wmma::store_matrix_sync(s.sp + nt * 16, acc, ldo, wmma::mem_row_major);
   }
@@ -183,7 +226,7 @@ __device__ inline void pv(const DecodeParams& P, Smem& s) {
   for (int e = threadIdx.x; e < kRows * P.Dv; e += kBlock) {
     const int r = e / P.Dv, d = e % P.Dv;
     float acc = 0;
-    for (int j = 0; j < kChunk; ++j) acc += bf2f(s.ps[r * (kChunk + 8) + j]) * bf2f(s.ks[j * s.ldk + d]);
+    for (int j = 0; j < kChunk; ++j) acc += bf2f(s.ps[r * kLdp + j]) * bf2f(s.ks[j * s.ldk + d]);
     s.sp[r * ldo + d] = acc;
   }
 #endif
@@ -196,8 +239,8 @@ __device__ inline void log_rows(unsigned long long* log, int slot, int64_t r0, i
 }
 
 // One 16-row group of a work item over keys [p0, p1) (positions). Writes final or partial rows.
-__device__ void run_group(const DecodeParams& P, Smem& s, const int32_t* w, int64_t p0, int64_t p1, int g,
-                          int64_t key_first, int64_t lk, int64_t lq, int64_t req_q0) {
+__device__ void run_group(const DecodeParams& P, Smem& s, const LoadMap& lm, const int32_t* w, int64_t p0,
+                          int64_t p1, int g, int64_t key_first, int64_t lk, int64_t lq, int64_t req_q0) {
   const int H = P.H, D = P.D, Dv = P.Dv;
   const int64_t q0 = w[2];
   const int64_t first = int64_t{q0} * H + int64_t{g} * kRows;  // flat (row, head) index
@@ -216,111 +259,110 @@ __device__ void run_group(const DecodeParams& P, Smem& s, const int32_t* w, int6
   int64_t limit = INT64_MAX;
   if (P.causal) limit = (token - req_q0) + lk - lq + 1 - key_first;
 
-  const int row = threadIdx.x >> 4, sub = threadIdx.x & 15;  // softmax: 16 lanes per row
+  const int row = threadIdx.x / kLanesPerRow, sub = threadIdx.x % kLanesPerRow;  // 16 lanes per row
   float m = -INFINITY, l = 0;
   float acc[kAccPerThread];
 #pragma unroll
   for (int i = 0; i < kAccPerThread; ++i) acc[i] = 0;
-  const int n_acc = kRows * Dv / kBlock;
-  const int lds = kChunk + 4, ldo = Dv + 4;
+  const int n_acc = Dv / kLanesPerRow;
+  const int ldo = Dv + 16;
 
   Prefetch pf;
   const int64_t n = p1 - p0;
-  if (n > 0) load_chunk(P, p0, p1, pf);
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+  // cache rows of chunk 0 to krow[0]; chunk 1's index load in flight in `next_row`
+  int64_t next_row = -1;
+  if (threadIdx.x < kChunk) {
+    s.krow[threadIdx.x] = key_row(P, p0 + threadIdx.x, p1);
+    next_row = key_row(P, p0 + kChunk + threadIdx.x, p1);
+  }
+  __syncthreads();
+  if (n > 0) load_chunk(P, s.krow, lm, pf);
+  int buf = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk, buf ^= 1) {
     __syncthreads();  // previous chunk's P V done reading ks / oc
-    store_chunk(P, p0 + c0, p1, pf, s);
+    store_chunk(lm, pf, s);
+    if (threadIdx.x < kChunk) s.krow[(buf ^ 1) * kChunk + threadIdx.x] = next_row;  // chunk c0 + kChunk
     __syncthreads();
-    if (c0 + kChunk < n) load_chunk(P, p0 + c0 + kChunk, p1, pf);  // in flight during the math
+    if (c0 + kChunk < n) load_chunk(P, s.krow + (buf ^ 1) * kChunk, lm, pf);  // in flight during the math
+    if (threadIdx.x < kChunk) next_row = key_row(P, p0 + c0 + 2 * kChunk + threadIdx.x, p1);
     scores(P, s);
     __syncthreads();
-    // online softmax, 16 lanes per row, keys sub and sub + 16
-    float sv[2];
+    // online softmax, 16 lanes per row, keys sub + 16 t
+    const int64_t* krow = s.krow + buf * kChunk;
+    float sv[kKeysPerLane];
     float mx = -INFINITY;
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
-      const int j = sub + 16 * t;
+    for (int t = 0; t < kKeysPerLane; ++t) {
+      const int j = sub + kLanesPerRow * t;
       float x = 0;
 #pragma unroll
-      for (int part = 0; part < 4; ++part) x += s.sp[part * kRows * lds + row * lds + j];
+      for (int part = 0; part < 4; ++part) x += s.sp[part * kRows * kLds + row * kLds + j];
       x *= P.logit_scale;
       const int64_t kj = c0 + j;
-      if (!s.kvalid[j] || kj >= limit || kj >= n) x = -INFINITY;
+      if (krow[j] < 0 || kj >= limit || kj >= n) x = -INFINITY;
       sv[t] = x;
       mx = fmaxf(mx, x);
     }
-    for (int off = 8; off > 0; off >>= 1) mx = fmaxf(mx, compat_shfl_xor(mx, off));
+    for (int off = kLanesPerRow / 2; off > 0; off >>= 1) mx = fmaxf(mx, compat_shfl_xor(mx, off));
     const float m_new = fmaxf(m, mx);
     float psum = 0;
 #pragma unroll
-    for (int t = 0; t < 2; ++t) {
+    for (int t = 0; t < kKeysPerLane; ++t) {
       const float pj = m_new == -INFINITY ? 0.f : __expf(sv[t] - m_new);
       psum += pj;
-      s.ps[row * (kChunk + 8) + sub + 16 * t] = f2bf(pj);
+      s.ps[row * kLdp + sub + kLanesPerRow * t] = f2bf(pj);
     }
-    for (int off = 8; off > 0; off >>= 1) psum += compat_shfl_xor(psum, off);
+    for (int off = kLanesPerRow / 2; off > 0; off >>= 1) psum += compat_shfl_xor(psum, off);
     const float alpha = m_new == -INFINITY ? 1.f : __expf(m - m_new);
     l = l * alpha + psum;
     m = m_new;
-    if (sub == 0) s.alpha[row] = alpha;
-    __syncthreads();  // ps, alpha ready; sp free (oc aliases it)
+    __syncthreads();  // ps ready; sp free (oc aliases it)
     pv(P, s);
     __syncthreads();
+    const float* oc = s.sp + row * ldo + sub;
 #pragma unroll
     for (int i = 0; i < kAccPerThread; ++i) {
-      if (i < n_acc) {
-        const int e = threadIdx.x + i * kBlock, r = e / Dv, d = e % Dv;
-        acc[i] = acc[i] * s.alpha[r] + s.sp[r * ldo + d];
-      }
+      if (i < n_acc) acc[i] = acc[i] * alpha + oc[i * kLanesPerRow];
     }
   }
-  __syncthreads();
-  // final row statistics to shared memory: alpha[] <- 1/l (0 if empty), kvalid[] unused
-  float* inv = s.alpha;
-  float* lse_row = reinterpret_cast<float*>(s.ps);
-  if (sub == 0) {
-    const bool empty = m == -INFINITY || l == 0;
-    inv[row] = empty ? 0.f : 1.f / l;
-    lse_row[row] = empty ? -INFINITY : m + logf(l);
-  }
-  __syncthreads();
+  // final row statistics (identical on the 16 lanes of a row)
+  const bool empty = m == -INFINITY || l == 0;
+  const float inv = empty ? 0.f : 1.f / l;
+  const float lse_row = empty ? -INFINITY : m + logf(l);
   const int32_t loc = w[1];
   if (loc < 0) {
-    uint16_t* o = P.o + first * Dv;
-    for (int i = 0; i < n_acc; ++i) {
-      const int e = threadIdx.x + i * kBlock, r = e / Dv;
-      o[e] = f2bf(acc[i] * inv[r] * P.v_scale);
-    }
-    if (threadIdx.x < kRows) P.lse[first + threadIdx.x] = lse_row[threadIdx.x];
+    uint16_t* o = P.o + (first + row) * Dv + sub;
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i)
+      if (i < n_acc) o[i * kLanesPerRow] = f2bf(acc[i] * inv * P.v_scale);
+    if (sub == 0) P.lse[first + row] = lse_row;
     log_rows(P.log, 2, token, token + 1);
   } else {
     const int64_t pfirst = (int64_t{loc} + (token - q0)) * H + (first - token * H);
-    float* po = P.part_o + pfirst * Dv;
-    for (int i = 0; i < n_acc; ++i) {
-      const int e = threadIdx.x + i * kBlock, r = e / Dv;
-      po[e] = acc[i] * inv[r] * P.v_scale;
-    }
-    if (threadIdx.x < kRows) P.part_lse[pfirst + threadIdx.x] = lse_row[threadIdx.x];
+    float* po = P.part_o + (pfirst + row) * Dv + sub;
+#pragma unroll
+    for (int i = 0; i < kAccPerThread; ++i)
+      if (i < n_acc) po[i * kLanesPerRow] = acc[i] * inv * P.v_scale;
+    if (sub == 0) P.part_lse[pfirst + row] = lse_row;
   }
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kBlock) mla_decode_kernel(DecodeParams P) {
+__global__ void __launch_bounds__(kBlock, 1) mla_decode_kernel(DecodeParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem s;
   s.ldk = P.D + 8;
   unsigned char* ptr = smem_raw;
+  s.krow = reinterpret_cast<int64_t*>(ptr);
+  ptr += 2 * kChunk * 8;
   s.qs = reinterpret_cast<uint16_t*>(ptr);
   ptr += size_t{kRows} * s.ldk * 2;
   s.ks = reinterpret_cast<uint16_t*>(ptr);
   ptr += size_t{kChunk} * s.ldk * 2;
   s.sp = reinterpret_cast<float*>(ptr);
-  ptr += max_sz(4 * kRows * (kChunk + 4), kRows * size_t(P.Dv + 4)) * 4;
+  ptr += max_sz(4 * kRows * kLds, kRows * size_t(P.Dv + 16)) * 4;
   s.ps = reinterpret_cast<uint16_t*>(ptr);
-  ptr += kRows * (kChunk + 8) * 2;
-  s.alpha = reinterpret_cast<float*>(ptr);
-  ptr += kRows * 4;
-  s.kvalid = reinterpret_cast<int32_t*>(ptr);
+  const LoadMap lm = make_load_map(P.D);
 
   const int c = blockIdx.x;
   const int32_t w0 = P.work_indptr[c], w1 = P.work_indptr[c + 1];
@@ -348,7 +390,7 @@ __global__ void __launch_bounds__(kBlock) mla_decode_kernel(DecodeParams P) {
     }
     if (p1 < p0) p1 = p0;
     const int groups = (w[3] - w[2]) * P.H / kRows;
-    for (int g = 0; g < groups; ++g) run_group(P, s, w, p0, p1, g, key_first, lk, lq, req_q0);
+    for (int g = 0; g < groups; ++g) run_group(P, s, lm, w, p0, p1, g, key_first, lk, lq, req_q0);
   }
 }
 

@@ -24,6 +24,10 @@ echo "build rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/build.log"
 [ $rc -eq 0 ] || { tail -40 "$OUT/build.log"; exit $rc; }
 T=build-cuda/bin/mlasim_tests
 $T --gtest_filter='Gpu*' 2>&1 | tee "$OUT/gpu-tests.log"
+# performance right after the tests, so a call that runs out of time still has its numbers
+if [ "${PERF:-1}" != 0 ]; then
+  $T --gtest_filter='GpuPerf.*' --gtest_also_run_disabled_tests 2>&1 | tee "$OUT/perf.log"
+fi
 M=build-cuda/bin/mlasim
 for mode in sentinel guard; do
   for prof in atom-2026-08 atom-2026-11; do
@@ -34,9 +38,6 @@ for mode in sentinel guard; do
     sed -n '/^gpu (/,$p' "$OUT/replay-$mode-$prof.log"
   done
 done 2>&1 | tee "$OUT/replay-gpu.log"
-if [ "${PERF:-1}" != 0 ]; then
-  $T --gtest_filter='GpuPerf.*' --gtest_also_run_disabled_tests 2>&1 | tee "$OUT/perf.log"
-fi
 if command -v compute-sanitizer > /dev/null; then
   timeout 150 compute-sanitizer --tool memcheck --print-limit 20 $T \
     --gtest_filter="GpuPlanner.Serial*:GpuDecode.*:GpuGuard.*" > "$OUT/memcheck.log" 2>&1
