@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <atomic>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -107,8 +108,9 @@ void Campaign::Record(const Failure& f, uint64_t index) {
       std::ofstream out(tmp);
       out << doc.dump(2) << '\n';
     }
-    fs::rename(tmp, final_path);  // atomic on one filesystem: a reader sees all or nothing
-    cf.file = final_path.string();
+    std::error_code ec;
+    fs::rename(tmp, final_path, ec);  // atomic on one filesystem: a reader sees all or nothing
+    if (!ec) cf.file = final_path.string();
   }
   sum_.findings.emplace(sig, std::move(cf));
 }
@@ -152,7 +154,8 @@ void Campaign::SaveProgress() {
   if (o_.out_dir.empty()) return;
   const fs::path tmp = ProgressPath() + ".tmp";
   std::ofstream(tmp) << nlohmann::json{{"next_index", next_.load()}, {"seed", o_.seed}}.dump() << '\n';
-  fs::rename(tmp, ProgressPath());
+  std::error_code ec;
+  fs::rename(tmp, ProgressPath(), ec);
 }
 
 StatusOr<CampaignSummary> Campaign::Run() {
@@ -167,6 +170,12 @@ StatusOr<CampaignSummary> Campaign::Run() {
     std::error_code ec;
     fs::create_directories(o_.out_dir, ec);
     if (ec) return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
+    // Findings must be writable before the campaign starts: probe with a temp file and a rename.
+    const fs::path probe = fs::path(o_.out_dir) / ".probe";
+    { std::ofstream(probe.string() + ".tmp") << "probe\n"; }
+    fs::rename(probe.string() + ".tmp", probe, ec);
+    if (ec) return InvalidArgumentError("--out", "cannot write findings into " + o_.out_dir + ": " + ec.message());
+    fs::remove(probe, ec);
     // Known signatures (merged directories, earlier runs) are not reported twice.
     for (const auto& e : fs::directory_iterator(o_.out_dir)) {
       const std::string n = e.path().filename().string();
@@ -219,7 +228,10 @@ StatusOr<CampaignSummary> Campaign::Run() {
 
 StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress) {
   if (options.jobs < 1 || options.jobs > 256) return InvalidArgumentError("--jobs", "must be in 1..256");
-  if (options.seconds <= 0) return InvalidArgumentError("--seconds", "must be > 0");
+  if (!(options.seconds > 0) || !std::isfinite(options.seconds))
+    return InvalidArgumentError("--seconds", "must be a finite number > 0");
+  if (options.out_dir.empty() && options.resume)
+    return InvalidArgumentError("--resume", "needs --out DIR");
   Campaign c(options, progress);
   return c.Run();
 }

@@ -109,10 +109,16 @@ Status StepBuilder::BuildPlan(int32_t draft, const std::string& name, const std:
   if (mutant_ == SimMutant::kReduceMapOffByOne) options.mutant = ref::PlannerMutant::kPartialMapOffByOne;
   if (mutant_ == SimMutant::kNoTailRule) options.mutant = ref::PlannerMutant::kNoTailRule;
   auto plan = ref::PlanMlaMetadataInto(request, capacity, options);
-  if (!plan.ok())
-    return InvalidArgumentError("$.model.heads", "the engine's " + name + " at " + Step(draft) +
-                                                     " is refused by the planner: " +
-                                                     plan.status().ToString());
+  if (!plan.ok()) {
+    const std::string& f = plan.status().field();
+    const std::string field = f == "heads_per_head_k" ? "$.model.heads"
+                              : f == "topk"            ? "$.model.topk"
+                              : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
+                                                             : "$";
+    return InvalidArgumentError(field, "the engine's " + name + " at " + Step(draft) +
+                                           " is refused by the planner: " +
+                                           plan.status().ToString());
+  }
   PlanSnapshot snap;
   snap.name = name;
   snap.buffer_prefix = prefix;

@@ -9,7 +9,13 @@
 namespace mlasim::sim {
 namespace {
 
-std::string StripLinePrefix(const std::string& line) {
+// std::regex recurses per character: every regex below runs on a bounded window of the text.
+constexpr size_t kWindow = 1024;
+
+std::string StripLinePrefix(const std::string& full_line) {
+  // Only the head of a line can hold a prefix; keep the rest as it is.
+  const std::string line = full_line.substr(0, kWindow);
+  const std::string rest = full_line.size() > kWindow ? full_line.substr(kWindow) : std::string();
   // Timestamps ("2026-11-03 12:00:01.123", "[12:00:01]") and rank tags ("[rank3]", "rank 3:",
   // "(RANK 2)") that loggers put in front of each line, possibly several.
   static const std::regex kPrefix(
@@ -21,7 +27,7 @@ std::string StripLinePrefix(const std::string& line) {
     if (!std::regex_search(s, m, kPrefix) || m.length(0) == 0) break;
     s = m.suffix().str();
   }
-  return s;
+  return s + rest;
 }
 
 bool ParseHex(const std::string& digits, uint64_t* out) {
@@ -57,7 +63,7 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
   // Bare address.
   static const std::regex kBare(R"(^\s*(0[xX][0-9a-fA-F]{1,16})\s*$)");
   std::smatch m;
-  if (std::regex_match(text, m, kBare)) {
+  if (text.size() <= 64 && std::regex_match(text, m, kBare)) {
     ParseHex(m[1].str().substr(2), &r.address);
     r.source = "address";
     return r;
@@ -70,30 +76,52 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
   std::string squeezed;
   for (char ch : joined)
     if (!std::isspace(static_cast<unsigned char>(ch))) squeezed += ch;
-  static const std::regex kHsa(R"(HSA_STATUS_ERROR_[A-Z_]+)");
-  for (std::sregex_iterator it(text.begin(), text.end(), kHsa), end; it != end; ++it)
-    r.hsa_status.push_back(it->str());
+  for (size_t pos = text.find("HSA_STATUS_ERROR_"); pos != std::string::npos;
+       pos = text.find("HSA_STATUS_ERROR_", pos + 1)) {
+    size_t end = pos + 17;
+    while (end < text.size() && (std::isupper(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+      ++end;
+    r.hsa_status.push_back(text.substr(pos, end - pos));
+    if (r.hsa_status.size() >= 16) break;
+  }
   static const std::regex kRocm(
       R"(Memoryaccessfault(byGPUnode-?\d+)?.*?onaddress((0[xX][0-9a-fA-F]+)|\(nil\))\.?(Reason:([^.]*))?)");
-  if (std::regex_search(squeezed, m, kRocm)) {
+  const size_t rocm_at = squeezed.find("Memoryaccessfault");
+  const std::string rocm_window =
+      rocm_at == std::string::npos ? std::string() : squeezed.substr(rocm_at, kWindow);
+  if (rocm_at != std::string::npos && std::regex_search(rocm_window, m, kRocm)) {
     r.source = "rocm";
     if (m[2].str() == "(nil)") {
       r.null_address = true;
     } else {
-      ParseHex(m[3].str().substr(2), &r.address);
+      if (!ParseHex(m[3].str().substr(2), &r.address))
+        return InvalidArgumentError(field, "the fault address " + m[3].str().substr(0, 40) +
+                                               " has more than 64 bits");
     }
-    static const std::regex kReason(R"(Reason:\s*([^\n]*?)\.?\s*$)");
-    std::smatch rm;
-    if (std::regex_search(joined, rm, kReason)) r.reason = rm[1].str();
+    const size_t reason_at = joined.find("Reason:");
+    if (reason_at != std::string::npos) {
+      std::string reason = joined.substr(reason_at + 7, 256);
+      reason = reason.substr(0, std::min(reason.find('\n'), reason.find('.')));
+      while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.front()))) reason.erase(0, 1);
+      while (!reason.empty() && (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.'))
+        reason.pop_back();
+      r.reason = reason;
+    }
     return r;
   }
   static const std::regex kSanitizer(R"(Address(0[xX][0-9a-fA-F]+)isoutofbounds)");
-  if (std::regex_search(squeezed, m, kSanitizer)) {
+  const size_t san_at = squeezed.find("Address0");
+  const std::string san_window =
+      san_at == std::string::npos ? std::string() : squeezed.substr(san_at, 64);
+  if (san_at != std::string::npos && std::regex_search(san_window, m, kSanitizer)) {
     r.source = "compute-sanitizer";
     ParseHex(m[1].str().substr(2), &r.address);
     static const std::regex kKind(R"(Invalid__global__(read|write)ofsize(\d+)bytes)");
     std::smatch k;
-    if (std::regex_search(squeezed, k, kKind)) r.reason = k[1].str() + " of " + k[2].str() + " bytes";
+    const size_t kind_at = squeezed.find("Invalid__global__");
+    const std::string kind_window =
+        kind_at == std::string::npos ? std::string() : squeezed.substr(kind_at, 64);
+    if (std::regex_search(kind_window, k, kKind)) r.reason = k[1].str() + " of " + k[2].str() + " bytes";
     return r;
   }
   if (squeezed.find("illegalmemoryaccess") != std::string::npos)

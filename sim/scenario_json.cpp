@@ -1,5 +1,6 @@
 #include "sim/scenario_json.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -147,10 +148,10 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   if (!r.Has("contexts")) return InvalidArgumentError("$.batch.contexts", "required key is missing");
   if (ctx.empty())
     return InvalidArgumentError("$.batch.contexts", "needs at least one request");
-  if (!prev.empty() && prev.size() != ctx.size())
+  if (r.Has("rejected_prev") && prev.size() != ctx.size())
     return InvalidArgumentError("$.batch.rejected_prev", "needs one entry per request (" +
                                                              std::to_string(ctx.size()) + ")");
-  if (!rej.empty() && rej.size() != ctx.size())
+  if (r.Has("rejected") && rej.size() != ctx.size())
     return InvalidArgumentError("$.batch.rejected", "needs one entry per request (" +
                                                         std::to_string(ctx.size()) + ")");
   const int32_t q = k + 1;
@@ -214,6 +215,8 @@ Status ParseAllocator(const json& j, AllocatorSpec* a) {
   if (const json* live = r.Child("live_before_call")) {
     if (!live->is_array())
       return InvalidArgumentError("$.allocator.live_before_call", "must be an array of objects");
+    if (live->size() > 256)
+      return InvalidArgumentError("$.allocator.live_before_call", "at most 256 entries");
     for (size_t i = 0; i < live->size(); ++i) {
       ObjectReader e((*live)[i], "$.allocator.live_before_call[" + std::to_string(i) + "]");
       MLASIM_RETURN_IF_ERROR(e.Check());
@@ -337,6 +340,16 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
     return InvalidArgumentError("$.parallelism.tp", "must divide model.heads (" +
                                                         std::to_string(s.model.heads) + ")");
   const int32_t q = s.mtp_k + 1;
+  int64_t total_kv = 0;
+  for (const RequestSpec& req : s.requests) total_kv += req.context;
+  if (total_kv > (int64_t{1} << 30))
+    return InvalidArgumentError("$.batch.contexts", "the batch holds " + std::to_string(total_kv) +
+                                                        " KV tokens; mlasim models up to 2^30");
+  for (size_t i = 0; i < s.requests.size(); ++i)
+    if (s.requests[i].context > s.graph.max_model_len)
+      return InvalidArgumentError("$.batch.contexts[" + std::to_string(i) + "]",
+                                  "longer than graph.max_model_len (" +
+                                      std::to_string(s.graph.max_model_len) + ")");
   if (static_cast<int64_t>(s.requests.size()) * q > s.graph.max_num_batched_tokens)
     return InvalidArgumentError("$.batch.contexts", "the batch needs " +
                                                         std::to_string(s.requests.size() * q) +
@@ -352,6 +365,9 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
 }
 
 StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgumentError(path, "is a directory, not a scenario file");
   std::ifstream f(path);
   if (!f) return InvalidArgumentError(path, "cannot open the scenario file");
   std::stringstream buf;

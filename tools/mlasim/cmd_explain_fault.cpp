@@ -1,6 +1,7 @@
 // File: tools/mlasim/cmd_explain_fault.cpp — `mlasim explain-fault`: name the buffer, bytes past
 // its end, row, head and column of a fault address, from a layout written by `mlasim replay
 // --layout-out`. Accepts a bare address or a log (ROCm fault line, compute-sanitizer output).
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -56,6 +57,15 @@ class ExplainFaultCommand final : public Command {
     }
     auto fault = sim::ParseFaultText(text, field);
     if (!fault.ok()) return Fail(io, fault.status());
+    std::error_code dir_ec;
+    if (std::filesystem::is_directory(layout_file_, dir_ec)) {
+      PrintError(io.err, kName, "--layout", layout_file_ + " is a directory, not a layout file");
+      return kExitBadInput;
+    }
+    if (!log_file_.empty() && std::filesystem::is_directory(log_file_, dir_ec)) {
+      PrintError(io.err, kName, "--log", log_file_ + " is a directory, not a log file");
+      return kExitBadInput;
+    }
     std::ifstream lf(layout_file_);
     if (!lf) {
       PrintError(io.err, kName, "--layout", "cannot open " + layout_file_);

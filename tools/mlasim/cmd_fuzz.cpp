@@ -95,14 +95,20 @@ class FuzzCommand final : public Command {
 
  private:
   int Reproduce(const Streams& io) {
+    if (reproduce_size_ < 1 || reproduce_size_ > 1000)
+      return Fail(io, InvalidArgumentError("--size", "must be in 1..1000 (a RapidCheck size)"));
     std::vector<int> path;
     std::string digits;
     for (char c : shrink_path_ + ",") {
       if (std::isdigit(static_cast<unsigned char>(c))) {
         digits += c;
+        if (digits.size() > 6)
+          return Fail(io, InvalidArgumentError("--shrink-path", "shrink indices are small integers"));
       } else if (!digits.empty()) {
         path.push_back(std::stoi(digits));
         digits.clear();
+      } else if (c != '[' && c != ']' && c != ',' && c != ' ') {
+        return Fail(io, InvalidArgumentError("--shrink-path", "must look like [3,0,1]"));
       }
     }
     fuzz::GenConfig cfg;

@@ -1,6 +1,7 @@
 // File: tools/mlasim/cmd_mutants.cpp — `mlasim mutants`: run every registered mutant's killing
 // property within a time budget and print the table (fuzz/mutants.h). Exit 0 when every mutant
 // is killed, 1 when one survives.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -39,8 +40,8 @@ class MutantsCommand final : public Command {
         io.out << fmt::format("{:<42} {}  {}\n", m.name, m.bug_class, m.description);
       return kExitOk;
     }
-    if (budget_ <= 0) {
-      PrintError(io.err, kName, "--budget", "must be > 0 seconds");
+    if (!(budget_ > 0) || !std::isfinite(budget_) || budget_ > 86400) {
+      PrintError(io.err, kName, "--budget", "must be a finite number of seconds in (0, 86400]");
       return kExitBadInput;
     }
     bool found_only = only_.empty();
@@ -49,7 +50,14 @@ class MutantsCommand final : public Command {
       PrintError(io.err, kName, "--only", "no mutant named '" + only_ + "' (see --list)");
       return kExitBadInput;
     }
-    if (!out_dir_.empty()) std::filesystem::create_directories(out_dir_);
+    if (!out_dir_.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(out_dir_, ec);
+      if (ec) {
+        PrintError(io.err, kName, "--out", "cannot create " + out_dir_ + ": " + ec.message());
+        return kExitBadInput;
+      }
+    }
     io.out << fmt::format("{:<42} {:<5} {:<8} {:>9} {:>7}  {}\n", "mutant", "class", "result",
                           "time (s)", "cases", "shrunk counterexample");
     int survived = 0;
@@ -67,8 +75,9 @@ class MutantsCommand final : public Command {
           doc["description"] = "Counterexample killing mutant " + m.name + " (" + m.description +
                                "); replay it with --mutant to see the violation";
           const auto path = std::filesystem::path(out_dir_) / (m.name + ".json");
-          std::ofstream(path) << doc.dump(2) << '\n';
-          example += "  -> " + path.string();
+          std::ofstream file(path);
+          file << doc.dump(2) << '\n';
+          example += file ? "  -> " + path.string() : "  (could not write " + path.string() + ")";
         }
       } else if (r.killed) {
         example = r.custom_counterexample;
