@@ -17,8 +17,7 @@ using internal::BlockParams;
 std::string S(int64_t x) { return std::to_string(x); }
 std::string At(const char* name, int64_t i) { return std::string(name) + "[" + S(i) + "]"; }
 
-// Scores of one block are capped at this many elements; larger blocks run in row chunks.
-constexpr int64_t kMaxScoreElements = int64_t{1} << 22;
+using internal::kMaxScoreElements;
 
 Status CheckIndptr(const std::vector<int32_t>& v, const char* name) {
   if (v.empty()) return InvalidArgumentError(name, "must hold B+1 entries (at least one)");

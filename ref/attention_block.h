@@ -18,6 +18,9 @@
 
 namespace mlasim::ref::internal {
 
+// Scores of one block are capped at this many elements; larger blocks run in row chunks.
+inline constexpr int64_t kMaxScoreElements = int64_t{1} << 22;
+
 template <typename T>
 using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 template <typename T>

@@ -21,7 +21,7 @@ using internal::BlockParams;
 
 std::string S(int64_t x) { return std::to_string(x); }
 
-constexpr int64_t kMaxScoreElements = int64_t{1} << 22;
+using internal::kMaxScoreElements;
 constexpr size_t kMaxFindings = 4096;  // further findings are counted, not stored
 
 enum class RowState : uint8_t { kUnwritten = 0, kWritten, kTainted };

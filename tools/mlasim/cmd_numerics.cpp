@@ -172,16 +172,7 @@ class NumericsCommand final : public Command {
         "2 bad input (the message names the flag or JSON path).\n"
         "Examples: mlasim numerics --builtin seed\n"
         "          mlasim numerics case.json --max-context 256 --json\n");
-    app_->add_option("case", case_file_, "scenario JSON (schema: docs/scenario.md)")
-        ->type_name("CASE.json");
-    app_->add_option("--builtin", builtin_,
-                     "a built-in case instead of a file: seed, seed-b35, dense-mtp")
-        ->type_name("NAME");
-    app_->add_option("--profile", profile_,
-                     "override the engine profile: atom-2026-03, atom-2026-08, atom-2026-11")
-        ->type_name("NAME");
-    app_->add_option("--kernel", kernel_, "override the kernel variant: asm, opus, hk")
-        ->type_name("NAME");
+    scenario_.Add(*app_);
     app_->add_option("--max-context", max_context_,
                      "cap every context at N tokens (at least Q + rejected_prev, so the step "
                      "stays valid) and top-k at N; default 512")
@@ -217,7 +208,7 @@ class NumericsCommand final : public Command {
     else
       return Fail(io, InvalidArgumentError("--empty-rows", "must be write-zero or skip"));
 
-    StatusOr<sim::Scenario> s = LoadScenarioArg(case_file_, builtin_, profile_, kernel_);
+    StatusOr<sim::Scenario> s = scenario_.Load();
     if (!s.ok()) return Fail(io, s.status());
 
     Reduction red = Reduce(*s);
@@ -482,7 +473,7 @@ class NumericsCommand final : public Command {
   }
 
   CLI::App* app_ = nullptr;
-  std::string case_file_, builtin_, profile_, kernel_;
+  ScenarioArgs scenario_;
   std::string accumulate_ = "fp32";
   std::string empty_rows_ = "write-zero";
   int32_t max_context_ = 512;

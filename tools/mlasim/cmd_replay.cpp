@@ -219,17 +219,7 @@ class ReplayCommand final : public Command {
         "Exit codes: 0 clean, 1 violations, 2 bad input (the message names the JSON path).\n"
         "Examples: mlasim replay --builtin seed\n"
         "          mlasim replay case.json --profile atom-2026-11 --json\n");
-    app_->add_option("case", case_file_, "scenario JSON (schema: docs/scenario.md)")
-        ->type_name("CASE.json");
-    app_->add_option("--builtin", builtin_,
-                     "a built-in case instead of a file: seed, seed-b35, dense-mtp")
-        ->type_name("NAME");
-    app_->add_option("--profile", profile_,
-                     "override the engine profile: atom-2026-03, atom-2026-08 (before the "
-                     "#2715 fix), atom-2026-11 (after)")
-        ->type_name("NAME");
-    app_->add_option("--kernel", kernel_, "override the kernel variant: asm, opus, hk")
-        ->type_name("NAME");
+    scenario_.Add(*app_);
     app_->add_flag("--json", json_, "print the report as JSON");
     app_->add_option("--layout-out", layout_out_,
                      "write the address-space layout (persistent buffers + the tensors of the "
@@ -256,7 +246,7 @@ class ReplayCommand final : public Command {
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
-    StatusOr<sim::Scenario> s = LoadScenarioArg(case_file_, builtin_, profile_, kernel_);
+    StatusOr<sim::Scenario> s = scenario_.Load();
     if (!s.ok()) return Fail(io, s.status());
     const bool gpu = gpu_opt_->count() > 0;
     if (gpu) {
@@ -371,10 +361,10 @@ class ReplayCommand final : public Command {
                        r.trace.plans.at(c.plan).q_rows_covered);
     for (const char* buf : {"q", "o"}) {
       std::vector<std::string> args = {"mlasim", "replay"};
-      if (!case_file_.empty()) args.push_back(case_file_);
-      else args.insert(args.end(), {"--builtin", builtin_});
-      if (!profile_.empty()) args.insert(args.end(), {"--profile", profile_});
-      if (!kernel_.empty()) args.insert(args.end(), {"--kernel", kernel_});
+      if (!scenario_.case_file.empty()) args.push_back(scenario_.case_file);
+      else args.insert(args.end(), {"--builtin", scenario_.builtin});
+      if (!scenario_.profile.empty()) args.insert(args.end(), {"--profile", scenario_.profile});
+      if (!scenario_.kernel.empty()) args.insert(args.end(), {"--kernel", scenario_.kernel});
       args.insert(args.end(), {"--gpu", "guard", "--gpu-child-call", std::to_string(c.index), "--gpu-child-guard", buf});
       std::string child_out;
       const int st = RunChild(args, &child_out);
@@ -434,7 +424,8 @@ class ReplayCommand final : public Command {
   CLI::Option* gpu_opt_ = nullptr;
   std::string gpu_mode_, child_guard_;
   int child_call_ = -1;
-  std::string case_file_, builtin_, profile_, kernel_, mutant_, layout_out_, scenario_out_;
+  ScenarioArgs scenario_;
+  std::string mutant_, layout_out_, scenario_out_;
   bool json_ = false;
 };
 

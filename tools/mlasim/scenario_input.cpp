@@ -28,4 +28,18 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
   return s;
 }
 
+void ScenarioArgs::Add(CLI::App& app) {
+  app.add_option("case", case_file, "scenario JSON (schema: docs/scenario.md)")
+      ->type_name("CASE.json");
+  app.add_option("--builtin", builtin,
+                 "a built-in case instead of a file: seed, seed-b35, dense-mtp")
+      ->type_name("NAME");
+  app.add_option("--profile", profile,
+                 "override the engine profile: atom-2026-03, atom-2026-08 (before the #2715 "
+                 "fix), atom-2026-11 (after)")
+      ->type_name("NAME");
+  app.add_option("--kernel", kernel, "override the kernel variant: asm, opus, hk")
+      ->type_name("NAME");
+}
+
 }  // namespace mlasim::cli
