@@ -2,22 +2,24 @@
 // §11 contract) and the split-KV reduce (§12), with sentinel tails, poisoned outputs and an
 // access log, for the GPU runner. HIP names only; nvcc builds it through hip_compat.h.
 //
-// Per work item and per 16-row group of its q tile (rows = tokens x heads): the q rows go to
-// shared memory, the KV range is walked in chunks of kChunk (64) keys, S = Q K^T and O += P V run
-// on tensor cores (nvcc: wmma bf16, fp32 accumulate) or as plain loops (AMD build), with an online
-// softmax in fp32; P is rounded to bf16 before P V, the row sum uses the unrounded weights.
-// Pipeline per chunk: the cache rows of chunk n+1 are already in shared memory (their index
-// loads were issued a chunk earlier, so no load waits on an index load), the 16-byte KV loads of
-// chunk n+1 are in flight in registers while chunk n's math runs. Each lane keeps the O
-// accumulator of one q row (16 lanes per row, columns sub + 16 k), so the softmax rescale factor
-// stays in a register and no per-element division is needed.
+// Work is done per work item and per 16-row group of its q tile (rows = tokens x heads; with
+// heads % 16 == 0 a group is the 16 heads of one token). The group's KV range is walked in chunks
+// of keys; an online softmax in fp32 keeps the running max m and sum l per row; P is rounded to
+// bf16 before P V, the row sum uses the unrounded weights.
+//
+// Two implementations of one group, chosen at compile time:
+// - NVIDIA (nvcc, sm_80+): mma.sync m16n8k16 bf16 with fp32 accumulate. The KV chunks stream
+//   into a ring of kStages shared-memory buffers with cp.async (kStages - 1 chunks in flight
+//   while one is computed; masked keys are zero-filled, never read). Each of the 8 warps keeps
+//   the q fragments of one half of the 576 dimensions in registers for the whole group and
+//   computes S for a quarter of the chunk's keys over its half; the two halves meet in shared
+//   memory. Every warp then runs the (identical) online softmax for all 16 rows from there and
+//   keeps the O accumulator of 64 output columns in registers, so each chunk costs two barriers.
+//   Cache rows of the keys are read kStages chunks ahead, so no copy waits on an index load.
+// - Portable (AMD build, compiled for gfx90a/gfx940 in CI; not run on hardware here): the same
+//   online softmax with plain loops over shared memory and one chunk of 64 keys in registers.
 #include "kernels/hip_compat.h"
 #include "kernels/gpu_api.h"
-
-#if defined(__CUDACC__)
-#include <cuda_bf16.h>
-#include <mma.h>
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -32,18 +34,9 @@ namespace mlasim::gpu {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kChunk = 64;           // keys per chunk
 constexpr int kRows = 16;            // q rows (token x head) per group
 constexpr int kMaxD = 576;
 constexpr int kMaxDv = 512;
-constexpr int kLanesPerRow = kBlock / kRows;             // 16
-constexpr int kAccPerThread = kMaxDv / kLanesPerRow;     // 32 columns of one row
-constexpr int kKeysPerLane = kChunk / kLanesPerRow;      // 4
-constexpr int kLoadsPerThread = kChunk * kMaxD / 8 / kBlock;  // 18 x 16 bytes
-constexpr int kLds = kChunk + 16;    // floats per row of a score part (rows 16 banks apart)
-constexpr int kLdp = kChunk + 8;     // bf16 per row of ps
-static_assert(kChunk * kMaxD / 8 % kBlock == 0, "loads per thread");
-static_assert(kKeysPerLane * kLanesPerRow == kChunk, "softmax lanes");
 
 struct DecodeParams {
   const uint16_t* q;           // bf16 [q rows, H, D]
@@ -65,26 +58,15 @@ struct DecodeParams {
   float logit_scale, v_scale;
 };
 
-struct Smem {
-  int ldk;  // bf16 elements per row of Qs / Ks
-  uint16_t* qs;   // [kRows][ldk]
-  uint16_t* ks;   // [kChunk][ldk]
-  float* sp;      // [4][kRows][kLds] score parts; aliased by oc [kRows][Dv + 16]
-  uint16_t* ps;   // [kRows][kLdp]
-  int64_t* krow;  // [2][kChunk] cache row of each key of the current / next chunk, -1 = masked
+// What one 16-row group of a work item covers: keys [p0, p1) (positions into kv_indices, or into
+// the token's top-k list), and for the causal rule the request's KV length lk, q length lq, first
+// q row req_q0 and the position of p0 within the request (key_first).
+struct GroupTask {
+  const int32_t* w;  // the work item's 8 ints
+  int64_t p0, p1, key_first, lk, lq, req_q0;
+  int g;             // group index within the tile
 };
 
-__host__ __device__ inline size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-
-__host__ __device__ inline size_t smem_bytes(int D, int Dv) {
-  const size_t ldk = D + 8;
-  const size_t sp = max_sz(4 * kRows * kLds, kRows * (size_t)(Dv + 16)) * 4;
-  return kRows * ldk * 2 + kChunk * ldk * 2 + sp + kRows * kLdp * 2 + 2 * kChunk * 8 + 64;
-}
-
-#if !defined(__CUDACC__)
-__device__ inline float bf2f(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
-#endif
 __device__ inline uint16_t f2bf(float f) {
   uint32_t u = __float_as_uint(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
@@ -106,20 +88,436 @@ __device__ inline int64_t key_row(const DecodeParams& P, int64_t pos, int64_t p1
   return (r < 0 || r >= P.cache_rows) ? -1 : r;
 }
 
-// Which key (j) and 16-byte column (c) of the chunk each of a thread's loads covers: flat index
-// threadIdx.x + i * kBlock over [kChunk][D / 8], walked without divisions.
-struct LoadMap {
-  int j0, c0, dj, dc, per_key;
+__device__ inline void log_rows(unsigned long long* log, int slot, int64_t r0, int64_t r1) {
+  if (log == nullptr || threadIdx.x != 0 || r1 <= r0) return;
+  atomicMin(&log[slot], static_cast<unsigned long long>(r0));
+  atomicMax(&log[slot + 1], static_cast<unsigned long long>(r1));
+}
+
+// Causal rule (§11): the last key position (relative to the work item's first key) that the
+// group's token may see, plus one. INT64_MAX when the call is not causal.
+__device__ inline int64_t causal_limit(const DecodeParams& P, const GroupTask& t, int64_t token) {
+  return P.causal ? (token - t.req_q0) + t.lk - t.lq + 1 - t.key_first : INT64_MAX;
+}
+
+// Flat (row, head) index of the group's first row, and its token.
+__device__ inline int64_t group_first_row(const DecodeParams& P, const GroupTask& t) {
+  return int64_t{t.w[2]} * P.H + int64_t{t.g} * kRows;
+}
+
+// Walks the cluster's work items (blockIdx.x = cluster) and calls fn(GroupTask) per 16-row group.
+// The opus variant returns before reading anything for a zero-KV item (§11 variants).
+template <class Fn>
+__device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
+  const int c = blockIdx.x;
+  const int32_t w0 = P.work_indptr[c], w1 = P.work_indptr[c + 1];
+  for (int32_t wi = w0; wi < w1; ++wi) {
+    int32_t w[8];
+    for (int f = 0; f < 8; ++f) w[f] = P.work_info[int64_t{wi} * 8 + f];
+    if (P.variant == static_cast<int>(ZeroKvVariant::kOpus) && w[5] <= w[4]) continue;
+    GroupTask t{w, 0, 0, 0, 0, 0, 0, 0};
+    if (P.sparse) {
+      t.p0 = w[4];
+      t.p1 = w[5];
+    } else {
+      const int64_t page = P.page;
+      const int32_t b = w[0];
+      t.p0 = int64_t{w[4]} * page;
+      t.p1 = (w[6] != 0 || page == 1) ? int64_t{w[5]} * page : int64_t{w[5] - 1} * page + P.lpl[b];
+      if (P.causal) {
+        const int64_t pages = P.kv_indptr[b + 1] - P.kv_indptr[b];
+        t.lk = pages == 0 ? 0 : (pages - 1) * page + P.lpl[b];
+        t.lq = P.qo_indptr[b + 1] - P.qo_indptr[b];
+        t.req_q0 = P.qo_indptr[b];
+        t.key_first = t.p0 - int64_t{P.kv_indptr[b]} * page;
+      }
+    }
+    if (t.p1 < t.p0) t.p1 = t.p0;
+    const int groups = (w[3] - w[2]) * P.H / kRows;
+    for (t.g = 0; t.g < groups; ++t.g) fn(t);
+  }
+}
+
+#if defined(__CUDACC__)
+// ---------------------------------------------------------------------------------------------
+// NVIDIA: mma.sync + cp.async pipeline
+// ---------------------------------------------------------------------------------------------
+__device__ inline uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// 16-byte asynchronous copy global -> shared; src_bytes = 0 writes 16 zero bytes (masked key).
+__device__ inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ inline void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ inline void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+// c += a (16x16 bf16, row major) * b (16x8 bf16, column major), fp32 accumulate.
+__device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm(  // no side effects: the scheduler may interleave independent mma and loads
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ inline uint32_t pack_bf16(float lo, float hi) {
+  return static_cast<uint32_t>(f2bf(lo)) | (static_cast<uint32_t>(f2bf(hi)) << 16);
+}
+
+// Tiling of the NVIDIA path, for MLA's head dims (576 / 512, bf16). 8 warps = 4 key quarters x 2
+// dimension halves for S = Q K^T; for O += P V each warp owns 64 of the 512 output columns.
+template <int kChunkT, int kStagesT>
+struct MmaTiling {
+  static constexpr int kD = 576, kDv = 512;
+  static constexpr int kLdk = kD + 8;                 // bf16 per KV row in shared memory (16 B-odd stride:
+                                                      // the 8 rows of an ldmatrix hit distinct banks)
+  static constexpr int kChunk = kChunkT;              // keys per chunk (32 or 64)
+  static constexpr int kStages = kStagesT;            // shared-memory KV buffers
+  static constexpr int kSlots = kStages + 1;          // ring of per-chunk cache rows / masks
+  static constexpr int kWords = kChunk / 32;          // 32-bit validity words per chunk
+  static constexpr int kKeyTiles = kChunk / 32;       // n8 tiles of S per warp (chunk / 4 warps / 8)
+  static constexpr int kPvSteps = kChunk / 16;        // k16 steps of P V
+  static constexpr int kLdS = kChunk + 8;             // floats per row of a score half
+  static constexpr int kHalfSteps = kD / 32;          // k16 steps per dimension half (18)
+  static constexpr int kKeysPerWarp = kChunk / 8;     // keys each warp copies per chunk
+  static constexpr int kBufBytes = kChunk * kLdk * 2;
+  static_assert(kChunk == 32 || kChunk == 64, "chunk of 32 or 64 keys");
+  static_assert(kStages >= 2, "at least double buffering");
+  static_assert(kDv == 8 * 64, "8 warps x 64 output columns");
+  static_assert(kD * 2 == 2 * 512 + 128, "a KV row is copied as 512 + 512 + 128 bytes per warp");
+
+  static constexpr size_t smem_bytes() {
+    return size_t{kStages} * kBufBytes + 2 * kRows * kLdS * 4 + kSlots * kChunk * 8 + kSlots * kWords * 4;
+  }
 };
 
-__device__ inline LoadMap make_load_map(int D) {
-  LoadMap m;
-  m.per_key = D / 8;
-  m.j0 = threadIdx.x / m.per_key;
-  m.c0 = threadIdx.x % m.per_key;
-  m.dj = kBlock / m.per_key;
-  m.dc = kBlock % m.per_key;
-  return m;
+template <class T>
+struct MmaSmem {
+  uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows
+  float* sp;        // [2][kRows][kLdS] S partial sums of the two dimension halves
+  int64_t* krow;    // [kSlots][kChunk] cache row of each key, -1 = masked
+  uint32_t* valid;  // [kSlots][kWords] bit j = key j is read
+};
+
+// Queues the copies of one chunk (cache rows from krow) into the buffer at shared address dst:
+// warp w copies keys [w * kKeysPerWarp, +kKeysPerWarp), each 1152-byte row as three coalesced
+// runs (lanes x 16 B at +0, +512, and lanes 0-7 at +1024). Masked keys are zero-filled.
+template <class T>
+__device__ inline void issue_chunk(const DecodeParams& P, const int64_t* krow, uint32_t dst) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const char* kv = reinterpret_cast<const char*>(P.kv) + lane * 16;
+#pragma unroll
+  for (int kk = 0; kk < T::kKeysPerWarp; ++kk) {
+    const int j = warp * T::kKeysPerWarp + kk;
+    const int64_t row = krow[j];
+    const int bytes = row >= 0 ? 16 : 0;
+    const char* src = kv + (row >= 0 ? row : 0) * (T::kD * 2);
+    const uint32_t d = dst + j * (T::kLdk * 2) + lane * 16;
+    cp_async16(d, src, bytes);
+    cp_async16(d + 512, src + 512, bytes);
+    if (lane < 8) cp_async16(d + 1024, src + 1024, bytes);
+  }
+}
+
+// Cache rows of the keys of one chunk to ring slot `slot` (threads < kChunk, whole warps).
+template <class T>
+__device__ inline void put_rows(const MmaSmem<T>& s, int slot, int64_t row) {
+  s.krow[slot * T::kChunk + threadIdx.x] = row;
+  const uint32_t bits = __ballot_sync(0xffffffffu, row >= 0);
+  if (threadIdx.x % 32 == 0) s.valid[slot * T::kWords + threadIdx.x / 32] = bits;
+}
+
+template <class T>
+__device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const GroupTask& t) {
+  constexpr int kChunk = T::kChunk, kStages = T::kStages, kSlots = T::kSlots, kLdk = T::kLdk;
+  constexpr int kD = T::kD, kDv = T::kDv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int64_t first = group_first_row(P, t), token = first / P.H;
+  log_rows(P.log, 0, token, token + 1);
+
+  // q fragments (A of m16n8k16) of this warp's dimension half, kept for the whole group.
+  const int kh = warp / 4, quarter = warp % 4;
+  uint32_t qa[T::kHalfSteps][4];
+  {
+    const uint32_t* q_lo = reinterpret_cast<const uint32_t*>(P.q + (first + gq) * kD) + kh * (kD / 4) + tq;
+    const uint32_t* q_hi = reinterpret_cast<const uint32_t*>(P.q + (first + gq + 8) * kD) + kh * (kD / 4) + tq;
+#pragma unroll
+    for (int st = 0; st < T::kHalfSteps; ++st) {  // 32-bit words of dims 16 st + 2 tq (+1), +8
+      qa[st][0] = q_lo[st * 8];
+      qa[st][1] = q_hi[st * 8];
+      qa[st][2] = q_lo[st * 8 + 4];
+      qa[st][3] = q_hi[st * 8 + 4];
+    }
+  }
+  const int64_t n = t.p1 - t.p0;
+  if (n <= 0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) return;  // hk: read q, write nothing
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t limit = causal_limit(P, t, token);
+
+  // Prologue: cache rows of chunks 0 .. kStages - 1, copies of chunks 0 .. kStages - 2.
+  int64_t next_row = -1;
+  if (threadIdx.x < kChunk) {
+    int64_t rows[kStages];
+#pragma unroll
+    for (int c = 0; c < kStages; ++c) rows[c] = key_row(P, t.p0 + c * kChunk + threadIdx.x, t.p1);
+    next_row = key_row(P, t.p0 + kStages * kChunk + threadIdx.x, t.p1);
+#pragma unroll
+    for (int c = 0; c < kStages; ++c) put_rows(s, c, rows[c]);
+  }
+  __syncthreads();
+  const uint32_t ks_u32 = smem_u32(s.ks);
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < chunks) issue_chunk<T>(P, s.krow + c * kChunk, ks_u32 + c * T::kBufBytes);
+    cp_async_commit();
+  }
+
+  // Per-lane shared-memory byte offsets of the ldmatrix rows (the chunk's buffer base is added).
+  const uint32_t s_lane = [&] {
+    if constexpr (T::kKeyTiles == 2)  // x4 = (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of one k16 step
+      return ((quarter * 16 + (lane / 16) * 8 + lane % 8) * kLdk + kh * (kD / 2) + ((lane / 8) % 2) * 8) * 2;
+    else  // x4 = keys 0-7 x dims 0-7 | 8-15 | 16-23 | 24-31: two k16 steps of one n8 tile
+      return ((quarter * 8 + lane % 8) * kLdk + kh * (kD / 2) + (lane / 8) * 8) * 2;
+  }();
+  const int col0 = warp * 64;  // this warp's output columns
+  // x4.trans = (keys 0-7 | 8-15) x (dims 0-7 | 8-15)
+  const uint32_t v_lane = ((((lane / 8) % 2) * 8 + lane % 8) * kLdk + col0 + (lane / 16) * 8) * 2;
+
+  float oacc[8][4];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) oacc[i][0] = oacc[i][1] = oacc[i][2] = oacc[i][3] = 0.f;
+  float m_lo = -INFINITY, m_hi = -INFINITY, l_lo = 0.f, l_hi = 0.f;  // rows gq, gq + 8; log2 units
+  const float scale2 = P.logit_scale * 1.4426950408889634f;
+
+  for (int64_t i = 0; i < chunks; ++i) {
+    cp_async_wait<kStages - 2>();  // chunk i has landed (this thread's copies) ...
+    __syncthreads();               // ... and everyone's; chunk i - 1 is fully consumed
+    if (threadIdx.x < kChunk) {
+      put_rows(s, static_cast<int>((i + kStages) % kSlots), next_row);
+      next_row = key_row(P, t.p0 + (i + kStages + 1) * kChunk + threadIdx.x, t.p1);
+    }
+    if (i + kStages - 1 < chunks) {
+      const int64_t c = i + kStages - 1;
+      issue_chunk<T>(P, s.krow + (c % kSlots) * kChunk, ks_u32 + (c % kStages) * T::kBufBytes);
+    }
+    cp_async_commit();
+    const uint32_t kb = ks_u32 + static_cast<uint32_t>(i % kStages) * T::kBufBytes;
+
+    // S partial of this warp: keys [quarter * kChunk / 4, +kChunk / 4), dimensions of half kh.
+    // Two accumulator sets (even / odd k16 steps) halve the dependent mma chain.
+    float sacc[2][T::kKeyTiles][4];
+#pragma unroll
+    for (int par = 0; par < 2; ++par)
+#pragma unroll
+      for (int nt = 0; nt < T::kKeyTiles; ++nt) sacc[par][nt][0] = sacc[par][nt][1] = sacc[par][nt][2] = sacc[par][nt][3] = 0.f;
+    if constexpr (T::kKeyTiles == 2) {
+#pragma unroll
+      for (int st = 0; st < T::kHalfSteps; ++st) {
+        uint32_t b[4];
+        ldmatrix_x4(b, kb + s_lane + st * 32);
+        mma_bf16(sacc[st & 1][0], qa[st], b[0], b[1]);
+        mma_bf16(sacc[st & 1][1], qa[st], b[2], b[3]);
+      }
+    } else {
+#pragma unroll
+      for (int st = 0; st < T::kHalfSteps; st += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, kb + s_lane + st * 32);
+        mma_bf16(sacc[0][0], qa[st], b[0], b[1]);
+        mma_bf16(sacc[1][0], qa[st + 1], b[2], b[3]);
+      }
+    }
+    {
+      float* sp = s.sp + kh * kRows * T::kLdS + quarter * (kChunk / 4) + 2 * tq;
+#pragma unroll
+      for (int nt = 0; nt < T::kKeyTiles; ++nt) {
+        // scaled once here (logit scale x log2 e), not by every warp that reads it
+        *reinterpret_cast<float2*>(sp + gq * T::kLdS + nt * 8) =
+            make_float2((sacc[0][nt][0] + sacc[1][nt][0]) * scale2, (sacc[0][nt][1] + sacc[1][nt][1]) * scale2);
+        *reinterpret_cast<float2*>(sp + (gq + 8) * T::kLdS + nt * 8) =
+            make_float2((sacc[0][nt][2] + sacc[1][nt][2]) * scale2, (sacc[0][nt][3] + sacc[1][nt][3]) * scale2);
+      }
+    }
+    __syncthreads();
+
+    // Online softmax for rows gq (lo) and gq + 8 (hi), keys of k16 step ks: 16 ks + 2 tq + {0, 1}
+    // and 16 ks + 8 + 2 tq + {0, 1} -- exactly the A fragment of P for P V. A key counts when its
+    // cache row is valid and it is before the causal limit; bits shifted so bit b = key 2 tq + b.
+    uint32_t keep[T::kWords];
+    {
+      const int64_t rem = limit - i * kChunk;  // keys of this chunk before the causal limit
+#pragma unroll
+      for (int w = 0; w < T::kWords; ++w) {
+        const int64_t r = rem - 32 * w;
+        const uint32_t causal = r >= 32 ? 0xffffffffu : r <= 0 ? 0u : (1u << r) - 1u;
+        keep[w] = (s.valid[(i % kSlots) * T::kWords + w] & causal) >> (2 * tq);
+      }
+    }
+    float x[T::kPvSteps][4][2];
+    float mx_lo = -INFINITY, mx_hi = -INFINITY;
+    const float* sp_lo = s.sp + gq * T::kLdS + 2 * tq;
+#pragma unroll
+    for (int ks = 0; ks < T::kPvSteps; ++ks) {
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const int off = (f & 1) * 8 * T::kLdS + ks * 16 + (f >> 1) * 8;
+        const float2 a = *reinterpret_cast<const float2*>(sp_lo + off);
+        const float2 b = *reinterpret_cast<const float2*>(sp_lo + kRows * T::kLdS + off);
+        const int bit = (ks % 2) * 16 + (f >> 1) * 8;
+        const uint32_t word = keep[ks / 2];
+        const float x0 = (word >> bit) & 1u ? a.x + b.x : -INFINITY;
+        const float x1 = (word >> (bit + 1)) & 1u ? a.y + b.y : -INFINITY;
+        x[ks][f][0] = x0;
+        x[ks][f][1] = x1;
+        if (f & 1) mx_hi = fmaxf(mx_hi, fmaxf(x0, x1));
+        else mx_lo = fmaxf(mx_lo, fmaxf(x0, x1));
+      }
+    }
+    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
+    mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
+    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
+    mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
+    const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
+    // exp2(-inf - finite) = 0 handles masked keys; a row with nothing yet (mn = -inf) subtracts 0.
+    const float sub_lo = mn_lo == -INFINITY ? 0.f : mn_lo, sub_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
+    const float alpha_lo = exp2f(m_lo - sub_lo), alpha_hi = exp2f(m_hi - sub_hi);
+    float ps_lo = 0.f, ps_hi = 0.f;
+    uint32_t pa[T::kPvSteps][4];
+#pragma unroll
+    for (int ks = 0; ks < T::kPvSteps; ++ks) {
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        const float sub = (f & 1) ? sub_hi : sub_lo;
+        const float p0 = exp2f(x[ks][f][0] - sub), p1 = exp2f(x[ks][f][1] - sub);
+        if (f & 1) ps_hi += p0 + p1;
+        else ps_lo += p0 + p1;
+        pa[ks][f] = pack_bf16(p0, p1);
+      }
+    }
+    ps_lo += __shfl_xor_sync(0xffffffffu, ps_lo, 1);
+    ps_lo += __shfl_xor_sync(0xffffffffu, ps_lo, 2);
+    ps_hi += __shfl_xor_sync(0xffffffffu, ps_hi, 1);
+    ps_hi += __shfl_xor_sync(0xffffffffu, ps_hi, 2);
+    l_lo = l_lo * alpha_lo + ps_lo;
+    l_hi = l_hi * alpha_hi + ps_hi;
+    m_lo = mn_lo;
+    m_hi = mn_hi;
+    // (unconditional: skipping it when no row max moved, behind a warp vote, measured 4 % slower)
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      oacc[nt][0] *= alpha_lo;
+      oacc[nt][1] *= alpha_lo;
+      oacc[nt][2] *= alpha_hi;
+      oacc[nt][3] *= alpha_hi;
+    }
+
+    // O += P V for columns [col0, col0 + 64)
+#pragma unroll
+    for (int ks = 0; ks < T::kPvSteps; ++ks) {
+#pragma unroll
+      for (int pp = 0; pp < 4; ++pp) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, kb + v_lane + (ks * 16 * kLdk + pp * 16) * 2);
+        mma_bf16(oacc[2 * pp], pa[ks], b[0], b[1]);
+        mma_bf16(oacc[2 * pp + 1], pa[ks], b[2], b[3]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Final rows (m and l are identical in every warp: same inputs, same operations).
+  const float kLn2 = 0.6931471805599453f;
+  const bool empty_lo = m_lo == -INFINITY || l_lo == 0, empty_hi = m_hi == -INFINITY || l_hi == 0;
+  const float inv_lo = empty_lo ? 0.f : P.v_scale / l_lo, inv_hi = empty_hi ? 0.f : P.v_scale / l_hi;
+  const float lse_lo = empty_lo ? -INFINITY : (m_lo + log2f(l_lo)) * kLn2;
+  const float lse_hi = empty_hi ? -INFINITY : (m_hi + log2f(l_hi)) * kLn2;
+  const int32_t loc = t.w[1];
+  if (loc < 0) {
+    uint16_t* o_lo = P.o + (first + gq) * kDv + col0 + 2 * tq;
+    uint16_t* o_hi = P.o + (first + gq + 8) * kDv + col0 + 2 * tq;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      *reinterpret_cast<uint32_t*>(o_lo + nt * 8) = pack_bf16(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
+      *reinterpret_cast<uint32_t*>(o_hi + nt * 8) = pack_bf16(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
+    }
+    if (warp == 0 && tq == 0) {
+      P.lse[first + gq] = lse_lo;
+      P.lse[first + gq + 8] = lse_hi;
+    }
+    log_rows(P.log, 2, token, token + 1);
+  } else {
+    const int64_t q0 = t.w[2];
+    const int64_t pfirst = (int64_t{loc} + (token - q0)) * P.H + (first - token * P.H);
+    float* po_lo = P.part_o + (pfirst + gq) * kDv + col0 + 2 * tq;
+    float* po_hi = P.part_o + (pfirst + gq + 8) * kDv + col0 + 2 * tq;
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      *reinterpret_cast<float2*>(po_lo + nt * 8) = make_float2(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
+      *reinterpret_cast<float2*>(po_hi + nt * 8) = make_float2(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
+    }
+    if (warp == 0 && tq == 0) {
+      P.part_lse[pfirst + gq] = lse_lo;
+      P.part_lse[pfirst + gq + 8] = lse_hi;
+    }
+  }
+  __syncthreads();  // the next group's prologue rewrites the cache-row ring
+}
+
+template <class T>
+__global__ void __launch_bounds__(kBlock, 1) mla_decode_mma_kernel(DecodeParams P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  MmaSmem<T> s;
+  unsigned char* ptr = smem_raw;
+  s.ks = reinterpret_cast<uint16_t*>(ptr);
+  ptr += size_t{T::kStages} * T::kBufBytes;
+  s.sp = reinterpret_cast<float*>(ptr);
+  ptr += 2 * kRows * T::kLdS * 4;
+  s.krow = reinterpret_cast<int64_t*>(ptr);
+  ptr += T::kSlots * T::kChunk * 8;
+  s.valid = reinterpret_cast<uint32_t*>(ptr);
+  for_each_group(P, [&](const GroupTask& t) { run_group_mma<T>(P, s, t); });
+}
+#endif  // __CUDACC__
+
+// ---------------------------------------------------------------------------------------------
+// Portable path: plain loops over shared memory, one chunk of 64 keys at a time, any head dims
+// (D % 32 == 0, D <= 576, Dv <= 512). The AMD build's kernel; on NVIDIA it runs head dims other
+// than MLA's 576 / 512 and DecodeOptions::tiling = 5.
+// ---------------------------------------------------------------------------------------------
+constexpr int kChunk = 64;
+constexpr int kLanesPerRow = kBlock / kRows;                  // 16
+constexpr int kAccPerThread = kMaxDv / kLanesPerRow;          // 32 columns of one row
+constexpr int kKeysPerLane = kChunk / kLanesPerRow;           // 4
+constexpr int kLoadsPerThread = kChunk * kMaxD / 8 / kBlock;  // 18 x 16 bytes
+constexpr int kLdp = kChunk + 8;                              // floats per row of ps
+static_assert(kChunk * kMaxD / 8 % kBlock == 0, "loads per thread");
+
+__host__ __device__ inline size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+__device__ inline float bf2f(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
+
+struct Smem {
+  int ldk;        // bf16 elements per row of qs / ks
+  uint16_t* qs;   // [kRows][ldk]
+  uint16_t* ks;   // [kChunk][ldk]
+  float* sp;      // [kRows][kLdp] scores, then probabilities; aliased by oc [kRows][Dv]
+  int64_t* krow;  // [2][kChunk] cache row of each key of the current / next chunk, -1 = masked
+};
+
+__host__ __device__ inline size_t portable_smem_bytes(int D, int Dv) {
+  const size_t ldk = D + 8;
+  const size_t sp = max_sz(kRows * kLdp, kRows * size_t(Dv)) * 4;
+  return kRows * ldk * 2 + kChunk * ldk * 2 + sp + 2 * kChunk * 8 + 64;
 }
 
 struct Prefetch {
@@ -127,209 +525,94 @@ struct Prefetch {
 };
 
 // 16-byte loads of one chunk whose cache rows are in krow (shared memory); masked keys read 0.
-__device__ inline void load_chunk(const DecodeParams& P, const int64_t* krow, const LoadMap& m, Prefetch& pf) {
-  int j = m.j0, c = m.c0;
+__device__ inline void load_chunk(const DecodeParams& P, const int64_t* krow, Prefetch& pf) {
+  const int per_key = P.D / 8;
   const uint4* kv = reinterpret_cast<const uint4*>(P.kv);
 #pragma unroll
   for (int i = 0; i < kLoadsPerThread; ++i) {
+    const int idx = threadIdx.x + i * kBlock, j = idx / per_key, c = idx % per_key;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (j < kChunk) {
-      const int64_t row = krow[j];
-      if (row >= 0) val = kv[row * m.per_key + c];
-    }
+    if (j < kChunk && krow[j] >= 0) val = kv[krow[j] * per_key + c];
     pf.v[i] = val;
-    j += m.dj;
-    c += m.dc;
-    if (c >= m.per_key) {
-      c -= m.per_key;
-      ++j;
-    }
   }
 }
 
-__device__ inline void store_chunk(const LoadMap& m, const Prefetch& pf, Smem& s) {
-  int j = m.j0, c = m.c0;
+__device__ inline void store_chunk(const DecodeParams& P, const Prefetch& pf, Smem& s) {
+  const int per_key = P.D / 8;
 #pragma unroll
   for (int i = 0; i < kLoadsPerThread; ++i) {
+    const int idx = threadIdx.x + i * kBlock, j = idx / per_key, c = idx % per_key;
     if (j < kChunk) reinterpret_cast<uint4*>(s.ks + j * s.ldk)[c] = pf.v[i];
-    j += m.dj;
-    c += m.dc;
-    if (c >= m.per_key) {
-      c -= m.per_key;
-      ++j;
-    }
   }
 }
 
-// sp[part][r][j] = sum over the part's k slices of qs[r] . ks[j]
-__device__ inline void scores(const DecodeParams& P, Smem& s) {
-#if defined(__CUDACC__)
-  using namespace nvcuda;
-  // 16 (key tile, k part) combinations over 8 warps: two independent accumulators per warp.
-  const int warp = threadIdx.x / 32, nt = warp & 3, part0 = warp >> 2, part1 = part0 + 2;
-  wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc0, acc1;
-  wmma::fill_fragment(acc0, 0.0f);
-  wmma::fill_fragment(acc1, 0.0f);
-  const __nv_bfloat16* qs = reinterpret_cast<const __nv_bfloat16*>(s.qs);
-  const __nv_bfloat16* ks = reinterpret_cast<const __nv_bfloat16*>(s.ks) + nt * 16 * s.ldk;
-  for (int k0 = 0; k0 < P.D; k0 += 64) {
-    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a0, a1;
-    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> b0, b1;
-    const int ka = k0 + part0 * 16, kb = k0 + part1 * 16;
-    if (ka < P.D) {
-      wmma::load_matrix_sync(a0, qs + ka, s.ldk);
-      wmma::load_matrix_sync(b0, ks + ka, s.ldk);
-      wmma::mma_sync(acc0, a0, b0, acc0);
-    }
-    if (kb < P.D) {
-      wmma::load_matrix_sync(a1, qs + kb, s.ldk);
-      wmma::load_matrix_sync(b1, ks + kb, s.ldk);
-      wmma::mma_sync(acc1, a1, b1, acc1);
-    }
-  }
-  wmma::store_matrix_sync(s.sp + part0 * kRows * kLds + nt * 16, acc0, kLds, wmma::mem_row_major);
-  wmma::store_matrix_sync(s.sp + part1 * kRows * kLds + nt * 16, acc1, kLds, wmma::mem_row_major);
-#else
-  for (int e = threadIdx.x; e < kRows * kChunk; e += kBlock) {
-    const int r = e / kChunk, j = e % kChunk;
-    float acc = 0;
-    for (int d = 0; d < P.D; ++d) acc += bf2f(s.qs[r * s.ldk + d]) * bf2f(s.ks[j * s.ldk + d]);
-    s.sp[r * kLds + j] = acc;
-    for (int part = 1; part < 4; ++part) s.sp[part * kRows * kLds + r * kLds + j] = 0;
-  }
-#endif
-}
-
-// oc[r][d] = sum_j ps[r][j] * ks[j][d] for d < Dv (oc aliases sp)
-__device__ inline void pv(const DecodeParams& P, Smem& s) {
-  const int ldo = P.Dv + 16;  // rows 16 banks apart
-#if defined(__CUDACC__)
-  using namespace nvcuda;
-  const int warp = threadIdx.x / 32;
-  const __nv_bfloat16* ps = reinterpret_cast<const __nv_bfloat16*>(s.ps);
-  const __nv_bfloat16* ks = reinterpret_cast<const __nv_bfloat16*>(s.ks);
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> a[kChunk / 16];
-#pragma unroll
-  for (int t = 0; t < kChunk / 16; ++t) wmma::load_matrix_sync(a[t], ps + t * 16, kLdp);
-  for (int nt = warp; nt < P.Dv / 16; nt += kBlock / 32) {
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-    wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-    for (int t = 0; t < kChunk / 16; ++t) {
-      wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> b;
-      wmma::load_matrix_sync(b, ks + t * 16 * s.ldk + nt * 16, s.ldk);
-      wmma::mma_sync(acc, a[t], b, acc);
-    }
-    wmma::store_matrix_sync(s.sp + nt * 16, acc, ldo, wmma::mem_row_major);
-  }
-#else
-  for (int e = threadIdx.x; e < kRows * P.Dv; e += kBlock) {
-    const int r = e / P.Dv, d = e % P.Dv;
-    float acc = 0;
-    for (int j = 0; j < kChunk; ++j) acc += bf2f(s.ps[r * kLdp + j]) * bf2f(s.ks[j * s.ldk + d]);
-    s.sp[r * ldo + d] = acc;
-  }
-#endif
-}
-
-__device__ inline void log_rows(unsigned long long* log, int slot, int64_t r0, int64_t r1) {
-  if (log == nullptr || threadIdx.x != 0 || r1 <= r0) return;
-  atomicMin(&log[slot], static_cast<unsigned long long>(r0));
-  atomicMax(&log[slot + 1], static_cast<unsigned long long>(r1));
-}
-
-// One 16-row group of a work item over keys [p0, p1) (positions). Writes final or partial rows.
-__device__ void run_group(const DecodeParams& P, Smem& s, const LoadMap& lm, const int32_t* w, int64_t p0,
-                          int64_t p1, int g, int64_t key_first, int64_t lk, int64_t lq, int64_t req_q0) {
+__device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTask& t) {
   const int H = P.H, D = P.D, Dv = P.Dv;
-  const int64_t q0 = w[2];
-  const int64_t first = int64_t{q0} * H + int64_t{g} * kRows;  // flat (row, head) index
-  const int64_t token = first / H;
-  // q rows to shared memory
+  const int64_t first = group_first_row(P, t), token = first / H;
   for (int idx = threadIdx.x; idx < kRows * D / 8; idx += kBlock) {
     const int r = idx / (D / 8), c = idx % (D / 8);
     reinterpret_cast<uint4*>(s.qs + r * s.ldk)[c] = reinterpret_cast<const uint4*>(P.q + (first + r) * D)[c];
   }
   log_rows(P.log, 0, token, token + 1);
-  const bool empty_item = p1 <= p0;
-  if (empty_item && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) {
+  if (t.p1 <= t.p0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) {
     __syncthreads();
     return;  // hk: read q, write nothing
   }
-  int64_t limit = INT64_MAX;
-  if (P.causal) limit = (token - req_q0) + lk - lq + 1 - key_first;
-
-  const int row = threadIdx.x / kLanesPerRow, sub = threadIdx.x % kLanesPerRow;  // 16 lanes per row
+  const int64_t limit = causal_limit(P, t, token);
+  const int row = threadIdx.x / kLanesPerRow, sub = threadIdx.x % kLanesPerRow;
   float m = -INFINITY, l = 0;
   float acc[kAccPerThread];
 #pragma unroll
   for (int i = 0; i < kAccPerThread; ++i) acc[i] = 0;
   const int n_acc = Dv / kLanesPerRow;
-  const int ldo = Dv + 16;
-
+  const int64_t n = t.p1 - t.p0;
   Prefetch pf;
-  const int64_t n = p1 - p0;
-  // cache rows of chunk 0 to krow[0]; chunk 1's index load in flight in `next_row`
-  int64_t next_row = -1;
-  if (threadIdx.x < kChunk) {
-    s.krow[threadIdx.x] = key_row(P, p0 + threadIdx.x, p1);
-    next_row = key_row(P, p0 + kChunk + threadIdx.x, p1);
-  }
-  __syncthreads();
-  if (n > 0) load_chunk(P, s.krow, lm, pf);
-  int buf = 0;
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk, buf ^= 1) {
-    __syncthreads();  // previous chunk's P V done reading ks / oc
-    store_chunk(lm, pf, s);
-    if (threadIdx.x < kChunk) s.krow[(buf ^ 1) * kChunk + threadIdx.x] = next_row;  // chunk c0 + kChunk
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    if (threadIdx.x < kChunk) s.krow[threadIdx.x] = key_row(P, t.p0 + c0 + threadIdx.x, t.p1);
     __syncthreads();
-    if (c0 + kChunk < n) load_chunk(P, s.krow + (buf ^ 1) * kChunk, lm, pf);  // in flight during the math
-    if (threadIdx.x < kChunk) next_row = key_row(P, p0 + c0 + 2 * kChunk + threadIdx.x, p1);
-    scores(P, s);
+    load_chunk(P, s.krow, pf);
+    store_chunk(P, pf, s);
     __syncthreads();
-    // online softmax, 16 lanes per row, keys sub + 16 t
-    const int64_t* krow = s.krow + buf * kChunk;
-    float sv[kKeysPerLane];
-    float mx = -INFINITY;
-#pragma unroll
-    for (int t = 0; t < kKeysPerLane; ++t) {
-      const int j = sub + kLanesPerRow * t;
+    for (int e = threadIdx.x; e < kRows * kChunk; e += kBlock) {
+      const int r = e / kChunk, j = e % kChunk;
       float x = 0;
-#pragma unroll
-      for (int part = 0; part < 4; ++part) x += s.sp[part * kRows * kLds + row * kLds + j];
+      for (int d = 0; d < D; ++d) x += bf2f(s.qs[r * s.ldk + d]) * bf2f(s.ks[j * s.ldk + d]);
       x *= P.logit_scale;
-      const int64_t kj = c0 + j;
-      if (krow[j] < 0 || kj >= limit || kj >= n) x = -INFINITY;
-      sv[t] = x;
-      mx = fmaxf(mx, x);
+      if (s.krow[j] < 0 || c0 + j >= limit) x = -INFINITY;
+      s.sp[r * kLdp + j] = x;
     }
+    __syncthreads();
+    float mx = -INFINITY;
+    for (int k = 0; k < kKeysPerLane; ++k) mx = fmaxf(mx, s.sp[row * kLdp + sub + kLanesPerRow * k]);
     for (int off = kLanesPerRow / 2; off > 0; off >>= 1) mx = fmaxf(mx, compat_shfl_xor(mx, off));
     const float m_new = fmaxf(m, mx);
     float psum = 0;
-#pragma unroll
-    for (int t = 0; t < kKeysPerLane; ++t) {
-      const float pj = m_new == -INFINITY ? 0.f : __expf(sv[t] - m_new);
-      psum += pj;
-      s.ps[row * kLdp + sub + kLanesPerRow * t] = f2bf(pj);
+    float pj[kKeysPerLane];
+    for (int k = 0; k < kKeysPerLane; ++k) {
+      pj[k] = m_new == -INFINITY ? 0.f : __expf(s.sp[row * kLdp + sub + kLanesPerRow * k] - m_new);
+      psum += pj[k];
     }
     for (int off = kLanesPerRow / 2; off > 0; off >>= 1) psum += compat_shfl_xor(psum, off);
     const float alpha = m_new == -INFINITY ? 1.f : __expf(m - m_new);
     l = l * alpha + psum;
     m = m_new;
-    __syncthreads();  // ps ready; sp free (oc aliases it)
-    pv(P, s);
     __syncthreads();
-    const float* oc = s.sp + row * ldo + sub;
+    for (int k = 0; k < kKeysPerLane; ++k) s.sp[row * kLdp + sub + kLanesPerRow * k] = bf2f(f2bf(pj[k]));
+    __syncthreads();
 #pragma unroll
     for (int i = 0; i < kAccPerThread; ++i) {
-      if (i < n_acc) acc[i] = acc[i] * alpha + oc[i * kLanesPerRow];
+      if (i >= n_acc) break;
+      const int d = sub + kLanesPerRow * i;
+      float o = 0;
+      for (int j = 0; j < kChunk; ++j) o += s.sp[row * kLdp + j] * bf2f(s.ks[j * s.ldk + d]);
+      acc[i] = acc[i] * alpha + o;
     }
+    __syncthreads();
   }
-  // final row statistics (identical on the 16 lanes of a row)
   const bool empty = m == -INFINITY || l == 0;
   const float inv = empty ? 0.f : 1.f / l;
   const float lse_row = empty ? -INFINITY : m + logf(l);
-  const int32_t loc = w[1];
+  const int32_t loc = t.w[1];
   if (loc < 0) {
     uint16_t* o = P.o + (first + row) * Dv + sub;
 #pragma unroll
@@ -338,6 +621,7 @@ __device__ void run_group(const DecodeParams& P, Smem& s, const LoadMap& lm, con
     if (sub == 0) P.lse[first + row] = lse_row;
     log_rows(P.log, 2, token, token + 1);
   } else {
+    const int64_t q0 = t.w[2];
     const int64_t pfirst = (int64_t{loc} + (token - q0)) * H + (first - token * H);
     float* po = P.part_o + (pfirst + row) * Dv + sub;
 #pragma unroll
@@ -348,7 +632,7 @@ __device__ void run_group(const DecodeParams& P, Smem& s, const LoadMap& lm, con
   __syncthreads();
 }
 
-__global__ void __launch_bounds__(kBlock, 1) mla_decode_kernel(DecodeParams P) {
+__global__ void __launch_bounds__(kBlock, 1) mla_decode_portable_kernel(DecodeParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem s;
   s.ldk = P.D + 8;
@@ -360,41 +644,12 @@ __global__ void __launch_bounds__(kBlock, 1) mla_decode_kernel(DecodeParams P) {
   s.ks = reinterpret_cast<uint16_t*>(ptr);
   ptr += size_t{kChunk} * s.ldk * 2;
   s.sp = reinterpret_cast<float*>(ptr);
-  ptr += max_sz(4 * kRows * kLds, kRows * size_t(P.Dv + 16)) * 4;
-  s.ps = reinterpret_cast<uint16_t*>(ptr);
-  const LoadMap lm = make_load_map(P.D);
-
-  const int c = blockIdx.x;
-  const int32_t w0 = P.work_indptr[c], w1 = P.work_indptr[c + 1];
-  for (int32_t wi = w0; wi < w1; ++wi) {
-    int32_t w[8];
-    for (int f = 0; f < 8; ++f) w[f] = P.work_info[int64_t{wi} * 8 + f];
-    const int32_t batch = w[0];
-    if (P.variant == static_cast<int>(ZeroKvVariant::kOpus) && w[5] <= w[4]) continue;  // returns first
-    int64_t p0, p1, key_first = 0, lk = 0, lq = 0, req_q0 = 0;
-    if (P.sparse) {
-      p0 = w[4];
-      p1 = w[5];
-    } else {
-      const int64_t page = P.page;
-      const int32_t b = batch;
-      p0 = int64_t{w[4]} * page;
-      p1 = (w[6] != 0 || page == 1) ? int64_t{w[5]} * page : int64_t{w[5] - 1} * page + P.lpl[b];
-      if (P.causal) {
-        const int64_t pages = P.kv_indptr[b + 1] - P.kv_indptr[b];
-        lk = pages == 0 ? 0 : (pages - 1) * page + P.lpl[b];
-        lq = P.qo_indptr[b + 1] - P.qo_indptr[b];
-        req_q0 = P.qo_indptr[b];
-        key_first = p0 - int64_t{P.kv_indptr[b]} * page;
-      }
-    }
-    if (p1 < p0) p1 = p0;
-    const int groups = (w[3] - w[2]) * P.H / kRows;
-    for (int g = 0; g < groups; ++g) run_group(P, s, lm, w, p0, p1, g, key_first, lk, lq, req_q0);
-  }
+  for_each_group(P, [&](const GroupTask& t) { run_group_portable(P, s, t); });
 }
 
-// mla_reduce_v1: one workgroup per tile with >= 2 pieces.
+// mla_reduce_v1 (§12): one workgroup per tile with >= 2 pieces; each warp combines one
+// (row, head) pair at a time: L = log sum exp of the pieces' LSE, o = sum of exp(lse_i - L) x
+// partial_o_i, its lanes holding 4 consecutive columns per 16-byte load.
 __global__ void __launch_bounds__(kBlock)
     mla_reduce_kernel(const int32_t* reduce_indptr, const int32_t* final_map, const int32_t* partial_map,
                       const float* part_o, const float* part_lse, uint16_t* o, float* lse, int H, int Dv,
@@ -404,23 +659,77 @@ __global__ void __launch_bounds__(kBlock)
   if (g1 - g0 <= 1) return;
   const int32_t q0 = final_map[2 * t], q1 = final_map[2 * t + 1];
   log_rows(log, 2, q0, q1);
-  for (int64_t pair = 0; pair < int64_t{q1 - q0} * H; ++pair) {
+  constexpr int kWarps = kBlock / COMPAT_WARP_SIZE;
+  constexpr int kQuads = kMaxDv / 4 / COMPAT_WARP_SIZE;  // float4 column groups per lane
+  const int warp = threadIdx.x / COMPAT_WARP_SIZE, lane = threadIdx.x % COMPAT_WARP_SIZE;
+  const int dv4 = Dv / 4;
+  for (int64_t pair = warp; pair < int64_t{q1 - q0} * H; pair += kWarps) {
     const int64_t srow = pair / H, h = pair % H;
     float M = -INFINITY;
     for (int32_t i = g0; i < g1; ++i) M = fmaxf(M, part_lse[(int64_t{partial_map[i]} + srow) * H + h]);
     float S = 0;
     for (int32_t i = g0; i < g1; ++i) S += expf(part_lse[(int64_t{partial_map[i]} + srow) * H + h] - M);
     const float L = (S == 0.f || S != S) ? INFINITY : M + logf(S);
-    for (int d = threadIdx.x; d < Dv; d += kBlock) {
-      float acc = 0;
-      for (int32_t i = g0; i < g1; ++i) {
-        const int64_t prow = (int64_t{partial_map[i]} + srow) * H + h;
-        acc += expf(part_lse[prow] - L) * part_o[prow * Dv + d];
+    float4 acc[kQuads];
+#pragma unroll
+    for (int k = 0; k < kQuads; ++k) acc[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int32_t i = g0; i < g1; ++i) {
+      const int64_t prow = (int64_t{partial_map[i]} + srow) * H + h;
+      const float wgt = expf(part_lse[prow] - L);
+      const float4* po = reinterpret_cast<const float4*>(part_o + prow * Dv);
+#pragma unroll
+      for (int k = 0; k < kQuads; ++k) {
+        const int d4 = lane + k * COMPAT_WARP_SIZE;
+        if (d4 < dv4) {
+          const float4 v = po[d4];
+          acc[k].x += wgt * v.x;
+          acc[k].y += wgt * v.y;
+          acc[k].z += wgt * v.z;
+          acc[k].w += wgt * v.w;
+        }
       }
-      o[((int64_t{q0} + srow) * H + h) * Dv + d] = f2bf(acc);
     }
-    if (threadIdx.x == 0) lse[(int64_t{q0} + srow) * H + h] = L;
+    uint2* out = reinterpret_cast<uint2*>(o + ((int64_t{q0} + srow) * H + h) * Dv);
+#pragma unroll
+    for (int k = 0; k < kQuads; ++k) {
+      const int d4 = lane + k * COMPAT_WARP_SIZE;
+      if (d4 < dv4)
+        out[d4] = make_uint2(static_cast<uint32_t>(f2bf(acc[k].x)) | (static_cast<uint32_t>(f2bf(acc[k].y)) << 16),
+                             static_cast<uint32_t>(f2bf(acc[k].z)) | (static_cast<uint32_t>(f2bf(acc[k].w)) << 16));
+    }
+    if (lane == 0) lse[(int64_t{q0} + srow) * H + h] = L;
   }
+}
+
+// The decode kernel a run uses: DecodeOptions::tiling picks among the NVIDIA tilings (chunk keys
+// x shared-memory stages); the AMD build has the portable kernel only.
+struct DecodeKernel {
+  void (*fn)(DecodeParams);
+  size_t smem;  // dynamic shared memory, bytes
+  const char* name;
+};
+
+DecodeKernel pick_decode_kernel(int D, int Dv, int tiling) {
+  const DecodeKernel portable{&mla_decode_portable_kernel, portable_smem_bytes(D, Dv), "portable"};
+#if defined(__CUDACC__)
+  using T32x4 = MmaTiling<32, 4>;
+  using T32x5 = MmaTiling<32, 5>;
+  using T32x6 = MmaTiling<32, 6>;
+  using T64x2 = MmaTiling<64, 2>;
+  if (tiling == 5 || D != T64x2::kD || Dv != T64x2::kDv) return portable;
+  switch (tiling) {
+    case 1: return {&mla_decode_mma_kernel<T32x4>, T32x4::smem_bytes(), "mma 32 keys x 4 stages"};
+    case 2: return {&mla_decode_mma_kernel<T32x5>, T32x5::smem_bytes(), "mma 32 keys x 5 stages"};
+    case 3: return {&mla_decode_mma_kernel<T32x6>, T32x6::smem_bytes(), "mma 32 keys x 6 stages"};
+    case 4: return {&mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), "mma 64 keys x 2 stages"};
+    // default: 64 x 2 measured fastest on the H200 (docs/performance.md): fewer, larger chunks beat
+    // deeper prefetch because the per-chunk softmax and barriers, not memory latency, bound it
+    default: return {&mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), "mma 64 keys x 2 stages"};
+  }
+#else
+  (void)tiling;
+  return portable;
+#endif
 }
 
 __global__ void fill_u8_kernel(unsigned char* p, size_t n, unsigned char v) {
@@ -514,8 +823,10 @@ float time_launches(int iterations, const std::function<void()>& f) {
 
 DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, const DecodeOptions& opt) {
   const int H = in.num_heads, D = in.head_dim_qk, Dv = in.head_dim_v;
-  if (H % kRows != 0 || D % 16 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D || Dv * kRows % kBlock != 0)
-    throw std::invalid_argument("run_mla_decode: needs heads % 16 == 0, head dims multiples of 16, D <= 576, Dv <= 512");
+  if (H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D || Dv * kRows % kBlock != 0)
+    throw std::invalid_argument(
+        "run_mla_decode: needs heads % 16 == 0, head_dim_qk a multiple of 32 and <= 576, head_dim_v a multiple of 16 "
+        "and <= min(512, head_dim_qk)");
   if (plan.derived.fold_ratio != 1) throw std::invalid_argument("run_mla_decode: head-folded plans are not run");
   const bool sparse = in.topk >= 0;
   const int64_t q_rows = in.q_rows();
@@ -575,13 +886,14 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   P.logit_scale = static_cast<float>(in.effective_sm_scale() * in.q_scale * in.kv_scale);
   P.v_scale = static_cast<float>(in.kv_scale);
 
-  const size_t smem = smem_bytes(D, Dv);
-  HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(&mla_decode_kernel),
-                                hipFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const DecodeKernel dk = pick_decode_kernel(D, Dv, opt.tiling);
+  const size_t smem = dk.smem;
+  HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn), hipFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(smem)));
   const int clusters = static_cast<int>(plan.work_indptr.data.size()) - 1;
   const int tiles = static_cast<int>(plan.reduce_indptr.data.size()) - 1;
   auto decode = [&] {
-    if (clusters > 0) hipLaunchKernelGGL(mla_decode_kernel, dim3(clusters), dim3(kBlock), smem, 0, P);
+    if (clusters > 0) hipLaunchKernelGGL(dk.fn, dim3(clusters), dim3(kBlock), smem, 0, P);
     HIP_CHECK(hipGetLastError());
   };
   auto reduce = [&] {
@@ -599,6 +911,7 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   HIP_CHECK(hipDeviceSynchronize());
 
   DecodeResult res;
+  res.kernel = dk.name;
   if (q.guarded) res.guard = q.guard;
   if (o.guarded) res.guard = o.guard;
   for (const TailedBuffer* b : {&q, &o, &lse, &po, &pl}) b->scan(res.tails);

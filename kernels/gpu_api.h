@@ -140,6 +140,10 @@ struct DecodeOptions {
   // Guard-page mode: "q" or "o" places that buffer (no sentinel tail) with device_alloc_guarded,
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
+  // NVIDIA decode kernel, for tuning runs and tests: 0 = default, 1..4 = the mma kernel with
+  // (keys per chunk x shared-memory stages) 32 x 4, 32 x 5, 32 x 6, 64 x 2; 5 = the portable
+  // kernel. Head dims other than 576 / 512 always run the portable kernel (as the AMD build does).
+  int tiling = 0;
 };
 
 // What a sentinel tail showed after a call: rows (of the buffer's row size) past its end.
@@ -159,6 +163,7 @@ struct DecodeResult {
   int64_t q_rows_read_min = -1, q_rows_read_max = -1;
   int64_t o_rows_written_min = -1, o_rows_written_max = -1;
   double decode_us = 0, reduce_us = 0;
+  std::string kernel;       // which decode kernel ran (DecodeOptions::tiling)
   GuardedAllocation guard;  // the guarded buffer's placement (guard_buffer set), else empty
 };
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "kernels/gpu_api.h"
@@ -79,28 +81,55 @@ ref::MlaInputs FastInputs(const ref::PlanRequest& r, int32_t ctx) {
   return in;
 }
 
-void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t topk, int32_t cu, double copy_gbs) {
+// Times the decode + reduce of one uniform batch with each NVIDIA tiling (DecodeOptions::tiling).
+// Traffic counted: the KV rows each 16-row group reads, q and o once.
+void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t topk, int32_t cu, double copy_gbs,
+                const std::vector<int>& tilings) {
   const ref::PlanRequest r = Uniform(b, ctx, qlen, topk, cu);
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const ref::MlaInputs in = FastInputs(r, ctx);
-  gpu::DecodeOptions opt;
-  opt.timing_iterations = 20;
-  const gpu::DecodeResult g = gpu::run_mla_decode(in, *plan, opt);
-  EXPECT_TRUE(g.tails.empty());
   const int64_t tokens = in.q_rows();
-  const int64_t keys_per_token = topk >= 0 ? topk : ctx;  // dense: every token of a request reads its KV once per 16-row group
-  const int64_t groups_per_item = topk >= 0 ? 1 : qlen;   // dense MTP re-reads KV per token group
+  const int64_t keys_per_token = topk >= 0 ? topk : ctx;
+  const int64_t groups_per_item = topk >= 0 ? 1 : qlen;  // dense MTP re-reads KV per token group
   const double kv_bytes = topk >= 0 ? double(tokens) * keys_per_token * 576 * 2
                                     : double(b) * groups_per_item * ctx * 576 * 2;
   const double q_bytes = double(tokens) * 16 * 576 * 2, o_bytes = double(tokens) * 16 * 512 * 2;
   const double flops = 2.0 * tokens * 16 * double(keys_per_token) * (576 + 512);
-  const double us = g.decode_us + g.reduce_us;
-  const double gbs = (kv_bytes + q_bytes + o_bytes) / (us * 1e-6) / 1e9;
-  std::printf("[perf] decode %s (B=%d ctx=%d qlen=%d topk=%d clusters=%d): decode %.1f us + reduce %.1f us; "
-              "%.0f GB/s of KV+q+o (%.0f%% of copy %.0f GB/s), %.1f TFLOP/s\n",
-              name, b, ctx, qlen, topk, static_cast<int>(plan->work_indptr.size()) - 1, g.decode_us, g.reduce_us, gbs,
-              100.0 * gbs / copy_gbs, copy_gbs, flops / (us * 1e-6) / 1e12);
+  for (int tiling : tilings) {
+    gpu::DecodeOptions opt;
+    opt.timing_iterations = 20;
+    opt.tiling = tiling;
+    const gpu::DecodeResult g = gpu::run_mla_decode(in, *plan, opt);
+    EXPECT_TRUE(g.tails.empty());
+    const double us = g.decode_us + g.reduce_us;
+    const double gbs = (kv_bytes + q_bytes + o_bytes) / (us * 1e-6) / 1e9;
+    std::printf("[perf] decode %s (B=%d ctx=%d qlen=%d topk=%d clusters=%d, %s): decode %.1f us + reduce %.1f us; "
+                "%.0f GB/s of KV+q+o (%.0f%% of copy %.0f GB/s), %.1f TFLOP/s\n",
+                name, b, ctx, qlen, topk, static_cast<int>(plan->work_indptr.size()) - 1, g.kernel.c_str(), g.decode_us,
+                g.reduce_us, gbs, 100.0 * gbs / copy_gbs, copy_gbs, flops / (us * 1e-6) / 1e12);
+    std::fflush(stdout);
+  }
+}
+
+// Environment knobs for profiling runs (tools/gpu/profile.sh): MLASIM_PERF_SHAPES = dense | sparse
+// (default both), MLASIM_PERF_TILINGS = comma list of DecodeOptions::tiling (default 1,2,3,4).
+std::vector<int> PerfTilings() {
+  const char* env = std::getenv("MLASIM_PERF_TILINGS");
+  if (env == nullptr || *env == 0) return {1, 2, 3, 4};
+  std::vector<int> out;
+  for (const char* p = env; *p != 0;) {
+    char* end = nullptr;
+    out.push_back(static_cast<int>(std::strtol(p, &end, 10)));
+    p = (*end == ',') ? end + 1 : end;
+    if (end == p && *p != 0) break;
+  }
+  return out;
+}
+
+bool PerfShape(const char* shape) {
+  const char* env = std::getenv("MLASIM_PERF_SHAPES");
+  return env == nullptr || *env == 0 || std::strcmp(env, shape) == 0;
 }
 
 TEST(GpuPerf, DISABLED_DecodeBandwidth) {
@@ -108,8 +137,12 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
   const double copy = gpu::measure_copy_bandwidth(size_t{2} << 30, 10);
   std::printf("[perf] device copy bandwidth (2 GiB D2D, read + write): %.0f GB/s on %s\n", copy,
               gpu::device_name().c_str());
-  for (int32_t cu : {132, 264, 528}) DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, cu, copy);
-  for (int32_t cu : {132, 264, 528}) DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, cu, copy);
+  const std::vector<int> tilings = PerfTilings(), dflt = {0};
+  if (PerfShape("dense")) DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, 132, copy, tilings);
+  if (PerfShape("sparse")) DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 132, copy, tilings);
+  if (std::getenv("MLASIM_PERF_TILINGS") != nullptr) return;
+  DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, 264, copy, dflt);
+  DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 264, copy, dflt);
 }
 
 }  // namespace

@@ -173,10 +173,6 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   ASSERT_TRUE(in.ok()) << in.status().ToString();
   auto mono = ref::RunMonolithic(*in, no.precision);
   ASSERT_TRUE(mono.ok()) << mono.status().ToString();
-  gpu::DecodeOptions opt;
-  opt.variant = variant;
-  const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
-  EXPECT_TRUE(g.tails.empty()) << what << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
   int64_t max_keys = 0;
   for (int32_t b = 0; b < in->num_requests(); ++b) {
     const int64_t pages = in->kv_indptr[b + 1] - in->kv_indptr[b];
@@ -187,14 +183,24 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   for (float v : in->kv_cache) if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}) * in->kv_scale);
   for (double l : mono->lse) if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
   const auto tol = ref::DeriveTolerances(no.precision, max_keys, v_max, lse_max);
-  const auto co = ref::CompareTensors(g.o.data(), mono->o.data(), static_cast<int64_t>(g.o.size()), tol.o);
-  const auto cl = ref::CompareTensors(g.lse.data(), mono->lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
-  std::printf("[gpu] decode %s: o max_abs %.3g (atol %.3g rtol %.3g) cos_diff %.3g nan_mismatch %lld; lse max_abs %.3g\n",
-              what.c_str(), co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff, static_cast<long long>(co.nan_mismatches), cl.max_abs);
-  EXPECT_TRUE(co.passed) << what << " o: violations " << co.tolerance_violations << " first " << co.first_violation
-                         << " nan " << co.nan_mismatches << " inf " << co.inf_mismatches;
-  EXPECT_TRUE(cl.passed) << what << " lse: violations " << cl.tolerance_violations << " first " << cl.first_violation
-                         << " nan " << cl.nan_mismatches << " inf " << cl.inf_mismatches;
+  // every NVIDIA tiling and the portable kernel (DecodeOptions::tiling; the AMD build has one kernel)
+  for (int tiling = 1; tiling <= 5; ++tiling) {
+    gpu::DecodeOptions opt;
+    opt.variant = variant;
+    opt.tiling = tiling;
+    const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+    EXPECT_TRUE(g.tails.empty()) << what << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
+    const auto co = ref::CompareTensors(g.o.data(), mono->o.data(), static_cast<int64_t>(g.o.size()), tol.o);
+    const auto cl = ref::CompareTensors(g.lse.data(), mono->lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
+    std::printf("[gpu] decode %s (%s): o max_abs %.3g (atol %.3g rtol %.3g) cos_diff %.3g nan_mismatch %lld; "
+                "lse max_abs %.3g\n",
+                what.c_str(), g.kernel.c_str(), co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff,
+                static_cast<long long>(co.nan_mismatches), cl.max_abs);
+    EXPECT_TRUE(co.passed) << what << " " << g.kernel << " o: violations " << co.tolerance_violations << " first "
+                           << co.first_violation << " nan " << co.nan_mismatches << " inf " << co.inf_mismatches;
+    EXPECT_TRUE(cl.passed) << what << " " << g.kernel << " lse: violations " << cl.tolerance_violations << " first "
+                           << cl.first_violation << " nan " << cl.nan_mismatches << " inf " << cl.inf_mismatches;
+  }
 }
 
 PlanRequest SmallRequest(SplitMix64& rng, bool sparse, int32_t page, int32_t qlen, int32_t cu) {

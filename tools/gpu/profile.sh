@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# tools/gpu/profile.sh - Nsight Compute profile of one decode launch, for one device call.
+# Builds build-cuda like run.sh, then for each tiling in TILINGS (DecodeOptions::tiling, default
+# "4 2") profiles the first launch of that kernel on the dense perf shape (B=128, 8k, 16 heads)
+# and writes the details (speed of light, warp stalls, memory) to $OUT/ncu-tiling-N.txt, plus the
+# SASS of the decode kernels to $OUT/decode.sass. Needs a Firecracker device (ncu counters).
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+PREFIX=$PWD/.gpu-carry/prefix/usr
+export LD_LIBRARY_PATH=$PREFIX/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+cmake -S . -B build-cuda -G Ninja -DGPU_BACKEND=CUDA -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" > "$OUT/build.log" 2>&1 &&
+  cmake --build build-cuda -j"$(nproc)" --target mlasim_tests >> "$OUT/build.log" 2>&1 ||
+  { tail -40 "$OUT/build.log"; exit 1; }
+obj=$(find build-cuda -name 'decode.hip.o' | head -1)
+cuobjdump -sass "$obj" > "$OUT/decode.sass" 2>&1
+for t in ${TILINGS:-4 2}; do
+  MLASIM_PERF_SHAPES=dense MLASIM_PERF_TILINGS=$t timeout 300 ncu --clock-control none \
+    -k regex:mla_decode_mma --launch-skip 1 --launch-count 1 --set full -o "$OUT/ncu-tiling-$t" -f \
+    build-cuda/bin/mlasim_tests --gtest_filter='GpuPerf.DISABLED_DecodeBandwidth' \
+    --gtest_also_run_disabled_tests > "$OUT/ncu-run-$t.log" 2>&1
+  echo "ncu tiling $t rc=$?"; grep '\[perf\] decode' "$OUT/ncu-run-$t.log"
+  ncu -i "$OUT/ncu-tiling-$t.ncu-rep" --print-details all > "$OUT/ncu-tiling-$t.txt" 2>&1
+  ncu -i "$OUT/ncu-tiling-$t.ncu-rep" --page source --print-source sass --csv > "$OUT/ncu-src-$t.csv" 2>&1
+  rm -f "$OUT/ncu-tiling-$t.ncu-rep"
+done
