@@ -183,8 +183,10 @@ class PlanExecutor {
   }
 
   // A finding whose output is folded row `row` of o (reported in caller coordinates).
+  // A finding on o: `row` (a folded q row) names one row and its head group; without it,
+  // `rows` (folded rows [first, last)) names the tokens they cover, every head.
   void AddOFinding(PoisonKind kind, int64_t row, const PoisonSource& src, int32_t work,
-                   int32_t tile) {
+                   int32_t tile, std::pair<int64_t, int64_t> rows = {-1, -1}) {
     PoisonFinding f{kind, NumericsBuffer::kO};
     if (row >= 0) {
       const Unfolded u = UnfoldRow(g_, row);
@@ -192,6 +194,10 @@ class PlanExecutor {
       f.row_end = u.token + 1;
       f.head_begin = u.group * g_.group_heads;
       f.head_end = f.head_begin + g_.group_heads;
+    } else if (rows.first >= 0) {
+      f.row_begin = UnfoldRow(g_, rows.first).token;
+      f.row_end = UnfoldRow(g_, rows.second - 1).token + 1;
+      f.head_end = g_.heads;
     } else {
       f.head_end = g_.heads;
     }
@@ -289,12 +295,21 @@ class PlanExecutor {
       if (!c.ok) {
         AddOFinding(c.kind, -1,
                     PoisonSource{true, c.kind, NumericsBuffer::kWorkInfo, int64_t{w} * 8 + i}, w,
-                    -1);
+                    -1, WorkRows(w));
         return false;
       }
       f[i] = c.value;
     }
     return true;
+  }
+
+  // The q rows [qo_start, qo_end) of work w when both cells are defined and in range, so a
+  // finding about its other fields still names the rows it poisons; {-1, -1} otherwise.
+  std::pair<int64_t, int64_t> WorkRows(int32_t w) {
+    const CellRead a = ReadCell(plan_.work_info, int64_t{w} * 8 + kQoStart);
+    const CellRead b = ReadCell(plan_.work_info, int64_t{w} * 8 + kQoEnd);
+    if (!a.ok || !b.ok || a.value < 0 || b.value <= a.value || b.value > g_.folded_rows) return {-1, -1};
+    return {a.value, b.value};
   }
 
   void RunWork(int32_t w) {

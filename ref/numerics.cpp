@@ -331,28 +331,34 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   rep.poison_dropped = driven.poison_dropped;
 
   const int32_t heads = in.num_heads, dv = in.head_dim_v;
+  rep.rows_compared = options.real_rows < 0 ? rep.q_rows : std::min<int64_t>(options.real_rows, rep.q_rows);
+  const size_t real_pairs = static_cast<size_t>(rep.rows_compared) * heads;
+  // pair_mask: (row, head) pairs named by poison findings; pad_mask: pairs of padding rows.
   const std::vector<uint8_t> pair_mask = PoisonMask(driven.poison, rep.q_rows, heads);
-  std::vector<uint8_t> o_mask(mono.o.size());
-  for (size_t i = 0; i < o_mask.size(); ++i) o_mask[i] = pair_mask[i / dv];
-  for (uint8_t m : pair_mask) rep.poisoned_rows += m;
+  std::vector<uint8_t> pad_mask(pair_mask.size()), skip_pairs(pair_mask.size());
+  for (size_t i = 0; i < pair_mask.size(); ++i) {
+    pad_mask[i] = i >= real_pairs;
+    skip_pairs[i] = pair_mask[i] | pad_mask[i];
+    rep.poisoned_rows += pair_mask[i];
+  }
+  std::vector<uint8_t> o_pad(mono.o.size()), o_skip(mono.o.size());
+  for (size_t i = 0; i < o_pad.size(); ++i) {
+    o_pad[i] = pad_mask[i / dv];
+    o_skip[i] = skip_pairs[i / dv];
+  }
   const auto& got = driven.out;
-  rep.o = CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()),
-                         rep.tolerance.o);
-  rep.lse = CompareTensors(got.lse.data(), mono.lse.data(), static_cast<int64_t>(mono.lse.size()),
-                           rep.tolerance.lse);
-  rep.o_unpoisoned =
-      CompareTensors(got.o.data(), mono.o.data(), static_cast<int64_t>(mono.o.size()),
-                     rep.tolerance.o, o_mask.data());
-  rep.lse_unpoisoned =
-      CompareTensors(got.lse.data(), mono.lse.data(), static_cast<int64_t>(mono.lse.size()),
-                     rep.tolerance.lse, pair_mask.data());
+  const int64_t n_o = static_cast<int64_t>(mono.o.size()), n_lse = static_cast<int64_t>(mono.lse.size());
+  rep.o = CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_pad.data());
+  rep.lse = CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, pad_mask.data());
+  rep.o_unpoisoned = CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_skip.data());
+  rep.lse_unpoisoned = CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, skip_pairs.data());
   for (size_t i = 0; i < mono.o.size(); ++i) {
     rep.monolithic_nan += std::isnan(mono.o[i]);
-    rep.unexplained_nan += std::isnan(got.o[i]) && !o_mask[i];
+    rep.unexplained_nan += std::isnan(got.o[i]) && !o_skip[i];
   }
   for (size_t i = 0; i < mono.lse.size(); ++i) {
     rep.monolithic_nan += std::isnan(mono.lse[i]);
-    rep.unexplained_nan += std::isnan(got.lse[i]) && !pair_mask[i];
+    rep.unexplained_nan += std::isnan(got.lse[i]) && !skip_pairs[i];
   }
   rep.poison = std::move(driven.poison);
   rep.ok = rep.o_unpoisoned.passed && rep.lse_unpoisoned.passed && rep.unexplained_nan == 0 &&

@@ -100,12 +100,15 @@ struct NumericsOptions {
   int32_t invalid_topk_per_mille = 125;  // sparse: share of entries within a token's length
                                          // that are invalid (-1, INT_MAX, negative, ...)
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
+  // q rows [real_rows, q_rows) belong to padding requests: the engine discards their outputs, so
+  // o / lse there are not compared (poison findings there are still reported). -1 = every row.
+  int64_t real_rows = -1;
   NumericsMutant mutant = NumericsMutant::kNone;
   std::optional<OutputTolerances> tolerance;  // unset = DeriveTolerances
 };
 
 struct NumericsReport {
-  // Plan-driven vs monolithic over every element.
+  // Plan-driven vs monolithic over every element of the real rows (NumericsOptions::real_rows).
   CompareResult o;
   CompareResult lse;
   // The same, skipping the (row, head) pairs named by poison findings on o.
@@ -121,6 +124,7 @@ struct NumericsReport {
   NumFormat q_format = NumFormat::kFp32;
   NumFormat kv_format = NumFormat::kFp32;
   int32_t q_rows = 0;
+  int64_t rows_compared = 0;  // q rows whose o / lse were compared (real rows)
   int32_t num_heads = 0;
   int64_t max_keys = 0;
   double v_max = 0;

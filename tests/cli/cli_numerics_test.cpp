@@ -182,5 +182,34 @@ TEST(CliNumerics, PlanThatDecodeUpdateBrokeFails) {
   EXPECT_TRUE(failed_draft) << r.out;
 }
 
+TEST(CliNumerics, PaddingRowsAreNotCompared) {
+  // dense-mtp's drafts run 8 q rows for 5 real requests. The updated draft plans still tile the
+  // 3 padding rows with stale windows (draft_step_2: o of rows 5..7 differs from the truth) and
+  // leave a padding work's KV window undefined (draft_step_1): both are the engine's discarded
+  // rows, so the step passes; the real rows agree.
+  const Out r = Numerics({"--builtin", "dense-mtp", "--profile", "atom-2026-11", "--json"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["verdict"], "within_tolerance");
+  ASSERT_EQ(j["calls"].size(), 4u);
+  const auto& d1 = j["calls"][2];
+  const auto& d2 = j["calls"][3];
+  EXPECT_EQ(d1["step"], "draft_step_1");
+  EXPECT_EQ(d2["step"], "draft_step_2");
+  for (const auto* c : {&d1, &d2}) {
+    EXPECT_EQ((*c)["q_rows"], 8);
+    EXPECT_EQ((*c)["real_requests"], 5);
+    EXPECT_EQ((*c)["rows_compared"], 5);
+    EXPECT_EQ((*c)["verdict"], "ok");
+  }
+  EXPECT_EQ(d1["poison"]["real_row_findings"], 0);
+  EXPECT_EQ(d1["poison"]["padding_row_findings"], 4);
+  EXPECT_EQ(d1["poison"]["first_padding"]["kind"], "out_of_range_read");
+  EXPECT_EQ(d1["poison"]["first_padding"]["source"], "work_info");
+  EXPECT_EQ(d1["poison"]["first_padding"]["source_index"], 316);  // work 39's kv_start
+  EXPECT_EQ(d1["poison"]["first_padding"]["row_begin"], 5);
+  EXPECT_EQ(d1["poison"]["first_padding"]["row_end"], 6);
+}
+
 }  // namespace
 }  // namespace mlasim::cli

@@ -104,10 +104,12 @@ int64_t FirstPaddingRow(const ref::PlanRequest& r, int32_t real_requests) {
   return r.qo_indptr[real_requests];
 }
 
+// A finding on o rows that all belong to padding requests is expected (the engine discards
+// those rows): the parallel planner's zero-KV padding without a work item (never_written), or a
+// padding work whose KV window an update left undefined. Anything else, or rows unknown, is real.
 void Classify(CallResult& c, int64_t first_padding_row) {
   for (const ref::PoisonFinding& f : c.rep.poison) {
-    const bool padding = f.kind == ref::PoisonKind::kNeverWritten &&
-                         f.output == ref::NumericsBuffer::kO && f.row_begin >= 0 &&
+    const bool padding = f.output == ref::NumericsBuffer::kO && f.row_begin >= 0 &&
                          f.row_begin >= first_padding_row && f.row_end >= f.row_begin;
     if (padding) {
       ++c.padding_findings;
@@ -251,7 +253,10 @@ class NumericsCommand final : public Command {
                                   " values in one tensor, more than the numerics limit of " +
                                   std::to_string(kMaxTensorValues) +
                                   "; lower --max-context or use --small-dims"));
-        auto rep = ref::RunPlanNumerics(req, r.snap->plan, opt);
+        ref::NumericsOptions call_opt = opt;
+        const int64_t pad_row = FirstPaddingRow(req, r.snap->real_requests);
+        if (pad_row != std::numeric_limits<int64_t>::max()) call_opt.real_rows = pad_row;
+        auto rep = ref::RunPlanNumerics(req, r.snap->plan, call_opt);
         if (rep.ok()) {
           r.rep = std::move(*rep);
         } else {
@@ -321,6 +326,7 @@ class NumericsCommand final : public Command {
       if (r.launched && r.error.empty()) {
         const ref::NumericsReport& p = r.rep;
         j["q_rows"] = p.q_rows;
+        j["rows_compared"] = p.rows_compared;
         j["real_requests"] = r.snap->real_requests;
         j["heads"] = p.num_heads;
         j["fold_ratio"] = p.fold_ratio;
@@ -442,7 +448,7 @@ class NumericsCommand final : public Command {
       if (r.first_padding)
         o << fmt::format(
             "call {} ({}): {} padding-row finding(s), {} (row, head) pairs, expected "
-            "(zero-KV padding without a work item); first: {}\n",
+            "(rows of padding requests, which the engine discards); first: {}\n",
             c.index, c.step, r.padding_findings, r.padding_rows, r.first_padding->ToString());
       if (r.first_real)
         o << fmt::format("call {} ({}): {} poison finding(s) in real rows; first: {}\n", c.index,
