@@ -40,7 +40,8 @@ constexpr int kMaxDv = 512;
 
 struct DecodeParams {
   const uint16_t* q;           // bf16 [q rows, H, D]
-  const uint16_t* kv;          // bf16 [cache rows, D]
+  const uint16_t* kv;          // bf16 [cache rows, D] (kv_fp8 = 0)
+  const uint8_t* kv8;          // fp8 e4m3fn [cache rows, D] (kv_fp8 = 1)
   const int32_t* kv_indices;
   const int32_t* kv_indptr;
   const int32_t* lpl;
@@ -53,7 +54,7 @@ struct DecodeParams {
   float* part_o;               // [partial rows, H, Dv]
   float* part_lse;             // [partial rows, H]
   unsigned long long* log;     // [q min, q max + 1, o min, o max + 1]
-  int32_t H, D, Dv, page, sparse, causal, batch, variant;
+  int32_t H, D, Dv, page, sparse, causal, batch, variant, kv_fp8;
   int64_t cache_rows;
   float logit_scale, v_scale;
 };
@@ -177,9 +178,13 @@ __device__ inline uint32_t pack_bf16(float lo, float hi) {
 
 // Tiling of the NVIDIA path, for MLA's head dims (576 / 512, bf16). 8 warps = 4 key quarters x 2
 // dimension halves for S = Q K^T; for O += P V each warp owns 64 of the 512 output columns.
-template <int kChunkT, int kStagesT>
+template <int kChunkT, int kStagesT, bool kFp8T = false>
 struct MmaTiling {
   static constexpr int kD = 576, kDv = 512;
+  // fp8 e4m3fn KV: the copies land in kStages fp8 staging buffers (kD bytes per key) and each
+  // chunk is widened into one bf16 buffer before the math (a third barrier per chunk).
+  static constexpr bool kFp8 = kFp8T;
+  static constexpr int kKvBytes = kFp8 ? 1 : 2;       // bytes per KV element in global memory
   static constexpr int kLdk = kD + 8;                 // bf16 per KV row in shared memory (16 B-odd stride:
                                                       // the 8 rows of an ldmatrix hit distinct banks)
   static constexpr int kChunk = kChunkT;              // keys per chunk (32 or 64)
@@ -191,42 +196,87 @@ struct MmaTiling {
   static constexpr int kLdS = kChunk + 8;             // floats per row of a score half
   static constexpr int kHalfSteps = kD / 32;          // k16 steps per dimension half (18)
   static constexpr int kKeysPerWarp = kChunk / 8;     // keys each warp copies per chunk
-  static constexpr int kBufBytes = kChunk * kLdk * 2;
+  static constexpr int kBufBytes = kChunk * kLdk * 2;  // one bf16 chunk buffer
+  static constexpr int kStageBytes = kFp8 ? kChunk * kD : kBufBytes;  // one copy destination
   static_assert(kChunk == 32 || kChunk == 64, "chunk of 32 or 64 keys");
   static_assert(kStages >= 2, "at least double buffering");
   static_assert(kDv == 8 * 64, "8 warps x 64 output columns");
-  static_assert(kD * 2 == 2 * 512 + 128, "a KV row is copied as 512 + 512 + 128 bytes per warp");
+  static_assert(kD * 2 == 2 * 512 + 128 && kD == 512 + 64, "KV rows are copied as 512-byte warp runs + a tail");
 
   static constexpr size_t smem_bytes() {
-    return size_t{kStages} * kBufBytes + 2 * kRows * kLdS * 4 + kSlots * kChunk * 8 + kSlots * kWords * 4;
+    return size_t{kStages} * kStageBytes + (kFp8 ? kBufBytes : 0) + 2 * kRows * kLdS * 4 + kSlots * kChunk * 8 +
+           kSlots * kWords * 4;
   }
 };
 
 template <class T>
 struct MmaSmem {
-  uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows
+  uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows, or (fp8) [kStages][kChunk][kD] bytes
+  uint16_t* kconv;  // fp8 only: [kChunk][kLdk] the current chunk widened to bf16
   float* sp;        // [2][kRows][kLdS] S partial sums of the two dimension halves
   int64_t* krow;    // [kSlots][kChunk] cache row of each key, -1 = masked
   uint32_t* valid;  // [kSlots][kWords] bit j = key j is read
 };
 
 // Queues the copies of one chunk (cache rows from krow) into the buffer at shared address dst:
-// warp w copies keys [w * kKeysPerWarp, +kKeysPerWarp), each 1152-byte row as three coalesced
-// runs (lanes x 16 B at +0, +512, and lanes 0-7 at +1024). Masked keys are zero-filled.
+// warp w copies keys [w * kKeysPerWarp, +kKeysPerWarp), each row as coalesced runs of lanes x
+// 16 B (bf16 1152 B: +0, +512, lanes 0-7 at +1024; fp8 576 B: +0, lanes 0-3 at +512). Masked keys
+// are zero-filled.
 template <class T>
 __device__ inline void issue_chunk(const DecodeParams& P, const int64_t* krow, uint32_t dst) {
+  constexpr int kRowBytes = T::kD * T::kKvBytes;
+  constexpr int kDstStride = T::kFp8 ? T::kD : T::kLdk * 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const char* kv = reinterpret_cast<const char*>(P.kv) + lane * 16;
+  const char* kv = (T::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv)) + lane * 16;
 #pragma unroll
   for (int kk = 0; kk < T::kKeysPerWarp; ++kk) {
     const int j = warp * T::kKeysPerWarp + kk;
     const int64_t row = krow[j];
     const int bytes = row >= 0 ? 16 : 0;
-    const char* src = kv + (row >= 0 ? row : 0) * (T::kD * 2);
-    const uint32_t d = dst + j * (T::kLdk * 2) + lane * 16;
+    const char* src = kv + (row >= 0 ? row : 0) * kRowBytes;
+    const uint32_t d = dst + j * kDstStride + lane * 16;
     cp_async16(d, src, bytes);
-    cp_async16(d + 512, src + 512, bytes);
-    if (lane < 8) cp_async16(d + 1024, src + 1024, bytes);
+    if constexpr (T::kFp8) {
+      if (lane < 4) cp_async16(d + 512, src + 512, bytes);
+    } else {
+      cp_async16(d + 512, src + 512, bytes);
+      if (lane < 8) cp_async16(d + 1024, src + 1024, bytes);
+    }
+  }
+}
+
+// Two e4m3fn values (low byte first) to bf16x2, exactly (every e4m3fn value is a bf16 value;
+// NaN stays NaN): the hardware e4m3x2 -> f16x2 conversion, then through fp32.
+__device__ inline uint32_t e4m3x2_to_bf16x2(uint16_t two) {
+  uint32_t h2, out;
+  float lo, hi;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(two));
+  asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
+      : "=f"(lo), "=f"(hi)
+      : "r"(h2));
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+  return out;
+}
+
+// fp8: widens the staged chunk (kChunk x kD bytes, contiguous) into the bf16 buffer (row stride
+// kLdk); each thread converts 16-byte runs.
+template <class T>
+__device__ inline void widen_chunk(const uint8_t* staged, uint16_t* dst) {
+  constexpr int kRuns = T::kChunk * T::kD / 16, kRunsPerKey = T::kD / 16;
+#pragma unroll
+  for (int idx = threadIdx.x; idx < kRuns; idx += kBlock) {
+    const uint4 v = reinterpret_cast<const uint4*>(staged)[idx];
+    const int j = idx / kRunsPerKey, c = idx % kRunsPerKey;
+    uint4* out = reinterpret_cast<uint4*>(dst + j * T::kLdk + c * 16);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t b[8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      b[2 * k] = e4m3x2_to_bf16x2(static_cast<uint16_t>(w[k] & 0xffffu));
+      b[2 * k + 1] = e4m3x2_to_bf16x2(static_cast<uint16_t>(w[k] >> 16));
+    }
+    out[0] = make_uint4(b[0], b[1], b[2], b[3]);
+    out[1] = make_uint4(b[4], b[5], b[6], b[7]);
   }
 }
 
@@ -279,7 +329,7 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   const uint32_t ks_u32 = smem_u32(s.ks);
 #pragma unroll
   for (int c = 0; c < kStages - 1; ++c) {
-    if (c < chunks) issue_chunk<T>(P, s.krow + c * kChunk, ks_u32 + c * T::kBufBytes);
+    if (c < chunks) issue_chunk<T>(P, s.krow + c * kChunk, ks_u32 + c * T::kStageBytes);
     cp_async_commit();
   }
 
@@ -309,10 +359,17 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     }
     if (i + kStages - 1 < chunks) {
       const int64_t c = i + kStages - 1;
-      issue_chunk<T>(P, s.krow + (c % kSlots) * kChunk, ks_u32 + (c % kStages) * T::kBufBytes);
+      issue_chunk<T>(P, s.krow + (c % kSlots) * kChunk, ks_u32 + (c % kStages) * T::kStageBytes);
     }
     cp_async_commit();
-    const uint32_t kb = ks_u32 + static_cast<uint32_t>(i % kStages) * T::kBufBytes;
+    uint32_t kb;
+    if constexpr (T::kFp8) {
+      widen_chunk<T>(reinterpret_cast<const uint8_t*>(s.ks) + (i % kStages) * T::kStageBytes, s.kconv);
+      __syncthreads();  // the bf16 chunk is complete
+      kb = smem_u32(s.kconv);
+    } else {
+      kb = ks_u32 + static_cast<uint32_t>(i % kStages) * T::kBufBytes;
+    }
 
     // S partial of this warp: keys [quarter * kChunk / 4, +kChunk / 4), dimensions of half kh.
     // Two accumulator sets (even / odd k16 steps) halve the dependent mma chain.
@@ -480,7 +537,9 @@ __global__ void __launch_bounds__(kBlock, 1) mla_decode_mma_kernel(DecodeParams 
   MmaSmem<T> s;
   unsigned char* ptr = smem_raw;
   s.ks = reinterpret_cast<uint16_t*>(ptr);
-  ptr += size_t{T::kStages} * T::kBufBytes;
+  ptr += size_t{T::kStages} * T::kStageBytes;
+  s.kconv = reinterpret_cast<uint16_t*>(ptr);
+  if (T::kFp8) ptr += T::kBufBytes;
   s.sp = reinterpret_cast<float*>(ptr);
   ptr += 2 * kRows * T::kLdS * 4;
   s.krow = reinterpret_cast<int64_t*>(ptr);
@@ -546,6 +605,29 @@ __device__ inline void store_chunk(const DecodeParams& P, const Prefetch& pf, Sm
   }
 }
 
+// e4m3fn bits to bf16 bits, exactly (subnormals m * 2^-9 normalised; 0x7f / 0xff = NaN).
+__device__ inline uint16_t e4m3fn_to_bf16(uint32_t b) {
+  const uint32_t sign = (b & 0x80u) << 8, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15u && m == 7u) return static_cast<uint16_t>(sign | 0x7fc0u);
+  if (e != 0u) return static_cast<uint16_t>(sign | ((e + 120u) << 7) | (m << 4));
+  if (m == 0u) return static_cast<uint16_t>(sign);
+  const uint32_t lead = m >= 4u ? 2u : m >= 2u ? 1u : 0u;  // bit of the leading 1
+  return static_cast<uint16_t>(sign | ((118u + lead) << 7) | ((m << (7u - lead)) & 0x7fu));
+}
+
+// fp8 KV: the chunk's rows (cache rows in s.krow) widened to bf16 into s.ks; masked keys 0.
+__device__ inline void load_chunk_fp8(const DecodeParams& P, Smem& s) {
+  const int runs = P.D / 16;
+  for (int idx = threadIdx.x; idx < kChunk * runs; idx += kBlock) {
+    const int j = idx / runs, c = idx % runs;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (s.krow[j] >= 0) v = reinterpret_cast<const uint4*>(P.kv8 + s.krow[j] * P.D)[c];
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint16_t* dst = s.ks + j * s.ldk + c * 16;
+    for (int e = 0; e < 16; ++e) dst[e] = e4m3fn_to_bf16((w[e / 4] >> (8 * (e % 4))) & 0xffu);
+  }
+}
+
 __device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTask& t) {
   const int H = P.H, D = P.D, Dv = P.Dv;
   const int64_t first = group_first_row(P, t), token = first / H;
@@ -570,8 +652,12 @@ __device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTa
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     if (threadIdx.x < kChunk) s.krow[threadIdx.x] = key_row(P, t.p0 + c0 + threadIdx.x, t.p1);
     __syncthreads();
-    load_chunk(P, s.krow, pf);
-    store_chunk(P, pf, s);
+    if (P.kv_fp8) {
+      load_chunk_fp8(P, s);
+    } else {
+      load_chunk(P, s.krow, pf);
+      store_chunk(P, pf, s);
+    }
     __syncthreads();
     for (int e = threadIdx.x; e < kRows * kChunk; e += kBlock) {
       const int r = e / kChunk, j = e % kChunk;
@@ -709,25 +795,31 @@ struct DecodeKernel {
   const char* name;
 };
 
-DecodeKernel pick_decode_kernel(int D, int Dv, int tiling) {
+DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
   const DecodeKernel portable{&mla_decode_portable_kernel, portable_smem_bytes(D, Dv), "portable"};
 #if defined(__CUDACC__)
   using T32x4 = MmaTiling<32, 4>;
   using T32x5 = MmaTiling<32, 5>;
   using T32x6 = MmaTiling<32, 6>;
   using T64x2 = MmaTiling<64, 2>;
+  using F64x2 = MmaTiling<64, 2, true>;
+  using F64x3 = MmaTiling<64, 3, true>;
   if (tiling == 5 || D != T64x2::kD || Dv != T64x2::kDv) return portable;
+  if (kv_fp8) {  // 64 keys; 3 fp8 stages (default) or 2 (tiling 4)
+    if (tiling == 4) return {&mla_decode_mma_kernel<F64x2>, F64x2::smem_bytes(), "mma fp8 64 keys x 2 stages"};
+    return {&mla_decode_mma_kernel<F64x3>, F64x3::smem_bytes(), "mma fp8 64 keys x 3 stages"};
+  }
   switch (tiling) {
     case 1: return {&mla_decode_mma_kernel<T32x4>, T32x4::smem_bytes(), "mma 32 keys x 4 stages"};
     case 2: return {&mla_decode_mma_kernel<T32x5>, T32x5::smem_bytes(), "mma 32 keys x 5 stages"};
     case 3: return {&mla_decode_mma_kernel<T32x6>, T32x6::smem_bytes(), "mma 32 keys x 6 stages"};
-    case 4: return {&mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), "mma 64 keys x 2 stages"};
     // default: 64 x 2 measured fastest on the H200 (docs/performance.md): fewer, larger chunks beat
     // deeper prefetch because the per-chunk softmax and barriers, not memory latency, bound it
     default: return {&mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), "mma 64 keys x 2 stages"};
   }
 #else
   (void)tiling;
+  (void)kv_fp8;
   return portable;
 #endif
 }
@@ -788,6 +880,30 @@ uint16_t host_f2bf(float f) {
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
+// The e4m3fn encoding of f when f is an e4m3fn value (NaN included); false otherwise (no
+// rounding: the caller's inputs are already quantised, ref::RoundTo).
+bool host_e4m3fn_exact(float f, uint8_t* out) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return *out = sign | 0x7f, true;  // NaN
+  if (a == 0) return *out = sign, true;
+  const int e = static_cast<int>(a >> 23) - 127;
+  const uint32_t man = a & 0x7fffffu;
+  if (e >= -6) {  // normal: 3 fraction bits, exponent -6..8, 448 the largest
+    if (e > 8 || (man & 0xfffffu) != 0) return false;
+    const uint32_t m = man >> 20, E = static_cast<uint32_t>(e + 7);
+    if (E == 15 && m == 7) return false;
+    return *out = static_cast<uint8_t>(sign | (E << 3) | m), true;
+  }
+  if (e < -9 || (a >> 23) == 0) return false;  // below 2^-9, or an fp32 subnormal
+  const int sh = e + 9;                         // subnormal m * 2^-9, m = 1..7
+  const uint32_t full = 0x800000u | man;
+  if ((full & ((1u << (23 - sh)) - 1)) != 0) return false;
+  return *out = static_cast<uint8_t>(sign | (full >> (23 - sh))), true;
+}
+
 double host_bf2d(uint16_t x) {
   const uint32_t u = static_cast<uint32_t>(x) << 16;
   float f;
@@ -856,12 +972,28 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
     for (size_t i = 0; i < in.q.size() && i < qh.size(); ++i) qh[i] = host_f2bf(in.q[i]);
     copy_to_device(q.p, qh.data(), qh.size() * 2);
   }
-  std::vector<uint16_t> kvh(in.kv_cache.size());
-  for (size_t i = 0; i < kvh.size(); ++i) kvh[i] = host_f2bf(in.kv_cache[i]);
+  const bool kv_fp8 = opt.kv_format == ref::NumFormat::kFp8E4m3fn;
+  if (!kv_fp8 && opt.kv_format != ref::NumFormat::kBf16)
+    throw std::invalid_argument("run_mla_decode: kv_format must be bf16 or fp8_e4m3fn");
+  std::vector<uint16_t> kvh;
+  std::vector<uint8_t> kv8h;
+  if (kv_fp8) {
+    kv8h.resize(in.kv_cache.size());
+    for (size_t i = 0; i < kv8h.size(); ++i)
+      if (!host_e4m3fn_exact(in.kv_cache[i], &kv8h[i]))
+        throw std::invalid_argument("run_mla_decode: kv_cache[" + std::to_string(i) + "] = " +
+                                    std::to_string(in.kv_cache[i]) +
+                                    " is not an fp8_e4m3fn value (build the inputs with kv_format fp8_e4m3fn)");
+  } else {
+    kvh.resize(in.kv_cache.size());
+    for (size_t i = 0; i < kvh.size(); ++i) kvh[i] = host_f2bf(in.kv_cache[i]);
+  }
 
   DecodeParams P{};
   P.q = reinterpret_cast<const uint16_t*>(q.p);
   P.kv = upload(kvh, owned);
+  P.kv8 = upload(kv8h, owned);
+  P.kv_fp8 = kv_fp8;
   P.kv_indices = upload(in.kv_indices, owned);
   P.kv_indptr = upload(in.kv_indptr, owned);
   P.lpl = upload(in.kv_last_page_lens, owned);
@@ -886,7 +1018,7 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   P.logit_scale = static_cast<float>(in.effective_sm_scale() * in.q_scale * in.kv_scale);
   P.v_scale = static_cast<float>(in.kv_scale);
 
-  const DecodeKernel dk = pick_decode_kernel(D, Dv, opt.tiling);
+  const DecodeKernel dk = pick_decode_kernel(D, Dv, opt.tiling, opt.kv_format == ref::NumFormat::kFp8E4m3fn);
   const size_t smem = dk.smem;
   HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn), hipFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(smem)));

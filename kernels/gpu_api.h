@@ -144,6 +144,10 @@ struct DecodeOptions {
   // (keys per chunk x shared-memory stages) 32 x 4, 32 x 5, 32 x 6, 64 x 2; 5 = the portable
   // kernel. Head dims other than 576 / 512 always run the portable kernel (as the AMD build does).
   int tiling = 0;
+  // KV cache format on the device: bf16, or fp8_e4m3fn (1 byte per element, widened to bf16 in
+  // shared memory; every inputs.kv_cache value must then be an e4m3fn value, else
+  // std::invalid_argument). P, q and o stay bf16 either way.
+  ref::NumFormat kv_format = ref::NumFormat::kBf16;
 };
 
 // What a sentinel tail showed after a call: rows (of the buffer's row size) past its end.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/gpu_api.h"
+#include "ref/dtypes.h"
 #include "ref/planner.h"
 
 namespace mlasim {
@@ -84,22 +85,32 @@ ref::MlaInputs FastInputs(const ref::PlanRequest& r, int32_t ctx) {
 // Times the decode + reduce of one uniform batch with each NVIDIA tiling (DecodeOptions::tiling).
 // Traffic counted: the KV rows each 16-row group reads, q and o once.
 void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t topk, int32_t cu, double copy_gbs,
-                const std::vector<int>& tilings) {
+                const std::vector<int>& tilings, ref::NumFormat kv_format = ref::NumFormat::kBf16) {
   const ref::PlanRequest r = Uniform(b, ctx, qlen, topk, cu);
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  const ref::MlaInputs in = FastInputs(r, ctx);
+  ref::MlaInputs in = FastInputs(r, ctx);
+  const bool fp8 = kv_format == ref::NumFormat::kFp8E4m3fn;
+  if (fp8) {  // e4m3fn values with |v| < 2: the fraction and sign bits of the uniform draws
+    for (float& x : in.kv_cache) {
+      uint32_t u;
+      std::memcpy(&u, &x, 4);
+      x = static_cast<float>(ref::DecodeFp8(kv_format, static_cast<uint8_t>(((u >> 13) & 0x87u) | 0x30u)));
+    }
+  }
   const int64_t tokens = in.q_rows();
+  const double kv_elem = fp8 ? 1 : 2;  // bytes
   const int64_t keys_per_token = topk >= 0 ? topk : ctx;
   const int64_t groups_per_item = topk >= 0 ? 1 : qlen;  // dense MTP re-reads KV per token group
-  const double kv_bytes = topk >= 0 ? double(tokens) * keys_per_token * 576 * 2
-                                    : double(b) * groups_per_item * ctx * 576 * 2;
+  const double kv_bytes = topk >= 0 ? double(tokens) * keys_per_token * 576 * kv_elem
+                                    : double(b) * groups_per_item * ctx * 576 * kv_elem;
   const double q_bytes = double(tokens) * 16 * 576 * 2, o_bytes = double(tokens) * 16 * 512 * 2;
   const double flops = 2.0 * tokens * 16 * double(keys_per_token) * (576 + 512);
   for (int tiling : tilings) {
     gpu::DecodeOptions opt;
     opt.timing_iterations = 20;
     opt.tiling = tiling;
+    opt.kv_format = kv_format;
     const gpu::DecodeResult g = gpu::run_mla_decode(in, *plan, opt);
     EXPECT_TRUE(g.tails.empty());
     const double us = g.decode_us + g.reduce_us;
@@ -140,6 +151,9 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
   const std::vector<int> tilings = PerfTilings(), dflt = {0};
   if (PerfShape("dense")) DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, 132, copy, tilings);
   if (PerfShape("sparse")) DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 132, copy, tilings);
+  const auto fp8 = ref::NumFormat::kFp8E4m3fn;
+  if (PerfShape("dense-fp8")) DecodePerf("dense fp8 KV 16 heads", 128, 8192, 1, -1, 132, copy, {0, 4}, fp8);
+  if (PerfShape("sparse-fp8")) DecodePerf("sparse MTP fp8 KV 16 heads", 128, 8192, 4, 2048, 132, copy, {0, 4}, fp8);
   if (std::getenv("MLASIM_PERF_TILINGS") != nullptr) return;
   DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, 264, copy, dflt);
   DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 264, copy, dflt);

@@ -162,17 +162,28 @@ ref::AttentionPrecision KernelPrecision() {
   return p;
 }
 
-// One random decode step on the GPU against the CPU monolithic reference.
-void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant, const std::string& what) {
+// One random decode step on the GPU against the CPU (plan-driven run, tolerances from the truth).
+// kv_format fp8_e4m3fn: the inputs' KV values are e4m3fn values and the kernel reads 1 byte each.
+void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant, const std::string& what,
+                 ref::NumFormat kv_format = ref::NumFormat::kBf16) {
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ref::NumericsOptions no;
   no.seed = seed;
   no.precision = KernelPrecision();
+  if (kv_format != ref::NumFormat::kBf16) no.kv_format = kv_format;
   auto in = ref::BuildMlaInputs(r, no);
   ASSERT_TRUE(in.ok()) << in.status().ToString();
   auto mono = ref::RunMonolithic(*in, no.precision);
   ASSERT_TRUE(mono.ok()) << mono.status().ToString();
+  // The reference is the plan-driven CPU run of the same plan (checked against the monolithic
+  // truth by the numerics tests): rows the plan never writes (the parallel planner's zero-KV
+  // requests without a work item) are NaN there and must be NaN (poison) on the GPU too.
+  ref::PlanExecOptions exec;
+  exec.precision = no.precision;
+  auto driven = ref::RunPlanDriven(*in, r, *plan, exec);
+  ASSERT_TRUE(driven.ok()) << driven.status().ToString();
+  const ref::AttentionOutput& want = driven->out;
   int64_t max_keys = 0;
   for (int32_t b = 0; b < in->num_requests(); ++b) {
     const int64_t pages = in->kv_indptr[b + 1] - in->kv_indptr[b];
@@ -188,10 +199,12 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
     gpu::DecodeOptions opt;
     opt.variant = variant;
     opt.tiling = tiling;
+    opt.kv_format = kv_format;
     const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
     EXPECT_TRUE(g.tails.empty()) << what << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
-    const auto co = ref::CompareTensors(g.o.data(), mono->o.data(), static_cast<int64_t>(g.o.size()), tol.o);
-    const auto cl = ref::CompareTensors(g.lse.data(), mono->lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
+    ASSERT_EQ(g.o.size(), want.o.size());
+    const auto co = ref::CompareTensors(g.o.data(), want.o.data(), static_cast<int64_t>(g.o.size()), tol.o);
+    const auto cl = ref::CompareTensors(g.lse.data(), want.lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
     std::printf("[gpu] decode %s (%s): o max_abs %.3g (atol %.3g rtol %.3g) cos_diff %.3g nan_mismatch %lld; "
                 "lse max_abs %.3g\n",
                 what.c_str(), g.kernel.c_str(), co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff,
@@ -243,6 +256,48 @@ TEST(GpuDecode, MatchesCpuNumericsOnRandomBatches) {
         }
       }
     }
+  }
+}
+
+// fp8 e4m3fn KV (the mma kernel's staging + widening, and the portable kernel): the same random
+// batches with KV values quantised to e4m3fn (NaN pages included), against the CPU numerics on
+// the same values.
+TEST(GpuDecode, Fp8KvMatchesCpuNumerics) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(777);
+  int i = 0;
+  for (bool sparse : {false, true}) {
+    for (int32_t qlen : {1, 4}) {
+      for (int32_t cu : {4, 32}) {
+        const PlanRequest r = SmallRequest(rng, sparse, 1, qlen, cu);
+        CheckDecode(r, 2000 + i++, gpu::ZeroKvVariant::kAsm,
+                    std::string("fp8 ") + (sparse ? "sparse" : "dense") + " qlen " + std::to_string(qlen) + " cu " +
+                        std::to_string(cu),
+                    ref::NumFormat::kFp8E4m3fn);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(GpuDecode, Fp8KvRefusesValuesThatAreNotE4m3fn) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(5);
+  const PlanRequest r = SmallRequest(rng, false, 1, 1, 4);
+  auto plan = ref::PlanMlaMetadata(r);
+  ASSERT_TRUE(plan.ok());
+  ref::NumericsOptions no;
+  no.kv_format = ref::NumFormat::kFp8E4m3fn;
+  auto in = ref::BuildMlaInputs(r, no);
+  ASSERT_TRUE(in.ok());
+  in->kv_cache[3] = 0.3f;  // between e4m3fn values 0.28125 and 0.3125
+  gpu::DecodeOptions opt;
+  opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+  try {
+    gpu::run_mla_decode(*in, *plan, opt);
+    FAIL() << "accepted a KV value that is not an e4m3fn value";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("kv_cache[3]"), std::string::npos) << e.what();
   }
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # tools/gpu/run.sh - everything for ONE device call on the H200: configure + build the CUDA
-# backend, run the GPU tests, `mlasim replay --gpu` (sentinel and guard-page modes) on the founding
-# case under atom-2026-08 and atom-2026-11, compute-sanitizer memcheck on a small case, and the
-# performance runs (skipped with PERF=0).
+# backend, run the GPU tests, the performance runs (skipped with PERF=0), `mlasim replay --gpu` on
+# every built-in and tests/cases scenario (sentinel mode) and on the founding case in guard-page
+# mode, and compute-sanitizer memcheck on a small case.
 # Logs go to $OUT (default ./gpu-out). Missing Debian packages travel in .gpu-carry/prefix
 # (copied from `dpkg -L librapidcheck-dev libxtensor-dev ...` on the dev machine).
 set -uo pipefail
@@ -29,17 +29,45 @@ if [ "${PERF:-1}" != 0 ]; then
   $T --gtest_filter='GpuPerf.*' --gtest_also_run_disabled_tests 2>&1 | tee "$OUT/perf.log"
 fi
 M=build-cuda/bin/mlasim
-for mode in sentinel guard; do
+# After the timed runs everything else runs side by side (the GPU is idle most of the time; the
+# CPU numerics are the long part): guard mode, the --json run and memcheck in the background,
+# the sentinel sweep in the foreground.
+guard_runs() {  # guard mode: each call in a child with q, then o, ending at an unmapped page
   for prof in atom-2026-08 atom-2026-11; do
-    t1=$(date +%s%N)
-    $M replay --builtin seed --profile $prof --gpu $mode > "$OUT/replay-$mode-$prof.log" 2>&1
-    rc=$?
-    echo "== replay --gpu $mode --profile $prof: rc=$rc, $(( ($(date +%s%N) - t1) / 1000000 )) ms"
-    sed -n '/^gpu (/,$p' "$OUT/replay-$mode-$prof.log"
-  done
-done 2>&1 | tee "$OUT/replay-gpu.log"
+    local t1=$(date +%s%N)
+    $M replay --builtin seed --profile $prof --gpu guard > "$OUT/replay-guard-$prof.log" 2>&1
+    echo "== replay --gpu guard --profile $prof: rc=$?, $(( ($(date +%s%N) - t1) / 1000000 )) ms"
+    sed -n '/^gpu (/,$p' "$OUT/replay-guard-$prof.log"
+  done > "$OUT/replay-guard.log" 2>&1
+}
+guard_runs &
+{ $M replay --builtin seed --profile atom-2026-08 --gpu --json > "$OUT/replay-seed-gpu.json" 2>&1
+  echo "replay --gpu --json rc=$? ($(wc -c < "$OUT/replay-seed-gpu.json") bytes)" > "$OUT/replay-json.log"; } &
 if command -v compute-sanitizer > /dev/null; then
-  timeout 150 compute-sanitizer --tool memcheck --print-limit 20 $T \
-    --gtest_filter="GpuPlanner.Serial*:GpuDecode.*:GpuGuard.*" > "$OUT/memcheck.log" 2>&1
-  echo "memcheck rc=$?" >> "$OUT/memcheck.log"; tail -5 "$OUT/memcheck.log"
+  { timeout 200 compute-sanitizer --tool memcheck --print-limit 20 $T \
+      --gtest_filter="GpuPlanner.Serial*:GpuDecode.*:GpuGuard.*" > "$OUT/memcheck.log" 2>&1
+    echo "memcheck rc=$?" >> "$OUT/memcheck.log"; } &
 fi
+# `replay --gpu` (sentinel mode) on every built-in case under two profiles and on every case file,
+# 6 at a time; one line per run in replay-gpu.log, the full report in replay-<name>.log.
+replay_one() {  # NAME ARGS...
+  local name=$1; shift
+  local t1=$(date +%s%N)
+  $M replay "$@" --gpu > "$OUT/replay-$name.log" 2>&1
+  local rc=$?
+  printf '%-44s rc=%d %6d ms  %s\n' "$name" $rc $(( ($(date +%s%N) - t1) / 1000000 )) \
+    "$(grep -E '^gpu verdict|device error' "$OUT/replay-$name.log" | tr '\n' ' ')"
+}
+export -f replay_one; export M OUT
+{
+  for b in seed seed-b35 dense-mtp; do
+    for prof in atom-2026-08 atom-2026-11; do echo "$b-$prof --builtin $b --profile $prof"; done
+  done
+  for f in tests/cases/*.json; do
+    case $f in *.expect.json) continue ;; esac
+    echo "$(basename "$f" .json) $f"
+  done
+} | xargs -P 6 -L 1 bash -c 'replay_one "$@"' _ | sort > "$OUT/replay-gpu.log"
+wait
+cat "$OUT/replay-gpu.log" "$OUT/replay-guard.log" "$OUT/replay-json.log"
+tail -4 "$OUT/memcheck.log" 2>/dev/null

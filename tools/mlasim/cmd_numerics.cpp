@@ -85,25 +85,6 @@ int64_t TensorValues(const ref::PlanRequest& r, const ref::NumericsOptions& opt)
   return std::max(kv, q);
 }
 
-// Dense plans address q as uni_seqlen_qo rows per request, padding included (the engine's T1
-// request gives padding 0 rows in qo_indptr; the planner ignores qo_indptr for dense).
-ref::PlanRequest NumericsRequest(const ref::PlanRequest& r) {
-  ref::PlanRequest out = r;
-  if (out.topk < 0 && out.uni_seqlen_qo > 0 && !out.kv_indptr.empty()) {
-    out.qo_indptr.resize(out.kv_indptr.size());
-    for (size_t b = 0; b < out.qo_indptr.size(); ++b)
-      out.qo_indptr[b] = static_cast<int32_t>(b) * out.uni_seqlen_qo;
-  }
-  return out;
-}
-
-// First q row of the padding requests (requests >= real_requests) in the caller layout.
-int64_t FirstPaddingRow(const ref::PlanRequest& r, int32_t real_requests) {
-  const int32_t batch = static_cast<int32_t>(r.qo_indptr.size()) - 1;
-  if (real_requests >= batch || real_requests < 0) return std::numeric_limits<int64_t>::max();
-  return r.qo_indptr[real_requests];
-}
-
 // A finding on o rows that all belong to padding requests is expected (the engine discards
 // those rows): the parallel planner's zero-KV padding without a work item (never_written), or a
 // padding work whose KV window an update left undefined. Anything else, or rows unknown, is real.
@@ -242,7 +223,7 @@ class NumericsCommand final : public Command {
         r.rep = prev.rep;
         r.error = prev.error;
       } else {
-        const ref::PlanRequest req = NumericsRequest(r.snap->request);
+        const ref::PlanRequest req = KernelRequest(r.snap->request);
         // Too large to hold even after the reduction: the user's sizes (exit 2).
         const int64_t too_big = TensorValues(req, opt);
         if (too_big > kMaxTensorValues)
@@ -271,7 +252,7 @@ class NumericsCommand final : public Command {
     // Classify after the vector stops growing (findings are referenced by pointer).
     for (CallResult& r : results) {
       if (!r.launched || !r.error.empty()) continue;
-      Classify(r, FirstPaddingRow(NumericsRequest(r.snap->request), r.snap->real_requests));
+      Classify(r, FirstPaddingRow(KernelRequest(r.snap->request), r.snap->real_requests));
     }
 
     bool all_passed = true;

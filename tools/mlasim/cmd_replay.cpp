@@ -28,18 +28,75 @@ namespace {
 constexpr const char* kName = "replay";
 
 // ---- `--gpu`: the same trace on the device (kernels/gpu_api.h) ------------------------------
-// Per decode call: the GPU planner against the reference planner (every defined cell), the decode
-// + reduce kernels against the CPU numerics (ref::RunMonolithic, ref::DeriveTolerances), and the
-// sentinel tails / access log against the simulator's out-of-bounds violations of that call and
-// its reduce (same buffers, same rows). Guard mode runs each call once per guarded buffer (q, o)
-// in a child process (fork + exec of this binary, which does its own device init), so a fault
-// is caught and attributed to the guarded buffer instead of ending the run.
+// Per plan the decode calls use: the GPU planner against the reference planner (every defined
+// cell). Per decode call: the decode + reduce kernels against the CPU numerics (ref::RunMonolithic,
+// ref::DeriveTolerances) over the real rows, and the sentinel tails / access log against the
+// simulator's out-of-bounds violations of that call and its reduce (same buffers, same rows).
+// Guard mode does all of that and then runs each call once per guarded buffer (q, o) in a child
+// process (fork + exec of this binary, which does its own device init), so a fault is caught and
+// attributed to the guarded buffer instead of ending the run. Results are collected in a
+// GpuReport and printed as text or, with --json, as the report's "gpu" object.
 
 struct RowRange {
   int64_t first = -1, last = -1;
   bool any() const { return first >= 0; }
   std::string str() const { return any() ? std::to_string(first) + ".." + std::to_string(last) : "none"; }
+  nlohmann::json json() const { return any() ? nlohmann::json{{"first", first}, {"last", last}} : nlohmann::json(); }
   bool operator==(const RowRange& o) const { return first == o.first && last == o.last; }
+};
+
+struct GpuPlanCheck {
+  std::string plan;
+  bool compared = false;  // false: the reference planner refuses the request (note says why)
+  std::string note, kernel;
+  int64_t mismatches = 0;
+  std::string first_mismatch;
+};
+
+struct GpuGuardRun {
+  std::string buffer;         // "q" or "o": the buffer that ends at an unmapped page
+  bool faulted = false;       // the device call failed in the child
+  bool child_failed = false;  // the child neither ran clean nor faulted (detail says how)
+  std::string detail;         // the child's last line
+  RowRange predicted;         // the simulator's rows past the end of `buffer`
+  bool agree = false;
+};
+
+struct GpuCallCheck {
+  int32_t index = 0, q_rows = 0, plan_rows = 0;
+  std::string step, name;
+  bool refused = false;  // the engine's guard refused the call: not run
+  std::string error;     // inputs or CPU numerics could not be built
+  std::string kernel;    // the decode kernel that ran
+  int64_t rows_compared = 0;
+  ref::CompareResult o, lse;
+  ref::OutputTolerances tol;
+  RowRange q_seen, q_pred, o_seen, lse_seen, o_pred;
+  int64_t q_read_min = -1, q_read_max = -1;
+  std::vector<std::string> other_tails;  // damaged tails the simulator does not predict
+  std::vector<GpuGuardRun> guards;
+  bool numerics_ok() const { return o.passed && lse.passed; }
+  bool q_agree() const { return q_seen == q_pred; }
+  bool o_agree() const { return o_seen == o_pred && lse_seen == o_pred; }
+  bool agree() const {
+    if (refused) return true;
+    bool ok = error.empty() && numerics_ok() && q_agree() && o_agree() && other_tails.empty();
+    for (const GpuGuardRun& g : guards) ok = ok && g.agree;
+    return ok;
+  }
+};
+
+struct GpuReport {
+  std::string device, mode, device_error;
+  std::vector<GpuPlanCheck> plans;
+  std::vector<GpuCallCheck> calls;
+  int calls_run = 0;
+  bool agree() const {
+    bool ok = device_error.empty();
+    for (const GpuPlanCheck& p : plans) ok = ok && p.mismatches == 0;
+    for (const GpuCallCheck& c : calls) ok = ok && c.agree();
+    return ok;
+  }
 };
 
 ref::AttentionPrecision KernelPrecision() {  // what the kernel does: fp32 accumulate, P and o bf16
@@ -87,11 +144,12 @@ gpu::DecodeResult RunCall(const sim::ReplayReport& r, const sim::Call& c, const 
   return gpu::run_mla_decode(in, snap.plan, opt);
 }
 
+// Inputs in the kernel's q layout (KernelRequest), seeded as `mlasim numerics` does.
 StatusOr<ref::MlaInputs> InputsOf(const sim::ReplayReport& r, const sim::Call& c) {
   ref::NumericsOptions no;
   no.seed = 7;
   no.precision = KernelPrecision();
-  return ref::BuildMlaInputs(r.trace.plans.at(c.plan).request, no);
+  return ref::BuildMlaInputs(KernelRequest(r.trace.plans.at(c.plan).request), no);
 }
 
 int64_t CountPlanMismatches(const gpu::GpuPlan& g, const ref::Plan& want, std::string* where) {
@@ -120,20 +178,45 @@ int64_t CountPlanMismatches(const gpu::GpuPlan& g, const ref::Plan& want, std::s
   return bad;
 }
 
-// Sentinel mode for one decode call; returns true when everything agrees.
-bool SentinelCall(const sim::ReplayReport& r, const sim::Call& c, std::ostream& out) {
-  bool ok = true;
+// The GPU planner against the reference planner, once per plan snapshot a decode call uses.
+std::vector<GpuPlanCheck> CheckPlans(const sim::ReplayReport& r) {
+  std::vector<GpuPlanCheck> out;
+  std::vector<bool> seen(r.trace.plans.size(), false);
+  for (const sim::Call& c : r.trace.calls) {
+    if (c.kind != sim::CallKind::kDecode || c.plan < 0 || seen[c.plan]) continue;
+    seen[c.plan] = true;
+    const sim::PlanSnapshot& snap = r.trace.plans[c.plan];
+    GpuPlanCheck pc;
+    pc.plan = snap.name;
+    auto want = ref::PlanMlaMetadata(snap.request);
+    if (!want.ok()) {
+      pc.note = "the reference planner refuses its request (" + want.status().message() + "); not compared";
+      out.push_back(pc);
+      continue;
+    }
+    const gpu::GpuPlan g = gpu::plan_mla_metadata(snap.request, ref::PlannerChoice::kAiterDispatch);
+    pc.compared = true;
+    pc.kernel = g.parallel ? "parallel" : "serial";
+    pc.mismatches = CountPlanMismatches(g, *want, &pc.first_mismatch);
+    out.push_back(pc);
+  }
+  return out;
+}
+
+// Sentinel run of one decode call: numerics over the real rows, rows past q / o against the
+// simulator.
+void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& k) {
   auto in = InputsOf(r, c);
   if (!in.ok()) {
-    out << fmt::format("  call {} {}: inputs not built: {}\n", c.index, c.step, in.status().message());
-    return false;
+    k.error = "inputs not built: " + in.status().message();
+    return;
   }
   const gpu::DecodeResult g = RunCall(r, c, *in, "");
-  // numerics: the rows that exist (o has c.q_rows rows) against the CPU truth.
+  k.kernel = g.kernel;
   auto mono = ref::RunMonolithic(*in, KernelPrecision());
   if (!mono.ok()) {
-    out << fmt::format("  call {} {}: CPU numerics failed: {}\n", c.index, c.step, mono.status().message());
-    return false;
+    k.error = "CPU numerics failed: " + mono.status().message();
+    return;
   }
   int64_t max_keys = 0;
   for (int32_t b = 0; b < in->num_requests(); ++b) {
@@ -148,32 +231,137 @@ bool SentinelCall(const sim::ReplayReport& r, const sim::Call& c, std::ostream& 
     if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}) * in->kv_scale);
   for (double l : mono->lse)
     if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
-  const auto tol = ref::DeriveTolerances(KernelPrecision(), max_keys, v_max, lse_max);
-  const auto co = ref::CompareTensors(g.o.data(), mono->o.data(), static_cast<int64_t>(g.o.size()), tol.o);
-  const auto cl = ref::CompareTensors(g.lse.data(), mono->lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
-  ok = ok && co.passed && cl.passed;
-  out << fmt::format("  call {} {} {}: q/o {} rows, plan covers {}\n", c.index, c.step, c.name, c.q_rows,
-                     r.trace.plans.at(c.plan).q_rows_covered);
-  out << fmt::format("    numerics vs CPU: o max_abs {:.3g} (atol {:.3g} rtol {:.3g}) cos_diff {:.3g}, lse max_abs {:.3g}: {}\n",
-                     co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff, cl.max_abs,
-                     co.passed && cl.passed ? "within tolerance" : "OUTSIDE TOLERANCE");
-  // observations against predictions
-  RowRange q_seen, o_seen, lse_seen;
-  if (g.q_rows_read_max >= c.q_rows) q_seen = {c.q_rows, g.q_rows_read_max};
-  std::string other;
+  k.tol = ref::DeriveTolerances(KernelPrecision(), max_keys, v_max, lse_max);
+  // real rows only: the rows of padding requests are the engine's to discard
+  const sim::PlanSnapshot& snap = r.trace.plans.at(c.plan);
+  const int64_t out_rows = static_cast<int64_t>(g.lse.size()) / in->num_heads;
+  k.rows_compared = std::min(out_rows, FirstPaddingRow(KernelRequest(snap.request), snap.real_requests));
+  const int64_t n_lse = k.rows_compared * in->num_heads, n_o = n_lse * in->head_dim_v;
+  k.o = ref::CompareTensors(g.o.data(), mono->o.data(), n_o, k.tol.o);
+  k.lse = ref::CompareTensors(g.lse.data(), mono->lse.data(), n_lse, k.tol.lse);
+  k.q_read_min = g.q_rows_read_min;
+  k.q_read_max = g.q_rows_read_max;
+  if (g.q_rows_read_max >= c.q_rows) k.q_seen = {c.q_rows, g.q_rows_read_max};
   for (const gpu::TailDamage& t : g.tails) {
-    if (t.buffer == "o") o_seen = {t.first_row, t.last_row};
-    else if (t.buffer == "lse") lse_seen = {t.first_row, t.last_row};
-    else other += fmt::format(" {} rows {}..{}", t.buffer, t.first_row, t.last_row);
+    if (t.buffer == "o") k.o_seen = {t.first_row, t.last_row};
+    else if (t.buffer == "lse") k.lse_seen = {t.first_row, t.last_row};
+    else k.other_tails.push_back(fmt::format("{} rows {}..{}", t.buffer, t.first_row, t.last_row));
   }
-  const RowRange q_pred = Predicted(r, c, "q", "read"), o_pred = Predicted(r, c, "o", "write");
-  const bool q_ok = q_seen == q_pred, o_ok = o_seen == o_pred && lse_seen == o_pred;
-  out << fmt::format("    q read past the end:    gpu rows {} (access log: read {}..{}), simulator rows {}: {}\n",
-                     q_seen.str(), g.q_rows_read_min, g.q_rows_read_max, q_pred.str(), q_ok ? "agree" : "DISAGREE");
-  out << fmt::format("    o written past the end: gpu rows {} (sentinel tail; lse tail {}), simulator rows {}: {}\n",
-                     o_seen.str(), lse_seen.str(), o_pred.str(), o_ok ? "agree" : "DISAGREE");
-  if (!other.empty()) out << "    other sentinel tails damaged (not predicted):" << other << "\n";
-  return ok && q_ok && o_ok && other.empty();
+}
+
+std::string CallText(const GpuCallCheck& k) {
+  if (k.refused) return fmt::format("  call {} {}: refused by the engine's guard, not run\n", k.index, k.step);
+  std::string s = fmt::format("  call {} {} {}: q/o {} rows, plan covers {}{}\n", k.index, k.step, k.name, k.q_rows,
+                              k.plan_rows, k.kernel.empty() ? "" : ", kernel " + k.kernel);
+  if (!k.error.empty()) return s + "    " + k.error + "\n";
+  s += fmt::format(
+      "    numerics vs CPU ({} real rows): o max_abs {:.3g} (atol {:.3g} rtol {:.3g}) cos_diff {:.3g}, lse max_abs "
+      "{:.3g}: {}\n",
+      k.rows_compared, k.o.max_abs, k.tol.o.atol, k.tol.o.rtol, k.o.cos_diff, k.lse.max_abs,
+      k.numerics_ok() ? "within tolerance" : "OUTSIDE TOLERANCE");
+  s += fmt::format("    q read past the end:    gpu rows {} (access log: read {}..{}), simulator rows {}: {}\n",
+                   k.q_seen.str(), k.q_read_min, k.q_read_max, k.q_pred.str(), k.q_agree() ? "agree" : "DISAGREE");
+  s += fmt::format("    o written past the end: gpu rows {} (sentinel tail; lse tail {}), simulator rows {}: {}\n",
+                   k.o_seen.str(), k.lse_seen.str(), k.o_pred.str(), k.o_agree() ? "agree" : "DISAGREE");
+  if (!k.other_tails.empty()) {
+    s += "    other sentinel tails damaged (not predicted):";
+    for (const std::string& t : k.other_tails) s += " " + t;
+    s += "\n";
+  }
+  for (const GpuGuardRun& g : k.guards) {
+    if (g.child_failed)
+      s += fmt::format("    guard {}: the child failed: {}\n", g.buffer, g.detail);
+    else if (g.faulted)
+      s += fmt::format("    guard {}: FAULT caught in the child ({}) -> attributed to {}, the only guarded buffer "
+                       "(it ends at the end of its mapped range); simulator: {} {} rows {}: {}\n",
+                       g.buffer, g.detail, g.buffer, g.buffer, g.buffer == "q" ? "read" : "write",
+                       g.predicted.str(), g.agree ? "agree" : "DISAGREE");
+    else
+      s += fmt::format("    guard {}: no fault ({}); simulator: {}: {}\n", g.buffer, g.detail,
+                       g.predicted.any() ? "rows " + g.predicted.str() + " past the end" : "in bounds",
+                       g.agree ? "agree" : "DISAGREE");
+  }
+  return s;
+}
+
+std::string GpuText(const GpuReport& g) {
+  std::string s = fmt::format("\ngpu ({}, mode {}):\n", g.device, g.mode);
+  for (const GpuPlanCheck& p : g.plans) {
+    if (!p.compared) s += fmt::format("  plan {}: {}\n", p.plan, p.note);
+    else
+      s += fmt::format("  plan {}: GPU planner ({} kernel) vs reference planner: {}\n", p.plan, p.kernel,
+                       p.mismatches == 0 ? "bit-identical"
+                                         : fmt::format("{} MISMATCHES, first {}", p.mismatches, p.first_mismatch));
+  }
+  for (const GpuCallCheck& k : g.calls) s += CallText(k);
+  if (!g.device_error.empty()) s += "  device error: " + g.device_error + "\n";
+  s += fmt::format("gpu verdict: {} ({} decode calls run)\n",
+                   g.agree() ? "agrees with the simulator" : "DISAGREES with the simulator", g.calls_run);
+  return s;
+}
+
+nlohmann::json CompareJson(const ref::CompareResult& c, const ref::Tolerance& t) {
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
+  return {{"max_abs", num(c.max_abs)},          {"cos_diff", num(c.cos_diff)},
+          {"elements", c.elements},             {"tolerance_violations", c.tolerance_violations},
+          {"nan_mismatches", c.nan_mismatches}, {"inf_mismatches", c.inf_mismatches},
+          {"passed", c.passed},                 {"atol", num(t.atol)},
+          {"rtol", num(t.rtol)}};
+}
+
+nlohmann::json GpuJson(const GpuReport& g) {
+  using nlohmann::json;
+  json plans = json::array(), calls = json::array();
+  for (const GpuPlanCheck& p : g.plans) {
+    json j = {{"plan", p.plan}, {"compared", p.compared}};
+    if (!p.compared) j["note"] = p.note;
+    else {
+      j["kernel"] = p.kernel;
+      j["mismatches"] = p.mismatches;
+      j["first_mismatch"] = p.mismatches == 0 ? json() : json(p.first_mismatch);
+    }
+    plans.push_back(j);
+  }
+  for (const GpuCallCheck& k : g.calls) {
+    json j = {{"index", k.index}, {"step", k.step}, {"call", k.name}, {"run", !k.refused}, {"agree", k.agree()}};
+    if (k.refused) {
+      calls.push_back(j);
+      continue;
+    }
+    j["q_rows"] = k.q_rows;
+    j["plan_rows"] = k.plan_rows;
+    if (!k.error.empty()) {
+      j["error"] = k.error;
+      calls.push_back(j);
+      continue;
+    }
+    j["kernel"] = k.kernel;
+    j["numerics"] = {{"rows_compared", k.rows_compared},
+                     {"o", CompareJson(k.o, k.tol.o)},
+                     {"lse", CompareJson(k.lse, k.tol.lse)},
+                     {"passed", k.numerics_ok()}};
+    j["q_read_past_end"] = {{"gpu", k.q_seen.json()}, {"simulator", k.q_pred.json()}, {"agree", k.q_agree()},
+                            {"access_log", {{"first", k.q_read_min}, {"last", k.q_read_max}}}};
+    j["o_written_past_end"] = {{"gpu", k.o_seen.json()},
+                               {"lse_gpu", k.lse_seen.json()},
+                               {"simulator", k.o_pred.json()},
+                               {"agree", k.o_agree()}};
+    j["unpredicted_tails"] = k.other_tails;
+    json guards = json::array();
+    for (const GpuGuardRun& gr : k.guards)
+      guards.push_back({{"buffer", gr.buffer},
+                        {"faulted", gr.faulted},
+                        {"child_failed", gr.child_failed},
+                        {"detail", gr.detail},
+                        {"simulator", gr.predicted.json()},
+                        {"agree", gr.agree}});
+    if (!k.guards.empty()) j["guard"] = guards;
+    calls.push_back(j);
+  }
+  json out = {{"device", g.device}, {"mode", g.mode},           {"plans", plans},
+              {"calls", calls},     {"calls_run", g.calls_run}, {"verdict", g.agree() ? "agrees" : "disagrees"}};
+  if (!g.device_error.empty()) out["device_error"] = g.device_error;
+  return out;
 }
 
 std::string ReadAll(int fd) {
@@ -253,7 +441,6 @@ class ReplayCommand final : public Command {
       if (gpu_mode_.empty()) gpu_mode_ = "sentinel";
       if (gpu_mode_ != "sentinel" && gpu_mode_ != "guard")
         return Fail(io, InvalidArgumentError("--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')"));
-      if (json_) return Fail(io, InvalidArgumentError("--gpu", "cannot be combined with --json yet"));
       if (!gpu::available()) {
         const bool no_backend = gpu::device_name() == "none";
         PrintError(io.err, kName, "--gpu",
@@ -283,11 +470,25 @@ class ReplayCommand final : public Command {
       return kExitBadInput;
     if (!scenario_out_.empty() && !WriteJson(io, scenario_out_, sim::ScenarioToJson(*s)))
       return kExitBadInput;
-    if (json_)
-      io.out << sim::ReportJson(*report).dump(2) << '\n';
-    else
+    bool gpu_agrees = true;
+    if (json_) {
+      nlohmann::json j = sim::ReportJson(*report);
+      if (gpu) {
+        const GpuReport g = GpuRun(*report);
+        gpu_agrees = g.agree();
+        j["gpu"] = GpuJson(g);
+      }
+      io.out << j.dump(2) << '\n';
+    } else {
       io.out << sim::ReportText(*report);
-    if (gpu && !GpuRun(io, *report)) return kExitCheckFailed;
+      io.out.flush();
+      if (gpu) {
+        const GpuReport g = GpuRun(*report);
+        gpu_agrees = g.agree();
+        io.out << GpuText(g);
+      }
+    }
+    if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
   }
 
@@ -306,91 +507,66 @@ class ReplayCommand final : public Command {
     return true;
   }
 
-  // The GPU section after the CPU report; true when the device agrees with the simulator.
-  bool GpuRun(const Streams& io, const sim::ReplayReport& r) {
-    std::ostream& out = io.out;
-    out << fmt::format("\ngpu ({}, mode {}):\n", gpu::device_name(), gpu_mode_);
-    bool agree = true;
-    int calls = 0;
+  // Runs the decode calls on the device (both modes: plans, numerics, sentinel tails; guard mode
+  // adds the guarded child runs). A device error ends the run and is reported, not thrown.
+  GpuReport GpuRun(const sim::ReplayReport& r) {
+    GpuReport g;
+    g.device = gpu::device_name();
+    g.mode = gpu_mode_;
     try {
-      if (gpu_mode_ == "sentinel") {
-        // the GPU planner against the reference planner, once per plan the decode calls use
-        std::vector<bool> seen(r.trace.plans.size(), false);
-        for (const sim::Call& c : r.trace.calls) {
-          if (c.kind != sim::CallKind::kDecode || c.plan < 0 || seen[c.plan]) continue;
-          seen[c.plan] = true;
-          const sim::PlanSnapshot& snap = r.trace.plans[c.plan];
-          auto want = ref::PlanMlaMetadata(snap.request);
-          if (!want.ok()) {
-            out << fmt::format("  plan {}: the reference planner refuses its request ({}); not compared\n", snap.name,
-                               want.status().message());
-            continue;
-          }
-          const gpu::GpuPlan g = gpu::plan_mla_metadata(snap.request, ref::PlannerChoice::kAiterDispatch);
-          std::string where;
-          const int64_t bad = CountPlanMismatches(g, *want, &where);
-          out << fmt::format("  plan {}: GPU planner ({} kernel) vs reference planner: {}\n", snap.name,
-                             g.parallel ? "parallel" : "serial",
-                             bad == 0 ? "bit-identical" : fmt::format("{} MISMATCHES, first {}", bad, where));
-          agree = agree && bad == 0;
-        }
-      }
+      g.plans = CheckPlans(r);
       for (const sim::Call& c : r.trace.calls) {
         if (c.kind != sim::CallKind::kDecode) continue;
-        if (c.guard_refused) {
-          out << fmt::format("  call {} {}: refused by the engine's guard, not run\n", c.index, c.step);
-          continue;
+        GpuCallCheck k;
+        k.index = c.index;
+        k.step = c.step;
+        k.name = c.name;
+        k.q_rows = c.q_rows;
+        k.plan_rows = r.trace.plans.at(c.plan).q_rows_covered;
+        k.refused = c.guard_refused;
+        k.q_pred = Predicted(r, c, "q", "read");
+        k.o_pred = Predicted(r, c, "o", "write");
+        if (!k.refused) {
+          ++g.calls_run;
+          SentinelCall(r, c, k);
+          if (gpu_mode_ == "guard" && k.error.empty()) GuardRuns(c, k);
         }
-        ++calls;
-        if (gpu_mode_ == "sentinel") agree = SentinelCall(r, c, out) && agree;
-        else agree = GuardCall(r, c, out) && agree;
+        g.calls.push_back(std::move(k));
       }
     } catch (const std::exception& e) {
-      out << "  device error: " << e.what() << "\n";
-      agree = false;
+      g.device_error = e.what();
     }
-    out << fmt::format("gpu verdict: {} ({} decode calls run)\n",
-                       agree ? "agrees with the simulator" : "DISAGREES with the simulator", calls);
-    return agree;
+    return g;
   }
 
-  // Guard mode: each decode call once with q guarded and once with o guarded, in a child.
-  bool GuardCall(const sim::ReplayReport& r, const sim::Call& c, std::ostream& out) {
-    bool ok = true;
-    out << fmt::format("  call {} {} {}: q/o {} rows, plan covers {}\n", c.index, c.step, c.name, c.q_rows,
-                       r.trace.plans.at(c.plan).q_rows_covered);
+  // Guard mode: the call once with q guarded and once with o guarded, each in a child.
+  void GuardRuns(const sim::Call& c, GpuCallCheck& k) {
     for (const char* buf : {"q", "o"}) {
       std::vector<std::string> args = {"mlasim", "replay"};
       if (!scenario_.case_file.empty()) args.push_back(scenario_.case_file);
       else args.insert(args.end(), {"--builtin", scenario_.builtin});
       if (!scenario_.profile.empty()) args.insert(args.end(), {"--profile", scenario_.profile});
       if (!scenario_.kernel.empty()) args.insert(args.end(), {"--kernel", scenario_.kernel});
+      if (!mutant_.empty()) args.insert(args.end(), {"--mutant", mutant_});
       args.insert(args.end(), {"--gpu", "guard", "--gpu-child-call", std::to_string(c.index), "--gpu-child-guard", buf});
       std::string child_out;
       const int st = RunChild(args, &child_out);
-      const bool faulted = st != -1 && (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == kChildFault));
+      GpuGuardRun gr;
+      gr.buffer = buf;
+      gr.faulted = st != -1 && (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == kChildFault));
       const bool clean = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
-      const std::string b = buf;
-      const RowRange pred = b == "q" ? Predicted(r, c, "q", "read") : Predicted(r, c, "o", "write");
+      gr.predicted = gr.buffer == "q" ? k.q_pred : k.o_pred;
       std::string line = child_out;
       while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
       if (const auto nl = line.rfind('\n'); nl != std::string::npos) line = line.substr(nl + 1);
-      if (!faulted && !clean) {
-        out << fmt::format("    guard {}: the child failed (status {}): {}\n", b, st, line);
-        ok = false;
-        continue;
+      gr.detail = line;
+      if (!gr.faulted && !clean) {
+        gr.child_failed = true;
+        gr.detail = "status " + std::to_string(st) + ": " + line;
       }
-      const bool agree = faulted == pred.any();
-      if (faulted)
-        out << fmt::format("    guard {}: FAULT caught in the child ({}) -> attributed to {}, the only guarded buffer "
-                           "(it ends at the end of its mapped range); simulator: {} {} rows {}: {}\n",
-                           b, line, b, b, b == "q" ? "read" : "write", pred.str(), agree ? "agree" : "DISAGREE");
-      else
-        out << fmt::format("    guard {}: no fault ({}); simulator: {}: {}\n", b, line,
-                           pred.any() ? "rows " + pred.str() + " past the end" : "in bounds", agree ? "agree" : "DISAGREE");
-      ok = ok && agree;
+      gr.agree = !gr.child_failed && gr.faulted == gr.predicted.any();
+      k.guards.push_back(gr);
     }
-    return ok;
   }
 
   // The guard-mode child: one call with one guarded buffer; one line of output.

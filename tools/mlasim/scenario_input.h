@@ -2,10 +2,12 @@
 // a --builtin name, with the --profile and --kernel overrides replay and numerics share.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "ref/planner.h"
 #include "sim/scenario.h"
 
 namespace mlasim::cli {
@@ -24,5 +26,16 @@ struct ScenarioArgs {
     return LoadScenarioArg(case_file, builtin, profile, kernel);
   }
 };
+
+// The request as the decode kernel addresses q: dense plans tile uni_seqlen_qo rows per request,
+// padding included, so qo_indptr is made uniform (the engine's T1 request lists 0 rows for
+// padding, which the planner ignores); per-token (sparse) requests are returned unchanged. Used
+// by `numerics` and `replay --gpu` to build inputs in the kernel's layout.
+ref::PlanRequest KernelRequest(const ref::PlanRequest& request);
+
+// First q row of the padding requests (requests >= real_requests) of `request` (in the layout
+// of KernelRequest); INT64_MAX when every request is real. Rows from there on are discarded by
+// the engine: their outputs are not compared.
+int64_t FirstPaddingRow(const ref::PlanRequest& request, int32_t real_requests);
 
 }  // namespace mlasim::cli
