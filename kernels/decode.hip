@@ -172,6 +172,27 @@ __device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+// The same with fp16 operands (the fp8-KV kernel: e4m3fn widens to fp16 in one instruction).
+__device__ inline void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <bool kF16>
+__device__ inline void mma_k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kF16) mma_f16(c, a, b0, b1);
+  else mma_bf16(c, a, b0, b1);
+}
+// Two floats to f16x2 (round to nearest even; lo in the low half).
+__device__ inline uint32_t pack_f16(float lo, float hi) {
+  uint32_t out;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
+  return out;
+}
+// bf16x2 to f16x2 (exact for |x| in fp16's normal range; bf16 q values beyond it round).
+__device__ inline uint32_t bf16x2_to_f16x2(uint32_t v) {
+  return pack_f16(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+}
 __device__ inline uint32_t pack_bf16(float lo, float hi) {
   return static_cast<uint32_t>(f2bf(lo)) | (static_cast<uint32_t>(f2bf(hi)) << 16);
 }
@@ -182,7 +203,8 @@ template <int kChunkT, int kStagesT, bool kFp8T = false>
 struct MmaTiling {
   static constexpr int kD = 576, kDv = 512;
   // fp8 e4m3fn KV: the copies land in kStages fp8 staging buffers (kD bytes per key) and each
-  // chunk is widened into one bf16 buffer before the math (a third barrier per chunk).
+  // chunk is widened (exactly) into one fp16 buffer before the math (a third barrier per chunk);
+  // the mma then runs on fp16 operands: q converted from bf16 once per group, P rounded to fp16.
   static constexpr bool kFp8 = kFp8T;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;       // bytes per KV element in global memory
   static constexpr int kLdk = kD + 8;                 // bf16 per KV row in shared memory (16 B-odd stride:
@@ -212,7 +234,7 @@ struct MmaTiling {
 template <class T>
 struct MmaSmem {
   uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows, or (fp8) [kStages][kChunk][kD] bytes
-  uint16_t* kconv;  // fp8 only: [kChunk][kLdk] the current chunk widened to bf16
+  uint16_t* kconv;  // fp8 only: [kChunk][kLdk] the current chunk widened to fp16
   float* sp;        // [2][kRows][kLdS] S partial sums of the two dimension halves
   int64_t* krow;    // [kSlots][kChunk] cache row of each key, -1 = masked
   uint32_t* valid;  // [kSlots][kWords] bit j = key j is read
@@ -245,20 +267,15 @@ __device__ inline void issue_chunk(const DecodeParams& P, const int64_t* krow, u
   }
 }
 
-// Two e4m3fn values (low byte first) to bf16x2, exactly (every e4m3fn value is a bf16 value;
-// NaN stays NaN): the hardware e4m3x2 -> f16x2 conversion, then through fp32.
-__device__ inline uint32_t e4m3x2_to_bf16x2(uint16_t two) {
-  uint32_t h2, out;
-  float lo, hi;
+// Two e4m3fn values (low byte first) to f16x2, exactly (every e4m3fn value is an fp16 value;
+// NaN stays NaN).
+__device__ inline uint32_t e4m3x2_to_f16x2(uint16_t two) {
+  uint32_t h2;
   asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(two));
-  asm("{.reg .f16 l, h;\n mov.b32 {l, h}, %2;\n cvt.f32.f16 %0, l;\n cvt.f32.f16 %1, h;}"
-      : "=f"(lo), "=f"(hi)
-      : "r"(h2));
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(out) : "f"(hi), "f"(lo));
-  return out;
+  return h2;
 }
 
-// fp8: widens the staged chunk (kChunk x kD bytes, contiguous) into the bf16 buffer (row stride
+// fp8: widens the staged chunk (kChunk x kD bytes, contiguous) into the fp16 buffer (row stride
 // kLdk); each thread converts 16-byte runs.
 template <class T>
 __device__ inline void widen_chunk(const uint8_t* staged, uint16_t* dst) {
@@ -272,8 +289,8 @@ __device__ inline void widen_chunk(const uint8_t* staged, uint16_t* dst) {
     uint32_t b[8];
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      b[2 * k] = e4m3x2_to_bf16x2(static_cast<uint16_t>(w[k] & 0xffffu));
-      b[2 * k + 1] = e4m3x2_to_bf16x2(static_cast<uint16_t>(w[k] >> 16));
+      b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
+      b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
     }
     out[0] = make_uint4(b[0], b[1], b[2], b[3]);
     out[1] = make_uint4(b[4], b[5], b[6], b[7]);
@@ -308,6 +325,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
       qa[st][1] = q_hi[st * 8];
       qa[st][2] = q_lo[st * 8 + 4];
       qa[st][3] = q_hi[st * 8 + 4];
+      if constexpr (T::kFp8)
+        for (int f = 0; f < 4; ++f) qa[st][f] = bf16x2_to_f16x2(qa[st][f]);
     }
   }
   const int64_t n = t.p1 - t.p0;
@@ -365,7 +384,7 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     uint32_t kb;
     if constexpr (T::kFp8) {
       widen_chunk<T>(reinterpret_cast<const uint8_t*>(s.ks) + (i % kStages) * T::kStageBytes, s.kconv);
-      __syncthreads();  // the bf16 chunk is complete
+      __syncthreads();  // the widened chunk is complete
       kb = smem_u32(s.kconv);
     } else {
       kb = ks_u32 + static_cast<uint32_t>(i % kStages) * T::kBufBytes;
@@ -383,16 +402,16 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
       for (int st = 0; st < T::kHalfSteps; ++st) {
         uint32_t b[4];
         ldmatrix_x4(b, kb + s_lane + st * 32);
-        mma_bf16(sacc[st & 1][0], qa[st], b[0], b[1]);
-        mma_bf16(sacc[st & 1][1], qa[st], b[2], b[3]);
+        mma_k16<T::kFp8>(sacc[st & 1][0], qa[st], b[0], b[1]);
+        mma_k16<T::kFp8>(sacc[st & 1][1], qa[st], b[2], b[3]);
       }
     } else {
 #pragma unroll
       for (int st = 0; st < T::kHalfSteps; st += 2) {
         uint32_t b[4];
         ldmatrix_x4(b, kb + s_lane + st * 32);
-        mma_bf16(sacc[0][0], qa[st], b[0], b[1]);
-        mma_bf16(sacc[1][0], qa[st + 1], b[2], b[3]);
+        mma_k16<T::kFp8>(sacc[0][0], qa[st], b[0], b[1]);
+        mma_k16<T::kFp8>(sacc[1][0], qa[st + 1], b[2], b[3]);
       }
     }
     {
@@ -459,7 +478,7 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
         const float p0 = exp2f(x[ks][f][0] - sub), p1 = exp2f(x[ks][f][1] - sub);
         if (f & 1) ps_hi += p0 + p1;
         else ps_lo += p0 + p1;
-        pa[ks][f] = pack_bf16(p0, p1);
+        pa[ks][f] = T::kFp8 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
       }
     }
     ps_lo += __shfl_xor_sync(0xffffffffu, ps_lo, 1);
@@ -486,8 +505,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
       for (int pp = 0; pp < 4; ++pp) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, kb + v_lane + (ks * 16 * kLdk + pp * 16) * 2);
-        mma_bf16(oacc[2 * pp], pa[ks], b[0], b[1]);
-        mma_bf16(oacc[2 * pp + 1], pa[ks], b[2], b[3]);
+        mma_k16<T::kFp8>(oacc[2 * pp], pa[ks], b[0], b[1]);
+        mma_k16<T::kFp8>(oacc[2 * pp + 1], pa[ks], b[2], b[3]);
       }
     }
   }
