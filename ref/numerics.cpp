@@ -289,7 +289,9 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
 namespace {
 
 // (row, head) pairs of o named by poison findings.
-std::vector<uint8_t> PoisonMask(const std::vector<PoisonFinding>& poison, int32_t rows,
+}  // namespace
+
+std::vector<uint8_t> PoisonPairMask(const std::vector<PoisonFinding>& poison, int32_t rows,
                                 int32_t heads) {
   std::vector<uint8_t> mask(static_cast<size_t>(int64_t{rows} * heads), 0);
   for (const PoisonFinding& f : poison) {
@@ -300,8 +302,6 @@ std::vector<uint8_t> PoisonMask(const std::vector<PoisonFinding>& poison, int32_
   }
   return mask;
 }
-
-}  // namespace
 
 StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
                                          const NumericsOptions& options) {
@@ -334,7 +334,7 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   rep.rows_compared = options.real_rows < 0 ? rep.q_rows : std::min<int64_t>(options.real_rows, rep.q_rows);
   const size_t real_pairs = static_cast<size_t>(rep.rows_compared) * heads;
   // pair_mask: (row, head) pairs named by poison findings; pad_mask: pairs of padding rows.
-  const std::vector<uint8_t> pair_mask = PoisonMask(driven.poison, rep.q_rows, heads);
+  const std::vector<uint8_t> pair_mask = PoisonPairMask(driven.poison, rep.q_rows, heads);
   std::vector<uint8_t> pad_mask(pair_mask.size()), skip_pairs(pair_mask.size());
   for (size_t i = 0; i < pair_mask.size(); ++i) {
     pad_mask[i] = i >= real_pairs;

@@ -29,9 +29,11 @@ constexpr const char* kName = "replay";
 
 // ---- `--gpu`: the same trace on the device (kernels/gpu_api.h) ------------------------------
 // Per plan the decode calls use: the GPU planner against the reference planner (every defined
-// cell). Per decode call: the decode + reduce kernels against the CPU numerics (ref::RunMonolithic,
-// ref::DeriveTolerances) over the real rows, and the sentinel tails / access log against the
+// cell). Per decode call: the decode + reduce kernels against the CPU plan-driven run of the same
+// plan over the real rows (ref::RunPlanDriven, tolerances ref::DeriveTolerances; the distance to
+// the monolithic truth is reported too), and the sentinel tails / access log against the
 // simulator's out-of-bounds violations of that call and its reduce (same buffers, same rows).
+// A call whose request the numerics cannot model (the CPU report's finding) is not run.
 // Guard mode does all of that and then runs each call once per guarded buffer (q, o) in a child
 // process (fork + exec of this binary, which does its own device init), so a fault is caught and
 // attributed to the guarded buffer instead of ending the run. Results are collected in a
@@ -66,20 +68,33 @@ struct GpuCallCheck {
   int32_t index = 0, q_rows = 0, plan_rows = 0;
   std::string step, name;
   bool refused = false;  // the engine's guard refused the call: not run
-  std::string error;     // inputs or CPU numerics could not be built
+  // The engine hands this call a request the numerics cannot model (a decreasing kv_indptr, a
+  // short kv_last_page_lens: a finding of the CPU report): not run on the GPU, not compared.
+  std::string not_modelled;
+  std::string error;     // the CPU reference failed on a request it accepted (a real failure)
   std::string kernel;    // the decode kernel that ran
   int64_t rows_compared = 0;
-  ref::CompareResult o, lse;
+  // Agreement: the GPU against the CPU plan-driven run of the same plan (what the simulator says
+  // the kernel computes); information: the GPU against the monolithic truth (a broken plan's
+  // wrong answers show here, as in `mlasim numerics`).
+  ref::CompareResult o, lse, o_truth, lse_truth;
   ref::OutputTolerances tol;
+  // (row, head) pairs the plan-driven run marks poisoned (the plan reads undefined or
+  // out-of-range data there: no defined value to agree on); excluded from the agreement.
+  int64_t poisoned_pairs = 0;
+  // Poison whose rows are unknown (or findings dropped): no output of the call is defined, so
+  // the numerics are not compared at all.
+  bool numerics_undefined = false;
   RowRange q_seen, q_pred, o_seen, lse_seen, o_pred;
   int64_t q_read_min = -1, q_read_max = -1;
   std::vector<std::string> other_tails;  // damaged tails the simulator does not predict
   std::vector<GpuGuardRun> guards;
-  bool numerics_ok() const { return o.passed && lse.passed; }
+  bool numerics_ok() const { return numerics_undefined || (o.passed && lse.passed); }
   bool q_agree() const { return q_seen == q_pred; }
   bool o_agree() const { return o_seen == o_pred && lse_seen == o_pred; }
+  bool truth_ok() const { return o_truth.passed && lse_truth.passed; }
   bool agree() const {
-    if (refused) return true;
+    if (refused || !not_modelled.empty()) return true;
     bool ok = error.empty() && numerics_ok() && q_agree() && o_agree() && other_tails.empty();
     for (const GpuGuardRun& g : guards) ok = ok && g.agree;
     return ok;
@@ -203,19 +218,30 @@ std::vector<GpuPlanCheck> CheckPlans(const sim::ReplayReport& r) {
   return out;
 }
 
-// Sentinel run of one decode call: numerics over the real rows, rows past q / o against the
-// simulator.
+// Sentinel run of one decode call: the outputs of the real rows against the CPU plan-driven run
+// (and the truth), the rows past q / o against the simulator.
 void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& k) {
+  const sim::PlanSnapshot& snap = r.trace.plans.at(c.plan);
+  const ref::PlanRequest req = KernelRequest(snap.request);
   auto in = InputsOf(r, c);
   if (!in.ok()) {
-    k.error = "inputs not built: " + in.status().message();
+    k.not_modelled = in.status().ToString();
     return;
   }
   const gpu::DecodeResult g = RunCall(r, c, *in, "");
   k.kernel = g.kernel;
   auto mono = ref::RunMonolithic(*in, KernelPrecision());
   if (!mono.ok()) {
-    k.error = "CPU numerics failed: " + mono.status().message();
+    k.error = "CPU monolithic run failed: " + mono.status().ToString();
+    return;
+  }
+  ref::PlanExecOptions exec;
+  exec.precision = KernelPrecision();
+  exec.empty_rows = r.scenario.kernel == sim::KernelVariant::kAsm ? ref::EmptyRowPolicy::kWriteZero
+                                                                  : ref::EmptyRowPolicy::kSkip;
+  auto driven = ref::RunPlanDriven(*in, req, snap.plan, exec);
+  if (!driven.ok()) {
+    k.error = "CPU plan-driven run failed: " + driven.status().ToString();
     return;
   }
   int64_t max_keys = 0;
@@ -233,12 +259,22 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
     if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
   k.tol = ref::DeriveTolerances(KernelPrecision(), max_keys, v_max, lse_max);
   // real rows only: the rows of padding requests are the engine's to discard
-  const sim::PlanSnapshot& snap = r.trace.plans.at(c.plan);
   const int64_t out_rows = static_cast<int64_t>(g.lse.size()) / in->num_heads;
-  k.rows_compared = std::min(out_rows, FirstPaddingRow(KernelRequest(snap.request), snap.real_requests));
+  k.rows_compared = std::min(out_rows, FirstPaddingRow(req, snap.real_requests));
   const int64_t n_lse = k.rows_compared * in->num_heads, n_o = n_lse * in->head_dim_v;
-  k.o = ref::CompareTensors(g.o.data(), mono->o.data(), n_o, k.tol.o);
-  k.lse = ref::CompareTensors(g.lse.data(), mono->lse.data(), n_lse, k.tol.lse);
+  const ref::AttentionOutput& want = driven->out;
+  std::vector<uint8_t> skip_pairs = ref::PoisonPairMask(driven->poison, in->q_rows(), in->num_heads);
+  skip_pairs.resize(static_cast<size_t>(n_lse));
+  for (uint8_t f : skip_pairs) k.poisoned_pairs += f;
+  for (const ref::PoisonFinding& f : driven->poison)
+    k.numerics_undefined = k.numerics_undefined || (f.output == ref::NumericsBuffer::kO && f.row_begin < 0);
+  k.numerics_undefined = k.numerics_undefined || driven->poison_dropped > 0;
+  std::vector<uint8_t> skip_o(static_cast<size_t>(n_o));
+  for (size_t i = 0; i < skip_o.size(); ++i) skip_o[i] = skip_pairs[i / in->head_dim_v];
+  k.o = ref::CompareTensors(g.o.data(), want.o.data(), n_o, k.tol.o, skip_o.data());
+  k.lse = ref::CompareTensors(g.lse.data(), want.lse.data(), n_lse, k.tol.lse, skip_pairs.data());
+  k.o_truth = ref::CompareTensors(g.o.data(), mono->o.data(), n_o, k.tol.o);
+  k.lse_truth = ref::CompareTensors(g.lse.data(), mono->lse.data(), n_lse, k.tol.lse);
   k.q_read_min = g.q_rows_read_min;
   k.q_read_max = g.q_rows_read_max;
   if (g.q_rows_read_max >= c.q_rows) k.q_seen = {c.q_rows, g.q_rows_read_max};
@@ -253,12 +289,26 @@ std::string CallText(const GpuCallCheck& k) {
   if (k.refused) return fmt::format("  call {} {}: refused by the engine's guard, not run\n", k.index, k.step);
   std::string s = fmt::format("  call {} {} {}: q/o {} rows, plan covers {}{}\n", k.index, k.step, k.name, k.q_rows,
                               k.plan_rows, k.kernel.empty() ? "" : ", kernel " + k.kernel);
+  if (!k.not_modelled.empty())
+    return s + "    not run: the numerics cannot model the request the engine hands this call (" + k.not_modelled +
+           "); the CPU report covers it\n";
   if (!k.error.empty()) return s + "    " + k.error + "\n";
-  s += fmt::format(
-      "    numerics vs CPU ({} real rows): o max_abs {:.3g} (atol {:.3g} rtol {:.3g}) cos_diff {:.3g}, lse max_abs "
-      "{:.3g}: {}\n",
-      k.rows_compared, k.o.max_abs, k.tol.o.atol, k.tol.o.rtol, k.o.cos_diff, k.lse.max_abs,
-      k.numerics_ok() ? "within tolerance" : "OUTSIDE TOLERANCE");
+  if (k.numerics_undefined)
+    s += "    numerics not compared: the plan-driven run reports poison whose rows are unknown (the plan reads "
+         "outside its metadata), so no output of this call is defined\n";
+  else
+    s += fmt::format(
+        "    numerics vs CPU plan-driven ({} real rows{}): o max_abs {:.3g} (atol {:.3g} rtol {:.3g}) cos_diff {:.3g}, "
+        "lse max_abs {:.3g}: {}\n",
+        k.rows_compared,
+        k.poisoned_pairs == 0 ? "" : fmt::format(", {} poisoned (row, head) pairs skipped", k.poisoned_pairs),
+        k.o.max_abs, k.tol.o.atol, k.tol.o.rtol, k.o.cos_diff, k.lse.max_abs,
+        k.numerics_ok() ? "within tolerance" : "OUTSIDE TOLERANCE");
+  if (!k.truth_ok())
+    s += fmt::format(
+        "    vs the truth (monolithic): o max_abs {:.3g} cos_diff {:.3g}, NaN mismatches {}: the plan's answer is "
+        "wrong (a finding, not a disagreement)\n",
+        k.o_truth.max_abs, k.o_truth.cos_diff, k.o_truth.nan_mismatches + k.lse_truth.nan_mismatches);
   s += fmt::format("    q read past the end:    gpu rows {} (access log: read {}..{}), simulator rows {}: {}\n",
                    k.q_seen.str(), k.q_read_min, k.q_read_max, k.q_pred.str(), k.q_agree() ? "agree" : "DISAGREE");
   s += fmt::format("    o written past the end: gpu rows {} (sentinel tail; lse tail {}), simulator rows {}: {}\n",
@@ -330,16 +380,22 @@ nlohmann::json GpuJson(const GpuReport& g) {
     }
     j["q_rows"] = k.q_rows;
     j["plan_rows"] = k.plan_rows;
-    if (!k.error.empty()) {
-      j["error"] = k.error;
+    if (!k.not_modelled.empty() || !k.error.empty()) {
+      if (!k.not_modelled.empty()) j["not_modelled"] = k.not_modelled;
+      if (!k.error.empty()) j["error"] = k.error;
       calls.push_back(j);
       continue;
     }
     j["kernel"] = k.kernel;
     j["numerics"] = {{"rows_compared", k.rows_compared},
+                     {"poisoned_pairs_skipped", k.poisoned_pairs},
+                     {"undefined", k.numerics_undefined},
                      {"o", CompareJson(k.o, k.tol.o)},
                      {"lse", CompareJson(k.lse, k.tol.lse)},
-                     {"passed", k.numerics_ok()}};
+                     {"passed", k.numerics_ok()},
+                     {"truth", {{"o", CompareJson(k.o_truth, k.tol.o)},
+                                {"lse", CompareJson(k.lse_truth, k.tol.lse)},
+                                {"passed", k.truth_ok()}}}};
     j["q_read_past_end"] = {{"gpu", k.q_seen.json()}, {"simulator", k.q_pred.json()}, {"agree", k.q_agree()},
                             {"access_log", {{"first", k.q_read_min}, {"last", k.q_read_max}}}};
     j["o_written_past_end"] = {{"gpu", k.o_seen.json()},
@@ -529,7 +585,7 @@ class ReplayCommand final : public Command {
         if (!k.refused) {
           ++g.calls_run;
           SentinelCall(r, c, k);
-          if (gpu_mode_ == "guard" && k.error.empty()) GuardRuns(c, k);
+          if (gpu_mode_ == "guard" && k.error.empty() && k.not_modelled.empty()) GuardRuns(c, k);
         }
         g.calls.push_back(std::move(k));
       }
