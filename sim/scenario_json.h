@@ -13,6 +13,11 @@
 namespace mlasim::sim {
 
 StatusOr<Scenario> ParseScenario(const nlohmann::json& doc);
+
+// Parses JSON text strictly: malformed text and duplicate object keys (which nlohmann would
+// silently resolve to the last value) are errors. Error field: `field`; the reason names the
+// problem and, for a duplicate, its JSON path ("$.requests[1].context").
+StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::string& field);
 // Reads and parses a file; malformed JSON is reported with its line and column.
 StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 // The canonical JSON of a scenario (every field, engine flags spelled out).

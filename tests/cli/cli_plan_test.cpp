@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ref/metadata.h"
@@ -376,6 +377,25 @@ TEST(CliPlan, ParseErrorsExitTwo) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(r.err.rfind("mlasim", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(": error: "), std::string::npos) << r.err;
+  }
+}
+
+TEST(CliPlan, ParseErrorsNameTheField) {
+  // CLI11's own messages are rewritten to the `FIELD: reason` form of every other error.
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"plan", "--kv-lens", "300", "--no-such-flag"},
+       "mlasim plan: error: --no-such-flag: unknown option (run 'mlasim plan --help' for usage)\n"},
+      {{"plan", "--kv-lens", "300", "extra1", "extra2"},
+       "mlasim plan: error: extra1: unexpected argument (also unexpected: extra2) (run 'mlasim plan --help' for "
+       "usage)\n"},
+      {{"plan", "--kv-lens"}, "mlasim plan: error: --kv-lens: 1 required LEN,... missing (run 'mlasim plan --help' for usage)\n"},
+      {{"explain-fault", "--address", "0x10"},
+       "mlasim explain-fault: error: --layout: required (run 'mlasim explain-fault --help' for usage)\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.err, want);
   }
 }
 

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <set>
 #include <fstream>
+#include <set>
+#include <string>
+#include <utility>
 
 #include "sim/engine.h"
 #include "sim/replay.h"
@@ -115,6 +117,29 @@ TEST(BadScenarios, EachGivesTheExactFieldAndReason) {
     EXPECT_NE(st.message().find(it.value()["message_contains"].get<std::string>()), std::string::npos)
         << st.message();
   }
+}
+
+TEST(ParseJsonStrict, NamesTheDuplicateKeyByItsPath) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"a": 1, "a": 2})", "duplicate key $.a "},
+      {R"({"a": [1, {"b": 1, "c": 2, "b": 3}]})", "duplicate key $.a[1].b "},
+      {R"([[1], [{"x": 1, "x": 1}]])", "duplicate key $[1][0].x "},
+      {R"({"m": {"k": {"z": 0}, "k": 1}})", "duplicate key $.m.k "},
+  };
+  for (const auto& [text, want] : cases) {
+    SCOPED_TRACE(text);
+    auto j = ParseJsonStrict(text, "f");
+    ASSERT_FALSE(j.ok());
+    EXPECT_EQ(j.status().field(), "f");
+    EXPECT_EQ(j.status().message().rfind(want, 0), 0u) << j.status().message();
+  }
+  // the same keys in different objects are fine; the value is the parsed document
+  auto ok = ParseJsonStrict(R"({"a": {"k": 1}, "b": {"k": 2}, "c": [{"k": 3}, {"k": 4}]})", "f");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ((*ok)["c"][1]["k"], 4);
+  auto bad = ParseJsonStrict("{\"a\": ", "f");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message().rfind("malformed JSON: ", 0), 0u) << bad.status().message();
 }
 
 }  // namespace

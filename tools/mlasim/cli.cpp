@@ -4,6 +4,9 @@
 #include <exception>
 #include <memory>
 #include <new>
+#include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -38,6 +41,36 @@ std::string VersionString() {
 std::string SelectedCommand(const CLI::App& app) {
   const auto subs = app.get_subcommands();
   return subs.empty() ? std::string() : subs.front()->get_name();
+}
+
+// CLI11's parse messages in the `FIELD: reason` form of every other error: "The following
+// argument was not expected: --bogus" -> {"--bogus", "unknown option"}; "--qlen: 1 required INT
+// missing" -> {"--qlen", "1 required INT missing"}; "--request is required" -> {"--request",
+// "is required"}; anything else keeps its text with no field.
+std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
+  for (const char* lead : {"The following argument was not expected: ", "The following arguments were not expected: "}) {
+    const std::string l = lead;
+    if (msg.rfind(l, 0) == 0) {  // CLI11 lists them last first
+      std::vector<std::string> words;
+      std::istringstream in(msg.substr(l.size()));
+      for (std::string w; in >> w;) words.insert(words.begin(), w);
+      if (words.empty()) break;
+      std::string reason = words[0].rfind('-', 0) == 0 ? "unknown option" : "unexpected argument";
+      for (size_t i = 1; i < words.size(); ++i) reason += (i == 1 ? " (also unexpected: " : " ") + words[i];
+      if (words.size() > 1) reason += ")";
+      return {words[0], reason};
+    }
+  }
+  if (!msg.empty() && msg[0] == '-') {
+    const size_t colon = msg.find(": ");
+    const size_t space = msg.find(' ');
+    if (colon != std::string::npos && colon < space) return {msg.substr(0, colon), msg.substr(colon + 2)};
+    if (space != std::string::npos) {
+      const std::string reason = msg.substr(space + 1);
+      return {msg.substr(0, space), reason == "is required" ? "required" : reason};
+    }
+  }
+  return {"", msg};
 }
 
 }  // namespace
@@ -89,9 +122,9 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
     const std::string cmd = SelectedCommand(app);
-    PrintError(err, cmd, "",
-               std::string(e.what()) + " (run 'mlasim" + (cmd.empty() ? "" : " " + cmd) +
-                   " --help' for usage)");
+    const auto [field, reason] = SplitParseError(e.what());
+    PrintError(err, cmd, field,
+               reason + " (run 'mlasim" + (cmd.empty() ? "" : " " + cmd) + " --help' for usage)");
     return kExitBadInput;
   }
 

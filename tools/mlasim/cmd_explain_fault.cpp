@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/fault.h"
+#include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
 
 namespace mlasim::cli {
@@ -71,11 +72,14 @@ class ExplainFaultCommand final : public Command {
       PrintError(io.err, kName, "--layout", "cannot open " + layout_file_);
       return kExitBadInput;
     }
-    nlohmann::json layout = nlohmann::json::parse(lf, nullptr, false);
-    if (layout.is_discarded()) {
-      PrintError(io.err, kName, "--layout", layout_file_ + " is not valid JSON");
+    std::stringstream layout_text;
+    layout_text << lf.rdbuf();
+    StatusOr<nlohmann::json> parsed = sim::ParseJsonStrict(layout_text.str(), "--layout");
+    if (!parsed.ok()) {
+      PrintError(io.err, kName, "--layout", layout_file_ + ": " + parsed.status().message());
       return kExitBadInput;
     }
+    const nlohmann::json& layout = *parsed;
     if (fault->null_address) {
       PrintError(io.err, kName, field,
                  "the fault address is (nil): a null pointer, not an overrun of a buffer");

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sim/scenario_json.h"
 #include "tools/io/request_json.h"
 
 namespace mlasim::cli {
@@ -189,15 +190,9 @@ StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) return InvalidArgumentError("--request", "cannot read '" + path + "'");
-  json j;
-  try {
-    j = json::parse(text.str());
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const size_t cut = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
-    if (cut != std::string::npos) what = what.substr(cut + 2);
-    return InvalidArgumentError("--request", "'" + path + "' is not valid JSON: " + what);
-  }
+  StatusOr<json> parsed = sim::ParseJsonStrict(text.str(), "--request");
+  if (!parsed.ok()) return InvalidArgumentError("--request", "'" + path + "': " + parsed.status().message());
+  const json& j = *parsed;
   StatusOr<ref::PlanRequest> r = InvalidArgumentError("", "");
   if (j.is_object() && j.contains("input")) {
     r = io::ParsePlanRequest(j.at("input"), "input", /*allow_update_keys=*/true);
