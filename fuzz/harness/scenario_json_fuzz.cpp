@@ -1,5 +1,6 @@
-// libFuzzer harness: scenario JSON (sim/scenario_json.h). Any input must give a scenario or a
-// clean error; a parsed scenario must expand (or be refused) without crashing.
+// libFuzzer harness: scenario JSON (sim/scenario_json.h: ParseJsonStrict, ParseScenario). Any
+// input must give a scenario or a clean error; a parsed scenario must expand (or be refused)
+// without crashing.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -9,9 +10,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return 0;
-  auto s = mlasim::sim::ParseScenario(doc);
+  auto doc = mlasim::sim::ParseJsonStrict(text, "fuzz");  // the path every CLI input takes
+  if (!doc.ok()) return 0;
+  auto s = mlasim::sim::ParseScenario(*doc);
   if (!s.ok()) return 0;
   // Keep runs short: expand only small steps.
   if (s->requests.size() <= 64) (void)mlasim::sim::ExpandStep(*s);
