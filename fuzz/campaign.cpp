@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "fuzz/properties.h"
@@ -52,8 +55,18 @@ class Campaign {
   StatusOr<CampaignSummary> Run();
 
  private:
+  // What one seed index gave; committed in index order so that the findings do not depend on
+  // which thread finished first.
+  struct CaseResult {
+    std::string unshrunk;            // signature of the unshrunk scenario's first violation, or ""
+    std::optional<Failure> failure;  // the shrunk finding (not computed when a lower index had `unshrunk`)
+  };
   void Worker(int32_t job);
-  void Record(const Failure& f, uint64_t index);
+  void CommitReadyLocked();
+  void RecordLocked(const Failure& f, uint64_t index);
+  uint64_t SeedIndex(int64_t k) const {
+    return static_cast<uint64_t>(k) * static_cast<uint64_t>(o_.shards) + static_cast<uint64_t>(o_.shard);
+  }
   std::string ProgressPath() const {
     return (fs::path(o_.out_dir) / fmt::format(".progress-{}-of-{}", o_.shard, o_.shards)).string();
   }
@@ -65,21 +78,31 @@ class Campaign {
   CampaignSummary sum_;
   std::mutex mu_;
   std::atomic<int64_t> next_{0};
+  std::map<int64_t, CaseResult> pending_;  // finished but not committed (under mu_)
+  int64_t committed_ = 0;                  // every k < committed_ is committed (under mu_)
+  std::set<std::string> seen_unshrunk_;    // unshrunk signatures of committed cases (under mu_)
   std::atomic<int64_t> cases_{0};
   std::atomic<bool> stop_{false};
   std::chrono::steady_clock::time_point t0_;
   int64_t start_index_ = 0;
 };
 
+// " --profile P" for each campaign profile, unless they are the default (CampaignOptions).
+std::string ProfileFlags(const std::vector<std::string>& profiles) {
+  if (profiles == CampaignOptions{}.profiles) return "";
+  std::string out;
+  for (const std::string& p : profiles) out += " --profile " + p;
+  return out;
+}
+
 double Since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void Campaign::Record(const Failure& f, uint64_t index) {
+void Campaign::RecordLocked(const Failure& f, uint64_t index) {
   const sim::Violation& v = f.broken.front();
   const std::string sig = Signature(v);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (sum_.findings.count(sig)) return;
+  if (sum_.findings.count(sig)) return;  // known, or found at a lower seed index
   CampaignFinding cf;
   cf.signature = sig;
   cf.seed_index = index;
@@ -99,8 +122,8 @@ void Campaign::Record(const Failure& f, uint64_t index) {
         {"reproduce",
          {{"seed", f.seed}, {"size", f.size}, {"shrink_path", f.shrink_path},
           {"profiles", o_.profiles}, {"small", o_.small},
-          {"command", fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}{}",
-                                  f.seed, f.size, path_json, o_.small ? " --small" : "")},
+          {"command", fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}{}{}", f.seed, f.size,
+                                  path_json, ProfileFlags(o_.profiles), o_.small ? " --small" : "")},
           {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
     const fs::path final_path = fs::path(o_.out_dir) / FileName(sig);
     const fs::path tmp = fs::path(o_.out_dir) / (".tmp-" + FileName(sig));
@@ -115,6 +138,19 @@ void Campaign::Record(const Failure& f, uint64_t index) {
   sum_.findings.emplace(sig, std::move(cf));
 }
 
+// A case is shrunk only when no committed (lower) index had its unshrunk signature; the commit
+// in index order then keeps exactly the findings a one-thread run keeps: the same files at any
+// --jobs.
+void Campaign::CommitReadyLocked() {
+  for (auto it = pending_.find(committed_); it != pending_.end(); it = pending_.find(committed_)) {
+    const CaseResult& r = it->second;
+    if (!r.unshrunk.empty() && seen_unshrunk_.insert(r.unshrunk).second && r.failure)
+      RecordLocked(*r.failure, SeedIndex(committed_));
+    pending_.erase(it);
+    ++committed_;
+  }
+}
+
 void Campaign::Worker(int32_t job) {
   (void)job;
   std::map<std::string, int64_t> cov;
@@ -126,23 +162,30 @@ void Campaign::Worker(int32_t job) {
     const int64_t k = next_.fetch_add(1);
     if (o_.max_cases >= 0 && k - start_index_ >= o_.max_cases) break;
     if (Since(t0_) >= o_.seconds) break;
-    const uint64_t index = static_cast<uint64_t>(k) * static_cast<uint64_t>(o_.shards) +
-                           static_cast<uint64_t>(o_.shard);
+    const uint64_t index = SeedIndex(k);
     const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
     const int size = static_cast<int>(10 + (index % 91));
-    auto shrinkable = ScenarioFromSeed(config_, seed, size);
-    Cover(shrinkable.value(), cov);
-    std::vector<sim::Violation> broken = Evaluate(shrinkable.value(), property, sim::SimMutant::kNone);
+    sim::Scenario scenario;
+    {
+      std::lock_guard<std::mutex> gen_lock(GeneratorMutex());  // RapidCheck is not thread-safe
+      scenario = ScenarioFromSeed(config_, seed, size).value();
+    }
+    Cover(scenario, cov);
+    CaseResult res;
+    std::vector<sim::Violation> broken = Evaluate(scenario, property, sim::SimMutant::kNone);
     if (!broken.empty()) {
-      bool fresh;
+      res.unshrunk = Signature(broken.front());
+      bool seen;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        fresh = !sum_.findings.count(Signature(broken.front()));
+        seen = seen_unshrunk_.count(res.unshrunk) > 0;
       }
-      if (fresh) {
-        auto f = TestSeed(config_, seed, size, property, sim::SimMutant::kNone);
-        if (f) Record(*f, index);
-      }
+      if (!seen) res.failure = TestSeed(config_, seed, size, property, sim::SimMutant::kNone);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_.emplace(k, std::move(res));
+      CommitReadyLocked();
     }
     ++cases_;
   }
@@ -153,7 +196,12 @@ void Campaign::Worker(int32_t job) {
 void Campaign::SaveProgress() {
   if (o_.out_dir.empty()) return;
   const fs::path tmp = ProgressPath() + ".tmp";
-  std::ofstream(tmp) << nlohmann::json{{"next_index", next_.load()}, {"seed", o_.seed}}.dump() << '\n';
+  int64_t next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next = committed_;  // a resume re-runs whatever was in flight
+  }
+  std::ofstream(tmp) << nlohmann::json{{"next_index", next}, {"seed", o_.seed}}.dump() << '\n';
   std::error_code ec;
   fs::rename(tmp, ProgressPath(), ec);
 }
@@ -197,6 +245,7 @@ StatusOr<CampaignSummary> Campaign::Run() {
     }
   }
   next_ = start_index_;
+  committed_ = start_index_;
   const size_t known = sum_.findings.size();
   t0_ = std::chrono::steady_clock::now();
   std::vector<std::thread> workers;
@@ -218,9 +267,9 @@ StatusOr<CampaignSummary> Campaign::Run() {
   stop_ = true;
   for (auto& w : workers) w.join();
   SaveProgress();
-  sum_.cases = cases_.load();
+  sum_.cases = committed_ - start_index_;  // cases past a gap at a --seconds stop are not counted
   sum_.seconds = Since(t0_);
-  sum_.next_index = next_.load();
+  sum_.next_index = committed_;
   return sum_;
 }
 

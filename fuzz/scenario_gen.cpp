@@ -111,4 +111,9 @@ rc::Shrinkable<Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed
   return GenScenario(config)(rc::Random(seed), size);
 }
 
+std::mutex& GeneratorMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
 }  // namespace mlasim::fuzz

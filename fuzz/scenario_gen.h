@@ -9,6 +9,7 @@
 
 #include <rapidcheck.h>
 
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,14 @@ struct GenConfig {
 rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);
 
 // A deterministic scenario from a 64-bit seed (campaigns): RapidCheck's generator driven by an
-// explicit random source, so seed ranges can be sharded across machines.
+// explicit random source, so seed ranges can be sharded across machines. The Shrinkable is lazy:
+// its value() and shrinks() run generator code.
 rc::Shrinkable<sim::Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed, int size);
+
+// RapidCheck keeps the generation context in process-wide state, so running generators on two
+// threads at once corrupts it (crashes "operator* is not allowed in this context"). Hold this
+// mutex around every ScenarioFromSeed / value() / shrinks() / next() when threads may generate
+// concurrently (mlasim fuzz --jobs); replays of the generated scenarios need no lock.
+std::mutex& GeneratorMutex();
 
 }  // namespace mlasim::fuzz

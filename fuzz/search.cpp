@@ -1,5 +1,7 @@
 #include "fuzz/search.h"
 
+#include <mutex>
+
 namespace mlasim::fuzz {
 
 std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& property,
@@ -15,8 +17,12 @@ std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& pro
 std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size,
                                 const Property& property, sim::SimMutant mutant,
                                 int max_shrink_steps) {
+  // Generator code (value, shrinks, next) runs under GeneratorMutex; the replays do not.
+  std::unique_lock<std::mutex> gen_lock(GeneratorMutex());
   rc::Shrinkable<sim::Scenario> current = ScenarioFromSeed(config, seed, size);
-  std::vector<sim::Violation> broken = Evaluate(current.value(), property, mutant);
+  sim::Scenario value = current.value();
+  gen_lock.unlock();
+  std::vector<sim::Violation> broken = Evaluate(value, property, mutant);
   if (broken.empty()) return std::nullopt;
   Failure f;
   f.seed = seed;
@@ -24,12 +30,20 @@ std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size
   bool progressed = true;
   while (progressed && f.shrink_steps < max_shrink_steps) {
     progressed = false;
+    gen_lock.lock();
     auto shrinks = current.shrinks();
-    int index = 0;
-    for (auto it = shrinks.next(); it; it = shrinks.next(), ++index) {
-      std::vector<sim::Violation> b = Evaluate(it->value(), property, mutant);
+    gen_lock.unlock();
+    for (int index = 0;; ++index) {
+      gen_lock.lock();
+      auto it = shrinks.next();
+      if (it) value = it->value();
+      gen_lock.unlock();
+      if (!it) break;
+      std::vector<sim::Violation> b = Evaluate(value, property, mutant);
       if (!b.empty()) {
+        gen_lock.lock();
         current = *it;
+        gen_lock.unlock();
         broken = std::move(b);
         f.shrink_path.push_back(index);
         ++f.shrink_steps;
@@ -38,13 +52,16 @@ std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size
       }
     }
   }
+  gen_lock.lock();
   f.scenario = current.value();
+  gen_lock.unlock();
   f.broken = std::move(broken);
   return f;
 }
 
 sim::Scenario ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,
                                const std::vector<int>& path) {
+  std::lock_guard<std::mutex> gen_lock(GeneratorMutex());
   rc::Shrinkable<sim::Scenario> current = ScenarioFromSeed(config, seed, size);
   for (int index : path) {
     auto shrinks = current.shrinks();

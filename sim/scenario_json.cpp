@@ -364,62 +364,10 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   return s;
 }
 
-StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field) {
-  // Frames of the containers being parsed: an object's keys so far, an array's element index.
-  struct Frame {
-    bool array = false;
-    std::set<std::string> keys;
-    std::string key;
-    int64_t index = -1;
-  };
-  std::vector<Frame> frames;
-  std::string duplicate;  // JSON path of the first duplicate key
-  auto path = [&frames](const std::string& last) {
-    std::string p = "$";
-    for (size_t i = 0; i + 1 < frames.size(); ++i)
-      p += frames[i].array ? "[" + std::to_string(frames[i].index) + "]" : "." + frames[i].key;
-    return p + "." + last;
-  };
-  const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    using E = json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start || event == E::value) && !frames.empty() &&
-        frames.back().array)
-      ++frames.back().index;
-    if (event == E::object_start || event == E::array_start) {
-      frames.emplace_back();
-      frames.back().array = event == E::array_start;
-    } else if (event == E::object_end || event == E::array_end) {
-      if (!frames.empty()) frames.pop_back();
-    } else if (event == E::key && !frames.empty()) {
-      const std::string k = parsed.is_string() ? parsed.get<std::string>() : parsed.dump();
-      if (!frames.back().keys.insert(k).second && duplicate.empty()) duplicate = path(k);
-      frames.back().key = k;
-    }
-    return true;
-  };
-  json doc;
-  try {
-    doc = json::parse(text, cb);
-  } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const size_t cut = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
-    if (cut != std::string::npos) what = what.substr(cut + 2);
-    return InvalidArgumentError(field, "malformed JSON: " + what);
-  }
-  if (!duplicate.empty())
-    return InvalidArgumentError(field, "duplicate key " + duplicate + " (JSON objects must not repeat a key)");
-  return doc;
-}
-
 StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return InvalidArgumentError(path, "is a directory, not a scenario file");
-  std::ifstream f(path);
-  if (!f) return InvalidArgumentError(path, "cannot open the scenario file");
-  std::stringstream buf;
-  buf << f.rdbuf();
-  StatusOr<json> doc = ParseJsonStrict(buf.str(), path);
+  StatusOr<std::string> text = ReadTextFile(path, path);
+  if (!text.ok()) return text.status();
+  StatusOr<json> doc = ParseJsonStrict(*text, path);
   if (!doc.ok()) return doc.status();
   return ParseScenario(*doc);
 }

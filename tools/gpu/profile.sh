@@ -5,15 +5,8 @@
 # and writes the details (speed of light, warp stalls, memory) to $OUT/ncu-tiling-N.txt, plus the
 # SASS of the decode kernels to $OUT/decode.sass. Needs a Firecracker device (ncu counters).
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-PREFIX=$PWD/.gpu-carry/prefix/usr
-export LD_LIBRARY_PATH=$PREFIX/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-cmake -S . -B build-cuda -G Ninja -DGPU_BACKEND=CUDA -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" > "$OUT/build.log" 2>&1 &&
-  cmake --build build-cuda -j"$(nproc)" --target mlasim_tests >> "$OUT/build.log" 2>&1 ||
-  { tail -40 "$OUT/build.log"; exit 1; }
+source "$(dirname "$0")/common.sh"
+build_cuda mlasim_tests || exit 1
 obj=$(find build-cuda -name 'decode.hip.o' | head -1)
 cuobjdump -sass "$obj" > "$OUT/decode.sass" 2>&1
 for t in ${TILINGS:-4 2}; do

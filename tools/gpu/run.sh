@@ -3,25 +3,14 @@
 # backend, run the GPU tests, the performance runs (skipped with PERF=0), `mlasim replay --gpu` on
 # every built-in and tests/cases scenario (sentinel mode) and on the founding case in guard-page
 # mode, and compute-sanitizer memcheck on a small case.
-# Logs go to $OUT (default ./gpu-out). Missing Debian packages travel in .gpu-carry/prefix
-# (copied from `dpkg -L librapidcheck-dev libxtensor-dev ...` on the dev machine).
+# Logs go to $OUT (default ./gpu-out); setup and build in tools/gpu/common.sh.
 set -uo pipefail
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
-PREFIX=$PWD/.gpu-carry/prefix/usr
-export LD_LIBRARY_PATH=$PREFIX/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
+source "$(dirname "$0")/common.sh"
 {
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv
   nvcc --version | tail -2; cmake --version | head -1
 } > "$OUT/env.log" 2>&1
-t0=$(date +%s)
-cmake -S . -B build-cuda -G Ninja -DGPU_BACKEND=CUDA -DCMAKE_CUDA_ARCHITECTURES=90 \
-  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PREFIX" > "$OUT/build.log" 2>&1 &&
-  cmake --build build-cuda -j"$(nproc)" --target mlasim_tests mlasim >> "$OUT/build.log" 2>&1
-rc=$?
-echo "build rc=$rc in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/build.log"
-[ $rc -eq 0 ] || { tail -40 "$OUT/build.log"; exit $rc; }
+build_cuda mlasim_tests mlasim || exit 1
 T=build-cuda/bin/mlasim_tests
 $T --gtest_filter='Gpu*' 2>&1 | tee "$OUT/gpu-tests.log"
 # performance right after the tests, so a call that runs out of time still has its numbers

@@ -1,11 +1,13 @@
 #include "tools/io/golden.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "ref/decode_update.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
+#include "sim/json_input.h"
 #include "tools/io/request_json.h"
 
 namespace mlasim::io {
@@ -218,17 +220,26 @@ std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
 
 StatusOr<GoldenSummary> CheckGoldenFile(
     const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(path, "is a directory, not a golden corpus");
   std::ifstream f(path);
   if (!f) return InvalidArgumentError(path, "cannot open the golden corpus file");
   GoldenSummary sum;
   std::string line;
   int64_t lineno = 0;
-  while (std::getline(f, line)) {
+  bool too_long = false;
+  while (sim::ReadLineBounded(f, &line, &too_long) || too_long) {
     ++lineno;
+    if (too_long)
+      return InvalidArgumentError(path + ":" + std::to_string(lineno), "line is longer than 64 MiB (not a corpus?)");
     if (line.empty()) continue;
-    json rec = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (rec.is_discarded())
-      return InvalidArgumentError(path + ":" + std::to_string(lineno), "line is not valid JSON");
+    StatusOr<json> parsed = sim::ParseJsonStrict(line, path + ":" + std::to_string(lineno));
+    if (!parsed.ok()) return parsed.status();
+    const json& rec = *parsed;
+    if (!rec.is_object() || !rec.contains("input") ||
+        !(rec.contains("output") || rec.contains("after") || rec.contains("error")))
+      return InvalidArgumentError(path + ":" + std::to_string(lineno),
+                                  "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
     ++sum.records;
     auto m = CheckGoldenRecord(rec);
     if (m) {

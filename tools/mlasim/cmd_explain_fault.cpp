@@ -47,34 +47,15 @@ class ExplainFaultCommand final : public Command {
     std::string field = "--address";
     if (!log_file_.empty()) {
       field = "--log";
-      std::ifstream f(log_file_);
-      if (!f) {
-        PrintError(io.err, kName, "--log", "cannot open " + log_file_);
-        return kExitBadInput;
-      }
-      std::stringstream b;
-      b << f.rdbuf();
-      text = b.str();
+      StatusOr<std::string> log = sim::ReadTextFile(log_file_, "--log");
+      if (!log.ok()) return Fail(io, log.status());
+      text = *log;
     }
     auto fault = sim::ParseFaultText(text, field);
     if (!fault.ok()) return Fail(io, fault.status());
-    std::error_code dir_ec;
-    if (std::filesystem::is_directory(layout_file_, dir_ec)) {
-      PrintError(io.err, kName, "--layout", layout_file_ + " is a directory, not a layout file");
-      return kExitBadInput;
-    }
-    if (!log_file_.empty() && std::filesystem::is_directory(log_file_, dir_ec)) {
-      PrintError(io.err, kName, "--log", log_file_ + " is a directory, not a log file");
-      return kExitBadInput;
-    }
-    std::ifstream lf(layout_file_);
-    if (!lf) {
-      PrintError(io.err, kName, "--layout", "cannot open " + layout_file_);
-      return kExitBadInput;
-    }
-    std::stringstream layout_text;
-    layout_text << lf.rdbuf();
-    StatusOr<nlohmann::json> parsed = sim::ParseJsonStrict(layout_text.str(), "--layout");
+    StatusOr<std::string> layout_text = sim::ReadTextFile(layout_file_, "--layout");
+    if (!layout_text.ok()) return Fail(io, layout_text.status());
+    StatusOr<nlohmann::json> parsed = sim::ParseJsonStrict(*layout_text, "--layout");
     if (!parsed.ok()) {
       PrintError(io.err, kName, "--layout", layout_file_ + ": " + parsed.status().message());
       return kExitBadInput;

@@ -498,11 +498,15 @@ class ReplayCommand final : public Command {
       if (gpu_mode_ != "sentinel" && gpu_mode_ != "guard")
         return Fail(io, InvalidArgumentError("--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')"));
       if (!gpu::available()) {
-        const bool no_backend = gpu::device_name() == "none";
-        PrintError(io.err, kName, "--gpu",
-                   no_backend ? "this mlasim was built without a GPU backend (GPU_BACKEND=NONE); "
-                                "rebuild with -DGPU_BACKEND=CUDA or HIP to run the trace on a device"
-                              : "no GPU device is visible");
+        std::string why = "no GPU device is visible";
+        try {
+          if (gpu::device_name() == "none")
+            why = "this mlasim was built without a GPU backend (GPU_BACKEND=NONE); rebuild with "
+                  "-DGPU_BACKEND=CUDA or HIP to run the trace on a device";
+        } catch (const std::exception& e) {  // a GPU build on a machine without a usable driver
+          why += std::string(" (") + e.what() + ")";
+        }
+        PrintError(io.err, kName, "--gpu", why);
         return kExitBadInput;
       }
     }

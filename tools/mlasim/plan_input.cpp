@@ -178,19 +178,9 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
 }
 
 StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return InvalidArgumentError("--request", "'" + path + "' is a directory, not a JSON file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int e = errno;
-    return InvalidArgumentError("--request", "cannot open '" + path + "': " +
-                                                 (e ? std::strerror(e) : "unreadable"));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return InvalidArgumentError("--request", "cannot read '" + path + "'");
-  StatusOr<json> parsed = sim::ParseJsonStrict(text.str(), "--request");
+  StatusOr<std::string> text = sim::ReadTextFile(path, "--request");
+  if (!text.ok()) return text.status();
+  StatusOr<json> parsed = sim::ParseJsonStrict(*text, "--request");
   if (!parsed.ok()) return InvalidArgumentError("--request", "'" + path + "': " + parsed.status().message());
   const json& j = *parsed;
   StatusOr<ref::PlanRequest> r = InvalidArgumentError("", "");

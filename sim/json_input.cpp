@@ -1,0 +1,109 @@
+// File: sim/json_input.cpp — bounded file reads and strict JSON (sim/json_input.h).
+#include "sim/json_input.h"
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <vector>
+
+namespace mlasim::sim {
+
+using json = nlohmann::json;
+
+StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field, int64_t max_bytes) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(field, path + " is a directory, not a file");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return InvalidArgumentError(field, "cannot open " + path);
+  std::string text;
+  char buf[1 << 16];
+  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
+    text.append(buf, static_cast<size_t>(f.gcount()));
+    if (static_cast<int64_t>(text.size()) > max_bytes)
+      return InvalidArgumentError(field, path + " is larger than " + std::to_string(max_bytes >> 20) +
+                                             " MiB (an endless or wrong file?)");
+  }
+  if (f.bad()) return InvalidArgumentError(field, "cannot read " + path);
+  return text;
+}
+
+bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes) {
+  line->clear();
+  *too_long = false;
+  std::streambuf* sb = in.rdbuf();
+  bool any = false;
+  for (;;) {
+    const int c = sb->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    line->push_back(static_cast<char>(c));
+    if (static_cast<int64_t>(line->size()) > max_bytes) {
+      *too_long = true;
+      return false;
+    }
+  }
+}
+
+StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field) {
+  // Frames of the containers being parsed: an object's keys so far, an array's element index.
+  struct Frame {
+    bool array = false;
+    std::set<std::string> keys;
+    std::string key;
+    int64_t index = -1;
+  };
+  std::vector<Frame> frames;
+  std::string duplicate;  // JSON path of the first duplicate key
+  std::string too_big;    // JSON path of the first integer beyond int64
+  auto path = [&frames](const std::string& last) {
+    std::string p = "$";
+    for (size_t i = 0; i + 1 < frames.size(); ++i)
+      p += frames[i].array ? "[" + std::to_string(frames[i].index) + "]" : "." + frames[i].key;
+    return p + "." + last;
+  };
+  auto value_path = [&frames]() {
+    std::string p = "$";
+    for (const Frame& f : frames) p += f.array ? "[" + std::to_string(f.index) + "]" : "." + f.key;
+    return p;
+  };
+  const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if ((event == E::object_start || event == E::array_start || event == E::value) && !frames.empty() &&
+        frames.back().array)
+      ++frames.back().index;
+    if (event == E::value && parsed.is_number_unsigned() && too_big.empty() &&
+        parsed.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      too_big = value_path();
+    if (event == E::object_start || event == E::array_start) {
+      frames.emplace_back();
+      frames.back().array = event == E::array_start;
+    } else if (event == E::object_end || event == E::array_end) {
+      if (!frames.empty()) frames.pop_back();
+    } else if (event == E::key && !frames.empty()) {
+      const std::string k = parsed.is_string() ? parsed.get<std::string>() : parsed.dump();
+      if (!frames.back().keys.insert(k).second && duplicate.empty()) duplicate = path(k);
+      frames.back().key = k;
+    }
+    return true;
+  };
+  json doc;
+  try {
+    doc = json::parse(text, cb);
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
+    std::string what = e.what();
+    const size_t cut = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
+    if (cut != std::string::npos) what = what.substr(cut + 2);
+    return InvalidArgumentError(field, "malformed JSON: " + what);
+  }
+  if (!duplicate.empty())
+    return InvalidArgumentError(field, "duplicate key " + duplicate + " (JSON objects must not repeat a key)");
+  if (!too_big.empty()) return InvalidArgumentError(field, "number at " + too_big + " is beyond 64-bit integers");
+  return doc;
+}
+
+}  // namespace mlasim::sim
