@@ -59,19 +59,25 @@ std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size
   return f;
 }
 
-sim::Scenario ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,
-                               const std::vector<int>& path) {
+StatusOr<sim::Scenario> ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,
+                                         const std::vector<int>& path) {
   std::lock_guard<std::mutex> gen_lock(GeneratorMutex());
   rc::Shrinkable<sim::Scenario> current = ScenarioFromSeed(config, seed, size);
-  for (int index : path) {
+  for (size_t step = 0; step < path.size(); ++step) {
     auto shrinks = current.shrinks();
     int i = 0;
+    bool found = false;
     for (auto it = shrinks.next(); it; it = shrinks.next(), ++i) {
-      if (i == index) {
+      if (i == path[step]) {
         current = *it;
+        found = true;
         break;
       }
     }
+    if (!found)
+      return InvalidArgumentError("--shrink-path", "step " + std::to_string(step) + " names shrink " +
+                                                       std::to_string(path[step]) + " but the case has only " +
+                                                       std::to_string(i) + " (wrong seed, size or profiles?)");
   }
   return current.value();
 }

@@ -37,8 +37,9 @@ std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size
                                 const Property& property, sim::SimMutant mutant,
                                 int max_shrink_steps = 200);
 
-// Replays a recorded shrink path from a seed: the same scenario as the one found.
-sim::Scenario ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,
-                               const std::vector<int>& path);
+// Replays a recorded shrink path from a seed: the same scenario as the one found. Errors:
+// InvalidArgument("--shrink-path") when step k names a shrink the scenario does not have.
+StatusOr<sim::Scenario> ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,
+                                         const std::vector<int>& path);
 
 }  // namespace mlasim::fuzz

@@ -399,6 +399,33 @@ TEST(CliPlan, ParseErrorsNameTheField) {
   }
 }
 
+TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
+  // Across subcommands: the exact first words of stderr (flag and reason).
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"numerics", "--builtin", "seed", "--seed", "-1"},
+       "mlasim numerics: error: --seed: must be a non-negative decimal integer"},
+      {{"numerics", "--builtin", "seed", "--seed", "abc"}, "mlasim numerics: error: --seed: "},
+      {{"mutants", "--seed", "99999999999999999999999"}, "mlasim mutants: error: --seed: must be below 2^64"},
+      {{"replay", "--builtin", "seed", "--profile", ""}, "mlasim replay: error: --profile: must not be empty"},
+      {{"replay", "--builtin", "seed", "--layout-out", "/dev/full"},
+       "mlasim replay: error: --layout-out: cannot write /dev/full"},
+      {{"fuzz", "--reproduce", "5"}, "mlasim fuzz: error: --size: required with --reproduce"},
+      {{"fuzz", "--reproduce", "5", "--size", "20", "--shrink-path", "[1,"},
+       "mlasim fuzz: error: --shrink-path: must look like [3,0,1]"},
+      {{"fuzz", "--reproduce", "5", "--size", "20", "--shrink-path", "[99]"},
+       "mlasim fuzz: error: --shrink-path: step 0 names shrink 99 but the case has only "},
+      {{"fuzz", "--size", "3"}, "mlasim fuzz: error: --size: only with --reproduce SEED"},
+      {{"fuzz", "--cases", "-5"}, "mlasim fuzz: error: --cases: must be >= 0, or -1 for a time-only run"},
+      {{"plan", "--kv-lens", "3", "--heads", "16", "--heads", "32"}, "mlasim plan: error: --heads: given more than once"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << r.err;
+    EXPECT_EQ(r.err.rfind(want, 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
 TEST(CliPlan, HelpAndVersionExitZero) {
   const CliResult help = RunCli({"plan", "--help"});
   EXPECT_EQ(help.exit_code, 0);

@@ -65,7 +65,7 @@ TEST(FuzzProperties, BeforeTheFixTheFoundingFaultIsFoundAndShrinksToAMinimalCase
   EXPECT_EQ(f->broken.front().step, "draft_step_0");
   EXPECT_EQ(f->broken.front().call, "sparse_decode");
   // Replaying the recorded shrink path gives the same scenario.
-  EXPECT_EQ(sim::ScenarioToJson(ReplayShrinkPath(c, f->seed, f->size, f->shrink_path)).dump(),
+  EXPECT_EQ(sim::ScenarioToJson(*ReplayShrinkPath(c, f->seed, f->size, f->shrink_path)).dump(),
             sim::ScenarioToJson(s).dump());
   // The step is padded: more running than scheduled tokens.
   auto r = sim::Replay(s);

@@ -61,6 +61,16 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
       return {words[0], reason};
     }
   }
+  const std::string conv = "Could not convert: ";  // "Could not convert: --seed = abc"
+  if (msg.rfind(conv, 0) == 0) {
+    const std::string rest = msg.substr(conv.size());
+    const size_t eq = rest.find(" = ");
+    if (eq != std::string::npos)
+      return {rest.substr(0, eq), "'" + rest.substr(eq + 3) + "' is not a valid value"};
+  }
+  const std::string at_most = "At Most ";  // "--heads: At Most 1 required but received 2"
+  if (const size_t p = msg.find(": " + at_most); p != std::string::npos && msg[0] == '-')
+    return {msg.substr(0, p), "given more than once"};
   if (!msg.empty() && msg[0] == '-') {
     const size_t colon = msg.find(": ");
     const size_t space = msg.find(' ');
@@ -75,13 +85,43 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
 
 }  // namespace
 
+namespace {
+// Control characters from user input (a JSON key with a newline or NUL) as \xNN, so an error
+// stays one printable line.
+std::string Printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* kHex = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+}  // namespace
+
 void PrintError(std::ostream& err, const std::string& command, const std::string& field,
                 const std::string& reason) {
   err << "mlasim";
   if (!command.empty()) err << ' ' << command;
   err << ": error: ";
-  if (!field.empty()) err << field << ": ";
-  err << reason << '\n';
+  if (!field.empty()) err << Printable(field) << ": ";
+  err << Printable(reason) << '\n';
+}
+
+CLI::Validator UnsignedInteger() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+          return "must be a non-negative decimal integer";
+        if (v.size() > 20 || (v.size() == 20 && v > "18446744073709551615")) return "must be below 2^64";
+        return "";
+      },
+      "UINT64");
 }
 
 int ExitCodeFor(const Status& status) {
@@ -130,6 +170,17 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   for (const auto& c : commands) {
     if (!c->app()->parsed()) continue;
+    // An option that takes a value was given an empty one (--profile ""): refuse it rather than
+    // treat it as not given.
+    for (const CLI::Option* opt : c->app()->get_options()) {
+      if (opt->count() == 0 || opt->get_expected_min() < 1) continue;
+      for (const std::string& v : opt->results()) {
+        if (v.empty()) {
+          PrintError(err, c->app()->get_name(), opt->get_name(), "must not be empty");
+          return kExitBadInput;
+        }
+      }
+    }
     const Streams io{out, err};
     try {
       return c->Run(io);

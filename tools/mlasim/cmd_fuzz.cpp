@@ -40,15 +40,20 @@ class FuzzCommand final : public Command {
                    "do not report the documented families (fuzz/properties.h)");
     app_->add_flag("--small", o_.small, "B <= 64 and K <= 3: throughput runs");
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
-        ->type_name("SEED");
-    app_->add_option("--size", reproduce_size_, "with --reproduce: the RapidCheck size");
-    app_->add_option("--shrink-path", shrink_path_, "with --reproduce: e.g. [3,0,1]");
+        ->type_name("SEED")
+        ->check(UnsignedInteger());
+    app_->add_option("--size", reproduce_size_, "with --reproduce (required): the RapidCheck size");
+    app_->add_option("--shrink-path", shrink_path_, "with --reproduce: e.g. [3,0,1] (default [] = unshrunk)");
   }
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
     if (!profiles_.empty()) o_.profiles = profiles_;
     if (app_->count("--reproduce")) return Reproduce(io);
+    for (const char* flag : {"--size", "--shrink-path"})
+      if (app_->count(flag)) return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
+    if (o_.max_cases < -1)
+      return Fail(io, InvalidArgumentError("--cases", "must be >= 0, or -1 for a time-only run"));
     auto seed = fuzz::ParseSeed(seed_text_);
     if (!seed.ok()) return Fail(io, seed.status());
     o_.seed = *seed;
@@ -95,28 +100,35 @@ class FuzzCommand final : public Command {
 
  private:
   int Reproduce(const Streams& io) {
+    if (!app_->count("--size"))
+      return Fail(io, InvalidArgumentError("--size", "required with --reproduce (the finding's reproduce command gives it)"));
     if (reproduce_size_ < 1 || reproduce_size_ > 1000)
       return Fail(io, InvalidArgumentError("--size", "must be in 1..1000 (a RapidCheck size)"));
+    // [i,j,...]: small non-negative integers, nothing else
     std::vector<int> path;
-    std::string digits;
-    for (char c : shrink_path_ + ",") {
-      if (std::isdigit(static_cast<unsigned char>(c))) {
-        digits += c;
-        if (digits.size() > 6)
-          return Fail(io, InvalidArgumentError("--shrink-path", "shrink indices are small integers"));
-      } else if (!digits.empty()) {
-        path.push_back(std::stoi(digits));
-        digits.clear();
-      } else if (c != '[' && c != ']' && c != ',' && c != ' ') {
-        return Fail(io, InvalidArgumentError("--shrink-path", "must look like [3,0,1]"));
-      }
+    std::string t;
+    for (char c : shrink_path_)
+      if (c != ' ') t += c;
+    const bool bracketed = t.size() >= 2 && t.front() == '[' && t.back() == ']';
+    std::string body = bracketed ? t.substr(1, t.size() - 2) : "";
+    bool ok = bracketed;
+    for (size_t i = 0; ok && !body.empty(); ) {
+      const size_t comma = body.find(',', i);
+      const std::string item = body.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+      ok = !item.empty() && item.size() <= 6 && item.find_first_not_of("0123456789") == std::string::npos;
+      if (ok) path.push_back(std::stoi(item));
+      if (comma == std::string::npos) break;
+      i = comma + 1;
+      ok = ok && i < body.size();  // no trailing comma
     }
+    if (!ok) return Fail(io, InvalidArgumentError("--shrink-path", "must look like [3,0,1] (small integers)"));
     fuzz::GenConfig cfg;
     cfg.profiles = o_.profiles;
     cfg.small = o_.small;
     if (o_.small) cfg.max_batch = 64;
-    const sim::Scenario s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
-    io.out << sim::ScenarioToJson(s).dump(2) << '\n';
+    auto s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
+    if (!s.ok()) return Fail(io, s.status());
+    io.out << sim::ScenarioToJson(*s).dump(2) << '\n';
     return kExitOk;
   }
   int Fail(const Streams& io, const Status& st) {
@@ -127,7 +139,7 @@ class FuzzCommand final : public Command {
   CLI::App* app_ = nullptr;
   fuzz::CampaignOptions o_;
   std::vector<std::string> profiles_;
-  std::string seed_text_ = "1", shard_text_, shrink_path_;
+  std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
   int reproduce_size_ = 50;
 };

@@ -24,7 +24,7 @@ class MutantsCommand final : public Command {
                                         "(deliberately injected bug) and report which it kills");
     app_->footer("Exit codes: 0 every mutant killed, 1 a mutant survived, 2 bad input.\n");
     app_->add_option("--budget", budget_, "seconds per mutant")->capture_default_str();
-    app_->add_option("--seed", seed_, "first seed")->capture_default_str();
+    app_->add_option("--seed", seed_, "first seed")->capture_default_str()->check(UnsignedInteger());
     app_->add_option("--only", only_, "run only the mutant with this name")->type_name("NAME");
     app_->add_option("--out", out_dir_,
                      "write each shrunk counterexample as a replayable case JSON into DIR")

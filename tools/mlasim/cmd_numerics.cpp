@@ -162,7 +162,7 @@ class NumericsCommand final : public Command {
         ->type_name("N");
     app_->add_flag("--small-dims,!--full-dims", small_dims_,
                    "head dims 64 latent + 16 rope (default) or the model's (576/512)");
-    app_->add_option("--seed", seed_, "input seed (SplitMix64), default 1")->type_name("N");
+    app_->add_option("--seed", seed_, "input seed (SplitMix64), default 1")->type_name("N")->check(UnsignedInteger());
     app_->add_option("--accumulate", accumulate_, "fp32 (default) or fp64")->type_name("TYPE");
     app_->add_option("--empty-rows", empty_rows_,
                      "what a zero-length work writes: write-zero (o = 0, lse = -inf; default) or "

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -526,9 +527,9 @@ class ReplayCommand final : public Command {
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (gpu && child_call_ >= 0) return GuardChild(io, *report);
-    if (!layout_out_.empty() && !WriteJson(io, layout_out_, report->result.layout))
+    if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
       return kExitBadInput;
-    if (!scenario_out_.empty() && !WriteJson(io, scenario_out_, sim::ScenarioToJson(*s)))
+    if (!scenario_out_.empty() && !WriteJson(io, "--scenario-out", scenario_out_, sim::ScenarioToJson(*s)))
       return kExitBadInput;
     bool gpu_agrees = true;
     if (json_) {
@@ -557,13 +558,21 @@ class ReplayCommand final : public Command {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
   }
-  bool WriteJson(const Streams& io, const std::string& path, const nlohmann::json& j) {
-    std::ofstream f(path);
-    if (!f) {
-      PrintError(io.err, kName, path, "cannot write this file");
+  bool WriteJson(const Streams& io, const char* flag, const std::string& path, const nlohmann::json& j) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      PrintError(io.err, kName, flag, path + " is a directory");
       return false;
     }
-    f << j.dump(2) << '\n';
+    std::ofstream f(path);
+    if (f) {
+      f << j.dump(2) << '\n';
+      f.flush();
+    }
+    if (!f) {  // could not open, or the write failed (a full disk, /dev/full)
+      PrintError(io.err, kName, flag, "cannot write " + path);
+      return false;
+    }
     return true;
   }
 

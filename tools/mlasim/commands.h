@@ -45,6 +45,10 @@ void PrintError(std::ostream& err, const std::string& command, const std::string
 // Exit code for a non-ok planner Status: kInternal -> 3, everything else (bad input) -> 2.
 int ExitCodeFor(const Status& status);
 
+// Validator for unsigned 64-bit options (seeds): decimal digits only, at most 2^64 - 1. CLI11
+// alone would turn "-1" into 18446744073709551615 and saturate larger values.
+CLI::Validator UnsignedInteger();
+
 std::unique_ptr<Command> RegisterPlan(CLI::App& app);
 std::unique_ptr<Command> RegisterReplay(CLI::App& app);
 std::unique_ptr<Command> RegisterExplainFault(CLI::App& app);
