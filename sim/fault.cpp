@@ -98,9 +98,13 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
         return InvalidArgumentError(field, "the fault address " + m[3].str().substr(0, 40) +
                                                " has more than 64 bits");
     }
+    // The reason of this fault only: stop where a second fault message begins.
+    const size_t fault_at = joined.find("Memory access fault");
+    const size_t next_fault =
+        fault_at == std::string::npos ? std::string::npos : joined.find("Memory access fault", fault_at + 1);
     const size_t reason_at = joined.find("Reason:");
-    if (reason_at != std::string::npos) {
-      std::string reason = joined.substr(reason_at + 7, 256);
+    if (reason_at != std::string::npos && reason_at < next_fault) {
+      std::string reason = joined.substr(reason_at + 7, std::min<size_t>(256, next_fault - reason_at - 7));
       reason = reason.substr(0, std::min(reason.find('\n'), reason.find('.')));
       while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.front()))) reason.erase(0, 1);
       while (!reason.empty() && (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.'))
@@ -156,6 +160,14 @@ Status ValidateLayout(const nlohmann::json& l) {
     for (const char* k : {"mapped_begin", "mapped_end"})
       if (e.contains(k) && (!e.at(k).is_string() || !std::regex_match(e.at(k).get<std::string>(), kHex)))
         return InvalidArgumentError(p + "." + k, "must be a lowercase 0x hex address");
+    // The mapping must hold the buffer: mapped_begin <= base, base + bytes <= mapped_end.
+    const uint64_t base = LayoutHex(e.at("base"));
+    const uint64_t bytes = e.at("bytes").get<uint64_t>();
+    if (base + bytes < base) return InvalidArgumentError(p + ".bytes", "base + bytes passes 2^64");
+    if (e.contains("mapped_begin") && LayoutHex(e.at("mapped_begin")) > base)
+      return InvalidArgumentError(p + ".mapped_begin", "lies after base: the mapping must contain the buffer");
+    if (e.contains("mapped_end") && LayoutHex(e.at("mapped_end")) < base + bytes)
+      return InvalidArgumentError(p + ".mapped_end", "lies before base + bytes: the mapping must contain the buffer");
     for (const char* k : {"heads", "cols", "elem_bytes"})
       if (e.contains(k) && (!e.at(k).is_number_integer() || e.at(k).get<int64_t>() < 1))
         return InvalidArgumentError(p + "." + k, "must be an integer >= 1");

@@ -484,7 +484,7 @@ class ReplayCommand final : public Command {
                      "`mlasim mutants --out` shows its violation only with it)")
         ->type_name("NAME");
     app_->add_option("--scenario-out", scenario_out_,
-                     "write the scenario as canonical JSON (every field spelled out)")
+                     "write the scenario as canonical JSON (every field spelled out; cu_count only when set, 0 = the target's CUs)")
         ->type_name("FILE");
   }
 
