@@ -5,10 +5,11 @@
 // Work is done per work item and per 16-row group of its q tile (rows = tokens x heads; with
 // heads % 16 == 0 a group is the 16 heads of one token). The group's KV range is walked in chunks
 // of keys; an online softmax in fp32 keeps the running max m and sum l per row; P is rounded to
-// bf16 before P V, the row sum uses the unrounded weights.
+// the operand format (bf16; fp16 for fp8 KV) before P V, the row sum uses the unrounded weights.
+// Design notes and measurements: docs/kernels.md, docs/performance.md.
 //
-// Two implementations of one group, chosen at compile time:
-// - NVIDIA (nvcc, sm_80+): mma.sync m16n8k16 bf16 with fp32 accumulate. The KV chunks stream
+// Two implementations of one group:
+// - NVIDIA (nvcc, sm_90) for MLA's 576 / 512: mma.sync m16n8k16 with fp32 accumulate. The KV chunks stream
 //   into a ring of kStages shared-memory buffers with cp.async (kStages - 1 chunks in flight
 //   while one is computed; masked keys are zero-filled, never read). Each of the 8 warps keeps
 //   the q fragments of one half of the 576 dimensions in registers for the whole group and
@@ -16,8 +17,10 @@
 //   memory. Every warp then runs the (identical) online softmax for all 16 rows from there and
 //   keeps the O accumulator of 64 output columns in registers, so each chunk costs two barriers.
 //   Cache rows of the keys are read kStages chunks ahead, so no copy waits on an index load.
-// - Portable (AMD build, compiled for gfx90a/gfx940 in CI; not run on hardware here): the same
-//   online softmax with plain loops over shared memory and one chunk of 64 keys in registers.
+//   fp8 e4m3fn KV is staged as bytes and widened to fp16 per chunk (a third barrier).
+// - Portable (the AMD build's kernel, compiled for gfx90a/gfx940 in CI, not run on AMD hardware
+//   here; on NVIDIA for other head dims and DecodeOptions::tiling = 5): the same online softmax
+//   with plain loops over shared memory, one chunk of 64 keys at a time.
 #include "kernels/hip_compat.h"
 #include "kernels/gpu_api.h"
 
