@@ -233,7 +233,7 @@ class NumericsCommand final : public Command {
                                   call.step + ") needs " + std::to_string(too_big) +
                                   " values in one tensor, more than the numerics limit of " +
                                   std::to_string(kMaxTensorValues) +
-                                  "; lower --max-context or use --small-dims"));
+                                  (small_dims_ ? "; lower --max-context" : "; lower --max-context or use --small-dims")));
         ref::NumericsOptions call_opt = opt;
         const int64_t pad_row = FirstPaddingRow(req, r.snap->real_requests);
         if (pad_row != std::numeric_limits<int64_t>::max()) call_opt.real_rows = pad_row;

@@ -24,7 +24,8 @@ using nlohmann::json;
 constexpr int64_t kMaxClusters = 65536;
 constexpr int64_t kMaxHeads = 4096;            // num_heads_k * heads_per_head_k
 constexpr int64_t kMaxQlen = 4096;             // qlen, max_seqlen_qo, uni_seqlen_qo, sparse tokens
-constexpr int64_t kMaxPageSize = 1 << 20;      // page_size and kv_granularity
+constexpr int64_t kMaxPageSize = 1 << 20;      // page_size
+constexpr int64_t kMaxGranularity = 1 << 16;   // kv_granularity: the planner's own bound (ValidatePlanRequest)
 constexpr int64_t kMaxTopk = 1 << 24;
 constexpr int64_t kMaxSplitPerBatch = 1 << 20;
 constexpr int64_t kMaxRequests = 1 << 20;
@@ -122,7 +123,7 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
   MLASIM_ASSIGN_OR_RETURN(const int64_t page, ParseInt("--page-size", f.page_size, 1, kMaxPageSize));
   r.page_size = static_cast<int32_t>(page);
   MLASIM_ASSIGN_OR_RETURN(const int64_t gran,
-                          ParseInt("--kv-granularity", f.kv_granularity, 1, kMaxPageSize));
+                          ParseInt("--kv-granularity", f.kv_granularity, 1, kMaxGranularity));
   r.kv_granularity = static_cast<int32_t>(gran);
   MLASIM_ASSIGN_OR_RETURN(const int64_t qlen, ParseInt("--qlen", f.qlen, 1, kMaxQlen));
   MLASIM_ASSIGN_OR_RETURN(const int64_t topk, ParseInt("--topk", f.topk, -1, kMaxTopk));
@@ -210,8 +211,8 @@ Status CheckRequestLimits(const ref::PlanRequest& r) {
   if (r.uni_seqlen_qo > kMaxQlen)
     return TooLarge("uni_seqlen_qo", r.uni_seqlen_qo, kMaxQlen, "q tokens per request");
   if (r.page_size > kMaxPageSize) return TooLarge("page_size", r.page_size, kMaxPageSize, "page size");
-  if (r.kv_granularity > kMaxPageSize)
-    return TooLarge("kv_granularity", r.kv_granularity, kMaxPageSize, "granularity");
+  if (r.kv_granularity > kMaxGranularity)
+    return TooLarge("kv_granularity", r.kv_granularity, kMaxGranularity, "granularity");
   if (r.topk > kMaxTopk) return TooLarge("topk", r.topk, kMaxTopk, "topk");
   if (r.max_split_per_batch > kMaxSplitPerBatch)
     return TooLarge("max_split_per_batch", r.max_split_per_batch, kMaxSplitPerBatch, "split budget");
