@@ -6,6 +6,8 @@
 #include <regex>
 #include <sstream>
 
+#include "sim/json_input.h"
+
 namespace mlasim::sim {
 namespace {
 
@@ -153,8 +155,8 @@ Status ValidateLayout(const nlohmann::json& l) {
     if (!std::regex_match(e.at("base").get<std::string>(), kHex))
       return InvalidArgumentError(p + ".base", "must be a lowercase 0x hex address");
     for (const char* k : {"bytes", "row_bytes"})
-      if (!e.contains(k) || !e.at(k).is_number_integer() || e.at(k).get<int64_t>() < 0)
-        return InvalidArgumentError(p + "." + k, "must be an integer >= 0");
+      if (!e.contains(k) || !IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 0)
+        return InvalidArgumentError(p + "." + k, "must be an integer in 0..2^63-1");
     if (e.at("row_bytes").get<int64_t>() == 0)
       return InvalidArgumentError(p + ".row_bytes", "must be >= 1");
     for (const char* k : {"mapped_begin", "mapped_end"})
@@ -169,8 +171,8 @@ Status ValidateLayout(const nlohmann::json& l) {
     if (e.contains("mapped_end") && LayoutHex(e.at("mapped_end")) < base + bytes)
       return InvalidArgumentError(p + ".mapped_end", "lies before base + bytes: the mapping must contain the buffer");
     for (const char* k : {"heads", "cols", "elem_bytes"})
-      if (e.contains(k) && (!e.at(k).is_number_integer() || e.at(k).get<int64_t>() < 1))
-        return InvalidArgumentError(p + "." + k, "must be an integer >= 1");
+      if (e.contains(k) && (!IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 1))
+        return InvalidArgumentError(p + "." + k, "must be an integer in 1..2^63-1");
   }
   return OkStatus();
 }

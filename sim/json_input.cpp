@@ -59,26 +59,17 @@ StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field
   };
   std::vector<Frame> frames;
   std::string duplicate;  // JSON path of the first duplicate key
-  std::string too_big;    // JSON path of the first integer beyond int64
   auto path = [&frames](const std::string& last) {
     std::string p = "$";
     for (size_t i = 0; i + 1 < frames.size(); ++i)
       p += frames[i].array ? "[" + std::to_string(frames[i].index) + "]" : "." + frames[i].key;
     return p + "." + last;
   };
-  auto value_path = [&frames]() {
-    std::string p = "$";
-    for (const Frame& f : frames) p += f.array ? "[" + std::to_string(f.index) + "]" : "." + f.key;
-    return p;
-  };
   const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
     if ((event == E::object_start || event == E::array_start || event == E::value) && !frames.empty() &&
         frames.back().array)
       ++frames.back().index;
-    if (event == E::value && parsed.is_number_unsigned() && too_big.empty() &&
-        parsed.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      too_big = value_path();
     if (event == E::object_start || event == E::array_start) {
       frames.emplace_back();
       frames.back().array = event == E::array_start;
@@ -102,7 +93,6 @@ StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field
   }
   if (!duplicate.empty())
     return InvalidArgumentError(field, "duplicate key " + duplicate + " (JSON objects must not repeat a key)");
-  if (!too_big.empty()) return InvalidArgumentError(field, "number at " + too_big + " is beyond 64-bit integers");
   return doc;
 }
 

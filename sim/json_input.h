@@ -28,10 +28,16 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
 // without limit.
 bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes = kMaxInputBytes);
 
-// Parses JSON text strictly: malformed text, numbers beyond a double (1e400) or beyond 64-bit
-// integers, and duplicate object keys (which nlohmann would silently resolve to the last value)
-// are errors. Error field: `field`; the reason names the problem and, for a duplicate, its JSON
+// Parses JSON text strictly: malformed text, numbers beyond a double (1e400) and duplicate
+// object keys (which nlohmann would silently resolve to the last value) are errors. (Integers up
+// to 2^64 - 1 parse; the typed readers refuse those beyond their field's range.) Error field: `field`; the reason names the problem and, for a duplicate, its JSON
 // path ("$.requests[1].context").
 StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::string& field);
+
+// True when v is an integer that fits int64 (nlohmann stores 2^63 .. 2^64-1 as unsigned, and
+// get<int64_t>() would wrap them to negatives).
+inline bool IsInt64(const nlohmann::json& v) {
+  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+}
 
 }  // namespace mlasim::sim

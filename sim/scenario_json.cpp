@@ -34,6 +34,8 @@ class ObjectReader {
     if (!obj_.contains(key)) return Missing(key, required);
     const json& v = obj_.at(key);
     if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
+    if (!IsInt64(v))
+      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
     const int64_t x = v.get<int64_t>();
     if (x < lo || x > hi)
       return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
@@ -64,6 +66,8 @@ class ObjectReader {
     for (size_t i = 0; i < v.size(); ++i) {
       const std::string p = Path(key) + "[" + std::to_string(i) + "]";
       if (!v[i].is_number_integer()) return InvalidArgumentError(p, "must be an integer");
+      if (!IsInt64(v[i]))
+        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
       const int64_t x = v[i].get<int64_t>();
       if (x < lo || x > hi)
         return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) +

@@ -3,6 +3,8 @@
 #include <set>
 #include <string>
 
+#include "sim/json_input.h"
+
 namespace mlasim::io {
 namespace {
 
@@ -15,6 +17,7 @@ Status Type(const std::string& field, const char* want) {
 Status GetInt(const json& obj, const std::string& key, const std::string& path, int32_t* out) {
   const json& v = obj.at(key);
   if (!v.is_number_integer()) return Type(path + "." + key, "an integer");
+  if (!sim::IsInt64(v)) return Type(path + "." + key, "a 32-bit integer");
   const int64_t x = v.get<int64_t>();
   if (x < INT32_MIN || x > INT32_MAX) return Type(path + "." + key, "a 32-bit integer");
   *out = static_cast<int32_t>(x);
@@ -31,6 +34,7 @@ Status GetIntArray(const json& obj, const std::string& key, const std::string& p
     const json& e = v[i];
     if (!e.is_number_integer())
       return Type(path + "." + key + "[" + std::to_string(i) + "]", "an integer");
+    if (!sim::IsInt64(e)) return Type(path + "." + key + "[" + std::to_string(i) + "]", "a 32-bit integer");
     const int64_t x = e.get<int64_t>();
     if (x < INT32_MIN || x > INT32_MAX)
       return Type(path + "." + key + "[" + std::to_string(i) + "]", "a 32-bit integer");
