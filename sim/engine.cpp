@@ -25,7 +25,10 @@ int32_t Bytes(ref::DType d) {
 // plan addresses R rows of 16 heads per token, §10.3).
 int32_t CoveredQRows(const ref::Plan& p) {
   int32_t rows = 0;
-  for (int32_t w = 0; w < p.derived.num_works; ++w)
+  // Work rows past work_info's capacity (a plan whose writes overflow its sizing, class D) were
+  // never stored: only the rows the buffer holds count.
+  const int64_t held = std::min<int64_t>(p.derived.num_works, p.work_info.size() / 8);
+  for (int32_t w = 0; w < held; ++w)
     if (p.work_info.written(int64_t{w} * 8 + ref::kQoEnd))
       rows = std::max(rows, p.work(w, ref::kQoEnd));
   const int32_t fold = std::max(p.derived.fold_ratio, 1);

@@ -330,9 +330,14 @@ void CallExecutor::DecodeCall(const Call& c) {
   const int32_t clusters = p.derived.num_clusters;
   ReadPlanCells(c, snap.buffer_prefix + "work_indptr", p.work_indptr, 0, clusters + 1, -1);
   const int32_t works = p.derived.num_works;
+  const int64_t rows_held = p.work_info.size() / 8;
   for (int32_t w = 0; w < works; ++w) {
     ReadPlanCells(c, snap.buffer_prefix + "work_info", p.work_info, int64_t{w} * 8,
                   int64_t{w} * 8 + 7, w);
+    // A row past work_info (the planner wrote more works than the sizing allows, class D): its
+    // read is reported just above; the planner's stores there were not kept, so what the kernel
+    // does with it is not modelled.
+    if (w >= rows_held) continue;
     const int32_t q0 = p.work(w, ref::kQoStart), q1 = p.work(w, ref::kQoEnd);
     const int32_t k0 = p.work(w, ref::kKvStart), k1 = p.work(w, ref::kKvEnd);
     const int32_t part = p.work(w, ref::kPartialQoLoc);
@@ -397,7 +402,7 @@ void CallExecutor::ReduceCall(const Call& c) {
                   tile);
     if (t * 2 + 1 >= p.reduce_final_map.size()) continue;
     const int32_t q0 = p.reduce_final_map.data[t * 2], q1 = p.reduce_final_map.data[t * 2 + 1];
-    for (int32_t i = g0; i < g1 && i < p.reduce_partial_map.size(); ++i) {
+    for (int32_t i = std::max(g0, 0); i < g1 && i < p.reduce_partial_map.size(); ++i) {
       const int32_t row = p.reduce_partial_map.data[i];
       Touch(logits, false, row, int64_t{row} + (q1 - q0), tile);
       Touch(lse, false, row, int64_t{row} + (q1 - q0), tile);
