@@ -966,6 +966,31 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
         "run_mla_decode: needs heads % 16 == 0, head_dim_qk a multiple of 32 and <= 576, head_dim_v a multiple of 16 "
         "and <= min(512, head_dim_qk)");
   if (plan.derived.fold_ratio != 1) throw std::invalid_argument("run_mla_decode: head-folded plans are not run");
+  // The kernels read work_info rows [work_indptr[c], work_indptr[c + 1]) per cluster and, per tile
+  // with two or more pieces, reduce_final_map[2t..2t+1] and reduce_partial_map[g0..g1). A plan
+  // whose values point past its own buffers (a class-D sizing overflow, or a poisoned start
+  // before a written end) would make the device read past them: refused here, naming the cell.
+  {
+    const int64_t rows = plan.work_info.size() / 8;
+    const auto& wi = plan.work_indptr.data;
+    for (size_t c = 0; c + 1 < wi.size(); ++c)
+      if (wi[c] < wi[c + 1] && (wi[c] < 0 || wi[c + 1] > rows))
+        throw std::invalid_argument("run_mla_decode: work_indptr[" + std::to_string(c) + ".." +
+                                    std::to_string(c + 1) + "] = " + std::to_string(wi[c]) + ".." +
+                                    std::to_string(wi[c + 1]) + " lies outside work_info (" +
+                                    std::to_string(rows) + " rows)");
+    const auto& ri = plan.reduce_indptr.data;
+    for (size_t t = 0; t + 1 < ri.size(); ++t) {
+      if (ri[t + 1] - int64_t{ri[t]} < 2) continue;
+      if (ri[t] < 0 || ri[t + 1] > plan.reduce_partial_map.size() ||
+          int64_t(2 * t + 1) >= plan.reduce_final_map.size())
+        throw std::invalid_argument("run_mla_decode: reduce tile " + std::to_string(t) +
+                                    " points past reduce_partial_map or reduce_final_map");
+      for (int32_t i = ri[t]; i < ri[t + 1]; ++i)
+        if (plan.reduce_partial_map.data[i] < 0)
+          throw std::invalid_argument("run_mla_decode: reduce_partial_map[" + std::to_string(i) + "] is negative");
+    }
+  }
   const bool sparse = in.topk >= 0;
   const int64_t q_rows = in.q_rows();
   const int64_t q_alloc = opt.q_alloc_rows >= 0 ? opt.q_alloc_rows : q_rows;

@@ -229,6 +229,14 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
     k.not_modelled = in.status().ToString();
     return;
   }
+  const ref::Plan& plan = snap.plan;
+  if (plan.derived.num_works > plan.work_info.size() / 8 || plan.work_info.oob_writes > 0 ||
+      plan.reduce_indptr.oob_writes > 0 || plan.reduce_final_map.oob_writes > 0 ||
+      plan.reduce_partial_map.oob_writes > 0 || plan.work_indptr.oob_writes > 0) {
+    k.not_modelled = "the plan's writes overflow its buffers (class D, the CPU report names them): the kernel "
+                     "would read past the plan, so the call is not run";
+    return;
+  }
   const gpu::DecodeResult g = RunCall(r, c, *in, "");
   k.kernel = g.kernel;
   auto mono = ref::RunMonolithic(*in, KernelPrecision());
