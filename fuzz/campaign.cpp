@@ -16,6 +16,7 @@
 
 #include "fuzz/properties.h"
 #include "fuzz/search.h"
+#include "sim/json_input.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -71,6 +72,8 @@ class Campaign {
     return (fs::path(o_.out_dir) / fmt::format(".progress-{}-of-{}", o_.shard, o_.shards)).string();
   }
   void SaveProgress();
+  Status LoadProgress();
+  nlohmann::json Identity() const;
 
   const CampaignOptions& o_;
   const ProgressFn& progress_;
@@ -193,15 +196,52 @@ void Campaign::Worker(int32_t job) {
   for (const auto& [k, v] : cov) sum_.coverage[k] += v;
 }
 
+// What a progress file must match to be resumed: the campaign that wrote it.
+nlohmann::json Campaign::Identity() const {
+  return {{"seed", o_.seed},         {"profiles", o_.profiles}, {"small", o_.small},
+          {"ignore_known", o_.ignore_known}, {"shard", o_.shard}, {"shards", o_.shards}};
+}
+
+// --resume: the progress file must be one this campaign wrote (same seed, profiles, options,
+// shard); anything else is an error naming --resume, never a silent restart.
+Status Campaign::LoadProgress() {
+  const std::string path = ProgressPath();
+  auto text = sim::ReadTextFile(path, "--resume");
+  if (!text.ok()) return text.status();
+  auto doc = sim::ParseJsonStrict(*text, "--resume");
+  if (!doc.ok()) return InvalidArgumentError("--resume", path + ": " + doc.status().message());
+  const nlohmann::json want = Identity();
+  if (!doc->is_object()) return InvalidArgumentError("--resume", path + " is not a progress file");
+  for (const auto& [k, v] : want.items())
+    if (!doc->contains(k) || (*doc)[k] != v)
+      return InvalidArgumentError("--resume", path + " belongs to another campaign (" + k + " " +
+                                                  (doc->contains(k) ? (*doc)[k].dump() : "missing") +
+                                                  ", this run " + v.dump() + "); use the same flags or a new --out");
+  const auto& next = (*doc)["next_index"];
+  if (!next.is_number_integer() || !sim::IsInt64(next) || next.get<int64_t>() < 0 ||
+      next.get<int64_t>() > (int64_t{1} << 50))
+    return InvalidArgumentError("--resume", path + ": next_index must be an integer in 0..2^50");
+  const auto& seen = (*doc)["seen_unshrunk"];
+  if (!seen.is_array()) return InvalidArgumentError("--resume", path + ": seen_unshrunk must be an array");
+  for (const auto& v : seen) {
+    if (!v.is_string()) return InvalidArgumentError("--resume", path + ": seen_unshrunk holds signatures (strings)");
+    seen_unshrunk_.insert(v.get<std::string>());
+  }
+  start_index_ = next.get<int64_t>();
+  return OkStatus();
+}
+
 void Campaign::SaveProgress() {
   if (o_.out_dir.empty()) return;
   const fs::path tmp = ProgressPath() + ".tmp";
-  int64_t next;
+  nlohmann::json doc = Identity();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    next = committed_;  // a resume re-runs whatever was in flight
+    doc["next_index"] = committed_;  // a resume re-runs whatever was in flight
+    // the unshrunk signatures already committed: a resumed run skips them as an unbroken one does
+    doc["seen_unshrunk"] = seen_unshrunk_;
   }
-  std::ofstream(tmp) << nlohmann::json{{"next_index", next}, {"seed", o_.seed}}.dump() << '\n';
+  std::ofstream(tmp) << doc.dump() << '\n';
   std::error_code ec;
   fs::rename(tmp, ProgressPath(), ec);
 }
@@ -227,22 +267,20 @@ StatusOr<CampaignSummary> Campaign::Run() {
     // Known signatures (merged directories, earlier runs) are not reported twice.
     for (const auto& e : fs::directory_iterator(o_.out_dir)) {
       const std::string n = e.path().filename().string();
-      if (n.empty() || n[0] == '.' || e.path().extension() != ".json") continue;
-      std::ifstream f(e.path());
-      auto doc = nlohmann::json::parse(f, nullptr, false);
-      if (doc.is_discarded() || !doc.contains("finding")) continue;
+      if (n.empty() || n[0] == '.' || e.path().extension() != ".json" || !e.is_regular_file(ec)) continue;
+      auto text = sim::ReadTextFile(e.path().string(), "--out");
+      if (!text.ok()) continue;
+      auto doc = nlohmann::json::parse(*text, nullptr, false);
+      if (doc.is_discarded() || !doc.is_object() || !doc.contains("finding") || !doc["finding"].is_object() ||
+          !doc["finding"].contains("signature") || !doc["finding"]["signature"].is_string())
+        continue;
       CampaignFinding cf;
       cf.signature = doc["finding"].value("signature", "");
       cf.file = e.path().string();
       cf.detail = "(from an earlier run)";
       if (!cf.signature.empty()) sum_.findings.emplace(cf.signature, cf);
     }
-    if (o_.resume && fs::exists(ProgressPath())) {
-      std::ifstream f(ProgressPath());
-      auto doc = nlohmann::json::parse(f, nullptr, false);
-      if (!doc.is_discarded() && doc.value("seed", uint64_t{0}) == o_.seed)
-        start_index_ = doc.value("next_index", int64_t{0});
-    }
+    if (o_.resume && fs::exists(ProgressPath())) MLASIM_RETURN_IF_ERROR(LoadProgress());
   }
   next_ = start_index_;
   committed_ = start_index_;
@@ -289,6 +327,7 @@ Status ParseShard(const std::string& text, int32_t* shard, int32_t* shards) {
   const auto slash = text.find('/');
   try {
     if (slash == std::string::npos) throw std::invalid_argument("no slash");
+    if (text.find_first_not_of("0123456789/") != std::string::npos) throw std::invalid_argument("not digits");
     size_t a = 0, b = 0;
     const long i = std::stol(text.substr(0, slash), &a);
     const long n = std::stol(text.substr(slash + 1), &b);
@@ -319,6 +358,11 @@ StatusOr<uint64_t> ParseSeed(const std::string& text) {
     return h;
   }
   try {
+    // digits or 0x-hex only: stoull alone would take " 5", "+5" and wrap "-1" to 2^64 - 1
+    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    const std::string digits = hex ? text.substr(2) : text;
+    if (digits.empty() || digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") != std::string::npos)
+      throw std::invalid_argument("not a number");
     size_t used = 0;
     const uint64_t v = std::stoull(text, &used, 0);
     if (used != text.size()) throw std::invalid_argument("trailing");

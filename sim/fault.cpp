@@ -143,6 +143,8 @@ Status ValidateLayout(const nlohmann::json& l) {
   if (!l.is_object()) return InvalidArgumentError("$", "a layout must be a JSON object");
   if (!l.contains("allocations") || !l.at("allocations").is_array())
     return InvalidArgumentError("$.allocations", "must be an array");
+  for (const char* k : {"step", "call_name"})  // printed by explain-fault
+    if (l.contains(k) && !l.at(k).is_string()) return InvalidArgumentError(std::string("$.") + k, "must be a string");
   const auto& a = l.at("allocations");
   static const std::regex kHex(R"(0x[0-9a-f]{1,16})");
   for (size_t i = 0; i < a.size(); ++i) {

@@ -14,6 +14,8 @@ using json = nlohmann::json;
 StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field, int64_t max_bytes) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(field, path + " is a directory, not a file");
+  if (std::filesystem::is_fifo(path, ec) || std::filesystem::is_socket(path, ec))
+    return InvalidArgumentError(field, path + " is a pipe or socket, not a file (it may never end)");
   std::ifstream f(path, std::ios::binary);
   if (!f) return InvalidArgumentError(field, "cannot open " + path);
   std::string text;

@@ -91,8 +91,8 @@ class ExplainFaultCommand final : public Command {
     } else {
       io.out << at->text << '\n';
       if (layout.contains("step"))
-        io.out << "layout of " << layout["step"].get<std::string>() << " / "
-               << layout["call_name"].get<std::string>() << '\n';
+        io.out << "layout of " << layout.value("step", std::string("?")) << " / "
+               << layout.value("call_name", std::string("?")) << '\n';
       if (!fault->reason.empty()) io.out << "reported reason: " << fault->reason << '\n';
     }
     return kExitOk;

@@ -49,7 +49,12 @@ class FuzzCommand final : public Command {
 
   int Run(const Streams& io) override {
     if (!profiles_.empty()) o_.profiles = profiles_;
-    if (app_->count("--reproduce")) return Reproduce(io);
+    if (app_->count("--reproduce")) {
+      for (const char* flag : {"--out", "--jobs", "--cases", "--seconds", "--resume", "--shard", "--seed", "--ignore-known"})
+        if (app_->count(flag))
+          return Fail(io, InvalidArgumentError(flag, "not used with --reproduce (it regenerates one case)"));
+      return Reproduce(io);
+    }
     for (const char* flag : {"--size", "--shrink-path"})
       if (app_->count(flag)) return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
     if (o_.max_cases < -1)
