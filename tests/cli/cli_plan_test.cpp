@@ -417,6 +417,8 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
       {{"fuzz", "--size", "3"}, "mlasim fuzz: error: --size: only with --reproduce SEED"},
       {{"fuzz", "--cases", "-5"}, "mlasim fuzz: error: --cases: must be >= 0, or -1 for a time-only run"},
       {{"plan", "--kv-lens", "3", "--heads", "16", "--heads", "32"}, "mlasim plan: error: --heads: given more than once"},
+      {{"numerics", "--builtin", "seed", "--small-dims", "--full-dims"},
+       "mlasim numerics: error: --full-dims: contradicts --small-dims"},
   };
   for (const auto& [args, want] : cases) {
     const CliResult r = RunCli(args);

@@ -160,8 +160,8 @@ class NumericsCommand final : public Command {
                      "cap every context at N tokens (at least Q + rejected_prev, so the step "
                      "stays valid) and top-k at N; default 512")
         ->type_name("N");
-    app_->add_flag("--small-dims,!--full-dims", small_dims_,
-                   "head dims 64 latent + 16 rope (default) or the model's (576/512)");
+    dims_opt_ = app_->add_flag("--small-dims,!--full-dims", small_dims_,
+                               "head dims 64 latent + 16 rope (default) or the model's (576/512)");
     app_->add_option("--seed", seed_, "input seed (SplitMix64), default 1")->type_name("N")->check(UnsignedInteger());
     app_->add_option("--accumulate", accumulate_, "fp32 (default) or fp64")->type_name("TYPE");
     app_->add_option("--empty-rows", empty_rows_,
@@ -174,6 +174,12 @@ class NumericsCommand final : public Command {
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
+    {  // --small-dims and --full-dims together: refuse rather than let the last one win
+      bool small = false, full = false;
+      for (const std::string& v : dims_opt_->results()) (v == "-1" || v == "false" ? full : small) = true;
+      if (small && full)
+        return Fail(io, InvalidArgumentError("--full-dims", "contradicts --small-dims; give one of them"));
+    }
     if (max_context_ < 1 || max_context_ > (1 << 20))
       return Fail(io, InvalidArgumentError("--max-context", "must be in [1, 1048576]"));
     ref::NumericsOptions opt;
@@ -466,6 +472,7 @@ class NumericsCommand final : public Command {
   int32_t max_context_ = 512;
   bool small_dims_ = true;
   uint64_t seed_ = 1;
+  CLI::Option* dims_opt_ = nullptr;
   bool json_ = false;
 };
 
