@@ -303,6 +303,14 @@ std::vector<uint8_t> PoisonPairMask(const std::vector<PoisonFinding>& poison, in
   return mask;
 }
 
+OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& truth,
+                               const AttentionPrecision& precision) {
+  double lse_max = 0;
+  for (double l : truth.lse)
+    if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
+  return DeriveTolerances(precision, MaxKeys(inputs), VMax(inputs), lse_max);
+}
+
 StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
                                          const NumericsOptions& options) {
   MLASIM_ASSIGN_OR_RETURN(const MlaInputs in, BuildMlaInputs(request, options));

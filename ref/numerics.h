@@ -87,6 +87,11 @@ struct OutputTolerances {
 OutputTolerances DeriveTolerances(const AttentionPrecision& precision, int64_t max_keys,
                                   double v_max, double lse_max);
 
+// DeriveTolerances for one call: max_keys and v_max from `inputs` (the V columns of the cache
+// rows, times kv_scale), lse_max from the finite LSE of `truth` (the monolithic result).
+OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& truth,
+                               const AttentionPrecision& precision);
+
 struct NumericsOptions {
   uint64_t seed = 1;
   int32_t head_dim_qk = 576;  // 512 latent + 64 rope; smaller values keep fuzzing fast

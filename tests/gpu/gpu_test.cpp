@@ -184,16 +184,7 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   auto driven = ref::RunPlanDriven(*in, r, *plan, exec);
   ASSERT_TRUE(driven.ok()) << driven.status().ToString();
   const ref::AttentionOutput& want = driven->out;
-  int64_t max_keys = 0;
-  for (int32_t b = 0; b < in->num_requests(); ++b) {
-    const int64_t pages = in->kv_indptr[b + 1] - in->kv_indptr[b];
-    int64_t keys = in->topk >= 0 ? std::min<int64_t>(pages, in->topk) : (pages == 0 ? 0 : (pages - 1) * in->page_size + in->kv_last_page_lens[b]);
-    max_keys = std::max(max_keys, keys);
-  }
-  double v_max = 0, lse_max = 0;
-  for (float v : in->kv_cache) if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}) * in->kv_scale);
-  for (double l : mono->lse) if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
-  const auto tol = ref::DeriveTolerances(no.precision, max_keys, v_max, lse_max);
+  const auto tol = ref::TolerancesFor(*in, *mono, no.precision);
   // every NVIDIA tiling and the portable kernel (DecodeOptions::tiling; the AMD build has one kernel)
   for (int tiling = 1; tiling <= 5; ++tiling) {
     gpu::DecodeOptions opt;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -112,6 +113,34 @@ TEST(NumericsTolerance, GrowWithRoundingSteps) {
   EXPECT_NEAR(DeriveTolerances(bf16o, 4096, 1.0, 5.0).o.rtol - t32.o.rtol, 2 * 0x1p-8, 1e-12);
   EXPECT_NEAR(DeriveTolerances(fp8p, 4096, 1.0, 5.0).o.atol - t32.o.atol, 2 * 0x1p-4, 1e-12);
   EXPECT_EQ(DeriveTolerances(fp32, 4096, 2.0, 5.0).o.atol, 2 * t32.o.atol);  // scales with |V|
+}
+
+TEST(NumericsTolerance, TolerancesForACallUseItsLongestRequestAndVColumns) {
+  // Requests of 37, 0 and 20 tokens (page 16): 37 keys at most. v_max over the V columns only,
+  // times kv_scale; lse_max from the truth's finite LSE.
+  PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 2, {37, 0, 20}, 4, 16);
+  NumericsOptions o = SmallDims();
+  o.kv_scale = 0.5;
+  auto in = BuildMlaInputs(r, o);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  in->kv_cache[o.head_dim_v] = 100.f;  // a rope column of row 0: K only, not V
+  AttentionPrecision prec;
+  auto truth = RunMonolithic(*in, prec);
+  ASSERT_TRUE(truth.ok());
+  double v_max = 0, lse_max = 0;
+  for (int64_t row = 0; row < int64_t{in->num_pages} * in->page_size; ++row)
+    for (int32_t c = 0; c < o.head_dim_v; ++c) {
+      const float v = in->kv_cache[row * o.head_dim_qk + c];
+      if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}));
+    }
+  for (double l : truth->lse)
+    if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
+  const OutputTolerances want = DeriveTolerances(prec, 37, v_max * 0.5, lse_max);
+  const OutputTolerances got = TolerancesFor(*in, *truth, prec);
+  EXPECT_EQ(got.o.atol, want.o.atol);
+  EXPECT_EQ(got.o.rtol, want.o.rtol);
+  EXPECT_EQ(got.lse.atol, want.lse.atol);
+  EXPECT_LT(v_max, 100.0);
 }
 
 TEST(NumericsInputs, RoundedToTheTargetsFormatsWithNaNInUnusedSlots) {

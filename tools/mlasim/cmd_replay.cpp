@@ -253,20 +253,7 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
     k.error = "CPU plan-driven run failed: " + driven.status().ToString();
     return;
   }
-  int64_t max_keys = 0;
-  for (int32_t b = 0; b < in->num_requests(); ++b) {
-    const int64_t pages = in->kv_indptr[b + 1] - in->kv_indptr[b];
-    const int64_t keys = in->topk >= 0 ? std::min<int64_t>(pages, in->topk)
-                         : pages == 0  ? 0
-                                       : (pages - 1) * in->page_size + in->kv_last_page_lens[b];
-    max_keys = std::max(max_keys, keys);
-  }
-  double v_max = 0, lse_max = 0;
-  for (float v : in->kv_cache)
-    if (std::isfinite(v)) v_max = std::max(v_max, std::fabs(double{v}) * in->kv_scale);
-  for (double l : mono->lse)
-    if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
-  k.tol = ref::DeriveTolerances(KernelPrecision(), max_keys, v_max, lse_max);
+  k.tol = ref::TolerancesFor(*in, *mono, KernelPrecision());
   // real rows only: the rows of padding requests are the engine's to discard
   const int64_t out_rows = static_cast<int64_t>(g.lse.size()) / in->num_heads;
   k.rows_compared = std::min(out_rows, FirstPaddingRow(req, snap.real_requests));
