@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -69,8 +70,9 @@ struct GpuCallCheck {
   int32_t index = 0, q_rows = 0, plan_rows = 0;
   std::string step, name;
   bool refused = false;  // the engine's guard refused the call: not run
-  // The engine hands this call a request the numerics cannot model (a decreasing kv_indptr, a
-  // short kv_last_page_lens: a finding of the CPU report): not run on the GPU, not compared.
+  // Why the call is not run on the GPU, not compared: the engine hands it a request the numerics
+  // cannot model (a decreasing kv_indptr, a short kv_last_page_lens), or a plan the runner
+  // refuses (indptrs past its own buffers, class D) -- findings the CPU report already names.
   std::string not_modelled;
   std::string error;     // the CPU reference failed on a request it accepted (a real failure)
   std::string kernel;    // the decode kernel that ran
@@ -226,18 +228,18 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
   const ref::PlanRequest req = KernelRequest(snap.request);
   auto in = InputsOf(r, c);
   if (!in.ok()) {
-    k.not_modelled = in.status().ToString();
+    k.not_modelled = "the numerics cannot model the request the engine hands this call (" + in.status().ToString() + ")";
     return;
   }
-  const ref::Plan& plan = snap.plan;
-  if (plan.derived.num_works > plan.work_info.size() / 8 || plan.work_info.oob_writes > 0 ||
-      plan.reduce_indptr.oob_writes > 0 || plan.reduce_final_map.oob_writes > 0 ||
-      plan.reduce_partial_map.oob_writes > 0 || plan.work_indptr.oob_writes > 0) {
-    k.not_modelled = "the plan's writes overflow its buffers (class D, the CPU report names them): the kernel "
-                     "would read past the plan, so the call is not run";
+  gpu::DecodeResult g;
+  try {
+    g = RunCall(r, c, *in, "");
+  } catch (const std::invalid_argument& e) {
+    // The runner refuses what it cannot launch safely, e.g. a plan whose indptrs point past its
+    // own buffers (a class-D overflow the CPU report names): not run, not a disagreement.
+    k.not_modelled = std::string("the GPU runner refuses the plan (") + e.what() + ")";
     return;
   }
-  const gpu::DecodeResult g = RunCall(r, c, *in, "");
   k.kernel = g.kernel;
   auto mono = ref::RunMonolithic(*in, KernelPrecision());
   if (!mono.ok()) {
@@ -286,8 +288,7 @@ std::string CallText(const GpuCallCheck& k) {
   std::string s = fmt::format("  call {} {} {}: q/o {} rows, plan covers {}{}\n", k.index, k.step, k.name, k.q_rows,
                               k.plan_rows, k.kernel.empty() ? "" : ", kernel " + k.kernel);
   if (!k.not_modelled.empty())
-    return s + "    not run: the numerics cannot model the request the engine hands this call (" + k.not_modelled +
-           "); the CPU report covers it\n";
+    return s + "    not run: " + k.not_modelled + "; the CPU report covers it\n";
   if (!k.error.empty()) return s + "    " + k.error + "\n";
   if (k.numerics_undefined)
     s += "    numerics not compared: the plan-driven run reports poison whose rows are unknown (the plan reads "
