@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <atomic>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,7 +26,8 @@ namespace fs = std::filesystem;
 
 std::string FileName(const std::string& signature) {
   std::string out;
-  for (char c : signature) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '.';
+  for (char c : signature)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '.';
   return out + ".json";
 }
 
@@ -59,14 +60,16 @@ class Campaign {
   // What one seed index gave; committed in index order so that the findings do not depend on
   // which thread finished first.
   struct CaseResult {
-    std::string unshrunk;            // signature of the unshrunk scenario's first violation, or ""
-    std::optional<Failure> failure;  // the shrunk finding (not computed when a lower index had `unshrunk`)
+    std::string unshrunk;  // signature of the unshrunk scenario's first violation, or ""
+    std::optional<Failure>
+        failure;  // the shrunk finding (not computed when a lower index had `unshrunk`)
   };
   void Worker(int32_t job);
   void CommitReadyLocked();
   void RecordLocked(const Failure& f, uint64_t index);
   uint64_t SeedIndex(int64_t k) const {
-    return static_cast<uint64_t>(k) * static_cast<uint64_t>(o_.shards) + static_cast<uint64_t>(o_.shard);
+    return static_cast<uint64_t>(k) * static_cast<uint64_t>(o_.shards) +
+           static_cast<uint64_t>(o_.shard);
   }
   std::string ProgressPath() const {
     return (fs::path(o_.out_dir) / fmt::format(".progress-{}-of-{}", o_.shard, o_.shards)).string();
@@ -114,19 +117,29 @@ void Campaign::RecordLocked(const Failure& f, uint64_t index) {
     nlohmann::json doc = sim::ScenarioToJson(f.scenario);
     doc["name"] = "finding-" + FileName(sig).substr(0, FileName(sig).size() - 5);
     std::string path_json = "[";
-    for (size_t i = 0; i < f.shrink_path.size(); ++i) path_json += (i ? "," : "") + std::to_string(f.shrink_path[i]);
+    for (size_t i = 0; i < f.shrink_path.size(); ++i)
+      path_json += (i ? "," : "") + std::to_string(f.shrink_path[i]);
     path_json += "]";
     doc["finding"] = {
         {"signature", sig},
-        {"violation", {{"kind", sim::ViolationKindName(v.kind)}, {"class", v.bug_class},
-                       {"step", v.step}, {"call", v.call}, {"buffer", v.buffer},
-                       {"access", v.access}, {"rows_past_end", v.rows_past_end},
-                       {"detail", v.detail}}},
+        {"violation",
+         {{"kind", sim::ViolationKindName(v.kind)},
+          {"class", v.bug_class},
+          {"step", v.step},
+          {"call", v.call},
+          {"buffer", v.buffer},
+          {"access", v.access},
+          {"rows_past_end", v.rows_past_end},
+          {"detail", v.detail}}},
         {"reproduce",
-         {{"seed", f.seed}, {"size", f.size}, {"shrink_path", f.shrink_path},
-          {"profiles", o_.profiles}, {"small", o_.small},
-          {"command", fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}{}{}", f.seed, f.size,
-                                  path_json, ProfileFlags(o_.profiles), o_.small ? " --small" : "")},
+         {{"seed", f.seed},
+          {"size", f.size},
+          {"shrink_path", f.shrink_path},
+          {"profiles", o_.profiles},
+          {"small", o_.small},
+          {"command",
+           fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}{}{}", f.seed, f.size,
+                       path_json, ProfileFlags(o_.profiles), o_.small ? " --small" : "")},
           {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
     const fs::path final_path = fs::path(o_.out_dir) / FileName(sig);
     const fs::path tmp = fs::path(o_.out_dir) / (".tmp-" + FileName(sig));
@@ -157,10 +170,9 @@ void Campaign::CommitReadyLocked() {
 void Campaign::Worker(int32_t job) {
   (void)job;
   std::map<std::string, int64_t> cov;
-  const Property property = o_.ignore_known ? Property(UnknownViolations)
-                                            : Property([](const sim::ReplayReport& r) {
-                                                return r.result.violations;
-                                              });
+  const Property property =
+      o_.ignore_known ? Property(UnknownViolations)
+                      : Property([](const sim::ReplayReport& r) { return r.result.violations; });
   while (!stop_.load()) {
     const int64_t k = next_.fetch_add(1);
     if (o_.max_cases >= 0 && k - start_index_ >= o_.max_cases) break;
@@ -198,8 +210,9 @@ void Campaign::Worker(int32_t job) {
 
 // What a progress file must match to be resumed: the campaign that wrote it.
 nlohmann::json Campaign::Identity() const {
-  return {{"seed", o_.seed},         {"profiles", o_.profiles}, {"small", o_.small},
-          {"ignore_known", o_.ignore_known}, {"shard", o_.shard}, {"shards", o_.shards}};
+  return {{"seed", o_.seed},   {"profiles", o_.profiles},
+          {"small", o_.small}, {"ignore_known", o_.ignore_known},
+          {"shard", o_.shard}, {"shards", o_.shards}};
 }
 
 // --resume: the progress file must be one this campaign wrote (same seed, profiles, options,
@@ -214,17 +227,20 @@ Status Campaign::LoadProgress() {
   if (!doc->is_object()) return InvalidArgumentError("--resume", path + " is not a progress file");
   for (const auto& [k, v] : want.items())
     if (!doc->contains(k) || (*doc)[k] != v)
-      return InvalidArgumentError("--resume", path + " belongs to another campaign (" + k + " " +
-                                                  (doc->contains(k) ? (*doc)[k].dump() : "missing") +
-                                                  ", this run " + v.dump() + "); use the same flags or a new --out");
+      return InvalidArgumentError(
+          "--resume", path + " belongs to another campaign (" + k + " " +
+                          (doc->contains(k) ? (*doc)[k].dump() : "missing") + ", this run " +
+                          v.dump() + "); use the same flags or a new --out");
   const auto& next = (*doc)["next_index"];
   if (!next.is_number_integer() || !sim::IsInt64(next) || next.get<int64_t>() < 0 ||
       next.get<int64_t>() > (int64_t{1} << 50))
     return InvalidArgumentError("--resume", path + ": next_index must be an integer in 0..2^50");
   const auto& seen = (*doc)["seen_unshrunk"];
-  if (!seen.is_array()) return InvalidArgumentError("--resume", path + ": seen_unshrunk must be an array");
+  if (!seen.is_array())
+    return InvalidArgumentError("--resume", path + ": seen_unshrunk must be an array");
   for (const auto& v : seen) {
-    if (!v.is_string()) return InvalidArgumentError("--resume", path + ": seen_unshrunk holds signatures (strings)");
+    if (!v.is_string())
+      return InvalidArgumentError("--resume", path + ": seen_unshrunk holds signatures (strings)");
     seen_unshrunk_.insert(v.get<std::string>());
   }
   start_index_ = next.get<int64_t>();
@@ -257,22 +273,27 @@ StatusOr<CampaignSummary> Campaign::Run() {
   if (!o_.out_dir.empty()) {
     std::error_code ec;
     fs::create_directories(o_.out_dir, ec);
-    if (ec) return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
+    if (ec)
+      return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
     // Findings must be writable before the campaign starts: probe with a temp file and a rename.
     const fs::path probe = fs::path(o_.out_dir) / ".probe";
     { std::ofstream(probe.string() + ".tmp") << "probe\n"; }
     fs::rename(probe.string() + ".tmp", probe, ec);
-    if (ec) return InvalidArgumentError("--out", "cannot write findings into " + o_.out_dir + ": " + ec.message());
+    if (ec)
+      return InvalidArgumentError("--out",
+                                  "cannot write findings into " + o_.out_dir + ": " + ec.message());
     fs::remove(probe, ec);
     // Known signatures (merged directories, earlier runs) are not reported twice.
     for (const auto& e : fs::directory_iterator(o_.out_dir)) {
       const std::string n = e.path().filename().string();
-      if (n.empty() || n[0] == '.' || e.path().extension() != ".json" || !e.is_regular_file(ec)) continue;
+      if (n.empty() || n[0] == '.' || e.path().extension() != ".json" || !e.is_regular_file(ec))
+        continue;
       auto text = sim::ReadTextFile(e.path().string(), "--out");
       if (!text.ok()) continue;
       auto doc = nlohmann::json::parse(*text, nullptr, false);
-      if (doc.is_discarded() || !doc.is_object() || !doc.contains("finding") || !doc["finding"].is_object() ||
-          !doc["finding"].contains("signature") || !doc["finding"]["signature"].is_string())
+      if (doc.is_discarded() || !doc.is_object() || !doc.contains("finding") ||
+          !doc["finding"].is_object() || !doc["finding"].contains("signature") ||
+          !doc["finding"]["signature"].is_string())
         continue;
       CampaignFinding cf;
       cf.signature = doc["finding"].value("signature", "");
@@ -314,7 +335,8 @@ StatusOr<CampaignSummary> Campaign::Run() {
 }  // namespace
 
 StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress) {
-  if (options.jobs < 1 || options.jobs > 256) return InvalidArgumentError("--jobs", "must be in 1..256");
+  if (options.jobs < 1 || options.jobs > 256)
+    return InvalidArgumentError("--jobs", "must be in 1..256");
   if (!(options.seconds > 0) || !std::isfinite(options.seconds))
     return InvalidArgumentError("--seconds", "must be a finite number > 0");
   if (options.out_dir.empty() && options.resume)
@@ -327,7 +349,8 @@ Status ParseShard(const std::string& text, int32_t* shard, int32_t* shards) {
   const auto slash = text.find('/');
   try {
     if (slash == std::string::npos) throw std::invalid_argument("no slash");
-    if (text.find_first_not_of("0123456789/") != std::string::npos) throw std::invalid_argument("not digits");
+    if (text.find_first_not_of("0123456789/") != std::string::npos)
+      throw std::invalid_argument("not digits");
     size_t a = 0, b = 0;
     const long i = std::stol(text.substr(0, slash), &a);
     const long n = std::stol(text.substr(slash + 1), &b);
@@ -361,15 +384,16 @@ StatusOr<uint64_t> ParseSeed(const std::string& text) {
     // digits or 0x-hex only: stoull alone would take " 5", "+5" and wrap "-1" to 2^64 - 1
     const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
     const std::string digits = hex ? text.substr(2) : text;
-    if (digits.empty() || digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") != std::string::npos)
+    if (digits.empty() || digits.find_first_not_of(hex ? "0123456789abcdefABCDEF" : "0123456789") !=
+                              std::string::npos)
       throw std::invalid_argument("not a number");
     size_t used = 0;
     const uint64_t v = std::stoull(text, &used, 0);
     if (used != text.size()) throw std::invalid_argument("trailing");
     return v;
   } catch (const std::exception&) {
-    return InvalidArgumentError("--seed", "must be a number, 0x-hex, or a 40-hex commit (got '" +
-                                              text + "')");
+    return InvalidArgumentError(
+        "--seed", "must be a number, 0x-hex, or a 40-hex commit (got '" + text + "')");
   }
 }
 

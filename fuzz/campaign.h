@@ -21,14 +21,14 @@ namespace mlasim::fuzz {
 
 struct CampaignOptions {
   double seconds = 10;
-  int64_t max_cases = -1;       // stop after this many cases (-1: time only)
-  uint64_t seed = 1;            // base seed (a 40-hex commit hash is accepted by the CLI)
-  int32_t jobs = 1;             // worker threads
+  int64_t max_cases = -1;  // stop after this many cases (-1: time only)
+  uint64_t seed = 1;       // base seed (a 40-hex commit hash is accepted by the CLI)
+  int32_t jobs = 1;        // worker threads
   int32_t shard = 0, shards = 1;
   std::vector<std::string> profiles = {"atom-2026-08"};
-  bool ignore_known = false;    // skip the documented families (fuzz/properties.h)
-  bool small = false;           // B <= 64: throughput runs
-  std::string out_dir;          // "" = do not write findings
+  bool ignore_known = false;  // skip the documented families (fuzz/properties.h)
+  bool small = false;         // B <= 64: throughput runs
+  std::string out_dir;        // "" = do not write findings
   bool resume = false;
 };
 

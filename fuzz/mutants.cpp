@@ -110,13 +110,16 @@ std::optional<std::string> NumericsKill(ref::NumericsMutant mutant, uint64_t see
       unexpected_poison |= !expected;
     }
     if (rep->monolithic_nan > 0 || rep->unexplained_nan > 0 || unexpected_poison ||
-        !rep->o_unpoisoned.passed || !rep->lse_unpoisoned.passed)
-    {
+        !rep->o_unpoisoned.passed || !rep->lse_unpoisoned.passed) {
       std::string why;
-      if (rep->monolithic_nan > 0) why = "NaN in the monolithic result";
-      else if (rep->unexplained_nan > 0) why = std::to_string(rep->unexplained_nan) + " unexplained NaN";
-      else if (unexpected_poison) why = "poison in rows of requests that have keys";
-      else why = "max abs error " + std::to_string(rep->o_unpoisoned.max_abs) + " beyond tolerance";
+      if (rep->monolithic_nan > 0)
+        why = "NaN in the monolithic result";
+      else if (rep->unexplained_nan > 0)
+        why = std::to_string(rep->unexplained_nan) + " unexplained NaN";
+      else if (unexpected_poison)
+        why = "poison in rows of requests that have keys";
+      else
+        why = "max abs error " + std::to_string(rep->o_unpoisoned.max_abs) + " beyond tolerance";
       return "batch seed " + std::to_string(s) + ": " + std::to_string(r.kv_indptr.size() - 1) +
              " requests, heads " + std::to_string(r.heads_per_head_k) + ", qlen " +
              std::to_string(r.qlen) + (r.topk >= 0 ? ", sparse" : "") +
@@ -140,10 +143,11 @@ std::vector<MutantSpec> Build() {
   std::vector<MutantSpec> r;
   const Property fixed_clean = FixedProfileViolations;
   const Property only_known = UnknownViolations;
-  r.push_back(Sim("engine-sparse-plan-over-running-tokens", "A",
-                  "the founding fault: the sparse MTP plan covers the graph-padded tokens and draft "
-                  "step 0 reuses it with unpadded q/o (seed-fault.md, ATOM #2715)",
-                  sim::SimMutant::kFoundingFault, FixedSparse(), "fixed-profile-clean", fixed_clean));
+  r.push_back(
+      Sim("engine-sparse-plan-over-running-tokens", "A",
+          "the founding fault: the sparse MTP plan covers the graph-padded tokens and draft "
+          "step 0 reuses it with unpadded q/o (seed-fault.md, ATOM #2715)",
+          sim::SimMutant::kFoundingFault, FixedSparse(), "fixed-profile-clean", fixed_clean));
   r.push_back(Sim("engine-draft-steps-at-scheduled-rows", "A",
                   "draft steps 1..K-1 run at B rows over plans covering R (pre-DraftGraph ATOM "
                   "with the incremental update; atom-mtp-flow.md §6 row Ds)",
@@ -169,20 +173,21 @@ std::vector<MutantSpec> Build() {
                   "one (sizing vs planner disagreement)",
                   sim::SimMutant::kSizingScheduledBatch, AnyProfile(), "only-known-families",
                   only_known));
-  r.push_back(Sim("sizing-partial-map-one-per-tile", "D",
-                  "reduce_partial_map under-allocated at one entry per q tile (the inverse of aiter "
-                  "#3855's over-allocation)",
-                  sim::SimMutant::kSizingPartialMapPerTile, AnyProfile(), "only-known-families",
-                  only_known));
+  r.push_back(Sim(
+      "sizing-partial-map-one-per-tile", "D",
+      "reduce_partial_map under-allocated at one entry per q tile (the inverse of aiter "
+      "#3855's over-allocation)",
+      sim::SimMutant::kSizingPartialMapPerTile, AnyProfile(), "only-known-families", only_known));
   r.push_back(Sim("planner-reduce-map-off-by-one-tile", "F",
                   "reduce_partial_map entries shifted by one q tile: the reduce merges the wrong "
                   "partial rows",
                   sim::SimMutant::kReduceMapOffByOne, AnyProfile(), "only-known-families",
                   only_known));
-  r.push_back(Sim("planner-drops-tail-rule", "B",
-                  "the planner without aiter #2106's tail rule: MTP pieces shorter than qlen, whose "
-                  "causal rows see no key",
-                  sim::SimMutant::kNoTailRule, AnyProfile(), "only-known-families", only_known));
+  r.push_back(
+      Sim("planner-drops-tail-rule", "B",
+          "the planner without aiter #2106's tail rule: MTP pieces shorter than qlen, whose "
+          "causal rows see no key",
+          sim::SimMutant::kNoTailRule, AnyProfile(), "only-known-families", only_known));
   r.push_back(Sim("kernel-assumes-576-column-rows", "C",
                   "a kernel built for 576-column q rows run on a rope-free model (vLLM #56314): q "
                   "read past its end",

@@ -18,9 +18,9 @@ namespace mlasim::fuzz {
 
 struct MutantSpec {
   std::string name;
-  std::string bug_class;     // A..J
-  std::string description;   // the injected bug, and the real-world report it stands for
-  std::string property;      // the property that must kill it
+  std::string bug_class;    // A..J
+  std::string description;  // the injected bug, and the real-world report it stands for
+  std::string property;     // the property that must kill it
   // Simulator mutants: search scenarios from seeds with `config` until `killing` breaks.
   sim::SimMutant sim = sim::SimMutant::kNone;
   GenConfig config;

@@ -13,9 +13,12 @@ rc::Gen<int32_t> GenKvLen(int32_t q, int32_t topk) {
   return rc::gen::weightedOneOf<int32_t>({
       {3, rc::gen::just(q)},
       {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 16), [q](int32_t d) { return q + d; })},
-      {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 128), [q](int32_t k) { return std::max(q, 16 * k); })},
-      {1, rc::gen::map(rc::gen::inRange<int32_t>(1, 64), [q](int32_t k) { return std::max(q, 64 * k); })},
-      {2, rc::gen::map(rc::gen::inRange<int32_t>(-8, 9), [q, topk](int32_t d) { return std::max(q, topk + d); })},
+      {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 128),
+                       [q](int32_t k) { return std::max(q, 16 * k); })},
+      {1, rc::gen::map(rc::gen::inRange<int32_t>(1, 64),
+                       [q](int32_t k) { return std::max(q, 64 * k); })},
+      {2, rc::gen::map(rc::gen::inRange<int32_t>(-8, 9),
+                       [q, topk](int32_t d) { return std::max(q, topk + d); })},
       {3, rc::gen::inRange<int32_t>(q, 8192)},
       {1, rc::gen::inRange<int32_t>(q, 65536)},
   });
@@ -50,7 +53,8 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     s.mtp_k = *rc::gen::weightedOneOf<int32_t>(
         {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, cfg.small ? 4 : 8)}});
     const int32_t q = s.mtp_k + 1;
-    s.model.sparse = cfg.sparse_only ? true : *rc::gen::weightedElement<bool>({{2, true}, {1, false}});
+    s.model.sparse =
+        cfg.sparse_only ? true : *rc::gen::weightedElement<bool>({{2, true}, {1, false}});
     s.model.topk = *rc::gen::element(2048, 64, 512);
     s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
     // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
@@ -99,7 +103,8 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
     // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
     s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
-    s.allocator.model = *rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching);
+    s.allocator.model =
+        *rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching);
     s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
     const std::string profile = *rc::gen::elementOf(cfg.profiles);
     s.engine = *sim::GetEngineProfile(profile, "engine");

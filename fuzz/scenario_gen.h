@@ -19,11 +19,11 @@ namespace mlasim::fuzz {
 
 struct GenConfig {
   std::vector<std::string> profiles = {"atom-2026-08", "atom-2026-11"};
-  bool sparse_only = false;     // the family the #2715 fix covers
+  bool sparse_only = false;  // the family the #2715 fix covers
   bool allow_dcp = true;
   bool allow_dp = true;
   int32_t max_batch = 512;
-  bool small = false;           // B <= 64, fewer draft steps: throughput runs
+  bool small = false;  // B <= 64, fewer draft steps: throughput runs
 };
 
 rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);

@@ -75,9 +75,10 @@ StatusOr<sim::Scenario> ReplayShrinkPath(const GenConfig& config, uint64_t seed,
       }
     }
     if (!found)
-      return InvalidArgumentError("--shrink-path", "step " + std::to_string(step) + " names shrink " +
-                                                       std::to_string(path[step]) + " but the case has only " +
-                                                       std::to_string(i) + " (wrong seed, size or profiles?)");
+      return InvalidArgumentError("--shrink-path",
+                                  "step " + std::to_string(step) + " names shrink " +
+                                      std::to_string(path[step]) + " but the case has only " +
+                                      std::to_string(i) + " (wrong seed, size or profiles?)");
   }
   return current.value();
 }

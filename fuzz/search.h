@@ -20,12 +20,12 @@ namespace mlasim::fuzz {
 using Property = std::function<std::vector<sim::Violation>(const sim::ReplayReport&)>;
 
 struct Failure {
-  sim::Scenario scenario;             // shrunk
-  std::vector<sim::Violation> broken; // what breaks the property on the shrunk scenario
-  uint64_t seed = 0;                  // the generating seed
-  int size = 0;                       // RapidCheck size
+  sim::Scenario scenario;              // shrunk
+  std::vector<sim::Violation> broken;  // what breaks the property on the shrunk scenario
+  uint64_t seed = 0;                   // the generating seed
+  int size = 0;                        // RapidCheck size
   int shrink_steps = 0;
-  std::vector<int> shrink_path;       // index of the accepted shrink at each step
+  std::vector<int> shrink_path;  // index of the accepted shrink at each step
 };
 
 // Replays `s` (with `mutant`) and applies `property`; scenarios the planner refuses hold vacuously.

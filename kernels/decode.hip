@@ -21,7 +21,8 @@
 // - Portable (the AMD build's kernel, compiled for gfx90a/gfx940 in CI, not run on AMD hardware
 //   here; on NVIDIA for other head dims and DecodeOptions::tiling = 5): the same online softmax
 //   with plain loops over shared memory, one chunk of 64 keys at a time.
-#include "kernels/hip_compat.h"
+#include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
+
 #include "kernels/gpu_api.h"
 
 #include <algorithm>
@@ -37,26 +38,26 @@ namespace mlasim::gpu {
 namespace {
 
 constexpr int kBlock = 256;
-constexpr int kRows = 16;            // q rows (token x head) per group
+constexpr int kRows = 16;  // q rows (token x head) per group
 constexpr int kMaxD = 576;
 constexpr int kMaxDv = 512;
 
 struct DecodeParams {
-  const uint16_t* q;           // bf16 [q rows, H, D]
-  const uint16_t* kv;          // bf16 [cache rows, D] (kv_fp8 = 0)
-  const uint8_t* kv8;          // fp8 e4m3fn [cache rows, D] (kv_fp8 = 1)
+  const uint16_t* q;   // bf16 [q rows, H, D]
+  const uint16_t* kv;  // bf16 [cache rows, D] (kv_fp8 = 0)
+  const uint8_t* kv8;  // fp8 e4m3fn [cache rows, D] (kv_fp8 = 1)
   const int32_t* kv_indices;
   const int32_t* kv_indptr;
   const int32_t* lpl;
   const int32_t* qo_indptr;
-  const int32_t* topk;         // sparse: [q rows, topk]
+  const int32_t* topk;  // sparse: [q rows, topk]
   const int32_t* work_indptr;
   const int32_t* work_info;
-  uint16_t* o;                 // bf16 [rows, H, Dv]
-  float* lse;                  // [rows, H]
-  float* part_o;               // [partial rows, H, Dv]
-  float* part_lse;             // [partial rows, H]
-  unsigned long long* log;     // [q min, q max + 1, o min, o max + 1]
+  uint16_t* o;              // bf16 [rows, H, Dv]
+  float* lse;               // [rows, H]
+  float* part_o;            // [partial rows, H, Dv]
+  float* part_lse;          // [partial rows, H]
+  unsigned long long* log;  // [q min, q max + 1, o min, o max + 1]
   int32_t H, D, Dv, page, sparse, causal, batch, variant, kv_fp8;
   int64_t cache_rows;
   float logit_scale, v_scale;
@@ -68,7 +69,7 @@ struct DecodeParams {
 struct GroupTask {
   const int32_t* w;  // the work item's 8 ints
   int64_t p0, p1, key_first, lk, lq, req_q0;
-  int g;             // group index within the tile
+  int g;  // group index within the tile
 };
 
 __device__ inline uint16_t f2bf(float f) {
@@ -146,13 +147,18 @@ __device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
 // ---------------------------------------------------------------------------------------------
 // NVIDIA: mma.sync + cp.async pipeline
 // ---------------------------------------------------------------------------------------------
-__device__ inline uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ inline uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
 
 // 16-byte asynchronous copy global -> shared; src_bytes = 0 writes 16 zero bytes (masked key).
 __device__ inline void cp_async16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_bytes));
 }
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -177,14 +183,17 @@ __device__ inline void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t 
 }
 // The same with fp16 operands (the fp8-KV kernel: e4m3fn widens to fp16 in one instruction).
 __device__ inline void mma_f16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 template <bool kF16>
 __device__ inline void mma_k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (kF16) mma_f16(c, a, b0, b1);
-  else mma_bf16(c, a, b0, b1);
+  if constexpr (kF16)
+    mma_f16(c, a, b0, b1);
+  else
+    mma_bf16(c, a, b0, b1);
 }
 // Two floats to f16x2 (round to nearest even; lo in the low half).
 __device__ inline uint32_t pack_f16(float lo, float hi) {
@@ -209,28 +218,29 @@ struct MmaTiling {
   // chunk is widened (exactly) into one fp16 buffer before the math (a third barrier per chunk);
   // the mma then runs on fp16 operands: q converted from bf16 once per group, P rounded to fp16.
   static constexpr bool kFp8 = kFp8T;
-  static constexpr int kKvBytes = kFp8 ? 1 : 2;       // bytes per KV element in global memory
-  static constexpr int kLdk = kD + 8;                 // bf16 per KV row in shared memory (16 B-odd stride:
-                                                      // the 8 rows of an ldmatrix hit distinct banks)
-  static constexpr int kChunk = kChunkT;              // keys per chunk (32 or 64)
-  static constexpr int kStages = kStagesT;            // shared-memory KV buffers
-  static constexpr int kSlots = kStages + 1;          // ring of per-chunk cache rows / masks
-  static constexpr int kWords = kChunk / 32;          // 32-bit validity words per chunk
-  static constexpr int kKeyTiles = kChunk / 32;       // n8 tiles of S per warp (chunk / 4 warps / 8)
-  static constexpr int kPvSteps = kChunk / 16;        // k16 steps of P V
-  static constexpr int kLdS = kChunk + 8;             // floats per row of a score half
-  static constexpr int kHalfSteps = kD / 32;          // k16 steps per dimension half (18)
-  static constexpr int kKeysPerWarp = kChunk / 8;     // keys each warp copies per chunk
-  static constexpr int kBufBytes = kChunk * kLdk * 2;  // one bf16 chunk buffer
+  static constexpr int kKvBytes = kFp8 ? 1 : 2;  // bytes per KV element in global memory
+  static constexpr int kLdk = kD + 8;         // bf16 per KV row in shared memory (16 B-odd stride:
+                                              // the 8 rows of an ldmatrix hit distinct banks)
+  static constexpr int kChunk = kChunkT;      // keys per chunk (32 or 64)
+  static constexpr int kStages = kStagesT;    // shared-memory KV buffers
+  static constexpr int kSlots = kStages + 1;  // ring of per-chunk cache rows / masks
+  static constexpr int kWords = kChunk / 32;  // 32-bit validity words per chunk
+  static constexpr int kKeyTiles = kChunk / 32;    // n8 tiles of S per warp (chunk / 4 warps / 8)
+  static constexpr int kPvSteps = kChunk / 16;     // k16 steps of P V
+  static constexpr int kLdS = kChunk + 8;          // floats per row of a score half
+  static constexpr int kHalfSteps = kD / 32;       // k16 steps per dimension half (18)
+  static constexpr int kKeysPerWarp = kChunk / 8;  // keys each warp copies per chunk
+  static constexpr int kBufBytes = kChunk * kLdk * 2;                 // one bf16 chunk buffer
   static constexpr int kStageBytes = kFp8 ? kChunk * kD : kBufBytes;  // one copy destination
   static_assert(kChunk == 32 || kChunk == 64, "chunk of 32 or 64 keys");
   static_assert(kStages >= 2, "at least double buffering");
   static_assert(kDv == 8 * 64, "8 warps x 64 output columns");
-  static_assert(kD * 2 == 2 * 512 + 128 && kD == 512 + 64, "KV rows are copied as 512-byte warp runs + a tail");
+  static_assert(kD * 2 == 2 * 512 + 128 && kD == 512 + 64,
+                "KV rows are copied as 512-byte warp runs + a tail");
 
   static constexpr size_t smem_bytes() {
-    return size_t{kStages} * kStageBytes + (kFp8 ? kBufBytes : 0) + 2 * kRows * kLdS * 4 + kSlots * kChunk * 8 +
-           kSlots * kWords * 4;
+    return size_t{kStages} * kStageBytes + (kFp8 ? kBufBytes : 0) + 2 * kRows * kLdS * 4 +
+           kSlots * kChunk * 8 + kSlots * kWords * 4;
   }
 };
 
@@ -252,7 +262,9 @@ __device__ inline void issue_chunk(const DecodeParams& P, const int64_t* krow, u
   constexpr int kRowBytes = T::kD * T::kKvBytes;
   constexpr int kDstStride = T::kFp8 ? T::kD : T::kLdk * 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const char* kv = (T::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv)) + lane * 16;
+  const char* kv =
+      (T::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv)) +
+      lane * 16;
 #pragma unroll
   for (int kk = 0; kk < T::kKeysPerWarp; ++kk) {
     const int j = warp * T::kKeysPerWarp + kk;
@@ -320,8 +332,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   const int kh = warp / 4, quarter = warp % 4;
   uint32_t qa[T::kHalfSteps][4];
   {
-    const uint32_t* q_lo = reinterpret_cast<const uint32_t*>(P.q + (first + gq) * kD) + kh * (kD / 4) + tq;
-    const uint32_t* q_hi = reinterpret_cast<const uint32_t*>(P.q + (first + gq + 8) * kD) + kh * (kD / 4) + tq;
+    const uint32_t* q_lo =
+        reinterpret_cast<const uint32_t*>(P.q + (first + gq) * kD) + kh * (kD / 4) + tq;
+    const uint32_t* q_hi =
+        reinterpret_cast<const uint32_t*>(P.q + (first + gq + 8) * kD) + kh * (kD / 4) + tq;
 #pragma unroll
     for (int st = 0; st < T::kHalfSteps; ++st) {  // 32-bit words of dims 16 st + 2 tq (+1), +8
       qa[st][0] = q_lo[st * 8];
@@ -333,7 +347,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     }
   }
   const int64_t n = t.p1 - t.p0;
-  if (n <= 0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) return;  // hk: read q, write nothing
+  if (n <= 0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm))
+    return;  // hk: read q, write nothing
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int64_t limit = causal_limit(P, t, token);
 
@@ -358,7 +373,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   // Per-lane shared-memory byte offsets of the ldmatrix rows (the chunk's buffer base is added).
   const uint32_t s_lane = [&] {
     if constexpr (T::kKeyTiles == 2)  // x4 = (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of one k16 step
-      return ((quarter * 16 + (lane / 16) * 8 + lane % 8) * kLdk + kh * (kD / 2) + ((lane / 8) % 2) * 8) * 2;
+      return ((quarter * 16 + (lane / 16) * 8 + lane % 8) * kLdk + kh * (kD / 2) +
+              ((lane / 8) % 2) * 8) *
+             2;
     else  // x4 = keys 0-7 x dims 0-7 | 8-15 | 16-23 | 24-31: two k16 steps of one n8 tile
       return ((quarter * 8 + lane % 8) * kLdk + kh * (kD / 2) + (lane / 8) * 8) * 2;
   }();
@@ -386,7 +403,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     cp_async_commit();
     uint32_t kb;
     if constexpr (T::kFp8) {
-      widen_chunk<T>(reinterpret_cast<const uint8_t*>(s.ks) + (i % kStages) * T::kStageBytes, s.kconv);
+      widen_chunk<T>(reinterpret_cast<const uint8_t*>(s.ks) + (i % kStages) * T::kStageBytes,
+                     s.kconv);
       __syncthreads();  // the widened chunk is complete
       kb = smem_u32(s.kconv);
     } else {
@@ -399,7 +417,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
 #pragma unroll
     for (int par = 0; par < 2; ++par)
 #pragma unroll
-      for (int nt = 0; nt < T::kKeyTiles; ++nt) sacc[par][nt][0] = sacc[par][nt][1] = sacc[par][nt][2] = sacc[par][nt][3] = 0.f;
+      for (int nt = 0; nt < T::kKeyTiles; ++nt)
+        sacc[par][nt][0] = sacc[par][nt][1] = sacc[par][nt][2] = sacc[par][nt][3] = 0.f;
     if constexpr (T::kKeyTiles == 2) {
 #pragma unroll
       for (int st = 0; st < T::kHalfSteps; ++st) {
@@ -422,10 +441,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
 #pragma unroll
       for (int nt = 0; nt < T::kKeyTiles; ++nt) {
         // scaled once here (logit scale x log2 e), not by every warp that reads it
-        *reinterpret_cast<float2*>(sp + gq * T::kLdS + nt * 8) =
-            make_float2((sacc[0][nt][0] + sacc[1][nt][0]) * scale2, (sacc[0][nt][1] + sacc[1][nt][1]) * scale2);
-        *reinterpret_cast<float2*>(sp + (gq + 8) * T::kLdS + nt * 8) =
-            make_float2((sacc[0][nt][2] + sacc[1][nt][2]) * scale2, (sacc[0][nt][3] + sacc[1][nt][3]) * scale2);
+        *reinterpret_cast<float2*>(sp + gq * T::kLdS + nt * 8) = make_float2(
+            (sacc[0][nt][0] + sacc[1][nt][0]) * scale2, (sacc[0][nt][1] + sacc[1][nt][1]) * scale2);
+        *reinterpret_cast<float2*>(sp + (gq + 8) * T::kLdS + nt * 8) = make_float2(
+            (sacc[0][nt][2] + sacc[1][nt][2]) * scale2, (sacc[0][nt][3] + sacc[1][nt][3]) * scale2);
       }
     }
     __syncthreads();
@@ -459,8 +478,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
         const float x1 = (word >> (bit + 1)) & 1u ? a.y + b.y : -INFINITY;
         x[ks][f][0] = x0;
         x[ks][f][1] = x1;
-        if (f & 1) mx_hi = fmaxf(mx_hi, fmaxf(x0, x1));
-        else mx_lo = fmaxf(mx_lo, fmaxf(x0, x1));
+        if (f & 1)
+          mx_hi = fmaxf(mx_hi, fmaxf(x0, x1));
+        else
+          mx_lo = fmaxf(mx_lo, fmaxf(x0, x1));
       }
     }
     mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
@@ -469,7 +490,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
     const float mn_lo = fmaxf(m_lo, mx_lo), mn_hi = fmaxf(m_hi, mx_hi);
     // exp2(-inf - finite) = 0 handles masked keys; a row with nothing yet (mn = -inf) subtracts 0.
-    const float sub_lo = mn_lo == -INFINITY ? 0.f : mn_lo, sub_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
+    const float sub_lo = mn_lo == -INFINITY ? 0.f : mn_lo,
+                sub_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
     const float alpha_lo = exp2f(m_lo - sub_lo), alpha_hi = exp2f(m_hi - sub_hi);
     float ps_lo = 0.f, ps_hi = 0.f;
     uint32_t pa[T::kPvSteps][4];
@@ -479,8 +501,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
       for (int f = 0; f < 4; ++f) {
         const float sub = (f & 1) ? sub_hi : sub_lo;
         const float p0 = exp2f(x[ks][f][0] - sub), p1 = exp2f(x[ks][f][1] - sub);
-        if (f & 1) ps_hi += p0 + p1;
-        else ps_lo += p0 + p1;
+        if (f & 1)
+          ps_hi += p0 + p1;
+        else
+          ps_lo += p0 + p1;
         pa[ks][f] = T::kFp8 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
       }
     }
@@ -518,7 +542,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   // Final rows (m and l are identical in every warp: same inputs, same operations).
   const float kLn2 = 0.6931471805599453f;
   const bool empty_lo = m_lo == -INFINITY || l_lo == 0, empty_hi = m_hi == -INFINITY || l_hi == 0;
-  const float inv_lo = empty_lo ? 0.f : P.v_scale / l_lo, inv_hi = empty_hi ? 0.f : P.v_scale / l_hi;
+  const float inv_lo = empty_lo ? 0.f : P.v_scale / l_lo,
+              inv_hi = empty_hi ? 0.f : P.v_scale / l_hi;
   const float lse_lo = empty_lo ? -INFINITY : (m_lo + log2f(l_lo)) * kLn2;
   const float lse_hi = empty_hi ? -INFINITY : (m_hi + log2f(l_hi)) * kLn2;
   const int32_t loc = t.w[1];
@@ -527,8 +552,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     uint16_t* o_hi = P.o + (first + gq + 8) * kDv + col0 + 2 * tq;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      *reinterpret_cast<uint32_t*>(o_lo + nt * 8) = pack_bf16(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
-      *reinterpret_cast<uint32_t*>(o_hi + nt * 8) = pack_bf16(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
+      *reinterpret_cast<uint32_t*>(o_lo + nt * 8) =
+          pack_bf16(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
+      *reinterpret_cast<uint32_t*>(o_hi + nt * 8) =
+          pack_bf16(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
     }
     if (warp == 0 && tq == 0) {
       P.lse[first + gq] = lse_lo;
@@ -542,8 +569,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     float* po_hi = P.part_o + (pfirst + gq + 8) * kDv + col0 + 2 * tq;
 #pragma unroll
     for (int nt = 0; nt < 8; ++nt) {
-      *reinterpret_cast<float2*>(po_lo + nt * 8) = make_float2(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
-      *reinterpret_cast<float2*>(po_hi + nt * 8) = make_float2(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
+      *reinterpret_cast<float2*>(po_lo + nt * 8) =
+          make_float2(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
+      *reinterpret_cast<float2*>(po_hi + nt * 8) =
+          make_float2(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
     }
     if (warp == 0 && tq == 0) {
       P.part_lse[pfirst + gq] = lse_lo;
@@ -584,8 +613,12 @@ constexpr int kLoadsPerThread = kChunk * kMaxD / 8 / kBlock;  // 18 x 16 bytes
 constexpr int kLdp = kChunk + 8;                              // floats per row of ps
 static_assert(kChunk * kMaxD / 8 % kBlock == 0, "loads per thread");
 
-__host__ __device__ inline size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
-__device__ inline float bf2f(uint16_t x) { return __uint_as_float(static_cast<uint32_t>(x) << 16); }
+__host__ __device__ inline size_t max_sz(size_t a, size_t b) {
+  return a > b ? a : b;
+}
+__device__ inline float bf2f(uint16_t x) {
+  return __uint_as_float(static_cast<uint32_t>(x) << 16);
+}
 
 struct Smem {
   int ldk;        // bf16 elements per row of qs / ks
@@ -655,7 +688,8 @@ __device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTa
   const int64_t first = group_first_row(P, t), token = first / H;
   for (int idx = threadIdx.x; idx < kRows * D / 8; idx += kBlock) {
     const int r = idx / (D / 8), c = idx % (D / 8);
-    reinterpret_cast<uint4*>(s.qs + r * s.ldk)[c] = reinterpret_cast<const uint4*>(P.q + (first + r) * D)[c];
+    reinterpret_cast<uint4*>(s.qs + r * s.ldk)[c] =
+        reinterpret_cast<const uint4*>(P.q + (first + r) * D)[c];
   }
   log_rows(P.log, 0, token, token + 1);
   if (t.p1 <= t.p0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) {
@@ -691,7 +725,8 @@ __device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTa
     }
     __syncthreads();
     float mx = -INFINITY;
-    for (int k = 0; k < kKeysPerLane; ++k) mx = fmaxf(mx, s.sp[row * kLdp + sub + kLanesPerRow * k]);
+    for (int k = 0; k < kKeysPerLane; ++k)
+      mx = fmaxf(mx, s.sp[row * kLdp + sub + kLanesPerRow * k]);
     for (int off = kLanesPerRow / 2; off > 0; off >>= 1) mx = fmaxf(mx, compat_shfl_xor(mx, off));
     const float m_new = fmaxf(m, mx);
     float psum = 0;
@@ -705,7 +740,8 @@ __device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTa
     l = l * alpha + psum;
     m = m_new;
     __syncthreads();
-    for (int k = 0; k < kKeysPerLane; ++k) s.sp[row * kLdp + sub + kLanesPerRow * k] = bf2f(f2bf(pj[k]));
+    for (int k = 0; k < kKeysPerLane; ++k)
+      s.sp[row * kLdp + sub + kLanesPerRow * k] = bf2f(f2bf(pj[k]));
     __syncthreads();
 #pragma unroll
     for (int i = 0; i < kAccPerThread; ++i) {
@@ -759,9 +795,9 @@ __global__ void __launch_bounds__(kBlock, 1) mla_decode_portable_kernel(DecodePa
 // (row, head) pair at a time: L = log sum exp of the pieces' LSE, o = sum of exp(lse_i - L) x
 // partial_o_i, its lanes holding 4 consecutive columns per 16-byte load.
 __global__ void __launch_bounds__(kBlock)
-    mla_reduce_kernel(const int32_t* reduce_indptr, const int32_t* final_map, const int32_t* partial_map,
-                      const float* part_o, const float* part_lse, uint16_t* o, float* lse, int H, int Dv,
-                      unsigned long long* log) {
+    mla_reduce_kernel(const int32_t* reduce_indptr, const int32_t* final_map,
+                      const int32_t* partial_map, const float* part_o, const float* part_lse,
+                      uint16_t* o, float* lse, int H, int Dv, unsigned long long* log) {
   const int t = blockIdx.x;
   const int32_t g0 = reduce_indptr[t], g1 = reduce_indptr[t + 1];
   if (g1 - g0 <= 1) return;
@@ -774,9 +810,11 @@ __global__ void __launch_bounds__(kBlock)
   for (int64_t pair = warp; pair < int64_t{q1 - q0} * H; pair += kWarps) {
     const int64_t srow = pair / H, h = pair % H;
     float M = -INFINITY;
-    for (int32_t i = g0; i < g1; ++i) M = fmaxf(M, part_lse[(int64_t{partial_map[i]} + srow) * H + h]);
+    for (int32_t i = g0; i < g1; ++i)
+      M = fmaxf(M, part_lse[(int64_t{partial_map[i]} + srow) * H + h]);
     float S = 0;
-    for (int32_t i = g0; i < g1; ++i) S += expf(part_lse[(int64_t{partial_map[i]} + srow) * H + h] - M);
+    for (int32_t i = g0; i < g1; ++i)
+      S += expf(part_lse[(int64_t{partial_map[i]} + srow) * H + h] - M);
     const float L = (S == 0.f || S != S) ? INFINITY : M + logf(S);
     float4 acc[kQuads];
 #pragma unroll
@@ -802,8 +840,9 @@ __global__ void __launch_bounds__(kBlock)
     for (int k = 0; k < kQuads; ++k) {
       const int d4 = lane + k * COMPAT_WARP_SIZE;
       if (d4 < dv4)
-        out[d4] = make_uint2(static_cast<uint32_t>(f2bf(acc[k].x)) | (static_cast<uint32_t>(f2bf(acc[k].y)) << 16),
-                             static_cast<uint32_t>(f2bf(acc[k].z)) | (static_cast<uint32_t>(f2bf(acc[k].w)) << 16));
+        out[d4] = make_uint2(
+            static_cast<uint32_t>(f2bf(acc[k].x)) | (static_cast<uint32_t>(f2bf(acc[k].y)) << 16),
+            static_cast<uint32_t>(f2bf(acc[k].z)) | (static_cast<uint32_t>(f2bf(acc[k].w)) << 16));
     }
     if (lane == 0) lse[(int64_t{q0} + srow) * H + h] = L;
   }
@@ -828,7 +867,8 @@ DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
   using F64x3 = MmaTiling<64, 3, true>;
   if (tiling == 5 || D != T64x2::kD || Dv != T64x2::kDv) return portable;
   if (kv_fp8) {  // 64 keys; 3 fp8 stages (default) or 2 (tiling 4)
-    if (tiling == 4) return {&mla_decode_mma_kernel<F64x2>, F64x2::smem_bytes(), "mma fp8 64 keys x 2 stages"};
+    if (tiling == 4)
+      return {&mla_decode_mma_kernel<F64x2>, F64x2::smem_bytes(), "mma fp8 64 keys x 2 stages"};
     return {&mla_decode_mma_kernel<F64x3>, F64x3::smem_bytes(), "mma fp8 64 keys x 3 stages"};
   }
   switch (tiling) {
@@ -847,7 +887,9 @@ DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
 }
 
 __global__ void fill_u8_kernel(unsigned char* p, size_t n, unsigned char v) {
-  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n; i += size_t{gridDim.x} * blockDim.x) p[i] = v;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x)
+    p[i] = v;
 }
 
 // A device buffer of `rows` rows of `row_bytes` plus `tail_rows` sentinel rows.
@@ -858,14 +900,18 @@ struct TailedBuffer {
   bool guarded = false;  // placed by device_alloc_guarded: no tail, the next byte is unmapped
   GuardedAllocation guard;
   TailedBuffer(std::string n, int64_t r, int64_t rb, int64_t tail, bool guard_pages = false)
-      : name(std::move(n)), rows(r), row_bytes(rb), tail_rows(guard_pages && r > 0 ? 0 : tail),
+      : name(std::move(n)),
+        rows(r),
+        row_bytes(rb),
+        tail_rows(guard_pages && r > 0 ? 0 : tail),
         guarded(guard_pages && r > 0) {
     if (guarded) {
       guard = device_alloc_guarded(static_cast<std::size_t>(bytes()));
       p = static_cast<unsigned char*>(guard.ptr);
       return;
     }
-    HIP_CHECK(hipMalloc(reinterpret_cast<void**>(&p), std::max<int64_t>(bytes() + tail_bytes(), 16)));
+    HIP_CHECK(
+        hipMalloc(reinterpret_cast<void**>(&p), std::max<int64_t>(bytes() + tail_bytes(), 16)));
     fill_sentinel(p + bytes(), tail_bytes());
   }
   ~TailedBuffer() {
@@ -884,14 +930,15 @@ struct TailedBuffer {
   int64_t tail_bytes() const { return tail_rows * row_bytes; }
   void poison(unsigned char v) {
     if (bytes() == 0) return;
-    hipLaunchKernelGGL(fill_u8_kernel, dim3(1024), dim3(256), 0, 0, p, static_cast<size_t>(bytes()), v);
+    hipLaunchKernelGGL(fill_u8_kernel, dim3(1024), dim3(256), 0, 0, p, static_cast<size_t>(bytes()),
+                       v);
     HIP_CHECK(hipGetLastError());
   }
   void scan(std::vector<TailDamage>& out) const {
     const SentinelScan sc = scan_sentinel(p + bytes(), tail_bytes());
     if (sc.bad_bytes == 0) return;
-    out.push_back(TailDamage{name, rows, rows + sc.first_bad_byte / row_bytes, rows + sc.last_bad_byte / row_bytes,
-                             sc.bad_bytes});
+    out.push_back(TailDamage{name, rows, rows + sc.first_bad_byte / row_bytes,
+                             rows + sc.last_bad_byte / row_bytes, sc.bad_bytes});
   }
 };
 
@@ -920,7 +967,7 @@ bool host_e4m3fn_exact(float f, uint8_t* out) {
     return *out = static_cast<uint8_t>(sign | (E << 3) | m), true;
   }
   if (e < -9 || (a >> 23) == 0) return false;  // below 2^-9, or an fp32 subnormal
-  const int sh = e + 9;                         // subnormal m * 2^-9, m = 1..7
+  const int sh = e + 9;                        // subnormal m * 2^-9, m = 1..7
   const uint32_t full = 0x800000u | man;
   if ((full & ((1u << (23 - sh)) - 1)) != 0) return false;
   return *out = static_cast<uint8_t>(sign | (full >> (23 - sh))), true;
@@ -959,13 +1006,17 @@ float time_launches(int iterations, const std::function<void()>& f) {
 
 }  // namespace
 
-DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, const DecodeOptions& opt) {
+DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
+                            const DecodeOptions& opt) {
   const int H = in.num_heads, D = in.head_dim_qk, Dv = in.head_dim_v;
-  if (H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D || Dv * kRows % kBlock != 0)
+  if (H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D ||
+      Dv * kRows % kBlock != 0)
     throw std::invalid_argument(
-        "run_mla_decode: needs heads % 16 == 0, head_dim_qk a multiple of 32 and <= 576, head_dim_v a multiple of 16 "
+        "run_mla_decode: needs heads % 16 == 0, head_dim_qk a multiple of 32 and <= 576, "
+        "head_dim_v a multiple of 16 "
         "and <= min(512, head_dim_qk)");
-  if (plan.derived.fold_ratio != 1) throw std::invalid_argument("run_mla_decode: head-folded plans are not run");
+  if (plan.derived.fold_ratio != 1)
+    throw std::invalid_argument("run_mla_decode: head-folded plans are not run");
   // The kernels read work_info rows [work_indptr[c], work_indptr[c + 1]) per cluster and, per tile
   // with two or more pieces, reduce_final_map[2t..2t+1] and reduce_partial_map[g0..g1). A plan
   // whose values point past its own buffers (a class-D sizing overflow, or a poisoned start
@@ -988,7 +1039,8 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
                                     " points past reduce_partial_map or reduce_final_map");
       for (int32_t i = ri[t]; i < ri[t + 1]; ++i)
         if (plan.reduce_partial_map.data[i] < 0)
-          throw std::invalid_argument("run_mla_decode: reduce_partial_map[" + std::to_string(i) + "] is negative");
+          throw std::invalid_argument("run_mla_decode: reduce_partial_map[" + std::to_string(i) +
+                                      "] is negative");
     }
   }
   const bool sparse = in.topk >= 0;
@@ -996,7 +1048,8 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   const int64_t q_alloc = opt.q_alloc_rows >= 0 ? opt.q_alloc_rows : q_rows;
   const int64_t o_alloc = opt.o_alloc_rows >= 0 ? opt.o_alloc_rows : q_rows;
   int32_t max_q = 1;
-  for (size_t b = 0; b + 1 < in.qo_indptr.size(); ++b) max_q = std::max(max_q, in.qo_indptr[b + 1] - in.qo_indptr[b]);
+  for (size_t b = 0; b + 1 < in.qo_indptr.size(); ++b)
+    max_q = std::max(max_q, in.qo_indptr[b + 1] - in.qo_indptr[b]);
   const int64_t partial_rows = std::max<int64_t>(plan.reduce_partial_map.size(), 1) * max_q;
 
   std::vector<void*> owned;
@@ -1028,9 +1081,10 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
     kv8h.resize(in.kv_cache.size());
     for (size_t i = 0; i < kv8h.size(); ++i)
       if (!host_e4m3fn_exact(in.kv_cache[i], &kv8h[i]))
-        throw std::invalid_argument("run_mla_decode: kv_cache[" + std::to_string(i) + "] = " +
-                                    std::to_string(in.kv_cache[i]) +
-                                    " is not an fp8_e4m3fn value (build the inputs with kv_format fp8_e4m3fn)");
+        throw std::invalid_argument(
+            "run_mla_decode: kv_cache[" + std::to_string(i) +
+            "] = " + std::to_string(in.kv_cache[i]) +
+            " is not an fp8_e4m3fn value (build the inputs with kv_format fp8_e4m3fn)");
   } else {
     kvh.resize(in.kv_cache.size());
     for (size_t i = 0; i < kvh.size(); ++i) kvh[i] = host_f2bf(in.kv_cache[i]);
@@ -1058,16 +1112,19 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   std::vector<unsigned long long> log_init = {~0ull, 0, ~0ull, 0};
   unsigned long long* log = upload(log_init, owned);
   P.log = log;
-  P.H = H, P.D = D, P.Dv = Dv, P.page = in.page_size, P.sparse = sparse, P.causal = in.is_causal && !sparse;
+  P.H = H, P.D = D, P.Dv = Dv, P.page = in.page_size, P.sparse = sparse,
+  P.causal = in.is_causal && !sparse;
   P.batch = in.num_requests();
   P.variant = static_cast<int>(opt.variant);
   P.cache_rows = int64_t{in.num_pages} * in.page_size;
   P.logit_scale = static_cast<float>(in.effective_sm_scale() * in.q_scale * in.kv_scale);
   P.v_scale = static_cast<float>(in.kv_scale);
 
-  const DecodeKernel dk = pick_decode_kernel(D, Dv, opt.tiling, opt.kv_format == ref::NumFormat::kFp8E4m3fn);
+  const DecodeKernel dk =
+      pick_decode_kernel(D, Dv, opt.tiling, opt.kv_format == ref::NumFormat::kFp8E4m3fn);
   const size_t smem = dk.smem;
-  HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn), hipFuncAttributeMaxDynamicSharedMemorySize,
+  HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn),
+                                hipFuncAttributeMaxDynamicSharedMemorySize,
                                 static_cast<int>(smem)));
   const int clusters = static_cast<int>(plan.work_indptr.data.size()) - 1;
   const int tiles = static_cast<int>(plan.reduce_indptr.data.size()) - 1;
@@ -1077,8 +1134,8 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   };
   auto reduce = [&] {
     if (opt.run_reduce && tiles > 0)
-      hipLaunchKernelGGL(mla_reduce_kernel, dim3(tiles), dim3(kBlock), 0, 0, ri, fm, pm, P.part_o, P.part_lse, P.o,
-                         P.lse, H, Dv, log);
+      hipLaunchKernelGGL(mla_reduce_kernel, dim3(tiles), dim3(kBlock), 0, 0, ri, fm, pm, P.part_o,
+                         P.part_lse, P.o, P.lse, H, Dv, log);
     HIP_CHECK(hipGetLastError());
   };
   o.poison(0xFF);  // bf16 / fp32 NaN
@@ -1096,8 +1153,12 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan, con
   for (const TailedBuffer* b : {&q, &o, &lse, &po, &pl}) b->scan(res.tails);
   unsigned long long lg[4];
   copy_to_host(lg, log, sizeof lg);
-  if (lg[1] != 0) res.q_rows_read_min = static_cast<int64_t>(lg[0]), res.q_rows_read_max = static_cast<int64_t>(lg[1]) - 1;
-  if (lg[3] != 0) res.o_rows_written_min = static_cast<int64_t>(lg[2]), res.o_rows_written_max = static_cast<int64_t>(lg[3]) - 1;
+  if (lg[1] != 0)
+    res.q_rows_read_min = static_cast<int64_t>(lg[0]),
+    res.q_rows_read_max = static_cast<int64_t>(lg[1]) - 1;
+  if (lg[3] != 0)
+    res.o_rows_written_min = static_cast<int64_t>(lg[2]),
+    res.o_rows_written_max = static_cast<int64_t>(lg[3]) - 1;
   const int64_t out_rows = std::min(q_rows, o_alloc);
   std::vector<uint16_t> oh(static_cast<size_t>(out_rows) * H * Dv);
   std::vector<float> lh(static_cast<size_t>(out_rows) * H);
@@ -1120,7 +1181,8 @@ double measure_copy_bandwidth(std::size_t bytes, int iterations) {
   void* a = device_alloc(bytes);
   void* b = device_alloc(bytes);
   HIP_CHECK(hipMemset(a, 1, bytes));
-  const float us = time_launches(iterations, [&] { HIP_CHECK(hipMemcpy(b, a, bytes, hipMemcpyDeviceToDevice)); });
+  const float us = time_launches(
+      iterations, [&] { HIP_CHECK(hipMemcpy(b, a, bytes, hipMemcpyDeviceToDevice)); });
   device_free(a);
   device_free(b);
   return 2.0 * bytes / (us * 1e-6) / 1e9;

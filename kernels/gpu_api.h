@@ -77,11 +77,11 @@ void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes);
 // but not mapped, so any access past the end faults (CUDA: illegal address, which poisons the
 // context: run such calls in a child process). Contents are undefined.
 struct GuardedAllocation {
-  void* ptr = nullptr;           // the buffer: [ptr, ptr + bytes)
+  void* ptr = nullptr;  // the buffer: [ptr, ptr + bytes)
   std::size_t bytes = 0;
-  std::size_t mapped_bytes = 0;  // mapped range (bytes rounded up to the granularity)
-  std::size_t granularity = 0;   // the unmapped guard after the range (2 MiB on the H200)
-  std::uintptr_t mapped_end = 0; // == ptr + bytes: the first unmapped address
+  std::size_t mapped_bytes = 0;   // mapped range (bytes rounded up to the granularity)
+  std::size_t granularity = 0;    // the unmapped guard after the range (2 MiB on the H200)
+  std::uintptr_t mapped_end = 0;  // == ptr + bytes: the first unmapped address
 };
 // Throws std::invalid_argument for 0 bytes, std::runtime_error when a driver call fails.
 GuardedAllocation device_alloc_guarded(std::size_t bytes);
@@ -152,9 +152,9 @@ struct DecodeOptions {
 
 // What a sentinel tail showed after a call: rows (of the buffer's row size) past its end.
 struct TailDamage {
-  std::string buffer;       // "o", "lse", "partial_o", "partial_lse", "q"
-  int64_t rows = 0;         // rows the buffer holds (its end)
-  int64_t first_row = -1;   // first damaged row, counted from the buffer's start
+  std::string buffer;      // "o", "lse", "partial_o", "partial_lse", "q"
+  int64_t rows = 0;        // rows the buffer holds (its end)
+  int64_t first_row = -1;  // first damaged row, counted from the buffer's start
   int64_t last_row = -1;
   int64_t bad_bytes = 0;
 };

@@ -12,40 +12,73 @@ namespace {
 
 }  // namespace
 
-[[noreturn]] void no_backend_call() { no_backend(); }
+[[noreturn]] void no_backend_call() {
+  no_backend();
+}
 
-bool available() { return false; }
+bool available() {
+  return false;
+}
 
-std::string device_name() { return "none"; }
+std::string device_name() {
+  return "none";
+}
 
-void fill_sentinel(void*, std::size_t) { no_backend(); }
+void fill_sentinel(void*, std::size_t) {
+  no_backend();
+}
 
-SentinelScan scan_sentinel(const void*, std::size_t) { no_backend(); }
+SentinelScan scan_sentinel(const void*, std::size_t) {
+  no_backend();
+}
 
-void* device_alloc(std::size_t) { no_backend(); }
+void* device_alloc(std::size_t) {
+  no_backend();
+}
 
-void device_free(void*) { no_backend(); }
+void device_free(void*) {
+  no_backend();
+}
 
-void copy_to_device(void*, const void*, std::size_t) { no_backend(); }
+void copy_to_device(void*, const void*, std::size_t) {
+  no_backend();
+}
 
-void copy_to_host(void*, const void*, std::size_t) { no_backend(); }
+void copy_to_host(void*, const void*, std::size_t) {
+  no_backend();
+}
 
-GuardedAllocation device_alloc_guarded(std::size_t) { no_backend(); }
+GuardedAllocation device_alloc_guarded(std::size_t) {
+  no_backend();
+}
 
-void device_free_guarded(void*) { no_backend(); }
+void device_free_guarded(void*) {
+  no_backend();
+}
 
-std::size_t guard_page_granularity() { no_backend(); }
+std::size_t guard_page_granularity() {
+  no_backend();
+}
 
 }  // namespace mlasim::gpu
 
 namespace mlasim::gpu {
 
-GpuPlan plan_mla_metadata(const ref::PlanRequest&, const ref::MetadataSizes&, ref::PlannerChoice, int) {
+GpuPlan plan_mla_metadata(const ref::PlanRequest&, const ref::MetadataSizes&, ref::PlannerChoice,
+                          int) {
   no_backend_call();
 }
-GpuPlan plan_mla_metadata(const ref::PlanRequest&, ref::PlannerChoice, int) { no_backend_call(); }
-void decode_update_mla_metadata(const ref::DecodeUpdateRequest&, ref::Plan&) { no_backend_call(); }
-DecodeResult run_mla_decode(const ref::MlaInputs&, const ref::Plan&, const DecodeOptions&) { no_backend_call(); }
-double measure_copy_bandwidth(std::size_t, int) { no_backend_call(); }
+GpuPlan plan_mla_metadata(const ref::PlanRequest&, ref::PlannerChoice, int) {
+  no_backend_call();
+}
+void decode_update_mla_metadata(const ref::DecodeUpdateRequest&, ref::Plan&) {
+  no_backend_call();
+}
+DecodeResult run_mla_decode(const ref::MlaInputs&, const ref::Plan&, const DecodeOptions&) {
+  no_backend_call();
+}
+double measure_copy_bandwidth(std::size_t, int) {
+  no_backend_call();
+}
 
 }  // namespace mlasim::gpu

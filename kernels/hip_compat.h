@@ -7,12 +7,18 @@
 #include <hip/hip_runtime.h>
 // Lanes per wavefront, usable as a compile-time size: 64 on gfx9 (CDNA: gfx90a, gfx94x), 32 on wave32 gfx10+.
 #define COMPAT_WARP_SIZE __AMDGCN_WAVEFRONT_SIZE
-template <class T> __device__ inline T compat_shfl_xor(T v, int m) { return __shfl_xor(v, m); }
+template <class T>
+__device__ inline T compat_shfl_xor(T v, int m) {
+  return __shfl_xor(v, m);
+}
 
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
 #define COMPAT_WARP_SIZE 32
-template <class T> __device__ inline T compat_shfl_xor(T v, int m) { return __shfl_xor_sync(0xffffffffu, v, m); }
+template <class T>
+__device__ inline T compat_shfl_xor(T v, int m) {
+  return __shfl_xor_sync(0xffffffffu, v, m);
+}
 using hipError_t = cudaError_t;
 using hipStream_t = cudaStream_t;
 using hipEvent_t = cudaEvent_t;

@@ -3,7 +3,8 @@
 // only; nvcc builds it through hip_compat.h). The host decisions (clusters, folding, payload
 // overhead, dispatch) are the reference's own DecidePlan, as aiter takes them on the host too;
 // the walks, the payload sum and every store run on the device.
-#include "kernels/hip_compat.h"
+#include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
+
 #include "kernels/gpu_api.h"
 
 #include <algorithm>
@@ -39,7 +40,9 @@ struct PlanBuffers {
   int32_t* status;  // [0]: OOB stores, [1]: walk did not terminate, [2]: num_tiles, [3]: payload
 };
 
-__device__ inline int32_t cdiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+__device__ inline int32_t cdiv(int32_t a, int32_t b) {
+  return (a + b - 1) / b;
+}
 
 __device__ inline void store(int32_t* buf, int32_t n, int64_t i, int32_t v, int32_t* status) {
   if (i < 0 || i >= n) {
@@ -129,7 +132,8 @@ struct Walk {
   }
 
   __device__ void store_work(const int32_t* w) {
-    for (int f = 0; f < 8; ++f) store(b.work_info, p.n_work_info, (int64_t)num_works * 8 + f, w[f], b.status);
+    for (int f = 0; f < 8; ++f)
+      store(b.work_info, p.n_work_info, (int64_t)num_works * 8 + f, w[f], b.status);
   }
 
   __device__ void emit_final(int32_t rblk) {
@@ -142,7 +146,8 @@ struct Walk {
       store(b.reduce_final_map, p.n_final_map, (int64_t)tiles * 2, w[2], b.status);
       store(b.reduce_final_map, p.n_final_map, (int64_t)tiles * 2 + 1, w[3], b.status);
       for (int32_t s = 0; s < pieces; ++s)
-        store(b.reduce_partial_map, p.n_partial_map, last_reduce + s, partial_idx - (nsplit - s) * qts, b.status);
+        store(b.reduce_partial_map, p.n_partial_map, last_reduce + s,
+              partial_idx - (nsplit - s) * qts, b.status);
       partial_idx += qts;
       last_reduce += pieces;
     } else {
@@ -211,7 +216,8 @@ struct Walk {
       }
       store(b.work_indptr, p.n_work_indptr, c + 1, num_works, b.status);
     }
-    for (int32_t i = tiles; i < p.n_reduce_indptr; ++i) store(b.reduce_indptr, p.n_reduce_indptr, i, last_reduce, b.status);
+    for (int32_t i = tiles; i < p.n_reduce_indptr; ++i)
+      store(b.reduce_indptr, p.n_reduce_indptr, i, last_reduce, b.status);
     b.status[2] = tiles;
   }
 };
@@ -302,7 +308,8 @@ __global__ void __launch_bounds__(kPlanBlock)
     } else {
       store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s_reduce, b.status);
     }
-    if (waste && s_cu + 1 <= num_cu) store(b.work_indptr, p.n_work_indptr, s_cu + 1, s_works, b.status);
+    if (waste && s_cu + 1 <= num_cu)
+      store(b.work_indptr, p.n_work_indptr, s_cu + 1, s_works, b.status);
     for (int32_t f = 0; f < frags; ++f) {
       int32_t blk0, blk1, frag_cu;
       if (fits) {
@@ -321,31 +328,38 @@ __global__ void __launch_bounds__(kPlanBlock)
       const int32_t wi = s_works + f;
       const int32_t ploc = split ? s_partial + f * qts : -1;
       const int32_t w[8] = {bi, ploc, q0, q1, k0, k1, kv_end - k1, 0};
-      for (int i = 0; i < 8; ++i) store(b.work_info, p.n_work_info, (int64_t)wi * 8 + i, w[i], b.status);
+      for (int i = 0; i < 8; ++i)
+        store(b.work_info, p.n_work_info, (int64_t)wi * 8 + i, w[i], b.status);
       if (split) store(b.reduce_partial_map, p.n_partial_map, s_reduce + f, ploc, b.status);
-      if (f != frags - 1 && frag_cu + 1 <= num_cu) store(b.work_indptr, p.n_work_indptr, frag_cu + 1, wi + 1, b.status);
+      if (f != frags - 1 && frag_cu + 1 <= num_cu)
+        store(b.work_indptr, p.n_work_indptr, frag_cu + 1, wi + 1, b.status);
     }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
     // work_indptr entries of clusters after the last fragment keep the total (stored first), and
     // the later stores above are ordered after it by the barrier.
-    for (int32_t i = nb; i < p.n_reduce_indptr; ++i) store(b.reduce_indptr, p.n_reduce_indptr, i, totals[1], b.status);
+    for (int32_t i = nb; i < p.n_reduce_indptr; ++i)
+      store(b.reduce_indptr, p.n_reduce_indptr, i, totals[1], b.status);
     b.status[2] = nb;
   }
 }
 
 __global__ void fill_i32_kernel(int32_t* p, int64_t n, int32_t v) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) p[i] = v;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+       i += (int64_t)gridDim.x * blockDim.x)
+    p[i] = v;
 }
 
 // decode_update_mla_metadata_v1, one lane (the reference's order of partial-map updates).
 struct UpdateParams {
-  int32_t fold, has_rejects, cu_num, max_work, kv_size, rej_size, n_reduce_indptr, n_final_map, n_partial_map;
+  int32_t fold, has_rejects, cu_num, max_work, kv_size, rej_size, n_reduce_indptr, n_final_map,
+      n_partial_map;
 };
 
-__global__ void decode_update_kernel(UpdateParams u, const int32_t* kv, const int32_t* rej, int32_t* work_indptr,
-                                     int32_t* work_info, const int32_t* reduce_indptr, int32_t* final_map,
+__global__ void decode_update_kernel(UpdateParams u, const int32_t* kv, const int32_t* rej,
+                                     int32_t* work_indptr, int32_t* work_info,
+                                     const int32_t* reduce_indptr, int32_t* final_map,
                                      int32_t* partial_map) {
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const int32_t num_workers = work_indptr[u.cu_num];
@@ -412,8 +426,8 @@ struct DevPlan {
     for (auto* b : bufs) (void)hipFree(b);
   }
   void alloc(const ref::MetadataSizes& s) {
-    const int32_t n[5] = {s.work_indptr, s.work_info_rows * 8, s.reduce_indptr, s.reduce_final_map_rows * 2,
-                          s.reduce_partial_map};
+    const int32_t n[5] = {s.work_indptr, s.work_info_rows * 8, s.reduce_indptr,
+                          s.reduce_final_map_rows * 2, s.reduce_partial_map};
     for (int i = 0; i < 5; ++i) {
       sizes[i] = n[i];
       HIP_CHECK(hipMalloc(&bufs[i], sizeof(int32_t) * std::max(n[i], 1)));
@@ -421,13 +435,15 @@ struct DevPlan {
   }
   void poison() {
     for (int i = 0; i < 5; ++i) {
-      hipLaunchKernelGGL(fill_i32_kernel, dim3(64), dim3(256), 0, 0, bufs[i], (int64_t)sizes[i], kPoison);
+      hipLaunchKernelGGL(fill_i32_kernel, dim3(64), dim3(256), 0, 0, bufs[i], (int64_t)sizes[i],
+                         kPoison);
       HIP_CHECK(hipGetLastError());
     }
   }
   void upload(const ref::Plan& plan) {
-    const std::vector<int32_t>* src[5] = {&plan.work_indptr.data, &plan.work_info.data, &plan.reduce_indptr.data,
-                                          &plan.reduce_final_map.data, &plan.reduce_partial_map.data};
+    const std::vector<int32_t>* src[5] = {&plan.work_indptr.data, &plan.work_info.data,
+                                          &plan.reduce_indptr.data, &plan.reduce_final_map.data,
+                                          &plan.reduce_partial_map.data};
     for (int i = 0; i < 5; ++i) {
       sizes[i] = static_cast<int32_t>(src[i]->size());
       HIP_CHECK(hipMalloc(&bufs[i], sizeof(int32_t) * std::max(sizes[i], 1)));
@@ -435,8 +451,8 @@ struct DevPlan {
     }
   }
   void download(GpuPlan& out) {
-    std::vector<int32_t>* dst[5] = {&out.work_indptr, &out.work_info, &out.reduce_indptr, &out.reduce_final_map,
-                                    &out.reduce_partial_map};
+    std::vector<int32_t>* dst[5] = {&out.work_indptr, &out.work_info, &out.reduce_indptr,
+                                    &out.reduce_final_map, &out.reduce_partial_map};
     for (int i = 0; i < 5; ++i) {
       dst[i]->resize(sizes[i]);
       copy_to_host(dst[i]->data(), bufs[i], sizeof(int32_t) * sizes[i]);
@@ -456,8 +472,8 @@ struct DevI32 {
 
 }  // namespace
 
-GpuPlan plan_mla_metadata(const ref::PlanRequest& r, const ref::MetadataSizes& sizes, ref::PlannerChoice choice,
-                          int timing_iterations) {
+GpuPlan plan_mla_metadata(const ref::PlanRequest& r, const ref::MetadataSizes& sizes,
+                          ref::PlannerChoice choice, int timing_iterations) {
   if (auto st = ref::ValidatePlanRequest(r); !st.ok()) throw std::invalid_argument(st.ToString());
   auto derived = ref::DecidePlan(r, choice);
   if (!derived.ok()) throw std::invalid_argument(derived.status().ToString());
@@ -491,11 +507,13 @@ GpuPlan plan_mla_metadata(const ref::PlanRequest& r, const ref::MetadataSizes& s
   dp.alloc(sizes);
   p.n_work_indptr = dp.sizes[0], p.n_work_info = dp.sizes[1], p.n_reduce_indptr = dp.sizes[2];
   p.n_final_map = dp.sizes[3], p.n_partial_map = dp.sizes[4];
-  DevI32 kv(r.kv_indptr), lpl(r.kv_last_page_lens), status(4), scratch(5 * static_cast<size_t>(p.nb));
+  DevI32 kv(r.kv_indptr), lpl(r.kv_last_page_lens), status(4),
+      scratch(5 * static_cast<size_t>(p.nb));
   PlanBuffers b{dp.bufs[0], dp.bufs[1], dp.bufs[2], dp.bufs[3], dp.bufs[4], status.p};
   auto launch = [&] {
     if (d.parallel_planner_used)
-      hipLaunchKernelGGL(parallel_plan_kernel, dim3(1), dim3(kPlanBlock), 0, 0, p, kv.p, b, scratch.p);
+      hipLaunchKernelGGL(parallel_plan_kernel, dim3(1), dim3(kPlanBlock), 0, 0, p, kv.p, b,
+                         scratch.p);
     else
       hipLaunchKernelGGL(serial_plan_kernel, dim3(1), dim3(kPlanBlock), 0, 0, p, kv.p, lpl.p, b);
     HIP_CHECK(hipGetLastError());
@@ -532,7 +550,8 @@ GpuPlan plan_mla_metadata(const ref::PlanRequest& r, const ref::MetadataSizes& s
   return out;
 }
 
-GpuPlan plan_mla_metadata(const ref::PlanRequest& r, ref::PlannerChoice choice, int timing_iterations) {
+GpuPlan plan_mla_metadata(const ref::PlanRequest& r, ref::PlannerChoice choice,
+                          int timing_iterations) {
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
   auto sizes = ref::GetMlaMetadataInfoV1(r, batch);
   if (!sizes.ok()) throw std::invalid_argument(sizes.status().ToString());
@@ -552,8 +571,8 @@ void decode_update_mla_metadata(const ref::DecodeUpdateRequest& r, ref::Plan& pl
   dp.upload(plan);
   u.n_reduce_indptr = dp.sizes[2], u.n_final_map = dp.sizes[3], u.n_partial_map = dp.sizes[4];
   DevI32 kv(r.kv_indptr), rej(r.num_reject_tokens);
-  hipLaunchKernelGGL(decode_update_kernel, dim3(1), dim3(32), 0, 0, u, kv.p, rej.p, dp.bufs[0], dp.bufs[1],
-                     dp.bufs[2], dp.bufs[3], dp.bufs[4]);
+  hipLaunchKernelGGL(decode_update_kernel, dim3(1), dim3(32), 0, 0, u, kv.p, rej.p, dp.bufs[0],
+                     dp.bufs[1], dp.bufs[2], dp.bufs[3], dp.bufs[4]);
   HIP_CHECK(hipGetLastError());
   HIP_CHECK(hipDeviceSynchronize());
   GpuPlan out;

@@ -1,6 +1,7 @@
 // sentinel.hip - device memory helpers and sentinel tails for the GPU runner (HIP names only;
 // nvcc builds it through hip_compat.h). The API and its contracts are in gpu_api.h.
-#include "kernels/hip_compat.h"
+#include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
+
 #include "kernels/gpu_api.h"
 
 #include <algorithm>
@@ -26,7 +27,8 @@ constexpr int kCount = 2;  // atomicAdd of differing bytes; starts at 0
 
 __global__ void __launch_bounds__(kBlock) fill_sentinel_kernel(unsigned char* tail, std::size_t n) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     tail[i] = sentinel_byte(i);
   }
 }
@@ -35,7 +37,8 @@ __global__ void __launch_bounds__(kBlock)
     scan_sentinel_kernel(const unsigned char* tail, std::size_t n, unsigned long long* result) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   unsigned long long first = ~0ull, last = 0, count = 0;
-  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride) {
     if (tail[i] != sentinel_byte(i)) {
       if (count == 0) first = i;  // i only grows within a thread
       last = i;
@@ -55,7 +58,8 @@ unsigned grid_for(std::size_t n) {
 
 void require_pointer(const void* p, std::size_t bytes, const char* fn) {
   if (p == nullptr && bytes != 0) {
-    throw std::invalid_argument(std::string(fn) + ": null device pointer for " + std::to_string(bytes) + " bytes");
+    throw std::invalid_argument(std::string(fn) + ": null device pointer for " +
+                                std::to_string(bytes) + " bytes");
   }
 }
 
@@ -131,7 +135,6 @@ void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) {
   HIP_CHECK(hipMemcpy(host_dst, dev_src, bytes, hipMemcpyDeviceToHost));
 }
 
-
 // ---- guard-page allocations (driver virtual memory) -------------------------------------------
 // Layout: [ reserved range: mapped granules | one reserved, unmapped granule ]; the buffer is
 // placed at (mapped end - bytes), so its last byte is the last mapped byte and the next byte lies
@@ -150,10 +153,13 @@ std::map<void*, GuardRecord> g_guards;
 // NVIDIA: the driver API through the runtime's entry-point query, so nothing links libcuda.
 struct Driver {
   CUresult (*reserve)(CUdeviceptr*, size_t, size_t, CUdeviceptr, unsigned long long) = nullptr;
-  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*, unsigned long long) = nullptr;
-  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long) = nullptr;
+  CUresult (*create)(CUmemGenericAllocationHandle*, size_t, const CUmemAllocationProp*,
+                     unsigned long long) = nullptr;
+  CUresult (*map)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle,
+                  unsigned long long) = nullptr;
   CUresult (*set_access)(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) = nullptr;
-  CUresult (*granularity)(size_t*, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) = nullptr;
+  CUresult (*granularity)(size_t*, const CUmemAllocationProp*,
+                          CUmemAllocationGranularity_flags) = nullptr;
   CUresult (*unmap)(CUdeviceptr, size_t) = nullptr;
   CUresult (*release)(CUmemGenericAllocationHandle) = nullptr;
   CUresult (*address_free)(CUdeviceptr, size_t) = nullptr;
@@ -164,7 +170,8 @@ void entry(const char* name, F*& fn) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult q{};
   HIP_CHECK(cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q));
-  if (p == nullptr || q != cudaDriverEntryPointSuccess) throw std::runtime_error(std::string("driver entry point not found: ") + name);
+  if (p == nullptr || q != cudaDriverEntryPointSuccess)
+    throw std::runtime_error(std::string("driver entry point not found: ") + name);
   fn = reinterpret_cast<F*>(p);
 }
 
@@ -185,7 +192,9 @@ const Driver& driver() {
 }
 
 void drv_check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) throw std::runtime_error(std::string(what) + " failed: CUresult " + std::to_string(static_cast<int>(r)));
+  if (r != CUDA_SUCCESS)
+    throw std::runtime_error(std::string(what) + " failed: CUresult " +
+                             std::to_string(static_cast<int>(r)));
 }
 
 CUmemAllocationProp alloc_prop(int dev) {
@@ -201,7 +210,8 @@ GuardRecord guard_map(std::size_t bytes, int dev) {
   const Driver& d = driver();
   const CUmemAllocationProp prop = alloc_prop(dev);
   size_t gran = 0;
-  drv_check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+  drv_check(d.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            "cuMemGetAllocationGranularity");
   GuardRecord g;
   g.mapped = (bytes + gran - 1) / gran * gran;
   g.reserved = g.mapped + gran;
@@ -231,7 +241,8 @@ std::size_t guard_granularity(int dev) {
   HIP_CHECK(cudaFree(nullptr));
   const CUmemAllocationProp prop = alloc_prop(dev);
   size_t gran = 0;
-  drv_check(driver().granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), "cuMemGetAllocationGranularity");
+  drv_check(driver().granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+            "cuMemGetAllocationGranularity");
   return gran;
 }
 
@@ -301,7 +312,8 @@ void device_free_guarded(void* ptr) {
   {
     std::lock_guard<std::mutex> lock(g_guard_mu);
     auto it = g_guards.find(ptr);
-    if (it == g_guards.end()) throw std::invalid_argument("device_free_guarded: not a guarded allocation");
+    if (it == g_guards.end())
+      throw std::invalid_argument("device_free_guarded: not a guarded allocation");
     g = it->second;
     g_guards.erase(it);
   }

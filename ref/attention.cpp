@@ -14,8 +14,12 @@ using internal::AttendBlock;
 using internal::BlockBuffers;
 using internal::BlockParams;
 
-std::string S(int64_t x) { return std::to_string(x); }
-std::string At(const char* name, int64_t i) { return std::string(name) + "[" + S(i) + "]"; }
+std::string S(int64_t x) {
+  return std::to_string(x);
+}
+std::string At(const char* name, int64_t i) {
+  return std::string(name) + "[" + S(i) + "]";
+}
 
 using internal::kMaxScoreElements;
 

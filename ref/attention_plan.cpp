@@ -19,7 +19,9 @@ using internal::AttendBlock;
 using internal::BlockBuffers;
 using internal::BlockParams;
 
-std::string S(int64_t x) { return std::to_string(x); }
+std::string S(int64_t x) {
+  return std::to_string(x);
+}
 
 using internal::kMaxScoreElements;
 constexpr size_t kMaxFindings = 4096;  // further findings are counted, not stored
@@ -308,7 +310,8 @@ class PlanExecutor {
   std::pair<int64_t, int64_t> WorkRows(int32_t w) {
     const CellRead a = ReadCell(plan_.work_info, int64_t{w} * 8 + kQoStart);
     const CellRead b = ReadCell(plan_.work_info, int64_t{w} * 8 + kQoEnd);
-    if (!a.ok || !b.ok || a.value < 0 || b.value <= a.value || b.value > g_.folded_rows) return {-1, -1};
+    if (!a.ok || !b.ok || a.value < 0 || b.value <= a.value || b.value > g_.folded_rows)
+      return {-1, -1};
     return {a.value, b.value};
   }
 

@@ -41,28 +41,29 @@ int32_t DecodeUpdateFoldRatio(const DecodeUpdateRequest& r) {
 
 Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
   if (r.page_size != 1)
-    return InvalidArgumentError("page_size", "decode_update_mla_metadata_v1 asserts page_size == 1");
+    return InvalidArgumentError("page_size",
+                                "decode_update_mla_metadata_v1 asserts page_size == 1");
   if (r.kv_granularity % r.page_size != 0)
     return InvalidArgumentError("kv_granularity", "must be a multiple of page_size");
   if (r.kv_granularity < 16)
     return InvalidArgumentError("kv_granularity", "decode_update asserts kv_granularity >= 16");
   if (r.num_heads_k != 1)
     return InvalidArgumentError("num_heads_k", "decode_update asserts num_heads_k == 1");
-  if (r.kv_indptr.empty())
-    return InvalidArgumentError("kv_indptr", "needs B+1 >= 1 entries");
+  if (r.kv_indptr.empty()) return InvalidArgumentError("kv_indptr", "needs B+1 >= 1 entries");
   if (r.has_num_reject_tokens) {
     for (size_t i = 0; i < r.num_reject_tokens.size(); ++i)
       if (r.num_reject_tokens[i] < 0)
-        return InvalidArgumentError("num_reject_tokens[" + std::to_string(i) + "]",
-                                    "must be >= 0");
+        return InvalidArgumentError("num_reject_tokens[" + std::to_string(i) + "]", "must be >= 0");
   }
   if (!r.permissive) {
     if (plan.derived.topk_pages >= 0)
-      return FailedPreconditionError("plan", "decode_update does not support sparse plans (the "
-                                             "sparse kv_offset and top-k cap differ); rebuild");
+      return FailedPreconditionError("plan",
+                                     "decode_update does not support sparse plans (the "
+                                     "sparse kv_offset and top-k cap differ); rebuild");
     if (plan.derived.qo_split)
-      return FailedPreconditionError("plan", "decode_update does not support plans with q-tile "
-                                             "splits (it collapses q ranges to one row)");
+      return FailedPreconditionError("plan",
+                                     "decode_update does not support plans with q-tile "
+                                     "splits (it collapses q ranges to one row)");
   }
   const int32_t fold = DecodeUpdateFoldRatio(r);
   plan.update_fold_ratios.push_back(fold);
@@ -126,7 +127,8 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
       const int32_t tile = batch_id;
       int32_t p0 = 0, p1 = 0;
       const bool ok0 = ReadPlan(plan.reduce_indptr, "reduce_indptr", tile, w, plan, &p0);
-      const bool ok1 = ReadPlan(plan.reduce_indptr, "reduce_indptr", int64_t{tile} + 1, w, plan, &p1);
+      const bool ok1 =
+          ReadPlan(plan.reduce_indptr, "reduce_indptr", int64_t{tile} + 1, w, plan, &p1);
       if (kv_offset == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
         plan.reduce_final_map.Store(int64_t{tile} * 2, q_start);
         plan.reduce_final_map.Store(int64_t{tile} * 2 + 1, q_end);

@@ -21,16 +21,20 @@ struct DecodeUpdateRequest {
   DType kv_dtype = DType::kBf16;
   int32_t page_size = 1;
   int32_t kv_granularity = 16;
-  int32_t max_seqlen_qo = 1;           // used only for the native/fold decision
-  std::vector<int32_t> qo_indptr;      // [B+1]; only its length is used (batch size)
-  std::vector<int32_t> kv_indptr;      // [B+1] the NEW cumulative KV lengths (pages = tokens)
+  int32_t max_seqlen_qo = 1;               // used only for the native/fold decision
+  std::vector<int32_t> qo_indptr;          // [B+1]; only its length is used (batch size)
+  std::vector<int32_t> kv_indptr;          // [B+1] the NEW cumulative KV lengths (pages = tokens)
   std::vector<int32_t> num_reject_tokens;  // [B] rejected drafts per request
-  bool has_num_reject_tokens = false;  // false = aiter's None: +1 KV token per request
+  bool has_num_reject_tokens = false;      // false = aiter's None: +1 KV token per request
   // Strict (default): refuse plans outside what the update supports (q-split or sparse plans).
   // Permissive: apply the update anyway, as aiter would, and let the plan checker judge.
   bool permissive = false;
   // Deliberately broken variants for mutation testing (kNone is aiter's kernel).
-  enum class Mutant : uint8_t { kNone, kIgnoreRejects, kMoveEveryPieceToEnd } mutant = Mutant::kNone;
+  enum class Mutant : uint8_t {
+    kNone,
+    kIgnoreRejects,
+    kMoveEveryPieceToEnd
+  } mutant = Mutant::kNone;
 };
 
 // Applies one update to `plan` in place. Refuses (InvalidArgument) what aiter asserts:

@@ -25,7 +25,9 @@ const FormatInfo kFormats[] = {
     {NumFormat::kFp8E4m3fnuz, "fp8_e4m3fnuz", 8, 3, 4, 8, -7, 240.0, false, false, 0x1p-4},
 };
 
-bool IsFp8(NumFormat f) { return f == NumFormat::kFp8E4m3fn || f == NumFormat::kFp8E4m3fnuz; }
+bool IsFp8(NumFormat f) {
+  return f == NumFormat::kFp8E4m3fn || f == NumFormat::kFp8E4m3fnuz;
+}
 
 // Rounds an integer-valued-or-not double to an integer, ties to even. Exact for |y| < 2^52.
 double RoundHalfEven(double y) {
@@ -111,7 +113,9 @@ const FormatInfo& GetFormatInfo(NumFormat format) {
   return kFormats[i];
 }
 
-const char* NumFormatName(NumFormat format) { return GetFormatInfo(format).name; }
+const char* NumFormatName(NumFormat format) {
+  return GetFormatInfo(format).name;
+}
 
 StatusOr<NumFormat> ParseNumFormat(std::string_view text, std::string_view field) {
   for (const FormatInfo& f : kFormats)
@@ -160,12 +164,16 @@ uint16_t EncodeBf16(double x) {
   return static_cast<uint16_t>(
       EncodeSmall(GetFormatInfo(NumFormat::kBf16), RoundTo(NumFormat::kBf16, x)));
 }
-double DecodeBf16(uint16_t bits) { return DecodeSmall(GetFormatInfo(NumFormat::kBf16), bits); }
+double DecodeBf16(uint16_t bits) {
+  return DecodeSmall(GetFormatInfo(NumFormat::kBf16), bits);
+}
 uint16_t EncodeFp16(double x) {
   return static_cast<uint16_t>(
       EncodeSmall(GetFormatInfo(NumFormat::kFp16), RoundTo(NumFormat::kFp16, x)));
 }
-double DecodeFp16(uint16_t bits) { return DecodeSmall(GetFormatInfo(NumFormat::kFp16), bits); }
+double DecodeFp16(uint16_t bits) {
+  return DecodeSmall(GetFormatInfo(NumFormat::kFp16), bits);
+}
 
 StatusOr<QuantizedTensor> Quantize(const std::vector<float>& x, NumFormat format, double scale,
                                    Fp8Overflow overflow) {

@@ -26,7 +26,7 @@ int64_t Int32Buffer::WrittenPrefix() const {
 }
 
 const char* WorkFieldName(int32_t field) {
-  static const char* kNames[8] = {"batch_idx", "partial_qo_loc", "qo_start", "qo_end",
+  static const char* kNames[8] = {"batch_idx", "partial_qo_loc", "qo_start",  "qo_end",
                                   "kv_start",  "kv_end",         "kv_offset", "pad"};
   return field >= 0 && field < 8 ? kNames[field] : "?";
 }

@@ -11,7 +11,9 @@
 namespace mlasim::ref {
 namespace {
 
-std::string S(int64_t x) { return std::to_string(x); }
+std::string S(int64_t x) {
+  return std::to_string(x);
+}
 
 // Component salts for SplitMix64::Stream.
 enum Salt : uint64_t { kSaltQ = 1, kSaltKv = 2, kSaltPages = 3, kSaltTopk = 4 };
@@ -150,7 +152,9 @@ uint64_t SplitMix64::Below(uint64_t bound) {
   }
 }
 
-double SplitMix64::Unit() { return static_cast<double>(Next() >> 11) * 0x1p-53; }
+double SplitMix64::Unit() {
+  return static_cast<double>(Next() >> 11) * 0x1p-53;
+}
 
 SplitMix64 SplitMix64::Stream(uint64_t seed, uint64_t salt) {
   SplitMix64 mix(seed ^ (salt * 0xD1B54A32D192ED03ull));
@@ -292,7 +296,7 @@ namespace {
 }  // namespace
 
 std::vector<uint8_t> PoisonPairMask(const std::vector<PoisonFinding>& poison, int32_t rows,
-                                int32_t heads) {
+                                    int32_t heads) {
   std::vector<uint8_t> mask(static_cast<size_t>(int64_t{rows} * heads), 0);
   for (const PoisonFinding& f : poison) {
     if (f.output != NumericsBuffer::kO || f.row_begin < 0) continue;
@@ -339,7 +343,8 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   rep.poison_dropped = driven.poison_dropped;
 
   const int32_t heads = in.num_heads, dv = in.head_dim_v;
-  rep.rows_compared = options.real_rows < 0 ? rep.q_rows : std::min<int64_t>(options.real_rows, rep.q_rows);
+  rep.rows_compared =
+      options.real_rows < 0 ? rep.q_rows : std::min<int64_t>(options.real_rows, rep.q_rows);
   const size_t real_pairs = static_cast<size_t>(rep.rows_compared) * heads;
   // pair_mask: (row, head) pairs named by poison findings; pad_mask: pairs of padding rows.
   const std::vector<uint8_t> pair_mask = PoisonPairMask(driven.poison, rep.q_rows, heads);
@@ -355,11 +360,15 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
     o_skip[i] = skip_pairs[i / dv];
   }
   const auto& got = driven.out;
-  const int64_t n_o = static_cast<int64_t>(mono.o.size()), n_lse = static_cast<int64_t>(mono.lse.size());
+  const int64_t n_o = static_cast<int64_t>(mono.o.size()),
+                n_lse = static_cast<int64_t>(mono.lse.size());
   rep.o = CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_pad.data());
-  rep.lse = CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, pad_mask.data());
-  rep.o_unpoisoned = CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_skip.data());
-  rep.lse_unpoisoned = CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, skip_pairs.data());
+  rep.lse =
+      CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, pad_mask.data());
+  rep.o_unpoisoned =
+      CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_skip.data());
+  rep.lse_unpoisoned =
+      CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, skip_pairs.data());
   for (size_t i = 0; i < mono.o.size(); ++i) {
     rep.monolithic_nan += std::isnan(mono.o[i]);
     rep.unexplained_nan += std::isnan(got.o[i]) && !o_skip[i];

@@ -75,7 +75,8 @@ CompareResult CompareTensors(const double* actual, const double* expected, int64
 
 // [rows * heads] flags: 1 where a poison finding on o names the (q row, head) pair. Findings
 // whose rows are unknown (row_begin < 0) flag nothing; the caller decides what they mean.
-std::vector<uint8_t> PoisonPairMask(const std::vector<PoisonFinding>& poison, int32_t rows, int32_t heads);
+std::vector<uint8_t> PoisonPairMask(const std::vector<PoisonFinding>& poison, int32_t rows,
+                                    int32_t heads);
 
 // Tolerances of plan-driven vs monolithic for o and lse (derivation: docs/numerics.md).
 struct OutputTolerances {

@@ -7,9 +7,15 @@
 namespace mlasim::ref {
 namespace {
 
-int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
-std::string S(int64_t x) { return std::to_string(x); }
-std::string Range(int64_t a, int64_t b) { return "[" + S(a) + "," + S(b) + ")"; }
+int32_t CeilDiv(int32_t a, int32_t b) {
+  return (a + b - 1) / b;
+}
+std::string S(int64_t x) {
+  return std::to_string(x);
+}
+std::string Range(int64_t a, int64_t b) {
+  return "[" + S(a) + "," + S(b) + ")";
+}
 
 class Checker {
  public:
@@ -19,7 +25,8 @@ class Checker {
  private:
   void Add(PlanDiag code, std::string buffer, int64_t index, int32_t tile, int32_t work,
            std::string msg, Severity sev = Severity::kError) {
-    report_.diagnostics.push_back({code, sev, std::move(buffer), index, tile, work, std::move(msg)});
+    report_.diagnostics.push_back(
+        {code, sev, std::move(buffer), index, tile, work, std::move(msg)});
   }
   bool CheckWorkIndptr();
   void CheckBuffersAndInputs();
@@ -76,8 +83,10 @@ bool Checker::CheckWorkIndptr() {
 
 void Checker::CheckBuffersAndInputs() {
   const std::pair<const char*, const Int32Buffer*> bufs[] = {
-      {"work_indptr", &p_.work_indptr},       {"work_info", &p_.work_info},
-      {"reduce_indptr", &p_.reduce_indptr},   {"reduce_final_map", &p_.reduce_final_map},
+      {"work_indptr", &p_.work_indptr},
+      {"work_info", &p_.work_info},
+      {"reduce_indptr", &p_.reduce_indptr},
+      {"reduce_final_map", &p_.reduce_final_map},
       {"reduce_partial_map", &p_.reduce_partial_map}};
   for (const auto& [name, b] : bufs) {
     if (b->oob_writes > 0)
@@ -89,7 +98,8 @@ void Checker::CheckBuffersAndInputs() {
   for (const InputViolation& v : p_.input_violations)
     Add(PlanDiag::kInputReadOutOfRange, v.array, v.index, -1, v.work_row,
         "the planner read " + v.array + "[" + S(v.index) + "] but it holds " + S(v.size) +
-            " entries" + (v.work_row >= 0 ? "; work " + S(v.work_row) + " depends on the value" : ""));
+            " entries" +
+            (v.work_row >= 0 ? "; work " + S(v.work_row) + " depends on the value" : ""));
   const int32_t planned = p_.derived.fold_ratio;
   for (size_t i = 0; i < p_.update_fold_ratios.size(); ++i) {
     if (p_.update_fold_ratios[i] != planned)
@@ -150,9 +160,7 @@ int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* k
     return off;
   }
   if (kv_end == e.kv_full_end) return 0;
-  const int32_t idx = rules.sparse_batch_idx_is_request
-                          ? (r_.topk >= 0 ? e.request : e.v)
-                          : e.v;
+  const int32_t idx = rules.sparse_batch_idx_is_request ? (r_.topk >= 0 ? e.request : e.v) : e.v;
   if (idx < 0 || idx >= static_cast<int32_t>(r_.kv_last_page_lens.size())) {
     *known = false;
     return 0;
@@ -163,8 +171,8 @@ int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* k
 void Checker::CheckTile(int32_t t) {
   const ExpectedTile& e = tiles_[t];
   const std::vector<int32_t>& ws = pieces_[t];
-  const std::string where = "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " +
-                            Range(e.q0, e.q1) + ")";
+  const std::string where =
+      "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " + Range(e.q0, e.q1) + ")";
   if (ws.empty()) {
     if (e.kv_full_end == e.kv_begin)
       Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
@@ -190,7 +198,8 @@ void Checker::CheckTile(int32_t t) {
       p_.work(ws[0], kKvEnd) == p_.work(ws[0], kKvStart)) {
     Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
         where + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
-            S(ws[0]) + ") is still the empty " + Range(p_.work(ws[0], kKvStart), p_.work(ws[0], kKvEnd)) +
+            S(ws[0]) + ") is still the empty " +
+            Range(p_.work(ws[0], kKvStart), p_.work(ws[0], kKvEnd)) +
             ": decode_update never moves a zero-length last piece (aiter-mla-metadata.md §9.3), "
             "so the request's new tokens are not attended");
     return;
@@ -234,8 +243,9 @@ void Checker::CheckTile(int32_t t) {
       const bool short_piece = last ? (k1 - k0 < rows) : (after < rows);
       if (short_piece)
         Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
-            where + ": " + (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
-                                 : "piece " + Range(k0, k1) + " leaves " + S(after)) +
+            where + ": " +
+                (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
+                      : "piece " + Range(k0, k1) + " leaves " + S(after)) +
                 " tokens, fewer than the tile's " + S(rows) +
                 " q rows: causal rows see no key in a piece (NaN partials; the tail rule "
                 "prevents this)");
@@ -273,8 +283,9 @@ void Checker::CheckTile(int32_t t) {
     const int32_t want = p_.work(ws[i], kPartialQoLoc);
     if (want < 0) {
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
-          where + " is split but work " + S(ws[i]) + " has partial_qo_loc -1 (it would write "
-                  "final rows that the reduce then overwrites)");
+          where + " is split but work " + S(ws[i]) +
+              " has partial_qo_loc -1 (it would write "
+              "final rows that the reduce then overwrites)");
       return;
     }
     if (idx >= p_.reduce_partial_map.size() || !p_.reduce_partial_map.written(idx) ||
@@ -305,8 +316,8 @@ void Checker::CheckReduceIndptr() {
   const int64_t needed = static_cast<int64_t>(tiles_.size()) + 1;
   if (ri.size() < needed) {
     Add(PlanDiag::kReduceIndptrInvalid, "reduce_indptr", ri.size(), -1, -1,
-        "reduce_indptr holds " + S(ri.size()) + " entries; the request has " +
-            S(tiles_.size()) + " q tiles and needs " + S(needed));
+        "reduce_indptr holds " + S(ri.size()) + " entries; the request has " + S(tiles_.size()) +
+            " q tiles and needs " + S(needed));
     return;
   }
   for (int64_t i = 0; i < ri.size(); ++i) {

@@ -53,21 +53,21 @@ struct PlanDiagnostic {
 
 struct PlanCheckReport {
   std::vector<PlanDiagnostic> diagnostics;
-  bool ok() const;                       // no kError diagnostics
+  bool ok() const;  // no kError diagnostics
   int64_t count(PlanDiag code) const;
-  std::string ToString() const;          // one line per diagnostic
+  std::string ToString() const;  // one line per diagnostic
 };
 
 // One q tile the request implies, in planning order (§4.3, §4.5).
 struct ExpectedTile {
-  int32_t v = 0;           // virtual batch
-  int32_t tile = 0;        // q tile within v
-  int32_t batch_idx = 0;   // what work_info.batch_idx must hold
-  int32_t q0 = 0, q1 = 0;  // q rows [q0, q1)
-  int32_t kv_begin = 0;    // first KV position (planner space, pages)
-  int32_t kv_full_end = 0; // request end (ke)
-  int32_t kv_end = 0;      // end after the causal trim (ke - bt, page size 1)
-  int32_t request = 0;     // real request
+  int32_t v = 0;            // virtual batch
+  int32_t tile = 0;         // q tile within v
+  int32_t batch_idx = 0;    // what work_info.batch_idx must hold
+  int32_t q0 = 0, q1 = 0;   // q rows [q0, q1)
+  int32_t kv_begin = 0;     // first KV position (planner space, pages)
+  int32_t kv_full_end = 0;  // request end (ke)
+  int32_t kv_end = 0;       // end after the causal trim (ke - bt, page size 1)
+  int32_t request = 0;      // real request
 };
 
 // The tiles `request` implies under the decisions in `derived` (fold ratio, pack, q split).

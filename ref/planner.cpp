@@ -11,8 +11,12 @@
 namespace mlasim::ref {
 namespace {
 
-int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
-bool IsPowerOfTwo(int32_t x) { return x > 0 && (x & (x - 1)) == 0; }
+int32_t CeilDiv(int32_t a, int32_t b) {
+  return (a + b - 1) / b;
+}
+bool IsPowerOfTwo(int32_t x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
 
 Status CheckIndptr(const std::vector<int32_t>& v, const char* name, bool required) {
   if (v.empty()) {
@@ -36,10 +40,10 @@ struct WalkParams {
   const RevisionRules* rules;
   PlanDerived d;
   bool sparse;
-  int32_t uni;            // q rows per virtual batch
-  int32_t ori;            // tokens per request
-  int32_t nb;             // virtual batches
-  int32_t fold;           // R
+  int32_t uni;   // q rows per virtual batch
+  int32_t ori;   // tokens per request
+  int32_t nb;    // virtual batches
+  int32_t fold;  // R
   int32_t gran;
   int32_t page;
   int32_t ovh;
@@ -172,8 +176,7 @@ void SerialWalk::EmitFinal(int32_t rblk) {
     plan_.reduce_final_map.Store(int64_t{tiles_} * 2 + 1, piece.w[kQoEnd]);
     const int32_t shift = p_.mutant == PlannerMutant::kPartialMapOffByOne ? qts_ : 0;
     for (int32_t s = 0; s < pieces; ++s) {
-      plan_.reduce_partial_map.Store(last_reduce_ + s,
-                                     partial_idx_ - (nsplit_ - s) * qts_ + shift);
+      plan_.reduce_partial_map.Store(last_reduce_ + s, partial_idx_ - (nsplit_ - s) * qts_ + shift);
     }
     partial_idx_ += qts_;
     last_reduce_ += pieces;
@@ -214,9 +217,9 @@ void SerialWalk::Run() {
   if (p.nb > 0) {
     // With the LDS batch cache the first length is relative; without it aiter reads the raw
     // kv_indptr[1] (identical when kv_indptr[0] == 0).
-    const int32_t first =
-        p.lds_batch_info ? KvLen(p, 0)
-                         : (p.sparse ? std::min(p.req->kv_indptr[1], p.topk_p) : p.req->kv_indptr[1]);
+    const int32_t first = p.lds_batch_info ? KvLen(p, 0)
+                                           : (p.sparse ? std::min(p.req->kv_indptr[1], p.topk_p)
+                                                       : p.req->kv_indptr[1]);
     ke_ = first;
   }
   // Bound: each inner iteration emits a final piece (advancing the tile), emits a non-final
@@ -356,10 +359,12 @@ void RunParallel(const WalkParams& p, Plan& plan) {
       const int32_t w[8] = {b, ploc, q0, q1, k0, k1, kv_end - k1, 0};
       for (int i = 0; i < 8; ++i) plan.work_info.Store(int64_t{work_idx} * 8 + i, w[i]);
       if (split) plan.reduce_partial_map.Store(s.reduce + f, ploc);
-      if (f != frags - 1 && frag_cu + 1 <= num_cu) plan.work_indptr.Store(frag_cu + 1, work_idx + 1);
+      if (f != frags - 1 && frag_cu + 1 <= num_cu)
+        plan.work_indptr.Store(frag_cu + 1, work_idx + 1);
     }
   }
-  for (int64_t i = nb; i < plan.reduce_indptr.size(); ++i) plan.reduce_indptr.Store(i, total_reduce);
+  for (int64_t i = nb; i < plan.reduce_indptr.size(); ++i)
+    plan.reduce_indptr.Store(i, total_reduce);
   plan.derived.num_tiles = nb;
 }
 
@@ -379,17 +384,19 @@ const char* PlannerMutantName(PlannerMutant m) {
 }
 
 Status ValidatePlanRequest(const PlanRequest& r) {
-  if (r.heads_per_head_k <= 0)
-    return InvalidArgumentError("heads_per_head_k", "must be >= 1");
+  if (r.heads_per_head_k <= 0) return InvalidArgumentError("heads_per_head_k", "must be >= 1");
   if (r.num_heads_k <= 0) return InvalidArgumentError("num_heads_k", "must be >= 1");
   if (r.cu_count < 0) return InvalidArgumentError("cu_count", "must be >= 1 (0 = the target's)");
   if (!IsPowerOfTwo(r.page_size))
-    return InvalidArgumentError("page_size", "must be a power of 2 (aiter: \"page_size Must be "
-                                             "power of 2!\"), got " + std::to_string(r.page_size));
+    return InvalidArgumentError("page_size",
+                                "must be a power of 2 (aiter: \"page_size Must be "
+                                "power of 2!\"), got " +
+                                    std::to_string(r.page_size));
   if (!IsPowerOfTwo(r.kv_granularity))
-    return InvalidArgumentError("kv_granularity", "must be a power of 2 (aiter: \"kv_granularity "
-                                                  "Must be power of 2!\"), got " +
-                                                      std::to_string(r.kv_granularity));
+    return InvalidArgumentError("kv_granularity",
+                                "must be a power of 2 (aiter: \"kv_granularity "
+                                "Must be power of 2!\"), got " +
+                                    std::to_string(r.kv_granularity));
   if (r.max_seqlen_qo < 1)
     return InvalidArgumentError("max_seqlen_qo",
                                 "unknown max q length (<= 0) is not modelled; pass the real value");
@@ -402,8 +409,9 @@ Status ValidatePlanRequest(const PlanRequest& r) {
   MLASIM_RETURN_IF_ERROR(CheckIndptr(r.kv_indptr, "kv_indptr", true));
   MLASIM_RETURN_IF_ERROR(CheckIndptr(r.qo_indptr, "qo_indptr", r.topk >= 0));
   if (r.topk >= 0 && r.qo_indptr.size() < 2)
-    return InvalidArgumentError("qo_indptr", "sparse mode reads qo_indptr[1]-qo_indptr[0]: needs "
-                                             "at least 2 entries");
+    return InvalidArgumentError("qo_indptr",
+                                "sparse mode reads qo_indptr[1]-qo_indptr[0]: needs "
+                                "at least 2 entries");
   if (r.topk >= 0 && r.qo_indptr[1] - r.qo_indptr[0] < 1)
     return InvalidArgumentError("qo_indptr", "sparse mode needs >= 1 token in the first request");
   // Bounds that keep aiter's int32 arithmetic (kv_start + blocks * granularity, the sparse
@@ -414,7 +422,8 @@ Status ValidatePlanRequest(const PlanRequest& r) {
     return InvalidArgumentError("kv_granularity", "must be <= 65536 pages");
   if (r.topk > (1 << 24)) return InvalidArgumentError("topk", "must be <= 2^24");
   if (r.topk >= 0) {
-    const int64_t tokens = int64_t{r.qo_indptr[1] - r.qo_indptr[0]} * (int64_t(r.kv_indptr.size()) - 1);
+    const int64_t tokens =
+        int64_t{r.qo_indptr[1] - r.qo_indptr[0]} * (int64_t(r.kv_indptr.size()) - 1);
     const int64_t topk_p = (int64_t{r.topk} + r.page_size - 1) / r.page_size;
     if (tokens * topk_p > (int64_t{1} << 30))
       return InvalidArgumentError("topk", "tokens x top-k pages above 2^30 are not modelled");
@@ -451,9 +460,9 @@ StatusOr<PlanDerived> DecidePlan(const PlanRequest& r, PlannerChoice choice) {
     return InvalidArgumentError(
         "heads_per_head_k",
         "aiter's planner supports only #heads in [16, 64, 128], multiples of 16 (folded to 16), "
-        "or the listed special shapes; got " + std::to_string(heads) + " heads, qlen " +
-            std::to_string(r.max_seqlen_qo) + ", q " + DTypeName(r.q_dtype) + ", kv " +
-            DTypeName(r.kv_dtype) + " on " + ArchName(r.target));
+        "or the listed special shapes; got " +
+            std::to_string(heads) + " heads, qlen " + std::to_string(r.max_seqlen_qo) + ", q " +
+            DTypeName(r.q_dtype) + ", kv " + DTypeName(r.kv_dtype) + " on " + ArchName(r.target));
   }
   const int32_t cu = EffectiveCuCount(r);
   d.num_clusters = cu / r.num_heads_k;  // occupancy multiplier 1 (experimental HK off)
@@ -477,8 +486,9 @@ StatusOr<PlanDerived> DecidePlan(const PlanRequest& r, PlannerChoice choice) {
   if (choice == PlannerChoice::kSerial) parallel = false;
   if (choice == PlannerChoice::kParallel) {
     if (!eligible)
-      return InvalidArgumentError("planner", "the parallel planner needs qlen 1, no q split, "
-                                             "dense, page size 1 and no head folding");
+      return InvalidArgumentError("planner",
+                                  "the parallel planner needs qlen 1, no q split, "
+                                  "dense, page size 1 and no head folding");
     parallel = true;
   }
   d.parallel_planner_used = parallel;
@@ -545,7 +555,8 @@ StatusOr<Plan> PlanMlaMetadata(const PlanRequest& r, const PlannerOptions& optio
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
   MLASIM_ASSIGN_OR_RETURN(MetadataSizes sizes, GetMlaMetadataInfoV1(r, batch));
   // The mutant forgets that splits add partial entries: one entry per q tile.
-  if (options.mutant == PlannerMutant::kUndersizedPartialMap) sizes.reduce_partial_map = sizes.tile_cnt;
+  if (options.mutant == PlannerMutant::kUndersizedPartialMap)
+    sizes.reduce_partial_map = sizes.tile_cnt;
   return PlanMlaMetadataInto(r, sizes, options);
 }
 

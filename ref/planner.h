@@ -20,11 +20,11 @@ namespace mlasim::ref {
 // on it (a property that no mutant fails proves nothing). kNone is the real planner.
 enum class PlannerMutant : uint8_t {
   kNone = 0,
-  kNoTailRule,              // drops the page-size-1 tail rule (aiter #2106)
-  kPartialMapOffByOne,      // reduce_partial_map entries shifted by one q tile
-  kUndersizedPartialMap,    // sizing allocates one reduce_partial_map entry per tile only
-  kDropLastPiece,           // a split tile loses its final piece (KV not covered)
-  kNondeterministicPad,     // leaks a call counter into the pad dword (not deterministic)
+  kNoTailRule,            // drops the page-size-1 tail rule (aiter #2106)
+  kPartialMapOffByOne,    // reduce_partial_map entries shifted by one q tile
+  kUndersizedPartialMap,  // sizing allocates one reduce_partial_map entry per tile only
+  kDropLastPiece,         // a split tile loses its final piece (KV not covered)
+  kNondeterministicPad,   // leaks a call counter into the pad dword (not deterministic)
   kCount,
 };
 const char* PlannerMutantName(PlannerMutant m);

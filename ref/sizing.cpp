@@ -6,7 +6,9 @@
 namespace mlasim::ref {
 namespace {
 
-int32_t CeilDiv(int32_t a, int32_t b) { return (a + b - 1) / b; }
+int32_t CeilDiv(int32_t a, int32_t b) {
+  return (a + b - 1) / b;
+}
 
 // Max q tiles per request as the sizing helper over-estimates them (§2, overrides A, B, C).
 int32_t MaxQoTilesPerBatch(const RevisionRules& rules, const ShapeKey& key) {
@@ -34,8 +36,7 @@ StatusOr<MetadataSizes> GetMlaMetadataInfoV1(const PlanRequest& request, int32_t
         "get_mla_metadata_info_v1 requires the q head count to be a multiple of " +
             std::to_string(rules.info_heads_multiple) + " (got " + std::to_string(heads) + ")");
   }
-  if (request.qlen < 1)
-    return InvalidArgumentError("qlen", "tokens per request must be >= 1");
+  if (request.qlen < 1) return InvalidArgumentError("qlen", "tokens per request must be >= 1");
   if (batch_size < 0) return InvalidArgumentError("batch_size", "must be >= 0");
 
   const bool is_sparse = request.topk >= 0;

@@ -20,7 +20,8 @@ std::string Status::ToString() const {
 }
 
 void AssertFail(const char* expr, const char* file, int line, const std::string& detail) {
-  std::fprintf(stderr, "mlasim internal error at %s:%d: assertion `%s` failed: %s\n"
+  std::fprintf(stderr,
+               "mlasim internal error at %s:%d: assertion `%s` failed: %s\n"
                "This is a bug in mlasim; please report it with the input that triggered it.\n",
                file, line, expr, detail.c_str());
   std::abort();

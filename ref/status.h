@@ -45,7 +45,9 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status OkStatus() { return Status(); }
+inline Status OkStatus() {
+  return Status();
+}
 inline Status InvalidArgumentError(std::string field, std::string msg) {
   return Status(StatusCode::kInvalidArgument, std::move(field), std::move(msg));
 }
@@ -63,7 +65,7 @@ inline Status InternalError(std::string field, std::string msg) {
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = InternalError("", "StatusOr built from an ok Status");
   }
@@ -81,22 +83,23 @@ class [[nodiscard]] StatusOr {
   std::optional<T> value_;
 };
 
-[[noreturn]] void AssertFail(const char* expr, const char* file, int line, const std::string& detail);
+[[noreturn]] void AssertFail(const char* expr, const char* file, int line,
+                             const std::string& detail);
 
 }  // namespace mlasim
 
-#define MLASIM_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    ::mlasim::Status mlasim_status_ = (expr);      \
+#define MLASIM_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::mlasim::Status mlasim_status_ = (expr);        \
     if (!mlasim_status_.ok()) return mlasim_status_; \
   } while (0)
 
 #define MLASIM_CONCAT_INNER_(a, b) a##b
 #define MLASIM_CONCAT_(a, b) MLASIM_CONCAT_INNER_(a, b)
-#define MLASIM_ASSIGN_OR_RETURN(lhs, expr)                                 \
-  auto MLASIM_CONCAT_(mlasim_or_, __LINE__) = (expr);                      \
-  if (!MLASIM_CONCAT_(mlasim_or_, __LINE__).ok())                          \
-    return MLASIM_CONCAT_(mlasim_or_, __LINE__).status();                  \
+#define MLASIM_ASSIGN_OR_RETURN(lhs, expr)                \
+  auto MLASIM_CONCAT_(mlasim_or_, __LINE__) = (expr);     \
+  if (!MLASIM_CONCAT_(mlasim_or_, __LINE__).ok())         \
+    return MLASIM_CONCAT_(mlasim_or_, __LINE__).status(); \
   lhs = std::move(MLASIM_CONCAT_(mlasim_or_, __LINE__).value())
 
 // Always-on assertion for programmer errors (never for bad input).

@@ -6,12 +6,16 @@ namespace mlasim::ref {
 namespace {
 
 constexpr uint8_t kAnyArch = 0;
-constexpr uint8_t Bit(Arch a) { return static_cast<uint8_t>(1u << static_cast<unsigned>(a)); }
+constexpr uint8_t Bit(Arch a) {
+  return static_cast<uint8_t>(1u << static_cast<unsigned>(a));
+}
 constexpr uint8_t kGfx942 = Bit(Arch::kGfx942);
 constexpr uint8_t kGfx950 = Bit(Arch::kGfx950);
 constexpr uint8_t kMi300Plus = kGfx942 | kGfx950;
 
-bool IsFp8(DType d) { return d == DType::kFp8; }
+bool IsFp8(DType d) {
+  return d == DType::kFp8;
+}
 
 bool DTypesMatch(DTypeReq req, DType q, DType kv) {
   switch (req) {
@@ -50,8 +54,8 @@ RevisionRules MakeRules2026_08() {
   };
   // §4.1 pack: 64-row q tiles (heads after folding, max_seqlen_qo).
   r.pack64 = {
-      {kGfx950, 0, 0, DTypeReq::kNeitherFp8, "gfx950 bf16, 64 <= H*qlen < 128, H <= 64", 0, 64,
-       64, 127},
+      {kGfx950, 0, 0, DTypeReq::kNeitherFp8, "gfx950 bf16, 64 <= H*qlen < 128, H <= 64", 0, 64, 64,
+       127},
       {kGfx950, 48, 0, DTypeReq::kNeitherFp8, "gfx950 bf16 48 heads, H*qlen >= 64", 0, INT32_MAX,
        64},
       {kGfx950, 32, 3, DTypeReq::kBothFp8, "gfx950 fp8 32 heads qlen 3"},
@@ -66,8 +70,7 @@ RevisionRules MakeRules2026_08() {
   r.sizing_pack64 = {
       {kGfx950, 0, 0, DTypeReq::kBothBf16, "gfx950 bf16, 64 <= packed < 128, heads <= 64", 0, 64,
        64, 127},
-      {kGfx950, 48, 0, DTypeReq::kBothBf16, "gfx950 bf16 48 heads, packed >= 64", 0, INT32_MAX,
-       64},
+      {kGfx950, 48, 0, DTypeReq::kBothBf16, "gfx950 bf16 48 heads, packed >= 64", 0, INT32_MAX, 64},
       {kGfx950, 32, 3, DTypeReq::kBothFp8, "gfx950 fp8 32 heads qlen 3"},
   };
   // §2 override C: gfx950 bf16 wide shapes (48 heads is caught by override A first).

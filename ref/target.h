@@ -40,12 +40,12 @@ StatusOr<Revision> ParseRevision(std::string_view text, std::string_view field);
 // One GPU: compute units, LDS per CU (bytes) and wave size. Devices are inputs, never queries.
 struct TargetProfile {
   Arch arch;
-  const char* name;       // "gfx942", "gfx950", "sm90"
-  const char* device;     // a product the numbers come from
-  int32_t cu_count;       // multiProcessorCount
-  int32_t lds_bytes;      // maxSharedMemoryPerMultiProcessor (gates the planner dispatch, §4.6)
-  int32_t warp_size;      // 64 on gfx9, 32 on NVIDIA
-  Arch rules_arch;        // whose aiter rule rows apply (sm90 -> gfx942)
+  const char* name;    // "gfx942", "gfx950", "sm90"
+  const char* device;  // a product the numbers come from
+  int32_t cu_count;    // multiProcessorCount
+  int32_t lds_bytes;   // maxSharedMemoryPerMultiProcessor (gates the planner dispatch, §4.6)
+  int32_t warp_size;   // 64 on gfx9, 32 on NVIDIA
+  Arch rules_arch;     // whose aiter rule rows apply (sm90 -> gfx942)
 };
 
 const TargetProfile& GetTargetProfile(Arch arch);
@@ -54,9 +54,9 @@ const std::vector<TargetProfile>& AllTargetProfiles();
 // The facts one decision needs: heads as the rule sees them (before or after folding, as each
 // table says), q length, dtypes, architecture.
 struct ShapeKey {
-  Arch arch;             // rules_arch of the target
+  Arch arch;  // rules_arch of the target
   int32_t heads;
-  int32_t seqlen_qo;     // max_seqlen_qo (planner) or effective q length (sizing)
+  int32_t seqlen_qo;  // max_seqlen_qo (planner) or effective q length (sizing)
   DType q_dtype;
   DType kv_dtype;
 };
@@ -71,15 +71,15 @@ enum class DTypeReq : uint8_t {
 
 // One row of a decision table; a key matches when every constrained field matches.
 struct ShapeRule {
-  uint8_t arch_mask;      // bit (1 << Arch); 0 = any architecture
-  int32_t heads;          // 0 = any head count
-  int32_t seqlen_qo;      // 0 = any q length
+  uint8_t arch_mask;  // bit (1 << Arch); 0 = any architecture
+  int32_t heads;      // 0 = any head count
+  int32_t seqlen_qo;  // 0 = any q length
   DTypeReq dtypes;
-  const char* why;        // the source this row models
-  int32_t heads_min = 0;                // inclusive
-  int32_t heads_max = INT32_MAX;        // inclusive
-  int32_t packed_min = 0;               // heads * seqlen_qo, inclusive
-  int32_t packed_max = INT32_MAX;       // heads * seqlen_qo, inclusive
+  const char* why;                 // the source this row models
+  int32_t heads_min = 0;           // inclusive
+  int32_t heads_max = INT32_MAX;   // inclusive
+  int32_t packed_min = 0;          // heads * seqlen_qo, inclusive
+  int32_t packed_max = INT32_MAX;  // heads * seqlen_qo, inclusive
 };
 
 bool RuleMatches(const ShapeRule& rule, const ShapeKey& key);
@@ -100,16 +100,16 @@ struct RevisionRules {
   std::vector<ShapeRule> update_native;
   // get_mla_metadata_info_v1: tile-per-batch overrides (§2). Key: original heads, effective
   // q length (1 when sparse). Checked in order A, B, C; the first match decides.
-  std::vector<ShapeRule> sizing_pack64;    // override A: tiles of 64 packed rows
-  std::vector<ShapeRule> sizing_pack128;   // override B: tiles of 128 packed rows
-  std::vector<ShapeRule> sizing_wide128;   // override C: gfx950 bf16 wide shapes
-  bool sizing_has_occupancy;               // 2026-08: clusters = CU x occupancy
-  bool sizing_has_max_split_per_batch;     // 2026-08 only
-  bool causal_trim_needs_is_causal;        // 2026-08: bt only if is_causal; 2026-03 always
-  bool sparse_batch_idx_is_request;        // 2026-08 (#3310); 2026-03: virtual index
-  bool sparse_kv_offset_adds_token_tail;   // 2026-08 (#2727): kv_offset += L-1-s
-  bool has_parallel_planner;               // 2026-08 (#3465)
-  int32_t info_heads_multiple;             // info_v1 asserts heads % this == 0 (8, or 16 in 03)
+  std::vector<ShapeRule> sizing_pack64;   // override A: tiles of 64 packed rows
+  std::vector<ShapeRule> sizing_pack128;  // override B: tiles of 128 packed rows
+  std::vector<ShapeRule> sizing_wide128;  // override C: gfx950 bf16 wide shapes
+  bool sizing_has_occupancy;              // 2026-08: clusters = CU x occupancy
+  bool sizing_has_max_split_per_batch;    // 2026-08 only
+  bool causal_trim_needs_is_causal;       // 2026-08: bt only if is_causal; 2026-03 always
+  bool sparse_batch_idx_is_request;       // 2026-08 (#3310); 2026-03: virtual index
+  bool sparse_kv_offset_adds_token_tail;  // 2026-08 (#2727): kv_offset += L-1-s
+  bool has_parallel_planner;              // 2026-08 (#3465)
+  int32_t info_heads_multiple;            // info_v1 asserts heads % this == 0 (8, or 16 in 03)
 };
 
 const RevisionRules& GetRevisionRules(Revision revision);

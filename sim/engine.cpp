@@ -70,8 +70,8 @@ class StepBuilder {
   StepShape& sh_ = t_.shape;
   int32_t last_draft_sparse_plan_ = -1;
   ref::MetadataSizes main_capacity_, sparse_capacity_, draft_capacity_;
-  std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pads repeat)
-  std::vector<int32_t> sparse_kv_indptr_;   // T_r+1 entries (pads repeat)
+  std::vector<int32_t> verify_kv_indptr_;  // R+1 entries (pads repeat)
+  std::vector<int32_t> sparse_kv_indptr_;  // T_r+1 entries (pads repeat)
   int32_t main_plan_ = -1, sparse_plan_ = -1;
 };
 
@@ -108,19 +108,21 @@ Status StepBuilder::BuildPlan(int32_t draft, const std::string& name, const std:
                               const ref::MetadataSizes& capacity, int32_t real,
                               int32_t* plan_index) {
   ref::PlannerOptions options;
-  options.choice = s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
-  if (mutant_ == SimMutant::kReduceMapOffByOne) options.mutant = ref::PlannerMutant::kPartialMapOffByOne;
+  options.choice =
+      s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
+  if (mutant_ == SimMutant::kReduceMapOffByOne)
+    options.mutant = ref::PlannerMutant::kPartialMapOffByOne;
   if (mutant_ == SimMutant::kNoTailRule) options.mutant = ref::PlannerMutant::kNoTailRule;
   auto plan = ref::PlanMlaMetadataInto(request, capacity, options);
   if (!plan.ok()) {
     const std::string& f = plan.status().field();
-    const std::string field = f == "heads_per_head_k" ? "$.model.heads"
-                              : f == "topk"            ? "$.model.topk"
+    const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
+                              : f == "topk"                  ? "$.model.topk"
                               : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
                                                              : "$";
-    return InvalidArgumentError(field, "the engine's " + name + " at " + Step(draft) +
-                                           " is refused by the planner: " +
-                                           plan.status().ToString());
+    return InvalidArgumentError(field,
+                                "the engine's " + name + " at " + Step(draft) +
+                                    " is refused by the planner: " + plan.status().ToString());
   }
   PlanSnapshot snap;
   snap.name = name;
@@ -139,8 +141,8 @@ Status StepBuilder::BuildPlan(int32_t draft, const std::string& name, const std:
   c.kernel = "get_mla_metadata_v1";
   c.plan = *plan_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) +
-           " batches (" + std::to_string(real) + " real) into " + prefix + "*";
+  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) + " batches (" +
+           std::to_string(real) + " real) into " + prefix + "*";
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
@@ -186,10 +188,10 @@ Status StepBuilder::UpdatePlan(int32_t draft, int32_t plan_index,
   c.kernel = "decode_update_mla_metadata_v1";
   c.plan = *out_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = std::string("patches the target plan in place for ") +
-           std::to_string(kv_indptr.size() - 1) + " batches" +
-           (rejects ? " with num_reject_tokens of " + std::to_string(rejects->size()) + " entries"
-                    : "");
+  c.note =
+      std::string("patches the target plan in place for ") + std::to_string(kv_indptr.size() - 1) +
+      " batches" +
+      (rejects ? " with num_reject_tokens of " + std::to_string(rejects->size()) + " entries" : "");
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
@@ -268,11 +270,11 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
     q.rows = bytes / q.row_bytes;
     q.alloc_bytes = bytes;
   }
-  c.args.push_back(
-      tensor("o", "o", int64_t{q_rows} * fold, vh, s_.model.kv_lora_rank, ob, s_.model.model_dtype));
+  c.args.push_back(tensor("o", "o", int64_t{q_rows} * fold, vh, s_.model.kv_lora_rank, ob,
+                          s_.model.model_dtype));
   const int64_t partial_rows = int64_t{snap.plan.sizes.reduce_partial_map} * max_seqlen_q;
-  c.args.push_back(tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4,
-                          ref::DType::kFp32));
+  c.args.push_back(
+      tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4, ref::DType::kFp32));
   c.args.push_back(tensor("attn_lse", "attn_lse", partial_rows, vh, 1, 4, ref::DType::kFp32));
   TensorArg idx;
   idx.role = "kv_indices";
@@ -414,8 +416,8 @@ Status StepBuilder::DraftStep(int32_t s) {
       c.plan_rows = t_.plans.back().q_rows_covered;
       t_.calls.push_back(std::move(c));
     } else {
-      MLASIM_RETURN_IF_ERROR(BuildPlan(s, "draft_sparse_plan", "Ms(a)", "main.", sp,
-                                       main_capacity_, sh_.B, &plan));
+      MLASIM_RETURN_IF_ERROR(
+          BuildPlan(s, "draft_sparse_plan", "Ms(a)", "main.", sp, main_capacity_, sh_.B, &plan));
     }
     last_draft_sparse_plan_ = plan;
     Fill(s, "indexer_gather", "Ds", "sparse_kv_indices", sparse, n, false);
@@ -429,8 +431,8 @@ Status StepBuilder::DraftStep(int32_t s) {
     std::vector<int32_t> rejects;
     for (const RequestSpec& r : s_.requests) rejects.push_back(r.rejected);
     std::vector<int32_t> batch_kv(kv.begin(), kv.begin() + sh_.R + 1);
-    MLASIM_RETURN_IF_ERROR(UpdatePlan(s, main_plan_, batch_kv,
-                                      s == 1 ? &rejects : nullptr, sh_.B, &plan));
+    MLASIM_RETURN_IF_ERROR(
+        UpdatePlan(s, main_plan_, batch_kv, s == 1 ? &rejects : nullptr, sh_.B, &plan));
     main_plan_ = plan;
   } else {
     // Ms(c) / Ms(d): a fresh qlen-1 build over the B real requests (DCP: n rows, local KV).
@@ -481,14 +483,13 @@ Status StepBuilder::Run() {
   sparse_kv_indptr_.assign(sh_.running_tokens + 1, 0);
   for (int32_t t = 0; t < sh_.running_tokens; ++t) {
     const int32_t b = t / sh_.Q, j = t % sh_.Q;
-    const int32_t count =
-        b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
+    const int32_t count = b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
     sparse_kv_indptr_[t + 1] = sparse_kv_indptr_[t] + std::max(count, 0);
   }
 
   // Capacities (§3): the builder sizes every buffer for max_num_seqs and max_num_batched_tokens.
-  const bool size_for_b = mutant_ == SimMutant::kSizingScheduledBatch ||
-                         mutant_ == SimMutant::kSizingPartialMapPerTile;
+  const bool size_for_b =
+      mutant_ == SimMutant::kSizingScheduledBatch || mutant_ == SimMutant::kSizingPartialMapPerTile;
   const int32_t max_bs = size_for_b ? B : s_.graph.max_num_seqs;
   const int32_t mnbt = s_.graph.max_num_batched_tokens;
   ref::PlanRequest sizing = BaseRequest(sh_.Q);

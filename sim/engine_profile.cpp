@@ -78,7 +78,8 @@ StatusOr<EngineProfile> GetEngineProfile(const std::string& name, const std::str
     if (e.name == name) return e;
   std::string known;
   for (const std::string& n : EngineProfileNames()) known += (known.empty() ? "" : ", ") + n;
-  return InvalidArgumentError(field, "unknown engine profile '" + name + "' (known: " + known + ")");
+  return InvalidArgumentError(field,
+                              "unknown engine profile '" + name + "' (known: " + known + ")");
 }
 
 }  // namespace mlasim::sim

@@ -152,8 +152,10 @@ void CallExecutor::PlanCall(const Call& c) {
   const PlanSnapshot& snap = t_.plans[c.plan];
   const ref::Plan& p = snap.plan;
   const std::pair<const char*, const ref::Int32Buffer*> bufs[] = {
-      {"work_indptr", &p.work_indptr},       {"work_info", &p.work_info},
-      {"reduce_indptr", &p.reduce_indptr},   {"reduce_final_map", &p.reduce_final_map},
+      {"work_indptr", &p.work_indptr},
+      {"work_info", &p.work_info},
+      {"reduce_indptr", &p.reduce_indptr},
+      {"reduce_final_map", &p.reduce_final_map},
       {"reduce_partial_map", &p.reduce_partial_map}};
   for (const auto& [name, b] : bufs) {
     const std::string full = snap.buffer_prefix + name;
@@ -396,10 +398,9 @@ void CallExecutor::ReduceCall(const Call& c) {
     const int32_t g0 = ri.data[t], g1 = ri.data[t + 1];
     if (g1 - g0 < 2) continue;
     const int32_t tile = static_cast<int32_t>(t);
-    ReadPlanCells(c, snap.buffer_prefix + "reduce_final_map", p.reduce_final_map, t * 2,
-                  t * 2 + 2, tile);
-    ReadPlanCells(c, snap.buffer_prefix + "reduce_partial_map", p.reduce_partial_map, g0, g1,
+    ReadPlanCells(c, snap.buffer_prefix + "reduce_final_map", p.reduce_final_map, t * 2, t * 2 + 2,
                   tile);
+    ReadPlanCells(c, snap.buffer_prefix + "reduce_partial_map", p.reduce_partial_map, g0, g1, tile);
     if (t * 2 + 1 >= p.reduce_final_map.size()) continue;
     const int32_t q0 = p.reduce_final_map.data[t * 2], q1 = p.reduce_final_map.data[t * 2 + 1];
     for (int32_t i = std::max(g0, 0); i < g1 && i < p.reduce_partial_map.size(); ++i) {
@@ -414,9 +415,9 @@ void CallExecutor::ReduceCall(const Call& c) {
   const Allocation* oa = as_.Find("o");
   if (!oa) return;
   const int32_t fold = p.derived.fold_ratio;
-  const int64_t real_rows = int64_t{std::min(c.q_rows, snap.real_requests *
-                                                           (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
-                            fold;
+  const int64_t real_rows =
+      int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
+      fold;
   int64_t first = -1, last = -1;
   for (int64_t r = 0; r < o.rows; ++r) {
     if (oa->written.Covers(r * o.row_bytes, (r + 1) * o.row_bytes)) continue;
@@ -470,7 +471,8 @@ void CallExecutor::Flush(const Call& c) {
         } else {
           const auto hits = as_.Overlapping(begin, end, a);
           if (!hits.empty())
-            v.consequence = std::string(g.access == "write" ? "corrupts:" : "reads:") + hits[0]->name;
+            v.consequence =
+                std::string(g.access == "write" ? "corrupts:" : "reads:") + hits[0]->name;
         }
       }
       v.detail = std::string(g.access == "write" ? "writes " : "reads ") + g.buffer + " rows " +
@@ -551,7 +553,7 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
   }
   // Host-prepared inputs are written before any kernel runs.
   for (const char* host : {"kv_indptr", "kv_last_page_lens", "sparse_kv_indptr",
-                            "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {
+                           "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
   CallExecutor ex(s, trace, opt, as, out);

@@ -30,31 +30,31 @@ const char* ViolationKindName(ViolationKind k);
 
 struct Violation {
   ViolationKind kind = ViolationKind::kOutOfBounds;
-  std::string bug_class;     // A..J of bug-classes.md
-  std::string step;          // "verify", "draft_step_0", ...
-  std::string call;          // call name, "sparse_decode"
+  std::string bug_class;  // A..J of bug-classes.md
+  std::string step;       // "verify", "draft_step_0", ...
+  std::string call;       // call name, "sparse_decode"
   int32_t call_index = -1;
-  std::string table_row;     // atom-mtp-flow.md §6 row
+  std::string table_row;  // atom-mtp-flow.md §6 row
   std::string kernel;
   std::string buffer;
-  std::string access;        // "read" | "write"
-  int64_t rows = 0;          // rows the buffer holds
+  std::string access;  // "read" | "write"
+  int64_t rows = 0;    // rows the buffer holds
   int64_t row_bytes = 0;
-  int64_t first_row = -1;    // first and last row touched out of bounds / unwritten
+  int64_t first_row = -1;  // first and last row touched out of bounds / unwritten
   int64_t last_row = -1;
   int64_t rows_past_end = 0;
   int64_t bytes_past_end = 0;
   std::vector<int32_t> work_items;  // responsible work items (or tiles for the reduce)
-  std::string consequence;   // fault | corrupts:<buffer> | reads:<buffer> | unobserved | ...
+  std::string consequence;          // fault | corrupts:<buffer> | reads:<buffer> | unobserved | ...
   uint64_t first_bad_address = 0;
-  std::string detail;        // one sentence
+  std::string detail;  // one sentence
 };
 
 struct ExecutionResult {
   std::vector<Violation> violations;
-  int64_t unwritten_pad_rows = 0;    // o rows of padding that no call wrote (dropped by the engine)
-  int32_t layout_call = -1;          // call whose transient allocations `layout` shows
-  nlohmann::json layout;             // address-space layout (persistent + that call's tensors)
+  int64_t unwritten_pad_rows = 0;  // o rows of padding that no call wrote (dropped by the engine)
+  int32_t layout_call = -1;        // call whose transient allocations `layout` shows
+  nlohmann::json layout;           // address-space layout (persistent + that call's tensors)
 };
 
 // Kernel access contracts per variant (sim/contracts.h has the table).

@@ -81,7 +81,8 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
   for (size_t pos = text.find("HSA_STATUS_ERROR_"); pos != std::string::npos;
        pos = text.find("HSA_STATUS_ERROR_", pos + 1)) {
     size_t end = pos + 17;
-    while (end < text.size() && (std::isupper(static_cast<unsigned char>(text[end])) || text[end] == '_'))
+    while (end < text.size() &&
+           (std::isupper(static_cast<unsigned char>(text[end])) || text[end] == '_'))
       ++end;
     r.hsa_status.push_back(text.substr(pos, end - pos));
     if (r.hsa_status.size() >= 16) break;
@@ -97,19 +98,23 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
       r.null_address = true;
     } else {
       if (!ParseHex(m[3].str().substr(2), &r.address))
-        return InvalidArgumentError(field, "the fault address " + m[3].str().substr(0, 40) +
-                                               " has more than 64 bits");
+        return InvalidArgumentError(
+            field, "the fault address " + m[3].str().substr(0, 40) + " has more than 64 bits");
     }
     // The reason of this fault only: stop where a second fault message begins.
     const size_t fault_at = joined.find("Memory access fault");
-    const size_t next_fault =
-        fault_at == std::string::npos ? std::string::npos : joined.find("Memory access fault", fault_at + 1);
+    const size_t next_fault = fault_at == std::string::npos
+                                  ? std::string::npos
+                                  : joined.find("Memory access fault", fault_at + 1);
     const size_t reason_at = joined.find("Reason:");
     if (reason_at != std::string::npos && reason_at < next_fault) {
-      std::string reason = joined.substr(reason_at + 7, std::min<size_t>(256, next_fault - reason_at - 7));
+      std::string reason =
+          joined.substr(reason_at + 7, std::min<size_t>(256, next_fault - reason_at - 7));
       reason = reason.substr(0, std::min(reason.find('\n'), reason.find('.')));
-      while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.front()))) reason.erase(0, 1);
-      while (!reason.empty() && (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.'))
+      while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.front())))
+        reason.erase(0, 1);
+      while (!reason.empty() &&
+             (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.'))
         reason.pop_back();
       r.reason = reason;
     }
@@ -127,16 +132,19 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
     const size_t kind_at = squeezed.find("Invalid__global__");
     const std::string kind_window =
         kind_at == std::string::npos ? std::string() : squeezed.substr(kind_at, 64);
-    if (std::regex_search(kind_window, k, kKind)) r.reason = k[1].str() + " of " + k[2].str() + " bytes";
+    if (std::regex_search(kind_window, k, kKind))
+      r.reason = k[1].str() + " of " + k[2].str() + " bytes";
     return r;
   }
   if (squeezed.find("illegalmemoryaccess") != std::string::npos)
-    return InvalidArgumentError(field, "the log says 'an illegal memory access was encountered' "
-                                       "but carries no address; attribute it with `mlasim replay`, "
-                                       "whose prediction names the buffer and rows");
-  return InvalidArgumentError(field, "no fault address found (expected a ROCm 'Memory access "
-                                     "fault ... on address 0x...' line, compute-sanitizer output "
-                                     "or a bare 0x address)");
+    return InvalidArgumentError(field,
+                                "the log says 'an illegal memory access was encountered' "
+                                "but carries no address; attribute it with `mlasim replay`, "
+                                "whose prediction names the buffer and rows");
+  return InvalidArgumentError(field,
+                              "no fault address found (expected a ROCm 'Memory access "
+                              "fault ... on address 0x...' line, compute-sanitizer output "
+                              "or a bare 0x address)");
 }
 
 Status ValidateLayout(const nlohmann::json& l) {
@@ -144,7 +152,8 @@ Status ValidateLayout(const nlohmann::json& l) {
   if (!l.contains("allocations") || !l.at("allocations").is_array())
     return InvalidArgumentError("$.allocations", "must be an array");
   for (const char* k : {"step", "call_name"})  // printed by explain-fault
-    if (l.contains(k) && !l.at(k).is_string()) return InvalidArgumentError(std::string("$.") + k, "must be a string");
+    if (l.contains(k) && !l.at(k).is_string())
+      return InvalidArgumentError(std::string("$.") + k, "must be a string");
   const auto& a = l.at("allocations");
   static const std::regex kHex(R"(0x[0-9a-f]{1,16})");
   for (size_t i = 0; i < a.size(); ++i) {
@@ -162,16 +171,19 @@ Status ValidateLayout(const nlohmann::json& l) {
     if (e.at("row_bytes").get<int64_t>() == 0)
       return InvalidArgumentError(p + ".row_bytes", "must be >= 1");
     for (const char* k : {"mapped_begin", "mapped_end"})
-      if (e.contains(k) && (!e.at(k).is_string() || !std::regex_match(e.at(k).get<std::string>(), kHex)))
+      if (e.contains(k) &&
+          (!e.at(k).is_string() || !std::regex_match(e.at(k).get<std::string>(), kHex)))
         return InvalidArgumentError(p + "." + k, "must be a lowercase 0x hex address");
     // The mapping must hold the buffer: mapped_begin <= base, base + bytes <= mapped_end.
     const uint64_t base = LayoutHex(e.at("base"));
     const uint64_t bytes = e.at("bytes").get<uint64_t>();
     if (base + bytes < base) return InvalidArgumentError(p + ".bytes", "base + bytes passes 2^64");
     if (e.contains("mapped_begin") && LayoutHex(e.at("mapped_begin")) > base)
-      return InvalidArgumentError(p + ".mapped_begin", "lies after base: the mapping must contain the buffer");
+      return InvalidArgumentError(p + ".mapped_begin",
+                                  "lies after base: the mapping must contain the buffer");
     if (e.contains("mapped_end") && LayoutHex(e.at("mapped_end")) < base + bytes)
-      return InvalidArgumentError(p + ".mapped_end", "lies before base + bytes: the mapping must contain the buffer");
+      return InvalidArgumentError(p + ".mapped_end",
+                                  "lies before base + bytes: the mapping must contain the buffer");
     for (const char* k : {"heads", "cols", "elem_bytes"})
       if (e.contains(k) && (!IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 1))
         return InvalidArgumentError(p + "." + k, "must be an integer in 1..2^63-1");
@@ -206,10 +218,9 @@ StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t ad
   const nlohmann::json* target = below;
   bool underflow = false;
   if (above) {
-    const bool in_above_mapping = above->contains("mapped_begin") &&
-                                  LayoutHex(above->at("mapped_begin")) <= address;
-    const bool inside_below =
-        below && address - below_base < below->at("bytes").get<uint64_t>();
+    const bool in_above_mapping =
+        above->contains("mapped_begin") && LayoutHex(above->at("mapped_begin")) <= address;
+    const bool inside_below = below && address - below_base < below->at("bytes").get<uint64_t>();
     if (!inside_below && (in_above_mapping || !below)) {
       target = above;
       underflow = true;
@@ -226,8 +237,10 @@ StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t ad
   if (underflow) {
     const uint64_t gap = base - address;
     if (gap > kFar)
-      return InvalidArgumentError(field, fmt::format("0x{:x} is {} bytes before every allocation of "
-                                                     "the layout: not an overrun of a buffer", address, gap));
+      return InvalidArgumentError(field,
+                                  fmt::format("0x{:x} is {} bytes before every allocation of "
+                                              "the layout: not an overrun of a buffer",
+                                              address, gap));
     at.before_start = true;
     at.offset = -static_cast<int64_t>(gap);
     at.row = -static_cast<int64_t>((gap + row_bytes - 1) / row_bytes);
@@ -247,10 +260,10 @@ StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t ad
   const uint64_t offset = address - base;
   at.inside = offset < static_cast<uint64_t>(bytes);
   if (!at.inside && offset - static_cast<uint64_t>(bytes) > kFar)
-    return InvalidArgumentError(field, fmt::format("0x{:x} is {} bytes past the end of {}, the "
-                                                   "nearest allocation below it: not an overrun",
-                                                   address, offset - static_cast<uint64_t>(bytes),
-                                                   at.buffer));
+    return InvalidArgumentError(
+        field, fmt::format("0x{:x} is {} bytes past the end of {}, the "
+                           "nearest allocation below it: not an overrun",
+                           address, offset - static_cast<uint64_t>(bytes), at.buffer));
   at.offset = static_cast<int64_t>(offset);
   at.bytes_past_end = at.inside ? 0 : at.offset - bytes;
   at.row = at.offset / row_bytes;
@@ -267,8 +280,9 @@ StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t ad
     at.next_buffer = above->at("name").get<std::string>();
     at.bytes_before_next = static_cast<int64_t>(above_base - address);
   }
-  std::string where = at.head >= 0 ? fmt::format("row {}, head {}, column {}", at.row, at.head, at.column)
-                                   : fmt::format("row {}, byte {} of the row", at.row, at.column);
+  std::string where = at.head >= 0
+                          ? fmt::format("row {}, head {}, column {}", at.row, at.head, at.column)
+                          : fmt::format("row {}, byte {} of the row", at.row, at.column);
   if (at.inside)
     at.text = fmt::format("0x{:x} is inside {} at byte {} of {} = {} (the buffer holds {} rows)",
                           address, at.buffer, at.offset, bytes, where, at.rows);

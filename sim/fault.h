@@ -17,9 +17,9 @@ namespace mlasim::sim {
 
 struct FaultReport {
   uint64_t address = 0;
-  bool null_address = false;  // ROCm printed "(nil)"
-  std::string source;         // "rocm", "compute-sanitizer", "address"
-  std::string reason;         // ROCm's Reason text or the sanitizer's access kind
+  bool null_address = false;            // ROCm printed "(nil)"
+  std::string source;                   // "rocm", "compute-sanitizer", "address"
+  std::string reason;                   // ROCm's Reason text or the sanitizer's access kind
   std::vector<std::string> hsa_status;  // HSA_STATUS_ERROR_* names seen in the log
 };
 
@@ -32,17 +32,17 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
 Status ValidateLayout(const nlohmann::json& layout);
 
 struct Attribution {
-  std::string buffer;        // the allocation the address is in or just past
-  bool inside = false;       // within the allocation's bytes
-  bool before_start = false; // an underflow: the address precedes the buffer's first byte
-  int64_t offset = 0;        // address - base (bytes)
+  std::string buffer;          // the allocation the address is in or just past
+  bool inside = false;         // within the allocation's bytes
+  bool before_start = false;   // an underflow: the address precedes the buffer's first byte
+  int64_t offset = 0;          // address - base (bytes)
   int64_t bytes_past_end = 0;  // when not inside: address - (base + bytes)
   int64_t row = -1, head = -1, column = -1;  // -1 when the layout lacks the shape
-  int64_t rows = 0;          // rows the buffer holds
-  std::string next_buffer;   // the allocation above the address, if any
+  int64_t rows = 0;                          // rows the buffer holds
+  std::string next_buffer;                   // the allocation above the address, if any
   int64_t bytes_before_next = 0;
-  bool mapped = false;       // inside a mapped range of the layout
-  std::string text;          // one sentence
+  bool mapped = false;  // inside a mapped range of the layout
+  std::string text;     // one sentence
 };
 
 // An address just before a buffer's start but inside its mapping is reported against that buffer

@@ -11,11 +11,14 @@ namespace mlasim::sim {
 
 using json = nlohmann::json;
 
-StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field, int64_t max_bytes) {
+StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field,
+                                   int64_t max_bytes) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(field, path + " is a directory, not a file");
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgumentError(field, path + " is a directory, not a file");
   if (std::filesystem::is_fifo(path, ec) || std::filesystem::is_socket(path, ec))
-    return InvalidArgumentError(field, path + " is a pipe or socket, not a file (it may never end)");
+    return InvalidArgumentError(field,
+                                path + " is a pipe or socket, not a file (it may never end)");
   std::ifstream f(path, std::ios::binary);
   if (!f) return InvalidArgumentError(field, "cannot open " + path);
   std::string text;
@@ -23,7 +26,8 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
   while (f.read(buf, sizeof buf) || f.gcount() > 0) {
     text.append(buf, static_cast<size_t>(f.gcount()));
     if (static_cast<int64_t>(text.size()) > max_bytes)
-      return InvalidArgumentError(field, path + " is larger than " + std::to_string(max_bytes >> 20) +
+      return InvalidArgumentError(field, path + " is larger than " +
+                                             std::to_string(max_bytes >> 20) +
                                              " MiB (an endless or wrong file?)");
   }
   if (f.bad()) return InvalidArgumentError(field, "cannot read " + path);
@@ -69,8 +73,8 @@ StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field
   };
   const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
     using E = json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start || event == E::value) && !frames.empty() &&
-        frames.back().array)
+    if ((event == E::object_start || event == E::array_start || event == E::value) &&
+        !frames.empty() && frames.back().array)
       ++frames.back().index;
     if (event == E::object_start || event == E::array_start) {
       frames.emplace_back();
@@ -94,7 +98,8 @@ StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field
     return InvalidArgumentError(field, "malformed JSON: " + what);
   }
   if (!duplicate.empty())
-    return InvalidArgumentError(field, "duplicate key " + duplicate + " (JSON objects must not repeat a key)");
+    return InvalidArgumentError(
+        field, "duplicate key " + duplicate + " (JSON objects must not repeat a key)");
   return doc;
 }
 

@@ -26,7 +26,8 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
 // std::getline with a bound: false at the end of the stream; `*too_long` is set (and false
 // returned) when a line exceeds max_bytes, so a stream without newlines cannot grow a line
 // without limit.
-bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes = kMaxInputBytes);
+bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long,
+                     int64_t max_bytes = kMaxInputBytes);
 
 // Parses JSON text strictly: malformed text, numbers beyond a double (1e400) and duplicate
 // object keys (which nlohmann would silently resolve to the last value) are errors. (Integers up
@@ -37,7 +38,8 @@ StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::str
 // True when v is an integer that fits int64 (nlohmann stores 2^63 .. 2^64-1 as unsigned, and
 // get<int64_t>() would wrap them to negatives).
 inline bool IsInt64(const nlohmann::json& v) {
-  return v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+  return v.is_number_integer() &&
+         !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
 }
 
 }  // namespace mlasim::sim

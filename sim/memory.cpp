@@ -11,7 +11,9 @@ constexpr uint64_t kPersistentBase = 0x7f0000000000ull;
 constexpr uint64_t kTransientBase = 0x7f1000000000ull;
 constexpr int64_t kCachingRound = 512;
 
-uint64_t RoundUp(uint64_t x, uint64_t m) { return (x + m - 1) / m * m; }
+uint64_t RoundUp(uint64_t x, uint64_t m) {
+  return (x + m - 1) / m * m;
+}
 
 std::string Hex(uint64_t x) {
   char buf[32];
@@ -181,11 +183,10 @@ nlohmann::json AddressSpace::LayoutJson() const {
     }
     allocs.push_back(j);
   }
-  return nlohmann::json{
-      {"allocator", spec_.model == AllocatorModel::kExact ? "exact" : "caching"},
-      {"page_bytes", spec_.page_bytes},
-      {"segment_bytes", spec_.segment_bytes},
-      {"allocations", allocs}};
+  return nlohmann::json{{"allocator", spec_.model == AllocatorModel::kExact ? "exact" : "caching"},
+                        {"page_bytes", spec_.page_bytes},
+                        {"segment_bytes", spec_.segment_bytes},
+                        {"allocations", allocs}};
 }
 
 }  // namespace mlasim::sim

@@ -40,16 +40,16 @@ class IntervalSet {
 struct Allocation {
   std::string name;
   uint64_t base = 0;
-  int64_t bytes = 0;         // requested size
-  int64_t row_bytes = 1;     // bytes per first-dimension row
-  int32_t heads = 0;         // for [rows, heads, cols] tensors (fault attribution); 0 = flat
+  int64_t bytes = 0;      // requested size
+  int64_t row_bytes = 1;  // bytes per first-dimension row
+  int32_t heads = 0;      // for [rows, heads, cols] tensors (fault attribution); 0 = flat
   int32_t cols = 0;
   int32_t elem_bytes = 1;
   std::string dtype;
-  bool transient = false;    // belongs to one kernel call (q, o, partial buffers)
+  bool transient = false;     // belongs to one kernel call (q, o, partial buffers)
   uint64_t mapped_begin = 0;  // the mapping that holds it (exact: its own; caching: its segment)
   uint64_t mapped_end = 0;
-  IntervalSet written;       // bytes written this step
+  IntervalSet written;  // bytes written this step
 };
 
 // The shape facts of a tensor allocation.

@@ -7,7 +7,9 @@
 namespace mlasim::sim {
 namespace {
 
-std::string Hex(uint64_t x) { return fmt::format("0x{:x}", x); }
+std::string Hex(uint64_t x) {
+  return fmt::format("0x{:x}", x);
+}
 
 // Deterministic context lengths: a mix below and above top-k (a fixed LCG, no std distributions).
 std::vector<RequestSpec> MakeRequests(int32_t n, int32_t k, uint32_t seed) {
@@ -44,7 +46,9 @@ Scenario SeedBase(int32_t requests) {
 
 }  // namespace
 
-std::vector<std::string> BuiltinNames() { return {"seed", "seed-b35", "dense-mtp"}; }
+std::vector<std::string> BuiltinNames() {
+  return {"seed", "seed-b35", "dense-mtp"};
+}
 
 StatusOr<Scenario> BuiltinScenario(const std::string& name) {
   if (name == "seed") {
@@ -88,7 +92,8 @@ StatusOr<Scenario> BuiltinScenario(const std::string& name) {
   }
   std::string known;
   for (const std::string& n : BuiltinNames()) known += (known.empty() ? "" : ", ") + n;
-  return InvalidArgumentError("--builtin", "unknown built-in case '" + name + "' (known: " + known + ")");
+  return InvalidArgumentError("--builtin",
+                              "unknown built-in case '" + name + "' (known: " + known + ")");
 }
 
 StatusOr<ReplayReport> Replay(const Scenario& s, const ExecuteOptions& opt) {
@@ -106,9 +111,13 @@ nlohmann::json ReportJson(const ReplayReport& r) {
   const StepShape& sh = r.trace.shape;
   json calls = json::array();
   for (const Call& c : r.trace.calls) {
-    json j = {{"index", c.index},      {"step", c.step},   {"call", c.name},
-              {"row", c.table_row},    {"kind", CallKindName(c.kind)},
-              {"kernel", c.kernel},    {"graph_replay", c.graph_replay}};
+    json j = {{"index", c.index},
+              {"step", c.step},
+              {"call", c.name},
+              {"row", c.table_row},
+              {"kind", CallKindName(c.kind)},
+              {"kernel", c.kernel},
+              {"graph_replay", c.graph_replay}};
     if (c.kind == CallKind::kDecode || c.kind == CallKind::kReduce) {
       j["q_rows"] = c.q_rows;
       j["o_rows"] = c.q_rows;
@@ -121,8 +130,11 @@ nlohmann::json ReportJson(const ReplayReport& r) {
     }
     json args = json::array();
     for (const TensorArg& a : c.args)
-      args.push_back({{"role", a.role}, {"buffer", a.buffer}, {"rows", a.rows},
-                      {"row_bytes", a.row_bytes}, {"dtype", a.dtype}});
+      args.push_back({{"role", a.role},
+                      {"buffer", a.buffer},
+                      {"rows", a.rows},
+                      {"row_bytes", a.row_bytes},
+                      {"dtype", a.dtype}});
     if (!args.empty()) j["buffers"] = args;
     calls.push_back(j);
   }
@@ -178,8 +190,8 @@ std::string ReportText(const ReplayReport& r) {
   out += fmt::format(
       "step: B = {} requests, Q = K+1 = {}, rung R = {} ({}), scheduled_tokens = {}, "
       "running_tokens = {}, kernel heads {}\n",
-      sh.B, sh.Q, sh.R, sh.graph ? "graph replay" : "eager", sh.scheduled_tokens,
-      sh.running_tokens, sh.kernel_heads);
+      sh.B, sh.Q, sh.R, sh.graph ? "graph replay" : "eager", sh.scheduled_tokens, sh.running_tokens,
+      sh.kernel_heads);
   out += "\ncalls:\n";
   for (const Call& c : r.trace.calls) {
     std::string rows;

@@ -21,7 +21,7 @@ struct ModelSpec {
   int32_t rope_dim = 64;       // rope columns; a q/KV row is kv_lora_rank + rope_dim values
   ref::DType kv_dtype = ref::DType::kBf16;     // KV cache dtype; q uses it too (ATOM#287)
   ref::DType model_dtype = ref::DType::kBf16;  // o dtype
-  bool sparse = false;         // DSA: per-token top-k indices
+  bool sparse = false;                         // DSA: per-token top-k indices
   int32_t topk = 2048;
 };
 
@@ -45,7 +45,7 @@ struct GraphSpec {
   std::vector<int32_t> capture_sizes = {1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512};
   int32_t max_num_seqs = 512;
   int32_t max_num_batched_tokens = 16384;
-  bool eager = false;  // enforce_eager
+  bool eager = false;              // enforce_eager
   int32_t max_model_len = 163840;  // sizes kv_indices (max_num_seqs x max_model_len tokens)
 };
 
@@ -61,8 +61,8 @@ struct ExtraAllocation {
 
 struct AllocatorSpec {
   AllocatorModel model = AllocatorModel::kExact;
-  int64_t page_bytes = 4096;                 // 4 KiB or 64 KiB
-  int64_t segment_bytes = 2 * 1024 * 1024;   // caching: segment granularity
+  int64_t page_bytes = 4096;                // 4 KiB or 64 KiB
+  int64_t segment_bytes = 2 * 1024 * 1024;  // caching: segment granularity
   // Other live tensors allocated just before each kernel call's own tensors (caching model):
   // they decide where q and o land inside a segment.
   std::vector<ExtraAllocation> live_before_call;
@@ -76,8 +76,10 @@ const char* KernelVariantName(KernelVariant v);
 struct EngineProfile {
   std::string name;
   // Which token count the sparse per-token MTP plan (T2) covers.
-  enum class SparsePlanTokens : uint8_t { kRunning, kScheduled } sparse_mtp_plan_tokens =
-      SparsePlanTokens::kRunning;
+  enum class SparsePlanTokens : uint8_t {
+    kRunning,
+    kScheduled
+  } sparse_mtp_plan_tokens = SparsePlanTokens::kRunning;
   // Rows of draft steps 1..K-1: B (snapshot, eager) or the target's padded rung R (>= #2042).
   enum class DraftRows : uint8_t { kScheduled, kPadded } draft_rows = DraftRows::kPadded;
   // _forward_decode refuses a plan wider than its q (host ints: eager calls and capture only).

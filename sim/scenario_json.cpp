@@ -29,17 +29,20 @@ class ObjectReader {
     *out = static_cast<int32_t>(x);  // lo..hi lie within int32 for every int32 field
     return OkStatus();
   }
-  Status Int64(const std::string& key, int64_t* out, int64_t lo, int64_t hi, bool required = false) {
+  Status Int64(const std::string& key, int64_t* out, int64_t lo, int64_t hi,
+               bool required = false) {
     seen_.insert(key);
     if (!obj_.contains(key)) return Missing(key, required);
     const json& v = obj_.at(key);
     if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
     if (!IsInt64(v))
-      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+      return InvalidArgumentError(Path(key),
+                                  "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
     const int64_t x = v.get<int64_t>();
     if (x < lo || x > hi)
       return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
-                                                 std::to_string(hi) + " (got " + std::to_string(x) + ")");
+                                                 std::to_string(hi) + " (got " + std::to_string(x) +
+                                                 ")");
     *out = x;
     return OkStatus();
   }
@@ -67,11 +70,12 @@ class ObjectReader {
       const std::string p = Path(key) + "[" + std::to_string(i) + "]";
       if (!v[i].is_number_integer()) return InvalidArgumentError(p, "must be an integer");
       if (!IsInt64(v[i]))
-        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
+        return InvalidArgumentError(p,
+                                    "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
       const int64_t x = v[i].get<int64_t>();
       if (x < lo || x > hi)
-        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                                           " (got " + std::to_string(x) + ")");
+        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." +
+                                           std::to_string(hi) + " (got " + std::to_string(x) + ")");
       out->push_back(static_cast<int32_t>(x));
     }
     return OkStatus();
@@ -135,7 +139,8 @@ Status ParseParallel(const json& j, ParallelSpec* p) {
   MLASIM_RETURN_IF_ERROR(r.Int("dcp", &p->dcp, 1, 64));
   MLASIM_RETURN_IF_ERROR(r.Int("dcp_interleave", &p->dcp_interleave, 1, 1 << 16));
   MLASIM_RETURN_IF_ERROR(r.Finish());
-  if (!p->dp_scheduled_tokens.empty() && static_cast<int32_t>(p->dp_scheduled_tokens.size()) != p->dp)
+  if (!p->dp_scheduled_tokens.empty() &&
+      static_cast<int32_t>(p->dp_scheduled_tokens.size()) != p->dp)
     return InvalidArgumentError("$.parallelism.dp_scheduled_tokens",
                                 "needs one entry per DP rank (dp = " + std::to_string(p->dp) + ")");
   return OkStatus();
@@ -149,15 +154,15 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected_prev", &prev, 0, 64));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected", &rej, 0, 64));
   MLASIM_RETURN_IF_ERROR(r.Finish());
-  if (!r.Has("contexts")) return InvalidArgumentError("$.batch.contexts", "required key is missing");
-  if (ctx.empty())
-    return InvalidArgumentError("$.batch.contexts", "needs at least one request");
+  if (!r.Has("contexts"))
+    return InvalidArgumentError("$.batch.contexts", "required key is missing");
+  if (ctx.empty()) return InvalidArgumentError("$.batch.contexts", "needs at least one request");
   if (r.Has("rejected_prev") && prev.size() != ctx.size())
-    return InvalidArgumentError("$.batch.rejected_prev", "needs one entry per request (" +
-                                                             std::to_string(ctx.size()) + ")");
+    return InvalidArgumentError("$.batch.rejected_prev",
+                                "needs one entry per request (" + std::to_string(ctx.size()) + ")");
   if (r.Has("rejected") && rej.size() != ctx.size())
-    return InvalidArgumentError("$.batch.rejected", "needs one entry per request (" +
-                                                        std::to_string(ctx.size()) + ")");
+    return InvalidArgumentError("$.batch.rejected",
+                                "needs one entry per request (" + std::to_string(ctx.size()) + ")");
   const int32_t q = k + 1;
   for (size_t i = 0; i < ctx.size(); ++i) {
     RequestSpec req;
@@ -292,7 +297,8 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   const json* model = r.Child("model");
   if (!model) return InvalidArgumentError("$.model", "required key is missing");
   MLASIM_RETURN_IF_ERROR(ParseModel(*model, &s.model));
-  if (const json* p = r.Child("parallelism")) MLASIM_RETURN_IF_ERROR(ParseParallel(*p, &s.parallel));
+  if (const json* p = r.Child("parallelism"))
+    MLASIM_RETURN_IF_ERROR(ParseParallel(*p, &s.parallel));
   if (const json* mtp = r.Child("mtp")) {
     ObjectReader m(*mtp, "$.mtp");
     MLASIM_RETURN_IF_ERROR(m.Check());
@@ -334,15 +340,16 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
       return InvalidArgumentError("$.planner", "must be \"aiter-dispatch\" or \"serial\"");
   }
   MLASIM_RETURN_IF_ERROR(r.Bool("zero_kv_reads_index_row", &s.zero_kv_reads_index_row));
-  if (const json* a = r.Child("allocator")) MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s.allocator));
+  if (const json* a = r.Child("allocator"))
+    MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s.allocator));
   const json* engine = r.Child("engine");
   if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
   MLASIM_RETURN_IF_ERROR(ParseEngine(*engine, &s.engine));
   MLASIM_RETURN_IF_ERROR(r.Finish());
   // Cross-field checks.
   if (s.model.heads % s.parallel.tp != 0)
-    return InvalidArgumentError("$.parallelism.tp", "must divide model.heads (" +
-                                                        std::to_string(s.model.heads) + ")");
+    return InvalidArgumentError("$.parallelism.tp",
+                                "must divide model.heads (" + std::to_string(s.model.heads) + ")");
   const int32_t q = s.mtp_k + 1;
   int64_t total_kv = 0;
   for (const RequestSpec& req : s.requests) total_kv += req.context;
@@ -351,13 +358,13 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
                                                         " KV tokens; mlasim models up to 2^30");
   for (size_t i = 0; i < s.requests.size(); ++i)
     if (s.requests[i].context > s.graph.max_model_len)
-      return InvalidArgumentError("$.batch.contexts[" + std::to_string(i) + "]",
-                                  "longer than graph.max_model_len (" +
-                                      std::to_string(s.graph.max_model_len) + ")");
+      return InvalidArgumentError(
+          "$.batch.contexts[" + std::to_string(i) + "]",
+          "longer than graph.max_model_len (" + std::to_string(s.graph.max_model_len) + ")");
   if (static_cast<int64_t>(s.requests.size()) * q > s.graph.max_num_batched_tokens)
-    return InvalidArgumentError("$.batch.contexts", "the batch needs " +
-                                                        std::to_string(s.requests.size() * q) +
-                                                        " tokens, above graph.max_num_batched_tokens");
+    return InvalidArgumentError("$.batch.contexts",
+                                "the batch needs " + std::to_string(s.requests.size() * q) +
+                                    " tokens, above graph.max_num_batched_tokens");
   if (static_cast<int32_t>(s.requests.size()) > s.graph.max_num_seqs)
     return InvalidArgumentError("$.batch.contexts", "more requests than graph.max_num_seqs");
   if (!s.parallel.dp_scheduled_tokens.empty() &&

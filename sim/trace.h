@@ -17,20 +17,20 @@
 namespace mlasim::sim {
 
 enum class CallKind : uint8_t {
-  kPlanBuild,    // get_mla_metadata_v1 into a plan's buffers
-  kPlanUpdate,   // decode_update_mla_metadata_v1 on a plan's buffers, in place
-  kIndexFill,    // writes index elements (indexer top-k gather, kv_indices generation)
-  kDecode,       // persistent MLA decode (stage 1)
-  kReduce,       // mla_reduce_v1 (stage 2)
+  kPlanBuild,   // get_mla_metadata_v1 into a plan's buffers
+  kPlanUpdate,  // decode_update_mla_metadata_v1 on a plan's buffers, in place
+  kIndexFill,   // writes index elements (indexer top-k gather, kv_indices generation)
+  kDecode,      // persistent MLA decode (stage 1)
+  kReduce,      // mla_reduce_v1 (stage 2)
 };
 const char* CallKindName(CallKind k);
 
 // A tensor as one call receives it: a view of `rows` rows of `row_bytes` bytes at the start of an
 // allocation of the address space (sim/memory.h).
 struct TensorArg {
-  std::string role;        // "q", "o", "logits", "attn_lse", "kv_indices", ...
-  std::string buffer;      // allocation name
-  int64_t rows = 0;        // rows of the view the call receives
+  std::string role;    // "q", "o", "logits", "attn_lse", "kv_indices", ...
+  std::string buffer;  // allocation name
+  int64_t rows = 0;    // rows of the view the call receives
   int64_t row_bytes = 0;
   std::string dtype;
   bool transient = false;  // allocated for this call (q, o, partial buffers); else persistent
@@ -51,9 +51,9 @@ struct PersistentBuffer {
 // A plan as it stands when a call uses it. Updates in place produce a new snapshot over the same
 // allocations.
 struct PlanSnapshot {
-  std::string name;            // "main", "sparse_mtp", "draft_sparse_1", ...
-  std::string buffer_prefix;   // allocation names: <prefix>work_indptr, <prefix>work_info, ...
-  ref::PlanRequest request;    // the request it serves now (after an update: the new lengths)
+  std::string name;           // "main", "sparse_mtp", "draft_sparse_1", ...
+  std::string buffer_prefix;  // allocation names: <prefix>work_indptr, <prefix>work_info, ...
+  ref::PlanRequest request;   // the request it serves now (after an update: the new lengths)
   ref::Plan plan;
   int32_t real_requests = 0;   // requests (tokens for per-token plans) that are not padding
   int32_t q_rows_covered = 0;  // max qo_end over its work items (0 when it has none)
@@ -61,31 +61,31 @@ struct PlanSnapshot {
 
 struct Call {
   int32_t index = 0;
-  std::string step;        // "verify", "draft_step_0", "draft_step_1", ...
-  std::string name;        // "main_plan", "sparse_mtp_plan", "sparse_decode", "reduce", ...
-  std::string table_row;   // row of atom-mtp-flow.md §6: T1, T2, T3, T5, D0a, D0b, Ms(a), Ds, ...
+  std::string step;       // "verify", "draft_step_0", "draft_step_1", ...
+  std::string name;       // "main_plan", "sparse_mtp_plan", "sparse_decode", "reduce", ...
+  std::string table_row;  // row of atom-mtp-flow.md §6: T1, T2, T3, T5, D0a, D0b, Ms(a), Ds, ...
   CallKind kind = CallKind::kDecode;
-  std::string kernel;      // decode: asm|opus|hk; "mla_reduce_v1"; "get_mla_metadata_v1"; ...
+  std::string kernel;  // decode: asm|opus|hk; "mla_reduce_v1"; "get_mla_metadata_v1"; ...
   bool graph_replay = false;
-  int32_t plan = -1;       // index into Trace::plans
+  int32_t plan = -1;  // index into Trace::plans
   std::vector<TensorArg> args;
   int32_t q_rows = 0;      // decode/reduce: q and o rows as allocated
   int32_t plan_rows = 0;   // q rows the plan covers
-  int64_t fill_begin = 0;      // kIndexFill: element range written in args[0]
+  int64_t fill_begin = 0;  // kIndexFill: element range written in args[0]
   int64_t fill_end = 0;
   std::vector<std::pair<int64_t, int64_t>> fill_regions;  // kIndexFill: per-token regions
   int32_t max_seqlen_q = 1;    // decode: sizes the partial buffers (§10.4)
   bool sparse = false;         // decode reads per-token index lists
   bool guard_checked = false;  // the engine's plan-rows <= q-rows guard ran before this call
   bool guard_refused = false;  // ... and refused the call (it did not launch)
-  std::string note;        // one sentence on what the call does
+  std::string note;            // one sentence on what the call does
 };
 
 // Step-level numbers (atom-mtp-flow.md §1).
 struct StepShape {
-  int32_t B = 0;              // scheduled requests
-  int32_t R = 0;              // padded rung
-  int32_t Q = 1;              // K + 1
+  int32_t B = 0;                 // scheduled requests
+  int32_t R = 0;                 // padded rung
+  int32_t Q = 1;                 // K + 1
   int32_t scheduled_tokens = 0;  // T_s
   int32_t running_tokens = 0;    // T_r
   int32_t heads_per_rank = 0;    // H

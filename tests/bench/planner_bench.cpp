@@ -38,7 +38,12 @@ void BM_PlanDense(benchmark::State& state) {
 }
 BENCHMARK(BM_PlanDense)
     ->ArgNames({"B", "qlen"})
-    ->Args({4, 1})->Args({4, 4})->Args({64, 1})->Args({64, 4})->Args({256, 1})->Args({256, 4})
+    ->Args({4, 1})
+    ->Args({4, 4})
+    ->Args({64, 1})
+    ->Args({64, 4})
+    ->Args({256, 1})
+    ->Args({256, 4})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_PlanSparsePerToken(benchmark::State& state) {

@@ -35,7 +35,11 @@ void BM_ReplaySmall(benchmark::State& state) {
 }
 BENCHMARK(BM_ReplaySmall)
     ->ArgNames({"B", "sparse"})
-    ->Args({4, 1})->Args({16, 1})->Args({64, 1})->Args({4, 0})->Args({64, 0})
+    ->Args({4, 1})
+    ->Args({16, 1})
+    ->Args({64, 1})
+    ->Args({4, 0})
+    ->Args({64, 0})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -45,9 +45,8 @@ class TempDir {
  public:
   TempDir() {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            (std::string("mlasim_cli_") + info->test_suite_name() + "_" + info->name() + "_" +
-             std::to_string(::getpid()));
+    path_ = fs::temp_directory_path() / (std::string("mlasim_cli_") + info->test_suite_name() +
+                                         "_" + info->name() + "_" + std::to_string(::getpid()));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
@@ -77,8 +76,7 @@ fs::path GoldenDir() {
 }
 
 // The first `n` lines of a golden file that satisfy `keep`.
-std::vector<std::string> GoldenLines(const std::string& file, size_t n,
-                                     bool (*keep)(const json&)) {
+std::vector<std::string> GoldenLines(const std::string& file, size_t n, bool (*keep)(const json&)) {
   std::vector<std::string> lines;
   std::ifstream in(GoldenDir() / file);
   std::string line;
@@ -89,16 +87,20 @@ std::vector<std::string> GoldenLines(const std::string& file, size_t n,
   return lines;
 }
 
-bool IsPlanRecord(const json& rec) { return rec.contains("output") && !rec.contains("error"); }
-bool AnyRecord(const json&) { return true; }
+bool IsPlanRecord(const json& rec) {
+  return rec.contains("output") && !rec.contains("error");
+}
+bool AnyRecord(const json&) {
+  return true;
+}
 
-#define SKIP_WITHOUT_GOLDEN(file)                                                            \
-  if (!fs::exists(GoldenDir() / (file)))                                                     \
-  GTEST_SKIP() << "golden corpus not found at " << (GoldenDir() / (file)).string()          \
+#define SKIP_WITHOUT_GOLDEN(file)                                                  \
+  if (!fs::exists(GoldenDir() / (file)))                                           \
+  GTEST_SKIP() << "golden corpus not found at " << (GoldenDir() / (file)).string() \
                << " (set MLASIM_GOLDEN_DIR or keep ../shared/golden next to the source tree)"
 
-const std::vector<std::string> kSpec61 = {"plan",   "--kv-lens", "300,40,700", "--qlen", "1",
-                                          "--heads", "16",       "--clusters", "8"};
+const std::vector<std::string> kSpec61 = {"plan",    "--kv-lens", "300,40,700", "--qlen", "1",
+                                          "--heads", "16",        "--clusters", "8"};
 
 std::vector<std::string> With(std::vector<std::string> base, const std::vector<std::string>& more) {
   base.insert(base.end(), more.begin(), more.end());
@@ -171,9 +173,9 @@ TEST(CliPlan, Spec61TableHoldsTheWorkRowsAndMaps) {
                            "pack 128", "qo_split no", "payload 31", "works 6"})
     EXPECT_NE(lines[0].find(part), std::string::npos) << part << " not in: " << lines[0];
   EXPECT_TRUE(HasLine(lines, "work cluster batch partial q kv kv_offset")) << r.out;
-  for (const char* row : {"0 0 0 0 [0,1) [0,240) 60", "1 1 0 1 [0,1) [240,300) 0",
-                          "2 2 1 -1 [1,2) [300,340) 0", "3 3 2 2 [2,3) [340,580) 460",
-                          "4 4 2 3 [2,3) [580,820) 220", "5 5 2 4 [2,3) [820,1040) 0"})
+  for (const char* row :
+       {"0 0 0 0 [0,1) [0,240) 60", "1 1 0 1 [0,1) [240,300) 0", "2 2 1 -1 [1,2) [300,340) 0",
+        "3 3 2 2 [2,3) [340,580) 460", "4 4 2 3 [2,3) [580,820) 220", "5 5 2 4 [2,3) [820,1040) 0"})
     EXPECT_TRUE(HasLine(lines, row)) << "missing row '" << row << "' in:\n" << r.out;
   EXPECT_TRUE(HasLine(lines, "work_indptr [0,1,2,3,4,5,6,6,6]")) << r.out;
   EXPECT_TRUE(HasLine(lines, "reduce_indptr [0,2,2,5]")) << r.out;
@@ -198,8 +200,8 @@ TEST(CliPlan, OutputIsDeterministic) {
 
 struct Npy {
   std::string descr;
-  std::string shape;   // as written in the header, e.g. "(10, 8)"
-  std::string data;    // raw little-endian bytes
+  std::string shape;  // as written in the header, e.g. "(10, 8)"
+  std::string data;   // raw little-endian bytes
 };
 
 // Reads a version 1.0 .npy file, checking the magic and the header layout.
@@ -255,7 +257,7 @@ TEST(CliPlan, NpyWritesTheFullBuffersInAitersDtypes) {
   for (const auto& e : fs::directory_iterator(dir)) files += e.is_regular_file() ? 1 : 0;
   EXPECT_EQ(files, want.size());
   const std::map<std::string, size_t> elements = {
-      {"work_metadata_ptrs.npy", 2}, {"work_indptr.npy", 9},   {"work_info.npy", 80},
+      {"work_metadata_ptrs.npy", 2}, {"work_indptr.npy", 9},      {"work_info.npy", 80},
       {"reduce_indptr.npy", 4},      {"reduce_final_map.npy", 6}, {"reduce_partial_map.npy", 10}};
   std::map<std::string, Npy> got;
   for (const auto& [name, dt] : want) {
@@ -264,7 +266,8 @@ TEST(CliPlan, NpyWritesTheFullBuffersInAitersDtypes) {
     got[name] = ReadNpy(dir / name);
     EXPECT_EQ(got[name].descr, dt.first);
     EXPECT_EQ(got[name].shape, dt.second);
-    EXPECT_EQ(got[name].data.size(), elements.at(name) * (name == "work_metadata_ptrs.npy" ? 8 : 4));
+    EXPECT_EQ(got[name].data.size(),
+              elements.at(name) * (name == "work_metadata_ptrs.npy" ? 8 : 4));
   }
   const int32_t poison = ref::Plan::kPoison;
   EXPECT_EQ(Int32s(got["work_indptr.npy"].data), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 6, 6}));
@@ -386,11 +389,15 @@ TEST(CliPlan, ParseErrorsNameTheField) {
       {{"plan", "--kv-lens", "300", "--no-such-flag"},
        "mlasim plan: error: --no-such-flag: unknown option (run 'mlasim plan --help' for usage)\n"},
       {{"plan", "--kv-lens", "300", "extra1", "extra2"},
-       "mlasim plan: error: extra1: unexpected argument (also unexpected: extra2) (run 'mlasim plan --help' for "
+       "mlasim plan: error: extra1: unexpected argument (also unexpected: extra2) (run 'mlasim "
+       "plan --help' for "
        "usage)\n"},
-      {{"plan", "--kv-lens"}, "mlasim plan: error: --kv-lens: 1 required LEN,... missing (run 'mlasim plan --help' for usage)\n"},
+      {{"plan", "--kv-lens"},
+       "mlasim plan: error: --kv-lens: 1 required LEN,... missing (run 'mlasim plan --help' for "
+       "usage)\n"},
       {{"explain-fault", "--address", "0x10"},
-       "mlasim explain-fault: error: --layout: required (run 'mlasim explain-fault --help' for usage)\n"},
+       "mlasim explain-fault: error: --layout: required (run 'mlasim explain-fault --help' for "
+       "usage)\n"},
   };
   for (const auto& [args, want] : cases) {
     const CliResult r = RunCli(args);
@@ -405,8 +412,10 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
       {{"numerics", "--builtin", "seed", "--seed", "-1"},
        "mlasim numerics: error: --seed: must be a non-negative decimal integer"},
       {{"numerics", "--builtin", "seed", "--seed", "abc"}, "mlasim numerics: error: --seed: "},
-      {{"mutants", "--seed", "99999999999999999999999"}, "mlasim mutants: error: --seed: must be below 2^64"},
-      {{"replay", "--builtin", "seed", "--profile", ""}, "mlasim replay: error: --profile: must not be empty"},
+      {{"mutants", "--seed", "99999999999999999999999"},
+       "mlasim mutants: error: --seed: must be below 2^64"},
+      {{"replay", "--builtin", "seed", "--profile", ""},
+       "mlasim replay: error: --profile: must not be empty"},
       {{"replay", "--builtin", "seed", "--layout-out", "/dev/full"},
        "mlasim replay: error: --layout-out: cannot write /dev/full"},
       {{"fuzz", "--reproduce", "5"}, "mlasim fuzz: error: --size: required with --reproduce"},
@@ -415,8 +424,10 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
       {{"fuzz", "--reproduce", "5", "--size", "20", "--shrink-path", "[99]"},
        "mlasim fuzz: error: --shrink-path: step 0 names shrink 99 but the case has only "},
       {{"fuzz", "--size", "3"}, "mlasim fuzz: error: --size: only with --reproduce SEED"},
-      {{"fuzz", "--cases", "-5"}, "mlasim fuzz: error: --cases: must be >= 0, or -1 for a time-only run"},
-      {{"plan", "--kv-lens", "3", "--heads", "16", "--heads", "32"}, "mlasim plan: error: --heads: given more than once"},
+      {{"fuzz", "--cases", "-5"},
+       "mlasim fuzz: error: --cases: must be >= 0, or -1 for a time-only run"},
+      {{"plan", "--kv-lens", "3", "--heads", "16", "--heads", "32"},
+       "mlasim plan: error: --heads: given more than once"},
       {{"numerics", "--builtin", "seed", "--small-dims", "--full-dims"},
        "mlasim numerics: error: --full-dims: contradicts --small-dims"},
   };
@@ -502,8 +513,8 @@ TEST(CliPlan, CheckGoldenPassesOnRealRecordsAndNamesACorruptedOne) {
   EXPECT_EQ(both.exit_code, 1);
   EXPECT_NE(both.out.find("2/2 records match in " + good), std::string::npos) << both.out;
   EXPECT_NE(both.out.find("1/2 records match in " + corrupted), std::string::npos) << both.out;
-  const CliResult missing =
-      RunCli({"plan", "--check-golden", good, "--check-golden", (tmp.path() / "nope.jsonl").string()});
+  const CliResult missing = RunCli(
+      {"plan", "--check-golden", good, "--check-golden", (tmp.path() / "nope.jsonl").string()});
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_EQ(missing.err.rfind("mlasim plan: error: --check-golden: ", 0), 0u) << missing.err;
 }
@@ -523,8 +534,8 @@ TEST(CliPlan, CheckGoldenRefusesUnreadableFiles) {
   TempDir tmp;
   const std::string empty = tmp.Write("empty.jsonl", "");
   const std::string not_json = tmp.Write("not_json.jsonl", "{\"id\": 1}\nnot json\n");
-  for (const std::string& f : {(tmp.path() / "missing.jsonl").string(), empty, not_json,
-                               tmp.path().string()}) {
+  for (const std::string& f :
+       {(tmp.path() / "missing.jsonl").string(), empty, not_json, tmp.path().string()}) {
     const CliResult r = RunCli({"plan", "--check-golden", f});
     EXPECT_EQ(r.exit_code, 2) << f;
     EXPECT_EQ(r.err.rfind("mlasim plan: error: --check-golden: ", 0), 0u) << r.err;

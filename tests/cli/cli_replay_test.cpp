@@ -34,8 +34,8 @@ TEST(CliReplay, SeedBeforeTheFixExitsOneWithTheJsonKeys) {
   const Out r = Cli({"replay", "--builtin", "seed", "--json"});
   EXPECT_EQ(r.code, 1) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* k : {"case", "profile", "verdict", "scheduled_tokens", "running_tokens", "calls",
-                        "violations"})
+  for (const char* k :
+       {"case", "profile", "verdict", "scheduled_tokens", "running_tokens", "calls", "violations"})
     EXPECT_TRUE(j.contains(k)) << k;
   EXPECT_EQ(j["verdict"], "violations");
   EXPECT_EQ(j["profile"], "atom-2026-08");
@@ -67,7 +67,8 @@ TEST(CliReplay, LayoutOutFeedsExplainFault) {
   const fs::path log = Tmp("fault.log");
   std::ofstream(log) << "[rank1] Memory access fault by GPU node-3 (Agent handle: 0x1) on address "
                         "0x7f1000200000. Reason: Page not present or supervisor privilege.\n";
-  const Out e = Cli({"explain-fault", "--layout", layout.string(), "--log", log.string(), "--json"});
+  const Out e =
+      Cli({"explain-fault", "--layout", layout.string(), "--log", log.string(), "--json"});
   ASSERT_EQ(e.code, 0) << e.err;
   const auto j = nlohmann::json::parse(e.out);
   EXPECT_EQ(j["buffer"], "q");

@@ -97,7 +97,8 @@ TEST(MutantRegistry, TheNumericsPropertyHoldsWithoutAMutant) {
 }
 
 fs::path TempDir(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("mlasim_fuzz_" + std::to_string(::getpid()) + "_" + name);
+  const fs::path p =
+      fs::temp_directory_path() / ("mlasim_fuzz_" + std::to_string(::getpid()) + "_" + name);
   fs::remove_all(p);
   return p;
 }
@@ -137,7 +138,9 @@ TEST(Campaign, FindingsAreReplayableDeduplicatedAndDeterministic) {
   auto c = RunCampaign(o, nullptr);
   ASSERT_TRUE(c.ok());
   EXPECT_GE(c->next_index, 300 + 50);
-  fs::remove_all(a->findings.begin()->second.file.empty() ? "" : fs::path(a->findings.begin()->second.file).parent_path());
+  fs::remove_all(a->findings.begin()->second.file.empty()
+                     ? ""
+                     : fs::path(a->findings.begin()->second.file).parent_path());
   fs::remove_all(o.out_dir);
 }
 

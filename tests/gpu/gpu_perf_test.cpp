@@ -75,7 +75,8 @@ ref::MlaInputs FastInputs(const ref::PlanRequest& r, int32_t ctx) {
     for (int32_t t = 0; t < in.q_rows(); ++t) {
       const int32_t req = t / (r.qo_indptr[1] - r.qo_indptr[0]);
       for (int32_t j = 0; j < r.topk; ++j)
-        in.topk_indices[static_cast<size_t>(t) * r.topk + j] = req * ctx + static_cast<int32_t>((j * 2654435761u + t) % ctx);
+        in.topk_indices[static_cast<size_t>(t) * r.topk + j] =
+            req * ctx + static_cast<int32_t>((j * 2654435761u + t) % ctx);
     }
   }
   (void)b;
@@ -84,8 +85,9 @@ ref::MlaInputs FastInputs(const ref::PlanRequest& r, int32_t ctx) {
 
 // Times the decode + reduce of one uniform batch with each NVIDIA tiling (DecodeOptions::tiling).
 // Traffic counted: the KV rows each 16-row group reads, q and o once.
-void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t topk, int32_t cu, double copy_gbs,
-                const std::vector<int>& tilings, ref::NumFormat kv_format = ref::NumFormat::kBf16) {
+void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t topk, int32_t cu,
+                double copy_gbs, const std::vector<int>& tilings,
+                ref::NumFormat kv_format = ref::NumFormat::kBf16) {
   const ref::PlanRequest r = Uniform(b, ctx, qlen, topk, cu);
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -95,7 +97,8 @@ void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t 
     for (float& x : in.kv_cache) {
       uint32_t u;
       std::memcpy(&u, &x, 4);
-      x = static_cast<float>(ref::DecodeFp8(kv_format, static_cast<uint8_t>(((u >> 13) & 0x87u) | 0x30u)));
+      x = static_cast<float>(
+          ref::DecodeFp8(kv_format, static_cast<uint8_t>(((u >> 13) & 0x87u) | 0x30u)));
     }
   }
   const int64_t tokens = in.q_rows();
@@ -115,10 +118,13 @@ void DecodePerf(const char* name, int32_t b, int32_t ctx, int32_t qlen, int32_t 
     EXPECT_TRUE(g.tails.empty());
     const double us = g.decode_us + g.reduce_us;
     const double gbs = (kv_bytes + q_bytes + o_bytes) / (us * 1e-6) / 1e9;
-    std::printf("[perf] decode %s (B=%d ctx=%d qlen=%d topk=%d clusters=%d, %s): decode %.1f us + reduce %.1f us; "
-                "%.0f GB/s of KV+q+o (%.0f%% of copy %.0f GB/s), %.1f TFLOP/s\n",
-                name, b, ctx, qlen, topk, static_cast<int>(plan->work_indptr.size()) - 1, g.kernel.c_str(), g.decode_us,
-                g.reduce_us, gbs, 100.0 * gbs / copy_gbs, copy_gbs, flops / (us * 1e-6) / 1e12);
+    std::printf(
+        "[perf] decode %s (B=%d ctx=%d qlen=%d topk=%d clusters=%d, %s): decode %.1f us + reduce "
+        "%.1f us; "
+        "%.0f GB/s of KV+q+o (%.0f%% of copy %.0f GB/s), %.1f TFLOP/s\n",
+        name, b, ctx, qlen, topk, static_cast<int>(plan->work_indptr.size()) - 1, g.kernel.c_str(),
+        g.decode_us, g.reduce_us, gbs, 100.0 * gbs / copy_gbs, copy_gbs,
+        flops / (us * 1e-6) / 1e12);
     std::fflush(stdout);
   }
 }
@@ -150,10 +156,13 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
               gpu::device_name().c_str());
   const std::vector<int> tilings = PerfTilings(), dflt = {0};
   if (PerfShape("dense")) DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, 132, copy, tilings);
-  if (PerfShape("sparse")) DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 132, copy, tilings);
+  if (PerfShape("sparse"))
+    DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 132, copy, tilings);
   const auto fp8 = ref::NumFormat::kFp8E4m3fn;
-  if (PerfShape("dense-fp8")) DecodePerf("dense fp8 KV 16 heads", 128, 8192, 1, -1, 132, copy, {0, 4}, fp8);
-  if (PerfShape("sparse-fp8")) DecodePerf("sparse MTP fp8 KV 16 heads", 128, 8192, 4, 2048, 132, copy, {0, 4}, fp8);
+  if (PerfShape("dense-fp8"))
+    DecodePerf("dense fp8 KV 16 heads", 128, 8192, 1, -1, 132, copy, {0, 4}, fp8);
+  if (PerfShape("sparse-fp8"))
+    DecodePerf("sparse MTP fp8 KV 16 heads", 128, 8192, 4, 2048, 132, copy, {0, 4}, fp8);
   if (std::getenv("MLASIM_PERF_TILINGS") != nullptr) return;
   DecodePerf("dense bf16 16 heads", 128, 8192, 1, -1, 264, copy, dflt);
   DecodePerf("sparse MTP bf16 16 heads", 128, 8192, 4, 2048, 264, copy, dflt);

@@ -41,7 +41,8 @@ PlanRequest RandomRequest(SplitMix64& rng) {
   r.qo_indptr = {0};
   r.kv_indptr = {0};
   for (int32_t i = 0; i < b; ++i) {
-    const int32_t tokens = rng.Below(6) == 0 ? 0 : static_cast<int32_t>(rng.Below(rng.Below(2) ? 9000 : 300));
+    const int32_t tokens =
+        rng.Below(6) == 0 ? 0 : static_cast<int32_t>(rng.Below(rng.Below(2) ? 9000 : 300));
     const int32_t pages = (tokens + r.page_size - 1) / r.page_size;
     r.kv_indptr.push_back(r.kv_indptr.back() + pages);
     r.kv_last_page_lens.push_back(pages == 0 ? 0 : tokens - (pages - 1) * r.page_size);
@@ -51,7 +52,8 @@ PlanRequest RandomRequest(SplitMix64& rng) {
 }
 
 // Number of cells where the GPU differs from the reference (undefined cells skipped).
-int64_t Mismatches(const std::vector<int32_t>& gpu, const ref::Int32Buffer& want, std::string* where) {
+int64_t Mismatches(const std::vector<int32_t>& gpu, const ref::Int32Buffer& want,
+                   std::string* where) {
   if (static_cast<int64_t>(gpu.size()) != want.size()) {
     *where = "size " + std::to_string(gpu.size()) + " vs " + std::to_string(want.size());
     return 1 + std::max<int64_t>(gpu.size(), want.size());
@@ -60,8 +62,9 @@ int64_t Mismatches(const std::vector<int32_t>& gpu, const ref::Int32Buffer& want
   for (int64_t i = 0; i < want.size(); ++i) {
     if (want.cells[i] == Cell::kUndefined) continue;
     if (gpu[i] != want.data[i]) {
-      if (bad == 0) *where = "element " + std::to_string(i) + ": gpu " + std::to_string(gpu[i]) + " ref " +
-                             std::to_string(want.data[i]);
+      if (bad == 0)
+        *where = "element " + std::to_string(i) + ": gpu " + std::to_string(gpu[i]) + " ref " +
+                 std::to_string(want.data[i]);
       ++bad;
     }
   }
@@ -70,13 +73,17 @@ int64_t Mismatches(const std::vector<int32_t>& gpu, const ref::Int32Buffer& want
 
 void ExpectSamePlan(const gpu::GpuPlan& g, const ref::Plan& want, const std::string& what) {
   const std::pair<const std::vector<int32_t>*, const ref::Int32Buffer*> bufs[] = {
-      {&g.work_indptr, &want.work_indptr},       {&g.work_info, &want.work_info},
-      {&g.reduce_indptr, &want.reduce_indptr},   {&g.reduce_final_map, &want.reduce_final_map},
+      {&g.work_indptr, &want.work_indptr},
+      {&g.work_info, &want.work_info},
+      {&g.reduce_indptr, &want.reduce_indptr},
+      {&g.reduce_final_map, &want.reduce_final_map},
       {&g.reduce_partial_map, &want.reduce_partial_map}};
-  const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map"};
+  const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map",
+                         "reduce_partial_map"};
   for (int i = 0; i < 5; ++i) {
     std::string where;
-    EXPECT_EQ(Mismatches(*bufs[i].first, *bufs[i].second, &where), 0) << what << " " << names[i] << " " << where;
+    EXPECT_EQ(Mismatches(*bufs[i].first, *bufs[i].second, &where), 0)
+        << what << " " << names[i] << " " << where;
   }
   EXPECT_EQ(g.num_tiles, want.derived.num_tiles) << what;
   EXPECT_EQ(g.payload, want.derived.payload) << what;
@@ -140,13 +147,17 @@ TEST(GpuDecodeUpdate, BitIdenticalOnRandomPlans) {
     }
     ref::Plan want = *plan;
     if (!ref::DecodeUpdateMlaMetadataV1(u, want).ok()) continue;
-    if (want.input_violations.size() != plan->input_violations.size()) continue;  // reads past inputs
+    if (want.input_violations.size() != plan->input_violations.size())
+      continue;  // reads past inputs
     ref::Plan got = *plan;
     gpu::decode_update_mla_metadata(u, got);
     std::string where;
-    EXPECT_EQ(Mismatches(got.work_info.data, want.work_info, &where), 0) << "case " << i << " work_info " << where;
-    EXPECT_EQ(Mismatches(got.reduce_final_map.data, want.reduce_final_map, &where), 0) << "case " << i << " " << where;
-    EXPECT_EQ(Mismatches(got.reduce_partial_map.data, want.reduce_partial_map, &where), 0) << "case " << i << " " << where;
+    EXPECT_EQ(Mismatches(got.work_info.data, want.work_info, &where), 0)
+        << "case " << i << " work_info " << where;
+    EXPECT_EQ(Mismatches(got.reduce_final_map.data, want.reduce_final_map, &where), 0)
+        << "case " << i << " " << where;
+    EXPECT_EQ(Mismatches(got.reduce_partial_map.data, want.reduce_partial_map, &where), 0)
+        << "case " << i << " " << where;
     if (HasFailure()) return;
     ++run;
   }
@@ -164,8 +175,8 @@ ref::AttentionPrecision KernelPrecision() {
 
 // One random decode step on the GPU against the CPU (plan-driven run, tolerances from the truth).
 // kv_format fp8_e4m3fn: the inputs' KV values are e4m3fn values and the kernel reads 1 byte each.
-void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant, const std::string& what,
-                 ref::NumFormat kv_format = ref::NumFormat::kBf16) {
+void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant,
+                 const std::string& what, ref::NumFormat kv_format = ref::NumFormat::kBf16) {
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ref::NumericsOptions no;
@@ -192,18 +203,25 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
     opt.tiling = tiling;
     opt.kv_format = kv_format;
     const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
-    EXPECT_TRUE(g.tails.empty()) << what << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
+    EXPECT_TRUE(g.tails.empty()) << what
+                                 << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
     ASSERT_EQ(g.o.size(), want.o.size());
-    const auto co = ref::CompareTensors(g.o.data(), want.o.data(), static_cast<int64_t>(g.o.size()), tol.o);
-    const auto cl = ref::CompareTensors(g.lse.data(), want.lse.data(), static_cast<int64_t>(g.lse.size()), tol.lse);
-    std::printf("[gpu] decode %s (%s): o max_abs %.3g (atol %.3g rtol %.3g) cos_diff %.3g nan_mismatch %lld; "
-                "lse max_abs %.3g\n",
-                what.c_str(), g.kernel.c_str(), co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff,
-                static_cast<long long>(co.nan_mismatches), cl.max_abs);
-    EXPECT_TRUE(co.passed) << what << " " << g.kernel << " o: violations " << co.tolerance_violations << " first "
-                           << co.first_violation << " nan " << co.nan_mismatches << " inf " << co.inf_mismatches;
-    EXPECT_TRUE(cl.passed) << what << " " << g.kernel << " lse: violations " << cl.tolerance_violations << " first "
-                           << cl.first_violation << " nan " << cl.nan_mismatches << " inf " << cl.inf_mismatches;
+    const auto co =
+        ref::CompareTensors(g.o.data(), want.o.data(), static_cast<int64_t>(g.o.size()), tol.o);
+    const auto cl = ref::CompareTensors(g.lse.data(), want.lse.data(),
+                                        static_cast<int64_t>(g.lse.size()), tol.lse);
+    std::printf(
+        "[gpu] decode %s (%s): o max_abs %.3g (atol %.3g rtol %.3g) cos_diff %.3g nan_mismatch "
+        "%lld; "
+        "lse max_abs %.3g\n",
+        what.c_str(), g.kernel.c_str(), co.max_abs, tol.o.atol, tol.o.rtol, co.cos_diff,
+        static_cast<long long>(co.nan_mismatches), cl.max_abs);
+    EXPECT_TRUE(co.passed) << what << " " << g.kernel << " o: violations "
+                           << co.tolerance_violations << " first " << co.first_violation << " nan "
+                           << co.nan_mismatches << " inf " << co.inf_mismatches;
+    EXPECT_TRUE(cl.passed) << what << " " << g.kernel << " lse: violations "
+                           << cl.tolerance_violations << " first " << cl.first_violation << " nan "
+                           << cl.nan_mismatches << " inf " << cl.inf_mismatches;
   }
 }
 
@@ -241,8 +259,8 @@ TEST(GpuDecode, MatchesCpuNumericsOnRandomBatches) {
         for (int32_t cu : {4, 32}) {  // few clusters: long splits; many: short pieces and reduce
           const PlanRequest r = SmallRequest(rng, sparse, page, qlen, cu);
           CheckDecode(r, 1000 + i++, gpu::ZeroKvVariant::kAsm,
-                      std::string(sparse ? "sparse" : "dense") + " page " + std::to_string(page) + " qlen " +
-                          std::to_string(qlen) + " cu " + std::to_string(cu));
+                      std::string(sparse ? "sparse" : "dense") + " page " + std::to_string(page) +
+                          " qlen " + std::to_string(qlen) + " cu " + std::to_string(cu));
           if (HasFatalFailure()) return;
         }
       }
@@ -262,8 +280,8 @@ TEST(GpuDecode, Fp8KvMatchesCpuNumerics) {
       for (int32_t cu : {4, 32}) {
         const PlanRequest r = SmallRequest(rng, sparse, 1, qlen, cu);
         CheckDecode(r, 2000 + i++, gpu::ZeroKvVariant::kAsm,
-                    std::string("fp8 ") + (sparse ? "sparse" : "dense") + " qlen " + std::to_string(qlen) + " cu " +
-                        std::to_string(cu),
+                    std::string("fp8 ") + (sparse ? "sparse" : "dense") + " qlen " +
+                        std::to_string(qlen) + " cu " + std::to_string(cu),
                     ref::NumFormat::kFp8E4m3fn);
         if (HasFatalFailure()) return;
       }
@@ -320,22 +338,26 @@ FoundingObservation RunFounding(const std::string& profile) {
   auto in = ref::BuildMlaInputs(snap.request, no);
   EXPECT_TRUE(in.ok()) << in.status().ToString();
   gpu::DecodeOptions opt;
-  opt.variant = s->kernel == sim::KernelVariant::kAsm ? gpu::ZeroKvVariant::kAsm
-                : s->kernel == sim::KernelVariant::kOpus ? gpu::ZeroKvVariant::kOpus : gpu::ZeroKvVariant::kHk;
+  opt.variant = s->kernel == sim::KernelVariant::kAsm    ? gpu::ZeroKvVariant::kAsm
+                : s->kernel == sim::KernelVariant::kOpus ? gpu::ZeroKvVariant::kOpus
+                                                         : gpu::ZeroKvVariant::kHk;
   opt.q_alloc_rows = call->q_rows;  // q and o as the engine allocated them
   opt.o_alloc_rows = call->q_rows;
   opt.tail_rows = 16;
   obs.gpu = gpu::run_mla_decode(*in, snap.plan, opt);
-  std::printf("[gpu] founding %s: q/o rows %d, plan rows %d, q rows read %lld..%lld, o rows written %lld..%lld\n",
-              profile.c_str(), obs.q_rows, obs.plan_rows, (long long)obs.gpu.q_rows_read_min,
-              (long long)obs.gpu.q_rows_read_max, (long long)obs.gpu.o_rows_written_min,
-              (long long)obs.gpu.o_rows_written_max);
+  std::printf(
+      "[gpu] founding %s: q/o rows %d, plan rows %d, q rows read %lld..%lld, o rows written "
+      "%lld..%lld\n",
+      profile.c_str(), obs.q_rows, obs.plan_rows, (long long)obs.gpu.q_rows_read_min,
+      (long long)obs.gpu.q_rows_read_max, (long long)obs.gpu.o_rows_written_min,
+      (long long)obs.gpu.o_rows_written_max);
   for (const auto& t : obs.gpu.tails)
-    std::printf("[gpu]   sentinel tail of %s (rows %lld): rows %lld..%lld damaged, %lld bytes\n", t.buffer.c_str(),
-                (long long)t.rows, (long long)t.first_row, (long long)t.last_row, (long long)t.bad_bytes);
+    std::printf("[gpu]   sentinel tail of %s (rows %lld): rows %lld..%lld damaged, %lld bytes\n",
+                t.buffer.c_str(), (long long)t.rows, (long long)t.first_row, (long long)t.last_row,
+                (long long)t.bad_bytes);
   for (const auto& v : obs.predicted)
-    std::printf("[gpu]   simulator: %s %s rows %lld..%lld (%s)\n", v.buffer.c_str(), v.access.c_str(),
-                (long long)v.first_row, (long long)v.last_row, v.call.c_str());
+    std::printf("[gpu]   simulator: %s %s rows %lld..%lld (%s)\n", v.buffer.c_str(),
+                v.access.c_str(), (long long)v.first_row, (long long)v.last_row, v.call.c_str());
   return obs;
 }
 
@@ -421,7 +443,8 @@ TEST(GpuGuard, CleanCaseRunsWithQOrOGuarded) {
     opt.guard_buffer = b;
     const gpu::DecodeResult g = gpu::run_mla_decode(*in, snap.plan, opt);
     EXPECT_EQ(g.guard.bytes % 16, 0u) << b;
-    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(g.guard.ptr) + g.guard.bytes, g.guard.mapped_end) << b;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(g.guard.ptr) + g.guard.bytes, g.guard.mapped_end)
+        << b;
     EXPECT_TRUE(g.tails.empty()) << b;
     EXPECT_EQ(g.q_rows_read_max, plain.q_rows_read_max) << b;
     EXPECT_EQ(g.o_rows_written_max, plain.o_rows_written_max) << b;

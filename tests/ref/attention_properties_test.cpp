@@ -194,7 +194,9 @@ TEST(AttentionProperties, PlanDrivenEqualsMonolithic) {
 }  // namespace
 
 // Test names and failure messages show the mutant's name.
-void PrintTo(NumericsMutant m, std::ostream* os) { *os << NumericsMutantName(m); }
+void PrintTo(NumericsMutant m, std::ostream* os) {
+  *os << NumericsMutantName(m);
+}
 
 namespace {
 

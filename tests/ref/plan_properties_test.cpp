@@ -21,8 +21,9 @@ rc::Gen<int32_t> GenKvTokens(int32_t qlen) {
        {2, rc::gen::inRange<int32_t>(0, qlen + 1)},
        {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 64), [](int32_t k) { return 16 * k; })},
        // Just past a split boundary: the tail rule's territory.
-       {3, rc::gen::map(rc::gen::pair(rc::gen::inRange<int32_t>(1, 400), rc::gen::inRange<int32_t>(1, 8)),
-                        [](std::pair<int32_t, int32_t> p) { return 16 * p.first + p.second; })},
+       {3, rc::gen::map(
+               rc::gen::pair(rc::gen::inRange<int32_t>(1, 400), rc::gen::inRange<int32_t>(1, 8)),
+               [](std::pair<int32_t, int32_t> p) { return 16 * p.first + p.second; })},
        {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 64), [](int32_t k) { return 64 * k; })},
        {4, rc::gen::inRange<int32_t>(0, 4096)},
        {1, rc::gen::inRange<int32_t>(0, 65537)}});
@@ -35,16 +36,16 @@ rc::Gen<PlanRequest> GenRequest() {
     const int32_t qlen = *rc::gen::weightedElement<int32_t>(
         {{4, 1}, {2, 2}, {1, 3}, {3, 4}, {1, 5}, {1, 6}, {1, 7}, {1, 8}});
     const int32_t page = *rc::gen::element(1, 1, 16, 64);
-    const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
-        {{6, rc::gen::inRange<int32_t>(1, 9)},
-         {3, rc::gen::inRange<int32_t>(1, 65)},
-         {1, rc::gen::inRange<int32_t>(1, 513)}});
-    const auto kv = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(batch),
-                                                              GenKvTokens(qlen));
+    const int32_t batch =
+        *rc::gen::weightedOneOf<int32_t>({{6, rc::gen::inRange<int32_t>(1, 9)},
+                                          {3, rc::gen::inRange<int32_t>(1, 65)},
+                                          {1, rc::gen::inRange<int32_t>(1, 513)}});
+    const auto kv =
+        *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(batch), GenKvTokens(qlen));
     const int32_t clusters = *rc::gen::weightedOneOf<int32_t>(
         {{2, rc::gen::just<int32_t>(0)}, {3, rc::gen::inRange<int32_t>(2, 17)}});
-    PlanRequest r = test::DenseRequest(target, heads, qlen, kv, clusters, page,
-                                       *rc::gen::element(16, 16, 32));
+    PlanRequest r =
+        test::DenseRequest(target, heads, qlen, kv, clusters, page, *rc::gen::element(16, 16, 32));
     if (*rc::gen::weightedElement<bool>({{1, true}, {4, false}})) {
       r.topk = *rc::gen::element(64, 2048);
       r.max_seqlen_qo = r.uni_seqlen_qo = 1;
@@ -53,7 +54,8 @@ rc::Gen<PlanRequest> GenRequest() {
     r.kv_dtype = *rc::gen::element(r.q_dtype, r.q_dtype, DType::kBf16, DType::kFp8);
     r.is_causal = *rc::gen::weightedElement<bool>({{6, true}, {1, false}});
     r.max_split_per_batch = *rc::gen::element(-1, -1, 1, 4, 16, 32);
-    r.revision = *rc::gen::weightedElement<Revision>({{5, Revision::k2026_08}, {1, Revision::k2026_03}});
+    r.revision =
+        *rc::gen::weightedElement<Revision>({{5, Revision::k2026_08}, {1, Revision::k2026_03}});
     return r;
   });
 }
@@ -103,8 +105,9 @@ TEST(PlanProperties, CheckerCatchesMissingTailRule) {
     const int32_t qlen = *rc::gen::inRange<int32_t>(2, 9);
     const auto kv = *rc::gen::container<std::vector<int32_t>>(
         static_cast<size_t>(*rc::gen::inRange<int32_t>(1, 5)),
-        rc::gen::map(rc::gen::pair(rc::gen::inRange<int32_t>(4, 300), rc::gen::inRange<int32_t>(1, 8)),
-                     [](std::pair<int32_t, int32_t> p) { return 16 * p.first + p.second; }));
+        rc::gen::map(
+            rc::gen::pair(rc::gen::inRange<int32_t>(4, 300), rc::gen::inRange<int32_t>(1, 8)),
+            [](std::pair<int32_t, int32_t> p) { return 16 * p.first + p.second; }));
     const PlanRequest r =
         test::DenseRequest(Arch::kGfx942, 16, qlen, kv, *rc::gen::inRange<int32_t>(2, 17));
     std::string why;
@@ -150,11 +153,13 @@ void DeterminismProperty(PlannerMutant mutant) {
 }
 
 TEST(PlanProperties, Deterministic) {
-  EXPECT_TRUE(rc::check("same input, same bytes", [] { DeterminismProperty(PlannerMutant::kNone); }));
+  EXPECT_TRUE(
+      rc::check("same input, same bytes", [] { DeterminismProperty(PlannerMutant::kNone); }));
 }
 
 TEST(PlanProperties, DeterminismCatchesLeakedState) {
-  EXPECT_FALSE(rc::check("leaked state", [] { DeterminismProperty(PlannerMutant::kNondeterministicPad); }));
+  EXPECT_FALSE(
+      rc::check("leaked state", [] { DeterminismProperty(PlannerMutant::kNondeterministicPad); }));
 }
 
 TEST(PlanProperties, SerialAndParallelAgreeWithoutZeroKvRequests) {
@@ -164,8 +169,8 @@ TEST(PlanProperties, SerialAndParallelAgreeWithoutZeroKvRequests) {
     const int32_t batch = *rc::gen::inRange<int32_t>(1, 300);
     const auto kv = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(batch),
                                                               rc::gen::inRange<int32_t>(1, 20000));
-    const PlanRequest r = test::DenseRequest(*rc::gen::element(Arch::kGfx942, Arch::kGfx950), 16,
-                                             1, kv, *rc::gen::inRange<int32_t>(1, 305));
+    const PlanRequest r = test::DenseRequest(*rc::gen::element(Arch::kGfx942, Arch::kGfx950), 16, 1,
+                                             kv, *rc::gen::inRange<int32_t>(1, 305));
     auto s = PlanMlaMetadata(r, {PlannerChoice::kSerial});
     auto p = PlanMlaMetadata(r, {PlannerChoice::kParallel});
     RC_ASSERT(s.ok() && p.ok());
@@ -179,8 +184,8 @@ TEST(PlanProperties, SerialAndParallelAgreeWithoutZeroKvRequests) {
 void UpdateProperty(DecodeUpdateRequest::Mutant mutant) {
   const int32_t qlen = *rc::gen::inRange<int32_t>(1, 5);
   const int32_t batch = *rc::gen::inRange<int32_t>(1, 40);
-  const auto kv = *rc::gen::container<std::vector<int32_t>>(
-      static_cast<size_t>(batch), rc::gen::inRange<int32_t>(qlen, 6000));
+  const auto kv = *rc::gen::container<std::vector<int32_t>>(static_cast<size_t>(batch),
+                                                            rc::gen::inRange<int32_t>(qlen, 6000));
   const PlanRequest r = test::DenseRequest(*rc::gen::element(Arch::kGfx942, Arch::kGfx950), 16,
                                            qlen, kv, *rc::gen::inRange<int32_t>(2, 40));
   auto plan = PlanMlaMetadata(r);

@@ -11,8 +11,8 @@ namespace mlasim::ref {
 namespace {
 
 using test::DenseRequest;
-using test::Rows;
 using test::Prefix;
+using test::Rows;
 using test::WorkRows;
 
 TEST(PlannerWorkedExample, Decode_6_1) {
@@ -142,7 +142,8 @@ TEST(PlannerHandDerived, ZeroLengthRequestSerialAndParallelAgree) {
   // kv [0, 50], 2 clusters: sum = 16 + 20 = 36 -> payload 34. Serial: empty work for request
   // 0, then request 1 split 2 blocks | 2 blocks. The parallel scan gives the same plan.
   const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {0, 50}, 2);
-  const Rows want = {{0, -1, 0, 1, 0, 0, 0, 0}, {1, 0, 1, 2, 0, 32, 18, 0}, {1, 1, 1, 2, 32, 50, 0, 0}};
+  const Rows want = {
+      {0, -1, 0, 1, 0, 0, 0, 0}, {1, 0, 1, 2, 0, 32, 18, 0}, {1, 1, 1, 2, 32, 50, 0, 0}};
   for (PlannerChoice choice : {PlannerChoice::kSerial, PlannerChoice::kParallel}) {
     auto plan = PlanMlaMetadata(r, {choice});
     ASSERT_TRUE(plan.ok());

@@ -40,8 +40,9 @@ std::vector<fs::path> CaseFiles() {
 TEST(CaseCorpus, EveryCaseReplaysToItsExpectedVerdictAndViolations) {
   const auto files = CaseFiles();
   ASSERT_GE(files.size(), 10u);
-  const char* keys[] = {"kind", "class", "step", "call", "buffer", "access", "first_row",
-                        "last_row", "rows_past_end", "bytes_past_end", "consequence"};
+  const char* keys[] = {"kind",          "class",          "step",       "call",
+                        "buffer",        "access",         "first_row",  "last_row",
+                        "rows_past_end", "bytes_past_end", "consequence"};
   for (const fs::path& f : files) {
     SCOPED_TRACE(f.filename().string());
     auto s = LoadScenarioFile(f.string());
@@ -58,7 +59,8 @@ TEST(CaseCorpus, EveryCaseReplaysToItsExpectedVerdictAndViolations) {
     ASSERT_EQ(got["violations"].size(), want["violations"].size()) << got["violations"].dump(1);
     for (size_t i = 0; i < want["violations"].size(); ++i)
       for (const char* k : keys)
-        EXPECT_EQ(got["violations"][i][k], want["violations"][i][k]) << "violation " << i << " " << k;
+        EXPECT_EQ(got["violations"][i][k], want["violations"][i][k])
+            << "violation " << i << " " << k;
   }
 }
 
@@ -71,7 +73,8 @@ TEST(CaseCorpus, ClassesCovered) {
     const nlohmann::json expect = ReadJson(e);
     for (const auto& v : expect["violations"]) classes.insert(v["class"].get<std::string>());
   }
-  for (const char* c : {"A", "D", "E", "F", "G", "H"}) EXPECT_TRUE(classes.count(c)) << "class " << c;
+  for (const char* c : {"A", "D", "E", "F", "G", "H"})
+    EXPECT_TRUE(classes.count(c)) << "class " << c;
 }
 
 TEST(CaseCorpus, ReplayIsDeterministic) {
@@ -112,9 +115,11 @@ TEST(BadScenarios, EachGivesTheExactFieldAndReason) {
       st = s.status();
     }
     std::string want_field = it.value()["field"].get<std::string>();
-    if (want_field.rfind("tests/", 0) == 0) want_field = (fs::path(MLASIM_SOURCE_DIR) / want_field).string();
+    if (want_field.rfind("tests/", 0) == 0)
+      want_field = (fs::path(MLASIM_SOURCE_DIR) / want_field).string();
     EXPECT_EQ(st.field(), want_field);
-    EXPECT_NE(st.message().find(it.value()["message_contains"].get<std::string>()), std::string::npos)
+    EXPECT_NE(st.message().find(it.value()["message_contains"].get<std::string>()),
+              std::string::npos)
         << st.message();
   }
 }

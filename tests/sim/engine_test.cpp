@@ -23,11 +23,12 @@ TEST(EngineWorkedExample, RungAndPaddedIndptrs) {
   // T1: cu_seqlens_q = 0,4,...,20,20,20,20; kv_indptr = 0,100,3100,3150,5250,5257 then 5257 x 3.
   const ref::PlanRequest& main = t->plans[FindCall(*t, "verify", "main_plan")->plan].request;
   EXPECT_EQ(main.qo_indptr, (std::vector<int32_t>{0, 4, 8, 12, 16, 20, 20, 20, 20}));
-  EXPECT_EQ(main.kv_indptr, (std::vector<int32_t>{0, 100, 3100, 3150, 5250, 5257, 5257, 5257, 5257}));
+  EXPECT_EQ(main.kv_indptr,
+            (std::vector<int32_t>{0, 100, 3100, 3150, 5250, 5257, 5257, 5257, 5257}));
   // T2: per-token KV 97,98,99,100 | 2048 x4 | 47..50 | 2048 x4 | 4..7 | 0 x12.
   const ref::PlanRequest& sp = t->plans[FindCall(*t, "verify", "sparse_mtp_plan")->plan].request;
-  std::vector<int32_t> want = {97, 98, 99, 100, 2048, 2048, 2048, 2048, 47, 48, 49, 50,
-                               2048, 2048, 2048, 2048, 4, 5, 6, 7};
+  std::vector<int32_t> want = {97, 98, 99,   100,  2048, 2048, 2048, 2048, 47, 48,
+                               49, 50, 2048, 2048, 2048, 2048, 4,    5,    6,  7};
   want.resize(32, 0);
   EXPECT_EQ(Lengths(sp.kv_indptr), want);
 }

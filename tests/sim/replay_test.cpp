@@ -10,7 +10,8 @@ namespace {
 
 const Violation* Find(const ReplayReport& r, const std::string& buffer, const std::string& access) {
   for (const Violation& v : r.result.violations)
-    if (v.buffer == buffer && v.access == access && v.kind == ViolationKind::kOutOfBounds) return &v;
+    if (v.buffer == buffer && v.access == access && v.kind == ViolationKind::kOutOfBounds)
+      return &v;
   return nullptr;
 }
 
@@ -82,8 +83,8 @@ TEST(FoundingCase, B35FaultLands20To24KiBPastQ) {
   EXPECT_GE(at->bytes_past_end, 20 * 1024);
   EXPECT_LE(at->bytes_past_end, 24 * 1024);
   EXPECT_EQ(at->bytes_past_end, 22528);
-  EXPECT_EQ(at->row, 142);   // 140 + 22528 / 9216
-  EXPECT_EQ(at->head, 7);    // (22528 % 9216) / 576
+  EXPECT_EQ(at->row, 142);  // 140 + 22528 / 9216
+  EXPECT_EQ(at->head, 7);   // (22528 % 9216) / 576
   EXPECT_EQ(at->column, 64);
   EXPECT_FALSE(at->mapped);
 }
@@ -133,7 +134,8 @@ TEST(FaultLog, PlainCudaErrorHasNoAddress) {
 }
 
 TEST(FaultLog, MalformedLayoutIsRefusedWithThePath) {
-  nlohmann::json l = {{"allocations", {{{"name", "q"}, {"base", "12"}, {"bytes", 4}, {"row_bytes", 1}}}}};
+  nlohmann::json l = {
+      {"allocations", {{{"name", "q"}, {"base", "12"}, {"bytes", 4}, {"row_bytes", 1}}}}};
   auto at = AttributeAddress(l, 0x10);
   ASSERT_FALSE(at.ok());
   EXPECT_EQ(at.status().field(), "$.allocations[0].base");

@@ -16,7 +16,9 @@ namespace {
 using nlohmann::json;
 using ref::Cell;
 
-std::string Str(const json& j) { return j.dump(); }
+std::string Str(const json& j) {
+  return j.dump();
+}
 
 // Expected values (json array, possibly with nulls) vs cells [begin, begin+n) of a buffer.
 // A null matches only a Cell::kUndefined cell; an undefined cell matches only a null.
@@ -25,13 +27,15 @@ std::optional<GoldenMismatch> CompareCells(const std::string& name, const json& 
   for (size_t i = 0; i < want.size(); ++i) {
     const int64_t idx = begin + static_cast<int64_t>(i);
     if (idx >= got.size())
-      return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", buffer ends at " +
-                                               std::to_string(got.size())};
+      return GoldenMismatch{
+          -1, name, idx,
+          "expected " + Str(want[i]) + ", buffer ends at " + std::to_string(got.size())};
     const Cell c = got.cells[idx];
     if (want[i].is_null()) {
       if (c != Cell::kUndefined)
-        return GoldenMismatch{-1, name, idx, "expected null (undefined input read), got " +
-                                                 std::to_string(got.data[idx])};
+        return GoldenMismatch{
+            -1, name, idx,
+            "expected null (undefined input read), got " + std::to_string(got.data[idx])};
       continue;
     }
     if (c == Cell::kUndefined)
@@ -39,8 +43,8 @@ std::optional<GoldenMismatch> CompareCells(const std::string& name, const json& 
     if (c == Cell::kUnwritten)
       return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", got unwritten"};
     if (!sim::IsInt64(want[i]) || want[i].get<int64_t>() != got.data[idx])  // 0.9 is not 0
-      return GoldenMismatch{-1, name, idx, "expected " + Str(want[i]) + ", got " +
-                                               std::to_string(got.data[idx])};
+      return GoldenMismatch{-1, name, idx,
+                            "expected " + Str(want[i]) + ", got " + std::to_string(got.data[idx])};
   }
   return std::nullopt;
 }
@@ -50,8 +54,9 @@ std::optional<GoldenMismatch> ComparePrefix(const std::string& name, const json&
   if (auto m = CompareCells(name, want, got, 0)) return m;
   const int64_t n = static_cast<int64_t>(want.size());
   if (got.WrittenPrefix() != n)
-    return GoldenMismatch{-1, name, n, "written prefix has " + std::to_string(got.WrittenPrefix()) +
-                                           " elements, expected " + std::to_string(n)};
+    return GoldenMismatch{-1, name, n,
+                          "written prefix has " + std::to_string(got.WrittenPrefix()) +
+                              " elements, expected " + std::to_string(n)};
   return std::nullopt;
 }
 
@@ -65,7 +70,8 @@ std::optional<GoldenMismatch> CompareOutput(const json& out, const ref::Plan& pl
                           "expected " + std::to_string(wi.size()) + " work rows, got " +
                               std::to_string(plan.derived.num_works)};
   for (size_t w = 0; w < wi.size(); ++w) {
-    if (auto m = CompareCells(prefix + "work_info", wi[w], plan.work_info, int64_t(w) * 8)) return m;
+    if (auto m = CompareCells(prefix + "work_info", wi[w], plan.work_info, int64_t(w) * 8))
+      return m;
   }
   if (auto m = ComparePrefix(prefix + "reduce_indptr", out.at("reduce_indptr"), plan.reduce_indptr))
     return m;
@@ -76,7 +82,8 @@ std::optional<GoldenMismatch> CompareOutput(const json& out, const ref::Plan& pl
     if (plan.reduce_final_map.written(t * 2)) ++written_rows;
   for (auto it = fm.begin(); it != fm.end(); ++it) {
     const int64_t t = std::stoll(it.key());
-    if (auto m = CompareCells(prefix + "reduce_final_map", it.value(), plan.reduce_final_map, t * 2))
+    if (auto m =
+            CompareCells(prefix + "reduce_final_map", it.value(), plan.reduce_final_map, t * 2))
       return m;
   }
   if (written_rows != static_cast<int64_t>(fm.size()))
@@ -104,13 +111,19 @@ std::optional<GoldenMismatch> CompareSizes(const json& want, const ref::Metadata
 
 std::optional<GoldenMismatch> CompareDerived(const json& want, const ref::PlanDerived& d) {
   const std::pair<const char*, int64_t> ints[] = {
-      {"num_clusters", d.num_clusters},       {"fold_ratio", d.fold_ratio},
-      {"packed_qo_len_per_wg", d.packed_qo_len_per_wg}, {"num_splits", d.num_splits},
-      {"planner_batches", d.planner_batches}, {"planner_heads", d.planner_heads},
-      {"topk_pages", d.topk_pages},           {"fixed_overhead_blocks", d.fixed_overhead_blocks},
-      {"tail_done_threshold", d.tail_done_threshold}, {"num_works", d.num_works}};
+      {"num_clusters", d.num_clusters},
+      {"fold_ratio", d.fold_ratio},
+      {"packed_qo_len_per_wg", d.packed_qo_len_per_wg},
+      {"num_splits", d.num_splits},
+      {"planner_batches", d.planner_batches},
+      {"planner_heads", d.planner_heads},
+      {"topk_pages", d.topk_pages},
+      {"fixed_overhead_blocks", d.fixed_overhead_blocks},
+      {"tail_done_threshold", d.tail_done_threshold},
+      {"num_works", d.num_works}};
   for (const auto& [name, got] : ints) {
-    if (want.contains(name) && (!sim::IsInt64(want.at(name)) || want.at(name).get<int64_t>() != got))
+    if (want.contains(name) &&
+        (!sim::IsInt64(want.at(name)) || want.at(name).get<int64_t>() != got))
       return GoldenMismatch{-1, std::string("derived.") + name, -1,
                             "expected " + Str(want.at(name)) + ", got " + std::to_string(got)};
   }
@@ -132,16 +145,17 @@ std::optional<GoldenMismatch> CheckPlanRecord(const json& rec) {
   if (rec.contains("error")) {
     const bool sizing_refused = rec.at("sizes").is_null();
     if (sizing_refused) {
-      if (sizes.ok()) return GoldenMismatch{-1, "error", -1, "aiter's sizing refused, mlasim's did not"};
+      if (sizes.ok())
+        return GoldenMismatch{-1, "error", -1, "aiter's sizing refused, mlasim's did not"};
       return std::nullopt;
     }
     if (!sizes.ok()) return GoldenMismatch{-1, "sizes", -1, sizes.status().ToString()};
     if (auto m = CompareSizes(rec.at("sizes"), *sizes)) return m;
     auto plan = ref::PlanMlaMetadata(*req);
     if (plan.ok())
-      return GoldenMismatch{-1, "error", -1,
-                            "aiter refused (" + rec.at("error").get<std::string>() +
-                                "), mlasim planned"};
+      return GoldenMismatch{
+          -1, "error", -1,
+          "aiter refused (" + rec.at("error").get<std::string>() + "), mlasim planned"};
     return std::nullopt;
   }
   if (!sizes.ok()) return GoldenMismatch{-1, "sizes", -1, sizes.status().ToString()};
@@ -207,7 +221,8 @@ Status ApplyUpdateChain(const json& rec, const ref::PlanRequest& req, ref::Plan&
 }
 
 std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
-  const int64_t id = rec.contains("id") && rec.at("id").is_number_integer() ? rec.at("id").get<int64_t>() : -1;
+  const int64_t id =
+      rec.contains("id") && rec.at("id").is_number_integer() ? rec.at("id").get<int64_t>() : -1;
   std::optional<GoldenMismatch> m;
   try {
     m = rec.contains("before") ? CheckUpdateRecord(rec) : CheckPlanRecord(rec);
@@ -221,7 +236,8 @@ std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
 StatusOr<GoldenSummary> CheckGoldenFile(
     const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return InvalidArgumentError(path, "is a directory, not a golden corpus");
+  if (std::filesystem::is_directory(path, ec))
+    return InvalidArgumentError(path, "is a directory, not a golden corpus");
   std::ifstream f(path);
   if (!f) return InvalidArgumentError(path, "cannot open the golden corpus file");
   GoldenSummary sum;
@@ -231,15 +247,17 @@ StatusOr<GoldenSummary> CheckGoldenFile(
   while (sim::ReadLineBounded(f, &line, &too_long) || too_long) {
     ++lineno;
     if (too_long)
-      return InvalidArgumentError(path + ":" + std::to_string(lineno), "line is longer than 64 MiB (not a corpus?)");
+      return InvalidArgumentError(path + ":" + std::to_string(lineno),
+                                  "line is longer than 64 MiB (not a corpus?)");
     if (line.empty()) continue;
     StatusOr<json> parsed = sim::ParseJsonStrict(line, path + ":" + std::to_string(lineno));
     if (!parsed.ok()) return parsed.status();
     const json& rec = *parsed;
     if (!rec.is_object() || !rec.contains("input") ||
         !(rec.contains("output") || rec.contains("after") || rec.contains("error")))
-      return InvalidArgumentError(path + ":" + std::to_string(lineno),
-                                  "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
+      return InvalidArgumentError(
+          path + ":" + std::to_string(lineno),
+          "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
     ++sum.records;
     auto m = CheckGoldenRecord(rec);
     if (m) {

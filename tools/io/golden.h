@@ -18,9 +18,9 @@ namespace mlasim::io {
 // The first difference between mlasim and one golden record.
 struct GoldenMismatch {
   int64_t id = -1;
-  std::string buffer;     // "work_info", "sizes.work_indptr", "error", ...
-  int64_t index = -1;     // first differing element (flat), -1 when not an element
-  std::string detail;     // expected vs got
+  std::string buffer;  // "work_info", "sizes.work_indptr", "error", ...
+  int64_t index = -1;  // first differing element (flat), -1 when not an element
+  std::string detail;  // expected vs got
 };
 
 // Compares one record (a parsed JSON line). Returns nullopt when everything matches, a mismatch

@@ -34,7 +34,8 @@ Status GetIntArray(const json& obj, const std::string& key, const std::string& p
     const json& e = v[i];
     if (!e.is_number_integer())
       return Type(path + "." + key + "[" + std::to_string(i) + "]", "an integer");
-    if (!sim::IsInt64(e)) return Type(path + "." + key + "[" + std::to_string(i) + "]", "a 32-bit integer");
+    if (!sim::IsInt64(e))
+      return Type(path + "." + key + "[" + std::to_string(i) + "]", "a 32-bit integer");
     const int64_t x = e.get<int64_t>();
     if (x < INT32_MIN || x > INT32_MAX)
       return Type(path + "." + key + "[" + std::to_string(i) + "]", "a 32-bit integer");
@@ -74,11 +75,25 @@ json Cells(const ref::Int32Buffer& b, int64_t begin, int64_t end) {
 StatusOr<ref::PlanRequest> ParsePlanRequest(const json& in, const std::string& path,
                                             bool allow_update_keys) {
   if (!in.is_object()) return Type(path, "an object");
-  static const std::set<std::string> kKeys = {
-      "target", "cu_count", "heads_per_head_k", "num_heads_k", "q_dtype", "kv_dtype",
-      "page_size", "kv_granularity", "qlen", "max_seqlen_qo", "uni_seqlen_qo", "is_causal",
-      "topk", "max_split_per_batch", "qo_indptr", "kv_indptr", "kv_last_page_lens", "revision",
-      "is_cp_round_robin"};
+  static const std::set<std::string> kKeys = {"target",
+                                              "cu_count",
+                                              "heads_per_head_k",
+                                              "num_heads_k",
+                                              "q_dtype",
+                                              "kv_dtype",
+                                              "page_size",
+                                              "kv_granularity",
+                                              "qlen",
+                                              "max_seqlen_qo",
+                                              "uni_seqlen_qo",
+                                              "is_causal",
+                                              "topk",
+                                              "max_split_per_batch",
+                                              "qo_indptr",
+                                              "kv_indptr",
+                                              "kv_last_page_lens",
+                                              "revision",
+                                              "is_cp_round_robin"};
   static const std::set<std::string> kUpdateKeys = {"num_reject_tokens", "new_kv_indptr", "steps",
                                                     "update_max_seqlen_qo"};
   for (auto it = in.begin(); it != in.end(); ++it) {
@@ -86,8 +101,8 @@ StatusOr<ref::PlanRequest> ParsePlanRequest(const json& in, const std::string& p
     if (allow_update_keys && kUpdateKeys.count(it.key())) continue;
     return InvalidArgumentError(path + "." + it.key(), "unknown key");
   }
-  for (const char* k : {"target", "cu_count", "heads_per_head_k", "q_dtype", "kv_dtype",
-                        "kv_indptr"}) {
+  for (const char* k :
+       {"target", "cu_count", "heads_per_head_k", "q_dtype", "kv_dtype", "kv_indptr"}) {
     if (!in.contains(k)) return InvalidArgumentError(path + "." + k, "required key is missing");
   }
   ref::PlanRequest r;
@@ -117,7 +132,8 @@ StatusOr<ref::PlanRequest> ParsePlanRequest(const json& in, const std::string& p
   if (in.contains("uni_seqlen_qo"))
     MLASIM_RETURN_IF_ERROR(GetInt(in, "uni_seqlen_qo", path, &r.uni_seqlen_qo));
   if (in.contains("qlen")) MLASIM_RETURN_IF_ERROR(GetInt(in, "qlen", path, &r.qlen));
-  if (in.contains("is_causal")) MLASIM_RETURN_IF_ERROR(GetBool(in, "is_causal", path, &r.is_causal));
+  if (in.contains("is_causal"))
+    MLASIM_RETURN_IF_ERROR(GetBool(in, "is_causal", path, &r.is_causal));
   if (in.contains("is_cp_round_robin"))
     MLASIM_RETURN_IF_ERROR(GetBool(in, "is_cp_round_robin", path, &r.is_cp_round_robin));
   if (in.contains("topk")) MLASIM_RETURN_IF_ERROR(GetInt(in, "topk", path, &r.topk));
@@ -215,8 +231,11 @@ json PlanToJson(const ref::Plan& plan) {
                         {"payload", d.payload}};
   json iv = json::array();
   for (const ref::InputViolation& v : plan.input_violations)
-    iv.push_back(json{{"array", v.array}, {"index", v.index}, {"size", v.size},
-                      {"work_row", v.work_row}, {"field", ref::WorkFieldName(v.work_field)}});
+    iv.push_back(json{{"array", v.array},
+                      {"index", v.index},
+                      {"size", v.size},
+                      {"work_row", v.work_row},
+                      {"field", ref::WorkFieldName(v.work_field)}});
   out["input_violations"] = iv;
   return out;
 }

@@ -24,12 +24,8 @@ using RegisterFn = std::unique_ptr<Command> (*)(CLI::App&);
 
 // Every subcommand, in the order `mlasim --help` lists them.
 constexpr RegisterFn kCommands[] = {
-    &RegisterReplay,
-    &RegisterExplainFault,
-    &RegisterFuzz,
-    &RegisterMutants,
-    &RegisterPlan,
-    &RegisterNumerics,
+    &RegisterReplay,  &RegisterExplainFault, &RegisterFuzz,
+    &RegisterMutants, &RegisterPlan,         &RegisterNumerics,
 };
 
 std::string VersionString() {
@@ -48,7 +44,8 @@ std::string SelectedCommand(const CLI::App& app) {
 // missing" -> {"--qlen", "1 required INT missing"}; "--request is required" -> {"--request",
 // "is required"}; anything else keeps its text with no field.
 std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
-  for (const char* lead : {"The following argument was not expected: ", "The following arguments were not expected: "}) {
+  for (const char* lead : {"The following argument was not expected: ",
+                           "The following arguments were not expected: "}) {
     const std::string l = lead;
     if (msg.rfind(l, 0) == 0) {  // CLI11 lists them last first
       std::vector<std::string> words;
@@ -56,7 +53,8 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
       for (std::string w; in >> w;) words.insert(words.begin(), w);
       if (words.empty()) break;
       std::string reason = words[0].rfind('-', 0) == 0 ? "unknown option" : "unexpected argument";
-      for (size_t i = 1; i < words.size(); ++i) reason += (i == 1 ? " (also unexpected: " : " ") + words[i];
+      for (size_t i = 1; i < words.size(); ++i)
+        reason += (i == 1 ? " (also unexpected: " : " ") + words[i];
       if (words.size() > 1) reason += ")";
       return {words[0], reason};
     }
@@ -74,7 +72,8 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
   if (!msg.empty() && msg[0] == '-') {
     const size_t colon = msg.find(": ");
     const size_t space = msg.find(' ');
-    if (colon != std::string::npos && colon < space) return {msg.substr(0, colon), msg.substr(colon + 2)};
+    if (colon != std::string::npos && colon < space)
+      return {msg.substr(0, colon), msg.substr(colon + 2)};
     if (space != std::string::npos) {
       const std::string reason = msg.substr(space + 1);
       return {msg.substr(0, space), reason == "is required" ? "required" : reason};
@@ -118,7 +117,8 @@ CLI::Validator UnsignedInteger() {
       [](std::string& v) -> std::string {
         if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
           return "must be a non-negative decimal integer";
-        if (v.size() > 20 || (v.size() == 20 && v > "18446744073709551615")) return "must be below 2^64";
+        if (v.size() > 20 || (v.size() == 20 && v > "18446744073709551615"))
+          return "must be below 2^64";
         return "";
       },
       "UINT64");
@@ -146,8 +146,9 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
     if (!known) {
       std::string names;
       for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c->app()->get_name();
-      PrintError(err, "", "", std::string("unknown command '") + argv[1] + "' (expected one of: " +
-                                  names + "; run 'mlasim --help' for usage)");
+      PrintError(err, "", "",
+                 std::string("unknown command '") + argv[1] + "' (expected one of: " + names +
+                     "; run 'mlasim --help' for usage)");
       return kExitBadInput;
     }
   }

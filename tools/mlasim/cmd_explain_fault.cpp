@@ -21,10 +21,12 @@ constexpr const char* kName = "explain-fault";
 class ExplainFaultCommand final : public Command {
  public:
   explicit ExplainFaultCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand(kName, "Attribute a GPU fault address to a buffer, row, head "
-                                        "and column of a replayed layout");
-    app_->footer("Exit codes: 0 attributed, 2 bad input.\n"
-                 "Example: mlasim explain-fault --layout layout.json --address 0x7f1000200000\n");
+    app_ = parent.add_subcommand(kName,
+                                 "Attribute a GPU fault address to a buffer, row, head "
+                                 "and column of a replayed layout");
+    app_->footer(
+        "Exit codes: 0 attributed, 2 bad input.\n"
+        "Example: mlasim explain-fault --layout layout.json --address 0x7f1000200000\n");
     app_->add_option("--layout", layout_file_, "layout JSON from `mlasim replay --layout-out`")
         ->type_name("FILE")
         ->required();

@@ -19,11 +19,13 @@ constexpr const char* kName = "fuzz";
 class FuzzCommand final : public Command {
  public:
   explicit FuzzCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand(kName, "Fuzz generated engine steps; keep one shrunk, replayable "
-                                        "case per distinct failure signature");
+    app_ = parent.add_subcommand(kName,
+                                 "Fuzz generated engine steps; keep one shrunk, replayable "
+                                 "case per distinct failure signature");
     app_->footer(
         "Exit codes: 0 no findings, 1 findings, 2 bad input.\n"
-        "Example: mlasim fuzz --seconds 60 --seed 7 --jobs 2 --profile atom-2026-08 --out findings\n"
+        "Example: mlasim fuzz --seconds 60 --seed 7 --jobs 2 --profile atom-2026-08 --out "
+        "findings\n"
         "Sharding: run --shard I/N on N machines with the same --seed; merge the --out folders.\n");
     app_->add_option("--seconds", o_.seconds, "wall-clock budget")->capture_default_str();
     app_->add_option("--cases", o_.max_cases, "stop after this many cases (-1: time only)");
@@ -43,20 +45,24 @@ class FuzzCommand final : public Command {
         ->type_name("SEED")
         ->check(UnsignedInteger());
     app_->add_option("--size", reproduce_size_, "with --reproduce (required): the RapidCheck size");
-    app_->add_option("--shrink-path", shrink_path_, "with --reproduce: e.g. [3,0,1] (default [] = unshrunk)");
+    app_->add_option("--shrink-path", shrink_path_,
+                     "with --reproduce: e.g. [3,0,1] (default [] = unshrunk)");
   }
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
     if (!profiles_.empty()) o_.profiles = profiles_;
     if (app_->count("--reproduce")) {
-      for (const char* flag : {"--out", "--jobs", "--cases", "--seconds", "--resume", "--shard", "--seed", "--ignore-known"})
+      for (const char* flag : {"--out", "--jobs", "--cases", "--seconds", "--resume", "--shard",
+                               "--seed", "--ignore-known"})
         if (app_->count(flag))
-          return Fail(io, InvalidArgumentError(flag, "not used with --reproduce (it regenerates one case)"));
+          return Fail(io, InvalidArgumentError(
+                              flag, "not used with --reproduce (it regenerates one case)"));
       return Reproduce(io);
     }
     for (const char* flag : {"--size", "--shrink-path"})
-      if (app_->count(flag)) return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
+      if (app_->count(flag))
+        return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
     if (o_.max_cases < -1)
       return Fail(io, InvalidArgumentError("--cases", "must be >= 0, or -1 for a time-only run"));
     auto seed = fuzz::ParseSeed(seed_text_);
@@ -67,7 +73,8 @@ class FuzzCommand final : public Command {
       if (!st.ok()) return Fail(io, st);
     }
     if (o_.resume && o_.out_dir.empty())
-      return Fail(io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
+      return Fail(
+          io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
     const bool tty = ::isatty(STDERR_FILENO);
     double last_plain = -10;
     auto progress = [&](int64_t cases, int64_t findings, double secs) {
@@ -89,10 +96,11 @@ class FuzzCommand final : public Command {
     auto sum = fuzz::RunCampaign(o_, progress);
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
-    io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}\n", seed_text_, o_.shard, o_.shards,
-                          fmt::join(o_.profiles, ","));
+    io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}\n", seed_text_, o_.shard,
+                          o_.shards, fmt::join(o_.profiles, ","));
     io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s, {} job(s))\n", sum->cases,
-                          sum->seconds > 0 ? sum->cases / sum->seconds : 0.0, sum->seconds, o_.jobs);
+                          sum->seconds > 0 ? sum->cases / sum->seconds : 0.0, sum->seconds,
+                          o_.jobs);
     io.out << fmt::format("distinct findings {}\n", sum->findings.size());
     for (const auto& [sig, f] : sum->findings)
       io.out << fmt::format("  {}  (seed index {}){}\n", sig, f.seed_index,
@@ -106,7 +114,9 @@ class FuzzCommand final : public Command {
  private:
   int Reproduce(const Streams& io) {
     if (!app_->count("--size"))
-      return Fail(io, InvalidArgumentError("--size", "required with --reproduce (the finding's reproduce command gives it)"));
+      return Fail(io, InvalidArgumentError(
+                          "--size",
+                          "required with --reproduce (the finding's reproduce command gives it)"));
     if (reproduce_size_ < 1 || reproduce_size_ > 1000)
       return Fail(io, InvalidArgumentError("--size", "must be in 1..1000 (a RapidCheck size)"));
     // [i,j,...]: small non-negative integers, nothing else
@@ -117,16 +127,20 @@ class FuzzCommand final : public Command {
     const bool bracketed = t.size() >= 2 && t.front() == '[' && t.back() == ']';
     std::string body = bracketed ? t.substr(1, t.size() - 2) : "";
     bool ok = bracketed;
-    for (size_t i = 0; ok && !body.empty(); ) {
+    for (size_t i = 0; ok && !body.empty();) {
       const size_t comma = body.find(',', i);
-      const std::string item = body.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
-      ok = !item.empty() && item.size() <= 6 && item.find_first_not_of("0123456789") == std::string::npos;
+      const std::string item =
+          body.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+      ok = !item.empty() && item.size() <= 6 &&
+           item.find_first_not_of("0123456789") == std::string::npos;
       if (ok) path.push_back(std::stoi(item));
       if (comma == std::string::npos) break;
       i = comma + 1;
       ok = ok && i < body.size();  // no trailing comma
     }
-    if (!ok) return Fail(io, InvalidArgumentError("--shrink-path", "must look like [3,0,1] (small integers)"));
+    if (!ok)
+      return Fail(io,
+                  InvalidArgumentError("--shrink-path", "must look like [3,0,1] (small integers)"));
     fuzz::GenConfig cfg;
     cfg.profiles = o_.profiles;
     cfg.small = o_.small;
@@ -151,6 +165,8 @@ class FuzzCommand final : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> RegisterFuzz(CLI::App& app) { return std::make_unique<FuzzCommand>(app); }
+std::unique_ptr<Command> RegisterFuzz(CLI::App& app) {
+  return std::make_unique<FuzzCommand>(app);
+}
 
 }  // namespace mlasim::cli

@@ -20,11 +20,14 @@ constexpr const char* kName = "mutants";
 class MutantsCommand final : public Command {
  public:
   explicit MutantsCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand(kName, "Run the property suite against every registered mutant "
-                                        "(deliberately injected bug) and report which it kills");
+    app_ = parent.add_subcommand(kName,
+                                 "Run the property suite against every registered mutant "
+                                 "(deliberately injected bug) and report which it kills");
     app_->footer("Exit codes: 0 every mutant killed, 1 a mutant survived, 2 bad input.\n");
     app_->add_option("--budget", budget_, "seconds per mutant")->capture_default_str();
-    app_->add_option("--seed", seed_, "first seed")->capture_default_str()->check(UnsignedInteger());
+    app_->add_option("--seed", seed_, "first seed")
+        ->capture_default_str()
+        ->check(UnsignedInteger());
     app_->add_option("--only", only_, "run only the mutant with this name")->type_name("NAME");
     app_->add_option("--out", out_dir_,
                      "write each shrunk counterexample as a replayable case JSON into DIR")
@@ -101,6 +104,8 @@ class MutantsCommand final : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> RegisterMutants(CLI::App& app) { return std::make_unique<MutantsCommand>(app); }
+std::unique_ptr<Command> RegisterMutants(CLI::App& app) {
+  return std::make_unique<MutantsCommand>(app);
+}
 
 }  // namespace mlasim::cli

@@ -162,7 +162,9 @@ class NumericsCommand final : public Command {
         ->type_name("N");
     dims_opt_ = app_->add_flag("--small-dims,!--full-dims", small_dims_,
                                "head dims 64 latent + 16 rope (default) or the model's (576/512)");
-    app_->add_option("--seed", seed_, "input seed (SplitMix64), default 1")->type_name("N")->check(UnsignedInteger());
+    app_->add_option("--seed", seed_, "input seed (SplitMix64), default 1")
+        ->type_name("N")
+        ->check(UnsignedInteger());
     app_->add_option("--accumulate", accumulate_, "fp32 (default) or fp64")->type_name("TYPE");
     app_->add_option("--empty-rows", empty_rows_,
                      "what a zero-length work writes: write-zero (o = 0, lse = -inf; default) or "
@@ -176,9 +178,11 @@ class NumericsCommand final : public Command {
   int Run(const Streams& io) override {
     {  // --small-dims and --full-dims together: refuse rather than let the last one win
       bool small = false, full = false;
-      for (const std::string& v : dims_opt_->results()) (v == "-1" || v == "false" ? full : small) = true;
+      for (const std::string& v : dims_opt_->results())
+        (v == "-1" || v == "false" ? full : small) = true;
       if (small && full)
-        return Fail(io, InvalidArgumentError("--full-dims", "contradicts --small-dims; give one of them"));
+        return Fail(
+            io, InvalidArgumentError("--full-dims", "contradicts --small-dims; give one of them"));
     }
     if (max_context_ < 1 || max_context_ > (1 << 20))
       return Fail(io, InvalidArgumentError("--max-context", "must be in [1, 1048576]"));
@@ -239,7 +243,8 @@ class NumericsCommand final : public Command {
                                   call.step + ") needs " + std::to_string(too_big) +
                                   " values in one tensor, more than the numerics limit of " +
                                   std::to_string(kMaxTensorValues) +
-                                  (small_dims_ ? "; lower --max-context" : "; lower --max-context or use --small-dims")));
+                                  (small_dims_ ? "; lower --max-context"
+                                               : "; lower --max-context or use --small-dims")));
         ref::NumericsOptions call_opt = opt;
         const int64_t pad_row = FirstPaddingRow(req, r.snap->real_requests);
         if (pad_row != std::numeric_limits<int64_t>::max()) call_opt.real_rows = pad_row;

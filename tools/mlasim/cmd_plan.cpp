@@ -29,8 +29,9 @@ std::string Join(const std::vector<std::string>& v) {
 class PlanCommand final : public Command {
  public:
   explicit PlanCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand(kName, "Plan one batch as aiter's get_mla_metadata_v1 does "
-                                        "(fast mode, v1.2), or replay a golden corpus");
+    app_ = parent.add_subcommand(kName,
+                                 "Plan one batch as aiter's get_mla_metadata_v1 does "
+                                 "(fast mode, v1.2), or replay a golden corpus");
     app_->footer(
         "Exit codes: 0 success, 1 golden mismatch, 2 bad input (the message names the flag or "
         "JSON path), 3 internal error.\nExample: mlasim plan --kv-lens 300,40,700 --qlen 1 "
@@ -40,10 +41,10 @@ class PlanCommand final : public Command {
                                     "JSON request: a golden `input` object, or a golden record "
                                     "with an `input` key (instead of the flags above)")
                        ->type_name("FILE");
-    planner_opt_ = app_->add_option("--planner", planner_,
-                                    "auto (aiter's dispatch), serial or parallel")
-                       ->type_name("auto|serial|parallel")
-                       ->capture_default_str();
+    planner_opt_ =
+        app_->add_option("--planner", planner_, "auto (aiter's dispatch), serial or parallel")
+            ->type_name("auto|serial|parallel")
+            ->capture_default_str();
     json_opt_ = app_->add_flag("--json", json_, "print the plan as JSON instead of the table");
     npy_opt_ = app_->add_option("--npy", npy_dir_,
                                 "also write the six buffers as .npy files (aiter's dtypes and "
@@ -112,8 +113,9 @@ class PlanCommand final : public Command {
     for (const CLI::Option* o : {request_opt_, planner_opt_, json_opt_, npy_opt_})
       if (o->count() > 0) conflicts.push_back(o->get_name());
     if (!conflicts.empty())
-      return Fail(io, "--check-golden", "cannot be combined with " + Join(conflicts) +
-                                            ": a golden record carries its own request");
+      return Fail(io, "--check-golden",
+                  "cannot be combined with " + Join(conflicts) +
+                      ": a golden record carries its own request");
     int code = kExitOk;
     for (const std::string& path : golden_files_) {
       std::error_code ec;
@@ -122,12 +124,11 @@ class PlanCommand final : public Command {
         code = kExitBadInput;
         continue;
       }
-      StatusOr<io::GoldenSummary> sum =
-          io::CheckGoldenFile(path, [&](const io::GoldenMismatch& m) {
-            io.out << "id " << m.id << ": " << m.buffer;
-            if (m.index >= 0) io.out << '[' << m.index << ']';
-            io.out << ": " << m.detail << '\n';
-          });
+      StatusOr<io::GoldenSummary> sum = io::CheckGoldenFile(path, [&](const io::GoldenMismatch& m) {
+        io.out << "id " << m.id << ": " << m.buffer;
+        if (m.index >= 0) io.out << '[' << m.index << ']';
+        io.out << ": " << m.detail << '\n';
+      });
       if (!sum.ok()) {
         Fail(io, "--check-golden", sum.status().ToString());
         code = kExitBadInput;
@@ -168,6 +169,8 @@ class PlanCommand final : public Command {
 
 }  // namespace
 
-std::unique_ptr<Command> RegisterPlan(CLI::App& app) { return std::make_unique<PlanCommand>(app); }
+std::unique_ptr<Command> RegisterPlan(CLI::App& app) {
+  return std::make_unique<PlanCommand>(app);
+}
 
 }  // namespace mlasim::cli

@@ -44,8 +44,12 @@ constexpr const char* kName = "replay";
 struct RowRange {
   int64_t first = -1, last = -1;
   bool any() const { return first >= 0; }
-  std::string str() const { return any() ? std::to_string(first) + ".." + std::to_string(last) : "none"; }
-  nlohmann::json json() const { return any() ? nlohmann::json{{"first", first}, {"last", last}} : nlohmann::json(); }
+  std::string str() const {
+    return any() ? std::to_string(first) + ".." + std::to_string(last) : "none";
+  }
+  nlohmann::json json() const {
+    return any() ? nlohmann::json{{"first", first}, {"last", last}} : nlohmann::json();
+  }
   bool operator==(const RowRange& o) const { return first == o.first && last == o.last; }
 };
 
@@ -74,8 +78,8 @@ struct GpuCallCheck {
   // cannot model (a decreasing kv_indptr, a short kv_last_page_lens), or a plan the runner
   // refuses (indptrs past its own buffers, class D) -- findings the CPU report already names.
   std::string not_modelled;
-  std::string error;     // the CPU reference failed on a request it accepted (a real failure)
-  std::string kernel;    // the decode kernel that ran
+  std::string error;   // the CPU reference failed on a request it accepted (a real failure)
+  std::string kernel;  // the decode kernel that ran
   int64_t rows_compared = 0;
   // Agreement: the GPU against the CPU plan-driven run of the same plan (what the simulator says
   // the kernel computes); information: the GPU against the monolithic truth (a broken plan's
@@ -133,8 +137,9 @@ RowRange Predicted(const sim::ReplayReport& r, const sim::Call& c, const std::st
   const auto& calls = r.trace.calls;
   for (const sim::Violation& v : r.result.violations) {
     const bool own = v.call_index == c.index;
-    const bool reduce = v.call_index == c.index + 1 && c.index + 1 < static_cast<int32_t>(calls.size()) &&
-                        calls[c.index + 1].kind == sim::CallKind::kReduce && calls[c.index + 1].plan == c.plan;
+    const bool reduce =
+        v.call_index == c.index + 1 && c.index + 1 < static_cast<int32_t>(calls.size()) &&
+        calls[c.index + 1].kind == sim::CallKind::kReduce && calls[c.index + 1].plan == c.plan;
     if (!(own || reduce) || v.kind != sim::ViolationKind::kOutOfBounds) continue;
     if (v.buffer != buffer || v.access != access) continue;
     out.first = out.any() ? std::min(out.first, v.first_row) : v.first_row;
@@ -172,25 +177,32 @@ StatusOr<ref::MlaInputs> InputsOf(const sim::ReplayReport& r, const sim::Call& c
 
 int64_t CountPlanMismatches(const gpu::GpuPlan& g, const ref::Plan& want, std::string* where) {
   const std::pair<const std::vector<int32_t>*, const ref::Int32Buffer*> bufs[] = {
-      {&g.work_indptr, &want.work_indptr},     {&g.work_info, &want.work_info},
-      {&g.reduce_indptr, &want.reduce_indptr}, {&g.reduce_final_map, &want.reduce_final_map},
+      {&g.work_indptr, &want.work_indptr},
+      {&g.work_info, &want.work_info},
+      {&g.reduce_indptr, &want.reduce_indptr},
+      {&g.reduce_final_map, &want.reduce_final_map},
       {&g.reduce_partial_map, &want.reduce_partial_map}};
-  const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map", "reduce_partial_map"};
+  const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map",
+                         "reduce_partial_map"};
   int64_t bad = 0;
   for (int i = 0; i < 5; ++i) {
     const auto& a = *bufs[i].first;
     const auto& b = *bufs[i].second;
     if (static_cast<int64_t>(a.size()) != b.size()) {
-      if (bad++ == 0) *where = std::string(names[i]) + " size " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+      if (bad++ == 0)
+        *where = std::string(names[i]) + " size " + std::to_string(a.size()) + " vs " +
+                 std::to_string(b.size());
       continue;
     }
     for (int64_t j = 0; j < b.size(); ++j) {
       if (b.cells[j] == ref::Cell::kUndefined || a[j] == b.data[j]) continue;
-      if (bad++ == 0) *where = std::string(names[i]) + "[" + std::to_string(j) + "]: gpu " + std::to_string(a[j]) +
-                               " reference " + std::to_string(b.data[j]);
+      if (bad++ == 0)
+        *where = std::string(names[i]) + "[" + std::to_string(j) + "]: gpu " +
+                 std::to_string(a[j]) + " reference " + std::to_string(b.data[j]);
     }
   }
-  if (g.num_tiles != want.derived.num_tiles || g.payload != want.derived.payload || g.oob_stores != 0 || g.walk_failed) {
+  if (g.num_tiles != want.derived.num_tiles || g.payload != want.derived.payload ||
+      g.oob_stores != 0 || g.walk_failed) {
     if (bad++ == 0) *where = "num_tiles/payload/stores differ";
   }
   return bad;
@@ -208,7 +220,8 @@ std::vector<GpuPlanCheck> CheckPlans(const sim::ReplayReport& r) {
     pc.plan = snap.name;
     auto want = ref::PlanMlaMetadata(snap.request);
     if (!want.ok()) {
-      pc.note = "the reference planner refuses its request (" + want.status().message() + "); not compared";
+      pc.note = "the reference planner refuses its request (" + want.status().message() +
+                "); not compared";
       out.push_back(pc);
       continue;
     }
@@ -228,7 +241,8 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
   const ref::PlanRequest req = KernelRequest(snap.request);
   auto in = InputsOf(r, c);
   if (!in.ok()) {
-    k.not_modelled = "the numerics cannot model the request the engine hands this call (" + in.status().ToString() + ")";
+    k.not_modelled = "the numerics cannot model the request the engine hands this call (" +
+                     in.status().ToString() + ")";
     return;
   }
   gpu::DecodeResult g;
@@ -261,11 +275,13 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
   k.rows_compared = std::min(out_rows, FirstPaddingRow(req, snap.real_requests));
   const int64_t n_lse = k.rows_compared * in->num_heads, n_o = n_lse * in->head_dim_v;
   const ref::AttentionOutput& want = driven->out;
-  std::vector<uint8_t> skip_pairs = ref::PoisonPairMask(driven->poison, in->q_rows(), in->num_heads);
+  std::vector<uint8_t> skip_pairs =
+      ref::PoisonPairMask(driven->poison, in->q_rows(), in->num_heads);
   skip_pairs.resize(static_cast<size_t>(n_lse));
   for (uint8_t f : skip_pairs) k.poisoned_pairs += f;
   for (const ref::PoisonFinding& f : driven->poison)
-    k.numerics_undefined = k.numerics_undefined || (f.output == ref::NumericsBuffer::kO && f.row_begin < 0);
+    k.numerics_undefined =
+        k.numerics_undefined || (f.output == ref::NumericsBuffer::kO && f.row_begin < 0);
   k.numerics_undefined = k.numerics_undefined || driven->poison_dropped > 0;
   std::vector<uint8_t> skip_o(static_cast<size_t>(n_o));
   for (size_t i = 0; i < skip_o.size(); ++i) skip_o[i] = skip_pairs[i / in->head_dim_v];
@@ -277,39 +293,54 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
   k.q_read_max = g.q_rows_read_max;
   if (g.q_rows_read_max >= c.q_rows) k.q_seen = {c.q_rows, g.q_rows_read_max};
   for (const gpu::TailDamage& t : g.tails) {
-    if (t.buffer == "o") k.o_seen = {t.first_row, t.last_row};
-    else if (t.buffer == "lse") k.lse_seen = {t.first_row, t.last_row};
-    else k.other_tails.push_back(fmt::format("{} rows {}..{}", t.buffer, t.first_row, t.last_row));
+    if (t.buffer == "o")
+      k.o_seen = {t.first_row, t.last_row};
+    else if (t.buffer == "lse")
+      k.lse_seen = {t.first_row, t.last_row};
+    else
+      k.other_tails.push_back(fmt::format("{} rows {}..{}", t.buffer, t.first_row, t.last_row));
   }
 }
 
 std::string CallText(const GpuCallCheck& k) {
-  if (k.refused) return fmt::format("  call {} {}: refused by the engine's guard, not run\n", k.index, k.step);
-  std::string s = fmt::format("  call {} {} {}: q/o {} rows, plan covers {}{}\n", k.index, k.step, k.name, k.q_rows,
-                              k.plan_rows, k.kernel.empty() ? "" : ", kernel " + k.kernel);
+  if (k.refused)
+    return fmt::format("  call {} {}: refused by the engine's guard, not run\n", k.index, k.step);
+  std::string s =
+      fmt::format("  call {} {} {}: q/o {} rows, plan covers {}{}\n", k.index, k.step, k.name,
+                  k.q_rows, k.plan_rows, k.kernel.empty() ? "" : ", kernel " + k.kernel);
   if (!k.not_modelled.empty())
     return s + "    not run: " + k.not_modelled + "; the CPU report covers it\n";
   if (!k.error.empty()) return s + "    " + k.error + "\n";
   if (k.numerics_undefined)
-    s += "    numerics not compared: the plan-driven run reports poison whose rows are unknown (the plan reads "
+    s += "    numerics not compared: the plan-driven run reports poison whose rows are unknown "
+         "(the plan reads "
          "outside its metadata), so no output of this call is defined\n";
   else
     s += fmt::format(
-        "    numerics vs CPU plan-driven ({} real rows{}): o max_abs {:.3g} (atol {:.3g} rtol {:.3g}) cos_diff {:.3g}, "
+        "    numerics vs CPU plan-driven ({} real rows{}): o max_abs {:.3g} (atol {:.3g} rtol "
+        "{:.3g}) cos_diff {:.3g}, "
         "lse max_abs {:.3g}: {}\n",
         k.rows_compared,
-        k.poisoned_pairs == 0 ? "" : fmt::format(", {} poisoned (row, head) pairs skipped", k.poisoned_pairs),
+        k.poisoned_pairs == 0
+            ? ""
+            : fmt::format(", {} poisoned (row, head) pairs skipped", k.poisoned_pairs),
         k.o.max_abs, k.tol.o.atol, k.tol.o.rtol, k.o.cos_diff, k.lse.max_abs,
         k.numerics_ok() ? "within tolerance" : "OUTSIDE TOLERANCE");
   if (!k.truth_ok())
     s += fmt::format(
-        "    vs the truth (monolithic): o max_abs {:.3g} cos_diff {:.3g}, NaN mismatches {}: the plan's answer is "
+        "    vs the truth (monolithic): o max_abs {:.3g} cos_diff {:.3g}, NaN mismatches {}: the "
+        "plan's answer is "
         "wrong (a finding, not a disagreement)\n",
-        k.o_truth.max_abs, k.o_truth.cos_diff, k.o_truth.nan_mismatches + k.lse_truth.nan_mismatches);
-  s += fmt::format("    q read past the end:    gpu rows {} (access log: read {}..{}), simulator rows {}: {}\n",
-                   k.q_seen.str(), k.q_read_min, k.q_read_max, k.q_pred.str(), k.q_agree() ? "agree" : "DISAGREE");
-  s += fmt::format("    o written past the end: gpu rows {} (sentinel tail; lse tail {}), simulator rows {}: {}\n",
-                   k.o_seen.str(), k.lse_seen.str(), k.o_pred.str(), k.o_agree() ? "agree" : "DISAGREE");
+        k.o_truth.max_abs, k.o_truth.cos_diff,
+        k.o_truth.nan_mismatches + k.lse_truth.nan_mismatches);
+  s += fmt::format(
+      "    q read past the end:    gpu rows {} (access log: read {}..{}), simulator rows {}: {}\n",
+      k.q_seen.str(), k.q_read_min, k.q_read_max, k.q_pred.str(),
+      k.q_agree() ? "agree" : "DISAGREE");
+  s += fmt::format(
+      "    o written past the end: gpu rows {} (sentinel tail; lse tail {}), simulator rows {}: "
+      "{}\n",
+      k.o_seen.str(), k.lse_seen.str(), k.o_pred.str(), k.o_agree() ? "agree" : "DISAGREE");
   if (!k.other_tails.empty()) {
     s += "    other sentinel tails damaged (not predicted):";
     for (const std::string& t : k.other_tails) s += " " + t;
@@ -319,14 +350,17 @@ std::string CallText(const GpuCallCheck& k) {
     if (g.child_failed)
       s += fmt::format("    guard {}: the child failed: {}\n", g.buffer, g.detail);
     else if (g.faulted)
-      s += fmt::format("    guard {}: FAULT caught in the child ({}) -> attributed to {}, the only guarded buffer "
-                       "(it ends at the end of its mapped range); simulator: {} {} rows {}: {}\n",
-                       g.buffer, g.detail, g.buffer, g.buffer, g.buffer == "q" ? "read" : "write",
-                       g.predicted.str(), g.agree ? "agree" : "DISAGREE");
+      s += fmt::format(
+          "    guard {}: FAULT caught in the child ({}) -> attributed to {}, the only guarded "
+          "buffer "
+          "(it ends at the end of its mapped range); simulator: {} {} rows {}: {}\n",
+          g.buffer, g.detail, g.buffer, g.buffer, g.buffer == "q" ? "read" : "write",
+          g.predicted.str(), g.agree ? "agree" : "DISAGREE");
     else
-      s += fmt::format("    guard {}: no fault ({}); simulator: {}: {}\n", g.buffer, g.detail,
-                       g.predicted.any() ? "rows " + g.predicted.str() + " past the end" : "in bounds",
-                       g.agree ? "agree" : "DISAGREE");
+      s += fmt::format(
+          "    guard {}: no fault ({}); simulator: {}: {}\n", g.buffer, g.detail,
+          g.predicted.any() ? "rows " + g.predicted.str() + " past the end" : "in bounds",
+          g.agree ? "agree" : "DISAGREE");
   }
   return s;
 }
@@ -334,25 +368,33 @@ std::string CallText(const GpuCallCheck& k) {
 std::string GpuText(const GpuReport& g) {
   std::string s = fmt::format("\ngpu ({}, mode {}):\n", g.device, g.mode);
   for (const GpuPlanCheck& p : g.plans) {
-    if (!p.compared) s += fmt::format("  plan {}: {}\n", p.plan, p.note);
+    if (!p.compared)
+      s += fmt::format("  plan {}: {}\n", p.plan, p.note);
     else
-      s += fmt::format("  plan {}: GPU planner ({} kernel) vs reference planner: {}\n", p.plan, p.kernel,
-                       p.mismatches == 0 ? "bit-identical"
-                                         : fmt::format("{} MISMATCHES, first {}", p.mismatches, p.first_mismatch));
+      s += fmt::format(
+          "  plan {}: GPU planner ({} kernel) vs reference planner: {}\n", p.plan, p.kernel,
+          p.mismatches == 0
+              ? "bit-identical"
+              : fmt::format("{} MISMATCHES, first {}", p.mismatches, p.first_mismatch));
   }
   for (const GpuCallCheck& k : g.calls) s += CallText(k);
   if (!g.device_error.empty()) s += "  device error: " + g.device_error + "\n";
   s += fmt::format("gpu verdict: {} ({} decode calls run)\n",
-                   g.agree() ? "agrees with the simulator" : "DISAGREES with the simulator", g.calls_run);
+                   g.agree() ? "agrees with the simulator" : "DISAGREES with the simulator",
+                   g.calls_run);
   return s;
 }
 
 nlohmann::json CompareJson(const ref::CompareResult& c, const ref::Tolerance& t) {
   auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(); };
-  return {{"max_abs", num(c.max_abs)},          {"cos_diff", num(c.cos_diff)},
-          {"elements", c.elements},             {"tolerance_violations", c.tolerance_violations},
-          {"nan_mismatches", c.nan_mismatches}, {"inf_mismatches", c.inf_mismatches},
-          {"passed", c.passed},                 {"atol", num(t.atol)},
+  return {{"max_abs", num(c.max_abs)},
+          {"cos_diff", num(c.cos_diff)},
+          {"elements", c.elements},
+          {"tolerance_violations", c.tolerance_violations},
+          {"nan_mismatches", c.nan_mismatches},
+          {"inf_mismatches", c.inf_mismatches},
+          {"passed", c.passed},
+          {"atol", num(t.atol)},
           {"rtol", num(t.rtol)}};
 }
 
@@ -361,7 +403,8 @@ nlohmann::json GpuJson(const GpuReport& g) {
   json plans = json::array(), calls = json::array();
   for (const GpuPlanCheck& p : g.plans) {
     json j = {{"plan", p.plan}, {"compared", p.compared}};
-    if (!p.compared) j["note"] = p.note;
+    if (!p.compared)
+      j["note"] = p.note;
     else {
       j["kernel"] = p.kernel;
       j["mismatches"] = p.mismatches;
@@ -370,7 +413,11 @@ nlohmann::json GpuJson(const GpuReport& g) {
     plans.push_back(j);
   }
   for (const GpuCallCheck& k : g.calls) {
-    json j = {{"index", k.index}, {"step", k.step}, {"call", k.name}, {"run", !k.refused}, {"agree", k.agree()}};
+    json j = {{"index", k.index},
+              {"step", k.step},
+              {"call", k.name},
+              {"run", !k.refused},
+              {"agree", k.agree()}};
     if (k.refused) {
       calls.push_back(j);
       continue;
@@ -390,10 +437,13 @@ nlohmann::json GpuJson(const GpuReport& g) {
                      {"o", CompareJson(k.o, k.tol.o)},
                      {"lse", CompareJson(k.lse, k.tol.lse)},
                      {"passed", k.numerics_ok()},
-                     {"truth", {{"o", CompareJson(k.o_truth, k.tol.o)},
-                                {"lse", CompareJson(k.lse_truth, k.tol.lse)},
-                                {"passed", k.truth_ok()}}}};
-    j["q_read_past_end"] = {{"gpu", k.q_seen.json()}, {"simulator", k.q_pred.json()}, {"agree", k.q_agree()},
+                     {"truth",
+                      {{"o", CompareJson(k.o_truth, k.tol.o)},
+                       {"lse", CompareJson(k.lse_truth, k.tol.lse)},
+                       {"passed", k.truth_ok()}}}};
+    j["q_read_past_end"] = {{"gpu", k.q_seen.json()},
+                            {"simulator", k.q_pred.json()},
+                            {"agree", k.q_agree()},
                             {"access_log", {{"first", k.q_read_min}, {"last", k.q_read_max}}}};
     j["o_written_past_end"] = {{"gpu", k.o_seen.json()},
                                {"lse_gpu", k.lse_seen.json()},
@@ -411,8 +461,9 @@ nlohmann::json GpuJson(const GpuReport& g) {
     if (!k.guards.empty()) j["guard"] = guards;
     calls.push_back(j);
   }
-  json out = {{"device", g.device}, {"mode", g.mode},           {"plans", plans},
-              {"calls", calls},     {"calls_run", g.calls_run}, {"verdict", g.agree() ? "agrees" : "disagrees"}};
+  json out = {{"device", g.device},       {"mode", g.mode},
+              {"plans", plans},           {"calls", calls},
+              {"calls_run", g.calls_run}, {"verdict", g.agree() ? "agrees" : "disagrees"}};
   if (!g.device_error.empty()) out["device_error"] = g.device_error;
   return out;
 }
@@ -454,8 +505,9 @@ constexpr int kChildFault = 4;  // the guard child's exit code when the device c
 class ReplayCommand final : public Command {
  public:
   explicit ReplayCommand(CLI::App& parent) {
-    app_ = parent.add_subcommand(kName, "Replay one engine step (verify + MTP drafts) of a "
-                                        "scenario and report every access outside a buffer");
+    app_ = parent.add_subcommand(kName,
+                                 "Replay one engine step (verify + MTP drafts) of a "
+                                 "scenario and report every access outside a buffer");
     app_->footer(
         "Exit codes: 0 clean, 1 violations, 2 bad input (the message names the JSON path).\n"
         "Examples: mlasim replay --builtin seed\n"
@@ -466,21 +518,24 @@ class ReplayCommand final : public Command {
                      "write the address-space layout (persistent buffers + the tensors of the "
                      "first call with a violation) as JSON, for `mlasim explain-fault`")
         ->type_name("FILE");
-    gpu_opt_ = app_->add_option("--gpu", gpu_mode_,
-                                "also run the decode calls on the GPU and compare with the simulator: "
-                                "sentinel (default: sentinel tails + access log, GPU planner, numerics) "
-                                "or guard (guard pages, each call in a child process); exit 1 on "
-                                "any disagreement, 2 in a build without a GPU backend")
-                   ->expected(0, 1)
-                   ->type_name("[sentinel|guard]");
+    gpu_opt_ =
+        app_->add_option("--gpu", gpu_mode_,
+                         "also run the decode calls on the GPU and compare with the simulator: "
+                         "sentinel (default: sentinel tails + access log, GPU planner, numerics) "
+                         "or guard (guard pages, each call in a child process); exit 1 on "
+                         "any disagreement, 2 in a build without a GPU backend")
+            ->expected(0, 1)
+            ->type_name("[sentinel|guard]");
     app_->add_option("--gpu-child-call", child_call_, "internal: the guard-mode child")->group("");
-    app_->add_option("--gpu-child-guard", child_guard_, "internal: the guard-mode child")->group("");
+    app_->add_option("--gpu-child-guard", child_guard_, "internal: the guard-mode child")
+        ->group("");
     app_->add_option("--mutant", mutant_,
                      "replay with a registered simulator mutant switched on (a case written by "
                      "`mlasim mutants --out` shows its violation only with it)")
         ->type_name("NAME");
     app_->add_option("--scenario-out", scenario_out_,
-                     "write the scenario as canonical JSON (every field spelled out; cu_count only when set, 0 = the target's CUs)")
+                     "write the scenario as canonical JSON (every field spelled out; cu_count only "
+                     "when set, 0 = the target's CUs)")
         ->type_name("FILE");
   }
 
@@ -493,13 +548,15 @@ class ReplayCommand final : public Command {
     if (gpu) {
       if (gpu_mode_.empty()) gpu_mode_ = "sentinel";
       if (gpu_mode_ != "sentinel" && gpu_mode_ != "guard")
-        return Fail(io, InvalidArgumentError("--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')"));
+        return Fail(io, InvalidArgumentError(
+                            "--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')"));
       if (!gpu::available()) {
         std::string why = "no GPU device is visible";
         try {
           if (gpu::device_name() == "none")
-            why = "this mlasim was built without a GPU backend (GPU_BACKEND=NONE); rebuild with "
-                  "-DGPU_BACKEND=CUDA or HIP to run the trace on a device";
+            why =
+                "this mlasim was built without a GPU backend (GPU_BACKEND=NONE); rebuild with "
+                "-DGPU_BACKEND=CUDA or HIP to run the trace on a device";
         } catch (const std::exception& e) {  // a GPU build on a machine without a usable driver
           why += std::string(" (") + e.what() + ")";
         }
@@ -525,7 +582,8 @@ class ReplayCommand final : public Command {
     if (gpu && child_call_ >= 0) return GuardChild(io, *report);
     if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
       return kExitBadInput;
-    if (!scenario_out_.empty() && !WriteJson(io, "--scenario-out", scenario_out_, sim::ScenarioToJson(*s)))
+    if (!scenario_out_.empty() &&
+        !WriteJson(io, "--scenario-out", scenario_out_, sim::ScenarioToJson(*s)))
       return kExitBadInput;
     bool gpu_agrees = true;
     if (json_) {
@@ -554,7 +612,8 @@ class ReplayCommand final : public Command {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
   }
-  bool WriteJson(const Streams& io, const char* flag, const std::string& path, const nlohmann::json& j) {
+  bool WriteJson(const Streams& io, const char* flag, const std::string& path,
+                 const nlohmann::json& j) {
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
       PrintError(io.err, kName, flag, path + " is a directory");
@@ -608,17 +667,21 @@ class ReplayCommand final : public Command {
   void GuardRuns(const sim::Call& c, GpuCallCheck& k) {
     for (const char* buf : {"q", "o"}) {
       std::vector<std::string> args = {"mlasim", "replay"};
-      if (!scenario_.case_file.empty()) args.push_back(scenario_.case_file);
-      else args.insert(args.end(), {"--builtin", scenario_.builtin});
+      if (!scenario_.case_file.empty())
+        args.push_back(scenario_.case_file);
+      else
+        args.insert(args.end(), {"--builtin", scenario_.builtin});
       if (!scenario_.profile.empty()) args.insert(args.end(), {"--profile", scenario_.profile});
       if (!scenario_.kernel.empty()) args.insert(args.end(), {"--kernel", scenario_.kernel});
       if (!mutant_.empty()) args.insert(args.end(), {"--mutant", mutant_});
-      args.insert(args.end(), {"--gpu", "guard", "--gpu-child-call", std::to_string(c.index), "--gpu-child-guard", buf});
+      args.insert(args.end(), {"--gpu", "guard", "--gpu-child-call", std::to_string(c.index),
+                               "--gpu-child-guard", buf});
       std::string child_out;
       const int st = RunChild(args, &child_out);
       GpuGuardRun gr;
       gr.buffer = buf;
-      gr.faulted = st != -1 && (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == kChildFault));
+      gr.faulted =
+          st != -1 && (WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) == kChildFault));
       const bool clean = st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0;
       gr.predicted = gr.buffer == "q" ? k.q_pred : k.o_pred;
       std::string line = child_out;
@@ -636,7 +699,8 @@ class ReplayCommand final : public Command {
 
   // The guard-mode child: one call with one guarded buffer; one line of output.
   int GuardChild(const Streams& io, const sim::ReplayReport& r) {
-    if (child_call_ >= static_cast<int>(r.trace.calls.size()) || (child_guard_ != "q" && child_guard_ != "o")) {
+    if (child_call_ >= static_cast<int>(r.trace.calls.size()) ||
+        (child_guard_ != "q" && child_guard_ != "o")) {
       io.out << "bad child arguments\n";
       return kExitBadInput;
     }
@@ -648,9 +712,11 @@ class ReplayCommand final : public Command {
     }
     try {
       const gpu::DecodeResult g = RunCall(r, c, *in, child_guard_);
-      io.out << fmt::format("ran clean: {} {} bytes, mapped {} bytes, guard granule {} bytes; q rows read {}..{}, o rows written {}..{}\n",
-                            child_guard_, g.guard.bytes, g.guard.mapped_bytes, g.guard.granularity, g.q_rows_read_min,
-                            g.q_rows_read_max, g.o_rows_written_min, g.o_rows_written_max);
+      io.out << fmt::format(
+          "ran clean: {} {} bytes, mapped {} bytes, guard granule {} bytes; q rows read {}..{}, o "
+          "rows written {}..{}\n",
+          child_guard_, g.guard.bytes, g.guard.mapped_bytes, g.guard.granularity, g.q_rows_read_min,
+          g.q_rows_read_max, g.o_rows_written_min, g.o_rows_written_max);
       return kExitOk;
     } catch (const std::exception& e) {
       std::string what = e.what();

@@ -3,4 +3,6 @@
 
 #include "tools/mlasim/cli.h"
 
-int main(int argc, char** argv) { return mlasim::cli::RunMlasim(argc, argv, std::cout, std::cerr); }
+int main(int argc, char** argv) {
+  return mlasim::cli::RunMlasim(argc, argv, std::cout, std::cerr);
+}

@@ -22,17 +22,18 @@ using nlohmann::json;
 // Limits (docs/cli.md, "Limits"). They keep every int32 product and sum inside the planner far
 // from overflow and the buffers within a few hundred MiB; real aiter calls are far below them.
 constexpr int64_t kMaxClusters = 65536;
-constexpr int64_t kMaxHeads = 4096;            // num_heads_k * heads_per_head_k
-constexpr int64_t kMaxQlen = 4096;             // qlen, max_seqlen_qo, uni_seqlen_qo, sparse tokens
-constexpr int64_t kMaxPageSize = 1 << 20;      // page_size
-constexpr int64_t kMaxGranularity = 1 << 16;   // kv_granularity: the planner's own bound (ValidatePlanRequest)
+constexpr int64_t kMaxHeads = 4096;        // num_heads_k * heads_per_head_k
+constexpr int64_t kMaxQlen = 4096;         // qlen, max_seqlen_qo, uni_seqlen_qo, sparse tokens
+constexpr int64_t kMaxPageSize = 1 << 20;  // page_size
+constexpr int64_t kMaxGranularity =
+    1 << 16;  // kv_granularity: the planner's own bound (ValidatePlanRequest)
 constexpr int64_t kMaxTopk = 1 << 24;
 constexpr int64_t kMaxSplitPerBatch = 1 << 20;
 constexpr int64_t kMaxRequests = 1 << 20;
-constexpr int64_t kMaxIndptr = 1 << 30;        // any kv_indptr / qo_indptr entry; KV tokens
+constexpr int64_t kMaxIndptr = 1 << 30;          // any kv_indptr / qo_indptr entry; KV tokens
 constexpr int64_t kMaxVirtualBatches = 1 << 24;  // requests x fold x (sparse: tokens)
-constexpr int64_t kMaxQRows = 1 << 24;         // virtual batches x q rows per virtual batch
-constexpr int64_t kMaxKvPosition = 1 << 30;    // planner KV positions, block sums, tokens
+constexpr int64_t kMaxQRows = 1 << 24;           // virtual batches x q rows per virtual batch
+constexpr int64_t kMaxKvPosition = 1 << 30;      // planner KV positions, block sums, tokens
 
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -58,8 +59,8 @@ StatusOr<int64_t> ParseInt(const std::string& field, const std::string& raw, int
   if (v < lo)
     return InvalidArgumentError(field, name + "must be >= " + std::to_string(lo) + ", got " + text);
   if (v > hi)
-    return InvalidArgumentError(field, name + "must be <= " + std::to_string(hi) +
-                                           " (mlasim's limit), got " + text);
+    return InvalidArgumentError(
+        field, name + "must be <= " + std::to_string(hi) + " (mlasim's limit), got " + text);
   return v;
 }
 
@@ -99,7 +100,8 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   add("--kv-dtype", f.kv_dtype, "bf16|fp16|fp8", "KV dtype");
   add("--target", f.target, "gfx942|gfx950|sm90", "target GPU profile");
   add("--revision", f.revision, "2026-03|2026-08", "aiter revision whose planner is modelled");
-  add("--topk", f.topk, "INT", "sparse top-k tokens per query token (aiter-native sparse); -1 = dense");
+  add("--topk", f.topk, "INT",
+      "sparse top-k tokens per query token (aiter-native sparse); -1 = dense");
   add("--max-split-per-batch", f.max_split_per_batch, "INT",
       "global split budget per request (-1 = none)");
   f.options.push_back(cmd.add_flag("--no-causal", f.no_causal, "is_causal = false"));
@@ -120,7 +122,8 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
     MLASIM_ASSIGN_OR_RETURN(const int64_t cu, ParseInt("--clusters", f.clusters, 1, kMaxClusters));
     r.cu_count = static_cast<int32_t>(cu);
   }
-  MLASIM_ASSIGN_OR_RETURN(const int64_t page, ParseInt("--page-size", f.page_size, 1, kMaxPageSize));
+  MLASIM_ASSIGN_OR_RETURN(const int64_t page,
+                          ParseInt("--page-size", f.page_size, 1, kMaxPageSize));
   r.page_size = static_cast<int32_t>(page);
   MLASIM_ASSIGN_OR_RETURN(const int64_t gran,
                           ParseInt("--kv-granularity", f.kv_granularity, 1, kMaxGranularity));
@@ -128,8 +131,9 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
   MLASIM_ASSIGN_OR_RETURN(const int64_t qlen, ParseInt("--qlen", f.qlen, 1, kMaxQlen));
   MLASIM_ASSIGN_OR_RETURN(const int64_t topk, ParseInt("--topk", f.topk, -1, kMaxTopk));
   r.topk = static_cast<int32_t>(topk);
-  MLASIM_ASSIGN_OR_RETURN(const int64_t msb, ParseInt("--max-split-per-batch",
-                                                      f.max_split_per_batch, -1, kMaxSplitPerBatch));
+  MLASIM_ASSIGN_OR_RETURN(
+      const int64_t msb,
+      ParseInt("--max-split-per-batch", f.max_split_per_batch, -1, kMaxSplitPerBatch));
   if (msb == 0)
     return InvalidArgumentError("--max-split-per-batch", "must be -1 (no budget) or >= 1");
   r.max_split_per_batch = static_cast<int32_t>(msb);
@@ -144,9 +148,10 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
 
   // --kv-lens: tokens per request -> pages, cumulative.
   if (Trim(f.kv_lens).empty())
-    return InvalidArgumentError("--kv-lens", "give at least one request's KV length in tokens "
-                                             "(e.g. --kv-lens 300,40,700); an empty batch is not "
-                                             "planned");
+    return InvalidArgumentError("--kv-lens",
+                                "give at least one request's KV length in tokens "
+                                "(e.g. --kv-lens 300,40,700); an empty batch is not "
+                                "planned");
   std::vector<std::string> items;
   {
     std::string item;
@@ -159,9 +164,8 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
   r.kv_indptr.assign(1, 0);
   int64_t total_pages = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    MLASIM_ASSIGN_OR_RETURN(const int64_t len,
-                            ParseInt("--kv-lens", items[i], 0, kMaxIndptr,
-                                     "item " + std::to_string(i + 1) + ":"));
+    MLASIM_ASSIGN_OR_RETURN(const int64_t len, ParseInt("--kv-lens", items[i], 0, kMaxIndptr,
+                                                        "item " + std::to_string(i + 1) + ":"));
     const int64_t pages = (len + page - 1) / page;
     const int64_t last = len == 0 ? page : len - (pages - 1) * page;
     total_pages += pages;
@@ -182,7 +186,8 @@ StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path) {
   StatusOr<std::string> text = sim::ReadTextFile(path, "--request");
   if (!text.ok()) return text.status();
   StatusOr<json> parsed = sim::ParseJsonStrict(*text, "--request");
-  if (!parsed.ok()) return InvalidArgumentError("--request", "'" + path + "': " + parsed.status().message());
+  if (!parsed.ok())
+    return InvalidArgumentError("--request", "'" + path + "': " + parsed.status().message());
   const json& j = *parsed;
   StatusOr<ref::PlanRequest> r = InvalidArgumentError("", "");
   if (j.is_object() && j.contains("input")) {
@@ -190,8 +195,9 @@ StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path) {
   } else if (j.is_object()) {
     r = io::ParsePlanRequest(j, "input", /*allow_update_keys=*/false);
   } else {
-    return InvalidArgumentError("--request", "'" + path + "' must hold a JSON object (a golden "
-                                             "`input` object or a record with an `input` key)");
+    return InvalidArgumentError("--request", "'" + path +
+                                                 "' must hold a JSON object (a golden "
+                                                 "`input` object or a record with an `input` key)");
   }
   if (!r.ok()) return r.status();
   MLASIM_RETURN_IF_ERROR(CheckRequestLimits(*r));
@@ -202,7 +208,8 @@ Status CheckRequestLimits(const ref::PlanRequest& r) {
   if (r.cu_count > kMaxClusters) return TooLarge("cu_count", r.cu_count, kMaxClusters, "CU count");
   if (r.heads_per_head_k > kMaxHeads)
     return TooLarge("heads_per_head_k", r.heads_per_head_k, kMaxHeads, "head count");
-  if (r.num_heads_k > kMaxHeads) return TooLarge("num_heads_k", r.num_heads_k, kMaxHeads, "KV heads");
+  if (r.num_heads_k > kMaxHeads)
+    return TooLarge("num_heads_k", r.num_heads_k, kMaxHeads, "KV heads");
   const int64_t heads = int64_t{r.heads_per_head_k} * r.num_heads_k;
   if (heads > kMaxHeads) return TooLarge("num_heads_k", heads, kMaxHeads, "total q heads");
   if (r.qlen > kMaxQlen) return TooLarge("qlen", r.qlen, kMaxQlen, "q tokens per request");
@@ -210,14 +217,17 @@ Status CheckRequestLimits(const ref::PlanRequest& r) {
     return TooLarge("max_seqlen_qo", r.max_seqlen_qo, kMaxQlen, "q tokens per request");
   if (r.uni_seqlen_qo > kMaxQlen)
     return TooLarge("uni_seqlen_qo", r.uni_seqlen_qo, kMaxQlen, "q tokens per request");
-  if (r.page_size > kMaxPageSize) return TooLarge("page_size", r.page_size, kMaxPageSize, "page size");
+  if (r.page_size > kMaxPageSize)
+    return TooLarge("page_size", r.page_size, kMaxPageSize, "page size");
   if (r.kv_granularity > kMaxGranularity)
     return TooLarge("kv_granularity", r.kv_granularity, kMaxGranularity, "granularity");
   if (r.topk > kMaxTopk) return TooLarge("topk", r.topk, kMaxTopk, "topk");
   if (r.max_split_per_batch > kMaxSplitPerBatch)
-    return TooLarge("max_split_per_batch", r.max_split_per_batch, kMaxSplitPerBatch, "split budget");
+    return TooLarge("max_split_per_batch", r.max_split_per_batch, kMaxSplitPerBatch,
+                    "split budget");
   const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
-  if (requests > kMaxRequests) return TooLarge("kv_indptr", requests, kMaxRequests, "request count");
+  if (requests > kMaxRequests)
+    return TooLarge("kv_indptr", requests, kMaxRequests, "request count");
   for (size_t i = 0; i < r.kv_indptr.size(); ++i)
     if (r.kv_indptr[i] > kMaxIndptr)
       return TooLarge("kv_indptr[" + std::to_string(i) + "]", r.kv_indptr[i], kMaxIndptr, "value");
@@ -244,16 +254,18 @@ Status CheckRequestLimits(const ref::PlanRequest& r) {
                     "virtual batches (requests x head folds x sparse tokens)");
   if (r.max_split_per_batch > 0 &&
       int64_t{r.max_split_per_batch} * std::max<int64_t>(requests, 1) * FoldBound(r) > INT32_MAX)
-    return InvalidArgumentError("max_split_per_batch",
-                                "split budget x virtual batches overflows int32; use a smaller budget");
+    return InvalidArgumentError(
+        "max_split_per_batch",
+        "split budget x virtual batches overflows int32; use a smaller budget");
   return OkStatus();
 }
 
 Status CheckPlannerLimits(const ref::PlanRequest& r, const ref::PlanDerived& d) {
   const bool sparse = r.topk >= 0;
   const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
-  const int64_t tokens =
-      sparse && r.qo_indptr.size() >= 2 ? std::max<int64_t>(1, int64_t{r.qo_indptr[1]} - r.qo_indptr[0]) : 1;
+  const int64_t tokens = sparse && r.qo_indptr.size() >= 2
+                             ? std::max<int64_t>(1, int64_t{r.qo_indptr[1]} - r.qo_indptr[0])
+                             : 1;
   const int64_t fold = std::max(d.fold_ratio, 1);
   const int64_t virtual_batches = requests * fold * tokens;
   const int64_t uni = std::max(r.uni_seqlen_qo, 1);
@@ -280,10 +292,11 @@ Status CheckPlannerLimits(const ref::PlanRequest& r, const ref::PlanDerived& d) 
   }
   const int64_t payload = blocks / std::max(d.num_splits, 1) + 2 + ovh;
   if (extent + (payload + 1) * gran > kMaxKvPosition * 2 - 1)
-    return InvalidArgumentError(
-        "kv_granularity", "one cluster's share of the KV (" + std::to_string(payload) + " blocks of " +
-                              std::to_string(gran) + " pages) would overflow the planner's int32 "
-                              "KV positions; use a smaller granularity or more clusters");
+    return InvalidArgumentError("kv_granularity",
+                                "one cluster's share of the KV (" + std::to_string(payload) +
+                                    " blocks of " + std::to_string(gran) +
+                                    " pages) would overflow the planner's int32 "
+                                    "KV positions; use a smaller granularity or more clusters");
   return OkStatus();
 }
 
@@ -292,10 +305,10 @@ Status CheckSizesLimit(const ref::MetadataSizes& s) {
                            int64_t{s.work_info_rows} * 8 + s.reduce_indptr +
                            int64_t{s.reduce_final_map_rows} * 2 + s.reduce_partial_map;
   if (elements > kMaxBufferElements)
-    return InvalidArgumentError("batch_size", "the get_mla_metadata_info_v1 buffers would hold " +
-                                                  std::to_string(elements) +
-                                                  " int32 elements; mlasim plan refuses more than " +
-                                                  std::to_string(kMaxBufferElements));
+    return InvalidArgumentError(
+        "batch_size",
+        "the get_mla_metadata_info_v1 buffers would hold " + std::to_string(elements) +
+            " int32 elements; mlasim plan refuses more than " + std::to_string(kMaxBufferElements));
   return OkStatus();
 }
 
@@ -308,16 +321,25 @@ std::string DisplayField(const std::string& field, InputSource source) {
     return "input." + field;
   }
   static const std::map<std::string, std::string> kFlag = {
-      {"heads_per_head_k", "--heads"},    {"num_heads_k", "--heads"},
-      {"cu_count", "--clusters"},         {"page_size", "--page-size"},
-      {"kv_granularity", "--kv-granularity"}, {"qlen", "--qlen"},
-      {"max_seqlen_qo", "--qlen"},        {"uni_seqlen_qo", "--qlen"},
-      {"qo_indptr", "--qlen"},            {"topk", "--topk"},
+      {"heads_per_head_k", "--heads"},
+      {"num_heads_k", "--heads"},
+      {"cu_count", "--clusters"},
+      {"page_size", "--page-size"},
+      {"kv_granularity", "--kv-granularity"},
+      {"qlen", "--qlen"},
+      {"max_seqlen_qo", "--qlen"},
+      {"uni_seqlen_qo", "--qlen"},
+      {"qo_indptr", "--qlen"},
+      {"topk", "--topk"},
       {"max_split_per_batch", "--max-split-per-batch"},
-      {"kv_indptr", "--kv-lens"},         {"kv_last_page_lens", "--kv-lens"},
-      {"batch_size", "--kv-lens"},        {"q_dtype", "--q-dtype"},
-      {"kv_dtype", "--kv-dtype"},         {"target", "--target"},
-      {"revision", "--revision"},         {"is_causal", "--no-causal"}};
+      {"kv_indptr", "--kv-lens"},
+      {"kv_last_page_lens", "--kv-lens"},
+      {"batch_size", "--kv-lens"},
+      {"q_dtype", "--q-dtype"},
+      {"kv_dtype", "--kv-dtype"},
+      {"target", "--target"},
+      {"revision", "--revision"},
+      {"is_causal", "--no-causal"}};
   const std::string base = field.substr(0, field.find_first_of(".["));
   const auto it = kFlag.find(base);
   return it == kFlag.end() ? field : it->second;

@@ -21,10 +21,10 @@ enum class InputSource { kFlags, kRequestFile };
 // The plan-defining flags, as typed (numbers are parsed by RequestFromFlags so that every error
 // names its flag). Defaults are those of `mlasim plan --help`.
 struct PlanFlags {
-  std::string kv_lens;               // tokens per request, comma separated
+  std::string kv_lens;  // tokens per request, comma separated
   std::string qlen = "1";
   std::string heads = "16";
-  std::string clusters;              // empty: the target's CU count
+  std::string clusters;  // empty: the target's CU count
   std::string page_size = "1";
   std::string kv_granularity = "16";
   std::string q_dtype = "bf16";

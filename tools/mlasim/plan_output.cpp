@@ -37,7 +37,8 @@ std::string ListText(const Int32Buffer& b, int64_t begin, int64_t end) {
 }
 
 int64_t WrittenElements(const Int32Buffer& b) {
-  return std::count_if(b.cells.begin(), b.cells.end(), [](Cell c) { return c != Cell::kUnwritten; });
+  return std::count_if(b.cells.begin(), b.cells.end(),
+                       [](Cell c) { return c != Cell::kUnwritten; });
 }
 
 int64_t WrittenRows(const Int32Buffer& b) {
@@ -52,14 +53,19 @@ int64_t WrittenRows(const Int32Buffer& b) {
 }
 
 bool AnyUndefined(const ref::Plan& p) {
-  for (const Int32Buffer* b : {&p.work_indptr, &p.work_info, &p.reduce_indptr, &p.reduce_final_map,
-                               &p.reduce_partial_map})
-    if (std::find(b->cells.begin(), b->cells.end(), Cell::kUndefined) != b->cells.end()) return true;
+  for (const Int32Buffer* b :
+       {&p.work_indptr, &p.work_info, &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map})
+    if (std::find(b->cells.begin(), b->cells.end(), Cell::kUndefined) != b->cells.end())
+      return true;
   return false;
 }
 
-std::string PadRight(const std::string& s, size_t w) { return s + std::string(w > s.size() ? w - s.size() : 0, ' '); }
-std::string PadLeft(const std::string& s, size_t w) { return std::string(w > s.size() ? w - s.size() : 0, ' ') + s; }
+std::string PadRight(const std::string& s, size_t w) {
+  return s + std::string(w > s.size() ? w - s.size() : 0, ' ');
+}
+std::string PadLeft(const std::string& s, size_t w) {
+  return std::string(w > s.size() ? w - s.size() : 0, ' ') + s;
+}
 
 // A table whose columns are right-aligned (numbers) or left-aligned (ranges, names).
 void PrintTable(std::ostream& out, const std::vector<std::string>& header,
@@ -115,14 +121,16 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
       ref::DTypeName(r.kv_dtype), r.page_size, r.kv_granularity,
       r.is_causal ? "causal" : "not causal",
       r.topk >= 0 ? fmt::format("sparse topk {}", r.topk) : std::string("dense"));
-  if (r.max_split_per_batch > 0) out << fmt::format(", max_split_per_batch {}", r.max_split_per_batch);
+  if (r.max_split_per_batch > 0)
+    out << fmt::format(", max_split_per_batch {}", r.max_split_per_batch);
   out << "\n\n";
 
   // Work table. The cluster of a row comes from work_indptr.
   const int32_t works = d.num_works;
   std::vector<std::string> cluster_of(std::max(works, 0), "?");
   for (int32_t c = 0; c < d.num_clusters && c + 1 < plan.work_indptr.size(); ++c) {
-    if (plan.work_indptr.cells[c] != Cell::kWritten || plan.work_indptr.cells[c + 1] != Cell::kWritten)
+    if (plan.work_indptr.cells[c] != Cell::kWritten ||
+        plan.work_indptr.cells[c + 1] != Cell::kWritten)
       continue;
     const int32_t b = std::max(plan.work_indptr.data[c], 0);
     const int32_t e = std::min(plan.work_indptr.data[c + 1], works);
@@ -132,11 +140,12 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   const Int32Buffer& wi = plan.work_info;
   for (int32_t w = 0; w < works && int64_t{w} * 8 + 7 < wi.size(); ++w) {
     const int64_t base = int64_t{w} * 8;
-    rows.push_back({std::to_string(w), cluster_of[w], CellText(wi, base + ref::kBatchIdx),
-                    CellText(wi, base + ref::kPartialQoLoc),
-                    "[" + CellText(wi, base + ref::kQoStart) + "," + CellText(wi, base + ref::kQoEnd) + ")",
-                    "[" + CellText(wi, base + ref::kKvStart) + "," + CellText(wi, base + ref::kKvEnd) + ")",
-                    CellText(wi, base + ref::kKvOffset)});
+    rows.push_back(
+        {std::to_string(w), cluster_of[w], CellText(wi, base + ref::kBatchIdx),
+         CellText(wi, base + ref::kPartialQoLoc),
+         "[" + CellText(wi, base + ref::kQoStart) + "," + CellText(wi, base + ref::kQoEnd) + ")",
+         "[" + CellText(wi, base + ref::kKvStart) + "," + CellText(wi, base + ref::kKvEnd) + ")",
+         CellText(wi, base + ref::kKvOffset)});
   }
   if (rows.empty()) {
     out << "(no work items)\n";
@@ -147,7 +156,8 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   out << '\n';
 
   // Reduce maps and work_indptr.
-  const int64_t clusters_end = std::min<int64_t>(int64_t{d.num_clusters} + 1, plan.work_indptr.size());
+  const int64_t clusters_end =
+      std::min<int64_t>(int64_t{d.num_clusters} + 1, plan.work_indptr.size());
   std::string fmap;
   const Int32Buffer& fm = plan.reduce_final_map;
   for (int64_t t = 0; t * 2 + 1 < fm.size(); ++t) {
@@ -175,8 +185,10 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   };
   const std::vector<BufRow> bufs = {
       {"work_metadata_ptrs", "uint64", s.work_metadata_ptrs, 0, 8, "2"},
-      {"work_indptr", "int32", s.work_indptr, 0, 4, std::to_string(WrittenElements(plan.work_indptr))},
-      {"work_info", "int32", s.work_info_rows, 8, 4, std::to_string(WrittenRows(plan.work_info)) + " rows"},
+      {"work_indptr", "int32", s.work_indptr, 0, 4,
+       std::to_string(WrittenElements(plan.work_indptr))},
+      {"work_info", "int32", s.work_info_rows, 8, 4,
+       std::to_string(WrittenRows(plan.work_info)) + " rows"},
       {"reduce_indptr", "int32", s.reduce_indptr, 0, 4,
        std::to_string(WrittenElements(plan.reduce_indptr))},
       {"reduce_final_map", "int32", s.reduce_final_map_rows, 2, 4,
@@ -188,7 +200,8 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   for (const BufRow& b : bufs) {
     const int64_t bytes = b.rows * std::max<int64_t>(b.width, 1) * b.elem_bytes;
     total += bytes;
-    const std::string shape = b.width ? fmt::format("[{},{}]", b.rows, b.width) : fmt::format("[{}]", b.rows);
+    const std::string shape =
+        b.width ? fmt::format("[{},{}]", b.rows, b.width) : fmt::format("[{}]", b.rows);
     brows.push_back({b.name, b.dtype, shape, std::to_string(bytes), b.written});
   }
   brows.push_back({"total", "", "", std::to_string(total), ""});
@@ -198,14 +211,17 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
 
   // Stores the planner attempted past a buffer's end (a sizing/planner disagreement).
   const std::vector<std::pair<const char*, const Int32Buffer*>> named = {
-      {"work_indptr", &plan.work_indptr}, {"work_info", &plan.work_info},
-      {"reduce_indptr", &plan.reduce_indptr}, {"reduce_final_map", &plan.reduce_final_map},
+      {"work_indptr", &plan.work_indptr},
+      {"work_info", &plan.work_info},
+      {"reduce_indptr", &plan.reduce_indptr},
+      {"reduce_final_map", &plan.reduce_final_map},
       {"reduce_partial_map", &plan.reduce_partial_map}};
   for (const auto& [name, b] : named) {
     if (b->oob_writes > 0)
-      out << fmt::format("warning: {}: {} store{} past the end of the info_v1 buffer (first at "
-                         "element {})\n",
-                         name, b->oob_writes, b->oob_writes == 1 ? "" : "s", b->first_oob_index);
+      out << fmt::format(
+          "warning: {}: {} store{} past the end of the info_v1 buffer (first at "
+          "element {})\n",
+          name, b->oob_writes, b->oob_writes == 1 ? "" : "s", b->first_oob_index);
   }
 
   out << '\n';
@@ -262,10 +278,12 @@ Status WritePlanNpy(const std::string& dir, const ref::Plan& plan) {
   };
   std::vector<uint64_t> ptrs = {plan.work_metadata_ptrs[0], plan.work_metadata_ptrs[1]};
   const std::vector<size_t> ptr_shape = {ptrs.size()};
-  const std::vector<std::string> bytes = {
-      xt::dump_npy(xt::adapt(ptrs, ptr_shape)), npy1(plan.work_indptr), npy2(plan.work_info, 8),
-      npy1(plan.reduce_indptr),                 npy2(plan.reduce_final_map, 2),
-      npy1(plan.reduce_partial_map)};
+  const std::vector<std::string> bytes = {xt::dump_npy(xt::adapt(ptrs, ptr_shape)),
+                                          npy1(plan.work_indptr),
+                                          npy2(plan.work_info, 8),
+                                          npy1(plan.reduce_indptr),
+                                          npy2(plan.reduce_final_map, 2),
+                                          npy1(plan.reduce_partial_map)};
   const auto& names = NpyFileNames();
   for (size_t i = 0; i < names.size(); ++i) MLASIM_RETURN_IF_ERROR(write(names[i], bytes[i]));
   return OkStatus();
