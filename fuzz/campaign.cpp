@@ -18,6 +18,7 @@
 #include "fuzz/search.h"
 #include "sim/json_input.h"
 #include "sim/scenario_json.h"
+#include "sim/contract.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -36,7 +37,7 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   auto hit = [&cov](const std::string& k) { ++cov[k]; };
   hit(s.model.sparse ? "model:sparse" : "model:dense");
   hit("mtp_k:" + std::to_string(s.mtp_k));
-  hit(std::string("kernel:") + sim::KernelVariantName(s.kernel));
+  hit(std::string("kernel:") + sim::DecodeVariant(s));
   hit(std::string("target:") + ref::ArchName(s.target));
   hit(std::string("revision:") + ref::RevisionName(s.revision));
   hit(s.allocator.model == sim::AllocatorModel::kExact ? "allocator:exact" : "allocator:caching");

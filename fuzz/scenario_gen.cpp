@@ -98,8 +98,7 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
         {{5, ref::Revision::k2026_08}, {1, ref::Revision::k2026_03}});
     s.cu_count = *rc::gen::weightedOneOf<int32_t>(
         {{2, rc::gen::just(0)}, {3, rc::gen::inRange<int32_t>(2, 65)}});
-    s.kernel = *rc::gen::element(sim::KernelVariant::kAsm, sim::KernelVariant::kAsm,
-                                 sim::KernelVariant::kOpus, sim::KernelVariant::kHk);
+    s.kernel = *rc::gen::element<std::string>("asm", "asm", "opus", "hk");
     // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
     // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
     s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});

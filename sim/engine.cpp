@@ -1,6 +1,7 @@
 #include "sim/engine.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <string>
 
@@ -64,9 +65,14 @@ class StepBuilder {
   Status DraftStep(int32_t s);
   std::vector<int32_t> DraftKvIndptr(int32_t s) const;
 
+  Status ResolveContracts();
+
   const Scenario& s_;
   Trace& t_;
   SimMutant mutant_;
+  // The contracts the kernel calls run under (sim/contract.h): the scenario's decode variant (or
+  // a user's contract) with the what-if switches of the scenario and the mutant applied.
+  std::shared_ptr<const Contract> decode_, reduce_, gather_, generate_;
   StepShape& sh_ = t_.shape;
   int32_t last_draft_sparse_plan_ = -1;
   ref::MetadataSizes main_capacity_, sparse_capacity_, draft_capacity_;
@@ -205,8 +211,12 @@ void StepBuilder::Fill(int32_t draft, const std::string& name, const std::string
   c.table_row = row;
   c.kind = CallKind::kIndexFill;
   c.kernel = name;
+  c.contract = name == "indexer_gather" ? gather_ : generate_;
   c.graph_replay = graph;
   const int32_t n = std::min<int32_t>(tokens, static_cast<int32_t>(indptr.size()) - 1);
+  c.fill_indptr = indptr;
+  c.fill_indptr_buffer = buffer == "kv_indices" ? "kv_indptr" : "sparse_kv_indptr";
+  c.fill_tokens = n;
   for (int32_t t = 0; t < n; ++t) c.fill_regions.push_back({indptr[t], indptr[t + 1]});
   c.fill_begin = n > 0 ? indptr[0] : 0;
   c.fill_end = n > 0 ? indptr[n] : 0;
@@ -253,7 +263,8 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   c.name = name;
   c.table_row = row;
   c.kind = CallKind::kDecode;
-  c.kernel = KernelVariantName(s_.kernel);
+  c.kernel = decode_->variant;
+  c.contract = decode_;
   c.graph_replay = graph;
   c.plan = plan;
   c.q_rows = q_rows;
@@ -296,7 +307,8 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   Call r = c;
   r.name = name.substr(0, name.find("_decode")) + "_reduce";
   r.kind = CallKind::kReduce;
-  r.kernel = "mla_reduce_v1";
+  r.kernel = reduce_->variant;
+  r.contract = reduce_;
   r.args.pop_back();  // the reduce reads no KV indices
   r.note = "merges the split tiles' partial rows into o";
   t_.calls.push_back(std::move(r));
@@ -450,7 +462,24 @@ Status StepBuilder::DraftStep(int32_t s) {
   return OkStatus();
 }
 
+Status StepBuilder::ResolveContracts() {
+  MLASIM_ASSIGN_OR_RETURN(decode_, ContractFor(s_, CallKind::kDecode, s_.kernel, "$.kernel"));
+  std::map<std::string, int64_t> what_if;
+  if (s_.zero_kv_reads_index_row || mutant_ == SimMutant::kZeroKvReadsIndexRow)
+    what_if["zero_kv_reads_index_row"] = 1;
+  if (mutant_ == SimMutant::kZeroKvPageUnderflow) what_if["page_count_underflows"] = 1;
+  MLASIM_ASSIGN_OR_RETURN(decode_, WithConstants(decode_, what_if));
+  MLASIM_ASSIGN_OR_RETURN(reduce_, ContractFor(s_, CallKind::kReduce, "mla_reduce_v1", "contract"));
+  MLASIM_ASSIGN_OR_RETURN(gather_, BuiltinContract(CallKind::kIndexFill, "indexer_gather", "contract"));
+  MLASIM_ASSIGN_OR_RETURN(generate_,
+                          BuiltinContract(CallKind::kIndexFill, "kv_indices_generate", "contract"));
+  for (const auto& c : s_.contracts)
+    if (c->call == CallKind::kIndexFill) gather_ = generate_ = c;
+  return OkStatus();
+}
+
 Status StepBuilder::Run() {
+  MLASIM_RETURN_IF_ERROR(ResolveContracts());
   const int32_t B = static_cast<int32_t>(s_.requests.size());
   sh_.B = B;
   sh_.Q = s_.mtp_k + 1;
@@ -556,17 +585,6 @@ StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant) {
   StepBuilder b(s, t, mutant);
   MLASIM_RETURN_IF_ERROR(b.Run());
   return t;
-}
-
-const char* CallKindName(CallKind k) {
-  switch (k) {
-    case CallKind::kPlanBuild: return "plan_build";
-    case CallKind::kPlanUpdate: return "plan_update";
-    case CallKind::kIndexFill: return "index_fill";
-    case CallKind::kDecode: return "decode";
-    case CallKind::kReduce: return "reduce";
-  }
-  return "?";
 }
 
 }  // namespace mlasim::sim

@@ -58,14 +58,6 @@ std::vector<EngineProfile> Presets() {
 
 }  // namespace
 
-const char* KernelVariantName(KernelVariant v) {
-  switch (v) {
-    case KernelVariant::kAsm: return "asm";
-    case KernelVariant::kOpus: return "opus";
-    case KernelVariant::kHk: return "hk";
-  }
-  return "?";
-}
 
 std::vector<std::string> EngineProfileNames() {
   std::vector<std::string> names;

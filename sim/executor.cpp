@@ -1,10 +1,11 @@
 #include "sim/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "ref/plan_check.h"
-#include "sim/contracts.h"
+#include "sim/contract.h"
 
 namespace mlasim::sim {
 namespace {
@@ -23,6 +24,21 @@ struct Aggregate {
   std::vector<int32_t> works;
 };
 
+// An int32 buffer a contract's expressions load from: its values, which of them were written,
+// and the tensor it is (for reporting a bad load as a read of that tensor).
+struct LoadSource {
+  const int32_t* data = nullptr;
+  const Cell* cells = nullptr;  // null: every element of `data` was written
+  int64_t size = 0;             // elements held (data's length)
+  int64_t alloc = 0;            // elements allocated (>= size: the rest is stale memory)
+  int32_t width = 1;            // elements per row
+  const std::string* buffer = nullptr;  // allocation name
+};
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
 class CallExecutor {
  public:
   CallExecutor(const Scenario& s, const Trace& t, const ExecuteOptions& opt, AddressSpace& as,
@@ -30,33 +46,43 @@ class CallExecutor {
       : s_(s), t_(t), opt_(opt), as_(as), out_(out) {}
 
   void Run(const Call& c);
-  void CaptureLayout(const Call& c, bool has_violation) {
-    if (!opt_.capture_layout) {
-      out_.layout_call = c.index;
-      return;
-    }
-    out_.layout = as_.LayoutJson();
-    out_.layout["call"] = c.index;
-    out_.layout["step"] = c.step;
-    out_.layout["call_name"] = c.name;
-    out_.layout["has_violation"] = has_violation;
-    out_.layout_call = c.index;
-  }
   void Finish() {
     if (out_.layout_call < 0 && last_kernel_call_) CaptureLayout(*last_kernel_call_, false);
   }
 
  private:
+  // Plan builds and updates (the reference planner's writes, its input reads, the checker).
   void PlanCall(const Call& c);
-  void FillCall(const Call& c);
-  void DecodeCall(const Call& c);
-  void ReduceCall(const Call& c);
+  void MarkPlanWrites(const PlanSnapshot& snap);
+  void ReportPlanOverflow(const Call& c, const PlanSnapshot& snap);
+  void ReportPlannerInputReads(const Call& c, const ref::Plan& p);
+  void ReportInconsistentBatch(const Call& c, const PlanSnapshot& snap);
+  void ReportPlanCheck(const Call& c, const PlanSnapshot& snap);
+  // Kernel calls: the contract's program over the call's tensors.
+  void KernelCall(const Call& c);
   void AllocateTensors(const Call& c);
-  const TensorArg* Arg(const Call& c, const char* role) const;
+  void ReportGuardRefusal(const Call& c);
+  void ReportUnwrittenOutput(const Call& c);
+  void CaptureLayout(const Call& c, bool has_violation);
+
+  // The program interpreter.
+  void Bind(const Call& c);
+  void Exec(const std::vector<Statement>& body);
+  void ExecAccess(const Statement& st);
+  void ExecGather(const Statement& st);
+  void ExecLoop(const Statement& st);
+  int64_t Eval(const Expr& e, bool* defined);
+  LoadResult Load(int32_t slot, int64_t element);
+  const TensorArg* Tensor(const std::string& role) const;
+  void BindRole(const TensorArg& a);
+  LoadResult BadLoad(const LoadSource& l, int64_t element);
+  void ReportHang(const Statement& st, int64_t trips, int64_t bound);
+
   // Touch rows [r0, r1) of the tensor `a` (a view of its allocation).
   void Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1, int32_t who);
-  void ReadPlanCells(const Call& c, const std::string& buffer, const ref::Int32Buffer& b,
-                     int64_t begin, int64_t end, int32_t who);
+  // Same, with the tensor's allocation already looked up (null: not in the address space).
+  void TouchIn(Allocation* alloc, const TensorArg& a, bool write, int64_t r0, int64_t r1,
+               int32_t who);
   void Flush(const Call& c);
   void Add(const Call& c, Violation v);
 
@@ -67,15 +93,31 @@ class CallExecutor {
   ExecutionResult& out_;
   std::map<std::pair<std::string, int>, Aggregate> agg_;  // (buffer, kind*2 + write)
   bool skip_reduce_ = false;
-  bool loop_reported_ = false;
   const Call* last_kernel_call_ = nullptr;
+
+  // Interpreter state of the current kernel call.
+  const Call* call_ = nullptr;
+  const Contract* contract_ = nullptr;
+  // The call's tensors by role id (CallRoles of its kind): its args, and the plan buffers.
+  const TensorArg* roles_[kMaxRoles] = {};
+  Allocation* role_allocs_[kMaxRoles] = {};  // their allocations, looked up once per call
+  std::vector<std::array<TensorArg, 5>> plan_tensors_;  // per trace plan, built once
+  LoadSource loads_[kLoadSlotCount];
+  std::vector<int64_t> vars_;
+  std::vector<uint8_t> defined_;
+  int32_t who_ = -1;
+  // A hang stops the GPU: only the first one of a step is reported (later calls never run on
+  // hardware; the simulator still applies their accesses).
+  bool hang_reported_ = false;
+  Loader loader_{[](void* self, int32_t slot, int64_t element) {
+                    return static_cast<CallExecutor*>(self)->Load(slot, element);
+                  },
+                  this};
 };
 
-const TensorArg* CallExecutor::Arg(const Call& c, const char* role) const {
-  for (const TensorArg& a : c.args)
-    if (a.role == role) return &a;
-  return nullptr;
-}
+// ---------------------------------------------------------------------------------------------
+// Touch / aggregates / violations
+// ---------------------------------------------------------------------------------------------
 
 void CallExecutor::Add(const Call& c, Violation v) {
   v.step = c.step;
@@ -88,7 +130,12 @@ void CallExecutor::Add(const Call& c, Violation v) {
 
 void CallExecutor::Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1, int32_t who) {
   if (r1 <= r0) return;
-  Allocation* alloc = as_.FindMutable(a.buffer);
+  TouchIn(as_.FindMutable(a.buffer), a, write, r0, r1, who);
+}
+
+void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
+                           int64_t r1, int32_t who) {
+  if (r1 <= r0) return;
   const int64_t in_end = std::min(r1, a.rows);
   if (alloc && r0 < in_end) {
     const int64_t b0 = std::max<int64_t>(r0, 0) * a.row_bytes, b1 = in_end * a.row_bytes;
@@ -117,330 +164,6 @@ void CallExecutor::Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1,
     g.first = std::min(g.first, std::max(r0, a.rows));
     g.last = std::max(g.last, r1 - 1);
     if (g.works.empty() || g.works.back() != who) g.works.push_back(who);
-  }
-}
-
-void CallExecutor::ReadPlanCells(const Call& c, const std::string& buffer,
-                                 const ref::Int32Buffer& b, int64_t begin, int64_t end,
-                                 int32_t who) {
-  (void)c;
-  for (int64_t i = begin; i < end; ++i) {
-    if (i < b.size() && b.cells[i] != Cell::kUnwritten) continue;
-    TensorArg a;
-    a.buffer = buffer;
-    a.rows = b.size() / b.row_width;
-    a.row_bytes = int64_t{b.row_width} * 4;
-    const int64_t row = i / b.row_width;
-    if (i >= b.size()) {
-      Touch(a, false, row, row + 1, who);
-    } else {
-      Aggregate& g = agg_[{buffer, static_cast<int>(ViolationKind::kUninitializedRead) * 2}];
-      g.kind = ViolationKind::kUninitializedRead;
-      g.buffer = buffer;
-      g.access = "read";
-      g.rows = a.rows;
-      g.row_bytes = a.row_bytes;
-      g.first = std::min(g.first, row);
-      g.last = std::max(g.last, row);
-      if (g.works.empty() || g.works.back() != who) g.works.push_back(who);
-    }
-    return;
-  }
-}
-
-void CallExecutor::PlanCall(const Call& c) {
-  const PlanSnapshot& snap = t_.plans[c.plan];
-  const ref::Plan& p = snap.plan;
-  const std::pair<const char*, const ref::Int32Buffer*> bufs[] = {
-      {"work_indptr", &p.work_indptr},
-      {"work_info", &p.work_info},
-      {"reduce_indptr", &p.reduce_indptr},
-      {"reduce_final_map", &p.reduce_final_map},
-      {"reduce_partial_map", &p.reduce_partial_map}};
-  for (const auto& [name, b] : bufs) {
-    const std::string full = snap.buffer_prefix + name;
-    Allocation* alloc = as_.FindMutable(full);
-    if (alloc) {
-      for (int64_t i = 0; i < b->size();) {
-        if (b->cells[i] == Cell::kUnwritten) {
-          ++i;
-          continue;
-        }
-        int64_t j = i;
-        while (j < b->size() && b->cells[j] != Cell::kUnwritten) ++j;
-        alloc->written.Add(i * 4, j * 4);
-        i = j;
-      }
-    }
-    if (b->oob_writes > 0) {
-      Violation v;
-      v.kind = ViolationKind::kOutOfBounds;
-      v.bug_class = "D";
-      v.buffer = full;
-      v.access = "write";
-      v.rows = b->size() / b->row_width;
-      v.row_bytes = int64_t{b->row_width} * 4;
-      v.first_row = b->first_oob_index / b->row_width;
-      v.last_row = b->last_oob_index / b->row_width;
-      v.rows_past_end = v.last_row + 1 - v.rows;
-      v.bytes_past_end = v.rows_past_end * v.row_bytes;
-      v.consequence = "refused";  // the sizing disagreement; the store itself is modelled away
-      v.detail = "the planner stores past " + full + " as sized by get_mla_metadata_info_v1";
-      Add(c, std::move(v));
-    }
-  }
-  for (const ref::InputViolation& iv : p.input_violations) {
-    Violation v;
-    v.kind = ViolationKind::kPlannerInputRead;
-    v.bug_class = "G";
-    v.buffer = iv.array;
-    v.access = "read";
-    v.rows = iv.size;
-    v.row_bytes = 4;
-    v.first_row = v.last_row = iv.index;
-    v.rows_past_end = iv.index + 1 - iv.size;
-    v.bytes_past_end = v.rows_past_end * 4;
-    if (iv.work_row >= 0) v.work_items.push_back(iv.work_row);
-    v.consequence = "undefined_value";
-    v.detail = c.kernel + " reads " + iv.array + "[" + std::to_string(iv.index) + "] of " +
-               std::to_string(iv.size) + " entries";
-    // Merge repeated reads of the same array in one call.
-    bool merged = false;
-    for (Violation& prev : out_.violations) {
-      if (prev.call_index == c.index && prev.kind == v.kind && prev.buffer == v.buffer) {
-        prev.first_row = std::min(prev.first_row, v.first_row);
-        prev.last_row = std::max(prev.last_row, v.last_row);
-        prev.rows_past_end = prev.last_row + 1 - prev.rows;
-        prev.bytes_past_end = prev.rows_past_end * 4;
-        if (iv.work_row >= 0) prev.work_items.push_back(iv.work_row);
-        merged = true;
-        break;
-      }
-    }
-    if (!merged) Add(c, std::move(v));
-  }
-  // Inputs that disagree on the batch size: the planner takes the count from kv_indptr and never
-  // notices (atom-mtp-flow.md §6 row D0c, fixed by slicing in #2715).
-  const size_t qn = snap.request.qo_indptr.size(), kn = snap.request.kv_indptr.size();
-  if (qn != kn) {
-    Violation v;
-    v.kind = ViolationKind::kPlanInvalid;
-    v.bug_class = "A";
-    v.buffer = qn > kn ? "sparse_cu_seqlens_q" : "kv_indptr";
-    v.access = "read";
-    v.rows = static_cast<int64_t>(std::min(qn, kn));
-    v.first_row = static_cast<int64_t>(std::min(qn, kn));
-    v.last_row = static_cast<int64_t>(std::max(qn, kn)) - 1;
-    v.rows_past_end = v.last_row + 1 - v.rows;
-    v.consequence = "plan_invalid:inconsistent_batch";
-    v.detail = "the planner receives qo_indptr of " + std::to_string(qn) + " entries but " +
-               "kv_indptr of " + std::to_string(kn) + ": one describes padded rows the other lacks";
-    Add(c, std::move(v));
-  }
-  // The plan checker, restricted to tiles of real requests: padding rows are dropped anyway.
-  const ref::PlanCheckReport report = ref::CheckPlan(snap.request, p);
-  const auto tiles = ref::ExpectedTiles(snap.request, p.derived);
-  std::map<ref::PlanDiag, Violation> first;
-  for (const ref::PlanDiagnostic& d : report.diagnostics) {
-    if (d.severity != ref::Severity::kError || d.code == ref::PlanDiag::kInputReadOutOfRange ||
-        d.code == ref::PlanDiag::kBufferOverflow)
-      continue;
-    if (d.tile >= 0 && d.tile < static_cast<int32_t>(tiles.size()) &&
-        tiles[d.tile].request >= snap.real_requests)
-      continue;
-    auto it = first.find(d.code);
-    if (it != first.end()) {
-      if (d.work >= 0) it->second.work_items.push_back(d.work);
-      continue;
-    }
-    Violation v;
-    v.kind = ViolationKind::kPlanInvalid;
-    v.bug_class = d.code == ref::PlanDiag::kUpdateFoldMismatch ? "H" : "F";
-    v.buffer = snap.buffer_prefix + d.buffer;
-    v.access = "write";
-    v.first_row = v.last_row = d.index;
-    if (d.work >= 0) v.work_items.push_back(d.work);
-    v.consequence = std::string("plan_invalid:") + ref::PlanDiagName(d.code);
-    v.detail = d.message;
-    first.emplace(d.code, std::move(v));
-  }
-  for (auto& [code, v] : first) Add(c, std::move(v));
-}
-
-void CallExecutor::FillCall(const Call& c) {
-  const TensorArg& a = c.args.at(0);
-  for (const auto& [b, e] : c.fill_regions) Touch(a, true, b, e, -1);
-}
-
-void CallExecutor::AllocateTensors(const Call& c) {
-  as_.BeginCall();
-  for (const ExtraAllocation& x : s_.allocator.live_before_call) {
-    TensorShape sh;
-    sh.rows = x.bytes;
-    sh.row_bytes = 1;
-    sh.dtype = "bytes";
-    as_.AllocateTransient(x.name, sh);
-    as_.FindMutable(x.name)->written.Add(0, x.bytes);
-  }
-  for (const TensorArg& a : c.args) {
-    if (!a.transient) continue;
-    TensorShape sh;
-    sh.rows = a.rows;
-    sh.row_bytes = a.row_bytes;
-    if (a.alloc_bytes >= 0) {  // a view whose rows do not match the allocation's
-      sh.rows = a.alloc_bytes;
-      sh.row_bytes = 1;
-    }
-    sh.heads = a.heads;
-    sh.cols = a.cols;
-    sh.elem_bytes = a.elem_bytes;
-    sh.dtype = a.dtype;
-    as_.AllocateTransient(a.buffer, sh);
-  }
-  // q is the previous op's output: written in full before the call.
-  if (Allocation* q = as_.FindMutable("q")) q->written.Add(0, q->bytes);
-}
-
-void CallExecutor::DecodeCall(const Call& c) {
-  AllocateTensors(c);
-  skip_reduce_ = false;
-  if (c.guard_refused) {
-    Violation v;
-    v.kind = ViolationKind::kGuardRefused;
-    v.bug_class = "A";
-    v.buffer = "q";
-    v.access = "read";
-    v.rows = c.q_rows;
-    v.first_row = c.q_rows;
-    v.last_row = c.plan_rows - 1;
-    v.rows_past_end = c.plan_rows - c.q_rows;
-    v.consequence = "refused";
-    v.detail = "_forward_decode refuses a sparse MTP plan of " + std::to_string(c.plan_rows) +
-               " rows for q of " + std::to_string(c.q_rows) + " rows (the #2715 guard)";
-    Add(c, std::move(v));
-    skip_reduce_ = true;
-    return;
-  }
-  const PlanSnapshot& snap = t_.plans[c.plan];
-  const ref::Plan& p = snap.plan;
-  const DecodeContract& contract = GetDecodeContract(s_.kernel);
-  const TensorArg& q = *Arg(c, "q");
-  const TensorArg& o = *Arg(c, "o");
-  const TensorArg& logits = *Arg(c, "logits");
-  const TensorArg& lse = *Arg(c, "attn_lse");
-  const TensorArg& idx = *Arg(c, "kv_indices");
-  const int32_t clusters = p.derived.num_clusters;
-  ReadPlanCells(c, snap.buffer_prefix + "work_indptr", p.work_indptr, 0, clusters + 1, -1);
-  const int32_t works = p.derived.num_works;
-  const int64_t rows_held = p.work_info.size() / 8;
-  for (int32_t w = 0; w < works; ++w) {
-    ReadPlanCells(c, snap.buffer_prefix + "work_info", p.work_info, int64_t{w} * 8,
-                  int64_t{w} * 8 + 7, w);
-    // A row past work_info (the planner wrote more works than the sizing allows, class D): its
-    // read is reported just above; the planner's stores there were not kept, so what the kernel
-    // does with it is not modelled.
-    if (w >= rows_held) continue;
-    const int32_t q0 = p.work(w, ref::kQoStart), q1 = p.work(w, ref::kQoEnd);
-    const int32_t k0 = p.work(w, ref::kKvStart), k1 = p.work(w, ref::kKvEnd);
-    const int32_t part = p.work(w, ref::kPartialQoLoc);
-    const bool zero = k1 <= k0;
-    if (!zero || contract.zero_kv_reads_q) Touch(q, false, q0, q1, w);
-    if (!zero || contract.zero_kv_writes_output) {
-      if (part < 0) {
-        Touch(o, true, q0, q1, w);
-      } else {
-        Touch(logits, true, part, int64_t{part} + (q1 - q0), w);
-        Touch(lse, true, part, int64_t{part} + (q1 - q0), w);
-      }
-    }
-    if (!zero) Touch(idx, false, k0, k1, w);
-    if (zero && (opt_.zero_kv_reads_index_row || opt_.mutant == SimMutant::kZeroKvReadsIndexRow))
-      Touch(idx, false, k0, int64_t{k0} + 1, w);
-    // The kernel walks ceil(len / 16) KV blocks. The J mutant computes the page count of a zero-KV
-    // item as (len - 1) / 16 + 1 in unsigned 32-bit arithmetic (ATOM #1301): ~2^28 iterations.
-    // The executor bounds every walk by the KV positions the index buffer holds.
-    if (opt_.mutant == SimMutant::kZeroKvPageUnderflow && zero) {
-      const uint64_t blocks = static_cast<uint32_t>(k1 - k0 - 1) / 16u + 1u;
-      const uint64_t bound = static_cast<uint64_t>(idx.rows) / 16u + 1u;
-      if (blocks > bound && !loop_reported_) {
-        loop_reported_ = true;
-        Violation v;
-        v.kind = ViolationKind::kUnboundedLoop;
-        v.bug_class = "J";
-        v.buffer = idx.buffer;
-        v.access = "read";
-        v.rows = idx.rows;
-        v.first_row = k0;
-        v.last_row = k0;
-        v.work_items.push_back(w);
-        v.consequence = "hang";
-        v.detail = "work " + std::to_string(w) + " would walk " + std::to_string(blocks) +
-                   " KV blocks (bound " + std::to_string(bound) + "): the page count underflowed";
-        Add(c, std::move(v));
-      }
-    }
-  }
-  Flush(c);
-}
-
-void CallExecutor::ReduceCall(const Call& c) {
-  if (skip_reduce_) return;
-  const PlanSnapshot& snap = t_.plans[c.plan];
-  const ref::Plan& p = snap.plan;
-  const TensorArg& o = *Arg(c, "o");
-  const TensorArg& logits = *Arg(c, "logits");
-  const TensorArg& lse = *Arg(c, "attn_lse");
-  const ref::Int32Buffer& ri = p.reduce_indptr;
-  // The reducer is launched over reduce_indptr.size(0) - 1 tiles and reads the whole indptr.
-  ReadPlanCells(c, snap.buffer_prefix + "reduce_indptr", ri, 0, ri.size(), -1);
-  for (int64_t t = 0; t + 1 < ri.size(); ++t) {
-    if (!ri.written(t) || !ri.written(t + 1)) continue;
-    const int32_t g0 = ri.data[t], g1 = ri.data[t + 1];
-    if (g1 - g0 < 2) continue;
-    const int32_t tile = static_cast<int32_t>(t);
-    ReadPlanCells(c, snap.buffer_prefix + "reduce_final_map", p.reduce_final_map, t * 2, t * 2 + 2,
-                  tile);
-    ReadPlanCells(c, snap.buffer_prefix + "reduce_partial_map", p.reduce_partial_map, g0, g1, tile);
-    if (t * 2 + 1 >= p.reduce_final_map.size()) continue;
-    const int32_t q0 = p.reduce_final_map.data[t * 2], q1 = p.reduce_final_map.data[t * 2 + 1];
-    for (int32_t i = std::max(g0, 0); i < g1 && i < p.reduce_partial_map.size(); ++i) {
-      const int32_t row = p.reduce_partial_map.data[i];
-      Touch(logits, false, row, int64_t{row} + (q1 - q0), tile);
-      Touch(lse, false, row, int64_t{row} + (q1 - q0), tile);
-    }
-    Touch(o, true, q0, q1, tile);
-  }
-  Flush(c);
-  // Output rows of real tokens that neither kernel wrote (pads are dropped by the engine).
-  const Allocation* oa = as_.Find("o");
-  if (!oa) return;
-  const int32_t fold = p.derived.fold_ratio;
-  const int64_t real_rows =
-      int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
-      fold;
-  int64_t first = -1, last = -1;
-  for (int64_t r = 0; r < o.rows; ++r) {
-    if (oa->written.Covers(r * o.row_bytes, (r + 1) * o.row_bytes)) continue;
-    if (r < real_rows) {
-      if (first < 0) first = r;
-      last = r;
-    } else {
-      ++out_.unwritten_pad_rows;
-    }
-  }
-  if (first >= 0) {
-    Violation v;
-    v.kind = ViolationKind::kUnwrittenOutput;
-    v.bug_class = "B";
-    v.buffer = "o";
-    v.access = "write";
-    v.rows = o.rows;
-    v.row_bytes = o.row_bytes;
-    v.first_row = first;
-    v.last_row = last;
-    v.consequence = "stale_output";
-    v.detail = "o rows of real tokens that no work item or reduce wrote: they keep stale memory";
-    Add(c, std::move(v));
   }
 }
 
@@ -489,17 +212,532 @@ void CallExecutor::Flush(const Call& c) {
   agg_.clear();
 }
 
+// ---------------------------------------------------------------------------------------------
+// Plan builds and updates
+// ---------------------------------------------------------------------------------------------
+
+// The plan buffers of a snapshot with their allocation names.
+std::vector<std::pair<std::string, const ref::Int32Buffer*>> PlanBuffers(const PlanSnapshot& s) {
+  const ref::Plan& p = s.plan;
+  return {{s.buffer_prefix + "work_indptr", &p.work_indptr},
+          {s.buffer_prefix + "work_info", &p.work_info},
+          {s.buffer_prefix + "reduce_indptr", &p.reduce_indptr},
+          {s.buffer_prefix + "reduce_final_map", &p.reduce_final_map},
+          {s.buffer_prefix + "reduce_partial_map", &p.reduce_partial_map}};
+}
+
+void CallExecutor::MarkPlanWrites(const PlanSnapshot& snap) {
+  for (const auto& [name, b] : PlanBuffers(snap)) {
+    Allocation* alloc = as_.FindMutable(name);
+    if (!alloc) continue;
+    for (int64_t i = 0; i < b->size();) {
+      if (b->cells[i] == Cell::kUnwritten) {
+        ++i;
+        continue;
+      }
+      int64_t j = i;
+      while (j < b->size() && b->cells[j] != Cell::kUnwritten) ++j;
+      alloc->written.Add(i * 4, j * 4);
+      i = j;
+    }
+  }
+}
+
+void CallExecutor::ReportPlanOverflow(const Call& c, const PlanSnapshot& snap) {
+  for (const auto& [name, b] : PlanBuffers(snap)) {
+    if (b->oob_writes == 0) continue;
+    Violation v;
+    v.kind = ViolationKind::kOutOfBounds;
+    v.bug_class = "D";
+    v.buffer = name;
+    v.access = "write";
+    v.rows = b->size() / b->row_width;
+    v.row_bytes = int64_t{b->row_width} * 4;
+    v.first_row = b->first_oob_index / b->row_width;
+    v.last_row = b->last_oob_index / b->row_width;
+    v.rows_past_end = v.last_row + 1 - v.rows;
+    v.bytes_past_end = v.rows_past_end * v.row_bytes;
+    v.consequence = "refused";  // the sizing disagreement; the store itself is modelled away
+    v.detail = "the planner stores past " + name + " as sized by get_mla_metadata_info_v1";
+    Add(c, std::move(v));
+  }
+}
+
+void CallExecutor::ReportPlannerInputReads(const Call& c, const ref::Plan& p) {
+  for (const ref::InputViolation& iv : p.input_violations) {
+    Violation v;
+    v.kind = ViolationKind::kPlannerInputRead;
+    v.bug_class = "G";
+    v.buffer = iv.array;
+    v.access = "read";
+    v.rows = iv.size;
+    v.row_bytes = 4;
+    v.first_row = v.last_row = iv.index;
+    v.rows_past_end = iv.index + 1 - iv.size;
+    v.bytes_past_end = v.rows_past_end * 4;
+    if (iv.work_row >= 0) v.work_items.push_back(iv.work_row);
+    v.consequence = "undefined_value";
+    v.detail = c.kernel + " reads " + iv.array + "[" + std::to_string(iv.index) + "] of " +
+               std::to_string(iv.size) + " entries";
+    // Merge repeated reads of the same array in one call.
+    bool merged = false;
+    for (Violation& prev : out_.violations) {
+      if (prev.call_index == c.index && prev.kind == v.kind && prev.buffer == v.buffer) {
+        prev.first_row = std::min(prev.first_row, v.first_row);
+        prev.last_row = std::max(prev.last_row, v.last_row);
+        prev.rows_past_end = prev.last_row + 1 - prev.rows;
+        prev.bytes_past_end = prev.rows_past_end * 4;
+        if (iv.work_row >= 0) prev.work_items.push_back(iv.work_row);
+        merged = true;
+        break;
+      }
+    }
+    if (!merged) Add(c, std::move(v));
+  }
+}
+
+// Inputs that disagree on the batch size: the planner takes the count from kv_indptr and never
+// notices (atom-mtp-flow.md §6 row D0c, fixed by slicing in #2715).
+void CallExecutor::ReportInconsistentBatch(const Call& c, const PlanSnapshot& snap) {
+  const size_t qn = snap.request.qo_indptr.size(), kn = snap.request.kv_indptr.size();
+  if (qn == kn) return;
+  Violation v;
+  v.kind = ViolationKind::kPlanInvalid;
+  v.bug_class = "A";
+  v.buffer = qn > kn ? "sparse_cu_seqlens_q" : "kv_indptr";
+  v.access = "read";
+  v.rows = static_cast<int64_t>(std::min(qn, kn));
+  v.first_row = static_cast<int64_t>(std::min(qn, kn));
+  v.last_row = static_cast<int64_t>(std::max(qn, kn)) - 1;
+  v.rows_past_end = v.last_row + 1 - v.rows;
+  v.consequence = "plan_invalid:inconsistent_batch";
+  v.detail = "the planner receives qo_indptr of " + std::to_string(qn) + " entries but " +
+             "kv_indptr of " + std::to_string(kn) + ": one describes padded rows the other lacks";
+  Add(c, std::move(v));
+}
+
+// The plan checker, restricted to tiles of real requests: padding rows are dropped anyway.
+void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
+  const ref::Plan& p = snap.plan;
+  const ref::PlanCheckReport report = ref::CheckPlan(snap.request, p);
+  const auto tiles = ref::ExpectedTiles(snap.request, p.derived);
+  std::map<ref::PlanDiag, Violation> first;
+  for (const ref::PlanDiagnostic& d : report.diagnostics) {
+    if (d.severity != ref::Severity::kError || d.code == ref::PlanDiag::kInputReadOutOfRange ||
+        d.code == ref::PlanDiag::kBufferOverflow)
+      continue;
+    if (d.tile >= 0 && d.tile < static_cast<int32_t>(tiles.size()) &&
+        tiles[d.tile].request >= snap.real_requests)
+      continue;
+    auto it = first.find(d.code);
+    if (it != first.end()) {
+      if (d.work >= 0) it->second.work_items.push_back(d.work);
+      continue;
+    }
+    Violation v;
+    v.kind = ViolationKind::kPlanInvalid;
+    v.bug_class = d.code == ref::PlanDiag::kUpdateFoldMismatch ? "H" : "F";
+    v.buffer = snap.buffer_prefix + d.buffer;
+    v.access = "write";
+    v.first_row = v.last_row = d.index;
+    if (d.work >= 0) v.work_items.push_back(d.work);
+    v.consequence = std::string("plan_invalid:") + ref::PlanDiagName(d.code);
+    v.detail = d.message;
+    first.emplace(d.code, std::move(v));
+  }
+  for (auto& [code, v] : first) Add(c, std::move(v));
+}
+
+void CallExecutor::PlanCall(const Call& c) {
+  const PlanSnapshot& snap = t_.plans[c.plan];
+  MarkPlanWrites(snap);
+  ReportPlanOverflow(c, snap);
+  ReportPlannerInputReads(c, snap.plan);
+  ReportInconsistentBatch(c, snap);
+  ReportPlanCheck(c, snap);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernel calls
+// ---------------------------------------------------------------------------------------------
+
+void CallExecutor::AllocateTensors(const Call& c) {
+  as_.BeginCall();
+  for (const ExtraAllocation& x : s_.allocator.live_before_call) {
+    TensorShape sh;
+    sh.rows = x.bytes;
+    sh.row_bytes = 1;
+    sh.dtype = "bytes";
+    as_.AllocateTransient(x.name, sh);
+    as_.FindMutable(x.name)->written.Add(0, x.bytes);
+  }
+  for (const TensorArg& a : c.args) {
+    if (!a.transient) continue;
+    TensorShape sh;
+    sh.rows = a.rows;
+    sh.row_bytes = a.row_bytes;
+    if (a.alloc_bytes >= 0) {  // a view whose rows do not match the allocation's
+      sh.rows = a.alloc_bytes;
+      sh.row_bytes = 1;
+    }
+    sh.heads = a.heads;
+    sh.cols = a.cols;
+    sh.elem_bytes = a.elem_bytes;
+    sh.dtype = a.dtype;
+    as_.AllocateTransient(a.buffer, sh);
+  }
+  // q is the previous op's output: written in full before the call.
+  if (Allocation* q = as_.FindMutable("q")) q->written.Add(0, q->bytes);
+}
+
+void CallExecutor::ReportGuardRefusal(const Call& c) {
+  Violation v;
+  v.kind = ViolationKind::kGuardRefused;
+  v.bug_class = "A";
+  v.buffer = "q";
+  v.access = "read";
+  v.rows = c.q_rows;
+  v.first_row = c.q_rows;
+  v.last_row = c.plan_rows - 1;
+  v.rows_past_end = c.plan_rows - c.q_rows;
+  v.consequence = "refused";
+  v.detail = "_forward_decode refuses a sparse MTP plan of " + std::to_string(c.plan_rows) +
+             " rows for q of " + std::to_string(c.q_rows) + " rows (the #2715 guard)";
+  Add(c, std::move(v));
+}
+
+// Output rows of real tokens that neither kernel wrote (pads are dropped by the engine).
+void CallExecutor::ReportUnwrittenOutput(const Call& c) {
+  const Allocation* oa = as_.Find("o");
+  const TensorArg* o = Tensor("o");
+  if (!oa || !o) return;
+  const PlanSnapshot& snap = t_.plans[c.plan];
+  const int32_t fold = snap.plan.derived.fold_ratio;
+  const int64_t real_rows =
+      int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
+      fold;
+  int64_t first = -1, last = -1;
+  for (int64_t r = 0; r < o->rows; ++r) {
+    if (oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) continue;
+    if (r < real_rows) {
+      if (first < 0) first = r;
+      last = r;
+    } else {
+      ++out_.unwritten_pad_rows;
+    }
+  }
+  if (first < 0) return;
+  Violation v;
+  v.kind = ViolationKind::kUnwrittenOutput;
+  v.bug_class = "B";
+  v.buffer = "o";
+  v.access = "write";
+  v.rows = o->rows;
+  v.row_bytes = o->row_bytes;
+  v.first_row = first;
+  v.last_row = last;
+  v.consequence = "stale_output";
+  v.detail = "o rows of real tokens that no work item or reduce wrote: they keep stale memory";
+  Add(c, std::move(v));
+}
+
+void CallExecutor::KernelCall(const Call& c) {
+  if (c.kind == CallKind::kDecode) {
+    AllocateTensors(c);
+    skip_reduce_ = false;
+    if (c.guard_refused) {
+      ReportGuardRefusal(c);
+      skip_reduce_ = true;
+      return;
+    }
+  }
+  if (c.kind == CallKind::kReduce && skip_reduce_) return;
+  MLASIM_ASSERT(c.contract != nullptr, "a kernel call without a contract: " + c.name);
+  Bind(c);
+  bool defined = true;
+  const int64_t grid = Eval(contract_->grid, &defined);
+  vars_[kVarGrid] = defined ? grid : 0;
+  Exec(contract_->program);
+  Flush(c);
+  if (c.kind == CallKind::kReduce) ReportUnwrittenOutput(c);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The contract interpreter
+// ---------------------------------------------------------------------------------------------
+
+const TensorArg* CallExecutor::Tensor(const std::string& role) const {
+  const auto& names = CallRoles(call_->kind);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == role) return roles_[i];
+  return nullptr;
+}
+
+void CallExecutor::BindRole(const TensorArg& a) {
+  const auto& names = CallRoles(call_->kind);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] != a.role) continue;
+    roles_[i] = &a;
+    role_allocs_[i] = as_.FindMutable(a.buffer);
+  }
+}
+
+// Binds the call's tensors, loadable buffers and launch variables.
+void CallExecutor::Bind(const Call& c) {
+  call_ = &c;
+  contract_ = c.contract.get();
+  who_ = -1;
+  for (int i = 0; i < kMaxRoles; ++i) {
+    roles_[i] = nullptr;
+    role_allocs_[i] = nullptr;
+  }
+  for (const TensorArg& a : c.args) BindRole(a);
+  for (LoadSource& l : loads_) l = LoadSource();
+  vars_.assign(contract_->num_slots, 0);
+  defined_.assign(contract_->num_slots, 1);
+  auto plan_load = [&](LoadSlot slot, const std::string& name, const ref::Int32Buffer& b) {
+    loads_[slot] = {b.data.data(), b.cells.data(), b.size(), b.size(), b.row_width, &name};
+  };
+  // Names of the buffers whose contents come from vectors (static: LoadSource keeps pointers).
+  static const std::string kQoIndptr = "qo_indptr", kKvIndptr = "kv_indptr",
+                           kLastPage = "kv_last_page_lens";
+  auto vec_load = [&](LoadSlot slot, const std::string& name, const std::vector<int32_t>& v) {
+    loads_[slot] = {v.data(), nullptr, static_cast<int64_t>(v.size()),
+                    static_cast<int64_t>(v.size()), 1, &name};
+  };
+  if (c.plan >= 0) {
+    const PlanSnapshot& snap = t_.plans[c.plan];
+    const ref::Plan& p = snap.plan;
+    const std::string& pre = snap.buffer_prefix;
+    const std::pair<LoadSlot, std::pair<const char*, const ref::Int32Buffer*>> bufs[] = {
+        {kLoadWorkIndptr, {"work_indptr", &p.work_indptr}},
+        {kLoadWorkInfo, {"work_info", &p.work_info}},
+        {kLoadReduceIndptr, {"reduce_indptr", &p.reduce_indptr}},
+        {kLoadReduceFinalMap, {"reduce_final_map", &p.reduce_final_map}},
+        {kLoadReducePartialMap, {"reduce_partial_map", &p.reduce_partial_map}}};
+    if (plan_tensors_.size() < t_.plans.size()) plan_tensors_.resize(t_.plans.size());
+    std::array<TensorArg, 5>& pt = plan_tensors_[c.plan];
+    for (size_t i = 0; i < 5; ++i) {
+      const auto& [slot, rb] = bufs[i];
+      if (pt[i].buffer.empty()) {
+        pt[i].role = rb.first;
+        pt[i].buffer = pre + rb.first;
+        pt[i].rows = rb.second->size() / rb.second->row_width;
+        pt[i].row_bytes = int64_t{rb.second->row_width} * 4;
+        pt[i].dtype = "int32";
+      }
+      BindRole(pt[i]);
+      plan_load(slot, pt[i].buffer, *rb.second);
+    }
+    vec_load(kLoadQoIndptr, kQoIndptr, snap.request.qo_indptr);
+    vec_load(kLoadKvIndptr, kKvIndptr, snap.request.kv_indptr);
+    vec_load(kLoadKvLastPageLens, kLastPage, snap.request.kv_last_page_lens);
+    vars_[kVarClusters] = p.derived.num_clusters;
+    vars_[kVarWorks] = p.derived.num_works;
+    vars_[kVarFold] = std::max(p.derived.fold_ratio, 1);
+    vars_[kVarCapturedGrid] = c.captured_grid > 0 ? c.captured_grid : p.derived.num_clusters;
+    vars_[kVarWorkIndptrRows] = p.work_indptr.size();
+    vars_[kVarWorkInfoRows] = p.work_info.size() / 8;
+    vars_[kVarReduceIndptrRows] = p.reduce_indptr.size();
+    vars_[kVarReduceFinalMapRows] = p.reduce_final_map.size() / 2;
+    vars_[kVarReducePartialMapRows] = p.reduce_partial_map.size();
+  }
+  if (c.kind == CallKind::kIndexFill) {
+    vec_load(kLoadIndptr, c.fill_indptr_buffer, c.fill_indptr);
+    vars_[kVarTokens] = c.fill_tokens;
+  }
+  auto rows = [&](const char* role) -> int64_t {
+    const TensorArg* a = Tensor(role);
+    return a ? a->rows : 0;
+  };
+  const TensorArg* q = Tensor("q");
+  vars_[kVarHeads] = q ? q->heads : 0;
+  vars_[kVarMaxSeqlenQ] = c.max_seqlen_q;
+  vars_[kVarPageSize] = 1;
+  vars_[kVarQRows] = rows("q");
+  vars_[kVarORows] = rows("o");
+  vars_[kVarPartialRows] = rows("logits");
+  vars_[kVarIndexRows] = c.kind == CallKind::kIndexFill ? rows("indices") : rows("kv_indices");
+  vars_[kVarKvCacheRows] = rows("kv_cache");
+}
+
+int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
+  return e.Eval(vars_.data(), defined_.data(), loader_, defined);
+}
+
+LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
+  const LoadSource& l = loads_[slot];
+  if (element >= 0 && element < l.size && (!l.cells || l.cells[element] != Cell::kUnwritten)) {
+    // A cell the planner wrote from an out-of-range input read (Cell::kUndefined) holds the value
+    // the model computed; the read that made it is reported with the planner call.
+    return {l.data[element], true};
+  }
+  return BadLoad(l, element);
+}
+
+// A load of an element no call wrote, or outside the buffer: recorded as that read.
+LoadResult CallExecutor::BadLoad(const LoadSource& l, int64_t element) {
+  if (!l.data && l.alloc == 0) return {};  // a buffer this call does not pass
+  const int64_t row = FloorDiv(element, l.width);
+  TensorArg a;
+  a.buffer = *l.buffer;
+  a.rows = l.alloc / l.width;
+  a.row_bytes = int64_t{l.width} * 4;
+  if (element < 0 || element >= l.alloc) {
+    Touch(a, false, row, row + 1, who_);  // reported as a read outside the buffer
+    return {};
+  }
+  if (element >= l.size || (l.cells && l.cells[element] == Cell::kUnwritten)) {
+    Aggregate& g = agg_[{*l.buffer, static_cast<int>(ViolationKind::kUninitializedRead) * 2}];
+    g.kind = ViolationKind::kUninitializedRead;
+    g.buffer = *l.buffer;
+    g.access = "read";
+    g.rows = a.rows;
+    g.row_bytes = a.row_bytes;
+    g.first = std::min(g.first, row);
+    g.last = std::max(g.last, row);
+    if (g.works.empty() || g.works.back() != who_) g.works.push_back(who_);
+  }
+  return {};
+}
+
+void CallExecutor::Exec(const std::vector<Statement>& body) {
+  for (const Statement& st : body) {
+    if (!st.when.empty()) {
+      if (st.when.is_constant()) {
+        if (st.when.constant_value() == 0) continue;
+      } else {
+        bool defined = true;
+        const int64_t w = Eval(st.when, &defined);
+        if (!defined || w == 0) continue;
+      }
+    }
+    switch (st.kind) {
+      case Statement::Kind::kLet: {
+        bool defined = true;
+        vars_[st.slot] = Eval(st.value, &defined);
+        defined_[st.slot] = defined;
+        break;
+      }
+      case Statement::Kind::kIf: {
+        bool defined = true;
+        const int64_t cond = Eval(st.value, &defined);
+        if (defined && cond != 0) Exec(st.body);
+        break;
+      }
+      case Statement::Kind::kRead:
+      case Statement::Kind::kWrite: ExecAccess(st); break;
+      case Statement::Kind::kGather: ExecGather(st); break;
+      case Statement::Kind::kLoop: ExecLoop(st); break;
+    }
+  }
+}
+
+void CallExecutor::ExecAccess(const Statement& st) {
+  const TensorArg* a = roles_[st.role];
+  if (!a) return;  // a buffer this call does not pass (lse without return_lse, ...)
+  Allocation* alloc = role_allocs_[st.role];
+  bool d1 = true, d2 = true;
+  int64_t b = Eval(st.begin, &d1);
+  int64_t e = Eval(st.end, &d2);
+  if (!d1 || !d2) return;
+  // To the tensor's rows: a partly touched row counts as touched.
+  int64_t per_row = 1;
+  switch (st.unit) {
+    case AccessUnit::kRows: break;
+    case AccessUnit::kHeadRows: per_row = std::max<int64_t>(a->heads, 1); break;
+    case AccessUnit::kElements:
+      per_row = std::max<int64_t>(a->row_bytes / std::max(a->elem_bytes, 1), 1);
+      break;
+    case AccessUnit::kBytes: per_row = std::max<int64_t>(a->row_bytes, 1); break;
+  }
+  if (per_row > 1) {
+    b = FloorDiv(b, per_row);
+    e = FloorDiv(e + per_row - 1, per_row);
+  }
+  TouchIn(alloc, *a, st.kind == Statement::Kind::kWrite, b, e, who_);
+}
+
+void CallExecutor::ExecGather(const Statement& st) {
+  bool d1 = true, d2 = true, d3 = true;
+  const int64_t p0 = Eval(st.begin, &d1);
+  const int64_t p1 = Eval(st.end, &d2);
+  const int64_t page = Eval(st.page_size, &d3);
+  if (!d1 || !d2 || !d3 || p1 <= p0 || page <= 0) return;
+  const TensorArg* index = roles_[st.index_role];
+  if (index)
+    TouchIn(role_allocs_[st.index_role], *index, false, FloorDiv(p0, page),
+            FloorDiv(p1 - 1, page) + 1, who_);
+}
+
+void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound) {
+  if (hang_reported_) return;
+  hang_reported_ = true;
+  const TensorArg* a = st.hang_role >= 0 ? roles_[st.hang_role] : nullptr;
+  bool defined = true;
+  const int64_t row = st.hang_row.empty() ? 0 : Eval(st.hang_row, &defined);
+  Violation v;
+  v.kind = ViolationKind::kUnboundedLoop;
+  v.bug_class = "J";
+  v.buffer = a ? a->buffer : st.hang_buffer;
+  v.access = "read";
+  v.rows = a ? a->rows : 0;
+  v.first_row = v.last_row = row;
+  if (who_ >= 0) v.work_items.push_back(who_);
+  v.consequence = "hang";
+  v.detail = "work " + std::to_string(who_) + " would walk " + std::to_string(trips) + " " +
+             st.bound_what + " (bound " + std::to_string(bound) + "): " +
+             (st.exceeded.empty() ? "its loop bound exceeds what the buffers hold" : st.exceeded);
+  Add(*call_, std::move(v));
+}
+
+void CallExecutor::ExecLoop(const Statement& st) {
+  bool d1 = true, d2 = true;
+  const int64_t from = Eval(st.begin, &d1);
+  const int64_t to = Eval(st.end, &d2);
+  if (!d1 || !d2 || to <= from) return;
+  const int64_t trips = to - from;
+  if (!st.bound.empty()) {
+    bool db = true;
+    const int64_t bound = Eval(st.bound, &db);
+    if (db && trips > bound) return ReportHang(st, trips, bound);
+  }
+  if (st.body.empty()) return;
+  // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
+  constexpr int64_t kMaxTrips = int64_t{1} << 26;
+  if (trips > kMaxTrips) return ReportHang(st, trips, kMaxTrips);
+  const int32_t saved_who = who_;
+  for (int64_t i = from; i < to; ++i) {
+    vars_[st.slot] = i;
+    defined_[st.slot] = 1;
+    if (st.attribute == LoopAttribution::kWorkItem || st.attribute == LoopAttribution::kTile)
+      who_ = static_cast<int32_t>(i);
+    Exec(st.body);
+  }
+  who_ = saved_who;
+}
+
+void CallExecutor::CaptureLayout(const Call& c, bool has_violation) {
+  if (!opt_.capture_layout) {
+    out_.layout_call = c.index;
+    return;
+  }
+  out_.layout = as_.LayoutJson();
+  out_.layout["call"] = c.index;
+  out_.layout["step"] = c.step;
+  out_.layout["call_name"] = c.name;
+  out_.layout["has_violation"] = has_violation;
+  out_.layout_call = c.index;
+}
+
 void CallExecutor::Run(const Call& c) {
   const size_t before = out_.violations.size();
   switch (c.kind) {
     case CallKind::kPlanBuild:
     case CallKind::kPlanUpdate: PlanCall(c); break;
     case CallKind::kIndexFill:
-      FillCall(c);
-      Flush(c);
-      break;
-    case CallKind::kDecode: DecodeCall(c); break;
-    case CallKind::kReduce: ReduceCall(c); break;
+    case CallKind::kDecode:
+    case CallKind::kReduce: KernelCall(c); break;
   }
   // The layout to write out: the first kernel call with a violation (else, at the end, the
   // last kernel call's, which the address space still holds).
@@ -509,24 +747,6 @@ void CallExecutor::Run(const Call& c) {
 }
 
 }  // namespace
-
-const char* SimMutantName(SimMutant m) {
-  switch (m) {
-    case SimMutant::kNone: return "none";
-    case SimMutant::kFoundingFault: return "engine-sparse-plan-over-running-tokens";
-    case SimMutant::kDraftRowsScheduled: return "engine-draft-steps-at-scheduled-rows";
-    case SimMutant::kKernelAssumes576Rows: return "kernel-assumes-576-column-rows";
-    case SimMutant::kSizingScheduledBatch: return "sizing-for-scheduled-batch";
-    case SimMutant::kSizingPartialMapPerTile: return "sizing-partial-map-one-per-tile";
-    case SimMutant::kStalePlanAfterGrowth: return "engine-stale-plan-after-lengths-grew";
-    case SimMutant::kZeroKvReadsIndexRow: return "kernel-zero-kv-reads-index-row";
-    case SimMutant::kReduceMapOffByOne: return "planner-reduce-map-off-by-one-tile";
-    case SimMutant::kNoTailRule: return "planner-drops-tail-rule";
-    case SimMutant::kZeroKvPageUnderflow: return "kernel-zero-kv-page-count-underflow";
-    case SimMutant::kCount: break;
-  }
-  return "?";
-}
 
 const char* ViolationKindName(ViolationKind k) {
   switch (k) {

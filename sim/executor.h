@@ -1,6 +1,6 @@
 // File: sim/executor.h
 //
-// Applies every call's access contract (sim/contracts.h) to every work item over the simulated
+// Applies every call's access contract (sim/contract.h) to every work item over the simulated
 // address space and reports each read or write outside a buffer, each read of bytes no call wrote
 // this step, each invalid plan, and output rows no call wrote, with what it would do on hardware.
 #pragma once
@@ -57,11 +57,9 @@ struct ExecutionResult {
   nlohmann::json layout;           // address-space layout (persistent + that call's tensors)
 };
 
-// Kernel access contracts per variant (sim/contracts.h has the table).
+// Every kernel call runs under its Call::contract (sim/contract.h), resolved by the engine.
 struct ExecuteOptions {
-  // The wrong-hypothesis twin (issue 5): zero-KV work items read one index row at kv_start.
-  bool zero_kv_reads_index_row = false;
-  SimMutant mutant = SimMutant::kNone;  // sim/mutants.h; also applied by ExpandStep via Replay
+  SimMutant mutant = SimMutant::kNone;  // sim/mutants.h; applied by ExpandStep (via Replay)
   bool capture_layout = true;           // build ExecutionResult::layout (fuzzing skips it)
 };
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/contract.h"
 #include "sim/engine.h"
 
 namespace mlasim::sim {
@@ -39,7 +40,7 @@ Scenario SeedBase(int32_t requests) {
   s.requests = MakeRequests(requests, 3, 2748);
   s.graph.capture_sizes = {1, 2, 4, 8, 16, 24, 32, 40, 48, 64, 128, 256, 512};
   s.target = ref::Arch::kGfx950;
-  s.kernel = KernelVariant::kAsm;
+  s.kernel = "asm";
   s.engine = *GetEngineProfile("atom-2026-08", "engine");
   return s;
 }
@@ -100,9 +101,7 @@ StatusOr<ReplayReport> Replay(const Scenario& s, const ExecuteOptions& opt) {
   ReplayReport r;
   r.scenario = s;
   MLASIM_ASSIGN_OR_RETURN(r.trace, ExpandStep(s, opt.mutant));
-  ExecuteOptions o = opt;
-  o.zero_kv_reads_index_row = o.zero_kv_reads_index_row || s.zero_kv_reads_index_row;
-  r.result = Execute(s, r.trace, o);
+  r.result = Execute(s, r.trace, opt);
   return r;
 }
 
@@ -163,7 +162,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
   }
   return json{{"case", r.scenario.name},
               {"profile", r.scenario.engine.name},
-              {"kernel", KernelVariantName(r.scenario.kernel)},
+              {"kernel", DecodeVariant(r.scenario)},
               {"verdict", r.clean() ? "clean" : "violations"},
               {"scheduled_requests", sh.B},
               {"padded_requests", sh.R},
@@ -185,7 +184,7 @@ std::string ReportText(const ReplayReport& r) {
   const Scenario& s = r.scenario;
   std::string out;
   out += fmt::format("case {}  profile {}  kernel {}  target {}  allocator {}\n", s.name,
-                     s.engine.name, KernelVariantName(s.kernel), ref::ArchName(s.target),
+                     s.engine.name, DecodeVariant(s), ref::ArchName(s.target),
                      s.allocator.model == AllocatorModel::kExact ? "exact" : "caching");
   out += fmt::format(
       "step: B = {} requests, Q = K+1 = {}, rung R = {} ({}), scheduled_tokens = {}, "

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -68,9 +69,8 @@ struct AllocatorSpec {
   std::vector<ExtraAllocation> live_before_call;
 };
 
-// Kernel variants of the persistent MLA decode and their zero-KV behaviour (sim/contracts.h).
-enum class KernelVariant : uint8_t { kAsm, kOpus, kHk };
-const char* KernelVariantName(KernelVariant v);
+// A user's kernel contract in place of a built-in one (`--contract FILE`, sim/contract.h).
+struct Contract;
 
 // Engine behaviour: explicit flags, bundled into named presets (sim/engine_profile.cpp).
 struct EngineProfile {
@@ -104,7 +104,12 @@ struct Scenario {
   ref::Arch target = ref::Arch::kGfx942;
   ref::Revision revision = ref::Revision::k2026_08;
   int32_t cu_count = 0;  // 0 = the target's
-  KernelVariant kernel = KernelVariant::kAsm;
+  // The decode kernel variant: the `variant` of a built-in decode contract (asm, opus, hk), or of
+  // a contract in `contracts`.
+  std::string kernel = "asm";
+  // Contracts that replace the built-in one of their call kind (`--contract FILE`); a decode
+  // contract here is the kernel whatever `kernel` says.
+  std::vector<std::shared_ptr<const Contract>> contracts;
   // aiter's planner dispatch: the parallel planner whenever eligible (default), or the serial one
   // (AITER_MLA_META_USE_PARALLEL=0). They differ on zero-KV requests, i.e. on graph padding.
   bool serial_planner = false;

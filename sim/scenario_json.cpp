@@ -1,5 +1,7 @@
 #include "sim/scenario_json.h"
 
+#include "sim/contract.h"
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -9,95 +11,6 @@ namespace mlasim::sim {
 namespace {
 
 using nlohmann::json;
-
-// Reads one JSON object field by field, remembering which keys were consumed so that Finish()
-// can refuse unknown keys. Every error names the field's JSON path.
-class ObjectReader {
- public:
-  ObjectReader(const json& obj, std::string path) : obj_(obj), path_(std::move(path)) {}
-
-  Status Check() const {
-    if (!obj_.is_object()) return InvalidArgumentError(path_, "must be an object");
-    return OkStatus();
-  }
-  std::string Path(const std::string& key) const { return path_ + "." + key; }
-  bool Has(const std::string& key) const { return obj_.contains(key); }
-
-  Status Int(const std::string& key, int32_t* out, int64_t lo, int64_t hi, bool required = false) {
-    int64_t x = *out;
-    MLASIM_RETURN_IF_ERROR(Int64(key, &x, lo, hi, required));
-    *out = static_cast<int32_t>(x);  // lo..hi lie within int32 for every int32 field
-    return OkStatus();
-  }
-  Status Int64(const std::string& key, int64_t* out, int64_t lo, int64_t hi,
-               bool required = false) {
-    seen_.insert(key);
-    if (!obj_.contains(key)) return Missing(key, required);
-    const json& v = obj_.at(key);
-    if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
-    if (!IsInt64(v))
-      return InvalidArgumentError(Path(key),
-                                  "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi)
-      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
-                                                 std::to_string(hi) + " (got " + std::to_string(x) +
-                                                 ")");
-    *out = x;
-    return OkStatus();
-  }
-  Status Bool(const std::string& key, bool* out) {
-    seen_.insert(key);
-    if (!obj_.contains(key)) return OkStatus();
-    if (!obj_.at(key).is_boolean()) return InvalidArgumentError(Path(key), "must be true or false");
-    *out = obj_.at(key).get<bool>();
-    return OkStatus();
-  }
-  Status String(const std::string& key, std::string* out, bool required = false) {
-    seen_.insert(key);
-    if (!obj_.contains(key)) return Missing(key, required);
-    if (!obj_.at(key).is_string()) return InvalidArgumentError(Path(key), "must be a string");
-    *out = obj_.at(key).get<std::string>();
-    return OkStatus();
-  }
-  Status IntArray(const std::string& key, std::vector<int32_t>* out, int64_t lo, int64_t hi) {
-    seen_.insert(key);
-    if (!obj_.contains(key)) return OkStatus();
-    const json& v = obj_.at(key);
-    if (!v.is_array()) return InvalidArgumentError(Path(key), "must be an array of integers");
-    out->clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      const std::string p = Path(key) + "[" + std::to_string(i) + "]";
-      if (!v[i].is_number_integer()) return InvalidArgumentError(p, "must be an integer");
-      if (!IsInt64(v[i]))
-        return InvalidArgumentError(p,
-                                    "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
-      const int64_t x = v[i].get<int64_t>();
-      if (x < lo || x > hi)
-        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." +
-                                           std::to_string(hi) + " (got " + std::to_string(x) + ")");
-      out->push_back(static_cast<int32_t>(x));
-    }
-    return OkStatus();
-  }
-  const json* Child(const std::string& key) {
-    seen_.insert(key);
-    return obj_.contains(key) ? &obj_.at(key) : nullptr;
-  }
-  Status Finish() const {
-    for (auto it = obj_.begin(); it != obj_.end(); ++it)
-      if (!seen_.count(it.key())) return InvalidArgumentError(Path(it.key()), "unknown key");
-    return OkStatus();
-  }
-
- private:
-  Status Missing(const std::string& key, bool required) const {
-    return required ? InvalidArgumentError(Path(key), "required key is missing") : OkStatus();
-  }
-  const json& obj_;
-  std::string path_;
-  std::set<std::string> seen_;
-};
 
 constexpr int64_t kMaxTokens = 1 << 24;
 
@@ -320,15 +233,8 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   }
   MLASIM_RETURN_IF_ERROR(r.Int("cu_count", &s.cu_count, 1, 4096));
   if (r.Has("kernel")) {
-    MLASIM_RETURN_IF_ERROR(r.String("kernel", &text));
-    if (text == "asm")
-      s.kernel = KernelVariant::kAsm;
-    else if (text == "opus")
-      s.kernel = KernelVariant::kOpus;
-    else if (text == "hk")
-      s.kernel = KernelVariant::kHk;
-    else
-      return InvalidArgumentError("$.kernel", "must be \"asm\", \"opus\" or \"hk\"");
+    MLASIM_RETURN_IF_ERROR(r.String("kernel", &s.kernel));
+    MLASIM_RETURN_IF_ERROR(BuiltinContract(CallKind::kDecode, s.kernel, "$.kernel").status());
   }
   if (r.Has("planner")) {
     MLASIM_RETURN_IF_ERROR(r.String("planner", &text));
@@ -426,7 +332,7 @@ json ScenarioToJson(const Scenario& s) {
         {"max_model_len", s.graph.max_model_len}}},
       {"target", ref::ArchName(s.target)},
       {"revision", ref::RevisionName(s.revision)},
-      {"kernel", KernelVariantName(s.kernel)},
+      {"kernel", s.kernel},
       {"planner", s.serial_planner ? "serial" : "aiter-dispatch"},
       {"zero_kv_reads_index_row", s.zero_kv_reads_index_row},
       {"allocator",

@@ -12,18 +12,12 @@
 
 #include "ref/metadata.h"
 #include "ref/plan_check.h"
+#include "sim/contract.h"
 #include "sim/scenario.h"
 
 namespace mlasim::sim {
 
-enum class CallKind : uint8_t {
-  kPlanBuild,   // get_mla_metadata_v1 into a plan's buffers
-  kPlanUpdate,  // decode_update_mla_metadata_v1 on a plan's buffers, in place
-  kIndexFill,   // writes index elements (indexer top-k gather, kv_indices generation)
-  kDecode,      // persistent MLA decode (stage 1)
-  kReduce,      // mla_reduce_v1 (stage 2)
-};
-const char* CallKindName(CallKind k);
+// CallKind and CallKindName live in sim/contract.h (a contract is written for one call kind).
 
 // A tensor as one call receives it: a view of `rows` rows of `row_bytes` bytes at the start of an
 // allocation of the address space (sim/memory.h).
@@ -66,6 +60,8 @@ struct Call {
   std::string table_row;  // row of atom-mtp-flow.md §6: T1, T2, T3, T5, D0a, D0b, Ms(a), Ds, ...
   CallKind kind = CallKind::kDecode;
   std::string kernel;  // decode: asm|opus|hk; "mla_reduce_v1"; "get_mla_metadata_v1"; ...
+  // The access contract the executor applies (decode, reduce, index fill); null for plan calls.
+  std::shared_ptr<const Contract> contract;
   bool graph_replay = false;
   int32_t plan = -1;  // index into Trace::plans
   std::vector<TensorArg> args;
@@ -74,7 +70,11 @@ struct Call {
   int64_t fill_begin = 0;  // kIndexFill: element range written in args[0]
   int64_t fill_end = 0;
   std::vector<std::pair<int64_t, int64_t>> fill_regions;  // kIndexFill: per-token regions
+  std::vector<int32_t> fill_indptr;  // kIndexFill: the indptr the fill reads (its regions)
+  std::string fill_indptr_buffer;    // kIndexFill: the allocation that indptr lives in
+  int32_t fill_tokens = 0;           // kIndexFill: tokens the call runs over
   int32_t max_seqlen_q = 1;    // decode: sizes the partial buffers (§10.4)
+  int32_t captured_grid = 0;   // decode: workgroups of a captured launch (0: none given)
   bool sparse = false;         // decode reads per-token index lists
   bool guard_checked = false;  // the engine's plan-rows <= q-rows guard ran before this call
   bool guard_refused = false;  // ... and refused the call (it did not launch)

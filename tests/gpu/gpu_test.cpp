@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kernels/gpu_api.h"
+#include "kernels/semantics.h"
 #include "ref/numerics.h"
 #include "ref/planner.h"
 #include "sim/replay.h"
@@ -338,9 +339,7 @@ FoundingObservation RunFounding(const std::string& profile) {
   auto in = ref::BuildMlaInputs(snap.request, no);
   EXPECT_TRUE(in.ok()) << in.status().ToString();
   gpu::DecodeOptions opt;
-  opt.variant = s->kernel == sim::KernelVariant::kAsm    ? gpu::ZeroKvVariant::kAsm
-                : s->kernel == sim::KernelVariant::kOpus ? gpu::ZeroKvVariant::kOpus
-                                                         : gpu::ZeroKvVariant::kHk;
+  opt.variant = gpu::ZeroKvVariantOf(call->contract->semantics);
   opt.q_alloc_rows = call->q_rows;  // q and o as the engine allocated them
   opt.o_alloc_rows = call->q_rows;
   opt.tail_rows = 16;

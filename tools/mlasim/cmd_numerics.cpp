@@ -25,6 +25,7 @@
 
 #include "ref/numerics.h"
 #include "sim/engine.h"
+#include "sim/contract.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
@@ -348,7 +349,7 @@ class NumericsCommand final : public Command {
     return {{"case", s.name},
             {"profile", s.engine.name},
             {"target", ref::ArchName(s.target)},
-            {"kernel", sim::KernelVariantName(s.kernel)},
+            {"kernel", sim::DecodeVariant(s)},
             {"seed", opt.seed},
             {"accumulate", opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32"},
             {"empty_rows", opt.empty_rows == ref::EmptyRowPolicy::kSkip ? "skip" : "write-zero"},
@@ -373,7 +374,7 @@ class NumericsCommand final : public Command {
                      const std::vector<CallResult>& results, bool all_passed) const {
     std::ostringstream o;
     o << fmt::format("case {}  profile {}  target {}  kernel {}  seed {}  accumulate {}\n", s.name,
-                     s.engine.name, ref::ArchName(s.target), sim::KernelVariantName(s.kernel),
+                     s.engine.name, ref::ArchName(s.target), sim::DecodeVariant(s),
                      opt.seed,
                      opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32");
     o << fmt::format(

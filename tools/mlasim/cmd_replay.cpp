@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/gpu_api.h"
+#include "kernels/semantics.h"
 #include "ref/numerics.h"
 #include "ref/planner.h"
 #include "sim/replay.h"
@@ -148,18 +149,12 @@ RowRange Predicted(const sim::ReplayReport& r, const sim::Call& c, const std::st
   return out;
 }
 
-gpu::ZeroKvVariant VariantOf(const sim::Scenario& s) {
-  return s.kernel == sim::KernelVariant::kAsm    ? gpu::ZeroKvVariant::kAsm
-         : s.kernel == sim::KernelVariant::kOpus ? gpu::ZeroKvVariant::kOpus
-                                                 : gpu::ZeroKvVariant::kHk;
-}
-
 // Runs decode call `c` on the device as the engine allocated q and o (c.q_rows rows each).
 gpu::DecodeResult RunCall(const sim::ReplayReport& r, const sim::Call& c, const ref::MlaInputs& in,
                           const std::string& guard) {
   const sim::PlanSnapshot& snap = r.trace.plans.at(c.plan);
   gpu::DecodeOptions opt;
-  opt.variant = VariantOf(r.scenario);
+  opt.variant = gpu::ZeroKvVariantOf(c.contract->semantics);
   opt.q_alloc_rows = c.q_rows;
   opt.o_alloc_rows = c.q_rows;
   opt.tail_rows = std::max<int64_t>(16, int64_t{snap.q_rows_covered} - c.q_rows + 1);
@@ -262,8 +257,7 @@ void SentinelCall(const sim::ReplayReport& r, const sim::Call& c, GpuCallCheck& 
   }
   ref::PlanExecOptions exec;
   exec.precision = KernelPrecision();
-  exec.empty_rows = r.scenario.kernel == sim::KernelVariant::kAsm ? ref::EmptyRowPolicy::kWriteZero
-                                                                  : ref::EmptyRowPolicy::kSkip;
+  exec.empty_rows = gpu::EmptyRowPolicyOf(c.contract->semantics);
   auto driven = ref::RunPlanDriven(*in, req, snap.plan, exec);
   if (!driven.ok()) {
     k.error = "CPU plan-driven run failed: " + driven.status().ToString();

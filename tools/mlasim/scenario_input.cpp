@@ -1,14 +1,30 @@
 #include "tools/mlasim/scenario_input.h"
 
+#include <algorithm>
 #include <limits>
+#include <memory>
 
+#include "sim/contract.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::cli {
 
+Status AddContractFiles(const std::vector<std::string>& files, sim::Scenario* s) {
+  for (const std::string& f : files) {
+    MLASIM_ASSIGN_OR_RETURN(sim::Contract c, sim::LoadContractFile(f));
+    auto& list = s->contracts;
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const auto& x) { return x->call == c.call; }),
+               list.end());
+    list.push_back(std::make_shared<const sim::Contract>(std::move(c)));
+  }
+  return OkStatus();
+}
+
 StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std::string& builtin,
-                                        const std::string& profile, const std::string& kernel) {
+                                        const std::string& profile, const std::string& kernel,
+                                        const std::vector<std::string>& contracts) {
   if (case_file.empty() == builtin.empty())
     return InvalidArgumentError("case", "give exactly one of CASE.json or --builtin NAME");
   StatusOr<sim::Scenario> s =
@@ -18,15 +34,11 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
     MLASIM_ASSIGN_OR_RETURN(s->engine, sim::GetEngineProfile(profile, "--profile"));
   }
   if (!kernel.empty()) {
-    if (kernel == "asm")
-      s->kernel = sim::KernelVariant::kAsm;
-    else if (kernel == "opus")
-      s->kernel = sim::KernelVariant::kOpus;
-    else if (kernel == "hk")
-      s->kernel = sim::KernelVariant::kHk;
-    else
-      return InvalidArgumentError("--kernel", "must be asm, opus or hk");
+    MLASIM_RETURN_IF_ERROR(
+        sim::BuiltinContract(sim::CallKind::kDecode, kernel, "--kernel").status());
+    s->kernel = kernel;
   }
+  MLASIM_RETURN_IF_ERROR(AddContractFiles(contracts, &*s));
   return s;
 }
 
@@ -42,6 +54,10 @@ void ScenarioArgs::Add(CLI::App& app) {
       ->type_name("NAME");
   app.add_option("--kernel", kernel, "override the kernel variant: asm, opus, hk")
       ->type_name("NAME");
+  app.add_option("--contract", contracts,
+                 "a kernel contract file (docs/contracts.md) in place of the built-in one of its "
+                 "call kind; repeatable")
+      ->type_name("FILE");
 }
 
 ref::PlanRequest KernelRequest(const ref::PlanRequest& r) {

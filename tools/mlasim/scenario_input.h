@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -12,18 +13,26 @@
 
 namespace mlasim::cli {
 
-// Exactly one of `case_file` / `builtin` must be given (field "case" otherwise). Errors name the
-// JSON path, --builtin, --profile or --kernel.
+// Exactly one of `case_file` / `builtin` must be given (field "case" otherwise). `contracts`:
+// contract files (docs/contracts.md) that replace the built-in contract of their call kind; the
+// last one of a kind wins. Errors name the JSON path, --builtin, --profile, --kernel or the
+// contract file and its JSON path.
 StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std::string& builtin,
-                                        const std::string& profile, const std::string& kernel);
+                                        const std::string& profile, const std::string& kernel,
+                                        const std::vector<std::string>& contracts = {});
+
+// Puts the contracts of `files` into s->contracts (replacing any of the same call kind).
+Status AddContractFiles(const std::vector<std::string>& files, sim::Scenario* s);
 
 // The scenario flags shared by replay and numerics: CASE.json | --builtin NAME, --profile,
-// --kernel. Add() registers them on a subcommand; Load() is LoadScenarioArg on their values.
+// --kernel, --contract. Add() registers them on a subcommand; Load() is LoadScenarioArg on
+// their values.
 struct ScenarioArgs {
   std::string case_file, builtin, profile, kernel;
+  std::vector<std::string> contracts;
   void Add(CLI::App& app);
   StatusOr<sim::Scenario> Load() const {
-    return LoadScenarioArg(case_file, builtin, profile, kernel);
+    return LoadScenarioArg(case_file, builtin, profile, kernel, contracts);
   }
 };
 
