@@ -1,0 +1,161 @@
+// kernels/decode/sm90/load.h - the KV and q side of the warp-specialised decode kernel: the
+// shared-memory views, the producer warp (cache rows -> bulk copies into the stage ring, masked
+// keys zero-filled), the consumers' q fragments and the fp8 widening.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/decode/config.h"
+#include "kernels/decode/params.h"
+#include "kernels/decode/schedule.h"
+#include "kernels/decode/sm90/ptx.h"
+
+namespace mlasim::gpu::decode::sm90 {
+
+// Views of the shared-memory plan of WsConfig (config.h has the byte map).
+template <class C>
+struct WsSmem {
+  unsigned char* stage;  // [kStages][kChunk][kStageRowBytes]
+  uint16_t* conv;        // fp8 only: [kChunk][kLdk] fp16
+  float* score;          // [2][kRows][kLdS]
+  uint16_t* p;           // [kRows][kLdP]
+  float* alpha;          // [kRows]
+  float* inv;            // [2][kRows]
+  uint32_t* valid;       // [kStages][2]
+  uint64_t* full;        // [kStages]
+  uint64_t* empty;       // [kStages]
+
+  __device__ explicit WsSmem(unsigned char* base)
+      : stage(base + C::kStageOff),
+        conv(reinterpret_cast<uint16_t*>(base + C::kConvOff)),
+        score(reinterpret_cast<float*>(base + C::kScoreOff)),
+        p(reinterpret_cast<uint16_t*>(base + C::kPOff)),
+        alpha(reinterpret_cast<float*>(base + C::kAlphaOff)),
+        inv(reinterpret_cast<float*>(base + C::kInvOff)),
+        valid(reinterpret_cast<uint32_t*>(base + C::kValidOff)),
+        full(reinterpret_cast<uint64_t*>(base + C::kFullOff)),
+        empty(reinterpret_cast<uint64_t*>(base + C::kEmptyOff)) {}
+};
+
+// Position in the stage ring of the workgroup's chunk number `chunk` (counted over all groups,
+// so producer and consumers agree without talking).
+template <class C>
+struct RingSlot {
+  int stage;
+  uint32_t parity;  // parity of the stage's phase this chunk uses
+  __device__ explicit RingSlot(uint32_t chunk)
+      : stage(static_cast<int>(chunk % C::kStages)), parity((chunk / C::kStages) & 1u) {}
+};
+
+// Producer: waits until the stage is free, records which keys are valid, zero-fills the rows of
+// masked keys (so 0 x garbage never reaches O), announces the bytes and issues one bulk copy per
+// valid key. Lane l handles keys l and l + 32 (cache rows r0, r1; -1 = masked).
+template <class C>
+__device__ inline void fill_stage(const DecodeParams& P, const WsSmem<C>& s, uint32_t chunk,
+                                  int64_t r0, int64_t r1) {
+  const int lane = threadIdx.x % 32;
+  const RingSlot<C> slot(chunk);
+  const uint32_t v0 = __ballot_sync(0xffffffffu, r0 >= 0);
+  const uint32_t v1 = __ballot_sync(0xffffffffu, r1 >= 0);
+  mbar_wait(&s.empty[slot.stage], slot.parity ^ 1u);  // a fresh barrier passes parity 1 at once
+  unsigned char* dst = s.stage + static_cast<size_t>(slot.stage) * C::kStageBytes;
+  uint64_t masked = ~((uint64_t{v1} << 32) | v0);
+  if (masked != 0) {
+    constexpr int kRuns = C::kKvRowBytes / 16;
+    for (; masked != 0; masked &= masked - 1) {
+      const int j = __ffsll(static_cast<long long>(masked)) - 1;
+      for (int c = lane; c < kRuns; c += 32)
+        *reinterpret_cast<uint4*>(dst + j * C::kStageRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
+    }
+    fence_proxy_async();  // these rows are written by the copy engine in later rounds
+  }
+  if (lane == 0) {
+    s.valid[2 * slot.stage] = v0;
+    s.valid[2 * slot.stage + 1] = v1;
+  }
+  __syncwarp();
+  if (lane == 0)
+    mbar_arrive_expect_tx(&s.full[slot.stage],
+                          static_cast<uint32_t>(__popc(v0) + __popc(v1)) * C::kKvRowBytes);
+  __syncwarp();
+  const char* kv =
+      C::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv);
+  if (r0 >= 0)
+    bulk_copy_g2s(smem_u32(dst + lane * C::kStageRowBytes), kv + r0 * C::kKvRowBytes,
+                  C::kKvRowBytes, &s.full[slot.stage]);
+  if (r1 >= 0)
+    bulk_copy_g2s(smem_u32(dst + (lane + 32) * C::kStageRowBytes), kv + r1 * C::kKvRowBytes,
+                  C::kKvRowBytes, &s.full[slot.stage]);
+}
+
+// The producer warp: walks the same groups as the consumers and streams every chunk of every
+// group, so the ring stays full across group boundaries. The next chunk's cache rows are loaded
+// before waiting for a free stage, which hides the index loads. q rows of each group are
+// prefetched into L2 for the consumers.
+template <class C>
+__device__ void produce(const DecodeParams& P, const WsSmem<C>& s) {
+  const int lane = threadIdx.x % 32;
+  uint32_t chunk = 0;
+  for_each_group(P, [&](const GroupTask& t) {
+    const int64_t n = t.p1 - t.p0;
+    if (n <= 0) return;  // the consumers run no chunk either
+    const char* q = reinterpret_cast<const char*>(P.q + group_first_row(P, t) * C::kD);
+    for (int line = lane; line < kRows * C::kD * 2 / 128; line += 32) prefetch_l2(q + line * 128);
+    const int64_t chunks = (n + C::kChunk - 1) / C::kChunk;
+    int64_t r0 = key_row(P, t.p0 + lane, t.p1), r1 = key_row(P, t.p0 + 32 + lane, t.p1);
+    for (int64_t i = 0; i < chunks; ++i, ++chunk) {
+      const int64_t next = t.p0 + (i + 1) * C::kChunk;
+      const int64_t n0 = key_row(P, next + lane, t.p1), n1 = key_row(P, next + 32 + lane, t.p1);
+      fill_stage<C>(P, s, chunk, r0, r1);
+      r0 = n0;
+      r1 = n1;
+    }
+  });
+}
+
+// Consumers: the q fragments (A of m16n8k16) of dimension half kh for the group's 16 rows, kept
+// in registers for the whole group: qa[st] = rows gq / gq + 8, dims 16 st + 2 tq (+1), (+8).
+template <class C>
+__device__ inline void load_q_fragments(const DecodeParams& P, int64_t first, int kh,
+                                        uint32_t (&qa)[C::kHalfSteps][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const uint32_t* q_lo =
+      reinterpret_cast<const uint32_t*>(P.q + (first + gq) * C::kD) + kh * (C::kD / 4) + tq;
+  const uint32_t* q_hi =
+      reinterpret_cast<const uint32_t*>(P.q + (first + gq + 8) * C::kD) + kh * (C::kD / 4) + tq;
+#pragma unroll
+  for (int st = 0; st < C::kHalfSteps; ++st) {
+    qa[st][0] = q_lo[st * 8];
+    qa[st][1] = q_hi[st * 8];
+    qa[st][2] = q_lo[st * 8 + 4];
+    qa[st][3] = q_hi[st * 8 + 4];
+    if constexpr (C::kFp8)
+#pragma unroll
+      for (int f = 0; f < 4; ++f) qa[st][f] = bf16x2_to_f16x2(qa[st][f]);
+  }
+}
+
+// fp8: the consumers widen the staged chunk (kChunk x kD bytes, contiguous) into the fp16 buffer
+// (row stride kLdk); each consumer thread converts 16-byte runs.
+template <class C>
+__device__ inline void widen_chunk(const unsigned char* staged, uint16_t* dst) {
+  constexpr int kRuns = C::kChunk * C::kD / 16, kRunsPerKey = C::kD / 16;
+  static_assert(kRuns % C::kConsumers == 0, "whole runs per consumer thread");
+#pragma unroll
+  for (int idx = threadIdx.x; idx < kRuns; idx += C::kConsumers) {
+    const uint4 v = reinterpret_cast<const uint4*>(staged)[idx];
+    const int j = idx / kRunsPerKey, c = idx % kRunsPerKey;
+    uint4* out = reinterpret_cast<uint4*>(dst + j * C::kLdk + c * 16);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t b[8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
+      b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
+    }
+    out[0] = make_uint4(b[0], b[1], b[2], b[3]);
+    out[1] = make_uint4(b[4], b[5], b[6], b[7]);
+  }
+}
+
+}  // namespace mlasim::gpu::decode::sm90
