@@ -60,13 +60,22 @@ DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
   namespace ls = decode::sm90::lockstep;
   using Ws = decode::WsConfig<false>;
   using WsFp8 = decode::WsConfig<true>;
+  using WsBulk = decode::WsConfig<false, true>;
+  using WsBulkFp8 = decode::WsConfig<true, true>;
   if (tiling == 5 || D != Ws::kD || Dv != Ws::kDv) return portable;
   if (tiling == 0 || tiling == 6) {
     if (kv_fp8)
       return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
-              "warp-specialised fp8 64 keys x 3 stages"};
+              "warp-specialised cp.async fp8 64 keys x 3 stages"};
     return {&decode::sm90::mla_decode_ws_kernel<Ws>, Ws::kSmemBytes, Ws::kThreads,
-            "warp-specialised 64 keys x 2 stages"};
+            "warp-specialised cp.async 64 keys x 2 stages"};
+  }
+  if (tiling == 7) {
+    if (kv_fp8)
+      return {&decode::sm90::mla_decode_ws_kernel<WsBulkFp8>, WsBulkFp8::kSmemBytes,
+              WsBulkFp8::kThreads, "warp-specialised bulk-copy fp8 64 keys x 3 stages"};
+    return {&decode::sm90::mla_decode_ws_kernel<WsBulk>, WsBulk::kSmemBytes, WsBulk::kThreads,
+            "warp-specialised bulk-copy 64 keys x 2 stages"};
   }
   using T32x4 = ls::MmaTiling<32, 4>;
   using T32x5 = ls::MmaTiling<32, 5>;
@@ -101,7 +110,6 @@ DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
   return portable;
 #endif
 }
-
 
 __global__ void fill_u8_kernel(unsigned char* p, size_t n, unsigned char v) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
@@ -205,7 +213,6 @@ T* upload(const std::vector<T>& v, std::vector<void*>& owned) {
   return p;
 }
 
-
 constexpr int kTimingBatches = 5;
 
 // Median over kTimingBatches batches of the mean time of `iterations` back-to-back calls of f on
@@ -282,8 +289,8 @@ void encode_kv(const ref::MlaInputs& in, bool kv_fp8, std::vector<uint16_t>& kvh
   for (size_t i = 0; i < kv8h.size(); ++i)
     if (!host_e4m3fn_exact(in.kv_cache[i], &kv8h[i]))
       throw std::invalid_argument(
-          "run_mla_decode: kv_cache[" + std::to_string(i) + "] = " +
-          std::to_string(in.kv_cache[i]) +
+          "run_mla_decode: kv_cache[" + std::to_string(i) +
+          "] = " + std::to_string(in.kv_cache[i]) +
           " is not an fp8_e4m3fn value (build the inputs with kv_format fp8_e4m3fn)");
 }
 

@@ -104,7 +104,7 @@ struct GpuPlan {
   int32_t payload = 0;       // cost units per cluster computed on the device
   int32_t oob_stores = 0;    // stores the kernel dropped because they fell outside a buffer
   bool walk_failed = false;  // the serial walk hit its iteration bound
-  double kernel_us = 0;  // median of 5 batches of timing_iterations launches, us (0: not timed)
+  double kernel_us = 0;      // median of 5 batches of timing_iterations launches, us (0: not timed)
 };
 
 // Plans `request` into buffers of `sizes` (choice as in ref::PlannerOptions). Throws
@@ -144,10 +144,11 @@ struct DecodeOptions {
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
   // NVIDIA decode kernel, for tuning runs and tests: 0 = default (6); 6 = the warp-specialised
-  // kernel (a producer warp streams 64-key chunks with bulk copies; bf16: 2 stages, fp8: 3);
-  // 1..4 = the previous lock-step mma kernel with (keys per chunk x stages) 32 x 4, 32 x 5,
-  // 32 x 6, 64 x 2 (fp8 KV: 64 x 3 for 1..3, 64 x 2 for 4); 5 = the portable kernel. Head dims
-  // other than 576 / 512 always run the portable kernel (as the AMD build does).
+  // kernel (2 producer warps stream 64-key chunks with cp.async; bf16: 2 stages, fp8: 3); 7 = the
+  // same with one producer warp issuing a bulk copy per cache row; 1..4 = the previous lock-step
+  // mma kernel with (keys per chunk x stages) 32 x 4, 32 x 5, 32 x 6, 64 x 2 (fp8 KV: 64 x 3 for
+  // 1..3, 64 x 2 for 4); 5 = the portable kernel. Head dims other than 576 / 512 always run the
+  // portable kernel (as the AMD build does).
   int tiling = 0;
   // KV cache format on the device: bf16, or fp8_e4m3fn (1 byte per element, widened to bf16 in
   // shared memory; every inputs.kv_cache value must then be an e4m3fn value, else

@@ -10,14 +10,14 @@ namespace mlasim::gpu::decode {
 // Everything a decode launch reads and writes. Row counts are q rows (tokens); every buffer is
 // row-major with the head dimension innermost. "bf16" pointers hold raw bf16 bits.
 struct DecodeParams {
-  const uint16_t* q;          // bf16 [q rows, H, D]
-  const uint16_t* kv;         // bf16 [cache rows, D]; used when kv_fp8 == 0
-  const uint8_t* kv8;         // fp8 e4m3fn [cache rows, D]; used when kv_fp8 == 1
-  const int32_t* kv_indices;  // dense: page ids [kv_indptr[b] .. kv_indptr[b + 1]) per request
-  const int32_t* kv_indptr;   // [batch + 1], pages
-  const int32_t* lpl;         // kv_last_page_lens [batch], tokens
-  const int32_t* qo_indptr;   // [batch + 1], q rows
-  const int32_t* topk;        // sparse: [q rows, topk] cache rows, -1 = invalid; else unused
+  const uint16_t* q;           // bf16 [q rows, H, D]
+  const uint16_t* kv;          // bf16 [cache rows, D]; used when kv_fp8 == 0
+  const uint8_t* kv8;          // fp8 e4m3fn [cache rows, D]; used when kv_fp8 == 1
+  const int32_t* kv_indices;   // dense: page ids [kv_indptr[b] .. kv_indptr[b + 1]) per request
+  const int32_t* kv_indptr;    // [batch + 1], pages
+  const int32_t* lpl;          // kv_last_page_lens [batch], tokens
+  const int32_t* qo_indptr;    // [batch + 1], q rows
+  const int32_t* topk;         // sparse: [q rows, topk] cache rows, -1 = invalid; else unused
   const int32_t* work_indptr;  // [clusters + 1] (aiter-mla-metadata.md §11)
   const int32_t* work_info;    // [works, 8]
   uint16_t* o;                 // bf16 [o rows, H, Dv]

@@ -36,8 +36,7 @@ namespace {
 using mlasim::perf::DecodeShape;
 
 void Check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 template <class T>
@@ -127,20 +126,19 @@ struct FlashMla {
     FillParams(in.effective_sm_scale());
   }
   ~FlashMla() {
-    for (void* p : {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(o),
-                    static_cast<void*>(lse), static_cast<void*>(lse_accum),
-                    static_cast<void*>(o_accum), static_cast<void*>(block_table),
-                    static_cast<void*>(seqlens), static_cast<void*>(num_splits),
-                    static_cast<void*>(meta)})
+    for (void* p :
+         {static_cast<void*>(q), static_cast<void*>(k), static_cast<void*>(o),
+          static_cast<void*>(lse), static_cast<void*>(lse_accum), static_cast<void*>(o_accum),
+          static_cast<void*>(block_table), static_cast<void*>(seqlens),
+          static_cast<void*>(num_splits), static_cast<void*>(meta)})
       cudaFree(p);
     cudaStreamDestroy(stream);
   }
 
   void FillParams(double sm_scale) {
     const int q_seq = s_q * h_q;
-    sp = GetDecodeSchedMetaParams{b,       s_q,        64,         5,    -1,          -1,
-                                  nullptr, nullptr,    seqlens,    meta, num_splits, num_sm_parts,
-                                  stream};
+    sp = GetDecodeSchedMetaParams{b,       s_q,     64,   5,          -1,           -1,    nullptr,
+                                  nullptr, seqlens, meta, num_splits, num_sm_parts, stream};
     dp.b = b, dp.s_q = s_q, dp.q_seq_per_hk = q_seq, dp.d = 576, dp.d_v = 512;
     dp.h_q = h_q, dp.h_k = 1, dp.num_blocks = b * blocks_per_seq, dp.q_head_per_hk = h_q;
     dp.is_causal = false;
@@ -156,11 +154,29 @@ struct FlashMla {
     dp.tile_scheduler_metadata_ptr = meta, dp.num_sm_parts = num_sm_parts;
     dp.num_splits_ptr = num_splits, dp.total_num_splits = b + num_sm_parts;
     dp.softmax_lseaccum_ptr = lse_accum, dp.oaccum_ptr = o_accum, dp.stream = stream;
-    cp = CombineParams{b,         s_q,           h_q,         512,       lse,       o,
-                       q_seq,     h_q,           h_q * s_q * 512,        h_q * 512, 512,
-                       lse_accum, o_accum,       q_seq,       h_q,       h_q * s_q * 512,
-                       h_q * 512, 512,           meta,        num_splits,
-                       num_sm_parts,             nullptr,     stream};
+    cp = CombineParams{b,
+                       s_q,
+                       h_q,
+                       512,
+                       lse,
+                       o,
+                       q_seq,
+                       h_q,
+                       h_q * s_q * 512,
+                       h_q * 512,
+                       512,
+                       lse_accum,
+                       o_accum,
+                       q_seq,
+                       h_q,
+                       h_q * s_q * 512,
+                       h_q * 512,
+                       512,
+                       meta,
+                       num_splits,
+                       num_sm_parts,
+                       nullptr,
+                       stream};
   }
   void Schedule() { smxx::decode::run_get_decoding_sched_meta_kernel(sp); }
   void Decode() {
@@ -229,8 +245,8 @@ void ComparePlanners(const DecodeShape& s, int num_sms) {
   int* num_splits = DeviceAlloc<int>(s.batch + 1);
   cudaStream_t stream;
   Check(cudaStreamCreate(&stream), "stream");
-  GetDecodeSchedMetaParams sp{s.batch, s.qlen,     64,    5,          -1,    -1, nullptr,
-                              nullptr, seqlens,    meta,  num_splits, parts, stream};
+  GetDecodeSchedMetaParams sp{s.batch, s.qlen,  64,   5,          -1,    -1,    nullptr,
+                              nullptr, seqlens, meta, num_splits, parts, stream};
   const double f_us =
       MedianUs(stream, 40, [&] { smxx::decode::run_get_decoding_sched_meta_kernel(sp); });
   std::printf("[bench] %-58s %9.2f us per launch\n",
@@ -239,17 +255,17 @@ void ComparePlanners(const DecodeShape& s, int num_sms) {
                   .c_str(),
               f_us);
   const mlasim::ref::PlanRequest r = mlasim::perf::UniformRequest(s);
-  for (auto choice : {mlasim::ref::PlannerChoice::kAiterDispatch,
-                      mlasim::ref::PlannerChoice::kSerial}) {
+  for (auto choice :
+       {mlasim::ref::PlannerChoice::kAiterDispatch, mlasim::ref::PlannerChoice::kSerial}) {
     const mlasim::gpu::GpuPlan g = mlasim::gpu::plan_mla_metadata(r, choice, 40);
-    std::printf("[bench] %-58s %9.2f us per launch (%.2fx FlashMLA's time)\n",
-                ("mlasim GPU planner, " +
-                 std::string(choice == mlasim::ref::PlannerChoice::kSerial ? "serial walk"
-                                                                            : "aiter dispatch") +
-                 " (" + (g.parallel ? "parallel" : "serial") +
-                 " kernel), B=" + std::to_string(s.batch))
-                    .c_str(),
-                g.kernel_us, g.kernel_us / f_us);
+    std::printf(
+        "[bench] %-58s %9.2f us per launch (%.2fx FlashMLA's time)\n",
+        ("mlasim GPU planner, " +
+         std::string(choice == mlasim::ref::PlannerChoice::kSerial ? "serial walk"
+                                                                   : "aiter dispatch") +
+         " (" + (g.parallel ? "parallel" : "serial") + " kernel), B=" + std::to_string(s.batch))
+            .c_str(),
+        g.kernel_us, g.kernel_us / f_us);
   }
   cudaFree(seqlens);
   cudaFree(meta);
@@ -281,8 +297,8 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     Check(cudaGetDeviceProperties(&prop, 0), "properties");
     const double copy = mlasim::gpu::measure_copy_bandwidth(size_t{2} << 30, 10);
-    std::printf("[bench] %s, %d SMs; device copy (2 GiB D2D, read + write): %.0f GB/s\n",
-                prop.name, prop.multiProcessorCount, copy);
+    std::printf("[bench] %s, %d SMs; device copy (2 GiB D2D, read + write): %.0f GB/s\n", prop.name,
+                prop.multiProcessorCount, copy);
     DecodeShape h16;
     h16.name = "B=128 ctx=8192 h16 qlen 1";
     DecodeShape h128 = h16;

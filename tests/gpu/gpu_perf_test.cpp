@@ -25,10 +25,10 @@ using perf::DecodeShape;
 
 // Environment knobs for profiling runs (tools/gpu/profile.sh): MLASIM_PERF_SHAPES = comma list of
 // shape names (default all), MLASIM_PERF_TILINGS = comma list of DecodeOptions::tiling (default
-// 6 = the warp-specialised kernel, 4 = the lock-step baseline).
+// 6 = the warp-specialised kernel, 7 = its bulk-copy variant, 4 = the lock-step baseline).
 std::vector<int> PerfTilings() {
   const char* env = std::getenv("MLASIM_PERF_TILINGS");
-  if (env == nullptr || *env == 0) return {6, 4};
+  if (env == nullptr || *env == 0) return {6, 7, 4};
   std::vector<int> out;
   for (const char* p = env; *p != 0;) {
     char* end = nullptr;
@@ -88,8 +88,8 @@ void DecodePerf(const DecodeShape& s, double copy_gbs, const std::vector<int>& t
         "reduce %.1f us, decode+reduce %.1f us; %.0f GB/s (%.1f%% of copy %.0f GB/s), %.1f "
         "TFLOP/s\n",
         s.name.c_str(), s.batch, s.ctx, s.qlen, s.topk, s.heads,
-        static_cast<int>(plan->work_indptr.size()) - 1, g.kernel.c_str(), g.decode_us,
-        g.reduce_us, us, gbs, 100.0 * gbs / copy_gbs, copy_gbs, t.flops / (us * 1e-6) / 1e12);
+        static_cast<int>(plan->work_indptr.size()) - 1, g.kernel.c_str(), g.decode_us, g.reduce_us,
+        us, gbs, 100.0 * gbs / copy_gbs, copy_gbs, t.flops / (us * 1e-6) / 1e12);
     std::fflush(stdout);
   }
 }

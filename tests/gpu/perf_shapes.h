@@ -23,9 +23,12 @@ struct DecodeShape {
   ref::NumFormat kv_format = ref::NumFormat::kBf16;
 };
 
-// B requests of `ctx` tokens and `qlen` q rows each, page size 1.
+// B requests of `ctx` tokens and `qlen` q rows each, page size 1. Other head counts than 16 are
+// planned with gfx950's rules, under which bf16 plans any head count natively: gfx942's rules
+// fold 128 heads into 8 x 16 (aiter-mla-metadata.md §4.5), and run_mla_decode runs no folded plan.
 inline ref::PlanRequest UniformRequest(const DecodeShape& s) {
   ref::PlanRequest r;
+  if (s.heads != 16) r.target = ref::Arch::kGfx950;
   r.cu_count = s.clusters;
   r.heads_per_head_k = s.heads;
   r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = s.qlen;
@@ -93,7 +96,8 @@ inline Traffic DecodeTraffic(const DecodeShape& s) {
   const double tokens = double(s.batch) * s.qlen;
   const double elem = s.kv_format == ref::NumFormat::kFp8E4m3fn ? 1 : 2;
   const double keys_per_token = s.topk >= 0 ? s.topk : s.ctx;
-  const double kv = s.topk >= 0 ? tokens * s.topk * 576 * elem : double(s.batch) * s.ctx * 576 * elem;
+  const double kv =
+      s.topk >= 0 ? tokens * s.topk * 576 * elem : double(s.batch) * s.ctx * 576 * elem;
   Traffic t;
   t.bytes = kv + tokens * s.heads * 576 * 2 + tokens * s.heads * 512 * 2;
   t.flops = 2.0 * tokens * s.heads * keys_per_token * (576 + 512);

@@ -8,7 +8,7 @@
 # It runs, in this order, each with a time limit, logging to $OUT: the GPU tests, the performance
 # runs, the FlashMLA side-by-side bench, Nsight Compute on one launch of the default decode kernel
 # (dense shape), compute-sanitizer memcheck on the decode tests, and `mlasim replay --gpu` in
-# sentinel and guard mode on the founding case. STEPS (default all) picks some:
+# sentinel and guard mode (REPLAY_MODES) on the founding case. STEPS (default all) picks some:
 # tests,perf,bench,ncu,memcheck,replay.
 set -uo pipefail
 B=${1:?usage: carried.sh <folder with the carried binaries>}
@@ -28,7 +28,7 @@ stamp() { echo "== $1 ($(date +%T))"; }
 cat "$OUT/env.log"
 if step tests; then
   stamp tests
-  timeout 150 "$T" --gtest_filter='Gpu*' > "$OUT/gpu-tests.log" 2>&1
+  timeout 120 "$T" --gtest_filter='Gpu*' > "$OUT/gpu-tests.log" 2>&1
   echo "gpu tests rc=$?"
   grep -E '^\[  (PASSED|FAILED) |^\[  FAILED|OK \]|FAILED  \]' "$OUT/gpu-tests.log" | head -30
   grep -E 'ws|warp-spec' "$OUT/gpu-tests.log" | sort | uniq -c | sort -rn | head -3
@@ -48,7 +48,7 @@ if step bench && [ -x "$B/mlasim_flashmla_bench" ]; then
 fi
 if step ncu && command -v ncu > /dev/null; then
   stamp ncu
-  MLASIM_PERF_SHAPES=dense-h16 MLASIM_PERF_TILINGS=${NCU_TILING:-6} timeout 100 ncu \
+  MLASIM_PERF_SHAPES=dense-h16 MLASIM_PERF_TILINGS=${NCU_TILING:-6} timeout 80 ncu \
     --clock-control none -k regex:mla_decode --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
     --section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters \
@@ -62,15 +62,15 @@ if step ncu && command -v ncu > /dev/null; then
 fi
 if step memcheck && command -v compute-sanitizer > /dev/null; then
   stamp memcheck
-  timeout 100 compute-sanitizer --tool memcheck --print-limit 20 "$T" \
+  timeout 80 compute-sanitizer --tool memcheck --print-limit 20 "$T" \
     --gtest_filter='GpuDecode.MatchesCpu*:GpuDecode.ZeroKv*' > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"
   tail -3 "$OUT/memcheck.log"
 fi
 if step replay; then
   stamp replay
-  for mode in sentinel guard; do
-    timeout 90 "$B/mlasim" replay --builtin seed --profile atom-2026-08 --gpu $mode \
+  for mode in ${REPLAY_MODES:-sentinel guard}; do
+    timeout 70 "$B/mlasim" replay --builtin seed --profile atom-2026-08 --gpu $mode \
       > "$OUT/replay-$mode.log" 2>&1
     echo "replay --gpu $mode rc=$? (1 = the CPU report's violations)"
     grep -E '^gpu verdict|FAULT|device error' "$OUT/replay-$mode.log"

@@ -29,10 +29,9 @@ __device__ inline void chunk_scores(const WsSmem<C>& s, uint32_t kb,
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const int kh = warp / 4, quarter = warp % 4;
   // x4 = (keys 0-7 | 8-15) x (dims 0-7 | 8-15) of one k16 step
-  const uint32_t s_lane =
-      ((quarter * 16 + (lane / 16) * 8 + lane % 8) * C::kLdk + kh * (C::kD / 2) +
-       ((lane / 8) % 2) * 8) *
-      2;
+  const uint32_t s_lane = ((quarter * 16 + (lane / 16) * 8 + lane % 8) * C::kLdk +
+                           kh * (C::kD / 2) + ((lane / 8) % 2) * 8) *
+                          2;
   float acc[2][2][4] = {};
 #pragma unroll
   for (int st = 0; st < C::kHalfSteps; ++st) {
@@ -44,12 +43,10 @@ __device__ inline void chunk_scores(const WsSmem<C>& s, uint32_t kb,
   float* sp = s.score + kh * kRows * C::kLdS + quarter * 16 + 2 * tq;
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {
-    *reinterpret_cast<float2*>(sp + gq * C::kLdS + nt * 8) =
-        make_float2((acc[0][nt][0] + acc[1][nt][0]) * scale2,
-                    (acc[0][nt][1] + acc[1][nt][1]) * scale2);
-    *reinterpret_cast<float2*>(sp + (gq + 8) * C::kLdS + nt * 8) =
-        make_float2((acc[0][nt][2] + acc[1][nt][2]) * scale2,
-                    (acc[0][nt][3] + acc[1][nt][3]) * scale2);
+    *reinterpret_cast<float2*>(sp + gq * C::kLdS + nt * 8) = make_float2(
+        (acc[0][nt][0] + acc[1][nt][0]) * scale2, (acc[0][nt][1] + acc[1][nt][1]) * scale2);
+    *reinterpret_cast<float2*>(sp + (gq + 8) * C::kLdS + nt * 8) = make_float2(
+        (acc[0][nt][2] + acc[1][nt][2]) * scale2, (acc[0][nt][3] + acc[1][nt][3]) * scale2);
   }
 }
 

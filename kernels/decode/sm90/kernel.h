@@ -1,6 +1,6 @@
 // kernels/decode/sm90/kernel.h - the warp-specialised persistent MLA decode kernel for MLA's
-// 576 / 512 (WsConfig in config.h): one workgroup per cluster, warps 0-7 consume, warp 8
-// produces. The phases live in load.h (producer, q, fp8 widening), attend.h (S, softmax, P V) and
+// 576 / 512 (WsConfig in config.h): one workgroup per cluster, warps 0-7 consume, the warps
+// after them produce. The phases live in load.h (producer, q, fp8 widening), attend.h (S, softmax, P V) and
 // epilogue.h (stores).
 #pragma once
 
@@ -70,14 +70,14 @@ __global__ void __launch_bounds__(C::kThreads, 1) mla_decode_ws_kernel(DecodePar
   const WsSmem<C> s(smem_raw);
   if (threadIdx.x == 0) {
     for (int st = 0; st < C::kStages; ++st) {
-      mbar_init(&s.full[st], 1);                    // the producer's arrive + the copied bytes
+      mbar_init(&s.full[st], C::kFullArrivals);    // producers' arrivals (+ bulk bytes)
       mbar_init(&s.empty[st], C::kConsumerWarps);  // one arrive per consumer warp
     }
     fence_mbar_init();
   }
   __syncthreads();
   grid_launch_dependents();  // the reduce may be scheduled; it waits for this grid to finish
-  if (threadIdx.x / 32 == C::kProducerWarp) {
+  if (threadIdx.x / 32 >= C::kProducerWarp) {
     produce<C>(P, s);
     return;
   }

@@ -47,12 +47,13 @@ struct RingSlot {
       : stage(static_cast<int>(chunk % C::kStages)), parity((chunk / C::kStages) & 1u) {}
 };
 
-// Producer: waits until the stage is free, records which keys are valid, zero-fills the rows of
-// masked keys (so 0 x garbage never reaches O), announces the bytes and issues one bulk copy per
-// valid key. Lane l handles keys l and l + 32 (cache rows r0, r1; -1 = masked).
+// Bulk-copy producer (one warp): waits until the stage is free, records which keys are valid,
+// zero-fills the rows of masked keys (so 0 x garbage never reaches O), announces the bytes and
+// issues one bulk copy per valid key. Lane l handles keys l and l + 32 (cache rows r0, r1; -1 =
+// masked).
 template <class C>
-__device__ inline void fill_stage(const DecodeParams& P, const WsSmem<C>& s, uint32_t chunk,
-                                  int64_t r0, int64_t r1) {
+__device__ inline void fill_stage_bulk(const DecodeParams& P, const WsSmem<C>& s, uint32_t chunk,
+                                       int64_t r0, int64_t r1) {
   const int lane = threadIdx.x % 32;
   const RingSlot<C> slot(chunk);
   const uint32_t v0 = __ballot_sync(0xffffffffu, r0 >= 0);
@@ -88,27 +89,76 @@ __device__ inline void fill_stage(const DecodeParams& P, const WsSmem<C>& s, uin
                   C::kKvRowBytes, &s.full[slot.stage]);
 }
 
-// The producer warp: walks the same groups as the consumers and streams every chunk of every
+// cp.async producer warp pw (keys 32 pw .. 32 pw + 31; lane l's key has cache row r, -1 =
+// masked): waits until the stage is free, stores the warp's validity word and arrives, then
+// copies the warp's 32 rows one after another as coalesced 16-byte runs of the whole warp
+// (bf16 1152 B: +0, +512, lanes 0-7 at +1024; fp8 576 B: +0, lanes 0-3 at +512; masked keys
+// read 0 bytes and land as zeros), and has them counted on `full` when they land.
+template <class C>
+__device__ inline void fill_stage_cp(const DecodeParams& P, const WsSmem<C>& s, uint32_t chunk,
+                                     int pw, int64_t r) {
+  const int lane = threadIdx.x % 32;
+  const RingSlot<C> slot(chunk);
+  const uint32_t v = __ballot_sync(0xffffffffu, r >= 0);
+  mbar_wait(&s.empty[slot.stage], slot.parity ^ 1u);  // a fresh barrier passes parity 1 at once
+  if (lane == 0) s.valid[2 * slot.stage + pw] = v;
+  __syncwarp();
+  if (lane == 0) mbar_arrive(&s.full[slot.stage]);  // release: the validity word
+  const char* kv =
+      (C::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv)) +
+      lane * 16;
+  const uint32_t dst = smem_u32(s.stage + static_cast<size_t>(slot.stage) * C::kStageBytes +
+                                (32 * pw) * C::kStageRowBytes + lane * 16);
+#pragma unroll 2
+  for (int k = 0; k < 32; ++k) {
+    const long long row = __shfl_sync(0xffffffffu, static_cast<long long>(r), k);
+    const int bytes = row >= 0 ? 16 : 0;
+    const char* src = kv + (row >= 0 ? row : 0) * C::kKvRowBytes;
+    const uint32_t d = dst + k * C::kStageRowBytes;
+    cp_async16(d, src, bytes);
+    if constexpr (C::kFp8) {
+      if (lane < 4) cp_async16(d + 512, src + 512, bytes);
+    } else {
+      cp_async16(d + 512, src + 512, bytes);
+      if (lane < 8) cp_async16(d + 1024, src + 1024, bytes);
+    }
+  }
+  cp_async_mbar_arrive_noinc(&s.full[slot.stage]);
+}
+
+// The producer warps: walk the same groups as the consumers and stream every chunk of every
 // group, so the ring stays full across group boundaries. The next chunk's cache rows are loaded
-// before waiting for a free stage, which hides the index loads. q rows of each group are
-// prefetched into L2 for the consumers.
+// before waiting for a free stage, which hides the index loads. The first producer warp
+// prefetches each group's q rows into L2 for the consumers.
 template <class C>
 __device__ void produce(const DecodeParams& P, const WsSmem<C>& s) {
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, pw = threadIdx.x / 32 - C::kProducerWarp;
   uint32_t chunk = 0;
   for_each_group(P, [&](const GroupTask& t) {
     const int64_t n = t.p1 - t.p0;
     if (n <= 0) return;  // the consumers run no chunk either
-    const char* q = reinterpret_cast<const char*>(P.q + group_first_row(P, t) * C::kD);
-    for (int line = lane; line < kRows * C::kD * 2 / 128; line += 32) prefetch_l2(q + line * 128);
+    if (pw == 0) {
+      const char* q = reinterpret_cast<const char*>(P.q + group_first_row(P, t) * C::kD);
+      for (int line = lane; line < kRows * C::kD * 2 / 128; line += 32) prefetch_l2(q + line * 128);
+    }
     const int64_t chunks = (n + C::kChunk - 1) / C::kChunk;
-    int64_t r0 = key_row(P, t.p0 + lane, t.p1), r1 = key_row(P, t.p0 + 32 + lane, t.p1);
-    for (int64_t i = 0; i < chunks; ++i, ++chunk) {
-      const int64_t next = t.p0 + (i + 1) * C::kChunk;
-      const int64_t n0 = key_row(P, next + lane, t.p1), n1 = key_row(P, next + 32 + lane, t.p1);
-      fill_stage<C>(P, s, chunk, r0, r1);
-      r0 = n0;
-      r1 = n1;
+    if constexpr (C::kBulk) {
+      int64_t r0 = key_row(P, t.p0 + lane, t.p1), r1 = key_row(P, t.p0 + 32 + lane, t.p1);
+      for (int64_t i = 0; i < chunks; ++i, ++chunk) {
+        const int64_t next = t.p0 + (i + 1) * C::kChunk;
+        const int64_t n0 = key_row(P, next + lane, t.p1), n1 = key_row(P, next + 32 + lane, t.p1);
+        fill_stage_bulk<C>(P, s, chunk, r0, r1);
+        r0 = n0;
+        r1 = n1;
+      }
+    } else {
+      const int key = 32 * pw + lane;
+      int64_t r = key_row(P, t.p0 + key, t.p1);
+      for (int64_t i = 0; i < chunks; ++i, ++chunk) {
+        const int64_t next = key_row(P, t.p0 + (i + 1) * C::kChunk + key, t.p1);
+        fill_stage_cp<C>(P, s, chunk, pw, r);
+        r = next;
+      }
     }
   });
 }

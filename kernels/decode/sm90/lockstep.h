@@ -15,7 +15,6 @@
 
 namespace mlasim::gpu::decode::sm90::lockstep {
 
-
 // Tiling of the NVIDIA path, for MLA's head dims (576 / 512, bf16). 8 warps = 4 key quarters x 2
 // dimension halves for S = Q K^T; for O += P V each warp owns 64 of the 512 output columns.
 template <int kChunkT, int kStagesT, bool kFp8T = false>
@@ -88,7 +87,6 @@ __device__ inline void issue_chunk(const DecodeParams& P, const int64_t* krow, u
     }
   }
 }
-
 
 // fp8: widens the staged chunk (kChunk x kD bytes, contiguous) into the fp16 buffer (row stride
 // kLdk); each thread converts 16-byte runs.
