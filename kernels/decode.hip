@@ -43,9 +43,10 @@ using decode::kMaxD;
 using decode::kMaxDv;
 using decode::kRows;
 
-// The decode kernel a run uses (DecodeOptions::tiling): the warp-specialised NVIDIA kernel by
-// default, the lock-step one (tilings 1-4) as its baseline, the portable one for other head dims,
-// for tiling 5 and in the AMD build.
+// The decode kernel a run uses (DecodeOptions::tiling). Defaults, from the same-run H200
+// measurements in docs/performance.md: bf16 KV runs the lock-step kernel (64 keys x 2 stages),
+// fp8 KV the warp-specialised one; other head dims, tiling 5 and the AMD build run the portable
+// kernel.
 struct DecodeKernel {
   void (*fn)(DecodeParams);
   size_t smem;  // dynamic shared memory, bytes
@@ -60,22 +61,13 @@ DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
   namespace ls = decode::sm90::lockstep;
   using Ws = decode::WsConfig<false>;
   using WsFp8 = decode::WsConfig<true>;
-  using WsBulk = decode::WsConfig<false, true>;
-  using WsBulkFp8 = decode::WsConfig<true, true>;
   if (tiling == 5 || D != Ws::kD || Dv != Ws::kDv) return portable;
-  if (tiling == 0 || tiling == 6) {
+  if (tiling == 6 || (tiling == 0 && kv_fp8)) {
     if (kv_fp8)
       return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
-              "warp-specialised cp.async fp8 64 keys x 3 stages"};
+              "warp-specialised fp8 64 keys x 3 stages"};
     return {&decode::sm90::mla_decode_ws_kernel<Ws>, Ws::kSmemBytes, Ws::kThreads,
-            "warp-specialised cp.async 64 keys x 2 stages"};
-  }
-  if (tiling == 7) {
-    if (kv_fp8)
-      return {&decode::sm90::mla_decode_ws_kernel<WsBulkFp8>, WsBulkFp8::kSmemBytes,
-              WsBulkFp8::kThreads, "warp-specialised bulk-copy fp8 64 keys x 3 stages"};
-    return {&decode::sm90::mla_decode_ws_kernel<WsBulk>, WsBulk::kSmemBytes, WsBulk::kThreads,
-            "warp-specialised bulk-copy 64 keys x 2 stages"};
+            "warp-specialised 64 keys x 2 stages"};
   }
   using T32x4 = ls::MmaTiling<32, 4>;
   using T32x5 = ls::MmaTiling<32, 5>;

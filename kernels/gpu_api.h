@@ -143,9 +143,9 @@ struct DecodeOptions {
   // Guard-page mode: "q" or "o" places that buffer (no sentinel tail) with device_alloc_guarded,
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
-  // NVIDIA decode kernel, for tuning runs and tests: 0 = default (6); 6 = the warp-specialised
-  // kernel (2 producer warps stream 64-key chunks with cp.async; bf16: 2 stages, fp8: 3); 7 = the
-  // same with one producer warp issuing a bulk copy per cache row; 1..4 = the previous lock-step
+  // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 4, fp8 KV: 6, the
+  // fastest measured on the H200); 6 = the warp-specialised kernel (2 producer warps stream
+  // 64-key chunks with cp.async into 2 stages, 3 for fp8; 8 consumer warps); 1..4 = the lock-step
   // mma kernel with (keys per chunk x stages) 32 x 4, 32 x 5, 32 x 6, 64 x 2 (fp8 KV: 64 x 3 for
   // 1..3, 64 x 2 for 4); 5 = the portable kernel. Head dims other than 576 / 512 always run the
   // portable kernel (as the AMD build does).

@@ -14,16 +14,14 @@ constexpr int kMaxDv = 512;           // largest head_dim_v
 constexpr int kBlock = 256;           // threads of the portable decode kernel and of the reduce
 constexpr int kSharedLimit = 232448;  // bytes of shared memory one workgroup may use (sm_90)
 
-// The warp-specialised NVIDIA kernel (MLA's 576 / 512 only): producer warps stream 64-key chunks
-// of KV rows into a ring of kStages shared-memory stages; 8 consumer warps compute each chunk and
-// free its stage (`empty` mbarrier). Two producers (kBulk):
-//  - cp.async (default): 2 producer warps, one key per lane; each row is copied by its warp as
-//    16-byte cp.async runs (masked keys zero-filled by the copy itself); every producer thread's
-//    copies complete on the stage's `full` mbarrier (cp.async.mbarrier.arrive.noinc), plus one
-//    ordinary arrive per producer warp after it has stored its validity word.
-//  - bulk: 1 producer warp issues one copy-engine bulk copy per cache row (completing as
-//    transaction bytes on `full`) and zero-fills masked rows with ordinary stores. Measured slower
-//    on the H200 (docs/performance.md): kept for the comparison.
+// The warp-specialised NVIDIA kernel (MLA's 576 / 512 only): 2 producer warps stream 64-key
+// chunks of KV rows into a ring of kStages shared-memory stages, one key per lane: each row is
+// copied by its warp as 16-byte cp.async runs (masked keys zero-filled by the copy itself), and
+// every producer thread's copies complete on the stage's `full` mbarrier
+// (cp.async.mbarrier.arrive.noinc), plus one ordinary arrive per producer warp after it has
+// stored its validity word. 8 consumer warps compute each chunk and free its stage (`empty`
+// mbarrier). (A producer that issued one copy-engine bulk copy per cache row was measured
+// slower on the H200, 65 % against 78 % of the copy bandwidth: docs/performance.md.)
 // Consumers split S = Q K^T into 4 key quarters x 2 dimension halves (q fragments of one half stay
 // in registers), own 2 rows each for the online softmax (no redundant exponentials), and 64
 // output columns each for O += P V.
@@ -40,20 +38,19 @@ constexpr int kSharedLimit = 232448;  // bytes of shared memory one workgroup ma
 //   inv    [2][kRows] fp32                    v_scale / l per row (by group parity)
 //   valid  [kStages][2] u32                   bit j: key j of the stage has a cache row
 //   full, empty [kStages] u64                 mbarriers
-template <bool kFp8T, bool kBulkT = false>
+template <bool kFp8T>
 struct WsConfig {
   static constexpr bool kFp8 = kFp8T;
-  static constexpr bool kBulk = kBulkT;
   static constexpr int kD = 576, kDv = 512;
   static constexpr int kChunk = 64;  // keys per chunk
   static constexpr int kConsumerWarps = 8;
   static constexpr int kConsumers = kConsumerWarps * 32;
-  static constexpr int kProducerWarps = kBulk ? 1 : 2;
+  static constexpr int kProducerWarps = 2;
   static constexpr int kProducerWarp = kConsumerWarps;  // the first producer warp
   static constexpr int kThreads = kConsumers + 32 * kProducerWarps;
-  // arrivals that complete a `full` phase: the bulk producer's one arrive (+ transaction bytes),
-  // or every cp.async producer thread's copies plus one arrive per producer warp
-  static constexpr int kFullArrivals = kBulk ? 1 : 32 * kProducerWarps + kProducerWarps;
+  // arrivals that complete a `full` phase: every producer thread's copies (cp.async.mbarrier
+  // .arrive.noinc) plus one arrive per producer warp after its validity word
+  static constexpr int kFullArrivals = 32 * kProducerWarps + kProducerWarps;
   static constexpr int kStages = kFp8 ? 3 : 2;
   static constexpr int kLdk = kD + 8;  // 16-bit elements per row of a 16-bit KV buffer: 1168 B,
                                        // an odd multiple of 16 B, so ldmatrix rows hit all banks
@@ -80,10 +77,10 @@ struct WsConfig {
   static_assert(kConsumerWarps * 64 == kDv, "each consumer warp owns 64 output columns");
   static_assert(kConsumerWarps * 2 == kRows, "each consumer warp owns 2 softmax rows");
   static_assert(kChunk == 64 && kChunk == 2 * 32, "one chunk = 2 validity words = 16 keys x 4");
-  static_assert(kBulk || kProducerWarps * 32 == kChunk, "cp.async producers: one key per lane");
+  static_assert(kProducerWarps * 32 == kChunk, "producers: one key per lane");
   static_assert(kD % 32 == 0 && kD / 2 % 16 == 0, "two dimension halves of k16 steps");
   static_assert(kKvRowBytes % 16 == 0 && kStageRowBytes % 16 == 0,
-                "bulk copies move multiples of 16 bytes to 16-byte aligned rows");
+                "rows are copied as 16-byte runs to 16-byte aligned rows");
   static_assert(kStageBytes % 16 == 0 && kConvBytes % 16 == 0, "16-byte aligned parts");
   static_assert((kLdk * 2 / 16) % 2 == 1 && (kLdP * 2 / 16) % 2 == 1,
                 "odd 16-byte row strides: conflict-free ldmatrix");

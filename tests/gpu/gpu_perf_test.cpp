@@ -25,10 +25,10 @@ using perf::DecodeShape;
 
 // Environment knobs for profiling runs (tools/gpu/profile.sh): MLASIM_PERF_SHAPES = comma list of
 // shape names (default all), MLASIM_PERF_TILINGS = comma list of DecodeOptions::tiling (default
-// 6 = the warp-specialised kernel, 7 = its bulk-copy variant, 4 = the lock-step baseline).
+// 6 = the warp-specialised kernel, 4 = the lock-step kernel).
 std::vector<int> PerfTilings() {
   const char* env = std::getenv("MLASIM_PERF_TILINGS");
-  if (env == nullptr || *env == 0) return {6, 7, 4};
+  if (env == nullptr || *env == 0) return {6, 4};
   std::vector<int> out;
   for (const char* p = env; *p != 0;) {
     char* end = nullptr;

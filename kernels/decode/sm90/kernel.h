@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) mla_decode_ws_kernel(DecodePar
   const WsSmem<C> s(smem_raw);
   if (threadIdx.x == 0) {
     for (int st = 0; st < C::kStages; ++st) {
-      mbar_init(&s.full[st], C::kFullArrivals);    // producers' arrivals (+ bulk bytes)
+      mbar_init(&s.full[st], C::kFullArrivals);    // every producer thread + each producer warp
       mbar_init(&s.empty[st], C::kConsumerWarps);  // one arrive per consumer warp
     }
     fence_mbar_init();

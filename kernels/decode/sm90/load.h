@@ -1,5 +1,5 @@
 // kernels/decode/sm90/load.h - the KV and q side of the warp-specialised decode kernel: the
-// shared-memory views, the producer warp (cache rows -> bulk copies into the stage ring, masked
+// shared-memory views, the producer warps (cache rows -> cp.async into the stage ring, masked
 // keys zero-filled), the consumers' q fragments and the fp8 widening.
 #pragma once
 
@@ -46,48 +46,6 @@ struct RingSlot {
   __device__ explicit RingSlot(uint32_t chunk)
       : stage(static_cast<int>(chunk % C::kStages)), parity((chunk / C::kStages) & 1u) {}
 };
-
-// Bulk-copy producer (one warp): waits until the stage is free, records which keys are valid,
-// zero-fills the rows of masked keys (so 0 x garbage never reaches O), announces the bytes and
-// issues one bulk copy per valid key. Lane l handles keys l and l + 32 (cache rows r0, r1; -1 =
-// masked).
-template <class C>
-__device__ inline void fill_stage_bulk(const DecodeParams& P, const WsSmem<C>& s, uint32_t chunk,
-                                       int64_t r0, int64_t r1) {
-  const int lane = threadIdx.x % 32;
-  const RingSlot<C> slot(chunk);
-  const uint32_t v0 = __ballot_sync(0xffffffffu, r0 >= 0);
-  const uint32_t v1 = __ballot_sync(0xffffffffu, r1 >= 0);
-  mbar_wait(&s.empty[slot.stage], slot.parity ^ 1u);  // a fresh barrier passes parity 1 at once
-  unsigned char* dst = s.stage + static_cast<size_t>(slot.stage) * C::kStageBytes;
-  uint64_t masked = ~((uint64_t{v1} << 32) | v0);
-  if (masked != 0) {
-    constexpr int kRuns = C::kKvRowBytes / 16;
-    for (; masked != 0; masked &= masked - 1) {
-      const int j = __ffsll(static_cast<long long>(masked)) - 1;
-      for (int c = lane; c < kRuns; c += 32)
-        *reinterpret_cast<uint4*>(dst + j * C::kStageRowBytes + c * 16) = make_uint4(0, 0, 0, 0);
-    }
-    fence_proxy_async();  // these rows are written by the copy engine in later rounds
-  }
-  if (lane == 0) {
-    s.valid[2 * slot.stage] = v0;
-    s.valid[2 * slot.stage + 1] = v1;
-  }
-  __syncwarp();
-  if (lane == 0)
-    mbar_arrive_expect_tx(&s.full[slot.stage],
-                          static_cast<uint32_t>(__popc(v0) + __popc(v1)) * C::kKvRowBytes);
-  __syncwarp();
-  const char* kv =
-      C::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv);
-  if (r0 >= 0)
-    bulk_copy_g2s(smem_u32(dst + lane * C::kStageRowBytes), kv + r0 * C::kKvRowBytes,
-                  C::kKvRowBytes, &s.full[slot.stage]);
-  if (r1 >= 0)
-    bulk_copy_g2s(smem_u32(dst + (lane + 32) * C::kStageRowBytes), kv + r1 * C::kKvRowBytes,
-                  C::kKvRowBytes, &s.full[slot.stage]);
-}
 
 // cp.async producer warp pw (keys 32 pw .. 32 pw + 31; lane l's key has cache row r, -1 =
 // masked): waits until the stage is free, stores the warp's validity word and arrives, then
@@ -142,23 +100,12 @@ __device__ void produce(const DecodeParams& P, const WsSmem<C>& s) {
       for (int line = lane; line < kRows * C::kD * 2 / 128; line += 32) prefetch_l2(q + line * 128);
     }
     const int64_t chunks = (n + C::kChunk - 1) / C::kChunk;
-    if constexpr (C::kBulk) {
-      int64_t r0 = key_row(P, t.p0 + lane, t.p1), r1 = key_row(P, t.p0 + 32 + lane, t.p1);
-      for (int64_t i = 0; i < chunks; ++i, ++chunk) {
-        const int64_t next = t.p0 + (i + 1) * C::kChunk;
-        const int64_t n0 = key_row(P, next + lane, t.p1), n1 = key_row(P, next + 32 + lane, t.p1);
-        fill_stage_bulk<C>(P, s, chunk, r0, r1);
-        r0 = n0;
-        r1 = n1;
-      }
-    } else {
-      const int key = 32 * pw + lane;
-      int64_t r = key_row(P, t.p0 + key, t.p1);
-      for (int64_t i = 0; i < chunks; ++i, ++chunk) {
-        const int64_t next = key_row(P, t.p0 + (i + 1) * C::kChunk + key, t.p1);
-        fill_stage_cp<C>(P, s, chunk, pw, r);
-        r = next;
-      }
+    const int key = 32 * pw + lane;
+    int64_t r = key_row(P, t.p0 + key, t.p1);
+    for (int64_t i = 0; i < chunks; ++i, ++chunk) {
+      const int64_t next = key_row(P, t.p0 + (i + 1) * C::kChunk + key, t.p1);
+      fill_stage_cp<C>(P, s, chunk, pw, r);
+      r = next;
     }
   });
 }

@@ -1,5 +1,6 @@
 // kernels/decode/sm90/ptx.h - the PTX the NVIDIA decode kernels use (sm_80 mma.sync / ldmatrix /
-// cp.async, sm_90 mbarrier transactions and bulk copies, named barriers, fp8 conversion).
+// cp.async with mbarrier completion, sm_90 mbarrier waits, named barriers, programmatic
+// dependent launch, fp8 conversion).
 // NVIDIA only: included under __CUDACC__.
 #pragma once
 
@@ -31,23 +32,17 @@ __device__ inline void cp_async_mbar_arrive_noinc(uint64_t* bar) {
                : "memory");
 }
 
-// ---- mbarrier + bulk copies (sm_90) -------------------------------------------------------------
+// ---- mbarrier (sm_90) ---------------------------------------------------------------------------
 __device__ inline void mbar_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count)
                : "memory");
 }
-// Makes the initialised barriers visible to the async proxy (bulk copies) before first use.
+// Makes the initialised barriers visible (to the async proxy too) before their first use.
 __device__ inline void fence_mbar_init() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 __device__ inline void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
-}
-// One arrival that also expects `bytes` of bulk-copy transactions in the current phase.
-__device__ inline void mbar_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
 }
 // Blocks until the phase with the given parity has completed.
 __device__ inline void mbar_wait(uint64_t* bar, uint32_t parity) {
@@ -60,19 +55,6 @@ __device__ inline void mbar_wait(uint64_t* bar, uint32_t parity) {
       "}\n" ::"r"(smem_u32(bar)),
       "r"(parity)
       : "memory");
-}
-// Global -> shared copy of `bytes` (multiple of 16, both addresses 16-byte aligned) by the copy
-// engine; completion is counted on `bar` (mbarrier transaction bytes).
-__device__ inline void bulk_copy_g2s(uint32_t dst, const void* src, uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
-          "r"(dst),
-      "l"(src), "r"(bytes), "r"(smem_u32(bar))
-      : "memory");
-}
-// Orders this thread's ordinary shared-memory stores before later copy-engine accesses.
-__device__ inline void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 __device__ inline void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
