@@ -363,8 +363,11 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
         EXPECT_EQ(written_empty, 0) << "tiling " << tiling << " variant " << static_cast<int>(v);
         EXPECT_TRUE(g.tails.empty());
       }
-      for (size_t i = 0; i < a.o.size(); ++i)
-        if (empty_row[i / per_row] && !std::isnan(a.o[i])) EXPECT_EQ(a.o[i], 0.0) << i;
+      for (size_t i = 0; i < a.o.size(); ++i) {
+        if (empty_row[i / per_row] && !std::isnan(a.o[i])) {
+          EXPECT_EQ(a.o[i], 0.0) << i;
+        }
+      }
     }
     ++checked;
   }
