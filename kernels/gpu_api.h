@@ -104,12 +104,13 @@ struct GpuPlan {
   int32_t payload = 0;       // cost units per cluster computed on the device
   int32_t oob_stores = 0;    // stores the kernel dropped because they fell outside a buffer
   bool walk_failed = false;  // the serial walk hit its iteration bound
-  double kernel_us = 0;      // mean kernel time over timing_iterations launches (0: not timed)
+  double kernel_us = 0;      // median of 5 batches of timing_iterations launches, us (0: not timed)
 };
 
 // Plans `request` into buffers of `sizes` (choice as in ref::PlannerOptions). Throws
 // std::invalid_argument with the reference's message for a request it refuses,
-// std::runtime_error for HIP failures. timing_iterations > 0 also times back-to-back launches.
+// std::runtime_error for HIP failures. timing_iterations > 0 also times back-to-back launches
+// (kernel_us: the median of 5 batches of that many launches, each a batch mean).
 GpuPlan plan_mla_metadata(const ref::PlanRequest& request, const ref::MetadataSizes& sizes,
                           ref::PlannerChoice choice, int timing_iterations = 0);
 // Same, sized with ref::GetMlaMetadataInfoV1 for batch = kv_indptr.size() - 1.
@@ -136,13 +137,18 @@ struct DecodeOptions {
   int64_t o_alloc_rows = -1;  // o/lse rows allocated (-1: inputs.q_rows())
   int64_t tail_rows = 8;      // sentinel rows after q, o, lse and the partial buffers
   bool run_reduce = true;
-  int timing_iterations = 0;  // > 0: also time decode and reduce (mean of launches)
+  // > 0: also time the decode, the reduce and the pair (medians of 5 batches of this many
+  // back-to-back launches, after one warm-up launch; CUDA/HIP events).
+  int timing_iterations = 0;
   // Guard-page mode: "q" or "o" places that buffer (no sentinel tail) with device_alloc_guarded,
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
-  // NVIDIA decode kernel, for tuning runs and tests: 0 = default, 1..4 = the mma kernel with
-  // (keys per chunk x shared-memory stages) 32 x 4, 32 x 5, 32 x 6, 64 x 2; 5 = the portable
-  // kernel. Head dims other than 576 / 512 always run the portable kernel (as the AMD build does).
+  // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 4, fp8 KV: 6, the
+  // fastest measured on the H200); 6 = the warp-specialised kernel (2 producer warps stream
+  // 64-key chunks with cp.async into 2 stages, 3 for fp8; 8 consumer warps); 1..4 = the lock-step
+  // mma kernel with (keys per chunk x stages) 32 x 4, 32 x 5, 32 x 6, 64 x 2 (fp8 KV: 64 x 3 for
+  // 1..3, 64 x 2 for 4); 5 = the portable kernel. Head dims other than 576 / 512 always run the
+  // portable kernel (as the AMD build does).
   int tiling = 0;
   // KV cache format on the device: bf16, or fp8_e4m3fn (1 byte per element, widened to bf16 in
   // shared memory; every inputs.kv_cache value must then be an e4m3fn value, else
@@ -166,7 +172,9 @@ struct DecodeResult {
   // Rows the kernel touched (an access log kept with atomics): -1 when none.
   int64_t q_rows_read_min = -1, q_rows_read_max = -1;
   int64_t o_rows_written_min = -1, o_rows_written_max = -1;
-  double decode_us = 0, reduce_us = 0;
+  // Timings (timing_iterations > 0), microseconds per launch: the decode alone, the reduce alone,
+  // and decode + reduce back to back (the reduce launched as a programmatic dependent on NVIDIA).
+  double decode_us = 0, reduce_us = 0, decode_reduce_us = 0;
   std::string kernel;       // which decode kernel ran (DecodeOptions::tiling)
   GuardedAllocation guard;  // the guarded buffer's placement (guard_buffer set), else empty
 };

@@ -19,6 +19,7 @@ namespace mlasim::gpu {
 namespace {
 
 constexpr int kPlanBlock = 256;
+constexpr size_t kPlanStagedBytes = 44 * 1024;  // staged inputs: 48 KB less the static 2 KB
 constexpr int32_t kPoison = ref::Plan::kPoison;
 
 // Everything the walks need, fixed on the host (ref's WalkParams + PlanDerived, as scalars).
@@ -29,6 +30,8 @@ struct PlanParams {
   int32_t trim_needs_causal, kv_offset_token_tail, batch_idx_is_request;
   int32_t lpl_size;
   int32_t n_work_indptr, n_work_info, n_reduce_indptr, n_final_map, n_partial_map;
+  int32_t n_kv;    // kv_indptr entries
+  int32_t staged;  // 1: kv_indptr (and the parallel planner's scan state) live in shared memory
 };
 
 struct PlanBuffers {
@@ -42,6 +45,34 @@ struct PlanBuffers {
 
 __device__ inline int32_t cdiv(int32_t a, int32_t b) {
   return (a + b - 1) / b;
+}
+
+// Exact division of 0 <= n < 2^31 by a divisor fixed for a whole scan (d >= 1; d = 0 is never
+// divided by): q = (umulhi(n, m) + n) >> l with l = ceil(log2 d) and m = floor(2^32 (2^l - d) / d)
+// + 1 (Granlund and Montgomery, PLDI 1994, the round-up method; n < 2^31 keeps the 33-bit sum in
+// 32 bits). Two instructions on the lane-0 scan's critical path instead of a full division.
+struct FastDiv {
+  uint32_t m = 0, l = 0;
+  int32_t d = 0;
+  __device__ explicit FastDiv(int32_t divisor) : d(divisor) {
+    if (d <= 0) return;
+    while ((uint64_t{1} << l) < static_cast<uint64_t>(d)) ++l;
+    m = static_cast<uint32_t>((uint64_t{1} << 32) * ((uint64_t{1} << l) - d) / d + 1);
+  }
+  __device__ int32_t div(int32_t n) const {
+    const uint32_t u = static_cast<uint32_t>(n);
+    return static_cast<int32_t>((__umulhi(u, m) + u) >> l);
+  }
+  __device__ int32_t cdiv(int32_t n) const { return div(n + d - 1); }
+};
+
+// kv_indptr for the walks: copied into shared memory (`smem`, n_kv ints) when it fits, so the
+// one-lane scans read it at shared-memory latency instead of global. Every thread calls it.
+__device__ inline const int32_t* stage_kv(const PlanParams& p, const int32_t* kv, int32_t* smem) {
+  if (!p.staged) return kv;
+  for (int32_t i = threadIdx.x; i < p.n_kv; i += blockDim.x) smem[i] = kv[i];
+  __syncthreads();
+  return smem;
 }
 
 __device__ inline void store(int32_t* buf, int32_t n, int64_t i, int32_t v, int32_t* status) {
@@ -223,7 +254,9 @@ struct Walk {
 };
 
 __global__ void __launch_bounds__(kPlanBlock)
-    serial_plan_kernel(PlanParams p, const int32_t* kv, const int32_t* lpl, PlanBuffers b) {
+    serial_plan_kernel(PlanParams p, const int32_t* kv_global, const int32_t* lpl, PlanBuffers b) {
+  extern __shared__ int32_t plan_smem[];
+  const int32_t* kv = stage_kv(p, kv_global, plan_smem);
   const int32_t n_tiles = num_qo_tiles(p);
   const int32_t payload = payload_of(p, kv, n_tiles);
   if (threadIdx.x != 0) return;  // one lane walks, as in aiter's kn_get_mla_metadata_v1_2
@@ -236,21 +269,52 @@ __global__ void __launch_bounds__(kPlanBlock)
   w.run(payload);
 }
 
-// kn_get_mla_metadata_v1_2_parallel: lane 0 scans the batches' starting state (closed form per
-// batch), then every lane fills its batches' fragments independently. scratch: 5 ints per batch.
-__global__ void __launch_bounds__(kPlanBlock)
-    parallel_plan_kernel(PlanParams p, const int32_t* kvp, PlanBuffers b, int32_t* scratch) {
-  const int32_t payload = payload_of(p, kvp, 1);
-  const int32_t nb = p.nb, ovh = p.ovh, bpc = payload - ovh, num_cu = p.num_clusters, qts = p.uni;
-  const int32_t kv0 = kvp[0];
-  __shared__ int32_t totals[2];
-  if (threadIdx.x == 0) {
-    b.status[3] = payload;
+// kn_get_mla_metadata_v1_2_parallel, in four parallel steps: every thread computes the KV blocks
+// of its batches; lane 0 scans the batches' starting state (cluster, remaining payload, works,
+// reduce and partial counts: a short serial recurrence over shared memory); then every thread
+// writes the per-batch cells of its batches and, separately, the work items of its fragments
+// (a fragment finds its batch by binary search over the batches' first work index). The cells
+// written are the reference's (ref/planner.cpp RunParallel); no two batches write the same cell,
+// so the order of the stores does not matter. `state` holds 6 ints per batch and the totals
+// after the last: cu, remain, works, reduce, partial, nkb.
+struct ParallelScan {
+  PlanParams p;
+  const int32_t* kv;
+  int32_t* state;
+  int32_t payload;
+  FastDiv bpc_div;  // payload - ovh, the blocks a cluster holds
+
+  __device__ const int32_t* at(int32_t bi) const { return state + 6 * int64_t{bi}; }
+
+  // The fragments of batch bi (the reference's fits / split / waste cases).
+  struct Batch {
+    int32_t cu, remain, works, reduce, partial, nkb, fresh, frags;
+    bool fits, waste;
+  };
+  __device__ Batch batch(int32_t bi) const {
+    const int32_t* s = at(bi);
+    Batch b{s[0], s[1], s[2], s[3], s[4], s[5], 0, 0, false, false};
+    const int32_t ovh = p.ovh;
+    b.fits = b.nkb + ovh <= b.remain;
+    if (b.fits) {
+      b.fresh = b.frags = 1;
+    } else if (b.remain > ovh) {
+      b.fresh = bpc_div.cdiv(b.nkb - (b.remain - ovh));
+      b.frags = b.fresh + 1;
+    } else {
+      b.fresh = b.frags = bpc_div.cdiv(b.nkb);
+      b.waste = true;
+    }
+    return b;
+  }
+
+  __device__ void scan() const {  // one lane
+    const int32_t ovh = p.ovh, bpc = payload - ovh;
     int32_t cu = 0, remain = payload, works = 0, reduce = 0, partial = 0;
-    for (int32_t i = 0; i < nb; ++i) {
-      int32_t* s = scratch + 5 * (int64_t)i;
+    for (int32_t i = 0; i < p.nb; ++i) {
+      int32_t* s = state + 6 * int64_t{i};
+      const int32_t nkb = s[5];
       s[0] = cu, s[1] = remain, s[2] = works, s[3] = reduce, s[4] = partial;
-      const int32_t nkb = cdiv(kv_len(p, kvp, i), p.gran);
       if (nkb + ovh <= remain) {
         works += 1;
         remain -= nkb + ovh;
@@ -259,11 +323,11 @@ __global__ void __launch_bounds__(kPlanBlock)
       int32_t fresh, frags;
       if (remain > ovh) {
         const int32_t left = nkb - (remain - ovh);
-        fresh = cdiv(left, bpc);
+        fresh = bpc_div.cdiv(left);
         frags = fresh + 1;
         remain = payload - ((left - (fresh - 1) * bpc) + ovh);
       } else {
-        fresh = cdiv(nkb, bpc);
+        fresh = bpc_div.cdiv(nkb);
         frags = fresh;
         remain = payload - ((nkb - (fresh - 1) * bpc) + ovh);
       }
@@ -271,78 +335,101 @@ __global__ void __launch_bounds__(kPlanBlock)
       works += frags;
       if (frags > 1) {
         reduce += frags;
-        partial += frags * qts;
+        partial += frags * p.uni;
       }
     }
-    totals[0] = works;
-    totals[1] = reduce;
-    store(b.reduce_indptr, p.n_reduce_indptr, 0, 0, b.status);
-    store(b.work_indptr, p.n_work_indptr, 0, 0, b.status);
-    for (int32_t c = 1; c <= num_cu; ++c) store(b.work_indptr, p.n_work_indptr, c, works, b.status);
+    int32_t* t = state + 6 * int64_t{p.nb};
+    t[0] = cu, t[1] = remain, t[2] = works, t[3] = reduce, t[4] = partial, t[5] = 0;
   }
-  __syncthreads();
-  for (int32_t bi = threadIdx.x; bi < nb; bi += blockDim.x) {
-    const int32_t* s = scratch + 5 * (int64_t)bi;
-    const int32_t s_cu = s[0], s_remain = s[1], s_works = s[2], s_reduce = s[3], s_partial = s[4];
-    const int32_t kv_begin = kvp[bi] - kv0, kv_end = kvp[bi + 1] - kv0;
-    const int32_t nkb = cdiv(kv_len(p, kvp, bi), p.gran);
+
+  __device__ void batch_cells(int32_t bi, const PlanBuffers& b) const {
+    const Batch s = batch(bi);
     const int32_t q0 = p.uni * bi, q1 = q0 + p.uni;
-    const bool fits = nkb + ovh <= s_remain;
-    int32_t fresh, frags;
-    bool waste = false;
-    if (fits) {
-      fresh = frags = 1;
-    } else if (s_remain > ovh) {
-      fresh = cdiv(nkb - (s_remain - ovh), bpc);
-      frags = fresh + 1;
-    } else {
-      fresh = frags = cdiv(nkb, bpc);
-      waste = true;
-    }
-    const bool split = frags > 1;
-    const int32_t first_blocks = s_remain - ovh;
-    if (split) {
-      store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s_reduce + frags, b.status);
+    if (s.frags > 1) {
+      store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s.reduce + s.frags, b.status);
       store(b.reduce_final_map, p.n_final_map, (int64_t)bi * 2, q0, b.status);
       store(b.reduce_final_map, p.n_final_map, (int64_t)bi * 2 + 1, q1, b.status);
     } else {
-      store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s_reduce, b.status);
+      store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s.reduce, b.status);
     }
-    if (waste && s_cu + 1 <= num_cu)
-      store(b.work_indptr, p.n_work_indptr, s_cu + 1, s_works, b.status);
-    for (int32_t f = 0; f < frags; ++f) {
-      int32_t blk0, blk1, frag_cu;
-      if (fits) {
-        blk0 = 0, blk1 = nkb, frag_cu = s_cu;
-      } else if (!waste) {
-        blk0 = f == 0 ? 0 : first_blocks + (f - 1) * bpc;
-        blk1 = f < fresh ? first_blocks + f * bpc : nkb;
-        frag_cu = s_cu + f;
-      } else {
-        blk0 = f * bpc;
-        blk1 = f < fresh - 1 ? (f + 1) * bpc : nkb;
-        frag_cu = s_cu + 1 + f;
-      }
-      const int32_t k0 = kv_begin + blk0 * p.gran;
-      const int32_t k1 = min(kv_begin + blk1 * p.gran, kv_end);
-      const int32_t wi = s_works + f;
-      const int32_t ploc = split ? s_partial + f * qts : -1;
-      const int32_t w[8] = {bi, ploc, q0, q1, k0, k1, kv_end - k1, 0};
-      for (int i = 0; i < 8; ++i)
-        store(b.work_info, p.n_work_info, (int64_t)wi * 8 + i, w[i], b.status);
-      if (split) store(b.reduce_partial_map, p.n_partial_map, s_reduce + f, ploc, b.status);
-      if (f != frags - 1 && frag_cu + 1 <= num_cu)
-        store(b.work_indptr, p.n_work_indptr, frag_cu + 1, wi + 1, b.status);
-    }
+    if (s.waste && s.cu + 1 <= p.num_clusters)
+      store(b.work_indptr, p.n_work_indptr, s.cu + 1, s.works, b.status);
   }
+
+  // Last batch whose first work index is <= wi (batches without fragments share the next one's).
+  __device__ int32_t batch_of(int32_t wi) const {
+    int32_t lo = 0, hi = p.nb;  // answer in [lo, hi)
+    while (hi - lo > 1) {
+      const int32_t mid = (lo + hi) / 2;
+      if (at(mid)[2] <= wi)
+        lo = mid;
+      else
+        hi = mid;
+    }
+    return lo;
+  }
+
+  __device__ void fragment_cells(int32_t wi, const PlanBuffers& b) const {
+    const int32_t bi = batch_of(wi);
+    const Batch s = batch(bi);
+    const int32_t f = wi - s.works, bpc = payload - p.ovh, first_blocks = s.remain - p.ovh;
+    const int32_t kv0 = kv[0], kv_begin = kv[bi] - kv0, kv_end = kv[bi + 1] - kv0;
+    int32_t blk0, blk1, frag_cu;
+    if (s.fits) {
+      blk0 = 0, blk1 = s.nkb, frag_cu = s.cu;
+    } else if (!s.waste) {
+      blk0 = f == 0 ? 0 : first_blocks + (f - 1) * bpc;
+      blk1 = f < s.fresh ? first_blocks + f * bpc : s.nkb;
+      frag_cu = s.cu + f;
+    } else {
+      blk0 = f * bpc;
+      blk1 = f < s.fresh - 1 ? (f + 1) * bpc : s.nkb;
+      frag_cu = s.cu + 1 + f;
+    }
+    const bool split = s.frags > 1;
+    const int32_t k0 = kv_begin + blk0 * p.gran;
+    const int32_t k1 = min(kv_begin + blk1 * p.gran, kv_end);
+    const int32_t ploc = split ? s.partial + f * p.uni : -1;
+    const int32_t q0 = p.uni * bi;
+    const int32_t w[8] = {bi, ploc, q0, q0 + p.uni, k0, k1, kv_end - k1, 0};
+    for (int i = 0; i < 8; ++i)
+      store(b.work_info, p.n_work_info, (int64_t)wi * 8 + i, w[i], b.status);
+    if (split) store(b.reduce_partial_map, p.n_partial_map, s.reduce + f, ploc, b.status);
+    if (f != s.frags - 1 && frag_cu + 1 <= p.num_clusters)
+      store(b.work_indptr, p.n_work_indptr, frag_cu + 1, wi + 1, b.status);
+  }
+};
+
+// scratch: 6 * (nb + 1) ints in global memory, used when the inputs are not staged.
+__global__ void __launch_bounds__(kPlanBlock)
+    parallel_plan_kernel(PlanParams p, const int32_t* kv_global, PlanBuffers b, int32_t* scratch) {
+  extern __shared__ int32_t plan_smem[];
+  const int32_t* kv = stage_kv(p, kv_global, plan_smem);
+  ParallelScan ps{p, kv, p.staged ? plan_smem + p.n_kv : scratch, 0, FastDiv(0)};
+  ps.payload = payload_of(p, kv, 1);
+  ps.bpc_div = FastDiv(ps.payload - p.ovh);
+  for (int32_t i = threadIdx.x; i < p.nb; i += blockDim.x)
+    ps.state[6 * int64_t{i} + 5] = cdiv(kv_len(p, kv, i), p.gran);
   __syncthreads();
   if (threadIdx.x == 0) {
-    // work_indptr entries of clusters after the last fragment keep the total (stored first), and
-    // the later stores above are ordered after it by the barrier.
-    for (int32_t i = nb; i < p.n_reduce_indptr; ++i)
-      store(b.reduce_indptr, p.n_reduce_indptr, i, totals[1], b.status);
-    b.status[2] = nb;
+    b.status[3] = ps.payload;
+    ps.scan();
+    store(b.reduce_indptr, p.n_reduce_indptr, 0, 0, b.status);
+    store(b.work_indptr, p.n_work_indptr, 0, 0, b.status);
   }
+  __syncthreads();
+  const int32_t total_works = ps.at(p.nb)[2], total_reduce = ps.at(p.nb)[3];
+  // work_indptr entries of clusters after the last fragment keep the total; the fragments'
+  // stores below overwrite the others, ordered after these by the barrier.
+  for (int32_t c = 1 + threadIdx.x; c <= p.num_clusters; c += blockDim.x)
+    store(b.work_indptr, p.n_work_indptr, c, total_works, b.status);
+  __syncthreads();
+  for (int32_t bi = threadIdx.x; bi < p.nb; bi += blockDim.x) ps.batch_cells(bi, b);
+  for (int32_t wi = threadIdx.x; wi < total_works; wi += blockDim.x) ps.fragment_cells(wi, b);
+  __syncthreads();
+  for (int32_t i = p.nb + threadIdx.x; i < p.n_reduce_indptr; i += blockDim.x)
+    store(b.reduce_indptr, p.n_reduce_indptr, i, total_reduce, b.status);
+  if (threadIdx.x == 0) b.status[2] = p.nb;
 }
 
 __global__ void fill_i32_kernel(int32_t* p, int64_t n, int32_t v) {
@@ -417,6 +504,30 @@ __global__ void decode_update_kernel(UpdateParams u, const int32_t* kv, const in
       }
     }
   }
+}
+
+// Median over 5 batches of the mean time of `iterations` back-to-back launches (events, after a
+// warm-up launch). Microseconds.
+template <class F>
+double median_launch_us(int iterations, F&& launch) {
+  launch();
+  hipEvent_t e0, e1;
+  HIP_CHECK(hipEventCreate(&e0));
+  HIP_CHECK(hipEventCreate(&e1));
+  double us[5];
+  for (double& u : us) {
+    HIP_CHECK(hipEventRecord(e0, 0));
+    for (int i = 0; i < iterations; ++i) launch();
+    HIP_CHECK(hipEventRecord(e1, 0));
+    HIP_CHECK(hipEventSynchronize(e1));
+    float ms = 0;
+    HIP_CHECK(hipEventElapsedTime(&ms, e0, e1));
+    u = 1000.0 * ms / iterations;
+  }
+  (void)hipEventDestroy(e0);
+  (void)hipEventDestroy(e1);
+  std::sort(us, us + 5);
+  return us[2];
 }
 
 struct DevPlan {
@@ -507,34 +618,24 @@ GpuPlan plan_mla_metadata(const ref::PlanRequest& r, const ref::MetadataSizes& s
   dp.alloc(sizes);
   p.n_work_indptr = dp.sizes[0], p.n_work_info = dp.sizes[1], p.n_reduce_indptr = dp.sizes[2];
   p.n_final_map = dp.sizes[3], p.n_partial_map = dp.sizes[4];
-  DevI32 kv(r.kv_indptr), lpl(r.kv_last_page_lens), status(4),
-      scratch(5 * static_cast<size_t>(p.nb));
+  p.n_kv = static_cast<int32_t>(r.kv_indptr.size());
+  const size_t scratch_ints = 6 * (static_cast<size_t>(p.nb) + 1);
+  const size_t smem_ints = p.n_kv + (d.parallel_planner_used ? scratch_ints : 0);
+  p.staged = smem_ints * sizeof(int32_t) <= kPlanStagedBytes;
+  const size_t smem = p.staged ? smem_ints * sizeof(int32_t) : 0;
+  DevI32 kv(r.kv_indptr), lpl(r.kv_last_page_lens), status(4), scratch(scratch_ints);
   PlanBuffers b{dp.bufs[0], dp.bufs[1], dp.bufs[2], dp.bufs[3], dp.bufs[4], status.p};
   auto launch = [&] {
     if (d.parallel_planner_used)
-      hipLaunchKernelGGL(parallel_plan_kernel, dim3(1), dim3(kPlanBlock), 0, 0, p, kv.p, b,
+      hipLaunchKernelGGL(parallel_plan_kernel, dim3(1), dim3(kPlanBlock), smem, 0, p, kv.p, b,
                          scratch.p);
     else
-      hipLaunchKernelGGL(serial_plan_kernel, dim3(1), dim3(kPlanBlock), 0, 0, p, kv.p, lpl.p, b);
+      hipLaunchKernelGGL(serial_plan_kernel, dim3(1), dim3(kPlanBlock), smem, 0, p, kv.p, lpl.p, b);
     HIP_CHECK(hipGetLastError());
   };
   GpuPlan out;
   out.parallel = d.parallel_planner_used;
-  if (timing_iterations > 0) {
-    launch();  // warm-up
-    hipEvent_t e0, e1;
-    HIP_CHECK(hipEventCreate(&e0));
-    HIP_CHECK(hipEventCreate(&e1));
-    HIP_CHECK(hipEventRecord(e0, 0));
-    for (int i = 0; i < timing_iterations; ++i) launch();
-    HIP_CHECK(hipEventRecord(e1, 0));
-    HIP_CHECK(hipEventSynchronize(e1));
-    float ms = 0;
-    HIP_CHECK(hipEventElapsedTime(&ms, e0, e1));
-    out.kernel_us = 1000.0 * ms / timing_iterations;
-    (void)hipEventDestroy(e0);
-    (void)hipEventDestroy(e1);
-  }
+  if (timing_iterations > 0) out.kernel_us = median_launch_us(timing_iterations, launch);
   dp.poison();
   const int32_t zero[4] = {0, 0, 0, 0};
   copy_to_device(status.p, zero, sizeof zero);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "kernels/gpu_api.h"
 #include "kernels/semantics.h"
@@ -197,8 +198,11 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   ASSERT_TRUE(driven.ok()) << driven.status().ToString();
   const ref::AttentionOutput& want = driven->out;
   const auto tol = ref::TolerancesFor(*in, *mono, no.precision);
-  // every NVIDIA tiling and the portable kernel (DecodeOptions::tiling; the AMD build has one kernel)
-  for (int tiling = 1; tiling <= 5; ++tiling) {
+  // every NVIDIA kernel and the portable one (DecodeOptions::tiling; the AMD build has one kernel):
+  // the warp-specialised kernel (6), the lock-step tilings (1-4; fp8 KV has two: 3 and 4) and
+  // the portable kernel (5)
+  const bool fp8 = kv_format == ref::NumFormat::kFp8E4m3fn;
+  for (int tiling : fp8 ? std::vector<int>{6, 3, 4, 5} : std::vector<int>{6, 1, 2, 3, 4, 5}) {
     gpu::DecodeOptions opt;
     opt.variant = variant;
     opt.tiling = tiling;
@@ -309,6 +313,67 @@ TEST(GpuDecode, Fp8KvRefusesValuesThatAreNotE4m3fn) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("kv_cache[3]"), std::string::npos) << e.what();
   }
+}
+
+// The zero-KV variants (§11) on every kernel: asm writes o = 0 / lse = -inf for a work item
+// without keys, hk reads its q rows and writes nothing, opus skips it. Rows with keys are the
+// same bits under all three (same kernel, same plan); rows of zero-KV requests are NaN (never
+// written) under hk and opus. A kernel whose roles disagreed on a skipped item would hang here.
+TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(99);
+  int checked = 0;
+  for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
+    const bool sparse = attempt % 2 == 1;
+    const PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 2, 8);
+    std::vector<bool> empty_row;  // per q row: its request has no keys
+    for (size_t b = 0; b + 1 < r.qo_indptr.size(); ++b)
+      for (int32_t q = r.qo_indptr[b]; q < r.qo_indptr[b + 1]; ++q)
+        empty_row.push_back(r.kv_indptr[b + 1] == r.kv_indptr[b]);
+    if (std::find(empty_row.begin(), empty_row.end(), true) == empty_row.end()) continue;
+    auto plan = ref::PlanMlaMetadata(r, {ref::PlannerChoice::kSerial, ref::PlannerMutant::kNone});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    // rows a zero-KV work item covers (a variant may change them, through the reduce too)
+    std::vector<bool> zero_kv_row(empty_row.size(), false);
+    const auto& wip = plan->work_indptr.data;
+    const auto& info = plan->work_info.data;
+    for (size_t c = 0; c + 1 < wip.size(); ++c)
+      for (int32_t w = wip[c]; w < wip[c + 1]; ++w)
+        if (info[8 * w + 5] <= info[8 * w + 4])
+          for (int32_t q = info[8 * w + 2]; q < info[8 * w + 3]; ++q) zero_kv_row.at(q) = true;
+    ref::NumericsOptions no;
+    no.seed = 3000 + attempt;
+    auto in = ref::BuildMlaInputs(r, no);
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    const int64_t per_row = int64_t{in->num_heads} * in->head_dim_v;
+    for (int tiling : {6, 4, 5}) {
+      gpu::DecodeOptions opt;
+      opt.tiling = tiling;
+      const gpu::DecodeResult a = gpu::run_mla_decode(*in, *plan, opt);
+      for (auto v : {gpu::ZeroKvVariant::kHk, gpu::ZeroKvVariant::kOpus}) {
+        opt.variant = v;
+        const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+        ASSERT_EQ(g.o.size(), a.o.size());
+        int64_t differ = 0, written_empty = 0;
+        for (size_t i = 0; i < g.o.size(); ++i) {
+          if (empty_row[i / per_row]) written_empty += !std::isnan(g.o[i]);
+          if (!zero_kv_row[i / per_row])
+            differ += !(g.o[i] == a.o[i] || (std::isnan(g.o[i]) && std::isnan(a.o[i])));
+        }
+        EXPECT_EQ(differ, 0) << "tiling " << tiling << " variant " << static_cast<int>(v);
+        EXPECT_EQ(written_empty, 0) << "tiling " << tiling << " variant " << static_cast<int>(v);
+        EXPECT_TRUE(g.tails.empty());
+      }
+      for (size_t i = 0; i < a.o.size(); ++i) {
+        if (empty_row[i / per_row] && !std::isnan(a.o[i])) {
+          EXPECT_EQ(a.o[i], 0.0) << i;
+        }
+      }
+    }
+    ++checked;
+  }
+  std::printf("[gpu] zero-KV variants: %d batches with empty requests, 3 kernels each\n", checked);
+  EXPECT_GE(checked, 3);
 }
 
 // ---- the founding case -------------------------------------------------------------------

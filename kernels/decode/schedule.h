@@ -1,0 +1,90 @@
+// kernels/decode/schedule.h - how every decode kernel consumes the plan (aiter-mla-metadata.md
+// §11): a workgroup walks work_info rows [work_indptr[c], work_indptr[c + 1]) of its cluster and
+// each work item's q tile in groups of kRows rows; the KV positions of a group become cache rows
+// (dense pages or the sparse top-k list, invalid ones masked); the causal limit; the access log.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/decode/config.h"
+#include "kernels/decode/params.h"
+#include "kernels/gpu_api.h"
+
+namespace mlasim::gpu::decode {
+
+__device__ inline uint16_t f2bf(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+// KV-cache row of position pos in [p0, p1) of a work item; -1 = masked (never read).
+__device__ inline int64_t key_row(const DecodeParams& P, int64_t pos, int64_t p1) {
+  if (pos >= p1) return -1;
+  if (P.sparse) {
+    const int64_t r = P.topk[pos];
+    return (r < 0 || r >= P.cache_rows) ? -1 : r;
+  }
+  // 32-bit index math (positions stay below 2^30, ValidatePlanRequest): 64-bit division is slow.
+  const int32_t p32 = static_cast<int32_t>(pos);
+  const int64_t r = P.page == 1 ? int64_t{P.kv_indices[p32]}
+                                : int64_t{P.kv_indices[p32 / P.page]} * P.page + p32 % P.page;
+  return (r < 0 || r >= P.cache_rows) ? -1 : r;
+}
+
+// Access log: rows [r0, r1) of q (slot 0) or o (slot 2), recorded by one thread (`leader`).
+__device__ inline void log_rows(unsigned long long* log, int slot, int64_t r0, int64_t r1,
+                                bool leader) {
+  if (log == nullptr || !leader || r1 <= r0) return;
+  atomicMin(&log[slot], static_cast<unsigned long long>(r0));
+  atomicMax(&log[slot + 1], static_cast<unsigned long long>(r1));
+}
+
+// Causal rule (§11): the last key position (relative to the work item's first key) that the
+// group's token may see, plus one. INT64_MAX when the call is not causal.
+__device__ inline int64_t causal_limit(const DecodeParams& P, const GroupTask& t, int64_t token) {
+  return P.causal ? (token - t.req_q0) + t.lk - t.lq + 1 - t.key_first : INT64_MAX;
+}
+
+// Flat (row, head) index of the group's first row.
+__device__ inline int64_t group_first_row(const DecodeParams& P, const GroupTask& t) {
+  return int64_t{t.w[2]} * P.H + int64_t{t.g} * kRows;
+}
+
+// Walks the cluster's work items (blockIdx.x = cluster) and calls fn(GroupTask) per 16-row group.
+// The opus variant returns before reading anything for a zero-KV item (§11 variants). Every
+// thread of a workgroup walks the same sequence, so roles (a producer warp, consumer warps) stay
+// in step without talking.
+template <class Fn>
+__device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
+  const int c = blockIdx.x;
+  const int32_t w0 = P.work_indptr[c], w1 = P.work_indptr[c + 1];
+  for (int32_t wi = w0; wi < w1; ++wi) {
+    int32_t w[8];
+    for (int f = 0; f < 8; ++f) w[f] = P.work_info[int64_t{wi} * 8 + f];
+    if (P.variant == static_cast<int>(ZeroKvVariant::kOpus) && w[5] <= w[4]) continue;
+    GroupTask t{w, 0, 0, 0, 0, 0, 0, 0};
+    if (P.sparse) {
+      t.p0 = w[4];
+      t.p1 = w[5];
+    } else {
+      const int64_t page = P.page;
+      const int32_t b = w[0];
+      t.p0 = int64_t{w[4]} * page;
+      t.p1 = (w[6] != 0 || page == 1) ? int64_t{w[5]} * page : int64_t{w[5] - 1} * page + P.lpl[b];
+      if (P.causal) {
+        const int64_t pages = P.kv_indptr[b + 1] - P.kv_indptr[b];
+        t.lk = pages == 0 ? 0 : (pages - 1) * page + P.lpl[b];
+        t.lq = P.qo_indptr[b + 1] - P.qo_indptr[b];
+        t.req_q0 = P.qo_indptr[b];
+        t.key_first = t.p0 - int64_t{P.kv_indptr[b]} * page;
+      }
+    }
+    if (t.p1 < t.p0) t.p1 = t.p0;
+    const int groups = (w[3] - w[2]) * P.H / kRows;
+    for (t.g = 0; t.g < groups; ++t.g) fn(t);
+  }
+}
+
+}  // namespace mlasim::gpu::decode
