@@ -61,9 +61,9 @@ struct CampaignFinding {
   std::string file;                    // written case, if out_dir was given
   std::string detail;
   int shrink_steps = 0;
-  int max_shrink_steps = 0;  // the step budget it was shrunk under (0: not recorded)
-  bool cut_short = false;    // the shrink step budget ended its shrinking (fuzz/search.h)
-  bool earlier = false;      // already in --out when this run started (not new)
+  int max_shrink_steps = -1;  // the step budget it was shrunk under (-1: not recorded)
+  bool cut_short = false;     // the shrink step budget ended its shrinking (fuzz/search.h)
+  bool earlier = false;       // already in --out when this run started (not new)
 };
 
 struct CampaignSummary {

@@ -221,6 +221,9 @@ Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>*
     s.seed = prog->identity.seed;
     s.shard = prog->identity.shard;
     s.shards = prog->identity.shards;
+    s.profiles = prog->identity.profiles;
+    s.small = prog->identity.small;
+    s.ignore_known = prog->identity.ignore_known;
     s.cases = prog->next_index;
     auto [it, fresh] = shards->emplace(s.identity, s);
     if (fresh) continue;

@@ -60,7 +60,7 @@ struct FindingRecord {
   std::string signature;
   std::optional<uint64_t> seed_index;  // absent in files of older campaigns
   int shrink_steps = 0;
-  int max_shrink_steps = 0;  // the budget it was shrunk under (0: not recorded)
+  int max_shrink_steps = -1;  // the budget it was shrunk under (-1: not recorded)
   bool cut_short = false;
   std::string detail;
   std::string command;  // the reproduce command ("" in older files)
@@ -91,6 +91,8 @@ struct ShardRecord {
   std::string identity;  // seed, profiles, options and shard, compact JSON
   uint64_t seed = 0;
   int32_t shard = 0, shards = 1;
+  std::vector<std::string> profiles;
+  bool small = false, ignore_known = false;
   int64_t cases = 0;  // committed seed indices of the shard (next_index)
   int copies = 1;     // folders holding this shard's progress (the largest `cases` is kept)
 };

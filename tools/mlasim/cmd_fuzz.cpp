@@ -214,8 +214,8 @@ std::string Origin(std::optional<uint64_t> seed_index, int steps, bool cut_short
   std::string out = seed_index ? fmt::format("seed index {}", *seed_index) : "seed index unknown";
   out += fmt::format(", {} shrink step{}", steps, steps == 1 ? "" : "s");
   if (cut_short)
-    out += budget > 0 ? fmt::format(", cut short by the {}-step budget", budget)
-                      : ", cut short by the shrink step budget";
+    out += budget >= 0 ? fmt::format(", cut short by the {}-step budget", budget)
+                       : ", cut short by the shrink step budget";
   return out;
 }
 
@@ -252,8 +252,9 @@ int FuzzCommand::Merge(const Streams& io) {
   io.out << fmt::format("fuzz merge: {} folder(s), {} shard(s), {} cases\n", merge_dirs_.size(),
                         m->shards.size(), m->cases);
   for (const fuzz::ShardRecord& s : m->shards)
-    io.out << fmt::format("  shard {}/{} seed {}: {} cases  {}{}\n", s.shard, s.shards, s.seed,
-                          s.cases, s.path,
+    io.out << fmt::format("  shard {}/{} seed {} profiles {}{}{}: {} cases  {}{}\n", s.shard,
+                          s.shards, s.seed, fmt::join(s.profiles, ","), s.small ? " --small" : "",
+                          s.ignore_known ? " --ignore-known" : "", s.cases, s.path,
                           s.copies > 1 ? fmt::format(" (in {} folders)", s.copies) : "");
   io.out << fmt::format("findings {}\n", m->findings.size());
   for (const auto& [sig, r] : m->findings)
