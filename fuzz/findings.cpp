@@ -25,28 +25,63 @@ std::string FindingFileName(const std::string& signature) {
   return out + ".json";
 }
 
-Status WriteFileAtomic(const std::string& path, const std::string& tmp, const std::string& text,
-                       const std::string& field) {
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return InvalidArgumentError(field, "cannot write " + tmp + ": " + std::strerror(errno));
+namespace {
+
+// Writes all of `text` to `fd` and flushes it to disk: 0, or the errno.
+int WriteAllAndSync(int fd, const std::string& text) {
   size_t done = 0;
-  int err = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = n < 0 ? errno : EIO;
-      break;
-    }
+    if (n <= 0) return n < 0 ? errno : EIO;
     done += static_cast<size_t>(n);
   }
-  if (err == 0 && ::fsync(fd) != 0) err = errno;  // the bytes are on disk before the name is
+  return ::fsync(fd) == 0 ? 0 : errno;
+}
+
+// An unnamed file in `dir` (O_TMPFILE: a kill leaves nothing behind), or -1 where the
+// filesystem has none.
+int OpenUnnamed(const std::string& dir) {
+#ifdef O_TMPFILE
+  return ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+#else
+  (void)dir;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const std::string& tmp, const std::string& text,
+                       const std::string& field) {
+  const std::string dir = fs::path(path).parent_path().empty()
+                              ? std::string(".")
+                              : fs::path(path).parent_path().string();
+  // The bytes go to an unnamed file where the filesystem allows it, so a kill while writing
+  // leaves nothing; it gets the name `tmp` only for the instant before the rename.
+  int fd = OpenUnnamed(dir);
+  const bool unnamed = fd >= 0;
+  if (!unnamed) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return InvalidArgumentError(field, "cannot write " + path + ": " + std::strerror(errno));
+  int err = WriteAllAndSync(fd, text);
+  if (err == 0 && unnamed) {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    ::unlink(tmp.c_str());  // a stale one of a killed writer
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      err = errno;
+  }
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());
     return InvalidArgumentError(field, "cannot write " + path + ": " + std::strerror(err));
+  }
+  // The rename itself on disk: the folder's entry.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
   }
   return OkStatus();
 }

@@ -23,8 +23,11 @@ namespace mlasim::fuzz {
 std::string FindingFileName(const std::string& signature);
 
 // Writes `text` to `path` so that a reader, or a writer killed at any instant, sees the old file
-// or the new one, never part of one: into `tmp` (same folder), fsync, rename over `path`. On
-// failure `tmp` is removed. Errors: InvalidArgument(field, "cannot write PATH: reason").
+// or the new one, never part of one: into an unnamed file of the folder (O_TMPFILE; where the
+// filesystem has none, into `tmp`), fsync, named `tmp` (same folder), renamed over `path`, and
+// the folder synced. A kill can leave `tmp` behind only in the instant between naming and
+// renaming (or, without O_TMPFILE, while writing); on failure `tmp` is removed. Errors:
+// InvalidArgument(field, "cannot write PATH: reason").
 Status WriteFileAtomic(const std::string& path, const std::string& tmp, const std::string& text,
                        const std::string& field);
 

@@ -548,6 +548,11 @@ TEST(FindingFiles, AtomicWritesLeaveNoTempFileBehind) {
   ASSERT_TRUE(
       WriteFileAtomic((dir / "a.json").string(), (dir / ".t").string(), "abc", "--out").ok());
   EXPECT_EQ(ReadDir(dir.string()), (std::map<std::string, std::string>{{"a.json", "abc"}}));
+  // A stale temp file of a killed writer is replaced, and gone afterwards.
+  std::ofstream(dir / ".t") << "stale";
+  ASSERT_TRUE(
+      WriteFileAtomic((dir / "a.json").string(), (dir / ".t").string(), "de", "--out").ok());
+  EXPECT_EQ(ReadDir(dir.string()), (std::map<std::string, std::string>{{"a.json", "de"}}));
   // Into a folder that is gone: an error naming the field and the path, and no temp file.
   Status st =
       WriteFileAtomic((dir / "no" / "b.json").string(), (dir / "no" / ".t").string(), "x", "--out");
