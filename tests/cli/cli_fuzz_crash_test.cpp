@@ -221,7 +221,9 @@ TEST(CrashSafety, DISABLED_HundredTrials) {
     landed += t.kills_landed;
     temps += t.temps_removed;
     ExpectSameAsUnbroken(t, unbroken);
-    if (trial % 10 == 0) EXPECT_EQ(CommandsReplay(dir), "") << "trial " << trial;
+    if (trial % 10 == 0) {
+      EXPECT_EQ(CommandsReplay(dir), "") << "trial " << trial;
+    }
     fs::remove_all(dir);
   }
   std::printf("100 trials of 8 kills: %d kills landed mid-run, %d resumes removed a temp file\n",

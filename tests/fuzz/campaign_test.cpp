@@ -455,7 +455,9 @@ TEST(FuzzMerge, OneFindingPerSignatureAcrossShardsTheSmallestKeptInAnyOrder) {
     // The kept case is the smaller one of the shards that found it.
     for (const fs::path& d : {sh.a, sh.b}) {
       auto other = ReadFindingFile((d / FindingFileName(sig)).string());
-      if (other.ok() && *other) EXPECT_FALSE(SmallerFinding(**other, r)) << sig;
+      if (other.ok() && *other) {
+        EXPECT_FALSE(SmallerFinding(**other, r)) << sig;
+      }
     }
   }
   // Merging again into the same folder changes nothing.
@@ -524,6 +526,16 @@ TEST(FuzzMerge, BadFoldersAndFilesAreRefusedNamingThem) {
   broken = MergeFindingDirs({dir.string()}, "");
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("seed_index"), std::string::npos);
+  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a\", \"shrink\": 2}}";
+  broken = MergeFindingDirs({dir.string()}, "");
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find("finding.shrink"), std::string::npos);
+  // A finding of an older campaign (no seed_index, no shrink) is merged, its index unknown.
+  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a|b\"}}";
+  auto old = MergeFindingDirs({dir.string()}, "");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_FALSE(old->findings.at("a|b").seed_index.has_value());
+  EXPECT_EQ(old->findings.at("a|b").max_shrink_steps, -1);
   fs::remove(dir / "broken.json");
   std::ofstream(dir / ".progress-0-of-1") << "{}";
   auto prog = MergeFindingDirs({dir.string()}, "");
@@ -596,8 +608,11 @@ TEST(ProgressFiles, EveryFieldIsCheckedWithItsBoundaries) {
                                                     {1.5, false}}) {
     auto p = read(ProgressWith("next_index", value));
     EXPECT_EQ(p.ok(), ok) << value;
-    if (ok) EXPECT_EQ(p->next_index, value.get<int64_t>());
-    if (!ok) EXPECT_NE(p.status().message().find("next_index"), std::string::npos);
+    if (ok) {
+      EXPECT_EQ(p->next_index, value.get<int64_t>());
+    } else {
+      EXPECT_NE(p.status().message().find("next_index"), std::string::npos);
+    }
   }
   for (const auto& [value, ok] :
        std::vector<std::pair<nlohmann::json, bool>>{{0.0, true}, {-0.5, false}, {"1", false}})
