@@ -78,7 +78,10 @@ class FuzzCommand final : public Command {
         "smallest case kept, a summary across shards");
     merge_->add_option("DIR", merge_dirs_, "finding folders (--out of each shard)")
         ->required()
-        ->type_name("DIR...");
+        ->type_name("DIR");
+    merge_->footer(
+        "Exit codes: 0 merged, 2 bad input (a missing folder, a malformed finding or progress "
+        "file).\nExample: mlasim fuzz merge findings/* --out merged\n");
     merge_
         ->add_option("--out", merge_out_,
                      "write the kept findings into OUT (its own findings take part)")
@@ -110,6 +113,13 @@ class FuzzCommand final : public Command {
     for (const char* flag : {"--size", "--shrink-path"})
       if (app_->count(flag))
         return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
+    return Campaign(io);
+  }
+
+ private:
+  // A campaign (fuzz/campaign.h) with the parsed flags: progress on stderr, the summary on
+  // stdout, exit 1 with new findings, else 4 when --seconds cut --cases short, else 0.
+  int Campaign(const Streams& io) {
     if (o_.max_cases < -1)
       return Fail(io, InvalidArgumentError("--cases", "must be >= 0, or -1 for a time-only run"));
     // A case budget alone runs until its last case; --seconds then bounds it (exit 4 if it cuts).
@@ -152,7 +162,6 @@ class FuzzCommand final : public Command {
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
 
- private:
   void PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const;
   int Merge(const Streams& io);
   int Reproduce(const Streams& io) {
