@@ -5,18 +5,17 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
+#include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <thread>
 
+#include "fuzz/findings.h"
+#include "fuzz/progress.h"
 #include "fuzz/properties.h"
-#include "fuzz/search.h"
-#include "sim/json_input.h"
+#include "fuzz/signature.h"
 #include "sim/scenario_json.h"
 #include "sim/contract.h"
 
@@ -24,13 +23,6 @@ namespace mlasim::fuzz {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string FileName(const std::string& signature) {
-  std::string out;
-  for (char c : signature)
-    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '.';
-  return out + ".json";
-}
 
 // Features of the scenario space a case exercises (the campaign's coverage summary).
 void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
@@ -52,152 +44,169 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   hit(b == 1 ? "batch:1" : b <= 8 ? "batch:2-8" : b <= 64 ? "batch:9-64" : "batch:65-512");
 }
 
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 class Campaign {
  public:
-  Campaign(const CampaignOptions& o, const ProgressFn& p) : o_(o), progress_(p) {}
+  Campaign(const CampaignOptions& o, const ProgressFn& p, const NoteFn& n)
+      : o_(o), progress_(p), note_(n) {}
   StatusOr<CampaignSummary> Run();
 
  private:
   // What one seed index gave; committed in index order so that the findings do not depend on
   // which thread finished first.
   struct CaseResult {
-    std::string unshrunk;  // signature of the unshrunk scenario's first violation, or ""
-    std::optional<Failure>
-        failure;  // the shrunk finding (not computed when a lower index had `unshrunk`)
+    std::vector<std::string> signatures;  // the case's targets (sorted)
+    // The shrunk finding of each target no lower index showed when the case ran (a lower index
+    // committed later may still have shown it: the commit decides).
+    std::map<std::string, Failure> failures;
   };
-  void Worker(int32_t job);
+  CaseResult RunCase(int64_t k, std::map<std::string, int64_t>& cov);
+  void Worker();
   void CommitReadyLocked();
-  void RecordLocked(const Failure& f, uint64_t index);
+  void RecordLocked(const Failure& f, const std::string& signature, uint64_t index);
   uint64_t SeedIndex(int64_t k) const {
     return static_cast<uint64_t>(k) * static_cast<uint64_t>(o_.shards) +
            static_cast<uint64_t>(o_.shard);
   }
-  std::string ProgressPath() const {
-    return (fs::path(o_.out_dir) / fmt::format(".progress-{}-of-{}", o_.shard, o_.shards)).string();
-  }
-  void SaveProgress();
+  std::string Path(const std::string& name) const { return (fs::path(o_.out_dir) / name).string(); }
+  // This shard's temp files: `.tmp-I-of-N-...` (shards sharing a folder never touch another's).
+  std::string TempPrefix() const { return fmt::format(".tmp-{}-of-{}-", o_.shard, o_.shards); }
+  CampaignIdentity Identity() const;
+  Status PrepareOutDir();
+  Status LoadKnownFindings();
   Status LoadProgress();
-  nlohmann::json Identity() const;
+  void SaveProgress();
+  void Note(const std::string& line);
+  bool Budgeted(int64_t k) const { return o_.max_cases < 0 || k < o_.max_cases; }
 
   const CampaignOptions& o_;
   const ProgressFn& progress_;
+  const NoteFn& note_;
   GenConfig config_;
+  Property property_;
   CampaignSummary sum_;
+  std::set<std::string> known_;  // signatures of findings in --out before the run (read-only)
   std::mutex mu_;
-  std::atomic<int64_t> next_{0};
+  std::condition_variable done_cv_;
+  int live_workers_ = 0;                   // under mu_
   std::map<int64_t, CaseResult> pending_;  // finished but not committed (under mu_)
   int64_t committed_ = 0;                  // every k < committed_ is committed (under mu_)
-  std::set<std::string> seen_unshrunk_;    // unshrunk signatures of committed cases (under mu_)
+  Status error_;                           // first failure to write a finding (under mu_)
+  std::atomic<int64_t> next_{0};
   std::atomic<int64_t> cases_{0};
+  std::atomic<int64_t> new_findings_{0};
   std::atomic<bool> stop_{false};
   std::chrono::steady_clock::time_point t0_;
   int64_t start_index_ = 0;
+  double spent_before_ = 0;  // seconds of earlier runs of the campaign
 };
 
-// " --profile P" for each campaign profile, unless they are the default (CampaignOptions).
-std::string ProfileFlags(const std::vector<std::string>& profiles) {
-  if (profiles == CampaignOptions{}.profiles) return "";
-  std::string out;
-  for (const std::string& p : profiles) out += " --profile " + p;
-  return out;
+void Campaign::Note(const std::string& line) {
+  sum_.notes.push_back(line);
+  if (note_) note_(line);
 }
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+CampaignIdentity Campaign::Identity() const {
+  CampaignIdentity id;
+  id.seed = o_.seed;
+  id.profiles = o_.profiles;
+  id.small = o_.small;
+  id.ignore_known = o_.ignore_known;
+  id.shard = o_.shard;
+  id.shards = o_.shards;
+  id.max_shrink_steps = o_.max_shrink_steps;
+  return id;
 }
 
-void Campaign::RecordLocked(const Failure& f, uint64_t index) {
-  const sim::Violation& v = f.broken.front();
-  const std::string sig = Signature(v);
-  if (sum_.findings.count(sig)) return;  // known, or found at a lower seed index
+void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint64_t index) {
+  if (sum_.findings.count(signature)) return;  // in --out already (the slipping mutant: found)
   CampaignFinding cf;
-  cf.signature = sig;
+  cf.signature = signature;
   cf.seed_index = index;
-  cf.detail = v.detail;
-  if (!o_.out_dir.empty()) {
-    nlohmann::json doc = sim::ScenarioToJson(f.scenario);
-    doc["name"] = "finding-" + FileName(sig).substr(0, FileName(sig).size() - 5);
-    std::string path_json = "[";
-    for (size_t i = 0; i < f.shrink_path.size(); ++i)
-      path_json += (i ? "," : "") + std::to_string(f.shrink_path[i]);
-    path_json += "]";
-    doc["finding"] = {
-        {"signature", sig},
-        {"violation",
-         {{"kind", sim::ViolationKindName(v.kind)},
-          {"class", v.bug_class},
-          {"step", v.step},
-          {"call", v.call},
-          {"buffer", v.buffer},
-          {"access", v.access},
-          {"rows_past_end", v.rows_past_end},
-          {"detail", v.detail}}},
-        {"reproduce",
-         {{"seed", f.seed},
-          {"size", f.size},
-          {"shrink_path", f.shrink_path},
-          {"profiles", o_.profiles},
-          {"small", o_.small},
-          {"command",
-           fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}{}{}", f.seed, f.size,
-                       path_json, ProfileFlags(o_.profiles), o_.small ? " --small" : "")},
-          {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
-    const fs::path final_path = fs::path(o_.out_dir) / FileName(sig);
-    const fs::path tmp = fs::path(o_.out_dir) / (".tmp-" + FileName(sig));
-    {
-      std::ofstream out(tmp);
-      out << doc.dump(2) << '\n';
+  cf.detail = ViolationDetail(*FindSignature(f.broken, signature));
+  cf.shrink_steps = f.shrink_steps;
+  cf.max_shrink_steps = o_.max_shrink_steps;
+  cf.cut_short = f.cut_short;
+  if (!o_.out_dir.empty() && error_.ok()) {
+    FindingOrigin origin;
+    origin.seed_index = index;
+    origin.profiles = o_.profiles;
+    origin.profiles_are_default = o_.profiles == CampaignOptions{}.profiles;
+    origin.small = o_.small;
+    origin.max_shrink_steps = o_.max_shrink_steps;
+    const std::string name = FindingFileName(signature);
+    Status st = WriteFileAtomic(Path(name), Path(TempPrefix() + name),
+                                FindingDocument(f, signature, origin).dump(2) + '\n', "--out");
+    if (!st.ok()) {  // the campaign stops: a finding it cannot keep is not reported as kept
+      error_ = st;
+      stop_ = true;
+      return;
     }
-    std::error_code ec;
-    fs::rename(tmp, final_path, ec);  // atomic on one filesystem: a reader sees all or nothing
-    if (!ec) cf.file = final_path.string();
+    cf.file = Path(name);
   }
-  sum_.findings.emplace(sig, std::move(cf));
+  sum_.findings.emplace(signature, std::move(cf));
+  ++new_findings_;
 }
 
-// A case is shrunk only when no committed (lower) index had its unshrunk signature; the commit
-// in index order then keeps exactly the findings a one-thread run keeps: the same files at any
-// --jobs.
+// A target is shrunk only when no committed (lower) index had shown it; the commit in index
+// order then keeps exactly the findings a one-thread run keeps: the same files at any --jobs.
 void Campaign::CommitReadyLocked() {
   for (auto it = pending_.find(committed_); it != pending_.end(); it = pending_.find(committed_)) {
     const CaseResult& r = it->second;
-    if (!r.unshrunk.empty() && seen_unshrunk_.insert(r.unshrunk).second && r.failure)
-      RecordLocked(*r.failure, SeedIndex(committed_));
+    for (const std::string& sig : r.signatures) {
+      if (!sum_.signatures.insert(sig).second) continue;  // a lower index showed it
+      const auto f = r.failures.find(sig);
+      if (f == r.failures.end()) continue;  // in --out before the run: not shrunk again
+      const std::string& filed =
+          o_.mutant == CampaignMutant::kSlippingShrink ? Signature(f->second.broken.front()) : sig;
+      RecordLocked(f->second, filed, SeedIndex(committed_));
+    }
     pending_.erase(it);
     ++committed_;
   }
 }
 
-void Campaign::Worker(int32_t job) {
-  (void)job;
+Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>& cov) {
+  const uint64_t index = SeedIndex(k);
+  const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
+  const int size = static_cast<int>(10 + (index % 91));
+  sim::Scenario scenario;
+  {
+    std::lock_guard<std::mutex> gen_lock(GeneratorMutex());  // RapidCheck is not thread-safe
+    scenario = ScenarioFromSeed(config_, seed, size).value();
+  }
+  Cover(scenario, cov);
+  CaseResult res;
+  const std::vector<sim::Violation> broken = Evaluate(scenario, property_, sim::SimMutant::kNone);
+  if (broken.empty()) return res;
+  const bool slipping = o_.mutant == CampaignMutant::kSlippingShrink;
+  res.signatures =
+      slipping ? std::vector<std::string>{Signature(broken.front())} : Signatures(broken);
+  std::vector<std::string> todo;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const std::string& sig : res.signatures)
+      if (!sum_.signatures.count(sig) && !known_.count(sig)) todo.push_back(sig);
+  }
+  for (const std::string& sig : todo) {
+    std::optional<Failure> f =
+        ShrinkToSignature(config_, seed, size, property_, sim::SimMutant::kNone,
+                          slipping ? "" : sig, o_.max_shrink_steps);
+    MLASIM_ASSERT(f.has_value(), "a replay of the same scenario shows the same violations");
+    res.failures.emplace(sig, std::move(*f));
+  }
+  return res;
+}
+
+void Campaign::Worker() {
   std::map<std::string, int64_t> cov;
-  const Property property =
-      o_.ignore_known ? Property(UnknownViolations)
-                      : Property([](const sim::ReplayReport& r) { return r.result.violations; });
   while (!stop_.load()) {
     const int64_t k = next_.fetch_add(1);
-    if (o_.max_cases >= 0 && k - start_index_ >= o_.max_cases) break;
-    if (Since(t0_) >= o_.seconds) break;
-    const uint64_t index = SeedIndex(k);
-    const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
-    const int size = static_cast<int>(10 + (index % 91));
-    sim::Scenario scenario;
-    {
-      std::lock_guard<std::mutex> gen_lock(GeneratorMutex());  // RapidCheck is not thread-safe
-      scenario = ScenarioFromSeed(config_, seed, size).value();
-    }
-    Cover(scenario, cov);
-    CaseResult res;
-    std::vector<sim::Violation> broken = Evaluate(scenario, property, sim::SimMutant::kNone);
-    if (!broken.empty()) {
-      res.unshrunk = Signature(broken.front());
-      bool seen;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        seen = seen_unshrunk_.count(res.unshrunk) > 0;
-      }
-      if (!seen) res.failure = TestSeed(config_, seed, size, property, sim::SimMutant::kNone);
-    }
+    if (!Budgeted(k) || Since(t0_) >= o_.seconds - spent_before_) break;
+    CaseResult res = RunCase(k, cov);
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_.emplace(k, std::move(res));
@@ -207,60 +216,97 @@ void Campaign::Worker(int32_t job) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [k, v] : cov) sum_.coverage[k] += v;
+  if (--live_workers_ == 0) done_cv_.notify_all();
 }
 
-// What a progress file must match to be resumed: the campaign that wrote it.
-nlohmann::json Campaign::Identity() const {
-  return {{"seed", o_.seed},   {"profiles", o_.profiles},
-          {"small", o_.small}, {"ignore_known", o_.ignore_known},
-          {"shard", o_.shard}, {"shards", o_.shards}};
+// Findings already in --out (earlier runs, merged folders, other shards) are not reported again;
+// the summary lists them with the seed index their files record.
+Status Campaign::LoadKnownFindings() {
+  auto records = ReadFindingDir(o_.out_dir, "--out");
+  if (!records.ok()) return records.status();
+  for (const FindingRecord& r : *records) {
+    CampaignFinding cf;
+    cf.signature = r.signature;
+    cf.seed_index = r.seed_index;
+    cf.file = r.path;
+    cf.detail = r.detail;
+    cf.shrink_steps = r.shrink_steps;
+    cf.max_shrink_steps = r.max_shrink_steps;
+    cf.cut_short = r.cut_short;
+    cf.earlier = true;
+    known_.insert(r.signature);
+    sum_.findings.emplace(r.signature, std::move(cf));
+  }
+  return OkStatus();
 }
 
 // --resume: the progress file must be one this campaign wrote (same seed, profiles, options,
 // shard); anything else is an error naming --resume, never a silent restart.
 Status Campaign::LoadProgress() {
-  const std::string path = ProgressPath();
-  auto text = sim::ReadTextFile(path, "--resume");
-  if (!text.ok()) return text.status();
-  auto doc = sim::ParseJsonStrict(*text, "--resume");
-  if (!doc.ok()) return InvalidArgumentError("--resume", path + ": " + doc.status().message());
-  const nlohmann::json want = Identity();
-  if (!doc->is_object()) return InvalidArgumentError("--resume", path + " is not a progress file");
-  for (const auto& [k, v] : want.items())
-    if (!doc->contains(k) || (*doc)[k] != v)
-      return InvalidArgumentError(
-          "--resume", path + " belongs to another campaign (" + k + " " +
-                          (doc->contains(k) ? (*doc)[k].dump() : "missing") + ", this run " +
-                          v.dump() + "); use the same flags or a new --out");
-  const auto& next = (*doc)["next_index"];
-  if (!next.is_number_integer() || !sim::IsInt64(next) || next.get<int64_t>() < 0 ||
-      next.get<int64_t>() > (int64_t{1} << 50))
-    return InvalidArgumentError("--resume", path + ": next_index must be an integer in 0..2^50");
-  const auto& seen = (*doc)["seen_unshrunk"];
-  if (!seen.is_array())
-    return InvalidArgumentError("--resume", path + ": seen_unshrunk must be an array");
-  for (const auto& v : seen) {
-    if (!v.is_string())
-      return InvalidArgumentError("--resume", path + ": seen_unshrunk holds signatures (strings)");
-    seen_unshrunk_.insert(v.get<std::string>());
+  const std::string path = Path(ProgressFileName(o_.shard, o_.shards));
+  std::error_code ec;
+  if (!fs::exists(path, ec)) {
+    Note(
+        fmt::format("--resume: no progress file {} (the earlier run was stopped before its "
+                    "first checkpoint, or never ran): starting the shard at case 0",
+                    path));
+    return OkStatus();
   }
-  start_index_ = next.get<int64_t>();
+  auto p = ReadProgressFile(path, "--resume");
+  if (!p.ok()) return p.status();
+  const nlohmann::json want = IdentityJson(Identity());
+  const nlohmann::json have = IdentityJson(p->identity);
+  for (const auto& [k, v] : want.items())
+    if (have[k] != v)
+      return InvalidArgumentError("--resume", path + " belongs to another campaign (" + k + " " +
+                                                  have[k].dump() + ", this run " + v.dump() +
+                                                  "); use the same flags or a new --out");
+  sum_.signatures = std::move(p->signatures);
+  start_index_ = p->next_index;
+  spent_before_ = p->seconds_spent;
+  sum_.resumed_at = start_index_;
+  Note(fmt::format("--resume: continuing at case {} after {:.1f} s of earlier runs", start_index_,
+                   spent_before_));
   return OkStatus();
 }
 
 void Campaign::SaveProgress() {
   if (o_.out_dir.empty()) return;
-  const fs::path tmp = ProgressPath() + ".tmp";
-  nlohmann::json doc = Identity();
+  Progress p;
+  p.identity = Identity();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    doc["next_index"] = committed_;  // a resume re-runs whatever was in flight
-    // the unshrunk signatures already committed: a resumed run skips them as an unbroken one does
-    doc["seen_unshrunk"] = seen_unshrunk_;
+    p.next_index = committed_;  // a resume re-runs whatever was in flight
+    p.signatures = sum_.signatures;
   }
-  std::ofstream(tmp) << doc.dump() << '\n';
+  p.seconds_spent = spent_before_ + Since(t0_);
+  // A failed checkpoint is retried at the next one; a resume then re-runs a little more.
+  (void)WriteFileAtomic(Path(ProgressFileName(o_.shard, o_.shards)),
+                        Path(TempPrefix() + "progress"), ProgressText(p), "--out");
+}
+
+Status Campaign::PrepareOutDir() {
   std::error_code ec;
-  fs::rename(tmp, ProgressPath(), ec);
+  fs::create_directories(o_.out_dir, ec);
+  if (ec) return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
+  if (const int n = RemoveTempFiles(o_.out_dir, TempPrefix()))
+    Note(fmt::format("removed {} temp file(s) {}* that a killed run of this shard left in {}", n,
+                     TempPrefix(), o_.out_dir));
+  // Findings must be writable before the campaign starts.
+  const std::string probe = Path(TempPrefix() + "probe");
+  Status st = WriteFileAtomic(probe, probe + ".tmp", "probe\n", "--out");
+  if (!st.ok())
+    return InvalidArgumentError(
+        "--out", "cannot write findings into " + o_.out_dir + " (" + st.message() + ")");
+  fs::remove(probe, ec);
+  MLASIM_RETURN_IF_ERROR(LoadKnownFindings());
+  if (o_.resume) return LoadProgress();
+  if (fs::exists(Path(ProgressFileName(o_.shard, o_.shards)), ec))
+    Note(
+        fmt::format("{} holds a progress file of shard {}/{}; without --resume this run starts "
+                    "the shard again at case 0 and replaces it",
+                    o_.out_dir, o_.shard, o_.shards));
+  return OkStatus();
 }
 
 StatusOr<CampaignSummary> Campaign::Run() {
@@ -271,78 +317,66 @@ StatusOr<CampaignSummary> Campaign::Run() {
     auto e = sim::GetEngineProfile(p, "--profile");
     if (!e.ok()) return e.status();
   }
-  if (!o_.out_dir.empty()) {
-    std::error_code ec;
-    fs::create_directories(o_.out_dir, ec);
-    if (ec)
-      return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
-    // Findings must be writable before the campaign starts: probe with a temp file and a rename.
-    const fs::path probe = fs::path(o_.out_dir) / ".probe";
-    { std::ofstream(probe.string() + ".tmp") << "probe\n"; }
-    fs::rename(probe.string() + ".tmp", probe, ec);
-    if (ec)
-      return InvalidArgumentError("--out",
-                                  "cannot write findings into " + o_.out_dir + ": " + ec.message());
-    fs::remove(probe, ec);
-    // Known signatures (merged directories, earlier runs) are not reported twice.
-    for (const auto& e : fs::directory_iterator(o_.out_dir)) {
-      const std::string n = e.path().filename().string();
-      if (n.empty() || n[0] == '.' || e.path().extension() != ".json" || !e.is_regular_file(ec))
-        continue;
-      auto text = sim::ReadTextFile(e.path().string(), "--out");
-      if (!text.ok()) continue;
-      auto doc = nlohmann::json::parse(*text, nullptr, false);
-      if (doc.is_discarded() || !doc.is_object() || !doc.contains("finding") ||
-          !doc["finding"].is_object() || !doc["finding"].contains("signature") ||
-          !doc["finding"]["signature"].is_string())
-        continue;
-      CampaignFinding cf;
-      cf.signature = doc["finding"].value("signature", "");
-      cf.file = e.path().string();
-      cf.detail = "(from an earlier run)";
-      if (!cf.signature.empty()) sum_.findings.emplace(cf.signature, cf);
-    }
-    if (o_.resume && fs::exists(ProgressPath())) MLASIM_RETURN_IF_ERROR(LoadProgress());
-  }
+  property_ = o_.property;
+  if (!property_)
+    property_ = o_.ignore_known
+                    ? Property(UnknownViolations)
+                    : Property([](const sim::ReplayReport& r) { return r.result.violations; });
+  if (!o_.out_dir.empty()) MLASIM_RETURN_IF_ERROR(PrepareOutDir());
   next_ = start_index_;
   committed_ = start_index_;
-  const size_t known = sum_.findings.size();
   t0_ = std::chrono::steady_clock::now();
+  if (!Budgeted(start_index_) || spent_before_ >= o_.seconds)
+    Note(fmt::format("the campaign's budget is spent ({} cases, {:.1f} s): nothing to run",
+                     start_index_, spent_before_));
+  SaveProgress();  // the first checkpoint, before any case
   std::vector<std::thread> workers;
-  for (int32_t j = 0; j < o_.jobs; ++j) workers.emplace_back([this, j] { Worker(j); });
-  // Progress and periodic checkpoints from the calling thread.
+  live_workers_ = o_.jobs;
+  for (int32_t j = 0; j < o_.jobs; ++j) workers.emplace_back([this] { Worker(); });
+  // Progress and checkpoints from the calling thread, until every worker has stopped.
   while (true) {
-    bool done = true;
-    for (auto& w : workers) (void)w;
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    const int64_t c = cases_.load();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (progress_) progress_(c, static_cast<int64_t>(sum_.findings.size() - known), Since(t0_));
-    }
+    std::unique_lock<std::mutex> lock(mu_);
+    if (done_cv_.wait_for(lock, std::chrono::milliseconds(200),
+                          [this] { return live_workers_ == 0; }))
+      break;
+    lock.unlock();
+    if (progress_) progress_(cases_.load(), new_findings_.load(), Since(t0_));
     SaveProgress();
-    done = Since(t0_) >= o_.seconds || (o_.max_cases >= 0 && c >= o_.max_cases);
-    if (done) break;
   }
-  stop_ = true;
   for (auto& w : workers) w.join();
+  if (!error_.ok()) return error_;
+  if (progress_) progress_(cases_.load(), new_findings_.load(), Since(t0_));
   SaveProgress();
   sum_.cases = committed_ - start_index_;  // cases past a gap at a --seconds stop are not counted
   sum_.seconds = Since(t0_);
   sum_.next_index = committed_;
+  sum_.campaign_seconds = spent_before_ + sum_.seconds;
+  sum_.cut_short = o_.max_cases >= 0 && committed_ < o_.max_cases;
   return sum_;
 }
 
 }  // namespace
 
-StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress) {
+int64_t CampaignSummary::NewFindings() const {
+  int64_t n = 0;
+  for (const auto& [sig, f] : findings) n += f.earlier ? 0 : 1;
+  return n;
+}
+
+StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress,
+                                      const NoteFn& note) {
   if (options.jobs < 1 || options.jobs > 256)
     return InvalidArgumentError("--jobs", "must be in 1..256");
-  if (!(options.seconds > 0) || !std::isfinite(options.seconds))
-    return InvalidArgumentError("--seconds", "must be a finite number > 0");
+  if (options.max_cases < -1 || options.max_cases > kMaxProgressIndex)
+    return InvalidArgumentError("--cases", "must be in 0..2^50, or -1 for a time-only run");
+  if (!(options.seconds > 0) || (std::isinf(options.seconds) && options.max_cases < 0))
+    return InvalidArgumentError("--seconds",
+                                "must be a finite number > 0 (it may be left out with --cases)");
+  if (options.max_shrink_steps < 0 || options.max_shrink_steps > 100000)
+    return InvalidArgumentError("--shrink-steps", "must be in 0..100000");
   if (options.out_dir.empty() && options.resume)
     return InvalidArgumentError("--resume", "needs --out DIR");
-  Campaign c(options, progress);
+  Campaign c(options, progress, note);
   return c.Run();
 }
 

@@ -1,56 +1,94 @@
 // File: fuzz/campaign.h
 //
 // `mlasim fuzz`: generate engine steps from seeds, replay them, and keep one shrunk, replayable
-// case per distinct failure signature (step|call|buffer|access|class). Findings are written
-// atomically (temp file + rename) the moment they are found, so a crash or kill -9 loses none
-// already reported; --resume continues a shard from its progress file. --shard I/N splits the
-// seed space: shard I tests seed indices I, I+N, I+2N, ..., so N machines never repeat work and
-// their finding directories merge without conflicts (file names are the signatures).
+// case per distinct failure signature (step|call|buffer|access|class, fuzz/signature.h). Every
+// signature any violation of any case shows is a target, shrunk on its own towards a smaller case
+// that still shows it (fuzz/search.h), so each finding is the smallest case of its own bug.
+// Findings are written atomically (temp file, fsync, rename) the moment they are committed, so a
+// crash or kill -9 loses none already reported; --resume continues a shard from its progress
+// file (fuzz/progress.h), and the budget counts the whole campaign across resumes. --shard I/N
+// splits the seed space: shard I tests seed indices I, I+N, I+2N, ..., so N machines never
+// repeat work and their finding folders merge (`fuzz merge`, fuzz/findings.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "fuzz/scenario_gen.h"
+#include "fuzz/search.h"
 #include "ref/status.h"
 
 namespace mlasim::fuzz {
 
+// Deliberately broken campaign drivers, for tests only (the CLI never sets one): each must make
+// a test of tests/fuzz/ fail.
+enum class CampaignMutant {
+  kNone,
+  // Issue 20's slippage: targets only each case's first violation, shrinks keeping any failure
+  // and files the shrunk case under its own first violation.
+  kSlippingShrink,
+};
+
 struct CampaignOptions {
+  // Budgets of the whole campaign (every run of it: --resume continues them). seconds may be
+  // +infinity only with a case budget.
   double seconds = 10;
-  int64_t max_cases = -1;  // stop after this many cases (-1: time only)
+  int64_t max_cases = -1;  // stop at this many cases of the shard (-1: time only); <= 2^50
   uint64_t seed = 1;       // base seed (a 40-hex commit hash is accepted by the CLI)
-  int32_t jobs = 1;        // worker threads
+  int32_t jobs = 1;        // worker threads, 1..256
   int32_t shard = 0, shards = 1;
   std::vector<std::string> profiles = {"atom-2026-08"};
   bool ignore_known = false;  // skip the documented families (fuzz/properties.h)
   bool small = false;         // B <= 64: throughput runs
   std::string out_dir;        // "" = do not write findings
   bool resume = false;
+  int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
+  CampaignMutant mutant = CampaignMutant::kNone;
+  // The property whose violations are findings; empty: every violation (or, with ignore_known,
+  // UnknownViolations). Tests set a synthetic one.
+  Property property;
 };
 
 struct CampaignFinding {
   std::string signature;
-  uint64_t seed_index = 0;
-  std::string file;  // written case, if out_dir was given
+  std::optional<uint64_t> seed_index;  // absent only for older files found in --out
+  std::string file;                    // written case, if out_dir was given
   std::string detail;
+  int shrink_steps = 0;
+  int max_shrink_steps = -1;  // the step budget it was shrunk under (-1: not recorded)
+  bool cut_short = false;     // the shrink step budget ended its shrinking (fuzz/search.h)
+  bool earlier = false;       // already in --out when this run started (not new)
 };
 
 struct CampaignSummary {
-  int64_t cases = 0;
-  double seconds = 0;
-  std::map<std::string, CampaignFinding> findings;  // by signature
-  std::map<std::string, int64_t> coverage;          // feature -> cases exercising it
-  int64_t next_index = 0;                           // first seed index not tested (per shard)
+  int64_t cases = 0;                 // cases committed by this run
+  double seconds = 0;                // this run
+  int64_t next_index = 0;            // the shard's committed cases over every run of the campaign
+  double campaign_seconds = 0;       // over every run of the campaign
+  int64_t resumed_at = -1;           // next_index this run resumed from (-1: started afresh)
+  bool cut_short = false;            // --seconds ended the campaign before its --cases budget
+  std::set<std::string> signatures;  // shown by the shard's committed cases, over every run
+  std::map<std::string, CampaignFinding> findings;  // by signature, earlier ones included
+  std::map<std::string, int64_t> coverage;          // feature -> cases of this run exercising it
+  std::vector<std::string> notes;                   // what the run told the user (NoteFn)
+  int64_t NewFindings() const;
 };
 
-// Progress callback: cases so far, findings so far, seconds elapsed.
+// Progress callback: cases so far (this run), new findings so far, seconds elapsed (this run).
 using ProgressFn = std::function<void(int64_t, int64_t, double)>;
+// A one-line note for the user, as it happens (resume state, cleanup of a killed run's files).
+using NoteFn = std::function<void(const std::string&)>;
 
-StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress);
+// Errors: InvalidArgument naming the flag (--jobs, --seconds, --cases, --resume, --out,
+// --profile), e.g. a progress file of another campaign or an unwritable --out.
+StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress,
+                                      const NoteFn& note = nullptr);
 
 // Parses "I/N" (0 <= I < N). Errors name --shard.
 Status ParseShard(const std::string& text, int32_t* shard, int32_t* shards);

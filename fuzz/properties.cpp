@@ -40,10 +40,6 @@ bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r) {
   return false;
 }
 
-std::string Signature(const sim::Violation& v) {
-  return v.step + "|" + v.call + "|" + v.buffer + "|" + v.access + "|" + v.bug_class;
-}
-
 std::vector<sim::Violation> FixedProfileViolations(const sim::ReplayReport& r) {
   std::vector<sim::Violation> out;
   for (const sim::Violation& v : r.result.violations)

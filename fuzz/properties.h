@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/signature.h"  // Signature (campaigns deduplicate by it)
 #include "sim/replay.h"
 
 namespace mlasim::fuzz {
@@ -27,9 +28,6 @@ bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r);
 bool HasUpdateHazard(const sim::ReplayReport& r);
 // The founding fault's own signature: draft step 0, sparse decode, q read or o write past the end.
 bool IsFoundingSignature(const sim::Violation& v);
-
-// "step|call|buffer|access|class": how campaigns deduplicate findings.
-std::string Signature(const sim::Violation& v);
 
 // Fixed engine profile, sparse models: no violation of any kind (but the DCP stale-output
 // finding, which #2715 does not address).

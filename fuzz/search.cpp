@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "fuzz/signature.h"
+
 namespace mlasim::fuzz {
 
 std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& property,
@@ -14,49 +16,81 @@ std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& pro
   return property(*r);
 }
 
+namespace {
+
+// Whether the violations of a candidate keep the shrink going: `target` among them, or (target
+// "") any violation at all.
+bool Keeps(const std::vector<sim::Violation>& broken, const std::string& target) {
+  return target.empty() ? !broken.empty() : FindSignature(broken, target) != nullptr;
+}
+
+// The first shrink of `current` that keeps `target`: its index, the shrinkable and what breaks.
+// Generator code (shrinks, next, value) runs under GeneratorMutex; the replays do not.
+struct Step {
+  int index = -1;
+  std::optional<rc::Shrinkable<sim::Scenario>> next;
+  std::vector<sim::Violation> broken;
+};
+Step FirstKeptShrink(const rc::Shrinkable<sim::Scenario>& current, const Property& property,
+                     sim::SimMutant mutant, const std::string& target) {
+  std::unique_lock<std::mutex> gen_lock(GeneratorMutex());
+  auto shrinks = current.shrinks();
+  gen_lock.unlock();
+  for (int index = 0;; ++index) {
+    gen_lock.lock();
+    auto it = shrinks.next();
+    sim::Scenario value;
+    if (it) value = it->value();
+    gen_lock.unlock();
+    if (!it) return {};
+    std::vector<sim::Violation> b = Evaluate(value, property, mutant);
+    if (Keeps(b, target)) return {index, std::move(*it), std::move(b)};
+  }
+}
+
+}  // namespace
+
+std::optional<Failure> ShrinkToSignature(const GenConfig& config, uint64_t seed, int size,
+                                         const Property& property, sim::SimMutant mutant,
+                                         const std::string& target, int max_shrink_steps) {
+  std::unique_lock<std::mutex> gen_lock(GeneratorMutex());
+  std::optional<rc::Shrinkable<sim::Scenario>> current = ScenarioFromSeed(config, seed, size);
+  sim::Scenario value = current->value();
+  gen_lock.unlock();
+  Failure f;
+  f.broken = Evaluate(value, property, mutant);
+  if (!Keeps(f.broken, target)) return std::nullopt;
+  f.seed = seed;
+  f.size = size;
+  f.target = target;
+  while (true) {
+    Step step = FirstKeptShrink(*current, property, mutant, target);
+    if (!step.next) break;
+    if (f.shrink_steps == max_shrink_steps) {  // a step is left that the budget does not take
+      f.cut_short = true;
+      gen_lock.lock();
+      step.next.reset();  // destroyed under the lock: its lazy state is generator state
+      gen_lock.unlock();
+      break;
+    }
+    gen_lock.lock();
+    current = std::move(step.next);
+    gen_lock.unlock();
+    f.broken = std::move(step.broken);
+    f.shrink_path.push_back(step.index);
+    ++f.shrink_steps;
+  }
+  gen_lock.lock();
+  f.scenario = current->value();
+  current.reset();
+  gen_lock.unlock();
+  return f;
+}
+
 std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size,
                                 const Property& property, sim::SimMutant mutant,
                                 int max_shrink_steps) {
-  // Generator code (value, shrinks, next) runs under GeneratorMutex; the replays do not.
-  std::unique_lock<std::mutex> gen_lock(GeneratorMutex());
-  rc::Shrinkable<sim::Scenario> current = ScenarioFromSeed(config, seed, size);
-  sim::Scenario value = current.value();
-  gen_lock.unlock();
-  std::vector<sim::Violation> broken = Evaluate(value, property, mutant);
-  if (broken.empty()) return std::nullopt;
-  Failure f;
-  f.seed = seed;
-  f.size = size;
-  bool progressed = true;
-  while (progressed && f.shrink_steps < max_shrink_steps) {
-    progressed = false;
-    gen_lock.lock();
-    auto shrinks = current.shrinks();
-    gen_lock.unlock();
-    for (int index = 0;; ++index) {
-      gen_lock.lock();
-      auto it = shrinks.next();
-      if (it) value = it->value();
-      gen_lock.unlock();
-      if (!it) break;
-      std::vector<sim::Violation> b = Evaluate(value, property, mutant);
-      if (!b.empty()) {
-        gen_lock.lock();
-        current = *it;
-        gen_lock.unlock();
-        broken = std::move(b);
-        f.shrink_path.push_back(index);
-        ++f.shrink_steps;
-        progressed = true;
-        break;
-      }
-    }
-  }
-  gen_lock.lock();
-  f.scenario = current.value();
-  gen_lock.unlock();
-  f.broken = std::move(broken);
-  return f;
+  return ShrinkToSignature(config, seed, size, property, mutant, "", max_shrink_steps);
 }
 
 StatusOr<sim::Scenario> ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,

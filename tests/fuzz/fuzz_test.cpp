@@ -132,12 +132,15 @@ TEST(Campaign, FindingsAreReplayableDeduplicatedAndDeterministic) {
   for (const auto& [k, v] : a->findings) sa.insert(k);
   for (const auto& [k, v] : b->findings) sb.insert(k);
   EXPECT_EQ(sa, sb);
-  // Resume in the same folder: earlier findings are known, the shard continues past case 300.
+  // Resume in the same folder with a budget of 350: earlier findings are known, the shard
+  // continues from case 300 to 350 (the budget counts the whole campaign).
   o.resume = true;
-  o.max_cases = 50;
+  o.max_cases = 350;
   auto c = RunCampaign(o, nullptr);
   ASSERT_TRUE(c.ok());
-  EXPECT_GE(c->next_index, 300 + 50);
+  EXPECT_EQ(c->resumed_at, 300);
+  EXPECT_EQ(c->cases, 50);
+  EXPECT_EQ(c->next_index, 350);
   fs::remove_all(a->findings.begin()->second.file.empty()
                      ? ""
                      : fs::path(a->findings.begin()->second.file).parent_path());
@@ -174,7 +177,7 @@ TEST(Campaign, SameFindingFilesAtAnyJobCount) {
     EXPECT_EQ(r->cases, 240);
     EXPECT_EQ(r->next_index, 240);
     for (const auto& [sig, f] : r->findings) {
-      index[run][sig] = f.seed_index;
+      index[run][sig] = f.seed_index.value();
       // Seed 11's generator seeds exceed 2^63 (stored as unsigned JSON numbers): the finding file
       // must still load as a scenario.
       auto s = sim::LoadScenarioFile(f.file);
@@ -189,9 +192,10 @@ TEST(Campaign, SameFindingFilesAtAnyJobCount) {
 }
 
 TEST(Campaign, ResumedRunWritesWhatAnUnbrokenRunWrites) {
-  // 300 cases in one go, or 100 then 200 with --resume: the progress file carries the committed
-  // index and the unshrunk signatures already seen, so the same cases are shrunk. (Without the
-  // seen signatures this split writes an extra finding: checked on that mutant.)
+  // 300 cases in one go, or a run stopped at 100 and resumed with the budget of 300: the progress
+  // file carries the committed index and the signatures already seen, so the same cases are
+  // shrunk. (Without the seen signatures this split writes an extra finding: checked on that
+  // mutant.)
   CampaignOptions o;
   o.seconds = 120;
   o.seed = 123;
@@ -205,11 +209,12 @@ TEST(Campaign, ResumedRunWritesWhatAnUnbrokenRunWrites) {
   o.out_dir = TempDir("split").string();
   o.max_cases = 100;
   ASSERT_TRUE(RunCampaign(o, nullptr).ok());
-  o.max_cases = 200;
+  o.max_cases = 300;
   o.resume = true;
   auto r = RunCampaign(o, nullptr);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->next_index, 300);
+  EXPECT_EQ(r->cases, 200);
   EXPECT_EQ(ReadDir(o.out_dir), unbroken);
   // Resuming another campaign's folder is refused, naming --resume.
   o.profiles = {"atom-2026-08"};

@@ -1,11 +1,16 @@
 // File: tools/mlasim/cmd_fuzz.cpp — `mlasim fuzz`: a fuzzing campaign over generated engine steps
-// (fuzz/campaign.h). Exit 0 no findings, 1 findings, 2 bad input.
+// (fuzz/campaign.h), and `mlasim fuzz merge` over the finding folders of many shards
+// (fuzz/findings.h). Exit codes in kFuzzExitCodes (docs/cli.md).
 #include <malloc.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <limits>
+
 #include "fuzz/campaign.h"
+#include "fuzz/findings.h"
 #include "fuzz/search.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
@@ -16,6 +21,20 @@ namespace {
 
 constexpr const char* kName = "fuzz";
 
+// `fuzz` only: the campaign ran, found nothing new, but its --seconds budget ended it before its
+// --cases budget (the same seed and case budget would have tested more).
+constexpr int kExitBudgetCutShort = 4;
+
+constexpr const char* kFuzzExitCodes =
+    "Exit codes: 0 no new findings (findings already in --out are listed, not counted), 1 new "
+    "findings, 2 bad input, 3 internal error, 4 no new findings but --seconds ended the campaign "
+    "before its --cases budget. fuzz merge: 0 merged, 2 bad input.\n";
+
+// The flags of a campaign, refused by --reproduce and by merge.
+constexpr const char* kCampaignFlags[] = {
+    "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
+    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps"};
+
 class FuzzCommand final : public Command {
  public:
   explicit FuzzCommand(CLI::App& parent) {
@@ -23,12 +42,15 @@ class FuzzCommand final : public Command {
                                  "Fuzz generated engine steps; keep one shrunk, replayable "
                                  "case per distinct failure signature");
     app_->footer(
-        "Exit codes: 0 no findings, 1 findings, 2 bad input.\n"
+        std::string(kFuzzExitCodes) +
         "Example: mlasim fuzz --seconds 60 --seed 7 --jobs 2 --profile atom-2026-08 --out "
         "findings\n"
-        "Sharding: run --shard I/N on N machines with the same --seed; merge the --out folders.\n");
-    app_->add_option("--seconds", o_.seconds, "wall-clock budget")->capture_default_str();
-    app_->add_option("--cases", o_.max_cases, "stop after this many cases (-1: time only)");
+        "Sharding: run --shard I/N on N machines with the same --seed; then mlasim fuzz merge "
+        "DIR... --out MERGED.\n");
+    app_->add_option("--seconds", o_.seconds,
+                     "wall-clock budget of the whole campaign (default 10; none with --cases)");
+    app_->add_option("--cases", o_.max_cases,
+                     "case budget of the whole campaign (this shard; -1: time only)");
     app_->add_option("--seed", seed_text_, "base seed: number, 0x-hex or a 40-hex commit")
         ->capture_default_str();
     app_->add_option("--jobs", o_.jobs, "worker threads")->capture_default_str();
@@ -41,30 +63,68 @@ class FuzzCommand final : public Command {
     app_->add_flag("--ignore-known", o_.ignore_known,
                    "do not report the documented families (fuzz/properties.h)");
     app_->add_flag("--small", o_.small, "B <= 64 and K <= 3: throughput runs");
+    app_->add_option("--shrink-steps", o_.max_shrink_steps,
+                     "accepted shrink steps per finding (0..100000)")
+        ->capture_default_str();
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
         ->check(UnsignedInteger());
     app_->add_option("--size", reproduce_size_, "with --reproduce (required): the RapidCheck size");
     app_->add_option("--shrink-path", shrink_path_,
                      "with --reproduce: e.g. [3,0,1] (default [] = unshrunk)");
+    merge_ = app_->add_subcommand(
+        "merge",
+        "Merge the finding folders of many shards: one finding per signature, the "
+        "smallest case kept, a summary across shards");
+    merge_->add_option("DIR", merge_dirs_, "finding folders (--out of each shard)")
+        ->required()
+        ->type_name("DIR");
+    merge_->footer(
+        "Exit codes: 0 merged, 2 bad input (a missing folder, a malformed finding or progress "
+        "file).\nExample: mlasim fuzz merge findings/* --out merged\n");
+    merge_
+        ->add_option("--out", merge_out_,
+                     "write the kept findings into OUT (its own findings take part)")
+        ->type_name("OUT");
   }
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
+    if (merge_->parsed()) {
+      for (const char* flag : kCampaignFlags)
+        if (app_->count(flag))
+          return Fail(io,
+                      InvalidArgumentError(flag, "not used with merge (put --out after merge)"));
+      for (const char* flag : {"--reproduce", "--size", "--shrink-path"})
+        if (app_->count(flag)) return Fail(io, InvalidArgumentError(flag, "not used with merge"));
+      return Merge(io);
+    }
     if (!profiles_.empty()) o_.profiles = profiles_;
     if (app_->count("--reproduce")) {
-      for (const char* flag : {"--out", "--jobs", "--cases", "--seconds", "--resume", "--shard",
-                               "--seed", "--ignore-known"})
+      for (const char* flag : kCampaignFlags) {
+        const std::string f = flag;
+        if (f == "--profile" || f == "--small") continue;  // they shape the regenerated case
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
                               flag, "not used with --reproduce (it regenerates one case)"));
+      }
       return Reproduce(io);
     }
     for (const char* flag : {"--size", "--shrink-path"})
       if (app_->count(flag))
         return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
+    return Campaign(io);
+  }
+
+ private:
+  // A campaign (fuzz/campaign.h) with the parsed flags: progress on stderr, the summary on
+  // stdout, exit 1 with new findings, else 4 when --seconds cut --cases short, else 0.
+  int Campaign(const Streams& io) {
     if (o_.max_cases < -1)
       return Fail(io, InvalidArgumentError("--cases", "must be >= 0, or -1 for a time-only run"));
+    // A case budget alone runs until its last case; --seconds then bounds it (exit 4 if it cuts).
+    if (o_.max_cases >= 0 && !app_->count("--seconds"))
+      o_.seconds = std::numeric_limits<double>::infinity();
     auto seed = fuzz::ParseSeed(seed_text_);
     if (!seed.ok()) return Fail(io, seed.status());
     o_.seed = *seed;
@@ -80,38 +140,30 @@ class FuzzCommand final : public Command {
     auto progress = [&](int64_t cases, int64_t findings, double secs) {
       const double rate = secs > 0 ? cases / secs : 0;
       if (tty) {
-        io.err << fmt::format("\r{:>9} cases  {:>8.0f} cases/s  {:>3} findings  {:>6.1f}s", cases,
-                              rate, findings, secs)
+        io.err << fmt::format("\r{:>9} cases  {:>8.0f} cases/s  {:>3} new findings  {:>6.1f}s",
+                              cases, rate, findings, secs)
                << std::flush;
       } else if (secs - last_plain >= 5) {
         last_plain = secs;
-        io.err << fmt::format("fuzz: {} cases, {:.0f} cases/s, {} findings, {:.1f}s\n", cases, rate,
-                              findings, secs);
+        io.err << fmt::format("fuzz: {} cases, {:.0f} cases/s, {} new findings, {:.1f}s\n", cases,
+                              rate, findings, secs);
       }
     };
+    auto note = [&](const std::string& line) { io.err << "fuzz: " << line << '\n'; };
     // Plans use capacity-sized buffers (hundreds of KiB): keep them on the heap instead of a
     // fresh mmap per allocation, whose page faults cost more than the simulation.
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
     mallopt(M_TRIM_THRESHOLD, 512 << 20);
-    auto sum = fuzz::RunCampaign(o_, progress);
+    auto sum = fuzz::RunCampaign(o_, progress, note);
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
-    io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}\n", seed_text_, o_.shard,
-                          o_.shards, fmt::join(o_.profiles, ","));
-    io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s, {} job(s))\n", sum->cases,
-                          sum->seconds > 0 ? sum->cases / sum->seconds : 0.0, sum->seconds,
-                          o_.jobs);
-    io.out << fmt::format("distinct findings {}\n", sum->findings.size());
-    for (const auto& [sig, f] : sum->findings)
-      io.out << fmt::format("  {}  (seed index {}){}\n", sig, f.seed_index,
-                            f.file.empty() ? "" : "  " + f.file);
-    io.out << "coverage:";
-    for (const auto& [k, v] : sum->coverage) io.out << ' ' << k << '=' << v;
-    io.out << '\n';
-    return sum->findings.empty() ? kExitOk : kExitCheckFailed;
+    PrintSummary(io, *sum);
+    if (sum->NewFindings() > 0) return kExitCheckFailed;
+    return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
 
- private:
+  void PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const;
+  int Merge(const Streams& io);
   int Reproduce(const Streams& io) {
     if (!app_->count("--size"))
       return Fail(io, InvalidArgumentError(
@@ -156,12 +208,73 @@ class FuzzCommand final : public Command {
   }
 
   CLI::App* app_ = nullptr;
+  CLI::App* merge_ = nullptr;
+  std::vector<std::string> merge_dirs_;
+  std::string merge_out_;
   fuzz::CampaignOptions o_;
   std::vector<std::string> profiles_;
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
   int reproduce_size_ = 50;
 };
+
+// "seed index 25, 14 shrink steps[, cut short by the 200-step budget]".
+std::string Origin(std::optional<uint64_t> seed_index, int steps, bool cut_short, int budget) {
+  std::string out = seed_index ? fmt::format("seed index {}", *seed_index) : "seed index unknown";
+  out += fmt::format(", {} shrink step{}", steps, steps == 1 ? "" : "s");
+  if (cut_short)
+    out += budget >= 0 ? fmt::format(", cut short by the {}-step budget", budget)
+                       : ", cut short by the shrink step budget";
+  return out;
+}
+
+void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const {
+  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}\n", seed_text_, o_.shard, o_.shards,
+                        fmt::join(o_.profiles, ","));
+  io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s, {} job(s))\n", sum.cases,
+                        sum.seconds > 0 ? sum.cases / sum.seconds : 0.0, sum.seconds, o_.jobs);
+  std::string budget = o_.max_cases >= 0 ? fmt::format(" of {}", o_.max_cases) : "";
+  if (sum.resumed_at >= 0 || sum.next_index != sum.cases)
+    io.out << fmt::format("campaign {}{} cases over {:.1f} s (this run resumed at case {})\n",
+                          sum.next_index, budget, sum.campaign_seconds, sum.resumed_at);
+  if (sum.cut_short)
+    io.out << fmt::format(
+        "budget: --seconds {} ended the campaign after {} of its {} cases (exit {} without new "
+        "findings)\n",
+        o_.seconds, sum.next_index, o_.max_cases, kExitBudgetCutShort);
+  const int64_t fresh = sum.NewFindings();
+  io.out << fmt::format("distinct signatures {}\n", sum.signatures.size());
+  io.out << fmt::format("findings {}: {} new, {} already in {}\n", sum.findings.size(), fresh,
+                        sum.findings.size() - fresh, o_.out_dir.empty() ? "--out" : o_.out_dir);
+  for (const auto& [sig, f] : sum.findings)
+    io.out << fmt::format("  {}  ({}{}){}\n", sig, f.earlier ? "earlier, " : "",
+                          Origin(f.seed_index, f.shrink_steps, f.cut_short, f.max_shrink_steps),
+                          f.file.empty() ? "" : "  " + f.file);
+  io.out << "coverage:";
+  for (const auto& [k, v] : sum.coverage) io.out << ' ' << k << '=' << v;
+  io.out << '\n';
+}
+
+int FuzzCommand::Merge(const Streams& io) {
+  auto m = fuzz::MergeFindingDirs(merge_dirs_, merge_out_);
+  if (!m.ok()) return Fail(io, m.status());
+  io.out << fmt::format("fuzz merge: {} folder(s), {} shard(s), {} cases\n", merge_dirs_.size(),
+                        m->shards.size(), m->cases);
+  for (const fuzz::ShardRecord& s : m->shards)
+    io.out << fmt::format("  shard {}/{} seed {} profiles {}{}{}: {} cases  {}{}\n", s.shard,
+                          s.shards, s.seed, fmt::join(s.profiles, ","), s.small ? " --small" : "",
+                          s.ignore_known ? " --ignore-known" : "", s.cases, s.path,
+                          s.copies > 1 ? fmt::format(" (in {} folders)", s.copies) : "");
+  io.out << fmt::format("findings {}\n", m->findings.size());
+  for (const auto& [sig, r] : m->findings)
+    io.out << fmt::format("  {}  ({}, in {} folder(s))  {}\n", sig,
+                          Origin(r.seed_index, r.shrink_steps, r.cut_short, r.max_shrink_steps),
+                          m->folders_with.at(sig), r.path);
+  for (const std::string& p : m->skipped) io.out << "skipped (no finding object): " << p << '\n';
+  if (!merge_out_.empty())
+    io.out << fmt::format("wrote {} file(s) into {}\n", m->written.size(), merge_out_);
+  return kExitOk;
+}
 
 }  // namespace
 

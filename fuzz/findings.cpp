@@ -1,0 +1,332 @@
+#include "fuzz/findings.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "fuzz/progress.h"
+#include "fuzz/signature.h"
+#include "sim/json_input.h"
+#include "sim/scenario_json.h"
+
+namespace mlasim::fuzz {
+
+namespace fs = std::filesystem;
+
+std::string FindingFileName(const std::string& signature) {
+  std::string out;
+  for (char c : signature)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') ? c : '.';
+  return out + ".json";
+}
+
+namespace {
+
+// Writes all of `text` to `fd` and flushes it to disk: 0, or the errno.
+int WriteAllAndSync(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : EIO;
+    done += static_cast<size_t>(n);
+  }
+  return ::fsync(fd) == 0 ? 0 : errno;
+}
+
+// An unnamed file in `dir` (O_TMPFILE: a kill leaves nothing behind), or -1 where the
+// filesystem has none.
+int OpenUnnamed(const std::string& dir) {
+#ifdef O_TMPFILE
+  return ::open(dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+#else
+  (void)dir;
+  return -1;
+#endif
+}
+
+}  // namespace
+
+Status WriteFileAtomic(const std::string& path, const std::string& tmp, const std::string& text,
+                       const std::string& field) {
+  const std::string dir = fs::path(path).parent_path().empty()
+                              ? std::string(".")
+                              : fs::path(path).parent_path().string();
+  // The bytes go to an unnamed file where the filesystem allows it, so a kill while writing
+  // leaves nothing; it gets the name `tmp` only for the instant before the rename.
+  int fd = OpenUnnamed(dir);
+  const bool unnamed = fd >= 0;
+  if (!unnamed) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return InvalidArgumentError(field, "cannot write " + path + ": " + std::strerror(errno));
+  int err = WriteAllAndSync(fd, text);
+  if (err == 0 && unnamed) {
+    const std::string self = "/proc/self/fd/" + std::to_string(fd);
+    ::unlink(tmp.c_str());  // a stale one of a killed writer
+    if (::linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp.c_str(), AT_SYMLINK_FOLLOW) != 0)
+      err = errno;
+  }
+  if (::close(fd) != 0 && err == 0) err = errno;
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return InvalidArgumentError(field, "cannot write " + path + ": " + std::strerror(err));
+  }
+  // The rename itself on disk: the folder's entry.
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return OkStatus();
+}
+
+std::string ShellQuote(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_./:=,+@%-", c) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+namespace {
+
+std::string PathText(const std::vector<int>& path) {
+  std::string out = "[";
+  for (size_t i = 0; i < path.size(); ++i) out += (i ? "," : "") + std::to_string(path[i]);
+  return out + "]";
+}
+
+// `mlasim fuzz --reproduce SEED --size N --shrink-path '[...]' [--profile P]... [--small]`.
+std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
+  std::string cmd = fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}", f.seed,
+                                f.size, ShellQuote(PathText(f.shrink_path)));
+  if (!origin.profiles_are_default)
+    for (const std::string& p : origin.profiles) cmd += " --profile " + ShellQuote(p);
+  if (origin.small) cmd += " --small";
+  return cmd;
+}
+
+}  // namespace
+
+nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
+                               const FindingOrigin& origin) {
+  const sim::Violation* v = FindSignature(f.broken, signature);
+  MLASIM_ASSERT(v != nullptr, "a finding's shrunk case shows its own signature");
+  nlohmann::json doc = sim::ScenarioToJson(f.scenario);
+  const std::string file = FindingFileName(signature);
+  doc["name"] = "finding-" + file.substr(0, file.size() - 5);
+  doc["finding"] = {
+      {"signature", signature},
+      {"seed_index", origin.seed_index},
+      {"shrink",
+       {{"steps", f.shrink_steps},
+        {"max_steps", origin.max_shrink_steps},
+        {"cut_short", f.cut_short}}},
+      {"violation", ViolationJson(*v)},
+      {"reproduce",
+       {{"seed", f.seed},
+        {"size", f.size},
+        {"shrink_path", f.shrink_path},
+        {"profiles", origin.profiles},
+        {"small", origin.small},
+        {"command", ReproduceCommand(f, origin)},
+        {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
+  return doc;
+}
+
+namespace {
+
+Status BadFinding(const std::string& path, const std::string& why) {
+  return InvalidArgumentError(path, "malformed finding file: " + why);
+}
+
+// The optional parts of `finding` (absent in files of older campaigns), type-checked.
+Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, FindingRecord* r) {
+  if (fd.contains("seed_index")) {
+    if (!fd["seed_index"].is_number_unsigned() &&
+        !(fd["seed_index"].is_number_integer() && fd["seed_index"].get<int64_t>() >= 0))
+      return BadFinding(path, "finding.seed_index must be a non-negative integer");
+    r->seed_index = fd["seed_index"].get<uint64_t>();
+  }
+  if (fd.contains("shrink")) {
+    const auto& s = fd["shrink"];
+    if (!s.is_object() || !sim::IsInt64(s.value("steps", nlohmann::json())) ||
+        !s.value("cut_short", nlohmann::json()).is_boolean())
+      return BadFinding(path, "finding.shrink must hold integer steps and boolean cut_short");
+    r->shrink_steps = static_cast<int>(std::clamp<int64_t>(s["steps"].get<int64_t>(), 0, 1 << 30));
+    r->cut_short = s["cut_short"].get<bool>();
+    if (sim::IsInt64(s.value("max_steps", nlohmann::json())))
+      r->max_shrink_steps =
+          static_cast<int>(std::clamp<int64_t>(s["max_steps"].get<int64_t>(), 0, 1 << 30));
+  }
+  if (fd.contains("violation") && fd["violation"].is_object() &&
+      fd["violation"].value("detail", nlohmann::json()).is_string())
+    r->detail = fd["violation"]["detail"].get<std::string>();
+  if (fd.contains("reproduce") && fd["reproduce"].is_object() &&
+      fd["reproduce"].value("command", nlohmann::json()).is_string())
+    r->command = fd["reproduce"]["command"].get<std::string>();
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path) {
+  auto text = sim::ReadTextFile(path, path);
+  if (!text.ok()) return text.status();
+  auto doc = sim::ParseJsonStrict(*text, path);
+  if (!doc.ok()) return BadFinding(path, doc.status().message());
+  if (!doc->is_object() || !doc->contains("finding")) return std::optional<FindingRecord>();
+  const nlohmann::json& fd = (*doc)["finding"];
+  if (!fd.is_object() || !fd.contains("signature") || !fd["signature"].is_string() ||
+      fd["signature"].get<std::string>().empty())
+    return BadFinding(path, "finding.signature must be a non-empty string");
+  FindingRecord r;
+  r.path = path;
+  r.text = std::move(*text);
+  r.signature = fd["signature"].get<std::string>();
+  MLASIM_RETURN_IF_ERROR(ReadFindingDetails(fd, path, &r));
+  nlohmann::json scenario = *doc;
+  scenario.erase("finding");
+  scenario.erase("name");
+  r.scenario = scenario.dump();
+  return std::optional<FindingRecord>(std::move(r));
+}
+
+StatusOr<std::vector<FindingRecord>> ReadFindingDir(const std::string& dir,
+                                                    const std::string& field,
+                                                    std::vector<std::string>* skipped) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    return InvalidArgumentError(
+        field, dir + ": " + (fs::exists(dir, ec) ? "not a directory" : "no such directory"));
+  std::vector<fs::path> paths;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.empty() || n[0] == '.' || it->path().extension() != ".json") continue;
+    paths.push_back(it->path());
+  }
+  if (ec) return InvalidArgumentError(field, "cannot list " + dir + ": " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  std::vector<FindingRecord> out;
+  for (const fs::path& p : paths) {
+    auto r = ReadFindingFile(p.string());
+    if (!r.ok()) return r.status();
+    if (*r) {
+      out.push_back(std::move(**r));
+    } else if (skipped) {
+      skipped->push_back(p.string());
+    }
+  }
+  return out;
+}
+
+bool SmallerFinding(const FindingRecord& a, const FindingRecord& b) {
+  if (a.scenario.size() != b.scenario.size()) return a.scenario.size() < b.scenario.size();
+  if (a.scenario != b.scenario) return a.scenario < b.scenario;
+  return a.text < b.text;
+}
+
+namespace {
+
+// The progress files of `dir` into `shards` (one entry per campaign shard identity).
+Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>* shards) {
+  std::error_code ec;
+  std::vector<fs::path> paths;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind(".progress-", 0) == 0 && n.find(".tmp") == std::string::npos)
+      paths.push_back(it->path());
+  }
+  if (ec) return InvalidArgumentError("DIR", "cannot list " + dir + ": " + ec.message());
+  std::sort(paths.begin(), paths.end());
+  for (const fs::path& p : paths) {
+    auto prog = ReadProgressFile(p.string(), p.string());
+    if (!prog.ok()) return prog.status();
+    ShardRecord s;
+    s.path = p.string();
+    s.identity = IdentityJson(prog->identity).dump();
+    s.seed = prog->identity.seed;
+    s.shard = prog->identity.shard;
+    s.shards = prog->identity.shards;
+    s.profiles = prog->identity.profiles;
+    s.small = prog->identity.small;
+    s.ignore_known = prog->identity.ignore_known;
+    s.cases = prog->next_index;
+    auto [it, fresh] = shards->emplace(s.identity, s);
+    if (fresh) continue;
+    ++it->second.copies;
+    if (s.cases > it->second.cases || (s.cases == it->second.cases && s.path < it->second.path)) {
+      s.copies = it->second.copies;
+      it->second = s;
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+int RemoveTempFiles(const std::string& dir, const std::string& prefix) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename().string().rfind(prefix, 0) == 0) stale.push_back(it->path());
+  int removed = 0;
+  for (const fs::path& p : stale) removed += fs::remove(p, ec) ? 1 : 0;
+  return removed;
+}
+
+StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
+                                       const std::string& out_dir) {
+  MergeResult m;
+  // Each folder once (by its canonical path), in a fixed order; OUT's own findings take part.
+  std::map<std::string, std::string> sources;
+  std::error_code ec;
+  auto add = [&sources, &ec](const std::string& d) {
+    const fs::path canonical = fs::weakly_canonical(d, ec);
+    sources.emplace(ec ? d : canonical.string(), d);
+  };
+  for (const std::string& d : dirs) add(d);
+  if (!out_dir.empty() && fs::is_directory(out_dir, ec)) add(out_dir);
+  std::map<std::string, ShardRecord> shards;
+  for (const auto& [key, dir] : sources) {
+    auto records = ReadFindingDir(dir, "DIR", &m.skipped);
+    if (!records.ok()) return records.status();
+    for (FindingRecord& r : *records) {
+      ++m.folders_with[r.signature];
+      auto it = m.findings.find(r.signature);
+      if (it == m.findings.end()) {
+        m.findings.emplace(r.signature, std::move(r));
+      } else if (SmallerFinding(r, it->second)) {
+        it->second = std::move(r);
+      }
+    }
+    MLASIM_RETURN_IF_ERROR(CollectShards(dir, &shards));
+  }
+  for (auto& [id, s] : shards) {
+    m.cases += s.cases;
+    m.shards.push_back(std::move(s));
+  }
+  if (out_dir.empty()) return m;
+  fs::create_directories(out_dir, ec);
+  if (ec) return InvalidArgumentError("--out", "cannot create " + out_dir + ": " + ec.message());
+  RemoveTempFiles(out_dir, ".tmp-merge-");  // left by a merge killed mid-write
+  for (const auto& [sig, r] : m.findings) {
+    const fs::path target = fs::path(out_dir) / FindingFileName(sig);
+    auto existing = sim::ReadTextFile(target.string(), "--out");
+    if (existing.ok() && *existing == r.text) continue;
+    const fs::path tmp = fs::path(out_dir) / (".tmp-merge-" + FindingFileName(sig));
+    MLASIM_RETURN_IF_ERROR(WriteFileAtomic(target.string(), tmp.string(), r.text, "--out"));
+    m.written.push_back(target.string());
+  }
+  return m;
+}
+
+}  // namespace mlasim::fuzz

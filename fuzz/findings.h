@@ -1,0 +1,121 @@
+// File: fuzz/findings.h
+//
+// Finding files on disk (docs/fuzzing.md): one scenario JSON per signature, named after it, with a
+// `finding` object (signature, seed index, shrink steps, the violation and the quoted command that
+// regenerates it). Written crash-safely (temp file, fsync, rename), read back by resumed
+// campaigns, and merged across the folders of many shards by `mlasim fuzz merge`.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz/search.h"
+#include "ref/status.h"
+
+namespace mlasim::fuzz {
+
+// `signature` as a file name: characters other than [A-Za-z0-9_-] become '.', plus ".json".
+std::string FindingFileName(const std::string& signature);
+
+// Writes `text` to `path` so that a reader, or a writer killed at any instant, sees the old file
+// or the new one, never part of one: into an unnamed file of the folder (O_TMPFILE; where the
+// filesystem has none, into `tmp`), fsync, named `tmp` (same folder), renamed over `path`, and
+// the folder synced. A kill can leave `tmp` behind only in the instant between naming and
+// renaming (or, without O_TMPFILE, while writing); on failure `tmp` is removed. Errors:
+// InvalidArgument(field, "cannot write PATH: reason").
+Status WriteFileAtomic(const std::string& path, const std::string& tmp, const std::string& text,
+                       const std::string& field);
+
+// Removes the files of `dir` whose names start with `prefix` (a writer's temp files that a kill
+// left behind; each writer uses its own prefix, so shards sharing a folder never remove each
+// other's). Best effort: errors are ignored. Returns how many were removed.
+int RemoveTempFiles(const std::string& dir, const std::string& prefix);
+
+// One shell word: `word` itself when it has only [A-Za-z0-9_./:=,+@%-], else single-quoted, so
+// that a shell neither globs nor splits it ("[3,0,1]" -> "'[3,0,1]'").
+std::string ShellQuote(const std::string& word);
+
+// What a campaign records with a finding besides the shrunk case.
+struct FindingOrigin {
+  uint64_t seed_index = 0;            // the campaign's seed index that first showed the signature
+  std::vector<std::string> profiles;  // the campaign's --profile list
+  bool profiles_are_default = true;   // then the reproduce command needs no --profile flags
+  bool small = false;
+  int max_shrink_steps = kDefaultShrinkSteps;
+};
+
+// The finding file's document: the shrunk scenario of `f` named after `signature`, and its
+// `finding` object (signature, seed_index, shrink {steps, max_steps, cut_short}, the violation
+// with that signature, reproduce {seed, size, shrink_path, profiles, small, command, rc_params}).
+// `f.broken` must show `signature` (MLASIM_ASSERT).
+nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
+                               const FindingOrigin& origin);
+
+// A finding file read back.
+struct FindingRecord {
+  std::string path;
+  std::string text;  // the file's bytes
+  std::string signature;
+  std::optional<uint64_t> seed_index;  // absent in files of older campaigns
+  int shrink_steps = 0;
+  int max_shrink_steps = -1;  // the budget it was shrunk under (-1: not recorded)
+  bool cut_short = false;
+  std::string detail;
+  std::string command;  // the reproduce command ("" in older files)
+  std::string
+      scenario;  // the case alone (no name, no finding), compact JSON: what "smallest" ranks
+};
+
+// Reads one file. nullopt: JSON that is no finding (no `finding` object: another scenario file).
+// Errors (field = the path): unreadable, malformed JSON, a `finding` without a string signature
+// or with a seed_index or shrink object of the wrong type.
+StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path);
+
+// Every finding file (visible *.json) of `dir`, by file name. Errors: `dir` unreadable (field
+// `field`), or a file ReadFindingFile refuses. `skipped` (if given) gets the JSON files that
+// hold no finding.
+StatusOr<std::vector<FindingRecord>> ReadFindingDir(const std::string& dir,
+                                                    const std::string& field,
+                                                    std::vector<std::string>* skipped = nullptr);
+
+// The order `merge` keeps the smallest case by: fewer bytes of the compact case JSON, then the
+// case text, then the whole file text (a total order, so the choice never depends on which folder
+// came first).
+bool SmallerFinding(const FindingRecord& a, const FindingRecord& b);
+
+// A shard's progress file (`.progress-I-of-N`) as merge reports it.
+struct ShardRecord {
+  std::string path;
+  std::string identity;  // seed, profiles, options and shard, compact JSON
+  uint64_t seed = 0;
+  int32_t shard = 0, shards = 1;
+  std::vector<std::string> profiles;
+  bool small = false, ignore_known = false;
+  int64_t cases = 0;  // committed seed indices of the shard (next_index)
+  int copies = 1;     // folders holding this shard's progress (the largest `cases` is kept)
+};
+
+struct MergeResult {
+  std::map<std::string, FindingRecord> findings;  // by signature: the smallest case
+  std::map<std::string, int> folders_with;        // signature -> folders that had it
+  std::vector<ShardRecord> shards;                // by identity
+  int64_t cases = 0;                              // over distinct shards
+  std::vector<std::string> skipped;               // JSON files without a finding
+  std::vector<std::string> written;               // files written into out_dir (changed ones)
+};
+
+// `mlasim fuzz merge DIR... [--out OUT]`: one finding per signature over every folder (OUT's own
+// findings included), keeping the smallest case (SmallerFinding), and the shards' case counts.
+// With `out_dir` the kept files are written there as FindingFileName(signature), atomically; a
+// file already holding those bytes is left alone. Deterministic: the same result and bytes for
+// the folders in any order. Errors: a folder that is missing or unreadable (field "DIR"), a
+// malformed finding or progress file (field = its path), OUT not writable ("--out").
+StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
+                                       const std::string& out_dir);
+
+}  // namespace mlasim::fuzz

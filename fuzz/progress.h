@@ -1,0 +1,55 @@
+// File: fuzz/progress.h
+//
+// A campaign shard's progress file, DIR/.progress-I-of-N (docs/fuzzing.md): which campaign it
+// belongs to, how far the shard got (the committed seed-index prefix and the seconds spent, so a
+// budget counts the whole campaign across --resume) and the signatures its committed cases
+// showed. Written by the campaign at every checkpoint, read by --resume and by `fuzz merge`.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ref/status.h"
+
+namespace mlasim::fuzz {
+
+// Version of the file's meaning. 2: every violation's signature is recorded (format 1, the first
+// violation's only, cannot be resumed: its shard would report other findings).
+inline constexpr int kProgressFormat = 2;
+
+// What a progress file must match to be resumed: the campaign that wrote it.
+struct CampaignIdentity {
+  uint64_t seed = 1;
+  std::vector<std::string> profiles;
+  bool small = false;
+  bool ignore_known = false;
+  int32_t shard = 0, shards = 1;
+  int max_shrink_steps = 200;
+};
+nlohmann::json IdentityJson(const CampaignIdentity& id);
+
+struct Progress {
+  CampaignIdentity identity;
+  int64_t next_index = 0;            // every seed index of the shard below it is committed
+  double seconds_spent = 0;          // over every run of the campaign (resumes add to it)
+  std::set<std::string> signatures;  // shown by the committed cases
+};
+
+// ".progress-I-of-N".
+std::string ProgressFileName(int32_t shard, int32_t shards);
+// The file's text (one JSON line).
+std::string ProgressText(const Progress& p);
+
+// Largest next_index a progress file may hold.
+inline constexpr int64_t kMaxProgressIndex = int64_t{1} << 50;
+
+// Reads a progress file. Errors (field `field`; the reason starts with the path): unreadable,
+// malformed JSON, another format, a missing or mistyped field (named), next_index outside
+// 0..2^50, seconds_spent negative or not finite.
+StatusOr<Progress> ReadProgressFile(const std::string& path, const std::string& field);
+
+}  // namespace mlasim::fuzz

@@ -1,0 +1,167 @@
+// `mlasim fuzz` and `mlasim fuzz merge` in process: exit codes (new findings, earlier findings,
+// a --cases budget cut short by --seconds), the summary, resume notes, quoted reproduce
+// commands, and merge's output and errors.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code;
+  std::string out, err;
+};
+
+Out Cli(const std::vector<std::string>& args) {
+  std::ostringstream o, e;
+  const int code = RunMlasim(args, o, e);
+  return {code, o.str(), e.str()};
+}
+
+fs::path Tmp(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("mlasim_clifuzz_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(p);
+  return p;
+}
+
+// signature -> seed index, from the summary's finding lines.
+std::map<std::string, int> Indices(const std::string& summary) {
+  std::map<std::string, int> out;
+  const std::regex line(R"(\n  (\S+)  \((?:earlier, )?seed index (\d+), )");
+  for (std::sregex_iterator it(summary.begin(), summary.end(), line), end; it != end; ++it)
+    out[(*it)[1]] = std::stoi((*it)[2]);
+  return out;
+}
+
+TEST(CliFuzz, NewFindingsExitOneAResumeThatFindsNothingNewExitsZero) {
+  const fs::path dir = Tmp("resume");
+  const std::vector<std::string> cmd = {"fuzz", "--cases", "40",    "--seed",
+                                        "7",    "--small", "--out", dir.string()};
+  const Out a = Cli(cmd);
+  ASSERT_EQ(a.code, 1) << a.err;
+  const auto first = Indices(a.out);
+  ASSERT_GE(first.size(), 2u) << a.out;
+  EXPECT_NE(a.out.find(fmt::format("findings {0}: {0} new, 0 already in", first.size())),
+            std::string::npos)
+      << a.out;
+  // The same command with --resume: the budget is spent, nothing is new: exit 0, and every
+  // earlier finding listed with the seed index its file records.
+  auto again = cmd;
+  again.push_back("--resume");
+  const Out b = Cli(again);
+  EXPECT_EQ(b.code, 0) << b.err;
+  EXPECT_EQ(Indices(b.out), first);
+  EXPECT_NE(b.out.find(fmt::format("findings {0}: 0 new, {0} already in", first.size())),
+            std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("(earlier, seed index"), std::string::npos);
+  EXPECT_NE(b.err.find("--resume: continuing at case 40"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("budget is spent"), std::string::npos) << b.err;
+  fs::remove_all(dir);
+}
+
+TEST(CliFuzz, SecondsEndingACaseBudgetExitFourAndSaySo) {
+  const Out r = Cli({"fuzz", "--cases", "1000000000", "--seconds", "0.2", "--profile",
+                     "atom-2026-11", "--ignore-known", "--small"});
+  EXPECT_EQ(r.code, 4) << r.err;
+  EXPECT_NE(r.out.find("budget: --seconds 0.2 ended the campaign after"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("of its 1000000000 cases"), std::string::npos) << r.out;
+  // The same budget that finishes: exit 0, no budget line.
+  const Out ok = Cli({"fuzz", "--cases", "3", "--seconds", "600", "--profile", "atom-2026-11",
+                      "--ignore-known", "--small"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(ok.out.find("budget:"), std::string::npos);
+}
+
+TEST(CliFuzz, ResumeWithoutAProgressFileSaysItStartsAtCaseZero) {
+  const fs::path dir = Tmp("noprog");
+  const Out r = Cli({"fuzz", "--cases", "2", "--profile", "atom-2026-11", "--ignore-known",
+                     "--small", "--out", dir.string(), "--resume"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("fuzz: --resume: no progress file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("starting the shard at case 0"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
+TEST(CliFuzz, ReproduceCommandsAreQuotedAndShrinkBudgetsReported) {
+  const fs::path dir = Tmp("quoted");
+  const Out r = Cli({"fuzz", "--cases", "20", "--seed", "7", "--small", "--shrink-steps", "1",
+                     "--out", dir.string()});
+  ASSERT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("1 shrink step, cut short by the 1-step budget"), std::string::npos)
+      << r.out;
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    const auto doc = nlohmann::json::parse(f);
+    const std::string cmd = doc["finding"]["reproduce"]["command"];
+    EXPECT_NE(cmd.find("--shrink-path '["), std::string::npos) << cmd;
+    EXPECT_NE(cmd.find(" --small"), std::string::npos) << cmd;
+    EXPECT_EQ(doc["finding"]["shrink"]["max_steps"], 1);
+    ++files;
+  }
+  EXPECT_GT(files, 0);
+  EXPECT_EQ(Cli({"fuzz", "--shrink-steps", "-1"}).code, 2);
+  EXPECT_EQ(Cli({"fuzz", "--reproduce", "5", "--size", "10", "--shrink-steps", "3"}).code, 2);
+  fs::remove_all(dir);
+}
+
+TEST(CliFuzzMerge, MergesShardsIntoOneFindingPerSignatureInAnyOrder) {
+  const fs::path a = Tmp("m0"), b = Tmp("m1"), out = Tmp("mout");
+  for (int i = 0; i < 2; ++i) {
+    const Out r = Cli({"fuzz", "--cases", "30", "--seed", "7", "--small", "--shard",
+                       std::to_string(i) + "/2", "--out", (i ? b : a).string()});
+    ASSERT_EQ(r.code, 1) << r.err;
+  }
+  const Out ab = Cli({"fuzz", "merge", a.string(), b.string()});
+  const Out ba = Cli({"fuzz", "merge", b.string(), a.string()});
+  ASSERT_EQ(ab.code, 0) << ab.err;
+  EXPECT_EQ(ab.out, ba.out);  // deterministic: argument order does not matter
+  EXPECT_NE(ab.out.find("fuzz merge: 2 folder(s), 2 shard(s), 60 cases"), std::string::npos)
+      << ab.out;
+  EXPECT_NE(ab.out.find("  shard 0/2 seed 7 profiles atom-2026-08 --small: 30 cases"),
+            std::string::npos)
+      << ab.out;
+  const Out w = Cli({"fuzz", "merge", a.string(), b.string(), "--out", out.string()});
+  ASSERT_EQ(w.code, 0) << w.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ab.out, m, std::regex(R"(\nfindings (\d+)\n)")));
+  const int findings = std::stoi(m[1]);
+  int written = 0;
+  for (const auto& e : fs::directory_iterator(out)) written += e.path().extension() == ".json";
+  EXPECT_EQ(written, findings);
+  EXPECT_NE(w.out.find(fmt::format("wrote {} file(s) into", findings)), std::string::npos);
+  for (const fs::path& d : {a, b, out}) fs::remove_all(d);
+}
+
+TEST(CliFuzzMerge, BadInputExitsTwoNamingTheField) {
+  const Out none = Cli({"fuzz", "merge"});
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("DIR"), std::string::npos) << none.err;
+  const Out missing = Cli({"fuzz", "merge", Tmp("nothing").string()});
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("mlasim fuzz: error: DIR: "), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("no such directory"), std::string::npos) << missing.err;
+  EXPECT_TRUE(missing.out.empty());
+  const Out flag = Cli({"fuzz", "--seed", "3", "merge", "x"});
+  EXPECT_EQ(flag.code, 2);
+  EXPECT_NE(flag.err.find("--seed: not used with merge"), std::string::npos) << flag.err;
+}
+
+}  // namespace
+}  // namespace mlasim::cli
