@@ -10,13 +10,13 @@
 
 namespace mlasim::sim {
 
-// Generated from sim/contracts/*.json by CMake (cmake/EmbedContracts.cmake).
+// Generated from sim/contracts/*.json by CMake (cmake/EmbedJson.cmake).
 struct EmbeddedContract {
   const char* file;
   const char* text;
 };
 extern const EmbeddedContract kEmbeddedContracts[];
-extern const int kEmbeddedContractCount;
+extern const int kEmbeddedContractsCount;
 
 namespace {
 
@@ -353,14 +353,14 @@ StatusOr<json> ResolveExtends(const json& doc, const std::string& file, int dept
   const std::string base = e.get<std::string>();
   static const std::vector<json> kDocs = [] {  // each embedded text parsed once
     std::vector<json> docs;
-    for (int i = 0; i < kEmbeddedContractCount; ++i) {
+    for (int i = 0; i < kEmbeddedContractsCount; ++i) {
       auto parsed = ParseJsonStrict(kEmbeddedContracts[i].text, kEmbeddedContracts[i].file);
       MLASIM_ASSERT(parsed.ok(), parsed.status().ToString());
       docs.push_back(std::move(*parsed));
     }
     return docs;
   }();
-  for (int i = 0; i < kEmbeddedContractCount; ++i) {
+  for (int i = 0; i < kEmbeddedContractsCount; ++i) {
     const json& b = kDocs[i];
     if (b.value("name", "") != base && b.value("variant", "") != base &&
         std::string(kEmbeddedContracts[i].file) != base + ".json")
@@ -377,7 +377,7 @@ StatusOr<json> ResolveExtends(const json& doc, const std::string& file, int dept
                               "no built-in contract named \"" + base + "\" (built-in: " +
                                   [] {
                                     std::string k;
-                                    for (int i = 0; i < kEmbeddedContractCount; ++i)
+                                    for (int i = 0; i < kEmbeddedContractsCount; ++i)
                                       k += std::string(k.empty() ? "" : ", ") +
                                            kEmbeddedContracts[i].file;
                                     return k;
@@ -480,7 +480,7 @@ StatusOr<Contract> LoadContractFile(const std::string& path) {
 const std::vector<std::shared_ptr<const Contract>>& BuiltinContracts() {
   static const std::vector<std::shared_ptr<const Contract>> kAll = [] {
     std::vector<std::shared_ptr<const Contract>> out;
-    for (int i = 0; i < kEmbeddedContractCount; ++i) {
+    for (int i = 0; i < kEmbeddedContractsCount; ++i) {
       const std::string file = std::string("builtin:") + kEmbeddedContracts[i].file;
       auto doc = ParseJsonStrict(kEmbeddedContracts[i].text, file);
       MLASIM_ASSERT(doc.ok(), doc.status().ToString());

@@ -8,6 +8,7 @@
 #include "ref/decode_update.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
+#include "sim/call_table.h"
 
 namespace mlasim::sim {
 namespace {
@@ -36,50 +37,86 @@ int32_t CoveredQRows(const ref::Plan& p) {
   return (rows + fold - 1) / fold;
 }
 
-std::string Step(int32_t draft) {
-  return draft < 0 ? "verify" : "draft_step_" + std::to_string(draft);
+std::vector<int32_t> Arange(int32_t n) {
+  std::vector<int32_t> v(static_cast<size_t>(n) + 1);
+  std::iota(v.begin(), v.end(), 0);
+  return v;
 }
 
-// Builds the trace call by call.
+// Interprets the engine's call table (sim/call_table.h) for one step of a scenario: every row
+// whose guard holds becomes a call of the trace, with its plan built by the reference planner.
 class StepBuilder {
  public:
-  StepBuilder(const Scenario& s, Trace& t, SimMutant m) : s_(s), t_(t), mutant_(m) {}
+  StepBuilder(const Scenario& s, Trace& t, const CallTable& table, const SimMutantSpec& mutant)
+      : s_(s), t_(t), table_(table), mutant_(mutant) {}
   Status Run();
 
  private:
+  // Shape, variables, contracts, buffers.
+  void ComputeShape();
+  Status EvalVariables();
+  Status ResolveContracts();
+  Status AllocateBuffers();
+  int64_t Eval(const Expr& e, const std::string& what) const;
+  bool When(const Expr& e) const { return e.empty() || Eval(e, "when") != 0; }
+  int64_t Var(const std::string& name) const;
   ref::PlanRequest BaseRequest(int32_t qlen) const;
   void AddPersistent(const std::string& name, int64_t rows, int64_t row_bytes, const char* dtype);
   void AddPlanBuffers(const std::string& prefix, const ref::MetadataSizes& sizes);
-  Status BuildPlan(int32_t draft, const std::string& name, const std::string& row,
-                   const std::string& prefix, ref::PlanRequest request,
-                   const ref::MetadataSizes& capacity, int32_t real, int32_t* plan_index);
-  Status UpdatePlan(int32_t draft, int32_t plan_index, const std::vector<int32_t>& kv_indptr,
-                    const std::vector<int32_t>* rejects, int32_t real, int32_t* out_index);
-  void Fill(int32_t draft, const std::string& name, const std::string& row,
-            const std::string& buffer, const std::vector<int32_t>& indptr, int32_t tokens,
-            bool graph);
-  void Decode(int32_t draft, const std::string& name, const std::string& row, int32_t plan,
-              int32_t q_rows, bool sparse, bool graph, int32_t max_seqlen_q, int32_t heads);
-  Status VerifyStep();
-  Status DraftStep0();
-  Status DraftStep(int32_t s);
+  // Rows.
+  Status RunStep(const StepSpec& step, const std::string& name);
+  Status RunRow(const CallRow& row, const std::string& step);
+  Status PlanRow(const CallRow& row, const std::string& step);
+  Status UpdateRow(const CallRow& row, const std::string& step);
+  Status FillRow(const CallRow& row, const std::string& step);
+  Status DecodeRow(const CallRow& row, const std::string& step);
+  // The named input builders and indptrs of call tables (InputBuilders(), NamedIndptrs()).
+  ref::PlanRequest BuildInputs(const CallRow& row) const;
+  std::vector<int32_t> Indptr(const std::string& name, int32_t tokens) const;
   std::vector<int32_t> DraftKvIndptr(int32_t s) const;
-
-  Status ResolveContracts();
+  std::vector<int32_t> DraftSparseIndptr(int32_t s, int32_t n) const;
+  // Trace plumbing.
+  Status BuildPlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
+                   int32_t real, int32_t* plan_index);
+  Status ReusePlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
+                   int32_t* plan_index);
+  Status UpdatePlan(const std::string& step, const CallRow& row, int32_t plan_index,
+                    int32_t real, int32_t* out_index);
+  void SetHandles(const CallRow& row, int32_t plan_index);
+  int32_t Handle(const std::string& name) const;
+  void Fill(const std::string& step, const CallRow& row, const std::vector<int32_t>& indptr,
+            int32_t tokens, bool graph);
+  void Decode(const std::string& step, const CallRow& row, int32_t plan, int32_t q_rows,
+              bool sparse, bool graph, int32_t max_seqlen_q, bool guard);
 
   const Scenario& s_;
   Trace& t_;
-  SimMutant mutant_;
-  // The contracts the kernel calls run under (sim/contract.h): the scenario's decode variant (or
-  // a user's contract) with the what-if switches of the scenario and the mutant applied.
-  std::shared_ptr<const Contract> decode_, reduce_, gather_, generate_;
+  const CallTable& table_;
+  const SimMutantSpec& mutant_;
   StepShape& sh_ = t_.shape;
-  int32_t last_draft_sparse_plan_ = -1;
-  ref::MetadataSizes main_capacity_, sparse_capacity_, draft_capacity_;
-  std::vector<int32_t> verify_kv_indptr_;  // R+1 entries (pads repeat)
-  std::vector<int32_t> sparse_kv_indptr_;  // T_r+1 entries (pads repeat)
-  int32_t main_plan_ = -1, sparse_plan_ = -1;
+  std::vector<int64_t> vars_;
+  int32_t draft_ = 0;  // the loop variable of a repeated step (draft step s)
+  std::shared_ptr<const Contract> decode_, reduce_;
+  std::map<std::string, std::shared_ptr<const Contract>> fills_;
+  std::map<std::string, ref::MetadataSizes> capacity_;
+  std::map<std::string, int32_t> handles_;  // plan handle -> index into t_.plans
+  std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pads repeat)
+  std::vector<int32_t> sparse_kv_indptr_;   // T_r+1 entries (pads repeat)
 };
+
+int64_t StepBuilder::Eval(const Expr& e, const std::string& what) const {
+  bool defined = true;
+  const int64_t v = e.Eval(vars_.data(), nullptr, Loader(), &defined);
+  MLASIM_ASSERT(defined, "call table " + table_.name + ": " + what + " \"" + e.text() +
+                             "\" is undefined (division by zero?)");
+  return v;
+}
+
+int64_t StepBuilder::Var(const std::string& name) const {
+  for (const TableVariable& v : table_.variables)
+    if (v.name == name) return vars_[v.slot];
+  return 0;
+}
 
 void StepBuilder::AddPersistent(const std::string& name, int64_t rows, int64_t row_bytes,
                                 const char* dtype) {
@@ -109,30 +146,218 @@ ref::PlanRequest StepBuilder::BaseRequest(int32_t qlen) const {
   return r;
 }
 
-Status StepBuilder::BuildPlan(int32_t draft, const std::string& name, const std::string& row,
-                              const std::string& prefix, ref::PlanRequest request,
-                              const ref::MetadataSizes& capacity, int32_t real,
-                              int32_t* plan_index) {
+// ---------------------------------------------------------------------------------------------
+// Shape, variables, contracts, buffers
+// ---------------------------------------------------------------------------------------------
+
+void StepBuilder::ComputeShape() {
+  const int32_t B = static_cast<int32_t>(s_.requests.size());
+  sh_.B = B;
+  sh_.Q = s_.mtp_k + 1;
+  sh_.scheduled_tokens = B * sh_.Q;
+  sh_.R = ChooseRung(s_, B, &sh_.graph);
+  sh_.running_tokens = sh_.R * sh_.Q;
+  sh_.heads_per_rank = s_.model.heads / s_.parallel.tp;
+  sh_.kernel_heads = KernelHeads(s_);
+  // KV lengths: L_i = context - rejected_prev; DCP ranks hold the interleaved local share.
+  for (const RequestSpec& r : s_.requests) {
+    int32_t L = r.context - r.rejected_prev;
+    if (s_.parallel.dcp > 1) {
+      const int32_t W = s_.parallel.dcp, S = s_.parallel.dcp_interleave;
+      L = (L / (S * W)) * S + std::min(L % (S * W), S);  // positions on rank 0
+    }
+    sh_.kv_lens.push_back(L);
+  }
+  verify_kv_indptr_.assign(sh_.R + 1, 0);
+  for (int32_t i = 1; i <= sh_.R; ++i)
+    verify_kv_indptr_[i] = verify_kv_indptr_[i - 1] + (i <= B ? sh_.kv_lens[i - 1] : 0);
+  sparse_kv_indptr_.assign(sh_.running_tokens + 1, 0);
+  for (int32_t t = 0; t < sh_.running_tokens; ++t) {
+    const int32_t b = t / sh_.Q, j = t % sh_.Q;
+    const int32_t count = b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
+    sparse_kv_indptr_[t + 1] = sparse_kv_indptr_[t] + std::max(count, 0);
+  }
+}
+
+Status StepBuilder::EvalVariables() {
+  vars_.assign(table_.num_slots, 0);
+  const EngineProfile& e = s_.engine;
+  const std::pair<EngineVar, int64_t> base[] = {
+      {kEvB, sh_.B},
+      {kEvR, sh_.R},
+      {kEvQ, sh_.Q},
+      {kEvK, s_.mtp_k},
+      {kEvTs, sh_.scheduled_tokens},
+      {kEvTr, sh_.running_tokens},
+      {kEvH, sh_.heads_per_rank},
+      {kEvHk, sh_.kernel_heads},
+      {kEvSparse, s_.model.sparse},
+      {kEvDcp, s_.parallel.dcp},
+      {kEvDp, s_.parallel.dp},
+      {kEvGraph, sh_.graph},
+      {kEvTopk, s_.model.topk},
+      {kEvMaxNumSeqs, s_.graph.max_num_seqs},
+      {kEvMaxNumBatchedTokens, s_.graph.max_num_batched_tokens},
+      {kEvMaxModelLen, s_.graph.max_model_len},
+      {kEvKvWidth, s_.model.kv_lora_rank + s_.model.rope_dim},
+      {kEvPlanOverScheduled,
+       e.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kScheduled},
+      {kEvDraftRowsPadded, e.draft_rows == EngineProfile::DraftRows::kPadded},
+      {kEvPlanRowsGuard, e.plan_rows_guard},
+      {kEvDcpSliceRebuildInputs, e.dcp_slice_rebuild_inputs},
+      {kEvIncrementalUpdate, e.incremental_update},
+      {kEvUpdateUsesVerifyWidth, e.update_uses_verify_width}};
+  for (const auto& [v, x] : base) vars_[v] = x;
+  for (const TableVariable& v : table_.variables) vars_[v.slot] = Eval(v.value, v.name);
+  sh_.sparse_plan_tokens = static_cast<int32_t>(Var("sparse_plan_tokens"));
+  sh_.draft_rows = static_cast<int32_t>(Var("draft_rows"));
+  return OkStatus();
+}
+
+Status StepBuilder::ResolveContracts() {
+  MLASIM_ASSIGN_OR_RETURN(decode_, ContractFor(s_, CallKind::kDecode, s_.kernel, "$.kernel"));
+  std::map<std::string, int64_t> what_if = mutant_.contract_constants;
+  if (s_.zero_kv_reads_index_row) what_if["zero_kv_reads_index_row"] = 1;
+  MLASIM_ASSIGN_OR_RETURN(decode_, WithConstants(decode_, what_if));
+  MLASIM_ASSIGN_OR_RETURN(reduce_,
+                          ContractFor(s_, CallKind::kReduce, "mla_reduce_v1", "contract"));
+  for (const StepSpec& st : table_.steps) {
+    for (const CallRow& row : st.calls) {
+      if (row.kind != CallKind::kIndexFill || fills_.count(row.kernel)) continue;
+      MLASIM_ASSIGN_OR_RETURN(fills_[row.kernel],
+                              ContractFor(s_, CallKind::kIndexFill, row.kernel, "contract"));
+    }
+  }
+  return OkStatus();
+}
+
+Status StepBuilder::AllocateBuffers() {
+  // Capacities (§3): the builder sizes every buffer once, with the table's sizing inputs.
+  for (const PlanBufferSet& b : table_.plan_buffers) {
+    if (!When(b.when)) continue;
+    const int32_t qlen = static_cast<int32_t>(Eval(b.qlen, b.prefix + "qlen"));
+    ref::PlanRequest sizing = BaseRequest(qlen);
+    sizing.topk = static_cast<int32_t>(Eval(b.topk, b.prefix + "topk"));
+    const int32_t batch = static_cast<int32_t>(Eval(b.sizing_batch, b.prefix + "sizing_batch"));
+    MLASIM_ASSIGN_OR_RETURN(ref::MetadataSizes z, ref::GetMlaMetadataInfoV1(sizing, batch));
+    if (Var("partial_map_per_tile")) z.reduce_partial_map = z.tile_cnt;
+    capacity_[b.prefix] = z;
+    AddPlanBuffers(b.prefix, z);
+  }
+  for (const PersistentSpec& p : table_.persistent)
+    if (When(p.when)) AddPersistent(p.name, Eval(p.rows, p.name), 4, "int32");
+  return OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input builders and indptrs
+// ---------------------------------------------------------------------------------------------
+
+// kv_indptr of draft step s (§5 transition): real entries minus cumsum(r), then + i per step for
+// entries 0..n; entries past n keep the target's values.
+std::vector<int32_t> StepBuilder::DraftKvIndptr(int32_t s) const {
+  std::vector<int32_t> out = verify_kv_indptr_;
+  int32_t cum = 0;
+  for (int32_t i = 1; i <= sh_.B; ++i) {
+    cum += s_.requests[i - 1].rejected;
+    out[i] -= cum;
+  }
+  for (int32_t i = 0; i <= sh_.draft_rows && i < static_cast<int32_t>(out.size()); ++i)
+    out[i] += s * i;
+  return out;
+}
+
+// The sparse indptr of draft step s over n rows: each row's KV capped at top-k.
+std::vector<int32_t> StepBuilder::DraftSparseIndptr(int32_t s, int32_t n) const {
+  const std::vector<int32_t> kv = DraftKvIndptr(s);
+  std::vector<int32_t> sparse = {0};
+  for (int32_t i = 0; i < n; ++i)
+    sparse.push_back(sparse.back() + std::min(kv[i + 1] - kv[i], s_.model.topk));
+  return sparse;
+}
+
+std::vector<int32_t> StepBuilder::Indptr(const std::string& name, int32_t tokens) const {
+  if (name == "verify_kv_indptr") return verify_kv_indptr_;
+  if (name == "sparse_kv_indptr") return sparse_kv_indptr_;
+  if (name == "draft_kv_indptr") return DraftKvIndptr(draft_);
+  MLASIM_ASSERT(name == "draft_sparse_indptr", "unknown indptr " + name);
+  return DraftSparseIndptr(draft_, tokens);
+}
+
+ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
+  const std::string& in = row.inputs;
+  const int32_t B = sh_.B, R = sh_.R, Q = sh_.Q;
+  if (in == "verify_padded" || in == "verify_real_cprr") {
+    // T1: the main plan over R requests with uni q length Q; pads have 0 KV (§2, §4).
+    ref::PlanRequest main = BaseRequest(Q);
+    main.qo_indptr.assign(R + 1, 0);
+    main.kv_indptr = verify_kv_indptr_;
+    for (int32_t i = 1; i <= R; ++i) main.qo_indptr[i] = std::min(i, B) * Q;
+    main.kv_last_page_lens.assign(R, 0);
+    std::fill(main.kv_last_page_lens.begin(), main.kv_last_page_lens.begin() + B, 1);
+    if (in == "verify_real_cprr") {
+      // T4': with DCP the dense MTP verify plans the B real requests (cprr; PR #1746).
+      main.qo_indptr.resize(B + 1);
+      main.kv_indptr.resize(B + 1);
+      main.kv_last_page_lens.resize(B);
+      main.is_cp_round_robin = true;
+    }
+    return main;
+  }
+  const int32_t n = row.tokens.empty() ? 0 : static_cast<int32_t>(Eval(row.tokens, "tokens"));
+  ref::PlanRequest r = BaseRequest(1);
+  if (in == "per_token") {
+    // T2: one qlen-1 batch per token over the first n tokens of the sparse indptr; pads 0 KV.
+    r.qo_indptr = Arange(n);
+    r.kv_indptr.assign(sparse_kv_indptr_.begin(), sparse_kv_indptr_.begin() + n + 1);
+    r.kv_last_page_lens.assign(n, 1);
+  } else if (in == "dcp_rebuild") {
+    // D0c: kv_indptr from the compacted indptr of n tokens; cu_seqlens_q / last-page lens of
+    // q_entries tokens (T_r before #2715 sliced them).
+    const int32_t qn = static_cast<int32_t>(Eval(row.q_entries, "q_entries"));
+    r.qo_indptr = Arange(qn);
+    r.kv_indptr.assign(sparse_kv_indptr_.begin(), sparse_kv_indptr_.begin() + n + 1);
+    r.kv_last_page_lens.assign(qn, 1);
+  } else if (in == "draft_sparse") {
+    // Ms(a): a fresh qlen-1 plan over n rows from the sparse indptr and all-ones last pages.
+    r.qo_indptr = Arange(n);
+    r.kv_indptr = DraftSparseIndptr(draft_, n);
+    r.kv_last_page_lens.assign(n, 1);
+  } else {
+    MLASIM_ASSERT(in == "draft_fresh", "unknown input builder " + in);
+    // Ms(c) / Ms(d): a fresh qlen-1 build over n requests of the draft step's kv_indptr.
+    const std::vector<int32_t> kv = DraftKvIndptr(draft_);
+    r.qo_indptr = Arange(n);
+    r.kv_indptr.assign(kv.begin(), kv.begin() + n + 1);
+    r.kv_last_page_lens.assign(n, 1);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trace plumbing
+// ---------------------------------------------------------------------------------------------
+
+Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row,
+                              ref::PlanRequest request, int32_t real, int32_t* plan_index) {
   ref::PlannerOptions options;
   options.choice =
       s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
-  if (mutant_ == SimMutant::kReduceMapOffByOne)
-    options.mutant = ref::PlannerMutant::kPartialMapOffByOne;
-  if (mutant_ == SimMutant::kNoTailRule) options.mutant = ref::PlannerMutant::kNoTailRule;
-  auto plan = ref::PlanMlaMetadataInto(request, capacity, options);
+  options.mutant = mutant_.planner;
+  auto plan = ref::PlanMlaMetadataInto(request, capacity_.at(row.capacity), options);
   if (!plan.ok()) {
     const std::string& f = plan.status().field();
-    const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
-                              : f == "topk"                  ? "$.model.topk"
+    const std::string field = f == "heads_per_head_k"             ? "$.model.heads"
+                              : f == "topk"                       ? "$.model.topk"
                               : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
-                                                             : "$";
-    return InvalidArgumentError(field,
-                                "the engine's " + name + " at " + Step(draft) +
-                                    " is refused by the planner: " + plan.status().ToString());
+                                                                  : "$";
+    return InvalidArgumentError(field, "the engine's " + row.call + " at " + step +
+                                           " is refused by the planner: " +
+                                           plan.status().ToString());
   }
   PlanSnapshot snap;
-  snap.name = name;
-  snap.buffer_prefix = prefix;
+  snap.name = row.call;
+  snap.buffer_prefix = row.buffers;
   snap.request = std::move(request);
   snap.plan = std::move(*plan);
   snap.real_requests = real;
@@ -140,23 +365,44 @@ Status StepBuilder::BuildPlan(int32_t draft, const std::string& name, const std:
   t_.plans.push_back(std::move(snap));
   *plan_index = static_cast<int32_t>(t_.plans.size() - 1);
   Call c;
-  c.step = Step(draft);
-  c.name = name;
-  c.table_row = row;
+  c.step = step;
+  c.name = row.call;
+  c.table_row = row.row;
   c.kind = CallKind::kPlanBuild;
   c.kernel = "get_mla_metadata_v1";
   c.plan = *plan_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) + " batches (" +
-           std::to_string(real) + " real) into " + prefix + "*";
+  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) +
+           " batches (" + std::to_string(real) + " real) into " + row.buffers + "*";
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
 
-Status StepBuilder::UpdatePlan(int32_t draft, int32_t plan_index,
-                               const std::vector<int32_t>& kv_indptr,
-                               const std::vector<int32_t>* rejects, int32_t real,
-                               int32_t* out_index) {
+// The plan of handle row.reuse_plan, kept although the lengths changed (a stale plan).
+Status StepBuilder::ReusePlan(const std::string& step, const CallRow& row,
+                              ref::PlanRequest request, int32_t* plan_index) {
+  PlanSnapshot stale = t_.plans[Handle(row.reuse_plan)];
+  stale.request = std::move(request);
+  stale.name = row.call + "(stale)";
+  t_.plans.push_back(std::move(stale));
+  *plan_index = static_cast<int32_t>(t_.plans.size() - 1);
+  Call c;
+  c.step = step;
+  c.name = row.call + "_reuse";
+  c.table_row = row.row;
+  c.kind = CallKind::kPlanUpdate;
+  c.kernel = "(reuse)";
+  c.plan = *plan_index;
+  c.plan_rows = t_.plans.back().q_rows_covered;
+  t_.calls.push_back(std::move(c));
+  return OkStatus();
+}
+
+Status StepBuilder::UpdatePlan(const std::string& step, const CallRow& row, int32_t plan_index,
+                               int32_t real, int32_t* out_index) {
+  const std::vector<int32_t> kv = DraftKvIndptr(draft_);
+  const std::vector<int32_t> kv_indptr(kv.begin(), kv.begin() + sh_.R + 1);
+  const bool rejects = !row.rejects.empty() && Eval(row.rejects, "rejects") != 0;
   PlanSnapshot snap = t_.plans[plan_index];
   snap.plan.input_violations.clear();  // reported with the call that made them
   ref::DecodeUpdateRequest u;
@@ -168,7 +414,7 @@ Status StepBuilder::UpdatePlan(int32_t draft, int32_t plan_index,
   u.qo_indptr = snap.request.qo_indptr;
   u.kv_indptr = kv_indptr;
   if (rejects) {
-    u.num_reject_tokens = *rejects;
+    for (const RequestSpec& r : s_.requests) u.num_reject_tokens.push_back(r.rejected);
     u.has_num_reject_tokens = true;
   }
   u.permissive = true;  // the engine calls it whatever the plan; the checker judges the result
@@ -177,54 +423,65 @@ Status StepBuilder::UpdatePlan(int32_t draft, int32_t plan_index,
   ref::PlanRequest served = snap.request;
   served.kv_indptr = kv_indptr;
   served.qlen = served.max_seqlen_qo = served.uni_seqlen_qo = 1;
-  served.qo_indptr.resize(kv_indptr.size());
-  std::iota(served.qo_indptr.begin(), served.qo_indptr.end(), 0);
+  served.qo_indptr = Arange(static_cast<int32_t>(kv_indptr.size()) - 1);
   served.kv_last_page_lens.assign(kv_indptr.size() - 1, 1);
   snap.request = std::move(served);
   snap.real_requests = real;
   snap.q_rows_covered = CoveredQRows(snap.plan);
-  snap.name = t_.plans[plan_index].name + "@" + Step(draft);
+  snap.name = t_.plans[plan_index].name + "@" + step;
   t_.plans.push_back(std::move(snap));
   *out_index = static_cast<int32_t>(t_.plans.size() - 1);
   Call c;
-  c.step = Step(draft);
-  c.name = "main_plan_update";
-  c.table_row = "Ms(b)";
+  c.step = step;
+  c.name = row.call;
+  c.table_row = row.row;
   c.kind = CallKind::kPlanUpdate;
   c.kernel = "decode_update_mla_metadata_v1";
   c.plan = *out_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note =
-      std::string("patches the target plan in place for ") + std::to_string(kv_indptr.size() - 1) +
-      " batches" +
-      (rejects ? " with num_reject_tokens of " + std::to_string(rejects->size()) + " entries" : "");
+  c.note = std::string("patches the target plan in place for ") +
+           std::to_string(kv_indptr.size() - 1) + " batches" +
+           (rejects ? " with num_reject_tokens of " + std::to_string(s_.requests.size()) +
+                          " entries"
+                    : "");
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
 
-void StepBuilder::Fill(int32_t draft, const std::string& name, const std::string& row,
-                       const std::string& buffer, const std::vector<int32_t>& indptr,
-                       int32_t tokens, bool graph) {
+void StepBuilder::SetHandles(const CallRow& row, int32_t plan_index) {
+  handles_["last"] = plan_index;
+  for (const std::string& h : row.sets) handles_[h] = plan_index;
+}
+
+int32_t StepBuilder::Handle(const std::string& name) const {
+  const auto it = handles_.find(name);
+  MLASIM_ASSERT(it != handles_.end(),
+                "call table " + table_.name + " uses plan " + name + " before any row sets it");
+  return it->second;
+}
+
+void StepBuilder::Fill(const std::string& step, const CallRow& row,
+                       const std::vector<int32_t>& indptr, int32_t tokens, bool graph) {
   Call c;
-  c.step = Step(draft);
-  c.name = name;
-  c.table_row = row;
+  c.step = step;
+  c.name = row.call;
+  c.table_row = row.row;
   c.kind = CallKind::kIndexFill;
-  c.kernel = name;
-  c.contract = name == "indexer_gather" ? gather_ : generate_;
+  c.kernel = row.kernel;
+  c.contract = fills_.at(row.kernel);
   c.graph_replay = graph;
   const int32_t n = std::min<int32_t>(tokens, static_cast<int32_t>(indptr.size()) - 1);
-  c.fill_indptr = indptr;
-  c.fill_indptr_buffer = buffer == "kv_indices" ? "kv_indptr" : "sparse_kv_indptr";
-  c.fill_tokens = n;
   for (int32_t t = 0; t < n; ++t) c.fill_regions.push_back({indptr[t], indptr[t + 1]});
   c.fill_begin = n > 0 ? indptr[0] : 0;
   c.fill_end = n > 0 ? indptr[n] : 0;
+  c.fill_indptr = indptr;
+  c.fill_indptr_buffer = row.indices == "kv_indices" ? "kv_indptr" : "sparse_kv_indptr";
+  c.fill_tokens = n;
   TensorArg a;
   a.role = "indices";
-  a.buffer = buffer;
+  a.buffer = row.indices;
   for (const PersistentBuffer& p : t_.persistent)
-    if (p.name == buffer) a.rows = p.rows;
+    if (p.name == row.indices) a.rows = p.rows;
   a.row_bytes = 4;
   a.dtype = "int32";
   c.args.push_back(a);
@@ -232,15 +489,16 @@ void StepBuilder::Fill(int32_t draft, const std::string& name, const std::string
   t_.calls.push_back(std::move(c));
 }
 
-void StepBuilder::Decode(int32_t draft, const std::string& name, const std::string& row,
-                         int32_t plan, int32_t q_rows, bool sparse, bool graph,
-                         int32_t max_seqlen_q, int32_t heads) {
+void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t plan,
+                         int32_t q_rows, bool sparse, bool graph, int32_t max_seqlen_q,
+                         bool guard) {
   const PlanSnapshot& snap = t_.plans[plan];
+  const int32_t heads = sh_.kernel_heads;
   const int32_t fold = snap.plan.derived.fold_ratio;
   const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
-  // The C mutant: the kernel was built for 576-column rows (vLLM #56314): with a narrower q it
-  // walks fewer, wider rows than the allocation holds.
-  const int32_t kernel_width = mutant_ == SimMutant::kKernelAssumes576Rows ? 576 : kv_width;
+  // The kernel's view of a q row (a kernel built for 576-column rows run on a rope-free model,
+  // vLLM #56314, walks fewer, wider rows than the allocation holds).
+  const int32_t kernel_width = static_cast<int32_t>(Var("kernel_q_cols"));
   const int32_t qb = Bytes(s_.model.kv_dtype), ob = Bytes(s_.model.model_dtype);
   const int32_t vh = heads / fold;  // heads per (folded) row
   auto tensor = [](const char* role, std::string buffer, int64_t rows, int32_t h, int32_t cols,
@@ -259,9 +517,9 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   };
   // mla_decode_fwd views q/o of folded heads as [rows * R, 16, D] (§10.3).
   Call c;
-  c.step = Step(draft);
-  c.name = name;
-  c.table_row = row;
+  c.step = step;
+  c.name = row.call;
+  c.table_row = row.row;
   c.kind = CallKind::kDecode;
   c.kernel = decode_->variant;
   c.contract = decode_;
@@ -284,8 +542,8 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   c.args.push_back(tensor("o", "o", int64_t{q_rows} * fold, vh, s_.model.kv_lora_rank, ob,
                           s_.model.model_dtype));
   const int64_t partial_rows = int64_t{snap.plan.sizes.reduce_partial_map} * max_seqlen_q;
-  c.args.push_back(
-      tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4, ref::DType::kFp32));
+  c.args.push_back(tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4,
+                          ref::DType::kFp32));
   c.args.push_back(tensor("attn_lse", "attn_lse", partial_rows, vh, 1, 4, ref::DType::kFp32));
   TensorArg idx;
   idx.role = "kv_indices";
@@ -295,9 +553,8 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   idx.row_bytes = 4;
   idx.dtype = "int32";
   c.args.push_back(idx);
-  // The #2715 guard: host integers only, so it runs on eager calls and at capture, never on a
-  // graph replay, and it is skipped under DCP (the plan is rebuilt per layer there).
-  if (s_.engine.plan_rows_guard && sparse && !graph && s_.parallel.dcp == 1) {
+  // The engine's plan-rows guard (#2715) refuses a plan wider than q before the launch.
+  if (guard) {
     c.guard_checked = true;
     c.guard_refused = snap.q_rows_covered > q_rows;
   }
@@ -305,7 +562,7 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
            std::to_string(snap.q_rows_covered) + " rows";
   t_.calls.push_back(c);
   Call r = c;
-  r.name = name.substr(0, name.find("_decode")) + "_reduce";
+  r.name = row.call.substr(0, row.call.find("_decode")) + "_reduce";
   r.kind = CallKind::kReduce;
   r.kernel = reduce_->variant;
   r.contract = reduce_;
@@ -314,239 +571,82 @@ void StepBuilder::Decode(int32_t draft, const std::string& name, const std::stri
   t_.calls.push_back(std::move(r));
 }
 
-Status StepBuilder::VerifyStep() {
-  const int32_t B = sh_.B, R = sh_.R, Q = sh_.Q;
-  // T1: the main plan over R requests with uni q length Q; pads have 0 KV (§2, §4).
-  ref::PlanRequest main = BaseRequest(Q);
-  main.qo_indptr.assign(R + 1, 0);
-  main.kv_indptr = verify_kv_indptr_;
-  for (int32_t i = 1; i <= R; ++i) main.qo_indptr[i] = std::min(i, B) * Q;
-  main.kv_last_page_lens.assign(R, 0);
-  std::fill(main.kv_last_page_lens.begin(), main.kv_last_page_lens.begin() + B, 1);
-  if (s_.parallel.dcp > 1) {
-    // T4': with DCP the dense MTP verify plans the B real requests (cprr; PR #1746).
-    main.qo_indptr.resize(B + 1);
-    main.kv_indptr.resize(B + 1);
-    main.kv_last_page_lens.resize(B);
-    main.is_cp_round_robin = true;
-  }
-  const int32_t main_real = B;
-  MLASIM_RETURN_IF_ERROR(BuildPlan(-1, "main_plan", s_.parallel.dcp > 1 ? "T4'" : "T1", "main.",
-                                   main, main_capacity_, main_real, &main_plan_));
-  if (s_.model.sparse) {
-    // T2: the sparse per-token MTP plan: one qlen-1 batch per token; pads 0 KV (§4).
-    const int32_t n = sh_.sparse_plan_tokens;
-    ref::PlanRequest sp = BaseRequest(1);
-    sp.qo_indptr.resize(n + 1);
-    std::iota(sp.qo_indptr.begin(), sp.qo_indptr.end(), 0);
-    sp.kv_indptr.assign(sparse_kv_indptr_.begin(), sparse_kv_indptr_.begin() + n + 1);
-    sp.kv_last_page_lens.assign(n, 1);
-    MLASIM_RETURN_IF_ERROR(BuildPlan(-1, "sparse_mtp_plan", "T2", "sparse_mtp.", sp,
-                                     sparse_capacity_, sh_.scheduled_tokens, &sparse_plan_));
-    const int32_t rows = sh_.graph ? sh_.running_tokens : sh_.scheduled_tokens;
-    Fill(-1, "indexer_gather", "T3", "sparse_kv_indices", sparse_kv_indptr_, rows, sh_.graph);
-    Decode(-1, "sparse_decode", "T5", sparse_plan_, rows, true, sh_.graph, 1, sh_.kernel_heads);
-  } else {
-    Fill(-1, "kv_indices_generate", "T1", "kv_indices", verify_kv_indptr_, R, false);
-    const int32_t rows = sh_.graph ? sh_.running_tokens : sh_.scheduled_tokens;
-    Decode(-1, "dense_decode", s_.parallel.dcp > 1 ? "T4'" : "T4", main_plan_, rows, false,
-           sh_.graph, Q, sh_.kernel_heads);
-  }
-  return OkStatus();
-}
+// ---------------------------------------------------------------------------------------------
+// Rows and steps
+// ---------------------------------------------------------------------------------------------
 
-Status StepBuilder::DraftStep0() {
-  // The MTP layer runs over T_s unpadded rows with the target's metadata unchanged (§5).
-  const int32_t rows = sh_.scheduled_tokens;
-  if (s_.model.sparse) {
-    Fill(0, "indexer_gather", "D0a", "sparse_kv_indices", sparse_kv_indptr_, rows, false);
-    if (s_.parallel.dcp > 1) {
-      // D0c (newer ATOM, #2118): per-layer rebuild from the compacted DCP indptr of B_q + 1
-      // entries; before #2715 cu_seqlens_q / last-page lens stay at T_r + 1 / T_r entries.
-      ref::PlanRequest sp = BaseRequest(1);
-      const int32_t qn = s_.engine.dcp_slice_rebuild_inputs ? rows : sh_.running_tokens;
-      sp.qo_indptr.resize(qn + 1);
-      std::iota(sp.qo_indptr.begin(), sp.qo_indptr.end(), 0);
-      sp.kv_indptr.assign(sparse_kv_indptr_.begin(), sparse_kv_indptr_.begin() + rows + 1);
-      sp.kv_last_page_lens.assign(qn, 1);
-      int32_t rebuilt = -1;
-      MLASIM_RETURN_IF_ERROR(BuildPlan(0, "dcp_sparse_rebuild", "D0c", "sparse_mtp.", sp,
-                                       sparse_capacity_, rows, &rebuilt));
-      Decode(0, "sparse_decode", "D0c", rebuilt, rows, true, false, 1, sh_.kernel_heads);
-      return OkStatus();
-    }
-    Decode(0, "sparse_decode", "D0b", sparse_plan_, rows, true, false, 1, sh_.kernel_heads);
-  } else {
-    Decode(0, "dense_decode", s_.parallel.dcp > 1 ? "D0b''" : "D0b'", main_plan_, rows, false,
-           false, sh_.Q, sh_.kernel_heads);
-  }
-  return OkStatus();
-}
-
-// kv_indptr of draft step s (§5 transition): real entries minus cumsum(r), then + i per step for
-// entries 0..n; entries past n keep the target's values.
-std::vector<int32_t> StepBuilder::DraftKvIndptr(int32_t s) const {
-  std::vector<int32_t> out = verify_kv_indptr_;
-  int32_t cum = 0;
-  for (int32_t i = 1; i <= sh_.B; ++i) {
-    cum += s_.requests[i - 1].rejected;
-    out[i] -= cum;
-  }
-  for (int32_t i = 0; i <= sh_.draft_rows && i < static_cast<int32_t>(out.size()); ++i)
-    out[i] += s * i;
-  return out;
-}
-
-Status StepBuilder::DraftStep(int32_t s) {
-  const int32_t n = sh_.draft_rows;
-  const std::vector<int32_t> kv = DraftKvIndptr(s);
-  if (s_.model.sparse) {
-    // Ms(a): a fresh qlen-1 plan over n rows from the sparse indptr and all-ones last pages.
-    std::vector<int32_t> sparse = {0};
-    for (int32_t i = 0; i < n; ++i)
-      sparse.push_back(sparse.back() + std::min(kv[i + 1] - kv[i], s_.model.topk));
-    ref::PlanRequest sp = BaseRequest(1);
-    sp.qo_indptr.resize(n + 1);
-    std::iota(sp.qo_indptr.begin(), sp.qo_indptr.end(), 0);
-    sp.kv_indptr = sparse;
-    sp.kv_last_page_lens.assign(n, 1);
-    int32_t plan = -1;
-    if (mutant_ == SimMutant::kStalePlanAfterGrowth && last_draft_sparse_plan_ >= 0) {
-      // The mutant keeps step 1's plan although every length grew by one.
-      PlanSnapshot stale = t_.plans[last_draft_sparse_plan_];
-      stale.request = sp;
-      stale.name = "draft_sparse_plan(stale)";
-      t_.plans.push_back(std::move(stale));
-      plan = static_cast<int32_t>(t_.plans.size() - 1);
-      Call c;
-      c.step = Step(s);
-      c.name = "draft_sparse_plan_reuse";
-      c.table_row = "Ms(a)";
-      c.kind = CallKind::kPlanUpdate;
-      c.kernel = "(reuse)";
-      c.plan = plan;
-      c.plan_rows = t_.plans.back().q_rows_covered;
-      t_.calls.push_back(std::move(c));
-    } else {
-      MLASIM_RETURN_IF_ERROR(
-          BuildPlan(s, "draft_sparse_plan", "Ms(a)", "main.", sp, main_capacity_, sh_.B, &plan));
-    }
-    last_draft_sparse_plan_ = plan;
-    Fill(s, "indexer_gather", "Ds", "sparse_kv_indices", sparse, n, false);
-    Decode(s, "sparse_decode", "Ds", plan, n, true, false, 1, sh_.kernel_heads);
-    return OkStatus();
-  }
-  const bool dcp = s_.parallel.dcp > 1;
-  const bool update = s_.engine.incremental_update && sh_.heads_per_rank != 32 && !dcp;
+Status StepBuilder::PlanRow(const CallRow& row, const std::string& step) {
+  ref::PlanRequest request = BuildInputs(row);
+  const int32_t real = static_cast<int32_t>(Eval(row.real, "real"));
   int32_t plan = -1;
-  if (update) {
-    std::vector<int32_t> rejects;
-    for (const RequestSpec& r : s_.requests) rejects.push_back(r.rejected);
-    std::vector<int32_t> batch_kv(kv.begin(), kv.begin() + sh_.R + 1);
-    MLASIM_RETURN_IF_ERROR(
-        UpdatePlan(s, main_plan_, batch_kv, s == 1 ? &rejects : nullptr, sh_.B, &plan));
-    main_plan_ = plan;
+  if (!row.reuse.empty() && Eval(row.reuse, "reuse") != 0 && handles_.count(row.reuse_plan)) {
+    MLASIM_RETURN_IF_ERROR(ReusePlan(step, row, std::move(request), &plan));
   } else {
-    // Ms(c) / Ms(d): a fresh qlen-1 build over the B real requests (DCP: n rows, local KV).
-    const int32_t rows = dcp ? n : sh_.B;
-    ref::PlanRequest fresh = BaseRequest(1);
-    fresh.qo_indptr.resize(rows + 1);
-    std::iota(fresh.qo_indptr.begin(), fresh.qo_indptr.end(), 0);
-    fresh.kv_indptr.assign(kv.begin(), kv.begin() + rows + 1);
-    fresh.kv_last_page_lens.assign(rows, 1);
-    MLASIM_RETURN_IF_ERROR(BuildPlan(s, "draft_plan", dcp ? "Ms(d)" : "Ms(c)", "main.", fresh,
-                                     main_capacity_, sh_.B, &plan));
+    MLASIM_RETURN_IF_ERROR(BuildPlan(step, row, std::move(request), real, &plan));
   }
-  Fill(s, "kv_indices_generate", "M0", "kv_indices", kv, n, false);
-  Decode(s, "dense_decode", "Ds", plan, n, false, false, 1, sh_.kernel_heads);
+  SetHandles(row, plan);
   return OkStatus();
 }
 
-Status StepBuilder::ResolveContracts() {
-  MLASIM_ASSIGN_OR_RETURN(decode_, ContractFor(s_, CallKind::kDecode, s_.kernel, "$.kernel"));
-  std::map<std::string, int64_t> what_if;
-  if (s_.zero_kv_reads_index_row || mutant_ == SimMutant::kZeroKvReadsIndexRow)
-    what_if["zero_kv_reads_index_row"] = 1;
-  if (mutant_ == SimMutant::kZeroKvPageUnderflow) what_if["page_count_underflows"] = 1;
-  MLASIM_ASSIGN_OR_RETURN(decode_, WithConstants(decode_, what_if));
-  MLASIM_ASSIGN_OR_RETURN(reduce_, ContractFor(s_, CallKind::kReduce, "mla_reduce_v1", "contract"));
-  MLASIM_ASSIGN_OR_RETURN(gather_, BuiltinContract(CallKind::kIndexFill, "indexer_gather", "contract"));
-  MLASIM_ASSIGN_OR_RETURN(generate_,
-                          BuiltinContract(CallKind::kIndexFill, "kv_indices_generate", "contract"));
-  for (const auto& c : s_.contracts)
-    if (c->call == CallKind::kIndexFill) gather_ = generate_ = c;
+Status StepBuilder::UpdateRow(const CallRow& row, const std::string& step) {
+  int32_t plan = -1;
+  const int32_t real = static_cast<int32_t>(Eval(row.real, "real"));
+  MLASIM_RETURN_IF_ERROR(UpdatePlan(step, row, Handle(row.plan), real, &plan));
+  SetHandles(row, plan);
+  return OkStatus();
+}
+
+Status StepBuilder::FillRow(const CallRow& row, const std::string& step) {
+  const int32_t tokens = static_cast<int32_t>(Eval(row.tokens, "tokens"));
+  Fill(step, row, Indptr(row.indptr, tokens), tokens, Eval(row.graph, "graph") != 0);
+  return OkStatus();
+}
+
+Status StepBuilder::DecodeRow(const CallRow& row, const std::string& step) {
+  const bool guard = !row.guard.empty() && Eval(row.guard, "guard") != 0;
+  Decode(step, row, Handle(row.plan), static_cast<int32_t>(Eval(row.q_rows, "q_rows")),
+         Eval(row.sparse, "sparse") != 0, Eval(row.graph, "graph") != 0,
+         static_cast<int32_t>(Eval(row.max_seqlen_q, "max_seqlen_q")), guard);
+  return OkStatus();
+}
+
+Status StepBuilder::RunRow(const CallRow& row, const std::string& step) {
+  if (!When(row.when)) return OkStatus();
+  switch (row.kind) {
+    case CallKind::kPlanBuild: return PlanRow(row, step);
+    case CallKind::kPlanUpdate: return UpdateRow(row, step);
+    case CallKind::kIndexFill: return FillRow(row, step);
+    case CallKind::kDecode: return DecodeRow(row, step);
+    case CallKind::kReduce: break;
+  }
+  return OkStatus();
+}
+
+Status StepBuilder::RunStep(const StepSpec& step, const std::string& name) {
+  for (const CallRow& row : step.calls) MLASIM_RETURN_IF_ERROR(RunRow(row, name));
   return OkStatus();
 }
 
 Status StepBuilder::Run() {
+  ComputeShape();
+  MLASIM_RETURN_IF_ERROR(EvalVariables());
   MLASIM_RETURN_IF_ERROR(ResolveContracts());
-  const int32_t B = static_cast<int32_t>(s_.requests.size());
-  sh_.B = B;
-  sh_.Q = s_.mtp_k + 1;
-  sh_.scheduled_tokens = B * sh_.Q;
-  sh_.R = ChooseRung(s_, B, &sh_.graph);
-  sh_.running_tokens = sh_.R * sh_.Q;
-  sh_.heads_per_rank = s_.model.heads / s_.parallel.tp;
-  sh_.kernel_heads = KernelHeads(s_);
-  sh_.sparse_plan_tokens =
-      s_.engine.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kRunning ||
-              mutant_ == SimMutant::kFoundingFault
-          ? sh_.running_tokens
-          : sh_.scheduled_tokens;
-  sh_.draft_rows = s_.engine.draft_rows == EngineProfile::DraftRows::kPadded &&
-                           mutant_ != SimMutant::kDraftRowsScheduled
-                       ? sh_.R
-                       : B;
-  // KV lengths: L_i = context - rejected_prev; DCP ranks hold the interleaved local share.
-  for (const RequestSpec& r : s_.requests) {
-    int32_t L = r.context - r.rejected_prev;
-    if (s_.parallel.dcp > 1) {
-      const int32_t W = s_.parallel.dcp, S = s_.parallel.dcp_interleave;
-      L = (L / (S * W)) * S + std::min(L % (S * W), S);  // positions on rank 0
+  MLASIM_RETURN_IF_ERROR(AllocateBuffers());
+  for (const StepSpec& step : table_.steps) {
+    if (!When(step.when)) continue;
+    if (step.loop_var.empty()) {
+      MLASIM_RETURN_IF_ERROR(RunStep(step, step.step));
+      continue;
     }
-    sh_.kv_lens.push_back(L);
-  }
-  verify_kv_indptr_.assign(sh_.R + 1, 0);
-  for (int32_t i = 1; i <= sh_.R; ++i)
-    verify_kv_indptr_[i] = verify_kv_indptr_[i - 1] + (i <= B ? sh_.kv_lens[i - 1] : 0);
-  sparse_kv_indptr_.assign(sh_.running_tokens + 1, 0);
-  for (int32_t t = 0; t < sh_.running_tokens; ++t) {
-    const int32_t b = t / sh_.Q, j = t % sh_.Q;
-    const int32_t count = b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
-    sparse_kv_indptr_[t + 1] = sparse_kv_indptr_[t] + std::max(count, 0);
-  }
-
-  // Capacities (§3): the builder sizes every buffer for max_num_seqs and max_num_batched_tokens.
-  const bool size_for_b =
-      mutant_ == SimMutant::kSizingScheduledBatch || mutant_ == SimMutant::kSizingPartialMapPerTile;
-  const int32_t max_bs = size_for_b ? B : s_.graph.max_num_seqs;
-  const int32_t mnbt = s_.graph.max_num_batched_tokens;
-  ref::PlanRequest sizing = BaseRequest(sh_.Q);
-  sizing.topk = s_.model.sparse ? s_.model.topk : -1;
-  MLASIM_ASSIGN_OR_RETURN(main_capacity_, ref::GetMlaMetadataInfoV1(sizing, max_bs));
-  sizing = BaseRequest(1);
-  sizing.qlen = 1;
-  sizing.topk = 0;  // is_sparse = True (§3 sparse-MTP row)
-  MLASIM_ASSIGN_OR_RETURN(sparse_capacity_, ref::GetMlaMetadataInfoV1(sizing, max_bs * sh_.Q));
-  if (mutant_ == SimMutant::kSizingPartialMapPerTile) {
-    main_capacity_.reduce_partial_map = main_capacity_.tile_cnt;
-    sparse_capacity_.reduce_partial_map = sparse_capacity_.tile_cnt;
-  }
-  AddPlanBuffers("main.", main_capacity_);
-  if (s_.model.sparse) AddPlanBuffers("sparse_mtp.", sparse_capacity_);
-  AddPersistent("kv_indptr", max_bs + 1, 4, "int32");
-  AddPersistent("kv_indices", int64_t{max_bs} * s_.graph.max_model_len, 4, "int32");
-  AddPersistent("kv_last_page_lens", max_bs, 4, "int32");
-  if (s_.model.sparse) {
-    AddPersistent("sparse_kv_indptr", mnbt + 1, 4, "int32");
-    AddPersistent("sparse_cu_seqlens_q", mnbt + 1, 4, "int32");
-    AddPersistent("sparse_kv_last_page_lens", mnbt, 4, "int32");
-    AddPersistent("sparse_kv_indices", int64_t{mnbt} * s_.model.topk, 4, "int32");
-  }
-  MLASIM_RETURN_IF_ERROR(VerifyStep());
-  if (s_.mtp_k > 0) {
-    MLASIM_RETURN_IF_ERROR(DraftStep0());
-    for (int32_t s = 1; s < s_.mtp_k; ++s) MLASIM_RETURN_IF_ERROR(DraftStep(s));
+    const int64_t from = Eval(step.from, step.step + " from"), to = Eval(step.to, step.step);
+    const std::string pattern = "{" + step.loop_var + "}";
+    for (int64_t s = from; s < to; ++s) {
+      vars_[step.loop_slot] = s;
+      draft_ = static_cast<int32_t>(s);
+      std::string name = step.step;
+      name.replace(name.find(pattern), pattern.size(), std::to_string(s));
+      MLASIM_RETURN_IF_ERROR(RunStep(step, name));
+    }
   }
   for (size_t i = 0; i < t_.calls.size(); ++i) t_.calls[i].index = static_cast<int32_t>(i);
   return OkStatus();
@@ -581,8 +681,11 @@ int32_t KernelHeads(const Scenario& s) {
 }
 
 StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant) {
+  const SimMutantSpec& spec = GetSimMutantSpec(mutant);
+  MLASIM_ASSIGN_OR_RETURN(std::shared_ptr<const CallTable> table,
+                          BuiltinCallTable(s.engine.table, spec.table_variables));
   Trace t;
-  StepBuilder b(s, t, mutant);
+  StepBuilder b(s, t, *table, spec);
   MLASIM_RETURN_IF_ERROR(b.Run());
   return t;
 }

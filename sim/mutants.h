@@ -6,6 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+
+#include "ref/planner.h"
 
 namespace mlasim::sim {
 
@@ -25,5 +29,17 @@ enum class SimMutant : uint8_t {
 };
 
 const char* SimMutantName(SimMutant m);
+
+// What a simulator mutant changes, as data: call-table variables replaced by other expressions
+// (sim/call_table.h), constants of the decode contract (its what-if switches, sim/contract.h),
+// and the reference planner's mutant (ref/planner.h). The engine applies all three; no mutant is
+// a second implementation of the code it breaks.
+struct SimMutantSpec {
+  SimMutant id = SimMutant::kNone;
+  std::map<std::string, std::string> table_variables;
+  std::map<std::string, int64_t> contract_constants;
+  ref::PlannerMutant planner = ref::PlannerMutant::kNone;
+};
+const SimMutantSpec& GetSimMutantSpec(SimMutant m);
 
 }  // namespace mlasim::sim

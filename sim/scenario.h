@@ -75,6 +75,9 @@ struct Contract;
 // Engine behaviour: explicit flags, bundled into named presets (sim/engine_profile.cpp).
 struct EngineProfile {
   std::string name;
+  // The engine's call table (sim/call_table.h, sim/engines/<table>.json): a profile is that
+  // table plus the flags below, which its expressions read.
+  std::string table = "atom";
   // Which token count the sparse per-token MTP plan (T2) covers.
   enum class SparsePlanTokens : uint8_t {
     kRunning,

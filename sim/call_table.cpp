@@ -1,0 +1,302 @@
+#include "sim/call_table.h"
+
+#include <algorithm>
+#include <mutex>
+
+#include "sim/json_input.h"
+
+namespace mlasim::sim {
+
+// Generated from sim/engines/*.json by CMake (cmake/EmbedContracts.cmake).
+struct EmbeddedTable {
+  const char* file;
+  const char* text;
+};
+extern const EmbeddedTable kEmbeddedTables[];
+extern const int kEmbeddedTablesCount;
+
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kVarNames[kEngineVarCount] = {
+    "B",       "R",           "Q",
+    "K",       "T_s",         "T_r",
+    "H",       "Hk",          "sparse",
+    "dcp",     "dp",          "graph",
+    "topk",    "max_num_seqs", "max_num_batched_tokens",
+    "max_model_len", "kv_width", "plan_over_scheduled",
+    "draft_rows_padded", "plan_rows_guard", "dcp_slice_rebuild_inputs",
+    "incremental_update", "update_uses_verify_width"};
+
+class TableParser {
+ public:
+  TableParser(CallTable* t, std::string file, const std::map<std::string, std::string>& overrides)
+      : t_(t), file_(std::move(file)), overrides_(overrides) {
+    for (int32_t v = 0; v < kEngineVarCount; ++v) scope_.Var(kVarNames[v], v);
+  }
+
+  Status Run(const json& doc) {
+    ObjectReader r(doc, file_ + ": $");
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    int64_t version = 0;
+    MLASIM_RETURN_IF_ERROR(r.Int64("engine_table", &version, 1, 1, true));
+    MLASIM_RETURN_IF_ERROR(r.String("name", &t_->name, true));
+    MLASIM_RETURN_IF_ERROR(r.String("source", &t_->source, true));
+    MLASIM_RETURN_IF_ERROR(Array(r, "variables", [&](const json& j, const std::string& p) {
+      return Variable(j, p);
+    }));
+    for (const auto& [name, text] : overrides_) {
+      const bool known = std::any_of(t_->variables.begin(), t_->variables.end(),
+                                     [&](const TableVariable& v) { return v.name == name; });
+      if (!known)
+        return InvalidArgumentError(file_ + ": variables",
+                                    "no variable \"" + name + "\" to override");
+    }
+    MLASIM_RETURN_IF_ERROR(Array(r, "plan_buffers", [&](const json& j, const std::string& p) {
+      return Buffers(j, p);
+    }));
+    MLASIM_RETURN_IF_ERROR(Array(r, "persistent", [&](const json& j, const std::string& p) {
+      return Persistent(j, p);
+    }));
+    MLASIM_RETURN_IF_ERROR(Array(r, "steps", [&](const json& j, const std::string& p) {
+      return Step(j, p);
+    }));
+    return r.Finish();
+  }
+
+ private:
+  template <class F>
+  Status Array(ObjectReader& r, const char* key, F each) {
+    const json* a = r.Child(key);
+    if (!a) return InvalidArgumentError(r.Path(key), "required key is missing");
+    if (!a->is_array() || a->size() > 1024)
+      return InvalidArgumentError(r.Path(key), "must be an array (at most 1024 entries)");
+    for (size_t i = 0; i < a->size(); ++i)
+      MLASIM_RETURN_IF_ERROR(each((*a)[i], r.Path(key) + "[" + std::to_string(i) + "]"));
+    return OkStatus();
+  }
+  Status ExprAt(ObjectReader& r, const char* key, Expr* out, bool required = false) {
+    const json* j = r.Child(key);
+    if (!j) {
+      if (required) return InvalidArgumentError(r.Path(key), "required key is missing");
+      return OkStatus();
+    }
+    if (j->is_number_integer() && IsInt64(*j)) {
+      *out = Expr::Constant(j->get<int64_t>());
+      return OkStatus();
+    }
+    if (!j->is_string())
+      return InvalidArgumentError(r.Path(key), "must be an expression (a string) or an integer");
+    MLASIM_ASSIGN_OR_RETURN(*out, Expr::Compile(j->get<std::string>(), scope_, r.Path(key)));
+    return OkStatus();
+  }
+  Status Name(ObjectReader& r, const char* key, const std::vector<std::string>& allowed,
+              std::string* out) {
+    MLASIM_RETURN_IF_ERROR(r.String(key, out, true));
+    if (std::find(allowed.begin(), allowed.end(), *out) != allowed.end()) return OkStatus();
+    std::string known;
+    for (const std::string& a : allowed) known += (known.empty() ? "" : ", ") + a;
+    return InvalidArgumentError(r.Path(key), "unknown \"" + *out + "\" (known: " + known + ")");
+  }
+
+  Status Variable(const json& j, const std::string& path) {
+    ObjectReader r(j, path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    TableVariable v;
+    MLASIM_RETURN_IF_ERROR(r.String("name", &v.name, true));
+    MLASIM_RETURN_IF_ERROR(r.String("source", &v.source));
+    const auto o = overrides_.find(v.name);
+    if (o != overrides_.end()) {
+      r.Child("value");
+      MLASIM_ASSIGN_OR_RETURN(v.value, Expr::Compile(o->second, scope_, "override of " + v.name));
+    } else {
+      MLASIM_RETURN_IF_ERROR(ExprAt(r, "value", &v.value, true));
+    }
+    v.slot = t_->num_slots++;
+    scope_.Var(v.name, v.slot);
+    t_->variables.push_back(std::move(v));
+    return r.Finish();
+  }
+
+  Status Buffers(const json& j, const std::string& path) {
+    ObjectReader r(j, path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    PlanBufferSet b;
+    MLASIM_RETURN_IF_ERROR(r.String("prefix", &b.prefix, true));
+    MLASIM_RETURN_IF_ERROR(r.String("source", &b.source));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &b.when));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "sizing_batch", &b.sizing_batch, true));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "qlen", &b.qlen, true));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "topk", &b.topk, true));
+    t_->plan_buffers.push_back(std::move(b));
+    return r.Finish();
+  }
+
+  Status Persistent(const json& j, const std::string& path) {
+    ObjectReader r(j, path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    PersistentSpec p;
+    MLASIM_RETURN_IF_ERROR(r.String("name", &p.name, true));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &p.when));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "rows", &p.rows, true));
+    t_->persistent.push_back(std::move(p));
+    return r.Finish();
+  }
+
+  Status Step(const json& j, const std::string& path) {
+    ObjectReader r(j, path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    StepSpec s;
+    MLASIM_RETURN_IF_ERROR(r.String("step", &s.step, true));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &s.when));
+    MLASIM_RETURN_IF_ERROR(r.String("for", &s.loop_var));
+    ExprScope saved = scope_;
+    if (!s.loop_var.empty()) {
+      MLASIM_RETURN_IF_ERROR(ExprAt(r, "from", &s.from, true));
+      MLASIM_RETURN_IF_ERROR(ExprAt(r, "to", &s.to, true));
+      s.loop_slot = t_->num_slots++;
+      scope_.Var(s.loop_var, s.loop_slot);
+      if (s.step.find("{" + s.loop_var + "}") == std::string::npos)
+        return InvalidArgumentError(r.Path("step"),
+                                    "a repeated step's name must contain {" + s.loop_var + "}");
+    }
+    MLASIM_RETURN_IF_ERROR(Array(r, "calls", [&](const json& c, const std::string& p) {
+      CallRow row;
+      MLASIM_RETURN_IF_ERROR(Row(c, p, &row));
+      s.calls.push_back(std::move(row));
+      return OkStatus();
+    }));
+    scope_ = saved;
+    t_->steps.push_back(std::move(s));
+    return r.Finish();
+  }
+
+  Status Row(const json& j, const std::string& path, CallRow* c) {
+    ObjectReader r(j, path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    MLASIM_RETURN_IF_ERROR(r.String("row", &c->row, true));
+    MLASIM_RETURN_IF_ERROR(r.String("call", &c->call, true));
+    MLASIM_RETURN_IF_ERROR(r.String("source", &c->source));
+    std::string kind;
+    MLASIM_RETURN_IF_ERROR(r.String("kind", &kind, true));
+    MLASIM_ASSIGN_OR_RETURN(c->kind, ParseCallKind(kind, r.Path("kind")));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &c->when));
+    static const std::vector<std::string> kHandles = {"main", "sparse_mtp", "draft_sparse",
+                                                      "last"};
+    switch (c->kind) {
+      case CallKind::kPlanBuild:
+      case CallKind::kPlanUpdate: {
+        MLASIM_RETURN_IF_ERROR(Name(r, "inputs", InputBuilders(), &c->inputs));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "tokens", &c->tokens));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "q_entries", &c->q_entries));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "real", &c->real, true));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "rejects", &c->rejects));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "reuse", &c->reuse));
+        if (r.Has("reuse_plan"))
+          MLASIM_RETURN_IF_ERROR(Name(r, "reuse_plan", kHandles, &c->reuse_plan));
+        if (c->kind == CallKind::kPlanUpdate) {
+          MLASIM_RETURN_IF_ERROR(Name(r, "plan", kHandles, &c->plan));
+        } else {
+          MLASIM_RETURN_IF_ERROR(r.String("buffers", &c->buffers, true));
+          MLASIM_RETURN_IF_ERROR(r.String("capacity", &c->capacity, true));
+        }
+        if (const json* sets = r.Child("sets")) {
+          if (!sets->is_array()) return InvalidArgumentError(r.Path("sets"), "must be an array");
+          for (const json& h : *sets) {
+            if (!h.is_string() ||
+                std::find(kHandles.begin(), kHandles.end(), h.get<std::string>()) ==
+                    kHandles.end())
+              return InvalidArgumentError(r.Path("sets"), "entries must be plan handles: main, "
+                                                          "sparse_mtp, draft_sparse, last");
+            c->sets.push_back(h.get<std::string>());
+          }
+        }
+        break;
+      }
+      case CallKind::kIndexFill:
+        MLASIM_RETURN_IF_ERROR(r.String("kernel", &c->kernel, true));
+        MLASIM_RETURN_IF_ERROR(r.String("indices", &c->indices, true));
+        MLASIM_RETURN_IF_ERROR(Name(r, "indptr", NamedIndptrs(), &c->indptr));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "tokens", &c->tokens, true));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "graph", &c->graph, true));
+        break;
+      case CallKind::kDecode:
+        MLASIM_RETURN_IF_ERROR(Name(r, "plan", kHandles, &c->plan));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "q_rows", &c->q_rows, true));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "sparse", &c->sparse, true));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "graph", &c->graph, true));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "max_seqlen_q", &c->max_seqlen_q, true));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "guard", &c->guard));
+        break;
+      case CallKind::kReduce:
+        return InvalidArgumentError(r.Path("kind"),
+                                    "a reduce follows its decode row; it has no row of its own");
+    }
+    return r.Finish();
+  }
+
+  CallTable* t_;
+  std::string file_;
+  const std::map<std::string, std::string>& overrides_;
+  ExprScope scope_;
+};
+
+}  // namespace
+
+const char* EngineVarName(int32_t v) {
+  return v >= 0 && v < kEngineVarCount ? kVarNames[v] : "?";
+}
+
+const std::vector<std::string>& InputBuilders() {
+  static const std::vector<std::string> k = {"verify_padded", "verify_real_cprr", "per_token",
+                                             "dcp_rebuild",   "draft_sparse",     "draft_fresh",
+                                             "draft_update"};
+  return k;
+}
+
+const std::vector<std::string>& NamedIndptrs() {
+  static const std::vector<std::string> k = {"verify_kv_indptr", "sparse_kv_indptr",
+                                             "draft_kv_indptr", "draft_sparse_indptr"};
+  return k;
+}
+
+StatusOr<CallTable> ParseCallTable(const json& doc, const std::string& file,
+                                   const std::map<std::string, std::string>& overrides) {
+  CallTable t;
+  t.file = file;
+  t.doc = doc;
+  TableParser p(&t, file, overrides);
+  MLASIM_RETURN_IF_ERROR(p.Run(doc));
+  return t;
+}
+
+StatusOr<std::shared_ptr<const CallTable>> BuiltinCallTable(
+    const std::string& name, const std::map<std::string, std::string>& overrides) {
+  static std::mutex mu;
+  static std::map<std::pair<std::string, std::map<std::string, std::string>>,
+                  std::shared_ptr<const CallTable>>
+      cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[{name, overrides}];
+  if (slot) return slot;
+  for (int i = 0; i < kEmbeddedTablesCount; ++i) {
+    if (std::string(kEmbeddedTables[i].file) != name + ".json") continue;
+    const std::string file = std::string("builtin:") + kEmbeddedTables[i].file;
+    auto doc = ParseJsonStrict(kEmbeddedTables[i].text, file);
+    MLASIM_ASSERT(doc.ok(), doc.status().ToString());
+    MLASIM_ASSIGN_OR_RETURN(CallTable t, ParseCallTable(*doc, file, overrides));
+    slot = std::make_shared<const CallTable>(std::move(t));
+    return slot;
+  }
+  cache.erase({name, overrides});
+  std::string known;
+  for (int i = 0; i < kEmbeddedTablesCount; ++i) {
+    std::string f = kEmbeddedTables[i].file;
+    known += (known.empty() ? "" : ", ") + f.substr(0, f.size() - 5);
+  }
+  return InvalidArgumentError("engine.table", "no built-in call table \"" + name +
+                                                  "\" (known: " + known + ")");
+}
+
+}  // namespace mlasim::sim
