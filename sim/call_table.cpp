@@ -43,6 +43,9 @@ class TableParser {
     MLASIM_RETURN_IF_ERROR(r.Int64("engine_table", &version, 1, 1, true));
     MLASIM_RETURN_IF_ERROR(r.String("name", &t_->name, true));
     MLASIM_RETURN_IF_ERROR(r.String("source", &t_->source, true));
+    MLASIM_RETURN_IF_ERROR(Array(r, "profiles", [&](const json& j, const std::string& p) {
+      return Profile(j, p);
+    }));
     MLASIM_RETURN_IF_ERROR(Array(r, "variables", [&](const json& j, const std::string& p) {
       return Variable(j, p);
     }));
@@ -98,6 +101,20 @@ class TableParser {
     std::string known;
     for (const std::string& a : allowed) known += (known.empty() ? "" : ", ") + a;
     return InvalidArgumentError(r.Path(key), "unknown \"" + *out + "\" (known: " + known + ")");
+  }
+
+  Status Profile(const json& j, const std::string& path) {
+    ObjectReader r(j, path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    EngineProfile e;
+    e.table = t_->name;
+    MLASIM_RETURN_IF_ERROR(r.String("name", &e.name, true));
+    MLASIM_RETURN_IF_ERROR(r.String("summary", &e.summary, true));
+    const json* flags = r.Child("flags");
+    if (!flags) return InvalidArgumentError(r.Path("flags"), "required key is missing");
+    MLASIM_RETURN_IF_ERROR(ParseEngineFlags(*flags, r.Path("flags"), &e));
+    t_->profiles.push_back(std::move(e));
+    return r.Finish();
   }
 
   Status Variable(const json& j, const std::string& path) {
@@ -243,6 +260,54 @@ class TableParser {
 };
 
 }  // namespace
+
+Status ParseEngineFlags(const json& j, const std::string& path, EngineProfile* e,
+                        const std::vector<std::string>& extra_keys) {
+  ObjectReader r(j, path);
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  for (const std::string& k : extra_keys) r.Child(k);
+  std::string tokens;
+  MLASIM_RETURN_IF_ERROR(r.String("sparse_mtp_plan_tokens", &tokens));
+  if (r.Has("sparse_mtp_plan_tokens")) {
+    if (tokens == "running_tokens")
+      e->sparse_mtp_plan_tokens = EngineProfile::SparsePlanTokens::kRunning;
+    else if (tokens == "scheduled_tokens")
+      e->sparse_mtp_plan_tokens = EngineProfile::SparsePlanTokens::kScheduled;
+    else
+      return InvalidArgumentError(r.Path("sparse_mtp_plan_tokens"),
+                                  "must be \"running_tokens\" or \"scheduled_tokens\"");
+  }
+  std::string rows;
+  MLASIM_RETURN_IF_ERROR(r.String("draft_rows", &rows));
+  if (r.Has("draft_rows")) {
+    if (rows == "scheduled")
+      e->draft_rows = EngineProfile::DraftRows::kScheduled;
+    else if (rows == "padded")
+      e->draft_rows = EngineProfile::DraftRows::kPadded;
+    else
+      return InvalidArgumentError(r.Path("draft_rows"), "must be \"scheduled\" or \"padded\"");
+  }
+  MLASIM_RETURN_IF_ERROR(r.Bool("plan_rows_guard", &e->plan_rows_guard));
+  MLASIM_RETURN_IF_ERROR(r.Bool("dcp_slice_rebuild_inputs", &e->dcp_slice_rebuild_inputs));
+  MLASIM_RETURN_IF_ERROR(r.Bool("incremental_update", &e->incremental_update));
+  MLASIM_RETURN_IF_ERROR(r.Bool("update_uses_verify_width", &e->update_uses_verify_width));
+  return r.Finish();
+}
+
+const std::vector<EngineProfile>& BuiltinProfiles() {
+  static const std::vector<EngineProfile> kAll = [] {
+    std::vector<EngineProfile> out;
+    for (int i = 0; i < kEmbeddedTablesCount; ++i) {
+      std::string name = kEmbeddedTables[i].file;
+      name = name.substr(0, name.size() - 5);
+      auto t = BuiltinCallTable(name);
+      MLASIM_ASSERT(t.ok(), t.status().ToString());
+      for (const EngineProfile& e : (*t)->profiles) out.push_back(e);
+    }
+    return out;
+  }();
+  return kAll;
+}
 
 const char* EngineVarName(int32_t v) {
   return v >= 0 && v < kEngineVarCount ? kVarNames[v] : "?";

@@ -109,6 +109,7 @@ struct PersistentSpec {
 
 struct CallTable {
   std::string name, source, file;
+  std::vector<EngineProfile> profiles;  // the presets of this engine: the table plus flags
   std::vector<TableVariable> variables;
   std::vector<PlanBufferSet> plan_buffers;
   std::vector<PersistentSpec> persistent;
@@ -127,6 +128,16 @@ StatusOr<CallTable> ParseCallTable(const nlohmann::json& doc, const std::string&
 // The built-in table `name` ("atom"), with `overrides` applied; cached, thread-safe.
 StatusOr<std::shared_ptr<const CallTable>> BuiltinCallTable(
     const std::string& name, const std::map<std::string, std::string>& overrides = {});
+
+// Reads the flags of an engine profile (a preset's `flags`, or the overrides of a scenario's
+// "engine" object: the keys sparse_mtp_plan_tokens, draft_rows, plan_rows_guard,
+// dcp_slice_rebuild_inputs, incremental_update, update_uses_verify_width), each optional.
+// `extra_keys` are other keys the object may hold (skipped here). Errors name `path`.
+Status ParseEngineFlags(const nlohmann::json& j, const std::string& path, EngineProfile* e,
+                        const std::vector<std::string>& extra_keys = {});
+
+// Every preset of every built-in call table, in table order.
+const std::vector<EngineProfile>& BuiltinProfiles();
 
 // The plan-input builders, indptrs and plan handles a table may name (sim/engine.cpp).
 const std::vector<std::string>& InputBuilders();

@@ -1,5 +1,6 @@
 #include "sim/scenario_json.h"
 
+#include "sim/call_table.h"
 #include "sim/contract.h"
 
 #include <filesystem>
@@ -163,32 +164,8 @@ Status ParseEngine(const json& j, EngineProfile* e) {
   std::string preset;
   MLASIM_RETURN_IF_ERROR(r.String("preset", &preset, true));
   MLASIM_ASSIGN_OR_RETURN(*e, GetEngineProfile(preset, "$.engine.preset"));
-  std::string tokens;
-  MLASIM_RETURN_IF_ERROR(r.String("sparse_mtp_plan_tokens", &tokens));
-  if (r.Has("sparse_mtp_plan_tokens")) {
-    if (tokens == "running_tokens")
-      e->sparse_mtp_plan_tokens = EngineProfile::SparsePlanTokens::kRunning;
-    else if (tokens == "scheduled_tokens")
-      e->sparse_mtp_plan_tokens = EngineProfile::SparsePlanTokens::kScheduled;
-    else
-      return InvalidArgumentError("$.engine.sparse_mtp_plan_tokens",
-                                  "must be \"running_tokens\" or \"scheduled_tokens\"");
-  }
-  std::string rows;
-  MLASIM_RETURN_IF_ERROR(r.String("draft_rows", &rows));
-  if (r.Has("draft_rows")) {
-    if (rows == "scheduled")
-      e->draft_rows = EngineProfile::DraftRows::kScheduled;
-    else if (rows == "padded")
-      e->draft_rows = EngineProfile::DraftRows::kPadded;
-    else
-      return InvalidArgumentError("$.engine.draft_rows", "must be \"scheduled\" or \"padded\"");
-  }
-  MLASIM_RETURN_IF_ERROR(r.Bool("plan_rows_guard", &e->plan_rows_guard));
-  MLASIM_RETURN_IF_ERROR(r.Bool("dcp_slice_rebuild_inputs", &e->dcp_slice_rebuild_inputs));
-  MLASIM_RETURN_IF_ERROR(r.Bool("incremental_update", &e->incremental_update));
-  MLASIM_RETURN_IF_ERROR(r.Bool("update_uses_verify_width", &e->update_uses_verify_width));
-  MLASIM_RETURN_IF_ERROR(r.Finish());
+  r.Child("preset");
+  MLASIM_RETURN_IF_ERROR(ParseEngineFlags(j, "$.engine", e, {"preset"}));
   // Named after the preset unless a flag differs from it.
   if (!SameFlags(*e, *GetEngineProfile(preset, "$.engine.preset"))) e->name = preset + "+overrides";
   return OkStatus();
