@@ -63,6 +63,13 @@ class StepBuilder {
   ref::PlanRequest BaseRequest(int32_t qlen) const;
   void AddPersistent(const std::string& name, int64_t rows, int64_t row_bytes, const char* dtype);
   void AddPlanBuffers(const std::string& prefix, const ref::MetadataSizes& sizes);
+  // Scenario overrides (docs/scenario.md "calls", "sizing", "capture").
+  const CallOverride* Override(const std::string& step, const std::string& call) const;
+  Status CapturePlans();
+  StatusOr<int32_t> PlanFrom(const CallOverride& o, const std::string& step, const CallRow& row);
+  std::shared_ptr<const IndexContent> FillContent(const CallRow& row,
+                                                  const std::vector<int32_t>& indptr,
+                                                  int32_t tokens) const;
   // Rows.
   Status RunStep(const StepSpec& step, const std::string& name);
   Status RunRow(const CallRow& row, const std::string& step);
@@ -102,6 +109,10 @@ class StepBuilder {
   std::map<std::string, int32_t> handles_;  // plan handle -> index into t_.plans
   std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pads repeat)
   std::vector<int32_t> sparse_kv_indptr_;   // T_r+1 entries (pads repeat)
+  std::vector<int64_t> kv_slot_base_;       // first KV-cache row of each request (kv_cache)
+  // Plans the engine built at graph capture, by "<step>.<call>" (plan_from "capture").
+  std::map<std::string, PlanSnapshot> captured_;
+  std::map<std::string, int32_t> built_;  // "<step>.<call>" -> plan index, this step
 };
 
 int64_t StepBuilder::Eval(const Expr& e, const std::string& what) const {
@@ -140,9 +151,9 @@ ref::PlanRequest StepBuilder::BaseRequest(int32_t qlen) const {
   r.heads_per_head_k = sh_.kernel_heads;
   r.q_dtype = r.kv_dtype = s_.model.kv_dtype;  // ATOM#287: both from the KV-cache dtype
   r.page_size = 1;
-  r.kv_granularity = 16;
+  r.kv_granularity = s_.kv_granularity;
   r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = qlen;
-  r.max_split_per_batch = 16;
+  r.max_split_per_batch = s_.max_split_per_batch;
   return r;
 }
 
@@ -174,7 +185,8 @@ void StepBuilder::ComputeShape() {
   sparse_kv_indptr_.assign(sh_.running_tokens + 1, 0);
   for (int32_t t = 0; t < sh_.running_tokens; ++t) {
     const int32_t b = t / sh_.Q, j = t % sh_.Q;
-    const int32_t count = b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
+    int32_t count = b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
+    if (b < B && !s_.requests[b].topk_lengths.empty()) count = s_.requests[b].topk_lengths[j];
     sparse_kv_indptr_[t + 1] = sparse_kv_indptr_[t] + std::max(count, 0);
   }
 }
@@ -235,10 +247,21 @@ Status StepBuilder::AllocateBuffers() {
   // Capacities (§3): the builder sizes every buffer once, with the table's sizing inputs.
   for (const PlanBufferSet& b : table_.plan_buffers) {
     if (!When(b.when)) continue;
-    const int32_t qlen = static_cast<int32_t>(Eval(b.qlen, b.prefix + "qlen"));
+    int32_t qlen = static_cast<int32_t>(Eval(b.qlen, b.prefix + "qlen"));
+    int32_t batch = static_cast<int32_t>(Eval(b.sizing_batch, b.prefix + "sizing_batch"));
     ref::PlanRequest sizing = BaseRequest(qlen);
     sizing.topk = static_cast<int32_t>(Eval(b.topk, b.prefix + "topk"));
-    const int32_t batch = static_cast<int32_t>(Eval(b.sizing_batch, b.prefix + "sizing_batch"));
+    // The scenario's sizing inputs where they differ from the planner's (class D).
+    for (const SizingOverride& z : s_.sizing) {
+      if (z.buffers != b.prefix) continue;
+      if (z.batch >= 0) batch = z.batch;
+      if (z.qlen >= 0) sizing.qlen = sizing.max_seqlen_qo = sizing.uni_seqlen_qo = z.qlen;
+      if (z.heads >= 0) sizing.heads_per_head_k = z.heads;
+      if (z.cu_count >= 0) sizing.cu_count = z.cu_count;
+      if (!z.dtype.empty())
+        sizing.q_dtype = sizing.kv_dtype = *ref::ParseDType(z.dtype, "$.sizing.dtype");
+      if (z.is_sparse >= 0) sizing.topk = z.is_sparse ? std::max(sizing.topk, 0) : -1;
+    }
     MLASIM_ASSIGN_OR_RETURN(ref::MetadataSizes z, ref::GetMlaMetadataInfoV1(sizing, batch));
     if (Var("partial_map_per_tile")) z.reduce_partial_map = z.tile_cnt;
     capacity_[b.prefix] = z;
@@ -246,6 +269,31 @@ Status StepBuilder::AllocateBuffers() {
   }
   for (const PersistentSpec& p : table_.persistent)
     if (When(p.when)) AddPersistent(p.name, Eval(p.rows, p.name), 4, "int32");
+  for (const SizingOverride& z : s_.sizing)
+    if (!capacity_.count(z.buffers))
+      return InvalidArgumentError("$.sizing", "no plan buffers \"" + z.buffers +
+                                                  "\" in this step (the engine sizes: " +
+                                                  [&] {
+                                                    std::string k;
+                                                    for (const auto& [n, c] : capacity_)
+                                                      k += (k.empty() ? "" : ", ") + n;
+                                                    return k;
+                                                  }() +
+                                                  ")");
+  if (s_.kv_cache.modelled) {
+    // The KV cache: each request's tokens, and room for its K draft tokens, in slots after the
+    // previous request's; one spare row. Row = one token of kv_lora_rank + rope_dim values.
+    int64_t rows = 0;
+    for (const int32_t L : sh_.kv_lens) {
+      kv_slot_base_.push_back(rows);
+      rows += L + s_.mtp_k;
+    }
+    if (s_.kv_cache.num_rows > 0) rows = s_.kv_cache.num_rows;
+    t_.persistent.push_back(PersistentBuffer{"kv_cache", rows + (s_.kv_cache.num_rows > 0 ? 0 : 1),
+                                             int64_t{s_.model.kv_lora_rank + s_.model.rope_dim} *
+                                                 Bytes(s_.model.kv_dtype),
+                                             ref::DTypeName(s_.model.kv_dtype)});
+  }
   return OkStatus();
 }
 
@@ -493,14 +541,20 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
                          int32_t q_rows, bool sparse, bool graph, int32_t max_seqlen_q,
                          bool guard) {
   const PlanSnapshot& snap = t_.plans[plan];
+  const CallOverride* o = Override(step, row.call);
   const int32_t heads = sh_.kernel_heads;
   const int32_t fold = snap.plan.derived.fold_ratio;
   const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
-  // The kernel's view of a q row (a kernel built for 576-column rows run on a rope-free model,
-  // vLLM #56314, walks fewer, wider rows than the allocation holds).
-  const int32_t kernel_width = static_cast<int32_t>(Var("kernel_q_cols"));
   const int32_t qb = Bytes(s_.model.kv_dtype), ob = Bytes(s_.model.model_dtype);
   const int32_t vh = heads / fold;  // heads per (folded) row
+  // What the engine allocated (q and o can come from independent sources) and how the kernel
+  // actually run views a row: its heads per row and its columns (a kernel built for 576-column
+  // rows run on a rope-free model, vLLM #56314, walks fewer, wider rows than q holds).
+  const int64_t q_alloc = o && o->q_rows >= 0 ? o->q_rows : q_rows;
+  const int64_t o_alloc = o && o->o_rows >= 0 ? o->o_rows : q_rows;
+  const int32_t view_heads = o && o->kernel_heads > 0 ? o->kernel_heads / fold : vh;
+  const int32_t view_cols = o && o->kernel_q_cols > 0 ? o->kernel_q_cols
+                                                      : static_cast<int32_t>(Var("kernel_q_cols"));
   auto tensor = [](const char* role, std::string buffer, int64_t rows, int32_t h, int32_t cols,
                    int32_t eb, ref::DType d) {
     TensorArg a;
@@ -515,6 +569,16 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
     a.transient = true;
     return a;
   };
+  // The allocation keeps its bytes; the kernel's view has rows of its own width.
+  auto view = [](TensorArg& a, int32_t h, int32_t cols) {
+    if (h == a.heads && cols == a.cols) return;
+    const int64_t bytes = a.rows * a.row_bytes;
+    a.heads = h;
+    a.cols = cols;
+    a.row_bytes = int64_t{h} * cols * a.elem_bytes;
+    a.rows = bytes / a.row_bytes;
+    a.alloc_bytes = bytes;
+  };
   // mla_decode_fwd views q/o of folded heads as [rows * R, 16, D] (§10.3).
   Call c;
   c.step = step;
@@ -525,22 +589,16 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.contract = decode_;
   c.graph_replay = graph;
   c.plan = plan;
-  c.q_rows = q_rows;
+  c.q_rows = static_cast<int32_t>(q_alloc);
+  c.o_rows = static_cast<int32_t>(o_alloc);
   c.plan_rows = snap.q_rows_covered;
   c.sparse = sparse;
   c.max_seqlen_q = max_seqlen_q;
-  c.args.push_back(tensor("q", "q", int64_t{q_rows} * fold, vh, kv_width, qb, s_.model.kv_dtype));
-  if (kernel_width != kv_width) {
-    // The allocation keeps its bytes; the kernel's view has rows of kernel_width columns.
-    TensorArg& q = c.args.back();
-    const int64_t bytes = q.rows * q.row_bytes;
-    q.row_bytes = int64_t{vh} * kernel_width * qb;
-    q.cols = kernel_width;
-    q.rows = bytes / q.row_bytes;
-    q.alloc_bytes = bytes;
-  }
-  c.args.push_back(tensor("o", "o", int64_t{q_rows} * fold, vh, s_.model.kv_lora_rank, ob,
-                          s_.model.model_dtype));
+  c.args.push_back(tensor("q", "q", q_alloc * fold, vh, kv_width, qb, s_.model.kv_dtype));
+  view(c.args.back(), view_heads, view_cols);
+  c.args.push_back(
+      tensor("o", "o", o_alloc * fold, vh, s_.model.kv_lora_rank, ob, s_.model.model_dtype));
+  view(c.args.back(), view_heads, s_.model.kv_lora_rank);
   const int64_t partial_rows = int64_t{snap.plan.sizes.reduce_partial_map} * max_seqlen_q;
   c.args.push_back(tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4,
                           ref::DType::kFp32));
@@ -553,10 +611,36 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   idx.row_bytes = 4;
   idx.dtype = "int32";
   c.args.push_back(idx);
+  if (s_.kv_cache.modelled) {
+    TensorArg kv;
+    kv.role = "kv_cache";
+    kv.buffer = "kv_cache";
+    for (const PersistentBuffer& p : t_.persistent)
+      if (p.name == "kv_cache") kv.rows = p.rows, kv.row_bytes = p.row_bytes;
+    kv.heads = 1;
+    kv.cols = kv_width;
+    kv.elem_bytes = qb;
+    kv.dtype = ref::DTypeName(s_.model.kv_dtype);
+    c.args.push_back(kv);
+  }
+  if (o) {
+    if (o->launch_grid >= 0) c.launch_grid = o->launch_grid;
+    auto note = [&](bool set, const std::string& what) {
+      if (set) c.overrides.push_back(what);
+    };
+    note(o->q_rows >= 0, "q allocated with " + std::to_string(o->q_rows) + " rows");
+    note(o->o_rows >= 0, "o allocated with " + std::to_string(o->o_rows) + " rows");
+    note(o->kernel_heads > 0, "the kernel strides " + std::to_string(o->kernel_heads) +
+                                  " heads per q row");
+    note(o->kernel_q_cols > 0,
+         "the kernel strides " + std::to_string(o->kernel_q_cols) + " columns per q row");
+    note(o->launch_grid >= 0, "launched with " + std::to_string(o->launch_grid) + " workgroups");
+    note(!o->plan_from.empty(), "consumes the plan of " + o->plan_from);
+  }
   // The engine's plan-rows guard (#2715) refuses a plan wider than q before the launch.
   if (guard) {
     c.guard_checked = true;
-    c.guard_refused = snap.q_rows_covered > q_rows;
+    c.guard_refused = snap.q_rows_covered > q_alloc;
   }
   c.note = "q/o " + std::to_string(q_rows) + " rows, plan covers " +
            std::to_string(snap.q_rows_covered) + " rows";
@@ -566,9 +650,107 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   r.kind = CallKind::kReduce;
   r.kernel = reduce_->variant;
   r.contract = reduce_;
-  r.args.pop_back();  // the reduce reads no KV indices
+  r.launch_grid = -1;
+  // The reduce reads no KV indices and no KV cache.
+  r.args.erase(std::remove_if(r.args.begin(), r.args.end(),
+                              [](const TensorArg& a) {
+                                return a.role == "kv_indices" || a.role == "kv_cache";
+                              }),
+               r.args.end());
   r.note = "merges the split tiles' partial rows into o";
   t_.calls.push_back(std::move(r));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scenario overrides
+// ---------------------------------------------------------------------------------------------
+
+const CallOverride* StepBuilder::Override(const std::string& step, const std::string& call) const {
+  const std::string key = step + "." + call;
+  for (const CallOverride& o : s_.calls)
+    if (o.call == key) return &o;
+  return nullptr;
+}
+
+// The plans the engine built when it captured its graphs: the same table over the capture batch
+// (R requests of capture_contexts, or of Q tokens each), without overrides.
+Status StepBuilder::CapturePlans() {
+  bool needed = false;
+  for (const CallOverride& o : s_.calls) needed = needed || o.plan_from == "capture";
+  if (!needed) return OkStatus();
+  if (!s_.capture_contexts.empty() &&
+      static_cast<int32_t>(s_.capture_contexts.size()) != sh_.R)
+    return InvalidArgumentError("$.capture.contexts",
+                                "needs one context per captured request (the rung R = " +
+                                    std::to_string(sh_.R) + ")");
+  Scenario cap = s_;
+  cap.calls.clear();
+  cap.requests.assign(sh_.R, RequestSpec());
+  for (int32_t i = 0; i < sh_.R; ++i)
+    cap.requests[i].context = s_.capture_contexts.empty() ? sh_.Q : s_.capture_contexts[i];
+  cap.parallel.dp_scheduled_tokens.clear();
+  cap.kv_cache = KvCacheSpec();
+  Trace t;
+  StepBuilder b(cap, t, table_, mutant_);
+  const Status st = b.Run();
+  if (!st.ok())
+    return InvalidArgumentError("$.capture", "the capture batch cannot be planned: " +
+                                                 st.ToString());
+  for (const Call& c : t.calls)
+    if (c.kind == CallKind::kPlanBuild || c.kind == CallKind::kPlanUpdate)
+      captured_[c.step + "." + c.name] = t.plans[c.plan];
+  return OkStatus();
+}
+
+// The plan an override's plan_from names, added to this trace. Errors name $.calls.
+StatusOr<int32_t> StepBuilder::PlanFrom(const CallOverride& o, const std::string& step,
+                                        const CallRow& row) {
+  if (o.plan_from == "capture") {
+    // A plan build's own captured plan; a kernel call's: the plan its handle had at capture.
+    std::string key = step + "." + row.call;
+    if (row.kind == CallKind::kDecode) {
+      const PlanSnapshot& live = t_.plans[Handle(row.plan)];
+      for (const auto& [k, snap] : captured_)
+        if (snap.name == live.name && k.rfind(step + ".", 0) == 0) key = k;
+      if (!captured_.count(key))
+        for (const auto& [k, snap] : captured_)
+          if (snap.name == live.name) key = k;
+    }
+    const auto it = captured_.find(key);
+    if (it == captured_.end())
+      return InvalidArgumentError("$.calls", "no plan was captured for " + o.call);
+    PlanSnapshot snap = it->second;
+    snap.name += "(captured)";
+    t_.plans.push_back(std::move(snap));
+    return static_cast<int32_t>(t_.plans.size() - 1);
+  }
+  const auto it = built_.find(o.plan_from);
+  if (it == built_.end())
+    return InvalidArgumentError("$.calls", o.call + ": plan_from \"" + o.plan_from +
+                                               "\" names no earlier plan call of this step");
+  return it->second;
+}
+
+// What a fill writes, with a modelled KV cache: each token's (dense: request's) region holds
+// slots of its request from the request's first slot on; then the scenario's index_values.
+std::shared_ptr<const IndexContent> StepBuilder::FillContent(const CallRow& row,
+                                                             const std::vector<int32_t>& indptr,
+                                                             int32_t tokens) const {
+  if (!s_.kv_cache.modelled) return nullptr;
+  auto content = std::make_shared<IndexContent>();
+  const bool per_token = row.indptr == "sparse_kv_indptr";
+  const int32_t n = std::min<int32_t>(tokens, static_cast<int32_t>(indptr.size()) - 1);
+  for (int32_t t = 0; t < n; ++t) {
+    const int32_t request = per_token ? t / sh_.Q : t;
+    if (indptr[t + 1] <= indptr[t] || request >= sh_.B) continue;
+    content->segments.push_back({indptr[t], indptr[t + 1], kv_slot_base_[request]});
+  }
+  for (const KvCacheSpec::IndexValue& v : s_.kv_cache.index_values) {
+    if (v.token >= n || v.position >= indptr[v.token + 1] - indptr[v.token]) continue;
+    content->values.push_back({int64_t{indptr[v.token]} + v.position, v.value});
+  }
+  std::sort(content->values.begin(), content->values.end());
+  return content;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -578,12 +760,42 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
 Status StepBuilder::PlanRow(const CallRow& row, const std::string& step) {
   ref::PlanRequest request = BuildInputs(row);
   const int32_t real = static_cast<int32_t>(Eval(row.real, "real"));
+  const CallOverride* o = Override(step, row.call);
+  if (o) {  // the planner told other facts than the sizing (CU count, heads, dtypes)
+    if (o->planner_cu_count > 0) request.cu_count = o->planner_cu_count;
+    if (o->planner_heads > 0) request.heads_per_head_k = o->planner_heads;
+    if (!o->planner_dtype.empty())
+      request.q_dtype = request.kv_dtype = *ref::ParseDType(o->planner_dtype, "planner_dtype");
+  }
   int32_t plan = -1;
-  if (!row.reuse.empty() && Eval(row.reuse, "reuse") != 0 && handles_.count(row.reuse_plan)) {
+  if (o && !o->plan_from.empty()) {
+    // Metadata built elsewhere: this call does not run; its buffers hold that plan.
+    MLASIM_ASSIGN_OR_RETURN(const int32_t from, PlanFrom(*o, step, row));
+    PlanSnapshot snap = t_.plans[from];
+    const std::string origin = o->plan_from;
+    snap.request = std::move(request);
+    if (snap.name.find("(captured)") == std::string::npos) snap.name += "(stale)";
+    t_.plans.push_back(std::move(snap));
+    plan = static_cast<int32_t>(t_.plans.size() - 1);
+    Call c;
+    c.step = step;
+    c.name = row.call;
+    c.table_row = row.row;
+    c.kind = CallKind::kPlanUpdate;
+    c.kernel = "(stale: " + origin + ")";
+    c.plan = plan;
+    c.plan_rows = t_.plans.back().q_rows_covered;
+    c.overrides.push_back("plan_from " + origin + ": not rebuilt for this batch");
+    c.note = "keeps the plan of " + origin;
+    t_.calls.push_back(std::move(c));
+  } else if (!row.reuse.empty() && Eval(row.reuse, "reuse") != 0 &&
+             handles_.count(row.reuse_plan)) {
     MLASIM_RETURN_IF_ERROR(ReusePlan(step, row, std::move(request), &plan));
   } else {
     MLASIM_RETURN_IF_ERROR(BuildPlan(step, row, std::move(request), real, &plan));
+    if (o) t_.calls.back().overrides.push_back("planner inputs differ from the sizing's");
   }
+  built_[step + "." + row.call] = plan;
   SetHandles(row, plan);
   return OkStatus();
 }
@@ -598,13 +810,20 @@ Status StepBuilder::UpdateRow(const CallRow& row, const std::string& step) {
 
 Status StepBuilder::FillRow(const CallRow& row, const std::string& step) {
   const int32_t tokens = static_cast<int32_t>(Eval(row.tokens, "tokens"));
-  Fill(step, row, Indptr(row.indptr, tokens), tokens, Eval(row.graph, "graph") != 0);
+  const std::vector<int32_t> indptr = Indptr(row.indptr, tokens);
+  Fill(step, row, indptr, tokens, Eval(row.graph, "graph") != 0);
+  t_.calls.back().fill_content = FillContent(row, indptr, tokens);
   return OkStatus();
 }
 
 Status StepBuilder::DecodeRow(const CallRow& row, const std::string& step) {
   const bool guard = !row.guard.empty() && Eval(row.guard, "guard") != 0;
-  Decode(step, row, Handle(row.plan), static_cast<int32_t>(Eval(row.q_rows, "q_rows")),
+  int32_t plan = Handle(row.plan);
+  const CallOverride* o = Override(step, row.call);
+  if (o && !o->plan_from.empty()) {
+    MLASIM_ASSIGN_OR_RETURN(plan, PlanFrom(*o, step, row));
+  }
+  Decode(step, row, plan, static_cast<int32_t>(Eval(row.q_rows, "q_rows")),
          Eval(row.sparse, "sparse") != 0, Eval(row.graph, "graph") != 0,
          static_cast<int32_t>(Eval(row.max_seqlen_q, "max_seqlen_q")), guard);
   return OkStatus();
@@ -632,6 +851,7 @@ Status StepBuilder::Run() {
   MLASIM_RETURN_IF_ERROR(EvalVariables());
   MLASIM_RETURN_IF_ERROR(ResolveContracts());
   MLASIM_RETURN_IF_ERROR(AllocateBuffers());
+  MLASIM_RETURN_IF_ERROR(CapturePlans());
   for (const StepSpec& step : table_.steps) {
     if (!When(step.when)) continue;
     if (step.loop_var.empty()) {
@@ -649,6 +869,14 @@ Status StepBuilder::Run() {
     }
   }
   for (size_t i = 0; i < t_.calls.size(); ++i) t_.calls[i].index = static_cast<int32_t>(i);
+  // Every override must name a call of this step: a misspelt one is an input error.
+  for (size_t i = 0; i < s_.calls.size(); ++i) {
+    bool found = false;
+    for (const Call& c : t_.calls) found = found || c.step + "." + c.name == s_.calls[i].call;
+    if (!found)
+      return InvalidArgumentError("$.calls[" + std::to_string(i) + "].call",
+                                  "no call \"" + s_.calls[i].call + "\" in this step");
+  }
   return OkStatus();
 }
 

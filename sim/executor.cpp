@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 
 #include "ref/plan_check.h"
 #include "sim/contract.h"
@@ -34,6 +35,9 @@ struct LoadSource {
   int32_t width = 1;            // elements per row
   const std::string* buffer = nullptr;  // allocation name
 };
+
+// Aggregate keys of underflows: kept apart from overruns of the same buffer.
+constexpr int kBefore = 100;
 
 int64_t FloorDiv(int64_t a, int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
@@ -77,6 +81,11 @@ class CallExecutor {
   void BindRole(const TensorArg& a);
   LoadResult BadLoad(const LoadSource& l, int64_t element);
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
+  // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
+  void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1,
+                  int64_t p0, int64_t p1, int64_t page);
+  void GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page);
+  void FlushInvalid(const Call& c);
 
   // Touch rows [r0, r1) of the tensor `a` (a view of its allocation).
   void Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1, int32_t who);
@@ -106,6 +115,14 @@ class CallExecutor {
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
   int32_t who_ = -1;
+  // What each index buffer holds, fill after fill (the kv_cache model): latest last.
+  std::map<std::string, std::vector<std::shared_ptr<const IndexContent>>> contents_;
+  // Invalid indices a kernel clamped or wrapped this call: (index buffer, element, value).
+  struct InvalidUse {
+    int64_t element, value;
+    int32_t who;
+  };
+  std::vector<InvalidUse> pending_;
   // A hang stops the GPU: only the first one of a step is reported (later calls never run on
   // hardware; the simulator still applies their accesses).
   bool hang_reported_ = false;
@@ -125,6 +142,8 @@ void CallExecutor::Add(const Call& c, Violation v) {
   v.call_index = c.index;
   v.table_row = c.table_row;
   v.kernel = c.kernel;
+  if (v.cause.empty())
+    for (const std::string& o : c.overrides) v.cause += (v.cause.empty() ? "" : "; ") + o;
   out_.violations.push_back(std::move(v));
 }
 
@@ -154,6 +173,18 @@ void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, in
       if (g.works.empty() || g.works.back() != who) g.works.push_back(who);
     }
   }
+  if (r0 < 0) {  // an underflow: rows before the buffer's start (reported apart from overruns)
+    Aggregate& g =
+        agg_[{a.buffer, static_cast<int>(ViolationKind::kOutOfBounds) * 2 + write + kBefore}];
+    g.kind = ViolationKind::kOutOfBounds;
+    g.buffer = a.buffer;
+    g.access = write ? "write" : "read";
+    g.rows = a.rows;
+    g.row_bytes = a.row_bytes;
+    g.first = std::min(g.first, r0);
+    g.last = std::max(g.last, std::min<int64_t>(r1, 0) - 1);
+    if (g.works.empty() || g.works.back() != who) g.works.push_back(who);
+  }
   if (r1 > a.rows) {
     Aggregate& g = agg_[{a.buffer, static_cast<int>(ViolationKind::kOutOfBounds) * 2 + write}];
     g.kind = ViolationKind::kOutOfBounds;
@@ -179,12 +210,20 @@ void CallExecutor::Flush(const Call& c) {
     v.last_row = g.last;
     v.work_items = g.works;
     const Allocation* a = as_.Find(g.buffer);
+    const bool before = key.second >= kBefore;
     if (g.kind == ViolationKind::kOutOfBounds) {
-      v.bug_class = (g.buffer == "q" || g.buffer == "o") ? "A" : "C";
-      v.rows_past_end = g.last + 1 - g.rows;
-      v.bytes_past_end = v.rows_past_end * g.row_bytes;
+      // q / o past the plan's rows: class A; the KV cache through an index: class G; else C.
+      v.bug_class = (g.buffer == "q" || g.buffer == "o") ? "A" : g.buffer == "kv_cache" ? "G" : "C";
+      if (before) {
+        v.rows_before_start = -g.first;
+        v.bytes_before_start = v.rows_before_start * g.row_bytes;
+      } else {
+        v.rows_past_end = g.last + 1 - g.rows;
+        v.bytes_past_end = v.rows_past_end * g.row_bytes;
+      }
       v.consequence = "unobserved";
       if (a) {
+        // (Unsigned wrap-around gives the address below the base for an underflow.)
         const uint64_t begin = a->base + static_cast<uint64_t>(g.first * g.row_bytes);
         const uint64_t end = a->base + static_cast<uint64_t>((g.last + 1) * g.row_bytes);
         const uint64_t bad = as_.FirstUnmapped(begin, end);
@@ -200,7 +239,7 @@ void CallExecutor::Flush(const Call& c) {
       }
       v.detail = std::string(g.access == "write" ? "writes " : "reads ") + g.buffer + " rows " +
                  std::to_string(g.first) + ".." + std::to_string(g.last) + " of " +
-                 std::to_string(g.rows);
+                 std::to_string(g.rows) + (before ? " (before its start)" : "");
     } else {
       v.bug_class = "E";
       v.consequence = "stale_read";
@@ -210,6 +249,7 @@ void CallExecutor::Flush(const Call& c) {
     Add(c, std::move(v));
   }
   agg_.clear();
+  pending_.clear();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -455,9 +495,15 @@ void CallExecutor::KernelCall(const Call& c) {
   MLASIM_ASSERT(c.contract != nullptr, "a kernel call without a contract: " + c.name);
   Bind(c);
   bool defined = true;
-  const int64_t grid = Eval(contract_->grid, &defined);
+  const int64_t grid = c.launch_grid >= 0 ? c.launch_grid : Eval(contract_->grid, &defined);
   vars_[kVarGrid] = defined ? grid : 0;
+  if (c.launch_grid >= 0) vars_[kVarCapturedGrid] = c.launch_grid;
+  if (c.kind == CallKind::kIndexFill && c.fill_content) {
+    for (const TensorArg& a : c.args)
+      if (a.role == "indices") contents_[a.buffer].push_back(c.fill_content);
+  }
   Exec(contract_->program);
+  FlushInvalid(c);
   Flush(c);
   if (c.kind == CallKind::kReduce) ReportUnwrittenOutput(c);
 }
@@ -665,9 +711,104 @@ void CallExecutor::ExecGather(const Statement& st) {
   const int64_t page = Eval(st.page_size, &d3);
   if (!d1 || !d2 || !d3 || p1 <= p0 || page <= 0) return;
   const TensorArg* index = roles_[st.index_role];
-  if (index)
-    TouchIn(role_allocs_[st.index_role], *index, false, FloorDiv(p0, page),
-            FloorDiv(p1 - 1, page) + 1, who_);
+  if (!index) return;
+  const int64_t e0 = FloorDiv(p0, page), e1 = FloorDiv(p1 - 1, page) + 1;
+  TouchIn(role_allocs_[st.index_role], *index, false, e0, e1, who_);
+  if (roles_[st.role]) GatherRows(st, *index, e0, e1, p0, p1, page);
+}
+
+// Index elements [e0, e1) hold the pages of token positions [p0, p1): the KV rows they name are
+// read. Runs of plain slots become one range; explicit values are checked one by one.
+void CallExecutor::GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1,
+                              int64_t p0, int64_t p1, int64_t page) {
+  const auto it = contents_.find(index.buffer);
+  if (it == contents_.end()) return;  // never filled: the index read reports the stale read
+  const TensorArg& kv = *roles_[st.role];
+  Allocation* kv_alloc = role_allocs_[st.role];
+  for (int64_t e = e0; e < e1;) {
+    // The newest fill that wrote element e decides its value.
+    int64_t next = e1;
+    bool done = false;
+    for (auto c = it->second.rbegin(); c != it->second.rend() && !done; ++c) {
+      const IndexContent& ct = **c;
+      const auto v = std::lower_bound(ct.values.begin(), ct.values.end(),
+                                      std::make_pair(e, INT64_MIN));
+      if (v != ct.values.end() && v->first == e) {
+        GatherValue(e, v->second, e == e0 ? p0 % page : 0, page);
+        next = e + 1;
+        done = true;
+        break;
+      }
+      for (const IndexSegment& sg : ct.segments) {
+        if (e < sg.begin || e >= sg.end) continue;
+        int64_t stop = std::min(sg.end, e1);
+        if (v != ct.values.end()) stop = std::min(stop, v->first);
+        const int64_t first_pos = std::max(p0, e * page), last_pos = std::min(p1, stop * page);
+        const int64_t r0 = (sg.base + (e - sg.begin)) * page + (first_pos - e * page);
+        TouchIn(kv_alloc, kv, false, r0, r0 + (last_pos - first_pos), who_);
+        next = stop;
+        done = true;
+        break;
+      }
+    }
+    e = done ? next : e + 1;  // an element no fill wrote: its read is reported as stale
+  }
+}
+
+// One explicit index value: in range, the row it names is read; out of range (-1, past the
+// cache, INT_MAX), what happens is the contract's invalid_index.
+void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_page,
+                               int64_t page) {
+  const TensorArg& kv = *Tensor("kv_cache");
+  Allocation* alloc = as_.FindMutable(kv.buffer);
+  const int64_t pages = kv.rows / page;
+  if (value >= 0 && value < pages) {
+    TouchIn(alloc, kv, false, value * page + row_in_page, value * page + row_in_page + 1, who_);
+    return;
+  }
+  switch (contract_->semantics.invalid_index) {
+    case InvalidIndex::kFault:
+      TouchIn(alloc, kv, false, value * page + row_in_page, value * page + row_in_page + 1, who_);
+      return;
+    case InvalidIndex::kMasked: return;
+    case InvalidIndex::kClampToZero:
+      TouchIn(alloc, kv, false, row_in_page, row_in_page + 1, who_);
+      break;
+    case InvalidIndex::kWrap: {
+      const int64_t w = ((value % pages) + pages) % pages;
+      TouchIn(alloc, kv, false, w * page + row_in_page, w * page + row_in_page + 1, who_);
+      break;
+    }
+  }
+  pending_.push_back({element, value, who_});
+}
+
+// Invalid indices the kernel clamped or wrapped: no fault, but a KV row of another token.
+void CallExecutor::FlushInvalid(const Call& c) {
+  if (pending_.empty()) return;
+  const TensorArg* index = Tensor("kv_indices");
+  Violation v;
+  v.kind = ViolationKind::kInvalidIndex;
+  v.bug_class = "G";
+  v.buffer = index ? index->buffer : "kv_indices";
+  v.access = "read";
+  v.rows = index ? index->rows : 0;
+  v.row_bytes = 4;
+  v.first_row = INT64_MAX;
+  for (const InvalidUse& u : pending_) {
+    v.first_row = std::min(v.first_row, u.element);
+    v.last_row = std::max(v.last_row, u.element);
+    if (u.who >= 0 && (v.work_items.empty() || v.work_items.back() != u.who))
+      v.work_items.push_back(u.who);
+  }
+  const bool clamp = contract_->semantics.invalid_index == InvalidIndex::kClampToZero;
+  v.consequence = clamp ? "clamped_to_slot_0" : "wrapped";
+  v.detail = std::to_string(pending_.size()) + " index value(s) outside the KV cache (first " +
+             std::to_string(pending_.front().value) + " at element " +
+             std::to_string(pending_.front().element) + ") read " +
+             (clamp ? "slot 0" : "a wrapped slot") + " instead: another token's KV";
+  Add(c, std::move(v));
+  pending_.clear();
 }
 
 void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound) {
@@ -757,6 +898,7 @@ const char* ViolationKindName(ViolationKind k) {
     case ViolationKind::kUnwrittenOutput: return "unwritten_output";
     case ViolationKind::kGuardRefused: return "guard_refused";
     case ViolationKind::kUnboundedLoop: return "unbounded_loop";
+    case ViolationKind::kInvalidIndex: return "invalid_index";
   }
   return "?";
 }

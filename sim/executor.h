@@ -25,6 +25,7 @@ enum class ViolationKind : uint8_t {
   kUnwrittenOutput,    // output rows of real tokens that no call wrote (classes B, I)
   kGuardRefused,       // the engine's plan-rows guard refused a call (no memory access)
   kUnboundedLoop,      // a work item's loop bound underflows: a hang on hardware (class J)
+  kInvalidIndex,       // an index outside the KV cache that the kernel clamps or wraps (class G)
 };
 const char* ViolationKindName(ViolationKind k);
 
@@ -44,6 +45,11 @@ struct Violation {
   int64_t last_row = -1;
   int64_t rows_past_end = 0;
   int64_t bytes_past_end = 0;
+  int64_t rows_before_start = 0;   // an access below row 0 (an underflow): rows / bytes before
+  int64_t bytes_before_start = 0;  // the buffer's start
+  // The scenario's overrides of this call (docs/scenario.md "calls"): the disagreement that
+  // causes the finding, in words. Empty for calls the engine makes as it is.
+  std::string cause;
   std::vector<int32_t> work_items;  // responsible work items (or tiles for the reduce)
   std::string consequence;          // fault | corrupts:<buffer> | reads:<buffer> | unobserved | ...
   uint64_t first_bad_address = 0;

@@ -119,7 +119,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
               {"graph_replay", c.graph_replay}};
     if (c.kind == CallKind::kDecode || c.kind == CallKind::kReduce) {
       j["q_rows"] = c.q_rows;
-      j["o_rows"] = c.q_rows;
+      j["o_rows"] = c.o_rows;
       j["plan_rows"] = c.plan_rows;
     }
     if (c.kind == CallKind::kPlanBuild || c.kind == CallKind::kPlanUpdate) {
@@ -127,6 +127,8 @@ nlohmann::json ReportJson(const ReplayReport& r) {
       j["plan_rows"] = c.plan_rows;
       j["batches"] = r.trace.plans[c.plan].request.kv_indptr.size() - 1;
     }
+    if (c.launch_grid >= 0) j["launch_grid"] = c.launch_grid;
+    if (!c.overrides.empty()) j["overrides"] = c.overrides;
     json args = json::array();
     for (const TensorArg& a : c.args)
       args.push_back({{"role", a.role},
@@ -158,6 +160,11 @@ nlohmann::json ReportJson(const ReplayReport& r) {
               {"consequence", v.consequence},
               {"detail", v.detail}};
     if (v.first_bad_address) j["fault_address"] = Hex(v.first_bad_address);
+    if (v.rows_before_start) {
+      j["rows_before_start"] = v.rows_before_start;
+      j["bytes_before_start"] = v.bytes_before_start;
+    }
+    if (!v.cause.empty()) j["cause"] = v.cause;
     vs.push_back(j);
   }
   return json{{"case", r.scenario.name},
@@ -216,7 +223,11 @@ std::string ReportText(const ReplayReport& r) {
   for (const Violation& v : r.result.violations) {
     out += fmt::format("\n  [{}] class {}  {} / {} ({})  {} {}\n", ViolationKindName(v.kind),
                        v.bug_class, v.step, v.call, v.kernel, v.access, v.buffer);
-    if (v.kind == ViolationKind::kOutOfBounds) {
+    if (v.kind == ViolationKind::kOutOfBounds && v.rows_before_start > 0) {
+      out += fmt::format(
+          "      touches rows {}..{} of a buffer of {} rows: {} rows ({} bytes) before its start\n",
+          v.first_row, v.last_row, v.rows, v.rows_before_start, v.bytes_before_start);
+    } else if (v.kind == ViolationKind::kOutOfBounds) {
       out += fmt::format(
           "      touches rows {}..{} of a buffer of {} rows: {} rows ({} bytes) past the end\n",
           v.first_row, v.last_row, v.rows, v.rows_past_end, v.bytes_past_end);
@@ -233,6 +244,7 @@ std::string ReportText(const ReplayReport& r) {
     out += fmt::format("      on hardware: {}{}\n", v.consequence,
                        v.first_bad_address ? " at " + Hex(v.first_bad_address) : "");
     out += fmt::format("      {}\n", v.detail);
+    if (!v.cause.empty()) out += fmt::format("      cause: {}\n", v.cause);
   }
   return out;
 }

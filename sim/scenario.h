@@ -40,6 +40,51 @@ struct RequestSpec {
   int32_t context = 0;        // context_lens[i] before this step: KV tokens incl. this verify's Q
   int32_t rejected_prev = 0;  // drafts the previous verify rejected (L = context - rejected_prev)
   int32_t rejected = 0;       // drafts this verify rejects (0..K)
+  // Sparse models: the indexer's top-k count of each of the request's Q verify tokens; empty =
+  // the engine's min(L - Q + j + 1, topk) (atom-mtp-flow.md §4).
+  std::vector<int32_t> topk_lengths;
+};
+
+// The KV cache and what the index buffers hold (docs/scenario.md "kv_cache"). Without it the
+// simulator tracks which index elements a kernel reads but not the KV rows they point to.
+struct KvCacheSpec {
+  bool modelled = false;  // the scenario has a "kv_cache" object
+  int64_t num_rows = 0;   // token rows of the cache; 0 = what the batch needs
+  // An index element (sparse: slot `position` of token `token`'s top-k region of the verify
+  // step's index buffer; dense: page `position` of request `token`) set to `value` by the
+  // index fill, whatever the engine would write: -1, past the cache, INT_MAX.
+  struct IndexValue {
+    int32_t token = 0;
+    int32_t position = 0;
+    int64_t value = 0;
+  };
+  std::vector<IndexValue> index_values;
+};
+
+// One call of the step as the scenario overrides it (docs/scenario.md "calls"): the engine's
+// disagreements stated as data. Fields left at -1 / empty keep the engine's values.
+struct CallOverride {
+  std::string call;  // "<step>.<call>", e.g. "draft_step_0.sparse_decode"
+  // Kernel launches: workgroups launched (a captured grid), q / o rows as allocated.
+  int32_t launch_grid = -1;
+  int64_t q_rows = -1, o_rows = -1;
+  // The kernel actually run: heads of one q row as it strides them, and columns of a row.
+  int32_t kernel_heads = -1, kernel_q_cols = -1;
+  // Plan builds: the planner's inputs that differ from the sizing's (CU count, heads, dtypes).
+  int32_t planner_cu_count = -1, planner_heads = -1;
+  std::string planner_dtype;  // q and kv dtype handed to the planner ("" = the engine's)
+  // Metadata built elsewhere: "capture" (the plan the engine built at graph capture, over the
+  // capture batch) or "<step>.<call>" (an earlier call's plan). A plan build so marked is not
+  // run (its buffers keep that plan); a kernel call so marked consumes that plan.
+  std::string plan_from;
+};
+
+// Sizing of a plan-buffer set (get_mla_metadata_info_v1) that differs from the engine's.
+struct SizingOverride {
+  std::string buffers;  // allocation prefix: "main." or "sparse_mtp."
+  int32_t batch = -1, qlen = -1, heads = -1, cu_count = -1;
+  std::string dtype;  // q and kv dtype the sizing is told
+  int32_t is_sparse = -1;
 };
 
 struct GraphSpec {
@@ -116,6 +161,14 @@ struct Scenario {
   // aiter's planner dispatch: the parallel planner whenever eligible (default), or the serial one
   // (AITER_MLA_META_USE_PARALLEL=0). They differ on zero-KV requests, i.e. on graph padding.
   bool serial_planner = false;
+  int32_t kv_granularity = 16;      // planner knobs the engine passes (§3.1)
+  int32_t max_split_per_batch = 16;
+  KvCacheSpec kv_cache;
+  // The batch the engine captured its graphs with (plan_from "capture"): context lengths of the
+  // R capture requests; empty = every request holds Q tokens.
+  std::vector<int32_t> capture_contexts;
+  std::vector<CallOverride> calls;
+  std::vector<SizingOverride> sizing;
   // The wrong-hypothesis twin of the seed (seed-fault.md §3): zero-KV work items read one
   // KV-index entry at kv_start. Off for every real kernel variant; a what-if switch.
   bool zero_kv_reads_index_row = false;

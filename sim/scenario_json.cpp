@@ -67,6 +67,7 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   MLASIM_RETURN_IF_ERROR(r.IntArray("contexts", &ctx, 0, kMaxTokens));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected_prev", &prev, 0, 64));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected", &rej, 0, 64));
+  const json* topk = r.Child("topk_lengths");
   MLASIM_RETURN_IF_ERROR(r.Finish());
   if (!r.Has("contexts"))
     return InvalidArgumentError("$.batch.contexts", "required key is missing");
@@ -95,6 +96,24 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
                                   "context minus rejected_prev must hold this step's " +
                                       std::to_string(q) + " verify tokens (got " +
                                       std::to_string(req.context - req.rejected_prev) + ")");
+    if (topk) {
+      const std::string p = "$.batch.topk_lengths" + idx;
+      if (!topk->is_array() || topk->size() != ctx.size())
+        return InvalidArgumentError("$.batch.topk_lengths",
+                                    "needs one array per request (" + std::to_string(ctx.size()) +
+                                        ")");
+      const json& row = (*topk)[i];
+      if (!row.is_array() || static_cast<int32_t>(row.size()) != q)
+        return InvalidArgumentError(p, "needs one count per verify token (Q = " +
+                                           std::to_string(q) + ")");
+      for (size_t t = 0; t < row.size(); ++t) {
+        const std::string pt = p + "[" + std::to_string(t) + "]";
+        if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
+            row[t].get<int64_t>() > (1 << 20))
+          return InvalidArgumentError(pt, "must be an integer in 0..1048576");
+        req.topk_lengths.push_back(static_cast<int32_t>(row[t].get<int64_t>()));
+      }
+    }
     out->push_back(req);
   }
   return OkStatus();
@@ -152,6 +171,119 @@ Status ParseAllocator(const json& j, AllocatorSpec* a) {
     }
   }
   return r.Finish();
+}
+
+Status ParsePlanner(const json& j, Scenario* s) {
+  std::string dispatch;
+  if (j.is_string()) {
+    dispatch = j.get<std::string>();
+  } else {
+    ObjectReader r(j, "$.planner");
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    dispatch = "aiter-dispatch";
+    MLASIM_RETURN_IF_ERROR(r.String("dispatch", &dispatch));
+    MLASIM_RETURN_IF_ERROR(r.Int("kv_granularity", &s->kv_granularity, 1, 1 << 16));
+    if ((s->kv_granularity & (s->kv_granularity - 1)) != 0)
+      return InvalidArgumentError("$.planner.kv_granularity", "must be a power of two");
+    MLASIM_RETURN_IF_ERROR(r.Int("max_split_per_batch", &s->max_split_per_batch, -1, 1 << 16));
+    if (s->max_split_per_batch == 0)
+      return InvalidArgumentError("$.planner.max_split_per_batch", "must be -1 (none) or >= 1");
+    MLASIM_RETURN_IF_ERROR(r.Finish());
+  }
+  if (dispatch == "aiter-dispatch")
+    s->serial_planner = false;
+  else if (dispatch == "serial")
+    s->serial_planner = true;
+  else
+    return InvalidArgumentError(j.is_string() ? "$.planner" : "$.planner.dispatch",
+                                "must be \"aiter-dispatch\" or \"serial\"");
+  return OkStatus();
+}
+
+Status ParseKvCache(const json& j, Scenario* s) {
+  ObjectReader r(j, "$.kv_cache");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  KvCacheSpec& kv = s->kv_cache;
+  kv.modelled = true;
+  MLASIM_RETURN_IF_ERROR(r.Int64("num_rows", &kv.num_rows, 0, int64_t{1} << 32));
+  if (const json* values = r.Child("index_values")) {
+    if (!values->is_array() || values->size() > 4096)
+      return InvalidArgumentError("$.kv_cache.index_values",
+                                  "must be an array of at most 4096 objects");
+    for (size_t i = 0; i < values->size(); ++i) {
+      ObjectReader e((*values)[i], "$.kv_cache.index_values[" + std::to_string(i) + "]");
+      MLASIM_RETURN_IF_ERROR(e.Check());
+      KvCacheSpec::IndexValue v;
+      MLASIM_RETURN_IF_ERROR(e.Int("token", &v.token, 0, kMaxTokens, true));
+      MLASIM_RETURN_IF_ERROR(e.Int("position", &v.position, 0, kMaxTokens, true));
+      MLASIM_RETURN_IF_ERROR(e.Int64("value", &v.value, INT32_MIN, INT32_MAX, true));
+      MLASIM_RETURN_IF_ERROR(e.Finish());
+      kv.index_values.push_back(v);
+    }
+  }
+  return r.Finish();
+}
+
+Status ParseCalls(const json& j, Scenario* s) {
+  if (!j.is_array() || j.size() > 256)
+    return InvalidArgumentError("$.calls", "must be an array of at most 256 objects");
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string path = "$.calls[" + std::to_string(i) + "]";
+    ObjectReader r(j[i], path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    CallOverride c;
+    MLASIM_RETURN_IF_ERROR(r.String("call", &c.call, true));
+    if (c.call.find('.') == std::string::npos)
+      return InvalidArgumentError(path + ".call", "must be <step>.<call>, e.g. "
+                                                  "draft_step_0.sparse_decode");
+    MLASIM_RETURN_IF_ERROR(r.Int("launch_grid", &c.launch_grid, 0, 1 << 20));
+    MLASIM_RETURN_IF_ERROR(r.Int64("q_rows", &c.q_rows, 0, kMaxTokens));
+    MLASIM_RETURN_IF_ERROR(r.Int64("o_rows", &c.o_rows, 0, kMaxTokens));
+    MLASIM_RETURN_IF_ERROR(r.Int("kernel_heads", &c.kernel_heads, 1, 1024));
+    MLASIM_RETURN_IF_ERROR(r.Int("kernel_q_cols", &c.kernel_q_cols, 1, 8192));
+    MLASIM_RETURN_IF_ERROR(r.Int("planner_cu_count", &c.planner_cu_count, 1, 4096));
+    MLASIM_RETURN_IF_ERROR(r.Int("planner_heads", &c.planner_heads, 1, 1024));
+    if (r.Has("planner_dtype")) {
+      MLASIM_RETURN_IF_ERROR(r.String("planner_dtype", &c.planner_dtype));
+      MLASIM_RETURN_IF_ERROR(ref::ParseDType(c.planner_dtype, r.Path("planner_dtype")).status());
+    }
+    MLASIM_RETURN_IF_ERROR(r.String("plan_from", &c.plan_from));
+    if (!c.plan_from.empty() && c.plan_from != "capture" &&
+        c.plan_from.find('.') == std::string::npos)
+      return InvalidArgumentError(path + ".plan_from",
+                                  "must be \"capture\" or <step>.<call> of an earlier plan");
+    MLASIM_RETURN_IF_ERROR(r.Finish());
+    s->calls.push_back(std::move(c));
+  }
+  return OkStatus();
+}
+
+Status ParseSizing(const json& j, Scenario* s) {
+  if (!j.is_array() || j.size() > 16)
+    return InvalidArgumentError("$.sizing", "must be an array of at most 16 objects");
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string path = "$.sizing[" + std::to_string(i) + "]";
+    ObjectReader r(j[i], path);
+    MLASIM_RETURN_IF_ERROR(r.Check());
+    SizingOverride z;
+    MLASIM_RETURN_IF_ERROR(r.String("buffers", &z.buffers, true));
+    MLASIM_RETURN_IF_ERROR(r.Int("batch", &z.batch, 1, 1 << 20));
+    MLASIM_RETURN_IF_ERROR(r.Int("qlen", &z.qlen, 1, 64));
+    MLASIM_RETURN_IF_ERROR(r.Int("heads", &z.heads, 1, 1024));
+    MLASIM_RETURN_IF_ERROR(r.Int("cu_count", &z.cu_count, 1, 4096));
+    if (r.Has("dtype")) {
+      MLASIM_RETURN_IF_ERROR(r.String("dtype", &z.dtype));
+      MLASIM_RETURN_IF_ERROR(ref::ParseDType(z.dtype, r.Path("dtype")).status());
+    }
+    bool sparse = false;
+    if (r.Has("is_sparse")) {
+      MLASIM_RETURN_IF_ERROR(r.Bool("is_sparse", &sparse));
+      z.is_sparse = sparse;
+    }
+    MLASIM_RETURN_IF_ERROR(r.Finish());
+    s->sizing.push_back(std::move(z));
+  }
+  return OkStatus();
 }
 
 Status ParseEngine(const json& j, EngineProfile* e) {
@@ -213,18 +345,19 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
     MLASIM_RETURN_IF_ERROR(r.String("kernel", &s.kernel));
     MLASIM_RETURN_IF_ERROR(BuiltinContract(CallKind::kDecode, s.kernel, "$.kernel").status());
   }
-  if (r.Has("planner")) {
-    MLASIM_RETURN_IF_ERROR(r.String("planner", &text));
-    if (text == "aiter-dispatch")
-      s.serial_planner = false;
-    else if (text == "serial")
-      s.serial_planner = true;
-    else
-      return InvalidArgumentError("$.planner", "must be \"aiter-dispatch\" or \"serial\"");
-  }
+  if (const json* planner = r.Child("planner")) MLASIM_RETURN_IF_ERROR(ParsePlanner(*planner, &s));
   MLASIM_RETURN_IF_ERROR(r.Bool("zero_kv_reads_index_row", &s.zero_kv_reads_index_row));
   if (const json* a = r.Child("allocator"))
     MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s.allocator));
+  if (const json* kv = r.Child("kv_cache")) MLASIM_RETURN_IF_ERROR(ParseKvCache(*kv, &s));
+  if (const json* cap = r.Child("capture")) {
+    ObjectReader c(*cap, "$.capture");
+    MLASIM_RETURN_IF_ERROR(c.Check());
+    MLASIM_RETURN_IF_ERROR(c.IntArray("contexts", &s.capture_contexts, 0, kMaxTokens));
+    MLASIM_RETURN_IF_ERROR(c.Finish());
+  }
+  if (const json* calls = r.Child("calls")) MLASIM_RETURN_IF_ERROR(ParseCalls(*calls, &s));
+  if (const json* sizing = r.Child("sizing")) MLASIM_RETURN_IF_ERROR(ParseSizing(*sizing, &s));
   const json* engine = r.Child("engine");
   if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
   MLASIM_RETURN_IF_ERROR(ParseEngine(*engine, &s.engine));
@@ -332,6 +465,59 @@ json ScenarioToJson(const Scenario& s) {
   // A preset with no flag changed is written as its name, so that editing the name changes it.
   if (plain) out["engine"] = preset;
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;
+  // Round-2 fields are written only when set, so round-1 scenarios write the same bytes.
+  if (s.kv_granularity != 16 || s.max_split_per_batch != 16)
+    out["planner"] = {{"dispatch", s.serial_planner ? "serial" : "aiter-dispatch"},
+                      {"kv_granularity", s.kv_granularity},
+                      {"max_split_per_batch", s.max_split_per_batch}};
+  bool topk = false;
+  for (const RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
+  if (topk) {
+    json lens = json::array();
+    for (const RequestSpec& r : s.requests) lens.push_back(r.topk_lengths);
+    out["batch"]["topk_lengths"] = lens;
+  }
+  if (s.kv_cache.modelled) {
+    json values = json::array();
+    for (const KvCacheSpec::IndexValue& v : s.kv_cache.index_values)
+      values.push_back({{"token", v.token}, {"position", v.position}, {"value", v.value}});
+    out["kv_cache"] = {{"num_rows", s.kv_cache.num_rows}, {"index_values", values}};
+  }
+  if (!s.capture_contexts.empty()) out["capture"] = {{"contexts", s.capture_contexts}};
+  if (!s.calls.empty()) {
+    json calls = json::array();
+    for (const CallOverride& c : s.calls) {
+      json j = {{"call", c.call}};
+      auto put = [&](const char* k, int64_t v) {
+        if (v >= 0) j[k] = v;
+      };
+      put("launch_grid", c.launch_grid);
+      put("q_rows", c.q_rows);
+      put("o_rows", c.o_rows);
+      put("kernel_heads", c.kernel_heads);
+      put("kernel_q_cols", c.kernel_q_cols);
+      put("planner_cu_count", c.planner_cu_count);
+      put("planner_heads", c.planner_heads);
+      if (!c.planner_dtype.empty()) j["planner_dtype"] = c.planner_dtype;
+      if (!c.plan_from.empty()) j["plan_from"] = c.plan_from;
+      calls.push_back(j);
+    }
+    out["calls"] = calls;
+  }
+  if (!s.sizing.empty()) {
+    json sizing = json::array();
+    for (const SizingOverride& z : s.sizing) {
+      json j = {{"buffers", z.buffers}};
+      if (z.batch >= 0) j["batch"] = z.batch;
+      if (z.qlen >= 0) j["qlen"] = z.qlen;
+      if (z.heads >= 0) j["heads"] = z.heads;
+      if (z.cu_count >= 0) j["cu_count"] = z.cu_count;
+      if (!z.dtype.empty()) j["dtype"] = z.dtype;
+      if (z.is_sparse >= 0) j["is_sparse"] = z.is_sparse == 1;
+      sizing.push_back(j);
+    }
+    out["sizing"] = sizing;
+  }
   return out;
 }
 

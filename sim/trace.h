@@ -53,6 +53,16 @@ struct PlanSnapshot {
   int32_t q_rows_covered = 0;  // max qo_end over its work items (0 when it has none)
 };
 
+// What the index buffers hold after each fill (the scenario's kv_cache model): element e of
+// [begin, end) holds base + (e - begin); `values` are explicit elements (hostile values).
+struct IndexSegment {
+  int64_t begin = 0, end = 0, base = 0;
+};
+struct IndexContent {
+  std::vector<IndexSegment> segments;       // sorted, disjoint
+  std::vector<std::pair<int64_t, int64_t>> values;  // (element, value), sorted by element
+};
+
 struct Call {
   int32_t index = 0;
   std::string step;       // "verify", "draft_step_0", "draft_step_1", ...
@@ -65,16 +75,22 @@ struct Call {
   bool graph_replay = false;
   int32_t plan = -1;  // index into Trace::plans
   std::vector<TensorArg> args;
-  int32_t q_rows = 0;      // decode/reduce: q and o rows as allocated
+  int32_t q_rows = 0;      // decode/reduce: q rows as allocated
+  int32_t o_rows = 0;      // decode/reduce: o rows as allocated (= q_rows unless overridden)
   int32_t plan_rows = 0;   // q rows the plan covers
   int64_t fill_begin = 0;  // kIndexFill: element range written in args[0]
   int64_t fill_end = 0;
   std::vector<std::pair<int64_t, int64_t>> fill_regions;  // kIndexFill: per-token regions
   std::vector<int32_t> fill_indptr;  // kIndexFill: the indptr the fill reads (its regions)
+  // kIndexFill with a modelled KV cache: what the fill writes into its regions.
+  std::shared_ptr<const IndexContent> fill_content;
   std::string fill_indptr_buffer;    // kIndexFill: the allocation that indptr lives in
   int32_t fill_tokens = 0;           // kIndexFill: tokens the call runs over
   int32_t max_seqlen_q = 1;    // decode: sizes the partial buffers (§10.4)
   int32_t captured_grid = 0;   // decode: workgroups of a captured launch (0: none given)
+  int32_t launch_grid = -1;    // kernel calls: workgroups the engine launched (-1: the contract's)
+  // Scenario overrides applied to this call (docs/scenario.md "calls"), in words, for reports.
+  std::vector<std::string> overrides;
   bool sparse = false;         // decode reads per-token index lists
   bool guard_checked = false;  // the engine's plan-rows <= q-rows guard ran before this call
   bool guard_refused = false;  // ... and refused the call (it did not launch)

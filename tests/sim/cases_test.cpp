@@ -57,10 +57,15 @@ TEST(CaseCorpus, EveryCaseReplaysToItsExpectedVerdictAndViolations) {
     EXPECT_EQ(got["scheduled_tokens"], want["scheduled_tokens"]);
     EXPECT_EQ(got["running_tokens"], want["running_tokens"]);
     ASSERT_EQ(got["violations"].size(), want["violations"].size()) << got["violations"].dump(1);
-    for (size_t i = 0; i < want["violations"].size(); ++i)
+    for (size_t i = 0; i < want["violations"].size(); ++i) {
       for (const char* k : keys)
         EXPECT_EQ(got["violations"][i][k], want["violations"][i][k])
             << "violation " << i << " " << k;
+      // Keys an expectation states beyond the common ones (rows_before_start, ...) must match.
+      for (auto it = want["violations"][i].begin(); it != want["violations"][i].end(); ++it)
+        EXPECT_EQ(got["violations"][i].value(it.key(), nlohmann::json()), it.value())
+            << "violation " << i << " " << it.key();
+    }
   }
 }
 
