@@ -405,5 +405,137 @@ TEST(FlashInferCostHeap, MatchesLibstdcxxHeapOrder) {
   }
 }
 
+// ---- the checker on hand-broken plans --------------------------------------------------------
+
+class FlashInferCheck : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    in_ = SmallInput();
+    plan_ = *MLAPlan(in_);
+  }
+  void ExpectFires(MLAPlanDiag code, MLAPlanCheckOptions options = {}) {
+    const MLAPlanCheckReport r = CheckMLAPlan(in_, plan_, options);
+    EXPECT_GE(r.count(code), 1) << MLAPlanDiagName(code) << " did not fire:\n" << r.ToString();
+  }
+  // Removes work `w` from every work list and from work_indptr.
+  void EraseWork(int32_t w) {
+    for (const IntListSpec& spec : kIntLists)
+      if (spec.capacity == ListCapacity::kMaxTotalNumWorks &&
+          spec.list != &MLAPlanResult::work_indptr)
+        (plan_.*spec.list).erase((plan_.*spec.list).begin() + w);
+    for (auto& e : plan_.work_indptr) e -= e > w ? 1 : 0;
+  }
+  MLAPlanInput in_;
+  MLAPlanResult plan_;
+};
+
+TEST_F(FlashInferCheck, AcceptsTheRealPlan) {
+  EXPECT_TRUE(CheckMLAPlan(in_, plan_, {64}).ok()) << CheckMLAPlan(in_, plan_, {64}).ToString();
+}
+TEST_F(FlashInferCheck, LaunchShape) {
+  plan_.info.num_blks_y = 3;
+  ExpectFires(MLAPlanDiag::kLaunchShape);
+}
+TEST_F(FlashInferCheck, WorkIndptrShape) {
+  plan_.work_indptr.back() = 3;
+  ExpectFires(MLAPlanDiag::kWorkIndptrShape);
+}
+TEST_F(FlashInferCheck, WorkIndptrDecreasing) {
+  plan_.work_indptr = {0, 2, 1, 3, 4};
+  ExpectFires(MLAPlanDiag::kWorkIndptrDecreasing);
+}
+TEST_F(FlashInferCheck, WorkListLength) {
+  plan_.kv_end.pop_back();
+  ExpectFires(MLAPlanDiag::kWorkListLength);
+}
+TEST_F(FlashInferCheck, WorkUnknownRequest) {
+  plan_.kv_len[2] = 41;
+  ExpectFires(MLAPlanDiag::kWorkUnknownRequest);
+}
+TEST_F(FlashInferCheck, QStartInvalid) {
+  plan_.q_start[0] = 64;  // request 0 has one tile of 16 rows
+  ExpectFires(MLAPlanDiag::kQStartInvalid);
+  ExpectFires(MLAPlanDiag::kTileWithoutWork);
+}
+TEST_F(FlashInferCheck, TileWithoutWork) {
+  EraseWork(2);  // request 1's only work
+  ExpectFires(MLAPlanDiag::kTileWithoutWork);
+}
+TEST_F(FlashInferCheck, TileNotCovered) {
+  plan_.kv_start[1] = 500;  // request 2's second chunk overlaps the first
+  ExpectFires(MLAPlanDiag::kTileNotCovered);
+  SetUp();
+  plan_.kv_end[0] = 299;  // request 0 stops one token early
+  ExpectFires(MLAPlanDiag::kTileNotCovered);
+}
+TEST_F(FlashInferCheck, KvPastRange) {
+  plan_.kv_end[0] = 301;
+  ExpectFires(MLAPlanDiag::kKvPastRange);
+}
+TEST_F(FlashInferCheck, KvPastPages) {
+  ExpectFires(MLAPlanDiag::kKvPastPages, {/*page_size=*/32});  // 300 tokens in 5 pages of 32
+  EXPECT_TRUE(CheckMLAPlan(in_, plan_, {64}).ok());
+}
+TEST_F(FlashInferCheck, PartialMismatch) {
+  plan_.partial_indptr[0] = 64;  // a lone work writing partial rows nobody merges
+  ExpectFires(MLAPlanDiag::kPartialMismatch);
+}
+TEST_F(FlashInferCheck, PartialRowsOverlap) {
+  plan_.partial_indptr[1] = 8;  // rows [8, 24) overlap the first chunk's [0, 16)
+  ExpectFires(MLAPlanDiag::kPartialRowsOverlap);
+  ExpectFires(MLAPlanDiag::kMergePartialMismatch);
+}
+TEST_F(FlashInferCheck, PartialRowsExceedCapacity) {
+  plan_.partial_indptr[1] = 2 * 4 * 64;  // the float workspace holds 512 rows
+  ExpectFires(MLAPlanDiag::kPartialRowsExceedCapacity);
+}
+TEST_F(FlashInferCheck, MergeListLength) {
+  plan_.merge_partial_stride.pop_back();
+  ExpectFires(MLAPlanDiag::kMergeListLength);
+}
+TEST_F(FlashInferCheck, MergeRowsMismatch) {
+  plan_.merge_packed_offset_end[0] = 40;  // rows [40, 48) of request 2 never merged
+  ExpectFires(MLAPlanDiag::kMergeRowsMismatch);
+  SetUp();
+  plan_.merge_packed_offset_start[1] = 0;  // a stray merge over request 0's direct rows
+  plan_.merge_packed_offset_end[1] = 8;
+  ExpectFires(MLAPlanDiag::kMergeRowsMismatch);
+}
+TEST_F(FlashInferCheck, MergePartialMismatch) {
+  plan_.merge_partial_stride[0] = 8;
+  ExpectFires(MLAPlanDiag::kMergePartialMismatch);
+}
+
+// Every plan the reference makes for the corpus inputs passes the checker, and a random
+// corruption of each (one field of one work or merge entry moved) is caught.
+TEST(FlashInferCheckCorpus, AcceptsEveryPlanAndCatchesCorruptions) {
+  int64_t plans = 0, corrupted = 0, caught = 0;
+  SplitMix64 r(11);
+  const Status read = test::ForEachGzipLine(kCorpus, [&](const std::string& line) {
+    const auto c = test::CaseFromJson(nlohmann::json::parse(line).at("input"));
+    auto plan = MLAPlan(c->input);
+    if (!plan.ok() || !plan->overflows.empty()) return;
+    ++plans;
+    const auto report = CheckMLAPlan(c->input, *plan, {c->page_size});
+    EXPECT_TRUE(report.ok()) << report.ToString();
+    if (plan->total_num_works() == 0) return;  // every request without q tokens
+    ++corrupted;
+    // Corrupt one work's KV end (one token short), q start or partial row, or the first
+    // merge's row end. (One token more would be legal: the kernel masks it causally.)
+    const int64_t w = static_cast<int64_t>(r.Below(plan->total_num_works()));
+    switch (r.Below(plan->merge_cta_counter > 0 ? 4 : 3)) {
+      case 0: plan->kv_end[w] -= 1; break;
+      case 1: plan->q_start[w] += plan->cluster_tile_q; break;
+      case 2: plan->partial_indptr[w] = plan->partial_indptr[w] < 0 ? 0 : -1; break;
+      default: plan->merge_packed_offset_end[0] -= 1; break;
+    }
+    caught += !CheckMLAPlan(c->input, *plan, {c->page_size}).ok();
+  });
+  ASSERT_TRUE(read.ok()) << read.ToString();
+  EXPECT_GE(plans, 1000);
+  EXPECT_GE(corrupted, 1000);
+  EXPECT_EQ(caught, corrupted);
+}
+
 }  // namespace
 }  // namespace mlasim::ref::flashinfer
