@@ -504,7 +504,7 @@ TEST(FlashMlaCorpus, InputsAreValidAndCheckedPlansPass) {
       EXPECT_TRUE(report.ok()) << "launch " << id << ": " << report.ToString();
     }
   }
-  EXPECT_GE(dense_both, 600);
+  EXPECT_EQ(dense_both, 776);
 }
 
 TEST(FlashMlaCorpus, ReferenceReproducesEveryRecord) {

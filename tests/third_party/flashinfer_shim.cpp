@@ -65,43 +65,58 @@ const char* CUDARTAPI cudaGetErrorString(cudaError_t error) {
 
 namespace mlasim::third_party {
 
-namespace {
+FlashInferPlanner::FlashInferPlanner(size_t page_locked_bytes)
+    : buffer_(
+          static_cast<uint8_t*>(std::aligned_alloc(256, (page_locked_bytes + 511) / 256 * 256))),
+      bytes_(page_locked_bytes) {
+  std::memset(buffer_, 0, (page_locked_bytes + 511) / 256 * 256);
+}
 
-struct AlignedBuffer {
-  explicit AlignedBuffer(size_t bytes)
-      : ptr(static_cast<uint8_t*>(std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256))) {
-    std::memset(ptr, 0, (bytes + 255) / 256 * 256 + 256);
+FlashInferPlanner::~FlashInferPlanner() {
+  std::free(buffer_);
+}
+
+bool FlashInferPlanner::Plan(const ref::flashinfer::MLAPlanInput& in,
+                             std::vector<int64_t>* plan_info, std::string* error) {
+  if (in.int_workspace_bytes > bytes_) {
+    *error = "int workspace larger than the page-locked buffer";
+    return false;
   }
-  ~AlignedBuffer() { std::free(ptr); }
-  uint8_t* ptr;
-};
-
-}  // namespace
+  g_stub.num_sm = in.num_sm;
+  // Never dereferenced by MLAPlan (offsets only; the copy is stubbed): aligned fake addresses.
+  void* float_buffer = reinterpret_cast<void*>(uintptr_t{1} << 24);
+  void* int_buffer = reinterpret_cast<void*>(uintptr_t{1} << 40);
+  // MLAPlan takes non-const IdType* but only reads them.
+  auto* qo = const_cast<int32_t*>(in.qo_indptr.data());
+  auto* kv = const_cast<int32_t*>(in.kv_indptr.data());
+  auto* kv_len = const_cast<int32_t*>(in.kv_len.data());
+  flashinfer::MLAPlanInfo info;
+  try {
+    const cudaError_t e = flashinfer::MLAPlan<int32_t>(
+        float_buffer, in.float_workspace_bytes, int_buffer, buffer_, in.int_workspace_bytes, info,
+        qo, kv, kv_len, static_cast<uint32_t>(in.kv_len.size()),
+        static_cast<uint32_t>(in.num_heads), static_cast<uint32_t>(in.head_dim_o), in.causal,
+        /*stream=*/nullptr);
+    if (e != cudaSuccess) {
+      *error = "cudaError " + std::to_string(static_cast<int>(e));
+      return false;
+    }
+  } catch (const std::exception& ex) {
+    *error = ex.what();
+    return false;
+  }
+  *plan_info = info.ToVector();
+  return true;
+}
 
 FlashInferPlanRun RunFlashInferMLAPlan(const ref::flashinfer::MLAPlanInput& in,
                                        int64_t slack_bytes) {
   FlashInferPlanRun run;
   g_stub = StubState{in.num_sm, 0, -1};
-  const size_t page_locked_bytes = in.int_workspace_bytes + static_cast<size_t>(slack_bytes);
-  AlignedBuffer page_locked(page_locked_bytes);
-  // Never dereferenced by MLAPlan (offsets only; the copy is stubbed): aligned fake addresses.
-  void* float_buffer = reinterpret_cast<void*>(uintptr_t{1} << 24);
-  void* int_buffer = reinterpret_cast<void*>(uintptr_t{1} << 40);
-  std::vector<int32_t> qo(in.qo_indptr), kv(in.kv_indptr), kv_len(in.kv_len);
-  flashinfer::MLAPlanInfo info;
-  try {
-    const cudaError_t e = flashinfer::MLAPlan<int32_t>(
-        float_buffer, in.float_workspace_bytes, int_buffer, page_locked.ptr, in.int_workspace_bytes,
-        info, qo.data(), kv.data(), kv_len.data(), static_cast<uint32_t>(kv_len.size()),
-        static_cast<uint32_t>(in.num_heads), static_cast<uint32_t>(in.head_dim_o), in.causal,
-        /*stream=*/nullptr);
-    run.ok = e == cudaSuccess;
-    if (!run.ok) run.error = "cudaError " + std::to_string(static_cast<int>(e));
-  } catch (const std::exception& ex) {
-    run.error = ex.what();
-  }
-  if (run.ok) run.plan_info = info.ToVector();
-  run.page_locked.assign(page_locked.ptr, page_locked.ptr + page_locked_bytes);
+  FlashInferPlanner planner(in.int_workspace_bytes + static_cast<size_t>(slack_bytes));
+  run.ok = planner.Plan(in, &run.plan_info, &run.error);
+  run.page_locked.assign(planner.page_locked(),
+                         planner.page_locked() + planner.page_locked_bytes());
   run.copied_bytes = g_stub.copied_bytes;
   run.device_queries = g_stub.device_queries;
   return run;

@@ -26,6 +26,26 @@ struct FlashInferPlanRun {
   int32_t device_queries = 0;  // cudaDeviceGetAttribute calls (SM count)
 };
 
+// FlashInfer's MLAPlan with a page-locked buffer held across calls (for timing: nothing is
+// allocated or cleared around the call but what MLAPlan itself does).
+class FlashInferPlanner {
+ public:
+  explicit FlashInferPlanner(size_t page_locked_bytes);  // zero-filled once
+  ~FlashInferPlanner();
+  FlashInferPlanner(const FlashInferPlanner&) = delete;
+  FlashInferPlanner& operator=(const FlashInferPlanner&) = delete;
+  // One MLAPlan call: true and plan_info on success, false and `error` when MLAPlan threw or
+  // returned a CUDA error. input.int_workspace_bytes must not exceed the held buffer.
+  bool Plan(const ref::flashinfer::MLAPlanInput& input, std::vector<int64_t>* plan_info,
+            std::string* error);
+  const uint8_t* page_locked() const { return buffer_; }
+  size_t page_locked_bytes() const { return bytes_; }
+
+ private:
+  uint8_t* buffer_;
+  size_t bytes_;
+};
+
 // One MLAPlan call on `input` (num_sm is what the stubbed cudaDeviceGetAttribute returns).
 // The float workspace is a never-dereferenced, 256-byte aligned address: MLAPlan only computes
 // offsets in it. Not thread-safe (the stubs share one global state).
