@@ -63,7 +63,7 @@ int32_t PackedCausalKvEnd(int32_t qo_len, int32_t kv_len, int32_t tile, int32_t 
   return std::max(std::min(kv_len_init + CeilDiv((tile + 1) * tile_q, group_size), kv_len), 0);
 }
 
-// MLAPlan's lambda `f`: the KV chunk length for an average per-cluster KV length x.
+// MLAPlan's lambda `f` (scheduler.cuh:1635): the KV chunk length for an average per-cluster KV length x.
 int32_t KvLenLimit(int64_t x) {
   if (x <= 8) return 32;
   if (x <= 16) return 64;
@@ -141,7 +141,7 @@ Status ValidateScalars(const MLAPlanInput& in) {
   return OkStatus();
 }
 
-// step 0: cluster shape.
+// step 0: cluster shape (scheduler.cuh:1590-1630).
 Status DecideClusters(const MLAPlanInput& in, MLAPlanResult* p) {
   p->batch_size = static_cast<int32_t>(in.kv_len.size());
   int64_t accum_packed_qo_len = 0;
@@ -212,7 +212,7 @@ void AddMergeEntries(const MLAPlanInput& in, int32_t i, int32_t tile, int32_t re
   }
 }
 
-// step 1 for one q tile: KV chunks to the least-loaded clusters.
+// step 1 for one q tile (scheduler.cuh:1666-1733): KV chunks to the least-loaded clusters.
 void ScheduleTile(const MLAPlanInput& in, int32_t i, int32_t tile, CostHeap* heap,
                   std::vector<std::vector<Work>>* clusters, MLAPlanResult* p) {
   int32_t remaining = TileKvLen(in, *p, i, tile);
@@ -268,7 +268,7 @@ void Schedule(const MLAPlanInput& in, MLAPlanResult* p) {
   Flatten(clusters, p);
 }
 
-// The int and float regions, in FlashInfer's allocation order, through one allocator per
+// The int and float regions (scheduler.cuh:1740-1784 and 1839-1844), in FlashInfer's allocation order, through one allocator per
 // workspace (counting or real mode).
 Status Layout(int32_t num_sm, int32_t num_clusters, int32_t cluster_tile_q, int32_t head_dim_o,
               RegionAllocator* int_alloc, RegionAllocator* float_alloc, MLAPlanInfo* info) {

@@ -1,7 +1,7 @@
 // File: ref/flashinfer/plan_info.h
 //
 // MLAPlanInfo: the 18 int64 values FlashInfer's MLAPlan returns (flashinfer-ai/flashinfer
-// fb28d72, include/flashinfer/attention/scheduler.cuh, `struct MLAPlanInfo`): the launch shape
+// fb28d72, include/flashinfer/attention/scheduler.cuh:1511, `struct MLAPlanInfo`): the launch shape
 // and the byte offsets of every list in the int and float workspaces. It crosses into Python as
 // a flat int64 vector (ToVector / FromVector, csrc/batch_mla_plan.cu).
 //

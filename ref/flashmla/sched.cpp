@@ -25,7 +25,7 @@ struct RequestCounts {
   int64_t total = 0;  // sum(num_blocks + fixed_overhead), in int64 to detect int32 overflow
 };
 
-// 9241ae3 lane body (get_decoding_sched_meta.cu): dense takes seqlens_k; sparse takes topk (or
+// 9241ae3 lane body (get_decoding_sched_meta.cu:29-55): dense takes seqlens_k; sparse takes topk (or
 // topk_length[i]), 0 -> 1 so the main loop is never empty, then when extra_topk != 0 rounds up
 // to whole blocks and adds the extra top-k.
 int32_t SeqlenUsed9241(const SchedInput& in, int32_t i) {
@@ -163,7 +163,8 @@ struct Cursor {
   int32_t cum_num_splits = 0;
 };
 
-// One part of lane 0's loop (identical at both revisions): whole requests while the budget
+// One part of lane 0's loop (identical at both revisions; 9241ae3 get_decoding_sched_meta.cu:66-91,
+// 414a2f3 flash_fwd_mla_kernel.h:641-660): whole requests while the budget
 // covers (remaining blocks + overhead), then a split taking (budget - overhead) blocks if
 // positive.
 void FillPart(const RequestCounts& c, int32_t payload, int32_t overhead, Cursor* cur,
@@ -304,7 +305,7 @@ StatusOr<SchedMeta> GetDecodingSchedMeta(const SchedInput& in) {
     out.rows.push_back(in.revision == Revision::k9241ae3 ? Row9241(c, before, cur)
                                                          : Row414(in, before, cur));
   }
-  // Proof (the kernel's FLASH_DEVICE_ASSERT): let R be the cost left, sum over unconsumed
+  // Proof (the kernel's FLASH_DEVICE_ASSERT, get_decoding_sched_meta.cu:100): let R be the cost left, sum over unconsumed
   // requests of (remaining blocks + overhead); initially R = total. A part that does not finish
   // the batch lowers R by at least payload - overhead = ceil(total / num_sm_parts): whole
   // requests lower it by what they spend, a split by (budget - overhead), and a stop without a

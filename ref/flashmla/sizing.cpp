@@ -41,6 +41,7 @@ Status CheckDenseShape(Revision revision, const DenseDecodeShape& s) {
 }
 
 // Fills the accumulator shapes and the counts that follow from num_sm_parts.
+// dense_decode.h:164-166, sparse_decode.h:455-457, 414a2f3 flash_api.cpp:182-183.
 Status FinishSizing(int32_t b, std::vector<int64_t> lse_inner, int32_t d_v, DecodeSizing* z) {
   MLASIM_ASSIGN_OR_RETURN(z->combine_max_splits, CombineMaxSplits(z->num_sm_parts));
   z->total_num_splits = b + z->num_sm_parts;
@@ -85,6 +86,7 @@ StatusOr<DecodeSizing> SizeDenseDecode(Revision revision, const DenseDecodeShape
   const int32_t heads_per_hk = s.num_heads_q / s.num_heads_k;
   z.q_seq_per_hk = s.seqlen_q * heads_per_hk;
   const int32_t m_blocks = (z.q_seq_per_hk + kHeadBlockM - 1) / kHeadBlockM;
+  // dense_decode.h:78 (max(.., 1)); 414a2f3 flash_api.cpp:38 (none)
   const int32_t parts = s.num_sms / s.num_heads_k / m_blocks;
   if (revision == Revision::k414a2f3 && parts < 1)
     return FailedPreconditionError(
@@ -127,7 +129,7 @@ StatusOr<DecodeSizing> SizeSparseDecode(const SparseDecodeShape& s) {
     return InvalidArgumentError("extra_topk", "the sm90 V3.2 kernel has no extra KV cache");
   DecodeSizing z;
   z.revision = Revision::k9241ae3;
-  int32_t parts = s.num_sms / s.seqlen_q;
+  int32_t parts = s.num_sms / s.seqlen_q;  // sparse_decode.h get_meta() of each Decode_*_Impl
   if (impl == SparseImpl::kSm90) parts /= s.num_heads_q / 64;
   if (impl == SparseImpl::kSm100Head128) parts /= 2;
   z.num_sm_parts = std::max(parts, 1);
