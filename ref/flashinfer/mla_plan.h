@@ -32,9 +32,9 @@
 
 namespace mlasim::ref::flashinfer {
 
-inline constexpr int32_t kMaxTotalNumWorks =
-    16384;                                // entries per work-list region (scheduler.cuh:1740)
-inline constexpr int32_t kCtaTileQ = 64;  // packed q rows per CTA
+// Entries per work-list region: `max_total_num_works` (scheduler.cuh:1740).
+inline constexpr int32_t kMaxTotalNumWorks = 16384;
+inline constexpr int32_t kCtaTileQ = 64;              // packed q rows per CTA
 inline constexpr int32_t kClusterSizeThreshold = 64;  // avg packed q len above it: 2 CTAs/cluster
 inline constexpr int32_t kRegionAlignment = 16;       // bytes, every region
 inline constexpr int64_t kPartialOElementBytes = 2;   // sizeof_dtype_o: partial o is 16-bit

@@ -1,9 +1,9 @@
 // File: ref/flashinfer/plan_info.h
 //
 // MLAPlanInfo: the 18 int64 values FlashInfer's MLAPlan returns (flashinfer-ai/flashinfer
-// fb28d72, include/flashinfer/attention/scheduler.cuh:1511, `struct MLAPlanInfo`): the launch shape
-// and the byte offsets of every list in the int and float workspaces. It crosses into Python as
-// a flat int64 vector (ToVector / FromVector, csrc/batch_mla_plan.cu).
+// fb28d72, include/flashinfer/attention/scheduler.cuh:1511, `struct MLAPlanInfo`): the launch
+// shape and the byte offsets of every list in the int and float workspaces. It crosses into
+// Python as a flat int64 vector (ToVector / FromVector, csrc/batch_mla_plan.cu).
 //
 // FlashInfer writes the field order twice (struct and ToVector/FromVector) and hard-codes 18;
 // here the order is written once, in MLASIM_FLASHINFER_MLA_PLAN_INFO_FIELDS, and the struct,
