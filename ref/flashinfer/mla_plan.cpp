@@ -63,7 +63,8 @@ int32_t PackedCausalKvEnd(int32_t qo_len, int32_t kv_len, int32_t tile, int32_t 
   return std::max(std::min(kv_len_init + CeilDiv((tile + 1) * tile_q, group_size), kv_len), 0);
 }
 
-// MLAPlan's lambda `f` (scheduler.cuh:1635): the KV chunk length for an average per-cluster KV length x.
+// MLAPlan's lambda `f` (scheduler.cuh:1635): the KV chunk length for an average per-cluster KV
+// length x.
 int32_t KvLenLimit(int64_t x) {
   if (x <= 8) return 32;
   if (x <= 16) return 64;
@@ -268,8 +269,8 @@ void Schedule(const MLAPlanInput& in, MLAPlanResult* p) {
   Flatten(clusters, p);
 }
 
-// The int and float regions (scheduler.cuh:1740-1784 and 1839-1844), in FlashInfer's allocation order, through one allocator per
-// workspace (counting or real mode).
+// The int and float regions (scheduler.cuh:1740-1784 and 1839-1844), in FlashInfer's allocation
+// order, through one allocator per workspace (counting or real mode).
 Status Layout(int32_t num_sm, int32_t num_clusters, int32_t cluster_tile_q, int32_t head_dim_o,
               RegionAllocator* int_alloc, RegionAllocator* float_alloc, MLAPlanInfo* info) {
   for (const IntListSpec& spec : kIntLists) {

@@ -25,8 +25,8 @@ struct RequestCounts {
   int64_t total = 0;  // sum(num_blocks + fixed_overhead), in int64 to detect int32 overflow
 };
 
-// 9241ae3 lane body (get_decoding_sched_meta.cu:29-55): dense takes seqlens_k; sparse takes topk (or
-// topk_length[i]), 0 -> 1 so the main loop is never empty, then when extra_topk != 0 rounds up
+// 9241ae3 lane body (get_decoding_sched_meta.cu:29-55): dense takes seqlens_k; sparse takes topk
+// (or topk_length[i]), 0 -> 1 so the main loop is never empty, then when extra_topk != 0 rounds up
 // to whole blocks and adds the extra top-k.
 int32_t SeqlenUsed9241(const SchedInput& in, int32_t i) {
   if (in.topk == -1) return in.seqlens_k[i];
@@ -305,11 +305,12 @@ StatusOr<SchedMeta> GetDecodingSchedMeta(const SchedInput& in) {
     out.rows.push_back(in.revision == Revision::k9241ae3 ? Row9241(c, before, cur)
                                                          : Row414(in, before, cur));
   }
-  // Proof (the kernel's FLASH_DEVICE_ASSERT, get_decoding_sched_meta.cu:100): let R be the cost left, sum over unconsumed
-  // requests of (remaining blocks + overhead); initially R = total. A part that does not finish
-  // the batch lowers R by at least payload - overhead = ceil(total / num_sm_parts): whole
-  // requests lower it by what they spend, a split by (budget - overhead), and a stop without a
-  // split leaves at most `overhead` unspent. num_sm_parts parts thus cover the total.
+  // Proof (the kernel's FLASH_DEVICE_ASSERT, get_decoding_sched_meta.cu:100): let R be the cost
+  // left, sum over unconsumed requests of (remaining blocks + overhead); initially R = total. A
+  // part that does not finish the batch lowers R by at least payload - overhead = ceil(total /
+  // num_sm_parts): whole requests lower it by what they spend, a split by (budget - overhead), and
+  // a stop without a split leaves at most `overhead` unspent. num_sm_parts parts thus cover the
+  // total.
   MLASIM_ASSERT(cur.req == in.batch_size && cur.block == 0 && cur.split == 0,
                 fmt::format("scheduler ended at request {} block {} split {}", cur.req, cur.block,
                             cur.split));
