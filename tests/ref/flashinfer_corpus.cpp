@@ -143,7 +143,10 @@ FlashInferCase RandomFlashInferCase(uint64_t seed, int64_t index) {
   FillBatch(r, c.kind, &qo, &kv);
   auto& in = c.input;
   in.num_heads = c.kind == "overflow" || c.kind == "big" ? 128 : RandomHeads(r);
-  if (c.kind == "big") qo.assign(512, 8), kv.resize(512, 4096);
+  if (c.kind == "big") {  // B = 512 x 8 q tokens x 128 heads
+    qo.assign(512, 8);
+    kv.resize(512, 4096);
+  }
   in.num_sm = c.kind == "small-sm" ? Range(r, 1, 8) : RandomNumSm(r);
   in.causal = Chance(r, 50);
   in.head_dim_o = Chance(r, 90) ? 512 : 128;
@@ -264,6 +267,14 @@ std::string ErrorFieldOfFlashInferMessage(const std::string& what) {
   }
   if (what.find("qo_indptr[") != std::string::npos) return "qo_indptr";
   return what;
+}
+
+std::string StripFlashInferErrorLocation(const std::string& what) {
+  const std::string head = "Error in function '";
+  if (what.rfind(head, 0) != 0) return what;
+  const size_t at = what.find("' at ");
+  const size_t colon = at == std::string::npos ? at : what.find(": ", at);
+  return colon == std::string::npos ? what : what.substr(colon + 2);
 }
 
 nlohmann::json OutcomeToJson(const FlashInferOutcome& o) {

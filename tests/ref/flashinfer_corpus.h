@@ -62,6 +62,9 @@ FlashInferOutcome OutcomeFromImage(const ref::flashinfer::MLAPlanInput& input,
                                    const std::vector<uint8_t>& image, int64_t copied_bytes);
 // Maps a FlashInfer error message to the field the reference names.
 std::string ErrorFieldOfFlashInferMessage(const std::string& what);
+// The message without flashinfer::Error's "Error in function 'F' at FILE:LINE: " prefix (the
+// checkout's path does not belong in the corpus).
+std::string StripFlashInferErrorLocation(const std::string& what);
 
 nlohmann::json OutcomeToJson(const FlashInferOutcome& o);
 StatusOr<FlashInferOutcome> OutcomeFromJson(const nlohmann::json& j);

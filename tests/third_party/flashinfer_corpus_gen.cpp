@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
       overflows += o.total_num_works > ref::flashinfer::kMaxTotalNumWorks;
       if (o.total_num_works > test::kCorpusMaxListedWorks) o.lists.clear();
     } else {
-      o.error = run.error;
+      o.error = test::StripFlashInferErrorLocation(run.error);
       o.error_field = test::ErrorFieldOfFlashInferMessage(run.error);
       ++errors;
     }
