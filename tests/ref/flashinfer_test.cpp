@@ -47,6 +47,28 @@ TEST(FlashInferCorpus, ReferenceReproducesEveryRecord) {
   EXPECT_GE(overflows, 5);
 }
 
+TEST(DialectCorpus, UnreadableFilesAreErrorsAndLinesRoundTrip) {
+  const Status missing = test::ForEachGzipLine("/nonexistent/corpus.jsonl.gz", [](auto&) {});
+  EXPECT_EQ(missing.code(), StatusCode::kFailedPrecondition);
+  const std::string path = ::testing::TempDir() + "/dialect_corpus_test.jsonl.gz";
+  {
+    test::GzipLineWriter w(path);
+    ASSERT_TRUE(w.ok());
+    w.Write("{\"a\":1}");
+    w.Write("");
+    w.Write("last");
+    ASSERT_TRUE(w.Close().ok());
+  }
+  std::vector<std::string> lines;
+  ASSERT_TRUE(test::ForEachGzipLine(path, [&](const std::string& l) { lines.push_back(l); }).ok());
+  EXPECT_EQ(lines, (std::vector<std::string>{"{\"a\":1}", "", "last"}));
+  EXPECT_EQ(test::ForEachGzipLine(
+                path, [](auto&) {}, /*max_line_bytes=*/4)
+                .code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(test::Hex64(test::Fnv1a64(nullptr, 0)), "cbf29ce484222325");  // FNV-1a offset basis
+}
+
 // ---- hand-derived plans ----------------------------------------------------------------------
 
 MLAPlanInput SmallInput() {
