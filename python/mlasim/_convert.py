@@ -68,9 +68,14 @@ def int_array(name, x):
     Python list becomes int32. The dtype is checked (strictly) by mlasim._core."""
     if isinstance(x, (list, tuple)):
         try:
-            return np.asarray(x, dtype=np.int32)
+            arr = np.asarray(x)
         except (ValueError, TypeError, OverflowError) as e:
             raise TypeError(f"{name}: expected integers ({e})") from None
+        if arr.size and arr.dtype.kind not in "iu":
+            raise TypeError(f"{name}: expected integers, got {arr.dtype}")
+        if arr.size and (int(arr.min()) < -2**31 or int(arr.max()) >= 2**31):
+            raise ValueError(f"{name}: a value is outside int32")
+        return arr.astype(np.int32)
     return host_array(name, x)[0]
 
 

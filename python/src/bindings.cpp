@@ -67,9 +67,13 @@ std::string TypeName(py::handle h) {
 int64_t Int(const std::string& arg, py::handle v, int64_t lo, int64_t hi) {
   if (py::isinstance<py::bool_>(v) || !PyIndex_Check(v.ptr()))
     ThrowType(arg, "expected an integer, got " + TypeName(v));
+  const py::object index = py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr()));
+  if (!index) {  // e.g. a multi-element array, whose __index__ raises
+    PyErr_Clear();
+    ThrowType(arg, "expected an integer, got " + TypeName(v));
+  }
   int overflow = 0;
-  const long long x = PyLong_AsLongLongAndOverflow(
-      py::reinterpret_steal<py::object>(PyNumber_Index(v.ptr())).ptr(), &overflow);
+  const long long x = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
   if (overflow || x < lo || x > hi)
     ThrowValue(arg, "must be in " + std::to_string(lo) + ".." + std::to_string(hi) + ", got " +
                         py::str(v).cast<std::string>());

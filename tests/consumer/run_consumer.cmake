@@ -1,6 +1,9 @@
 # The consumer_package test: installs the build tree's mlasim into <build>/consumer/prefix, then
 # configures, builds and runs tests/consumer against it (find_package(mlasim)).
-# Inputs: MLASIM_BUILD_DIR, MLASIM_SOURCE_DIR, CMAKE_GENERATOR, CMAKE_CXX_COMPILER.
+# When the Python package was built, it also imports the installed package (no build tree on the
+# path) and plans the worked example with it.
+# Inputs: MLASIM_BUILD_DIR, MLASIM_SOURCE_DIR, CMAKE_GENERATOR, CMAKE_CXX_COMPILER,
+# MLASIM_PYTHON_EXECUTABLE and MLASIM_PYTHON_INSTALL_DIR (empty without the Python package).
 set(_root ${MLASIM_BUILD_DIR}/consumer)
 file(REMOVE_RECURSE ${_root})
 
@@ -21,4 +24,13 @@ run(${_root}/build/mlasim_consumer)
 message(STATUS "consumer: ${_last_output}")
 if(NOT _last_output MATCHES "PASS")
   message(FATAL_ERROR "consumer output: ${_last_output}")
+endif()
+
+if(MLASIM_PYTHON_EXECUTABLE)
+  set(ENV{PYTHONPATH} ${_root}/prefix/${MLASIM_PYTHON_INSTALL_DIR})
+  run(${MLASIM_PYTHON_EXECUTABLE} -c
+      "import mlasim; p = mlasim.plan(kv_lens=[300, 40, 700], cu_count=8); \
+assert mlasim.__file__.startswith('${_root}/prefix/'), mlasim.__file__; \
+assert p.work_indptr.tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 6]; print('python PASS', mlasim.__file__)")
+  message(STATUS "installed Python package: ${_last_output}")
 endif()
