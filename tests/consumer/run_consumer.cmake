@@ -27,10 +27,17 @@ if(NOT _last_output MATCHES "PASS")
 endif()
 
 if(MLASIM_PYTHON_EXECUTABLE)
+  # A script file: a list-valued argument would split Python's semicolons into arguments.
+  file(WRITE ${_root}/import_installed.py
+       "import mlasim\n"
+       "p = mlasim.plan(kv_lens=[300, 40, 700], cu_count=8)\n"
+       "assert mlasim.__file__.startswith('${_root}/prefix/'), mlasim.__file__\n"
+       "assert p.work_indptr.tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 6]\n"
+       "print('PASS', mlasim.__file__)\n")
   set(ENV{PYTHONPATH} ${_root}/prefix/${MLASIM_PYTHON_INSTALL_DIR})
-  run(${MLASIM_PYTHON_EXECUTABLE} -c
-      "import mlasim; p = mlasim.plan(kv_lens=[300, 40, 700], cu_count=8); \
-assert mlasim.__file__.startswith('${_root}/prefix/'), mlasim.__file__; \
-assert p.work_indptr.tolist() == [0, 1, 2, 3, 4, 5, 6, 6, 6]; print('python PASS', mlasim.__file__)")
+  run(${MLASIM_PYTHON_EXECUTABLE} ${_root}/import_installed.py)
   message(STATUS "installed Python package: ${_last_output}")
+  if(NOT _last_output MATCHES "PASS")
+    message(FATAL_ERROR "installed Python package: ${_last_output}")
+  endif()
 endif()
