@@ -127,6 +127,17 @@ py::array Array(const std::string& arg, py::handle v, const py::dtype& dtype,
   return a;
 }
 
+// The buffers a caller hands in, against mlasim plan's bound on the six buffers together
+// (tools/mlasim/plan_input.h kMaxBufferElements): the checker and planner copy them.
+void CheckBufferTotal(const std::string& arg, const std::vector<int64_t>& sizes) {
+  int64_t total = 0;
+  for (int64_t n : sizes) total += n;
+  if (total > cli::kMaxBufferElements)
+    ThrowValue(arg, "the plan buffers hold " + std::to_string(total) +
+                        " int32 elements; mlasim refuses more than " +
+                        std::to_string(cli::kMaxBufferElements));
+}
+
 io::Int32View View(const py::array& a) {
   return {static_cast<const int32_t*>(a.data()), static_cast<int64_t>(a.size())};
 }
@@ -409,6 +420,9 @@ py::dict PlanBatch(const Request& req, py::handle planner, py::handle out_obj,
   sizes.reduce_partial_map = static_cast<int32_t>(arrays[4].size());
   sizes.max_splits = sizes.work_indptr - 1;
   sizes.tile_cnt = sizes.reduce_final_map_rows;
+  std::vector<int64_t> counts;
+  for (const py::array& a : arrays) counts.push_back(static_cast<int64_t>(a.size()));
+  CheckBufferTotal("out", counts);
   StatusOr<ref::Plan> plan = ref::PlanMlaMetadataInto(r, sizes, options);
   Raise(plan.status(), req.from_kv_lens);
   for (size_t i = 0; i < 5; ++i) {
@@ -443,6 +457,9 @@ py::list CheckPlan(const Request& req, py::handle planner, py::handle wi, py::ha
   std::optional<int32_t> unwritten_value;
   if (!unwritten.is_none())
     unwritten_value = static_cast<int32_t>(Int("unwritten", unwritten, INT32_MIN, INT32_MAX));
+  CheckBufferTotal("buffers", {static_cast<int64_t>(a[0].size()), static_cast<int64_t>(a[1].size()),
+                               static_cast<int64_t>(a[2].size()), static_cast<int64_t>(a[3].size()),
+                               static_cast<int64_t>(a[4].size())});
   const io::PlanBufferViews views{View(a[0]), View(a[1]), View(a[2]), View(a[3]), View(a[4])};
   ref::PlanCheckReport report;
   Status st;

@@ -2,6 +2,7 @@
 // with the exact values written, and every error path has its own row or test, with the field
 // and reason it must report (file, then the manifest or header field).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "tests/cli/case_builders.h"
 #include "tools/io/case_plan.h"
 #include "tools/io/npy_reader.h"
+#include "tools/io/plan_buffers.h"
 
 namespace mlasim::io {
 namespace {
@@ -568,6 +570,99 @@ TEST(CaseLayoutTest, OneAllocationPerTensorWithRowsHeadsAndColumns) {
       R"({"allocations":[{"base":"0x7f3000100000","bytes":8,"name":"kv_indptr","row_bytes":4},)"
       R"({"base":"0x7f3000000000","bytes":65536,"cols":512,"elem_bytes":2,"heads":16,)"
       R"("name":"o","row_bytes":16384}],"call_name":"mla_decode_fwd"})");
+}
+
+// --- plan buffers held by someone else (tools/io/plan_buffers.h) --------------------------------
+
+namespace plan_buffers_test {
+
+PlanBufferViews ViewsOf(const ref::Plan& p) {
+  const auto v = [](const ref::Int32Buffer& b) { return Int32View{b.data.data(), b.size()}; };
+  return {v(p.work_indptr), v(p.work_info), v(p.reduce_indptr), v(p.reduce_final_map),
+          v(p.reduce_partial_map)};
+}
+
+TEST(PlanBuffers, AnEngineCopyOfAPlanIsThePlanWithItsWriteStateFromThePoison) {
+  const ref::PlanRequest r = WorkedExample();
+  const ref::Plan planned = *ref::PlanMlaMetadata(r);
+  auto p = PlanFromBuffers(r, ViewsOf(planned), kDefaultUnwrittenValue);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->derived.num_works, 6);
+  EXPECT_EQ(p->derived.num_clusters, 8);
+  EXPECT_EQ(p->work_info.cells, planned.work_info.cells);  // unwritten rows are the poison ones
+  EXPECT_EQ(p->reduce_partial_map.WrittenPrefix(), 5);
+  auto all = PlanFromBuffers(r, ViewsOf(planned), std::nullopt);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->reduce_partial_map.WrittenPrefix(), 10);
+  const ref::MetadataSizes s = SizesOf(*p);
+  EXPECT_EQ(s.work_indptr, 9);
+  EXPECT_EQ(s.work_info_rows, 10);
+  EXPECT_EQ(s.reduce_final_map_rows, 3);
+  EXPECT_EQ(s.max_splits, 8);
+  const PlanDiff same = DiffPlans(*p, planned);
+  EXPECT_TRUE(same.identical());
+  EXPECT_EQ(same.cells_compared, 70);
+}
+
+TEST(PlanBuffers, EachBufferErrorNamesTheBuffer) {
+  const ref::PlanRequest r = WorkedExample();
+  const ref::Plan planned = *ref::PlanMlaMetadata(r);
+  PlanBufferViews v = ViewsOf(planned);
+  v.work_info.size = 79;
+  EXPECT_EQ(PlanFromBuffers(r, v, std::nullopt).status().ToString(),
+            "work_info: holds 79 int32, not a multiple of its row width 8");
+  v = ViewsOf(planned);
+  v.reduce_final_map.size = 5;
+  EXPECT_EQ(PlanFromBuffers(r, v, std::nullopt).status().ToString(),
+            "reduce_final_map: holds 5 int32, not a multiple of its row width 2");
+  v = ViewsOf(planned);
+  v.reduce_indptr.data = nullptr;
+  EXPECT_EQ(PlanFromBuffers(r, v, std::nullopt).status().ToString(), "reduce_indptr: has no data");
+  v = ViewsOf(planned);
+  v.reduce_partial_map.size = int64_t{INT32_MAX} + 1;
+  EXPECT_EQ(PlanFromBuffers(r, v, std::nullopt).status().ToString(),
+            "reduce_partial_map: holds 2147483648 elements; aiter's buffers are indexed in int32");
+  ref::PlanRequest bad = r;
+  bad.heads_per_head_k = 20;
+  EXPECT_EQ(PlanFromBuffers(bad, ViewsOf(planned), std::nullopt).status().field(),
+            "heads_per_head_k");
+  bad = r;
+  bad.kv_indptr[2] = 1;
+  EXPECT_EQ(PlanFromBuffers(bad, ViewsOf(planned), std::nullopt).status().field(), "kv_indptr[2]");
+}
+
+TEST(PlanBuffers, TheDiffNamesAnUnwrittenCapturedCellAndStoresPastTheEnd) {
+  const ref::PlanRequest r = WorkedExample();
+  ref::Plan planned = *ref::PlanMlaMetadata(r);
+  planned.reduce_final_map.data[4] = ref::Plan::kPoison;  // tile 2's pair, never written
+  auto captured = PlanFromBuffers(r, ViewsOf(planned), kDefaultUnwrittenValue);
+  ASSERT_TRUE(captured.ok());
+  const ref::Plan replanned = *ref::PlanMlaMetadataInto(r, SizesOf(*captured));
+  const PlanDiff d = DiffPlans(*captured, replanned);
+  ASSERT_TRUE(d.first.has_value());
+  EXPECT_EQ(d.first->text,
+            "reduce_final_map[2][0] (element 4): captured unwritten (-1515870811), re-planned 2");
+  EXPECT_TRUE(d.first->captured_unwritten);
+  EXPECT_EQ(d.cells_differing, 1);
+  ref::MetadataSizes small = SizesOf(*captured);
+  small.work_info_rows = 4;
+  const ref::Plan cut = *ref::PlanMlaMetadataInto(r, small);
+  const PlanDiff past = DiffPlans(*captured, cut);
+  ASSERT_EQ(past.stores_past_end.size(), 1u);
+  EXPECT_EQ(past.stores_past_end[0].buffer, "work_info");
+  EXPECT_EQ(past.stores_past_end[0].stores, 16);  // works 4 and 5
+  EXPECT_EQ(past.stores_past_end[0].first_index, 32);
+  EXPECT_FALSE(past.identical());
+}
+
+}  // namespace plan_buffers_test
+
+TEST_F(DiskCase, AFifoIsNotARegularFile) {
+  std::filesystem::create_directories(dir_);
+  const std::string fifo = (dir_ / "manifest.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  DiskCaseFiles files(dir_.string());
+  EXPECT_EQ(OpenCase(files).status().ToString(), fifo + ": is not a regular file");
 }
 
 }  // namespace

@@ -378,6 +378,17 @@ TEST_F(CheckCli, BadCaseDirectoriesExitTwoNamingFileAndField) {
   }
 }
 
+TEST_F(CheckCli, CapturedBuffersAboveThePlanBufferLimitAreRefused) {
+  CaseBuilder b = CleanCase();  // reduce_partial_map of 2^24 int32 (64 MiB, the load limit)
+  b.AddInt32("reduce_partial_map", std::vector<int32_t>(size_t{1} << 24, 0));
+  const std::string dir = Write(b);
+  const CliResult r = Check({dir});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err, "mlasim check: error: " + dir +
+                       "/manifest.json:tensors: the captured plan buffers hold 16777315 int32 "
+                       "elements; mlasim refuses more than 16777216\n");
+}
+
 TEST_F(CheckCli, BadFlagsExitTwo) {
   const std::string dir = Write(CleanCase());
   CliResult r = Check({dir, "--planner", "fast"});
