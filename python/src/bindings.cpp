@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -183,7 +184,7 @@ py::handle Get(const py::dict& kw, const char* key) {
   return kw.contains(key) ? kw[key] : py::handle(Py_None);
 }
 
-Request MakeRequest(const py::dict& kw) {
+void CheckKnownKeys(const py::dict& kw) {
   static const char* kKeys[] = {"kv_indptr",
                                 "qo_indptr",
                                 "kv_last_page_lens",
@@ -210,90 +211,106 @@ Request MakeRequest(const py::dict& kw) {
     for (const char* key : kKeys) known = known || k == key;
     if (!known) ThrowType(k, "unknown argument");
   }
-  Request out;
-  PlanRequest& r = out.request;
-  auto opt_int = [&](const char* key, int64_t lo, int64_t hi, int64_t dflt) {
-    py::handle v = Get(kw, key);
-    return v.is_none() ? dflt : Int(key, v, lo, hi);
-  };
-  r.target = [&] {
-    auto a = ref::ParseArch(
-        Str("target", Get(kw, "target").is_none() ? py::str("gfx942") : Get(kw, "target")),
-        "target");
-    Raise(a.status(), false);
-    return *a;
-  }();
+}
+
+int64_t OptInt(const py::dict& kw, const char* key, int64_t lo, int64_t hi, int64_t dflt) {
+  py::handle v = Get(kw, key);
+  return v.is_none() ? dflt : Int(key, v, lo, hi);
+}
+
+bool OptBool(const py::dict& kw, const char* key, bool dflt) {
+  py::handle v = Get(kw, key);
+  return v.is_none() ? dflt : Bool(key, v);
+}
+
+// Target, revision, dtypes, heads, paging and split scalars (not the batch).
+void ParseScalars(const py::dict& kw, PlanRequest& r) {
+  py::handle target = Get(kw, "target");
+  auto arch = ref::ParseArch(target.is_none() ? "gfx942" : Str("target", target), "target");
+  Raise(arch.status(), false);
+  r.target = *arch;
   if (!Get(kw, "revision").is_none()) {
     auto rev = ref::ParseRevision(Str("revision", Get(kw, "revision")), "revision");
     Raise(rev.status(), false);
     r.revision = *rev;
   }
-  r.q_dtype =
-      Get(kw, "q_dtype").is_none() ? ref::DType::kBf16 : DTypeArg("q_dtype", Get(kw, "q_dtype"));
-  r.kv_dtype =
-      Get(kw, "kv_dtype").is_none() ? ref::DType::kBf16 : DTypeArg("kv_dtype", Get(kw, "kv_dtype"));
-  r.cu_count = static_cast<int32_t>(
-      opt_int("cu_count", 1, INT32_MAX, ref::GetTargetProfile(r.target).cu_count));
-  r.heads_per_head_k = static_cast<int32_t>(opt_int("num_heads_per_head_k", 1, INT32_MAX, 16));
-  r.num_heads_k = static_cast<int32_t>(opt_int("num_heads_k", 1, INT32_MAX, 1));
-  r.page_size = static_cast<int32_t>(opt_int("page_size", 1, INT32_MAX, 1));
-  r.kv_granularity = static_cast<int32_t>(opt_int("kv_granularity", 1, INT32_MAX, 16));
-  r.topk = static_cast<int32_t>(opt_int("topk", -1, INT32_MAX, -1));
-  r.max_split_per_batch = static_cast<int32_t>(opt_int("max_split_per_batch", -1, INT32_MAX, -1));
+  for (auto [key, dst] :
+       {std::pair<const char*, ref::DType*>{"q_dtype", &r.q_dtype}, {"kv_dtype", &r.kv_dtype}})
+    *dst = Get(kw, key).is_none() ? ref::DType::kBf16 : DTypeArg(key, Get(kw, key));
+  const auto i32 = [&](const char* key, int64_t lo, int64_t dflt) {
+    return static_cast<int32_t>(OptInt(kw, key, lo, INT32_MAX, dflt));
+  };
+  r.cu_count = i32("cu_count", 1, ref::GetTargetProfile(r.target).cu_count);
+  r.heads_per_head_k = i32("num_heads_per_head_k", 1, 16);
+  r.num_heads_k = i32("num_heads_k", 1, 1);
+  r.page_size = i32("page_size", 1, 1);
+  r.kv_granularity = i32("kv_granularity", 1, 16);
+  r.topk = i32("topk", -1, -1);
+  r.max_split_per_batch = i32("max_split_per_batch", -1, -1);
   if (r.max_split_per_batch == 0) ThrowValue("max_split_per_batch", "must be -1 (none) or >= 1");
-  r.is_causal = Get(kw, "is_causal").is_none() ? true : Bool("is_causal", Get(kw, "is_causal"));
-  r.is_cp_round_robin = Get(kw, "is_cp_round_robin").is_none()
-                            ? false
-                            : Bool("is_cp_round_robin", Get(kw, "is_cp_round_robin"));
-  const bool sparse = r.topk >= 0;
-  const bool by_lens = !Get(kw, "kv_lens").is_none();
-  out.from_kv_lens = by_lens;
-  if (by_lens) {
+  r.is_causal = OptBool(kw, "is_causal", true);
+  r.is_cp_round_robin = OptBool(kw, "is_cp_round_robin", false);
+}
+
+// aiter's arrays: kv_indptr, qo_indptr (default qlen * i), kv_last_page_lens (default 1s).
+void FromIndptrs(const py::dict& kw, PlanRequest& r) {
+  if (Get(kw, "kv_indptr").is_none()) ThrowType("kv_indptr", "required (or give kv_lens)");
+  r.kv_indptr = Int32Vector("kv_indptr", Get(kw, "kv_indptr"));
+  if (r.kv_indptr.empty()) ThrowValue("kv_indptr", "needs B+1 >= 1 entries");
+  const size_t batch = r.kv_indptr.size() - 1;
+  if (Get(kw, "max_seqlen_qo").is_none())
+    ThrowType("max_seqlen_qo",
+              "required with kv_indptr (aiter's default -1, unknown, is not "
+              "modelled)");
+  r.max_seqlen_qo =
+      static_cast<int32_t>(Int("max_seqlen_qo", Get(kw, "max_seqlen_qo"), 1, INT32_MAX));
+  r.uni_seqlen_qo =
+      static_cast<int32_t>(OptInt(kw, "uni_seqlen_qo", 1, INT32_MAX, r.max_seqlen_qo));
+  r.qlen = static_cast<int32_t>(OptInt(kw, "qlen", 1, INT32_MAX, r.max_seqlen_qo));
+  if (Get(kw, "qo_indptr").is_none()) {
+    if (int64_t{r.qlen} * static_cast<int64_t>(batch) > (int64_t{1} << 30))
+      ThrowValue("qlen", "qlen x requests is above 2^30 (the default qo_indptr)");
+    for (size_t i = 0; i <= batch; ++i) r.qo_indptr.push_back(static_cast<int32_t>(i) * r.qlen);
+  } else {
+    r.qo_indptr = Int32Vector("qo_indptr", Get(kw, "qo_indptr"));
+  }
+  if (Get(kw, "kv_last_page_lens").is_none()) {
+    if (r.page_size != 1)
+      ThrowType("kv_last_page_lens", "required when page_size > 1 (tokens in each last page)");
+    r.kv_last_page_lens.assign(batch, 1);
+  } else {
+    r.kv_last_page_lens = Int32Vector("kv_last_page_lens", Get(kw, "kv_last_page_lens"));
+  }
+  if (r.qo_indptr.size() != batch + 1)
+    ThrowValue("qo_indptr", "has " + std::to_string(r.qo_indptr.size()) + " entries, kv_indptr " +
+                                std::to_string(batch + 1));
+  if (r.kv_last_page_lens.size() != batch)
+    ThrowValue("kv_last_page_lens", "has " + std::to_string(r.kv_last_page_lens.size()) +
+                                        " entries, expected " + std::to_string(batch) +
+                                        " (one per request)");
+}
+
+Request MakeRequest(const py::dict& kw) {
+  CheckKnownKeys(kw);
+  Request out;
+  PlanRequest& r = out.request;
+  ParseScalars(kw, r);
+  out.from_kv_lens = !Get(kw, "kv_lens").is_none();
+  if (out.from_kv_lens) {
     for (const char* k : {"kv_indptr", "qo_indptr", "kv_last_page_lens"})
       if (!Get(kw, k).is_none()) ThrowType(k, "give either kv_lens or the indptr arrays, not both");
-    const int64_t qlen = opt_int("qlen", 1, INT32_MAX, 1);
-    r.qlen = static_cast<int32_t>(qlen);
-    r.max_seqlen_qo =
-        static_cast<int32_t>(opt_int("max_seqlen_qo", 1, INT32_MAX, sparse ? 1 : qlen));
-    r.uni_seqlen_qo = static_cast<int32_t>(opt_int("uni_seqlen_qo", 1, INT32_MAX, r.max_seqlen_qo));
+    r.qlen = static_cast<int32_t>(OptInt(kw, "qlen", 1, INT32_MAX, 1));
+    const int32_t dflt = r.topk >= 0 ? 1 : r.qlen;  // sparse: aiter's max = uni = 1
+    r.max_seqlen_qo = static_cast<int32_t>(OptInt(kw, "max_seqlen_qo", 1, INT32_MAX, dflt));
+    r.uni_seqlen_qo =
+        static_cast<int32_t>(OptInt(kw, "uni_seqlen_qo", 1, INT32_MAX, r.max_seqlen_qo));
     Raise(cli::CheckRequestLimits(r), false);  // page size and qlen bounds before FromKvLens
     FromKvLens(Get(kw, "kv_lens"), r.qlen, r);
   } else {
-    if (Get(kw, "kv_indptr").is_none()) ThrowType("kv_indptr", "required (or give kv_lens)");
-    r.kv_indptr = Int32Vector("kv_indptr", Get(kw, "kv_indptr"));
-    if (r.kv_indptr.empty()) ThrowValue("kv_indptr", "needs B+1 >= 1 entries");
-    const size_t batch = r.kv_indptr.size() - 1;
-    if (Get(kw, "max_seqlen_qo").is_none())
-      ThrowType("max_seqlen_qo",
-                "required with kv_indptr (aiter's default -1, unknown, is not "
-                "modelled)");
-    r.max_seqlen_qo =
-        static_cast<int32_t>(Int("max_seqlen_qo", Get(kw, "max_seqlen_qo"), 1, INT32_MAX));
-    r.uni_seqlen_qo = static_cast<int32_t>(opt_int("uni_seqlen_qo", 1, INT32_MAX, r.max_seqlen_qo));
-    r.qlen = static_cast<int32_t>(opt_int("qlen", 1, INT32_MAX, r.max_seqlen_qo));
-    if (Get(kw, "qo_indptr").is_none()) {
-      if (batch > (size_t{1} << 20)) ThrowValue("kv_indptr", "more than 2^20 requests");
-      for (size_t i = 0; i <= batch; ++i) r.qo_indptr.push_back(static_cast<int32_t>(i) * r.qlen);
-    } else {
-      r.qo_indptr = Int32Vector("qo_indptr", Get(kw, "qo_indptr"));
-    }
-    if (Get(kw, "kv_last_page_lens").is_none()) {
-      if (r.page_size != 1)
-        ThrowType("kv_last_page_lens", "required when page_size > 1 (tokens in each last page)");
-      r.kv_last_page_lens.assign(batch, 1);
-    } else {
-      r.kv_last_page_lens = Int32Vector("kv_last_page_lens", Get(kw, "kv_last_page_lens"));
-    }
-    if (r.qo_indptr.size() != batch + 1)
-      ThrowValue("qo_indptr", "has " + std::to_string(r.qo_indptr.size()) + " entries, kv_indptr " +
-                                  std::to_string(batch + 1));
-    if (r.kv_last_page_lens.size() != batch)
-      ThrowValue("kv_last_page_lens", "has " + std::to_string(r.kv_last_page_lens.size()) +
-                                          " entries, expected " + std::to_string(batch) +
-                                          " (one per request)");
+    FromIndptrs(kw, r);
   }
-  Raise(cli::CheckRequestLimits(r), by_lens);
-  Raise(ref::ValidatePlanRequest(r), by_lens);
+  Raise(cli::CheckRequestLimits(r), out.from_kv_lens);
+  Raise(ref::ValidatePlanRequest(r), out.from_kv_lens);
   return out;
 }
 
@@ -366,64 +383,59 @@ py::dict PlanResult(ref::Plan& plan) {
   return out;
 }
 
-py::dict PlanBatch(const Request& req, py::handle planner, py::handle out_obj,
-                   py::handle pointers) {
-  const ref::PlannerChoice choice = Choice(planner);
-  (void)Decide(req, choice);
-  const ref::PlanRequest& r = req.request;
-  const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
-  StatusOr<ref::MetadataSizes> info = ref::GetMlaMetadataInfoV1(r, batch);
-  Raise(info.status(), req.from_kv_lens);
-  Raise(cli::CheckSizesLimit(*info), req.from_kv_lens);
-  ref::PlannerOptions options;
-  options.choice = choice;
-  py::dict result;
-  if (out_obj.is_none()) {
-    StatusOr<ref::Plan> plan = [&] {
-      py::gil_scoped_release release;
-      return ref::PlanMlaMetadata(r, options);
-    }();
-    Raise(plan.status(), req.from_kv_lens);
-    result = PlanResult(*plan);
-    py::dict cells;
-    for (const BufferSlot& s : kSlots) {
-      ref::Int32Buffer& b = (*plan).*(s.member);
-      const py::ssize_t n = static_cast<py::ssize_t>(b.size());
-      std::vector<py::ssize_t> shape = s.width > 1 ? std::vector<py::ssize_t>{n / s.width, s.width}
-                                                   : std::vector<py::ssize_t>{n};
-      std::vector<uint8_t> state(b.cells.size());
-      std::memcpy(state.data(), b.cells.data(), b.cells.size());
-      cells[s.name] = Owning(std::move(state), shape);
-      result[s.name] = Owning(std::move(b.data), shape);
-    }
-    result["cells"] = cells;
-    return result;
-  }
-  // In place: sizes from the caller's buffers; only the cells the planner writes are stored.
-  py::dict out = py::reinterpret_borrow<py::dict>(out_obj);
-  std::vector<py::array> arrays;
-  ref::MetadataSizes sizes;
+// A fresh plan at get_mla_metadata_info_v1's sizes, returned as arrays owning its vectors.
+py::dict PlanOwned(const Request& req, const ref::PlannerOptions& options) {
+  StatusOr<ref::Plan> plan = [&] {
+    py::gil_scoped_release release;
+    return ref::PlanMlaMetadata(req.request, options);
+  }();
+  Raise(plan.status(), req.from_kv_lens);
+  py::dict result = PlanResult(*plan);
+  py::dict cells;
   for (const BufferSlot& s : kSlots) {
-    if (!out.contains(s.name)) ThrowType(std::string("out.") + s.name, "missing");
-    arrays.push_back(Array(std::string("out.") + s.name, out[s.name], py::dtype::of<int32_t>(),
-                           {s.width > 1 ? 2 : 1}, true));
-    if (s.width > 1 && arrays.back().shape(1) != s.width)
-      ThrowValue(std::string("out.") + s.name,
-                 "rows must hold " + std::to_string(s.width) + " int32");
-    if (arrays.back().size() > INT32_MAX)
-      ThrowValue(std::string("out.") + s.name, "above 2^31 elements");
+    ref::Int32Buffer& b = (*plan).*(s.member);
+    const py::ssize_t n = static_cast<py::ssize_t>(b.size());
+    std::vector<py::ssize_t> shape =
+        s.width > 1 ? std::vector<py::ssize_t>{n / s.width, s.width} : std::vector<py::ssize_t>{n};
+    std::vector<uint8_t> state(b.cells.size());
+    std::memcpy(state.data(), b.cells.data(), b.cells.size());
+    cells[s.name] = Owning(std::move(state), shape);
+    result[s.name] = Owning(std::move(b.data), shape);
   }
-  sizes.work_indptr = static_cast<int32_t>(arrays[0].size());
-  sizes.work_info_rows = static_cast<int32_t>(arrays[1].size() / 8);
-  sizes.reduce_indptr = static_cast<int32_t>(arrays[2].size());
-  sizes.reduce_final_map_rows = static_cast<int32_t>(arrays[3].size() / 2);
-  sizes.reduce_partial_map = static_cast<int32_t>(arrays[4].size());
+  result["cells"] = cells;
+  return result;
+}
+
+// Plans into the caller's arrays at their sizes, storing only the cells the planner writes.
+py::dict PlanIntoCaller(const Request& req, const ref::PlannerOptions& options, const py::dict& out,
+                        py::handle pointers) {
+  std::vector<py::array> arrays;
+  std::vector<int64_t> counts;
+  for (const BufferSlot& s : kSlots) {
+    const std::string arg = std::string("out.") + s.name;
+    if (!out.contains(s.name)) ThrowType(arg, "missing");
+    arrays.push_back(
+        Array(arg, out[s.name], py::dtype::of<int32_t>(), {s.width > 1 ? 2 : 1}, true));
+    if (s.width > 1 && arrays.back().shape(1) != s.width)
+      ThrowValue(arg, "rows must hold " + std::to_string(s.width) + " int32");
+    counts.push_back(static_cast<int64_t>(arrays.back().size()));
+  }
+  CheckBufferTotal("out", counts);  // also keeps every size below 2^31
+  std::optional<py::array> ptr_array;
+  if (out.contains("work_metadata_ptrs") && !out["work_metadata_ptrs"].is_none()) {
+    ptr_array = Array("out.work_metadata_ptrs", out["work_metadata_ptrs"],
+                      py::dtype::of<uint64_t>(), {1}, true);
+    if (ptr_array->size() != 2) ThrowValue("out.work_metadata_ptrs", "must hold 2 entries");
+  }
+  ref::MetadataSizes sizes;
+  sizes.work_indptr = static_cast<int32_t>(counts[0]);
+  sizes.work_info_rows = static_cast<int32_t>(counts[1] / 8);
+  sizes.reduce_indptr = static_cast<int32_t>(counts[2]);
+  sizes.reduce_final_map_rows = static_cast<int32_t>(counts[3] / 2);
+  sizes.reduce_partial_map = static_cast<int32_t>(counts[4]);
   sizes.max_splits = sizes.work_indptr - 1;
   sizes.tile_cnt = sizes.reduce_final_map_rows;
-  std::vector<int64_t> counts;
-  for (const py::array& a : arrays) counts.push_back(static_cast<int64_t>(a.size()));
-  CheckBufferTotal("out", counts);
-  StatusOr<ref::Plan> plan = ref::PlanMlaMetadataInto(r, sizes, options);
+  StatusOr<ref::Plan> plan = ref::PlanMlaMetadataInto(req.request, sizes, options);
   Raise(plan.status(), req.from_kv_lens);
   for (size_t i = 0; i < 5; ++i) {
     const ref::Int32Buffer& b = (*plan).*(kSlots[i].member);
@@ -431,16 +443,26 @@ py::dict PlanBatch(const Request& req, py::handle planner, py::handle out_obj,
     for (size_t k = 0; k < b.data.size(); ++k)
       if (b.cells[k] != ref::Cell::kUnwritten) dst[k] = b.data[k];
   }
-  if (out.contains("work_metadata_ptrs") && !out["work_metadata_ptrs"].is_none()) {
-    py::array p = Array("out.work_metadata_ptrs", out["work_metadata_ptrs"],
-                        py::dtype::of<uint64_t>(), {1}, true);
-    if (p.size() != 2) ThrowValue("out.work_metadata_ptrs", "must hold 2 entries");
-    auto ptrs = pointers.cast<std::pair<uint64_t, uint64_t>>();
-    static_cast<uint64_t*>(p.mutable_data())[0] = ptrs.first;
-    static_cast<uint64_t*>(p.mutable_data())[1] = ptrs.second;
+  if (ptr_array) {  // aiter stores &work_indptr[0], &work_info[0]
+    const auto ptrs = pointers.cast<std::pair<uint64_t, uint64_t>>();
+    static_cast<uint64_t*>(ptr_array->mutable_data())[0] = ptrs.first;
+    static_cast<uint64_t*>(ptr_array->mutable_data())[1] = ptrs.second;
   }
-  result = PlanResult(*plan);
-  return result;
+  return PlanResult(*plan);
+}
+
+py::dict PlanBatch(const Request& req, py::handle planner, py::handle out, py::handle pointers) {
+  const ref::PlannerChoice choice = Choice(planner);
+  (void)Decide(req, choice);
+  const ref::PlanRequest& r = req.request;
+  StatusOr<ref::MetadataSizes> info =
+      ref::GetMlaMetadataInfoV1(r, static_cast<int32_t>(r.kv_indptr.size()) - 1);
+  Raise(info.status(), req.from_kv_lens);
+  Raise(cli::CheckSizesLimit(*info), req.from_kv_lens);
+  ref::PlannerOptions options;
+  options.choice = choice;
+  if (out.is_none()) return PlanOwned(req, options);
+  return PlanIntoCaller(req, options, py::reinterpret_borrow<py::dict>(out), pointers);
 }
 
 py::list CheckPlan(const Request& req, py::handle planner, py::handle wi, py::handle winfo,
