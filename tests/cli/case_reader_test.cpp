@@ -144,6 +144,22 @@ TEST(NpyReader, EveryHeaderErrorNamesItsField) {
   }
 }
 
+TEST(NpyReader, LimitsAreInclusive) {
+  // 8 dimensions, an extent of exactly 2^40 and a 65536-byte header are accepted; one more of any
+  // is refused (EveryHeaderErrorNamesItsField).
+  auto h = ParseNpyHeader(
+      Npy1("{'descr': '|u1', 'fortran_order': False, 'shape': (1099511627776,1,1,1,1,1,1,1)}\n"),
+      "x");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->shape.size(), 8u);
+  EXPECT_EQ(h->data_bytes, int64_t{1} << 40);
+  int64_t len = 0;
+  auto pre = ParseNpyPreamble(std::string("\x93NUMPY\x02\x00\x00\x00\x01\x00", 12), "x", {}, &len);
+  ASSERT_TRUE(pre.ok());
+  EXPECT_EQ(*pre, 12);
+  EXPECT_EQ(len, 65536);
+}
+
 TEST(NpyReader, DataSizeMustMatchTheHeaderExactly) {
   const std::string f = NpyBytes("<i4", {4}, std::string(16, '\0'));
   auto h = ParseNpyHeader(f, "k.npy");
@@ -302,6 +318,9 @@ TEST(CaseManifest, MalformedJsonAndTooManyTensorsAndTooLargeAManifest) {
   EXPECT_EQ(OpenCase(f).status().field(), "manifest.json");
   f.files["manifest.json"] = "{\"a\": 1, \"a\": 2}";
   EXPECT_NE(OpenCase(f).status().message().find("duplicate"), std::string::npos);
+  CaseLimits two;
+  two.max_tensors = 2;
+  EXPECT_TRUE(OpenCase(ValidCase().Files(), two).ok());
   CaseLimits few;
   few.max_tensors = 1;
   auto m = OpenCase(ValidCase().Files(), few);
