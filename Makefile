@@ -70,7 +70,7 @@ fuzz-smoke:
 	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DMLASIM_LIBFUZZER=ON -DGPU_BACKEND=NONE $(CMAKE_ARGS) > build-fuzz.log
 	cmake --build build-fuzz -j$(JOBS) --target fuzz_harnesses >> build-fuzz.log
-	@for h in scenario_json fault_log layout plan_request; do \
+	@for h in scenario_json fault_log layout plan_request case_dir; do \
 	  mkdir -p build-fuzz/corpus/$$h; \
 	  echo "fuzz-smoke: $${h}_fuzz for $(FUZZ_SECONDS) s"; \
 	  ./build-fuzz/bin/$${h}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \

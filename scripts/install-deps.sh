@@ -12,6 +12,8 @@ packages=(
   zlib1g-dev                    # the golden corpora in tests/data/ are gzip JSONL
   libxtensor-dev xtl-dev        # Debian names xtl "xtl-dev", not "libxtl-dev"
   hipcc                         # clang-15 + ROCm 5.2.3 device libs: HIP builds and the AMD device-code check
+  pybind11-dev python3-dev      # the mlasim Python package (python/), built for /usr/bin/python3
+  python3-numpy python3-torch python3-pytest  # its tests (tests/python/); torch is the CPU build
 )
 
 missing=()

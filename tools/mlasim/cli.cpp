@@ -24,8 +24,8 @@ using RegisterFn = std::unique_ptr<Command> (*)(CLI::App&);
 
 // Every subcommand, in the order `mlasim --help` lists them.
 constexpr RegisterFn kCommands[] = {
-    &RegisterReplay,  &RegisterExplainFault, &RegisterFuzz,
-    &RegisterMutants, &RegisterPlan,         &RegisterNumerics,
+    &RegisterReplay, &RegisterExplainFault, &RegisterFuzz,  &RegisterMutants,
+    &RegisterPlan,   &RegisterNumerics,     &RegisterCheck,
 };
 
 std::string VersionString() {
