@@ -599,7 +599,7 @@ void CallExecutor::Bind(const Call& c) {
   const TensorArg* q = Tensor("q");
   vars_[kVarHeads] = q ? q->heads : 0;
   vars_[kVarMaxSeqlenQ] = c.max_seqlen_q;
-  vars_[kVarPageSize] = 1;
+  vars_[kVarPageSize] = c.page_size;
   vars_[kVarQRows] = rows("q");
   vars_[kVarORows] = rows("o");
   vars_[kVarPartialRows] = rows("logits");

@@ -205,6 +205,13 @@ Status ParseKvCache(const json& j, Scenario* s) {
   MLASIM_RETURN_IF_ERROR(r.Check());
   KvCacheSpec& kv = s->kv_cache;
   kv.modelled = true;
+  MLASIM_RETURN_IF_ERROR(r.Int("page_size", &kv.page_size, 1, 1024));
+  if ((kv.page_size & (kv.page_size - 1)) != 0)
+    return InvalidArgumentError("$.kv_cache.page_size", "must be a power of two");
+  if (kv.page_size > 1 && s->model.sparse)
+    return InvalidArgumentError("$.kv_cache.page_size",
+                                "sparse models are planned per token (page 1) in the ATOM call "
+                                "table; page_size > 1 is modelled for dense models");
   MLASIM_RETURN_IF_ERROR(r.Int64("num_rows", &kv.num_rows, 0, int64_t{1} << 32));
   if (const json* values = r.Child("index_values")) {
     if (!values->is_array() || values->size() > 4096)
@@ -481,7 +488,9 @@ json ScenarioToJson(const Scenario& s) {
     json values = json::array();
     for (const KvCacheSpec::IndexValue& v : s.kv_cache.index_values)
       values.push_back({{"token", v.token}, {"position", v.position}, {"value", v.value}});
-    out["kv_cache"] = {{"num_rows", s.kv_cache.num_rows}, {"index_values", values}};
+    out["kv_cache"] = {{"page_size", s.kv_cache.page_size},
+                       {"num_rows", s.kv_cache.num_rows},
+                       {"index_values", values}};
   }
   if (!s.capture_contexts.empty()) out["capture"] = {{"contexts", s.capture_contexts}};
   if (!s.calls.empty()) {
