@@ -311,6 +311,7 @@ Status StepBuilder::AllocateBuffers() {
     int64_t rows = 0;  // pages until the end, then rows
     for (const int32_t L : sh_.kv_lens) {
       kv_slot_base_.push_back(rows);
+      t_.kv_written.push_back({rows * page_, rows * page_ + L + s_.mtp_k});
       rows += (L + s_.mtp_k + page_ - 1) / page_;
     }
     rows *= page_;

@@ -918,6 +918,8 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
                            "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
+  if (Allocation* kv = as.FindMutable("kv_cache"))
+    for (const auto& [b, e] : trace.kv_written) kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
   CallExecutor ex(s, trace, opt, as, out);
   for (const Call& c : trace.calls) ex.Run(c);
   ex.Finish();

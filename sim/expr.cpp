@@ -188,22 +188,19 @@ class ExprParser {
     }
   }
   Status Unary(int32_t* out) {
-    MLASIM_RETURN_IF_ERROR(Deeper());
     Op op = Op::kConst;
     if (Eat("-"))
       op = Op::kNeg;
     else if (Eat("!"))
       op = Op::kNot;
-    if (op != Op::kConst) {
-      int32_t a = -1;
-      MLASIM_RETURN_IF_ERROR(Unary(&a));
-      Expr::Node n;
-      n.op = op;
-      n.a = a;
-      *out = Add(n);
-    } else {
-      MLASIM_RETURN_IF_ERROR(Postfix(out));
-    }
+    if (op == Op::kConst) return Postfix(out);
+    MLASIM_RETURN_IF_ERROR(Deeper());  // a chain of unary operators nests too
+    int32_t a = -1;
+    MLASIM_RETURN_IF_ERROR(Unary(&a));
+    Expr::Node n;
+    n.op = op;
+    n.a = a;
+    *out = Add(n);
     --depth_;
     return OkStatus();
   }

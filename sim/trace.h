@@ -115,6 +115,9 @@ struct StepShape {
 
 struct Trace {
   StepShape shape;
+  // KV-cache rows the engine has written before the step (each real request's tokens and the
+  // slots of its draft tokens), when the scenario models the cache; other rows are stale.
+  std::vector<std::pair<int64_t, int64_t>> kv_written;
   std::vector<PersistentBuffer> persistent;
   std::vector<Call> calls;
   std::vector<PlanSnapshot> plans;
