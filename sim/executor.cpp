@@ -212,8 +212,12 @@ void CallExecutor::Flush(const Call& c) {
     const Allocation* a = as_.Find(g.buffer);
     const bool before = key.second >= kBefore;
     if (g.kind == ViolationKind::kOutOfBounds) {
-      // q / o past the plan's rows: class A; the KV cache through an index: class G; else C.
-      v.bug_class = (g.buffer == "q" || g.buffer == "o") ? "A" : g.buffer == "kv_cache" ? "G" : "C";
+      // q / o: class A when the plan covers rows the engine did not allocate, class C when the
+      // plan fits and the kernel's row width or stride overruns; the KV cache reached through
+      // an index: class G; any other buffer: class C.
+      const bool qo = g.buffer == "q" || g.buffer == "o";
+      const int32_t alloc_rows = g.buffer == "q" ? c.q_rows : c.o_rows;
+      v.bug_class = qo ? (c.plan_rows > alloc_rows ? "A" : "C") : g.buffer == "kv_cache" ? "G" : "C";
       if (before) {
         v.rows_before_start = -g.first;
         v.bytes_before_start = v.rows_before_start * g.row_bytes;
