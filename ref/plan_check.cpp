@@ -171,33 +171,35 @@ int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* k
 void Checker::CheckTile(int32_t t) {
   const ExpectedTile& e = tiles_[t];
   const std::vector<int32_t>& ws = pieces_[t];
-  const std::string where =
-      "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " + Range(e.q0, e.q1) + ")";
+  // Built only when a finding is reported: CheckTile runs for every tile of every fuzz case.
+  auto where = [&] {
+    return "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " + Range(e.q0, e.q1) + ")";
+  };
   if (ws.empty()) {
     if (e.kv_full_end == e.kv_begin)
       Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
-          where + " has zero KV and no work item: output rows " + Range(e.q0, e.q1) +
+          where() + " has zero KV and no work item: output rows " + Range(e.q0, e.q1) +
               " are never written (aiter's parallel planner does this; golden README)",
           Severity::kWarning);
     else if (!p_.update_fold_ratios.empty())
       Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", -1, t, -1,
-          where + " now has KV " + Range(e.kv_begin, e.kv_end) +
+          where() + " now has KV " + Range(e.kv_begin, e.kv_end) +
               " but no work item: the plan it was updated from gave this zero-KV request none, "
               "and decode_update only rewrites existing work items");
     else
       Add(PlanDiag::kTileKvNotCovered, "work_info", -1, t, -1,
-          where + " has KV " + Range(e.kv_begin, e.kv_end) + " but no work item covers it");
+          where() + " has KV " + Range(e.kv_begin, e.kv_end) + " but no work item covers it");
     return;
   }
   if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
     Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
-        where + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
+        where() + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
             ": the request is shorter than its q rows, which see no key",
         Severity::kWarning);
   if (ws.size() == 1 && !p_.update_fold_ratios.empty() && e.kv_end > e.kv_begin &&
       p_.work(ws[0], kKvEnd) == p_.work(ws[0], kKvStart)) {
     Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
-        where + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
+        where() + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
             S(ws[0]) + ") is still the empty " +
             Range(p_.work(ws[0], kKvStart), p_.work(ws[0], kKvEnd)) +
             ": decode_update never moves a zero-length last piece (aiter-mla-metadata.md §9.3), "
@@ -215,14 +217,14 @@ void Checker::CheckTile(int32_t t) {
     if (undefined) return;  // reported as an input violation
     if (k0 != cursor) {
       Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-          where + ": piece " + S(i) + " (work " + S(w) + ") starts at " + S(k0) + ", expected " +
+          where() + ": piece " + S(i) + " (work " + S(w) + ") starts at " + S(k0) + ", expected " +
               S(cursor) + (k0 > cursor ? " (gap)" : " (overlap)"));
       return;
     }
     const bool last = i + 1 == ws.size();
     if (!last && k1 <= k0) {
       Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-          where + ": non-final piece " + S(i) + " (work " + S(w) + ") has empty KV " +
+          where() + ": non-final piece " + S(i) + " (work " + S(w) + ") has empty KV " +
               Range(k0, k1));
       return;
     }
@@ -231,7 +233,7 @@ void Checker::CheckTile(int32_t t) {
     const bool off_undefined = p_.work_info.cells[int64_t{w} * 8 + kKvOffset] == Cell::kUndefined;
     if (known && !off_undefined && p_.work(w, kKvOffset) != want_off)
       Add(PlanDiag::kKvOffsetMismatch, "work_info", int64_t{w} * 8 + kKvOffset, t, w,
-          where + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
+          where() + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
               S(want_off));
     // Tail rule (§4.5, aiter #2106): with page size 1 every causal q row of a split tile must see
     // at least one key in every piece. A tile of n rows needs its final piece to hold >= n tokens
@@ -243,7 +245,7 @@ void Checker::CheckTile(int32_t t) {
       const bool short_piece = last ? (k1 - k0 < rows) : (after < rows);
       if (short_piece)
         Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
-            where + ": " +
+            where() + ": " +
                 (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
                       : "piece " + Range(k0, k1) + " leaves " + S(after)) +
                 " tokens, fewer than the tile's " + S(rows) +
@@ -254,7 +256,7 @@ void Checker::CheckTile(int32_t t) {
   }
   if (!empty_ok && cursor != e.kv_end)
     Add(PlanDiag::kTileKvNotCovered, "work_info", ws.back(), t, ws.back(),
-        where + ": pieces end at " + S(cursor) + ", the tile's KV ends at " + S(e.kv_end) +
+        where() + ": pieces end at " + S(cursor) + ", the tile's KV ends at " + S(e.kv_end) +
             (cursor < e.kv_end ? " (" + S(e.kv_end - cursor) + " positions never attended)"
                                : " (reads past the request)"));
   // Reduce bookkeeping of this tile.
@@ -265,16 +267,16 @@ void Checker::CheckTile(int32_t t) {
   if (n == 1) {
     if (g1 != g0)
       Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-          where + " is not split but its reduce group has " + S(g1 - g0) + " entries");
+          where() + " is not split but its reduce group has " + S(g1 - g0) + " entries");
     if (p_.work(ws[0], kPartialQoLoc) != -1)
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[0], t, ws[0],
-          where + " is not split but work " + S(ws[0]) + " has partial_qo_loc " +
+          where() + " is not split but work " + S(ws[0]) + " has partial_qo_loc " +
               S(p_.work(ws[0], kPartialQoLoc)) + " (expected -1: write final rows)");
     return;
   }
   if (g1 - g0 != n) {
     Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-        where + " is split into " + S(n) + " pieces but its reduce group " + Range(g0, g1) +
+        where() + " is split into " + S(n) + " pieces but its reduce group " + Range(g0, g1) +
             " has " + S(g1 - g0) + " entries");
     return;
   }
@@ -283,7 +285,7 @@ void Checker::CheckTile(int32_t t) {
     const int32_t want = p_.work(ws[i], kPartialQoLoc);
     if (want < 0) {
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
-          where + " is split but work " + S(ws[i]) +
+          where() + " is split but work " + S(ws[i]) +
               " has partial_qo_loc -1 (it would write "
               "final rows that the reduce then overwrites)");
       return;
@@ -291,7 +293,7 @@ void Checker::CheckTile(int32_t t) {
     if (idx >= p_.reduce_partial_map.size() || !p_.reduce_partial_map.written(idx) ||
         p_.reduce_partial_map.data[idx] != want) {
       Add(PlanDiag::kReduceGroupMismatch, "reduce_partial_map", idx, t, ws[i],
-          where + ": reduce_partial_map[" + S(idx) + "] is " +
+          where() + ": reduce_partial_map[" + S(idx) + "] is " +
               (idx < p_.reduce_partial_map.size() && p_.reduce_partial_map.written(idx)
                    ? S(p_.reduce_partial_map.data[idx])
                    : std::string("unwritten")) +
@@ -304,7 +306,7 @@ void Checker::CheckTile(int32_t t) {
   if (f + 1 >= fm.size() || !fm.written(f) || !fm.written(f + 1) || fm.data[f] != e.q0 ||
       fm.data[f + 1] != e.q1)
     Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
-        where + " is split but reduce_final_map[" + S(t) + "] is " +
+        where() + " is split but reduce_final_map[" + S(t) + "] is " +
             (f + 1 < fm.size() && fm.written(f) && fm.written(f + 1)
                  ? Range(fm.data[f], fm.data[f + 1])
                  : std::string("unwritten")) +

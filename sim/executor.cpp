@@ -76,7 +76,7 @@ class CallExecutor {
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
   int64_t Eval(const Expr& e, bool* defined);
-  LoadResult Load(int32_t slot, int64_t element);
+  inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
   void BindRole(const TensorArg& a);
   LoadResult BadLoad(const LoadSource& l, int64_t element);
@@ -126,10 +126,6 @@ class CallExecutor {
   // A hang stops the GPU: only the first one of a step is reported (later calls never run on
   // hardware; the simulator still applies their accesses).
   bool hang_reported_ = false;
-  Loader loader_{[](void* self, int32_t slot, int64_t element) {
-                    return static_cast<CallExecutor*>(self)->Load(slot, element);
-                  },
-                  this};
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -612,7 +608,9 @@ void CallExecutor::Bind(const Call& c) {
 }
 
 int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
-  return e.Eval(vars_.data(), defined_.data(), loader_, defined);
+  return e.EvalWith(vars_.data(), defined_.data(),
+                    [this](int32_t slot, int64_t element) { return Load(slot, element); },
+                    defined);
 }
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
