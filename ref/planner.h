@@ -32,6 +32,9 @@ const char* PlannerMutantName(PlannerMutant m);
 struct PlannerOptions {
   PlannerChoice choice = PlannerChoice::kAiterDispatch;
   PlannerMutant mutant = PlannerMutant::kNone;
+  // kChecked (default): Int32Buffer::cells records which elements were written (the checker,
+  // the simulator and the tests need it). kFast: values only, byte-identical buffers.
+  CellTracking tracking = CellTracking::kChecked;
 };
 
 // Checks the request's shapes and values the way get_mla_metadata_v1 and its callers would,
@@ -55,5 +58,14 @@ StatusOr<Plan> PlanMlaMetadata(const PlanRequest& request, const PlannerOptions&
 // another sizing, e.g. for a larger max batch). Stores beyond a buffer are recorded, not done.
 StatusOr<Plan> PlanMlaMetadataInto(const PlanRequest& request, const MetadataSizes& sizes,
                                    const PlannerOptions& options = {});
+
+// Same, rebuilding `*plan` in place: its buffers keep their memory and only the elements the
+// previous plan stored are restored to the poison / unwritten state first, so planning costs
+// what it writes, not the buffers' capacity (a caller that plans every step, as aiter's caller
+// reuses its metadata tensors). The result is byte-for-byte the plan PlanMlaMetadataInto
+// returns, provided `*plan` was only ever written through the planner, decode_update or
+// Int32Buffer::Store (see Int32Buffer's invariant). On error `*plan` is unspecified.
+Status PlanMlaMetadataInto(const PlanRequest& request, const MetadataSizes& sizes,
+                           const PlannerOptions& options, Plan* plan);
 
 }  // namespace mlasim::ref
