@@ -10,7 +10,7 @@ void Int32Buffer::Reset(int32_t elements, int32_t width) {
   row_width = width;
   oob_writes = 0;
   first_oob_index = last_oob_index = -1;
-  dirty_end = 0;
+  dirty_end = stale_end = 0;
 }
 
 void Int32Buffer::Prepare(int32_t elements, int32_t width, CellTracking tracking) {
@@ -31,6 +31,33 @@ void Int32Buffer::Prepare(int32_t elements, int32_t width, CellTracking tracking
   oob_writes = 0;
   first_oob_index = last_oob_index = -1;
   dirty_end = 0;
+}
+
+void Int32Buffer::PrepareForRewrite(int32_t elements, int32_t width, CellTracking tracking) {
+  const size_t n = static_cast<size_t>(std::max(elements, 0));
+  const int64_t stale = std::min<int64_t>(dirty_end, static_cast<int64_t>(n));
+  const bool was_tracked = tracked();
+  data.resize(n, kPoisonValue);
+  if (tracking == CellTracking::kFast)
+    cells.clear();
+  else if (was_tracked)
+    cells.resize(n, Cell::kUnwritten);
+  else
+    cells.assign(n, Cell::kUnwritten);
+  row_width = width;
+  oob_writes = 0;
+  first_oob_index = last_oob_index = -1;
+  dirty_end = 0;
+  stale_end = std::max<int64_t>(stale, 0);
+}
+
+void Int32Buffer::FinishRewrite() {
+  const int64_t lo = std::min(dirty_end, size()), hi = std::min(stale_end, size());
+  if (lo < hi) {
+    std::fill(data.begin() + lo, data.begin() + hi, kPoisonValue);
+    if (!cells.empty()) std::fill(cells.begin() + lo, cells.begin() + hi, Cell::kUnwritten);
+  }
+  stale_end = 0;
 }
 
 void Int32Buffer::RecordOob(int64_t index) {

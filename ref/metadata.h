@@ -105,9 +105,10 @@ constexpr int32_t kPoisonValue = -0x5A5A5A5B;
 // recorded in `oob_writes` (a sizing/planner disagreement, bug class D).
 //
 // Invariant (what lets a plan be rebuilt in place without touching the whole capacity): every
-// element at or past `dirty_end` holds kPoisonValue and, when tracked, Cell::kUnwritten. Stores
-// through Store()/Put()/PutRow() keep it; code that writes `data` or `cells` directly must not
-// hand the buffer back to Prepare() (PlanMlaMetadataInto with a Plan*).
+// element at or past `dirty_end` holds kPoisonValue and, when tracked, Cell::kUnwritten (between
+// PrepareForRewrite and FinishRewrite, every element at or past `stale_end`). Stores through
+// Store()/Put()/PutRow()/PutFill() keep it; code that writes `data` or `cells` directly must not
+// hand the buffer back to the planner (PlanMlaMetadataInto with a Plan*).
 struct Int32Buffer {
   std::vector<int32_t> data;
   std::vector<Cell> cells;  // same length as data when tracked; empty under CellTracking::kFast
@@ -116,12 +117,19 @@ struct Int32Buffer {
   int64_t first_oob_index = -1;
   int64_t last_oob_index = -1;
   int64_t dirty_end = 0;  // one past the highest element stored since the last Reset/Prepare
+  int64_t stale_end = 0;  // during a rewrite: [dirty_end, stale_end) may hold older values
 
   // A fresh, tracked buffer of `elements` poisoned, unwritten elements.
   void Reset(int32_t elements, int32_t width);
   // The same state as Reset(elements, width) (untracked under kFast), reusing the memory: only
   // [0, dirty_end) is restored, so the cost follows what the last plan wrote, not the capacity.
   void Prepare(int32_t elements, int32_t width, CellTracking tracking);
+  // Prepare for a writer that stores EVERY element of the prefix [0, k) it then declares in
+  // dirty_end (the planner's work_indptr, work_info, reduce_indptr and reduce_partial_map):
+  // earlier values are left in place to be overwritten, and FinishRewrite() restores only what
+  // lies past the new prefix, so an element is written once per plan instead of twice.
+  void PrepareForRewrite(int32_t elements, int32_t width, CellTracking tracking);
+  void FinishRewrite();
 
   // Stores `value` at `index` with state `cell` (ignored when untracked); out of range: counted.
   void Store(int64_t index, int32_t value, Cell cell = Cell::kWritten) {
@@ -176,7 +184,8 @@ void Int32Buffer::PutFill(int64_t begin, int64_t end, int32_t value) {
   const int64_t lo = std::max<int64_t>(begin, 0), hi = std::min(end, size());
   for (int64_t i = begin; i < std::min(end, lo); ++i) RecordOob(i);
   if (lo < hi) {
-    std::fill(data.begin() + lo, data.begin() + hi, value);
+    int32_t* d = data.data();
+    for (int64_t i = lo; i < hi; ++i) d[i] = value;  // (a plain loop: vectorised)
     if constexpr (kMode == CellTracking::kChecked)
       std::fill(cells.begin() + lo, cells.begin() + hi, Cell::kWritten);
     if (hi > dirty_end) dirty_end = hi;

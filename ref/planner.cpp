@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "ref/indptr.h"
 #include "ref/planner_walk.h"
 #include "ref/sizing.h"
 
@@ -19,18 +20,16 @@ bool IsPowerOfTwo(int32_t x) {
   return x > 0 && (x & (x - 1)) == 0;
 }
 
-Status CheckIndptr(const std::vector<int32_t>& v, const char* name, bool required) {
-  if (v.empty()) {
-    if (!required) return OkStatus();
-    return InvalidArgumentError(name, "must hold at least one entry (B+1 for B requests)");
-  }
-  if (v[0] < 0) return InvalidArgumentError(std::string(name) + "[0]", "must be >= 0");
-  for (size_t i = 1; i < v.size(); ++i) {
-    if (v[i] < v[i - 1]) {
-      return InvalidArgumentError(std::string(name) + "[" + std::to_string(i) + "]",
-                                  "decreases (" + std::to_string(v[i - 1]) + " -> " +
-                                      std::to_string(v[i]) + "): an indptr is cumulative");
-    }
+// Every entry in 0..page_size: a branch-free pass first (this runs on every plan), then one to
+// name the first offender.
+Status CheckLastPageLens(const std::vector<int32_t>& lpl, int32_t page_size) {
+  bool bad = false;
+  for (int32_t x : lpl) bad |= static_cast<uint32_t>(x) > static_cast<uint32_t>(page_size);
+  if (!bad) return OkStatus();
+  for (size_t i = 0; i < lpl.size(); ++i) {
+    if (lpl[i] < 0 || lpl[i] > page_size)
+      return InvalidArgumentError("kv_last_page_lens[" + std::to_string(i) + "]",
+                                  "must be in 0..page_size (" + std::to_string(page_size) + ")");
   }
   return OkStatus();
 }
@@ -73,8 +72,10 @@ Status ValidatePlanRequest(const PlanRequest& r) {
   if (r.topk < -1) return InvalidArgumentError("topk", "must be -1 (dense) or >= 0 (sparse)");
   if (r.max_split_per_batch == 0 || r.max_split_per_batch < -1)
     return InvalidArgumentError("max_split_per_batch", "must be -1 (no budget) or >= 1");
-  MLASIM_RETURN_IF_ERROR(CheckIndptr(r.kv_indptr, "kv_indptr", true));
-  MLASIM_RETURN_IF_ERROR(CheckIndptr(r.qo_indptr, "qo_indptr", r.topk >= 0));
+  MLASIM_RETURN_IF_ERROR(CheckIndptr(r.kv_indptr, "kv_indptr"));
+  IndptrRule qo_rule;
+  qo_rule.required = r.topk >= 0;  // dense planning never reads it
+  MLASIM_RETURN_IF_ERROR(CheckIndptr(r.qo_indptr, "qo_indptr", qo_rule));
   if (r.topk >= 0 && r.qo_indptr.size() < 2)
     return InvalidArgumentError("qo_indptr",
                                 "sparse mode reads qo_indptr[1]-qo_indptr[0]: needs "
@@ -95,12 +96,7 @@ Status ValidatePlanRequest(const PlanRequest& r) {
     if (tokens * topk_p > (int64_t{1} << 30))
       return InvalidArgumentError("topk", "tokens x top-k pages above 2^30 are not modelled");
   }
-  for (size_t i = 0; i < r.kv_last_page_lens.size(); ++i) {
-    if (r.kv_last_page_lens[i] < 0 || r.kv_last_page_lens[i] > r.page_size)
-      return InvalidArgumentError("kv_last_page_lens[" + std::to_string(i) + "]",
-                                  "must be in 0..page_size (" + std::to_string(r.page_size) + ")");
-  }
-  return OkStatus();
+  return CheckLastPageLens(r.kv_last_page_lens, r.page_size);
 }
 
 StatusOr<PlanDerived> DecidePlan(const PlanRequest& r, PlannerChoice choice) {
@@ -192,6 +188,7 @@ WalkParams MakeWalkParams(const PlanRequest& r, const PlanDerived& d, PlannerMut
   p.gran = r.kv_granularity;
   p.gran_log2 = Log2(r.kv_granularity);
   p.page = r.page_size;
+  p.page1 = r.page_size == 1;
   p.ovh = d.fixed_overhead_blocks;
   p.thr = d.tail_done_threshold;
   p.topk_p = d.topk_pages;
@@ -226,8 +223,10 @@ Status SetPayload(const WalkParams& p, PlanDerived& d) {
   return OkStatus();
 }
 
-// Sizes every buffer (memory reused, only what the previous plan wrote restored) and clears
-// the plan's history.
+// Sizes every buffer (memory reused) and clears the plan's history. The walks store every
+// element of a prefix of each buffer except reduce_final_map (rows of split tiles only), so
+// those are rewritten in place and only their old tail restored afterwards (FinishPlan);
+// reduce_final_map is restored first.
 void PreparePlan(const MetadataSizes& sizes, CellTracking tracking, Plan& plan) {
   plan.sizes = sizes;
   plan.tracking = tracking;
@@ -235,11 +234,19 @@ void PreparePlan(const MetadataSizes& sizes, CellTracking tracking, Plan& plan) 
   for (PlanBufferId id : kInt32PlanBuffers) {
     const int64_t elements = sizes.Elements(id);
     MLASIM_ASSERT(elements <= INT32_MAX, "buffer sizes are checked by the sizing helper");
-    plan.buffer(id)->Prepare(static_cast<int32_t>(elements), GetPlanBufferSpec(id).row_width,
-                             tracking);
+    const int32_t n = static_cast<int32_t>(elements), width = GetPlanBufferSpec(id).row_width;
+    if (id == PlanBufferId::kReduceFinalMap)
+      plan.buffer(id)->Prepare(n, width, tracking);
+    else
+      plan.buffer(id)->PrepareForRewrite(n, width, tracking);
   }
   plan.input_violations.clear();
   plan.update_fold_ratios.clear();
+}
+
+void FinishPlan(Plan& plan) {
+  for (PlanBufferId id : kInt32PlanBuffers)
+    if (id != PlanBufferId::kReduceFinalMap) plan.buffer(id)->FinishRewrite();
 }
 
 // Plans a validated request into `plan`.
@@ -259,6 +266,7 @@ Status PlanValidated(const PlanRequest& r, const MetadataSizes& sizes,
     checked ? internal::RunSerial<CellTracking::kChecked>(p, plan)
             : internal::RunSerial<CellTracking::kFast>(p, plan);
   }
+  FinishPlan(plan);
   plan.derived.num_works =
       d.num_clusters < plan.work_indptr.size() ? plan.work_indptr.data[d.num_clusters] : 0;
   return OkStatus();

@@ -159,15 +159,15 @@ MLASIM_INLINE void FillBatch(const WalkParams& p, const ParallelOut<kMode>& o, c
   EmitFragment(p, o, before, g, frags - 1, last_blk, g.nkb, cu0 + frags - 1, true);
 }
 
-// Phase 2b over every batch, fused with the phase-1 scan. Returns the scan's end state; *hi is
-// the highest work_indptr index a fill stored (clusters are closed in order, so the fills store
-// exactly [1, hi]).
+// Phase 2b over every batch, fused with the phase-1 scan. Sets *end to the scan's end state,
+// *last_split_out to the last split batch and *hi_out to the highest work_indptr index a fill
+// stored (clusters are closed in order, so the fills store exactly [1, hi]). The state stays in
+// locals until the end: written through `end` it could alias the int32 stores.
 template <CellTracking kMode>
-Scan FillAll(const WalkParams& p, const int32_t* kv, const ParallelOut<kMode>& o, const Scan& start,
-             int32_t* last_split, int32_t* hi) {
+void FillAll(const WalkParams& p, const int32_t* kv, const ParallelOut<kMode>& o, const Scan& start,
+             Scan* end, int32_t* last_split_out, int32_t* hi_out) {
   Scan s = start;
-  *last_split = -1;
-  *hi = 0;
+  int32_t last_split = -1, hi = 0;
   for (int32_t b = 0; b < p.nb; ++b) {
     const int32_t kv_begin = kv[b] - kv[0], kv_end = kv[b + 1] - kv[0];
     const int32_t nkb = Blocks(p, kv_end - kv_begin);
@@ -178,12 +178,14 @@ Scan FillAll(const WalkParams& p, const int32_t* kv, const ParallelOut<kMode>& o
     const int32_t q0 = p.uni * b;
     FillBatch(p, o, before, BatchFill{b, q0, q0 + p.uni, kv_begin, kv_end, nkb, frags > 1}, frags,
               waste);
-    if (frags > 1) *last_split = b;
+    if (frags > 1) last_split = b;
     // Clusters closed by this batch: its non-final fragments' and a wasted start cluster.
     const int32_t closed = std::max(frags - 1, 0) + (waste ? 1 : 0);
-    if (closed > 0) *hi = std::max(*hi, before.cu + closed);
+    if (closed > 0) hi = std::max(hi, before.cu + closed);
   }
-  return s;
+  *end = s;
+  *last_split_out = last_split;
+  *hi_out = hi;
 }
 
 }  // namespace
@@ -211,7 +213,7 @@ void RunParallel(const WalkParams& params, Plan& plan) {
   int32_t last_split = -1, hi = 0;
   Scan total;
   if (o.work_indptr.size() >= int64_t{num_cu} + 1) {
-    total = FillAll(p, kv, o, start, &last_split, &hi);
+    FillAll(p, kv, o, start, &total, &last_split, &hi);
     o.work_indptr.Fill(std::min(hi, num_cu) + 1, int64_t{num_cu} + 1, total.works);
   } else {
     total = start;
@@ -221,7 +223,8 @@ void RunParallel(const WalkParams& params, Plan& plan) {
       Step(total, Blocks(p, kv[b + 1] - kv[b]), p.uni, &fresh, &waste);
     }
     o.work_indptr.Fill(1, int64_t{num_cu} + 1, total.works);
-    FillAll(p, kv, o, start, &last_split, &hi);
+    Scan end;
+    FillAll(p, kv, o, start, &end, &last_split, &hi);
   }
   o.reduce_indptr.Fill(p.nb, o.reduce_indptr.size(), total.reduce);
   o.work_indptr.SetWrittenEnd(int64_t{num_cu} + 1);

@@ -55,7 +55,7 @@ struct SerialOut {
 // bt of §4.5: the causal trim of this tile's KV end (page size 1). With folded heads aiter
 // computes n_tiles - (qo_start / fold) % ori - 1, which is <= 0 (so 0) for a single tile.
 MLASIM_INLINE int32_t CausalTail(const WalkParams& p, const SerialState& s) {
-  if (p.page != 1 || !p.causal_trim) return 0;
+  if (!p.page1 || !p.causal_trim) return 0;
   int32_t bt = p.req->is_cp_round_robin ? 0 : p.n_tiles - 1 - s.tile;
   if (!p.sparse && p.fold != 1) {
     if (p.n_tiles == 1) return 0;
@@ -103,7 +103,7 @@ MLASIM_INLINE int32_t MakePiece(const WalkParams& p, SerialState& s, int32_t cap
   w[kQoStart] = s.qs;
   w[kQoEnd] = s.qe;
   w[kKvStart] = s.kb + s.kblk * p.gran;
-  if (p.page == 1) {
+  if (p.page1) {
     PieceEndPage1(p, s, cap_blocks, is_final, w);
   } else {
     const int32_t k1 = std::min(w[kKvStart] + cap_blocks * p.gran, s.ke);
@@ -178,6 +178,55 @@ MLASIM_INLINE void EmitPiece(const WalkParams& p, SerialState& s, const SerialOu
   ++s.nsplit;
 }
 
+// Non-final pieces that each take a whole cluster (the middle of a tile longer than a cluster):
+// at a cluster's start rem = payload, so such a piece consumes bpc = payload - ovh blocks and
+// every field moves by a constant step from one to the next. Emits them from cluster c on while
+// the next piece is certainly one (not final, not cut by the causal trim or the tail rule, a
+// defined kv_offset) and returns how many clusters they closed. The same stores as the generic
+// loop, without its per-piece decisions; mutants always take the generic loop.
+template <CellTracking kMode>
+MLASIM_INLINE int32_t EmitWholeClusters(const WalkParams& p, SerialState& s,
+                                        const SerialOut<kMode>& o, int32_t c) {
+  const int32_t bpc = p.d.payload - p.ovh;
+  if (p.mutant != PlannerMutant::kNone || bpc <= 0) return 0;
+  if (Blocks(p, s.ke - s.kb) - s.kblk <= bpc) return 0;  // the tile ends in this cluster
+  int32_t batch_idx = p.sparse ? s.req : s.v;
+  int32_t offset_extra = 0;  // page 1: the sparse token tail; page > 1: the last page's tokens
+  if (p.page1 && p.sparse_kv_offset_token_tail) {
+    batch_idx = s.req;
+    offset_extra = p.ori - 1 - s.tok;
+  }
+  if (!p.page1) {
+    const int32_t idx = p.batch_idx_is_request ? batch_idx : s.v;
+    const std::vector<int32_t>& lpl = p.req->kv_last_page_lens;
+    if (idx < 0 || idx >= static_cast<int32_t>(lpl.size())) return 0;
+    offset_extra = lpl[idx];
+  }
+  if (p.sparse && !p.batch_idx_is_request) batch_idx = s.v;
+  const int32_t step = bpc * p.gran;
+  int32_t n = 0;
+  for (; c + n < p.d.num_clusters; ++n) {
+    if (Blocks(p, s.ke - s.kb) - s.kblk <= bpc) break;  // the tile ends in this cluster
+    const int32_t ks = s.kb + s.kblk * p.gran, k1 = ks + step;
+    int32_t offset;
+    if (p.page1) {
+      if (k1 > s.ke_trim || s.ke - k1 < p.thr) break;  // trimmed, or the tail rule applies
+      offset = s.ke - k1 + offset_extra;
+    } else {
+      if (k1 >= s.ke) break;
+      offset = (s.ke - k1 - 1) * p.page + offset_extra;
+    }
+    const int32_t w[kWorkInfoWidth] = {batch_idx, s.partial_idx, s.qs, s.qe, ks, k1, offset, 0};
+    o.work_info.PutWork(s.num_works, w, -1);
+    ++s.num_works;
+    s.partial_idx += p.qts;
+    s.kblk += bpc;
+    ++s.nsplit;
+    o.work_indptr.Put(c + n + 1, s.num_works);
+  }
+  return n;
+}
+
 // ++v, keeping sub = v % fold, tok = (v / fold) % ori (sparse) and req = the request of v.
 MLASIM_INLINE void NextVirtualBatch(const WalkParams& p, const int32_t* kv, SerialState& s) {
   ++s.v;
@@ -205,6 +254,40 @@ MLASIM_INLINE void Advance(const WalkParams& p, const int32_t* kv, SerialState& 
   s.tail_done = false;
 }
 
+// Final pieces of fresh tiles that fit in the rest of the cluster (most tiles): such a piece is
+// the tile's KV [kb, ke - bt) with kv_offset bt at page size 1 (the whole KV, kv_offset 0,
+// otherwise), writes final rows (partial_qo_loc -1) and an empty reduce group. Emits them while
+// they fit, as the generic step would, without its per-piece decisions; returns how many.
+template <CellTracking kMode>
+MLASIM_INLINE int32_t EmitWholeTiles(const WalkParams& p, const int32_t* kv, SerialState& s,
+                                     const SerialOut<kMode>& o, int32_t* rem) {
+  if (p.mutant != PlannerMutant::kNone) return 0;
+  int32_t n = 0;
+  for (; s.v < p.nb && s.kblk == 0; ++n) {
+    const int32_t rblk = Blocks(p, s.ke - s.kb);
+    if (*rem < rblk + p.ovh) break;
+    int32_t batch_idx = p.sparse ? s.req : s.v;
+    int32_t k1 = s.ke, offset = 0;
+    if (p.page1) {
+      k1 = s.ke_trim;  // kb + rblk * gran >= ke >= ke - bt
+      offset = s.ke - k1;
+      if (p.sparse_kv_offset_token_tail) {
+        batch_idx = s.req;
+        offset += p.ori - 1 - s.tok;
+      }
+    }
+    if (p.sparse && !p.batch_idx_is_request) batch_idx = s.v;
+    const int32_t w[kWorkInfoWidth] = {batch_idx, -1, s.qs, s.qe, s.kb, k1, offset, 0};
+    o.reduce_indptr.Put(s.tiles + 1, s.last_reduce);
+    o.work_info.PutWork(s.num_works, w, -1);
+    ++s.num_works;
+    ++s.tiles;
+    *rem -= rblk + p.ovh;
+    Advance(p, kv, s);
+  }
+  return n;
+}
+
 // The clusters' loop of the kernel. Bound: each inner iteration emits a final piece (advancing
 // the tile), emits a non-final piece and leaves the cluster, or sets tail_done (the next
 // iteration is final).
@@ -214,8 +297,16 @@ MLASIM_INLINE void WalkClusters(const WalkParams& p, SerialState& s, const Seria
   const int64_t max_iterations = int64_t{p.nb} * p.n_tiles * 2 + int64_t{p.d.num_clusters} * 2 + 8;
   int64_t iterations = 0;
   for (int32_t c = 0; c < p.d.num_clusters; ++c) {
+    if (s.v < p.nb) {
+      const int32_t run = EmitWholeClusters(p, s, o, c);
+      iterations += run;
+      c += run;
+      if (c >= p.d.num_clusters) break;
+    }
     int32_t rem = p.d.payload;
     while (s.v < p.nb) {
+      iterations += EmitWholeTiles(p, kv, s, o, &rem);
+      if (s.v >= p.nb) break;
       MLASIM_ASSERT(++iterations <= max_iterations, "serial planner walk did not terminate");
       const int32_t rblk = Blocks(p, s.ke - s.kb) - s.kblk;
       if (rem >= rblk + p.ovh || s.tail_done) {
@@ -231,11 +322,14 @@ MLASIM_INLINE void WalkClusters(const WalkParams& p, SerialState& s, const Seria
   }
 }
 
-}  // namespace
-
-template <CellTracking kMode>
-void RunSerial(const WalkParams& params, Plan& plan) {
-  const WalkParams p = params;  // a local copy: no int32 store can alias it
+// One instantiation per (page size 1, sparse, mutant) combination: the walk's copy of the
+// parameters gets those three as constants, so the compiler drops every branch on them.
+template <CellTracking kMode, bool kPage1, bool kSparse, bool kMutants>
+void RunSerialShaped(const WalkParams& params, Plan& plan) {
+  WalkParams p = params;  // a local copy: no int32 store can alias it
+  p.page1 = kPage1;
+  p.sparse = kSparse;
+  if (!kMutants) p.mutant = PlannerMutant::kNone;
   const SerialOut<kMode> o(plan);
   SerialState s;
   o.work_indptr.Put(0, 0);
@@ -256,6 +350,20 @@ void RunSerial(const WalkParams& params, Plan& plan) {
   o.final_map.SetWrittenEnd(s.final_map_end);
   o.partial_map.SetWrittenEnd(s.last_reduce);
   plan.derived.num_tiles = s.tiles;
+}
+
+}  // namespace
+
+template <CellTracking kMode>
+void RunSerial(const WalkParams& p, Plan& plan) {
+  const bool mutants = p.mutant != PlannerMutant::kNone;
+  using Run = void (*)(const WalkParams&, Plan&);
+  static constexpr Run kRuns[2][2][2] = {
+      {{RunSerialShaped<kMode, false, false, false>, RunSerialShaped<kMode, false, false, true>},
+       {RunSerialShaped<kMode, false, true, false>, RunSerialShaped<kMode, false, true, true>}},
+      {{RunSerialShaped<kMode, true, false, false>, RunSerialShaped<kMode, true, false, true>},
+       {RunSerialShaped<kMode, true, true, false>, RunSerialShaped<kMode, true, true, true>}}};
+  kRuns[p.page1][p.sparse][mutants](p, plan);
 }
 
 template void RunSerial<CellTracking::kChecked>(const WalkParams&, Plan&);

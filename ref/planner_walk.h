@@ -47,6 +47,7 @@ struct WalkParams {
   int32_t gran = 16;
   int32_t gran_log2 = 4;
   int32_t page = 1;
+  bool page1 = true;  // page == 1
   int32_t ovh = 1;
   int32_t thr = 1;
   int32_t topk_p = -1;

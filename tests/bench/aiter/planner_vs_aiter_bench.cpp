@@ -1,11 +1,12 @@
 // File: tests/bench/aiter/planner_vs_aiter_bench.cpp — issue 15 goal 1: the reference planner
 // against aiter's own v1.2 planner code (aiter_v12.h), compiled as host C++ with the same Release
-// flags, in one process, on the same inputs, interleaved (Google Benchmark's random interleaving
-// of repetitions), over 48 cases: B in {4, 64, 256} x qlen {1, 4} x heads {16, 128} x {bf16, fp8}
+// flags, in one process, on the same inputs, interleaved (every benchmark iteration times one
+// batch of each variant, in a rotating order; repetitions in random order), over 48 cases: B in {4, 64, 256} x qlen {1, 4} x heads {16, 128} x {bf16, fp8}
 // x max_split_per_batch {16, -1}, gfx942 with 304 CUs, page size 1, granularity 16, contexts of
 // 1024..3071 tokens (a fixed LCG). Before timing, every case's buffers are compared byte for byte
 // (aiter's buffers pre-filled with mlasim's poison 0xA5A5A5A5, so unwritten cells compare too);
-// a mismatch exits 1. After timing, a table of medians, ratios and geomeans is printed.
+// a mismatch exits 1. Times are this thread's CPU time (the machine is shared). After timing, a
+// table of the median times and ratios per case and the geomean of the ratios is printed.
 //
 //   build/bin/mlasim_aiter_bench [--benchmark_repetitions=N] [--benchmark_min_time=S] ...
 //
@@ -21,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <string>
@@ -204,57 +206,92 @@ int VerifyCases() {
   return bad;
 }
 
-void BM_Aiter(benchmark::State& state, Case* c) {
-  for (auto _ : state) {
-    std::string r = RunAiterV12(c->call);
-    benchmark::DoNotOptimize(r);
+// The four timed variants of one case, each run `calls` times back to back.
+enum Variant { kAiter, kFast, kChecked, kAlloc, kVariantCount };
+constexpr const char* kVariantNames[kVariantCount] = {"aiter", "fast", "checked", "alloc"};
+
+void RunVariant(Case& c, Variant v, int32_t calls) {
+  static const ref::PlannerOptions fast = Options(CellTracking::kFast);
+  for (int32_t i = 0; i < calls; ++i) {
+    switch (v) {
+      case kAiter: benchmark::DoNotOptimize(RunAiterV12(c.call)); break;
+      case kFast:
+        benchmark::DoNotOptimize(ref::PlanMlaMetadataInto(c.request, c.sizes, fast, &c.fast));
+        break;
+      case kChecked:
+        benchmark::DoNotOptimize(ref::PlanMlaMetadataInto(c.request, c.sizes, {}, &c.checked));
+        break;
+      case kAlloc: benchmark::DoNotOptimize(ref::PlanMlaMetadata(c.request)); break;
+      case kVariantCount: break;
+    }
     benchmark::ClobberMemory();
   }
 }
 
-void BM_Fast(benchmark::State& state, Case* c) {
-  const ref::PlannerOptions options = Options(CellTracking::kFast);
+// CPU time of this thread in microseconds (preemption by other processes does not count).
+double ThreadCpuUs() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
+}
+
+// Calls per timed batch so that one batch takes ~50 us of the slowest variant (the clock read
+// then costs < 1 %).
+int32_t BatchCalls(Case& c) {
+  double slowest = 0;
+  for (int v = 0; v < kVariantCount; ++v) {
+    const double t0 = ThreadCpuUs();
+    RunVariant(c, static_cast<Variant>(v), 20);
+    slowest = std::max(slowest, (ThreadCpuUs() - t0) / 20);
+  }
+  return std::max<int32_t>(1, static_cast<int32_t>(50.0 / std::max(slowest, 1e-3)));
+}
+
+// One iteration times one batch of every variant, in an order that rotates every iteration, so
+// that all four see the same machine state (load, frequency, caches). Reported per call:
+// <variant>_us, and <variant>/aiter as the ratio of the sums.
+void BM_Case(benchmark::State& state, Case* c) {
+  const int32_t calls = BatchCalls(*c);
+  double total[kVariantCount] = {0, 0, 0, 0};
+  int64_t rounds = 0;
   for (auto _ : state) {
-    Status st = ref::PlanMlaMetadataInto(c->request, c->sizes, options, &c->fast);
-    benchmark::DoNotOptimize(st);
-    benchmark::ClobberMemory();
+    for (int k = 0; k < kVariantCount; ++k) {
+      const Variant v = static_cast<Variant>((k + rounds) % kVariantCount);
+      const double t0 = ThreadCpuUs();
+      RunVariant(*c, v, calls);
+      total[v] += ThreadCpuUs() - t0;
+    }
+    ++rounds;
+  }
+  const double per_call = 1.0 / (static_cast<double>(rounds) * calls);
+  for (int v = 0; v < kVariantCount; ++v) {
+    state.counters[std::string(kVariantNames[v]) + "_us"] = total[v] * per_call;
+    if (v != kAiter)
+      state.counters[std::string(kVariantNames[v]) + "/aiter"] = total[v] / total[kAiter];
   }
 }
 
-void BM_Checked(benchmark::State& state, Case* c) {
-  for (auto _ : state) {
-    Status st = ref::PlanMlaMetadataInto(c->request, c->sizes, {}, &c->checked);
-    benchmark::DoNotOptimize(st);
-    benchmark::ClobberMemory();
-  }
-}
-
-void BM_Alloc(benchmark::State& state, Case* c) {
-  for (auto _ : state) {
-    auto plan = ref::PlanMlaMetadata(c->request);
-    benchmark::DoNotOptimize(plan);
-  }
-}
-
-constexpr const char* kVariants[] = {"aiter", "fast", "checked", "alloc"};
-
-// Collects the median CPU time (us) of every benchmark while printing as usual.
+// Collects the median counters of every case while printing as usual.
 class MedianCollector : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs)
-      if (r.run_type == Run::RT_Aggregate && r.aggregate_name == "median")
-        medians_[r.run_name.function_name] = r.GetAdjustedCPUTime();
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Aggregate || r.aggregate_name != "median") continue;
+      for (const auto& [name, counter] : r.counters)
+        medians_[r.run_name.function_name][name] = counter.value;
+    }
     ConsoleReporter::ReportRuns(runs);
   }
-  // Median of "<case>/<variant>", in the benchmarks' time unit (us); NaN if it did not run.
-  double Median(const std::string& name) const {
+  // Median of counter `counter` of case `name`; NaN if it did not run.
+  double Median(const std::string& name, const std::string& counter) const {
     auto it = medians_.find(name);
-    return it == medians_.end() ? NAN : it->second;
+    if (it == medians_.end()) return NAN;
+    auto jt = it->second.find(counter);
+    return jt == it->second.end() ? NAN : jt->second;
   }
 
  private:
-  std::map<std::string, double> medians_;
+  std::map<std::string, std::map<std::string, double>> medians_;
 };
 
 void PrintSummary(const MedianCollector& m) {
@@ -263,18 +300,25 @@ void PrintSummary(const MedianCollector& m) {
   double log_sum[3] = {0, 0, 0};
   int counted = 0;
   for (const auto& cp : Cases()) {
-    double t[4];
-    for (int v = 0; v < 4; ++v) t[v] = m.Median(cp->name + "/" + kVariants[v]);
-    if (std::isnan(t[0]) || std::isnan(t[1]) || std::isnan(t[2]) || std::isnan(t[3])) continue;
+    double t[kVariantCount], r[3];
+    bool ran = true;
+    for (int v = 0; v < kVariantCount; ++v) {
+      t[v] = m.Median(cp->name, std::string(kVariantNames[v]) + "_us");
+      if (v > 0) r[v - 1] = m.Median(cp->name, std::string(kVariantNames[v]) + "/aiter");
+      ran = ran && !std::isnan(t[v]);
+    }
+    if (!ran) continue;
     std::printf("%-26s %9.3f %9.3f %9.3f %9.3f %7.3f %7.3f %7.3f\n", cp->name.c_str(), t[0], t[1],
-                t[2], t[3], t[1] / t[0], t[2] / t[0], t[3] / t[0]);
-    for (int v = 0; v < 3; ++v) log_sum[v] += std::log(t[v + 1] / t[0]);
+                t[2], t[3], r[0], r[1], r[2]);
+    for (int v = 0; v < 3; ++v) log_sum[v] += std::log(r[v]);
     ++counted;
   }
   if (counted == 0) return;
-  std::printf("geomean over %d cases: fast/aiter %.3f  checked/aiter %.3f  alloc/aiter %.3f\n",
-              counted, std::exp(log_sum[0] / counted), std::exp(log_sum[1] / counted),
-              std::exp(log_sum[2] / counted));
+  std::printf(
+      "geomean of the median ratios over %d cases: fast/aiter %.3f  checked/aiter %.3f  "
+      "alloc/aiter %.3f\n",
+      counted, std::exp(log_sum[0] / counted), std::exp(log_sum[1] / counted),
+      std::exp(log_sum[2] / counted));
 }
 
 }  // namespace
@@ -291,22 +335,14 @@ int main(int argc, char** argv) {
   }
   std::printf("outputs equal in %zu/%zu cases (5 buffers, full sizes, fast, checked and alloc)\n",
               Cases().size(), Cases().size());
-  for (const auto& cp : Cases()) {
-    Case* c = cp.get();
-    benchmark::RegisterBenchmark((c->name + "/aiter").c_str(), BM_Aiter, c)
+  for (const auto& cp : Cases())
+    benchmark::RegisterBenchmark(cp->name.c_str(), BM_Case, cp.get())
         ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((c->name + "/fast").c_str(), BM_Fast, c)
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((c->name + "/checked").c_str(), BM_Checked, c)
-        ->Unit(benchmark::kMicrosecond);
-    benchmark::RegisterBenchmark((c->name + "/alloc").c_str(), BM_Alloc, c)
-        ->Unit(benchmark::kMicrosecond);
-  }
   // Defaults (overridable on the command line): 5 interleaved repetitions, medians only.
   std::vector<char*> args(argv, argv + argc);
   std::string defaults[] = {"--benchmark_repetitions=5",
                             "--benchmark_enable_random_interleaving=true",
-                            "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.05"};
+                            "--benchmark_report_aggregates_only=true", "--benchmark_min_time=0.2"};
   for (std::string& d : defaults) {
     const std::string key = d.substr(0, d.find('='));
     bool given = false;
