@@ -65,6 +65,10 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
                                      "decode_update does not support plans with q-tile "
                                      "splits (it collapses q ranges to one row)");
   }
+  if (!plan.work_indptr.tracked() || !plan.work_info.tracked() || !plan.reduce_indptr.tracked())
+    return FailedPreconditionError("plan",
+                                   "decode_update needs a plan made with CellTracking::kChecked "
+                                   "(it records the entries it reads that no planner wrote)");
   const int32_t fold = DecodeUpdateFoldRatio(r);
   plan.update_fold_ratios.push_back(fold);
 

@@ -485,6 +485,9 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
 }
 
 PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan) {
+  for (PlanBufferId id : kInt32PlanBuffers)
+    MLASIM_ASSERT(plan.buffer(id)->tracked(),
+                  "CheckPlan needs a plan made with CellTracking::kChecked (the write state)");
   return Checker(request, plan).Run();
 }
 

@@ -74,7 +74,8 @@ struct ExpectedTile {
 std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& request, const PlanDerived& derived);
 
 // Checks `plan` against the request it must serve. For a plan updated by decode_update, pass the
-// request of the new step (new kv_indptr, max_seqlen_qo = uni_seqlen_qo = 1).
+// request of the new step (new kv_indptr, max_seqlen_qo = uni_seqlen_qo = 1). The plan must
+// carry its write state (CellTracking::kChecked, the default): asserted.
 PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan);
 
 }  // namespace mlasim::ref
