@@ -37,16 +37,23 @@ Status CheckLastPageLens(const std::vector<int32_t>& lpl, int32_t page_size) {
 }  // namespace
 
 const char* PlannerMutantName(PlannerMutant m) {
-  switch (m) {
-    case PlannerMutant::kNone: return "none";
-    case PlannerMutant::kNoTailRule: return "planner-no-tail-rule";
-    case PlannerMutant::kPartialMapOffByOne: return "planner-partial-map-off-by-one";
-    case PlannerMutant::kUndersizedPartialMap: return "sizing-undersized-partial-map";
-    case PlannerMutant::kDropLastPiece: return "planner-drop-last-piece";
-    case PlannerMutant::kNondeterministicPad: return "planner-leaks-state-into-pad";
-    case PlannerMutant::kCount: break;
-  }
-  return "?";
+  return NameOf(kPlannerMutantNames, m);
+}
+
+StatusOr<PlannerMutant> ParsePlannerMutant(std::string_view text, std::string_view field) {
+  return ParseEnum(kPlannerMutantNames, text, field, "planner mutant");
+}
+
+const char* PlannerChoiceName(PlannerChoice choice) {
+  return NameOf(kPlannerChoiceNames, choice);
+}
+
+StatusOr<PlannerChoice> ParsePlannerChoice(std::string_view text, std::string_view field) {
+  return ParseEnum(kPlannerChoiceNames, text, field, "planner");
+}
+
+const char* CellTrackingName(CellTracking tracking) {
+  return NameOf(kCellTrackingNames, tracking);
 }
 
 Status ValidatePlanRequest(const PlanRequest& r) {

@@ -12,6 +12,7 @@
 // (revisions); the golden corpus README (parallel dispatch, folded last-page reads).
 #pragma once
 
+#include "ref/enum_names.h"
 #include "ref/metadata.h"
 
 namespace mlasim::ref {
@@ -27,7 +28,29 @@ enum class PlannerMutant : uint8_t {
   kNondeterministicPad,   // leaks a call counter into the pad dword (not deterministic)
   kCount,
 };
+inline constexpr EnumName<PlannerMutant> kPlannerMutantNames[] = {
+    {PlannerMutant::kNone, "none"},
+    {PlannerMutant::kNoTailRule, "planner-no-tail-rule"},
+    {PlannerMutant::kPartialMapOffByOne, "planner-partial-map-off-by-one"},
+    {PlannerMutant::kUndersizedPartialMap, "sizing-undersized-partial-map"},
+    {PlannerMutant::kDropLastPiece, "planner-drop-last-piece"},
+    {PlannerMutant::kNondeterministicPad, "planner-leaks-state-into-pad"}};
 const char* PlannerMutantName(PlannerMutant m);
+// Errors: InvalidArgument(field, "unknown planner mutant '...' (expected none, ...)").
+StatusOr<PlannerMutant> ParsePlannerMutant(std::string_view text, std::string_view field);
+
+// "auto" (aiter's dispatch), "serial", "parallel".
+inline constexpr EnumName<PlannerChoice> kPlannerChoiceNames[] = {
+    {PlannerChoice::kAiterDispatch, "auto"},
+    {PlannerChoice::kSerial, "serial"},
+    {PlannerChoice::kParallel, "parallel"}};
+const char* PlannerChoiceName(PlannerChoice choice);
+// Errors: InvalidArgument(field, "unknown planner '...' (expected auto, serial or parallel)").
+StatusOr<PlannerChoice> ParsePlannerChoice(std::string_view text, std::string_view field);
+
+inline constexpr EnumName<CellTracking> kCellTrackingNames[] = {{CellTracking::kChecked, "checked"},
+                                                                {CellTracking::kFast, "fast"}};
+const char* CellTrackingName(CellTracking tracking);
 
 struct PlannerOptions {
   PlannerChoice choice = PlannerChoice::kAiterDispatch;

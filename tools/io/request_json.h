@@ -32,6 +32,9 @@ nlohmann::json PlanRequestToJson(const ref::PlanRequest& request);
 // undefined (Cell::kUndefined) are null.
 nlohmann::json PlanToJson(const ref::Plan& plan);
 
+// {"work_metadata_ptrs": 2, "work_indptr": n, "work_info_rows": n, ...}: one key per buffer of
+// ref::kPlanBuffers, its name plus "_rows" when its rows are wider than one element.
 nlohmann::json SizesToJson(const ref::MetadataSizes& sizes);
+std::string SizeKey(const ref::PlanBufferSpec& spec);
 
 }  // namespace mlasim::io

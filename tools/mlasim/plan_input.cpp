@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ref/planner.h"
 #include "sim/scenario_json.h"
 #include "tools/io/request_json.h"
 
@@ -346,21 +347,7 @@ std::string DisplayField(const std::string& field, InputSource source) {
 }
 
 StatusOr<ref::PlannerChoice> ParsePlannerChoice(const std::string& raw) {
-  const std::string text = Trim(raw);
-  if (text == "auto") return ref::PlannerChoice::kAiterDispatch;
-  if (text == "serial") return ref::PlannerChoice::kSerial;
-  if (text == "parallel") return ref::PlannerChoice::kParallel;
-  return InvalidArgumentError("--planner",
-                              "unknown planner '" + raw + "' (expected auto, serial or parallel)");
-}
-
-const char* PlannerChoiceName(ref::PlannerChoice choice) {
-  switch (choice) {
-    case ref::PlannerChoice::kAiterDispatch: return "auto";
-    case ref::PlannerChoice::kSerial: return "serial";
-    case ref::PlannerChoice::kParallel: return "parallel";
-  }
-  return "?";
+  return ref::ParsePlannerChoice(Trim(raw), "--planner");
 }
 
 }  // namespace mlasim::cli
