@@ -18,6 +18,10 @@
 namespace mlasim::gpu {
 namespace {
 
+using ref::kBatchIdx, ref::kPartialQoLoc, ref::kQoStart, ref::kQoEnd, ref::kKvStart, ref::kKvEnd,
+    ref::kKvOffset, ref::kPad, ref::kWorkInfoWidth, ref::kReduceFinalMapWidth, ref::kFinalQoStart,
+    ref::kFinalQoEnd;  // ref/plan_buffers.h
+
 constexpr int kPlanBlock = 256;
 constexpr int32_t kPoison = ref::Plan::kPoison;
 
@@ -92,17 +96,17 @@ struct Walk {
 
   __device__ void make_piece(int32_t cap, bool is_final, int32_t* w) {
     const int32_t batch_kv = p.sparse ? v / p.ori / p.fold : v;
-    w[0] = batch_kv;
-    w[1] = 0;
-    w[2] = p.uni * v + tile * qts;
-    w[3] = min(w[2] + qts, p.uni * v + p.uni);
-    w[4] = kb + kblk * p.gran;
+    w[kBatchIdx] = batch_kv;
+    w[kPartialQoLoc] = 0;
+    w[kQoStart] = p.uni * v + tile * qts;
+    w[kQoEnd] = min(w[kQoStart] + qts, p.uni * v + p.uni);
+    w[kKvStart] = kb + kblk * p.gran;
     if (p.page == 1) {
       int32_t bt = p.is_cp_rr ? 0 : n_tiles - 1 - tile;
-      if (!p.sparse && p.fold != 1) bt = n_tiles - (w[2] / p.fold) % p.ori - 1;
+      if (!p.sparse && p.fold != 1) bt = n_tiles - (w[kQoStart] / p.fold) % p.ori - 1;
       bt = max(bt, 0);
       if (p.trim_needs_causal && !p.is_causal) bt = 0;
-      int32_t k1 = min(w[4] + cap * p.gran, ke - bt);
+      int32_t k1 = min(w[kKvStart] + cap * p.gran, ke - bt);
       if (is_final) {
         const int32_t left = ke - k1;
         if ((left > 0 && left < p.thr) || tail_done) k1 = min(ke - bt, ke);
@@ -110,48 +114,49 @@ struct Walk {
         tail_done = true;
         k1 = min(ke, ke - bt);
       }
-      w[5] = k1;
-      w[6] = ke - k1;
+      w[kKvEnd] = k1;
+      w[kKvOffset] = ke - k1;
       if (p.sparse && p.fold == 1 && p.kv_offset_token_tail) {
-        w[0] = v / p.ori;
-        w[6] += p.ori - 1 - v % p.ori;
+        w[kBatchIdx] = v / p.ori;
+        w[kKvOffset] += p.ori - 1 - v % p.ori;
       }
     } else {
-      const int32_t k1 = min(w[4] + cap * p.gran, ke);
-      w[5] = k1;
+      const int32_t k1 = min(w[kKvStart] + cap * p.gran, ke);
+      w[kKvEnd] = k1;
       if (k1 == ke) {
-        w[6] = 0;
+        w[kKvOffset] = 0;
       } else {
         const int32_t idx = p.batch_idx_is_request ? batch_kv : v;
         // Past the array the reference records an undefined value and models it as 0.
-        w[6] = (idx >= 0 && idx < p.lpl_size) ? (ke - k1 - 1) * p.page + lpl[idx] : 0;
+        w[kKvOffset] = (idx >= 0 && idx < p.lpl_size) ? (ke - k1 - 1) * p.page + lpl[idx] : 0;
       }
     }
-    if (p.sparse && !p.batch_idx_is_request) w[0] = v;
-    w[7] = 0;
+    if (p.sparse && !p.batch_idx_is_request) w[kBatchIdx] = v;
+    w[kPad] = 0;
   }
 
   __device__ void store_work(const int32_t* w) {
-    for (int f = 0; f < 8; ++f)
-      store(b.work_info, p.n_work_info, (int64_t)num_works * 8 + f, w[f], b.status);
+    for (int f = 0; f < kWorkInfoWidth; ++f)
+      store(b.work_info, p.n_work_info, (int64_t)num_works * kWorkInfoWidth + f, w[f], b.status);
   }
 
   __device__ void emit_final(int32_t rblk) {
-    int32_t w[8];
+    int32_t w[kWorkInfoWidth];
     make_piece(rblk, true, w);
     const int32_t pieces = nsplit + 1;
     if (nsplit > 0) {
-      w[1] = partial_idx;
+      w[kPartialQoLoc] = partial_idx;
       store(b.reduce_indptr, p.n_reduce_indptr, tiles + 1, last_reduce + pieces, b.status);
-      store(b.reduce_final_map, p.n_final_map, (int64_t)tiles * 2, w[2], b.status);
-      store(b.reduce_final_map, p.n_final_map, (int64_t)tiles * 2 + 1, w[3], b.status);
+      const int64_t row = (int64_t)tiles * kReduceFinalMapWidth;
+      store(b.reduce_final_map, p.n_final_map, row + kFinalQoStart, w[kQoStart], b.status);
+      store(b.reduce_final_map, p.n_final_map, row + kFinalQoEnd, w[kQoEnd], b.status);
       for (int32_t s = 0; s < pieces; ++s)
         store(b.reduce_partial_map, p.n_partial_map, last_reduce + s,
               partial_idx - (nsplit - s) * qts, b.status);
       partial_idx += qts;
       last_reduce += pieces;
     } else {
-      w[1] = -1;
+      w[kPartialQoLoc] = -1;
       store(b.reduce_indptr, p.n_reduce_indptr, tiles + 1, last_reduce, b.status);
     }
     store_work(w);
@@ -201,10 +206,10 @@ struct Walk {
         }
         if (rem > p.ovh) {
           const int32_t consuming = rem - p.ovh;
-          int32_t w[8];
+          int32_t w[kWorkInfoWidth];
           make_piece(consuming, false, w);
           if (!tail_done) {
-            w[1] = partial_idx;
+            w[kPartialQoLoc] = partial_idx;
             store_work(w);
             partial_idx += qts;
             ++num_works;
@@ -303,8 +308,9 @@ __global__ void __launch_bounds__(kPlanBlock)
     const int32_t first_blocks = s_remain - ovh;
     if (split) {
       store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s_reduce + frags, b.status);
-      store(b.reduce_final_map, p.n_final_map, (int64_t)bi * 2, q0, b.status);
-      store(b.reduce_final_map, p.n_final_map, (int64_t)bi * 2 + 1, q1, b.status);
+      const int64_t row = (int64_t)bi * kReduceFinalMapWidth;
+      store(b.reduce_final_map, p.n_final_map, row + kFinalQoStart, q0, b.status);
+      store(b.reduce_final_map, p.n_final_map, row + kFinalQoEnd, q1, b.status);
     } else {
       store(b.reduce_indptr, p.n_reduce_indptr, bi + 1, s_reduce, b.status);
     }
@@ -327,9 +333,9 @@ __global__ void __launch_bounds__(kPlanBlock)
       const int32_t k1 = min(kv_begin + blk1 * p.gran, kv_end);
       const int32_t wi = s_works + f;
       const int32_t ploc = split ? s_partial + f * qts : -1;
-      const int32_t w[8] = {bi, ploc, q0, q1, k0, k1, kv_end - k1, 0};
-      for (int i = 0; i < 8; ++i)
-        store(b.work_info, p.n_work_info, (int64_t)wi * 8 + i, w[i], b.status);
+      const int32_t w[kWorkInfoWidth] = {bi, ploc, q0, q1, k0, k1, kv_end - k1, 0};
+      for (int i = 0; i < kWorkInfoWidth; ++i)
+        store(b.work_info, p.n_work_info, (int64_t)wi * kWorkInfoWidth + i, w[i], b.status);
       if (split) store(b.reduce_partial_map, p.n_partial_map, s_reduce + f, ploc, b.status);
       if (f != frags - 1 && frag_cu + 1 <= num_cu)
         store(b.work_indptr, p.n_work_indptr, frag_cu + 1, wi + 1, b.status);
@@ -364,16 +370,16 @@ __global__ void decode_update_kernel(UpdateParams u, const int32_t* kv, const in
   if (threadIdx.x != 0 || blockIdx.x != 0) return;
   const int32_t num_workers = work_indptr[u.cu_num];
   for (int32_t w = 0; w < num_workers && w < u.max_work; ++w) {
-    int32_t* info = work_info + (int64_t)w * 8;
-    const int32_t batch_id = info[0];
+    int32_t* info = work_info + (int64_t)w * kWorkInfoWidth;
+    const int32_t batch_id = info[kBatchIdx];
     const int32_t real = batch_id / u.fold;
     const int64_t ki = (int64_t)real + 1;
     const int32_t seq_kv_end = (ki >= 0 && ki < u.kv_size) ? kv[ki] : 0;
     int32_t rejected = 0;
     if (u.has_rejects) rejected = (real >= 0 && real < u.rej_size) ? rej[real] : 0;
     const int32_t delta = 1 - rejected;
-    int32_t partial = info[1], q_start = info[2], q_end = info[3];
-    int32_t kv_start = info[4], kv_end = info[5], kv_offset = info[6];
+    int32_t partial = info[kPartialQoLoc], q_start = info[kQoStart], q_end = info[kQoEnd];
+    int32_t kv_start = info[kKvStart], kv_end = info[kKvEnd], kv_offset = info[kKvOffset];
     const int32_t ori_partial = partial;
     int32_t len = kv_end - kv_start;
     if (kv_offset == 0) {
@@ -397,13 +403,14 @@ __global__ void decode_update_kernel(UpdateParams u, const int32_t* kv, const in
       q_end = batch_id + 1;
       if (partial >= 0) partial = partial / q_len;
     }
-    info[1] = partial, info[2] = q_start, info[3] = q_end, info[4] = kv_start, info[5] = kv_end;
-    info[6] = kv_offset, info[7] = 0;
+    info[kPartialQoLoc] = partial, info[kQoStart] = q_start, info[kQoEnd] = q_end;
+    info[kKvStart] = kv_start, info[kKvEnd] = kv_end, info[kKvOffset] = kv_offset, info[kPad] = 0;
     if (q_len > 1 && ori_partial >= 0) {
       const int32_t tile = batch_id;
-      if (kv_offset == 0 && tile >= 0 && (int64_t)tile * 2 + 1 < u.n_final_map) {
-        final_map[(int64_t)tile * 2] = q_start;
-        final_map[(int64_t)tile * 2 + 1] = q_end;
+      const int64_t row = (int64_t)tile * kReduceFinalMapWidth;
+      if (kv_offset == 0 && tile >= 0 && row + kFinalQoEnd < u.n_final_map) {
+        final_map[row + kFinalQoStart] = q_start;
+        final_map[row + kFinalQoEnd] = q_end;
       }
       if (tile >= 0 && tile + 1 < u.n_reduce_indptr) {
         const int32_t p0 = reduce_indptr[tile], p1 = reduce_indptr[tile + 1];
@@ -426,8 +433,8 @@ struct DevPlan {
     for (auto* b : bufs) (void)hipFree(b);
   }
   void alloc(const ref::MetadataSizes& s) {
-    const int32_t n[5] = {s.work_indptr, s.work_info_rows * 8, s.reduce_indptr,
-                          s.reduce_final_map_rows * 2, s.reduce_partial_map};
+    const int32_t n[5] = {s.work_indptr, s.work_info_rows * kWorkInfoWidth, s.reduce_indptr,
+                          s.reduce_final_map_rows * kReduceFinalMapWidth, s.reduce_partial_map};
     for (int i = 0; i < 5; ++i) {
       sizes[i] = n[i];
       HIP_CHECK(hipMalloc(&bufs[i], sizeof(int32_t) * std::max(n[i], 1)));
@@ -563,7 +570,7 @@ void decode_update_mla_metadata(const ref::DecodeUpdateRequest& r, ref::Plan& pl
   u.fold = ref::DecodeUpdateFoldRatio(r);
   u.has_rejects = r.has_num_reject_tokens;
   u.cu_num = static_cast<int32_t>(plan.work_indptr.size()) - 1;
-  u.max_work = static_cast<int32_t>(plan.work_info.size() / 8);
+  u.max_work = static_cast<int32_t>(plan.work_info.rows());
   u.kv_size = static_cast<int32_t>(r.kv_indptr.size());
   u.rej_size = static_cast<int32_t>(r.num_reject_tokens.size());
   if (u.cu_num < 0) throw std::invalid_argument("decode_update: empty work_indptr");

@@ -78,7 +78,7 @@ bool Checker::CheckWorkIndptr() {
               S(wi.data[c + 1]));
   }
   num_works_ = wi.data[clusters];
-  const int64_t rows = p_.work_info.size() / 8;
+  const int64_t rows = p_.work_info.rows();
   if (num_works_ > rows) {
     Add(PlanDiag::kWorkCountExceedsSizing, "work_info", num_works_, -1, -1,
         "the plan has " + S(num_works_) + " work items but work_info was sized for " + S(rows) +
@@ -127,7 +127,8 @@ void Checker::AssignWorks() {
   int32_t last_tile = -1;
   for (int32_t w = 0; w < num_works_; ++w) {
     bool written = true;
-    for (int f = 0; f < 7; ++f) written &= p_.work_info.written(int64_t{w} * 8 + f);
+    // Every field a kernel reads (all but the pad).
+    for (int f = 0; f < kPad; ++f) written &= p_.work_info.written(int64_t{w} * kWorkInfoWidth + f);
     if (!written) {
       Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
           "work row " + S(w) + " is below work_indptr[num_clusters] but was never written");
@@ -398,7 +399,7 @@ void Checker::CheckPartialRows() {
   std::vector<Rows> rows;
   for (int32_t w = 0; w < num_works_; ++w) {
     const int32_t loc = p_.work(w, kPartialQoLoc);
-    if (loc < 0 || !p_.work_info.written(int64_t{w} * 8 + kPartialQoLoc)) continue;
+    if (loc < 0 || !p_.work_info.written(int64_t{w} * kWorkInfoWidth + kPartialQoLoc)) continue;
     rows.push_back({loc, loc + p_.work(w, kQoEnd) - p_.work(w, kQoStart), w});
   }
   std::sort(rows.begin(), rows.end(), [](const Rows& a, const Rows& b) {
@@ -443,6 +444,10 @@ PlanCheckReport Checker::Run() {
   return report_;
 }
 
+std::string Launch(int64_t workgroups) {
+  return "a launch of " + S(workgroups) + (workgroups == 1 ? " workgroup" : " workgroups");
+}
+
 // One kind of launch read problem, aggregated over the workgroups that show it.
 struct EntryRange {
   int64_t first = -1, last = -1, count = 0;
@@ -465,7 +470,7 @@ void CheckLaunchReads(const Plan& plan, int64_t workgroups, PlanCheckReport& rep
     else if (!wi.written(i))
       unwritten.Add(i);
   }
-  const std::string launch = "a launch of " + S(workgroups) + " workgroups";
+  const std::string launch = Launch(workgroups);
   if (past.count > 0)
     report.diagnostics.push_back(
         {PlanDiag::kLaunchReadsPastBuffer, Severity::kError, "work_indptr", past.first, -1, -1,
@@ -485,9 +490,8 @@ void CheckLaunchCoverage(const Plan& plan, int64_t workgroups, PlanCheckReport& 
   if (workgroups >= clusters || clusters >= wi.size()) return;
   if (!wi.written(workgroups) || !wi.written(clusters)) return;  // reported by CheckPlan
   const int32_t lost0 = wi.data[workgroups], lost1 = wi.data[clusters];
-  const std::string what = "a launch of " + S(workgroups) + " workgroups leaves clusters " +
-                           S(workgroups) + ".." + S(clusters - 1) + " of " + S(clusters) +
-                           " without a workgroup";
+  const std::string what = Launch(workgroups) + " leaves clusters " + S(workgroups) + ".." +
+                           S(clusters - 1) + " of " + S(clusters) + " without a workgroup";
   if (lost1 > lost0)
     report.diagnostics.push_back(
         {PlanDiag::kLaunchSkipsWork, Severity::kError, "work_indptr", workgroups, -1, lost0,

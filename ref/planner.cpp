@@ -149,8 +149,11 @@ StatusOr<PlanDerived> DecidePlan(const PlanRequest& r, PlannerChoice choice) {
 
   // Dispatch (dispatch_mla_metadata_v1_2_device): the parallel planner needs qlen 1, no q split,
   // dense, page 1, no folding and room in LDS for its scratch.
+  // With no cluster (cu_count < num_heads_k) aiter's parallel kernel would divide its payload by
+  // zero and cut requests with it; mlasim plans those as the serial kernel runs them (no
+  // cluster, no work item) and the checker reports the zero clusters (docs/planner.md).
   const bool eligible = rules.has_parallel_planner && r.max_seqlen_qo == 1 && !d.qo_split &&
-                        !sparse && r.page_size == 1 && d.fold_ratio == 1;
+                        !sparse && r.page_size == 1 && d.fold_ratio == 1 && d.num_clusters > 0;
   const int64_t scratch = 4 * (3 + 5 * int64_t{nb});
   bool parallel = eligible && scratch <= profile.lds_bytes;
   if (choice == PlannerChoice::kSerial) parallel = false;
@@ -158,7 +161,7 @@ StatusOr<PlanDerived> DecidePlan(const PlanRequest& r, PlannerChoice choice) {
     if (!eligible)
       return InvalidArgumentError("planner",
                                   "the parallel planner needs qlen 1, no q split, "
-                                  "dense, page size 1 and no head folding");
+                                  "dense, page size 1, no head folding and >= 1 cluster");
     parallel = true;
   }
   d.parallel_planner_used = parallel;

@@ -214,6 +214,23 @@ json PlanRequestToJson(const ref::PlanRequest& r) {
               {"kv_last_page_lens", r.kv_last_page_lens}};
 }
 
+json PlanCheckToJson(const ref::PlanCheckReport& report, int64_t launch_grid,
+                     bool launch_grid_given) {
+  json diags = json::array();
+  for (const ref::PlanDiagnostic& d : report.diagnostics)
+    diags.push_back(json{{"severity", ref::SeverityName(d.severity)},
+                         {"code", ref::PlanDiagName(d.code)},
+                         {"buffer", d.buffer},
+                         {"index", d.index},
+                         {"tile", d.tile},
+                         {"work", d.work},
+                         {"message", d.message}});
+  return json{{"ok", report.ok()},
+              {"launch_grid", launch_grid},
+              {"launch_grid_given", launch_grid_given},
+              {"diagnostics", diags}};
+}
+
 std::string SizeKey(const ref::PlanBufferSpec& spec) {
   return std::string(spec.name) + (spec.row_width > 1 ? "_rows" : "");
 }

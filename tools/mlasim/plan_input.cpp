@@ -302,9 +302,10 @@ Status CheckPlannerLimits(const ref::PlanRequest& r, const ref::PlanDerived& d) 
 }
 
 Status CheckSizesLimit(const ref::MetadataSizes& s) {
-  const int64_t elements = int64_t{2} * 2 /* uint64 as 2 int32 */ + s.work_indptr +
-                           int64_t{s.work_info_rows} * 8 + s.reduce_indptr +
-                           int64_t{s.reduce_final_map_rows} * 2 + s.reduce_partial_map;
+  // In int32 elements (a uint64 counts as two), over ref::kPlanBuffers.
+  int64_t elements = 0;
+  for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers)
+    elements += s.Elements(spec.id) * (spec.element_bytes / 4);
   if (elements > kMaxBufferElements)
     return InvalidArgumentError(
         "batch_size",

@@ -240,6 +240,23 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   PrintOverflowsAndInputReads(out, plan);
 }
 
+void PrintPlanCheck(std::ostream& out, const ref::PlanCheckReport& report,
+                    const std::string& launch) {
+  int64_t errors = 0, warnings = 0;
+  for (const ref::PlanDiagnostic& d : report.diagnostics)
+    ++(d.severity == ref::Severity::kError ? errors : warnings);
+  std::string verdict =
+      errors == 0 ? "ok" : fmt::format("{} error{}", errors, errors == 1 ? "" : "s");
+  if (warnings > 0)
+    verdict += fmt::format("{}{} warning{}", errors == 0 ? " (" : ", ", warnings,
+                           warnings == 1 ? "" : "s") +
+               (errors == 0 ? ")" : "");
+  out << fmt::format("\nplan check (launch of {}): {}\n", launch, verdict);
+  for (const ref::PlanDiagnostic& d : report.diagnostics)
+    out << fmt::format("  {} {}: {}\n", ref::SeverityName(d.severity), ref::PlanDiagName(d.code),
+                       d.message);
+}
+
 const std::vector<std::string>& NpyFileNames() {
   static const std::vector<std::string> kNames = [] {
     std::vector<std::string> names;
