@@ -58,7 +58,7 @@ MLASIM_INLINE int32_t Step(Scan& s, int32_t nkb, int32_t uni, int32_t* fresh, bo
   return frags;
 }
 
-template <CellTracking kMode>
+template <CellTracking kMode, bool kBounded = true>
 struct ParallelOut {
   explicit ParallelOut(Plan& p)
       : work_indptr(p.work_indptr),
@@ -66,7 +66,7 @@ struct ParallelOut {
         reduce_indptr(p.reduce_indptr),
         final_map(p.reduce_final_map),
         partial_map(p.reduce_partial_map) {}
-  Sink<kMode> work_indptr, work_info, reduce_indptr, final_map, partial_map;
+  Sink<kMode, kBounded> work_indptr, work_info, reduce_indptr, final_map, partial_map;
 };
 
 // What every fragment of one batch shares.
@@ -76,10 +76,10 @@ struct BatchFill {
 };
 
 // Fragment f: KV blocks [blk, end) in cluster cu. A non-final fragment closes its cluster.
-template <CellTracking kMode>
-MLASIM_INLINE void EmitFragment(const WalkParams& p, const ParallelOut<kMode>& o,
-                                const Scan& before, const BatchFill& g, int32_t f, int32_t blk,
-                                int32_t end, int32_t cu, bool last) {
+template <class Out>
+MLASIM_INLINE void EmitFragment(const WalkParams& p, const Out& o, const Scan& before,
+                                const BatchFill& g, int32_t f, int32_t blk, int32_t end, int32_t cu,
+                                bool last) {
   const int32_t k0 = g.kv_begin + blk * p.gran;
   const int32_t k1 = std::min(g.kv_begin + end * p.gran, g.kv_end);
   const int32_t work_idx = before.works + f;
@@ -93,10 +93,10 @@ MLASIM_INLINE void EmitFragment(const WalkParams& p, const ParallelOut<kMode>& o
 // Fragments [f0, f0 + n) of a split batch, none of them the last: whole clusters of bpc blocks
 // from block blk0 in cluster cu0 on, so every field moves by a constant step. Stores directly
 // when every element is in range (else returns false and the caller emits them one by one).
-template <CellTracking kMode>
-MLASIM_INLINE bool FillWholeClusters(const WalkParams& p, const ParallelOut<kMode>& o,
-                                     const Scan& before, const BatchFill& g, int32_t f0, int32_t n,
-                                     int32_t blk0, int32_t cu0) {
+template <class Out>
+MLASIM_INLINE bool FillWholeClusters(const WalkParams& p, const Out& o, const Scan& before,
+                                     const BatchFill& g, int32_t f0, int32_t n, int32_t blk0,
+                                     int32_t cu0) {
   const int64_t row0 = int64_t{before.works} + f0;
   int32_t* rows = o.work_info.Span(row0 * kWorkInfoWidth, int64_t{n} * kWorkInfoWidth);
   int32_t* partial = o.partial_map.Span(int64_t{before.reduce} + f0, n);
@@ -131,8 +131,8 @@ MLASIM_INLINE bool FillWholeClusters(const WalkParams& p, const ParallelOut<kMod
 // fragment; `before` is the scan state at the batch's start. Fragment f covers blocks
 // [blk, end): the rest of the current cluster first (or, after a wasted cluster, a whole fresh
 // one), then whole clusters, the last one up to nkb.
-template <CellTracking kMode>
-MLASIM_INLINE void FillBatch(const WalkParams& p, const ParallelOut<kMode>& o, const Scan& before,
+template <class Out>
+MLASIM_INLINE void FillBatch(const WalkParams& p, const Out& o, const Scan& before,
                              const BatchFill& g, int32_t frags, bool waste) {
   const int32_t num_cu = p.d.num_clusters;
   o.reduce_indptr.Put(g.b + 1, before.reduce + (g.split ? frags : 0));
@@ -163,9 +163,17 @@ MLASIM_INLINE void FillBatch(const WalkParams& p, const ParallelOut<kMode>& o, c
 // *last_split_out to the last split batch and *hi_out to the highest work_indptr index a fill
 // stored (clusters are closed in order, so the fills store exactly [1, hi]). The state stays in
 // locals until the end: written through `end` it could alias the int32 stores.
+// A batch's stores skip their range checks when all of them are in range: reduce_indptr[b + 1],
+// reduce_final_map row b, work rows and reduce_partial_map entries [before + 0, before + frags)
+// and work_indptr up to index before.cu + frags.
 template <CellTracking kMode>
-void FillAll(const WalkParams& p, const int32_t* kv, const ParallelOut<kMode>& o, const Scan& start,
-             Scan* end, int32_t* last_split_out, int32_t* hi_out) {
+void FillAll(const WalkParams& p, const int32_t* kv, Plan& plan, const Scan& start, Scan* end,
+             int32_t* last_split_out, int32_t* hi_out) {
+  const ParallelOut<kMode, true> checked(plan);
+  const ParallelOut<kMode, false> unchecked(plan);
+  const int64_t rows = plan.work_info.rows(), partial = plan.reduce_partial_map.size();
+  const int64_t reduce = plan.reduce_indptr.size(), final_rows = plan.reduce_final_map.rows();
+  const int64_t indptr = plan.work_indptr.size();
   Scan s = start;
   int32_t last_split = -1, hi = 0;
   for (int32_t b = 0; b < p.nb; ++b) {
@@ -176,8 +184,14 @@ void FillAll(const WalkParams& p, const int32_t* kv, const ParallelOut<kMode>& o
     bool waste;
     const int32_t frags = Step(s, nkb, p.uni, &fresh, &waste);
     const int32_t q0 = p.uni * b;
-    FillBatch(p, o, before, BatchFill{b, q0, q0 + p.uni, kv_begin, kv_end, nkb, frags > 1}, frags,
-              waste);
+    const BatchFill fill{b, q0, q0 + p.uni, kv_begin, kv_end, nkb, frags > 1};
+    const bool fits = int64_t{before.works} + frags <= rows &&
+                      int64_t{before.reduce} + frags <= partial && int64_t{b} + 1 < reduce &&
+                      b < final_rows && int64_t{before.cu} + frags < indptr;
+    if (fits)
+      FillBatch(p, unchecked, before, fill, frags, waste);
+    else
+      FillBatch(p, checked, before, fill, frags, waste);
     if (frags > 1) last_split = b;
     // Clusters closed by this batch: its non-final fragments' and a wasted start cluster.
     const int32_t closed = std::max(frags - 1, 0) + (waste ? 1 : 0);
@@ -213,7 +227,7 @@ void RunParallel(const WalkParams& params, Plan& plan) {
   int32_t last_split = -1, hi = 0;
   Scan total;
   if (o.work_indptr.size() >= int64_t{num_cu} + 1) {
-    FillAll(p, kv, o, start, &total, &last_split, &hi);
+    FillAll<kMode>(p, kv, plan, start, &total, &last_split, &hi);
     o.work_indptr.Fill(std::min(hi, num_cu) + 1, int64_t{num_cu} + 1, total.works);
   } else {
     total = start;
@@ -224,7 +238,7 @@ void RunParallel(const WalkParams& params, Plan& plan) {
     }
     o.work_indptr.Fill(1, int64_t{num_cu} + 1, total.works);
     Scan end;
-    FillAll(p, kv, o, start, &end, &last_split, &hi);
+    FillAll<kMode>(p, kv, plan, start, &end, &last_split, &hi);
   }
   o.reduce_indptr.Fill(p.nb, o.reduce_indptr.size(), total.reduce);
   o.work_indptr.SetWrittenEnd(int64_t{num_cu} + 1);

@@ -26,7 +26,7 @@ struct SerialState {
   int64_t final_map_end = 0;  // one past the last reduce_final_map element stored
 };
 
-template <CellTracking kMode>
+template <CellTracking kMode, bool kBounded>
 struct SerialOut {
   explicit SerialOut(Plan& p)
       : plan(&p),
@@ -36,7 +36,7 @@ struct SerialOut {
         final_map(p.reduce_final_map),
         partial_map(p.reduce_partial_map) {}
   Plan* plan;
-  Sink<kMode> work_indptr, work_info, reduce_indptr, final_map, partial_map;
+  Sink<kMode, kBounded> work_indptr, work_info, reduce_indptr, final_map, partial_map;
 };
 
 // The kNondeterministicPad mutant leaks state across calls (as reading stale memory would).
@@ -125,9 +125,9 @@ MLASIM_INLINE int32_t MakePiece(const WalkParams& p, SerialState& s, int32_t cap
   return undefined_index;
 }
 
-template <CellTracking kMode>
-MLASIM_INLINE void StoreWork(const WalkParams& p, SerialState& s, const SerialOut<kMode>& o,
-                             const int32_t* w, int32_t undefined_index) {
+template <class Out>
+MLASIM_INLINE void StoreWork(const WalkParams& p, SerialState& s, const Out& o, const int32_t* w,
+                             int32_t undefined_index) {
   const bool undefined = undefined_index >= 0;
   o.work_info.PutWork(s.num_works, w, undefined ? kKvOffset : -1);
   if (undefined)
@@ -137,9 +137,8 @@ MLASIM_INLINE void StoreWork(const WalkParams& p, SerialState& s, const SerialOu
 }
 
 // The final piece of a tile and the tile's reduce bookkeeping.
-template <CellTracking kMode>
-MLASIM_INLINE void EmitFinal(const WalkParams& p, SerialState& s, const SerialOut<kMode>& o,
-                             int32_t rblk) {
+template <class Out>
+MLASIM_INLINE void EmitFinal(const WalkParams& p, SerialState& s, const Out& o, int32_t rblk) {
   int32_t w[kWorkInfoWidth];
   const int32_t undefined_index = MakePiece(p, s, rblk, /*is_final=*/true, w);
   const int32_t pieces = s.nsplit + 1;
@@ -165,9 +164,8 @@ MLASIM_INLINE void EmitFinal(const WalkParams& p, SerialState& s, const SerialOu
 }
 
 // A non-final piece that fills the rest of the cluster (unless the tail rule finishes the tile).
-template <CellTracking kMode>
-MLASIM_INLINE void EmitPiece(const WalkParams& p, SerialState& s, const SerialOut<kMode>& o,
-                             int32_t consuming) {
+template <class Out>
+MLASIM_INLINE void EmitPiece(const WalkParams& p, SerialState& s, const Out& o, int32_t consuming) {
   int32_t w[kWorkInfoWidth];
   const int32_t undefined_index = MakePiece(p, s, consuming, /*is_final=*/false, w);
   if (s.tail_done) return;
@@ -184,9 +182,9 @@ MLASIM_INLINE void EmitPiece(const WalkParams& p, SerialState& s, const SerialOu
 // the next piece is certainly one (not final, not cut by the causal trim or the tail rule, a
 // defined kv_offset) and returns how many clusters they closed. The same stores as the generic
 // loop, without its per-piece decisions; mutants always take the generic loop.
-template <CellTracking kMode>
-MLASIM_INLINE int32_t EmitWholeClusters(const WalkParams& p, SerialState& s,
-                                        const SerialOut<kMode>& o, int32_t c) {
+template <class Out>
+MLASIM_INLINE int32_t EmitWholeClusters(const WalkParams& p, SerialState& s, const Out& o,
+                                        int32_t c) {
   const int32_t bpc = p.d.payload - p.ovh;
   if (p.mutant != PlannerMutant::kNone || bpc <= 0) return 0;
   if (Blocks(p, s.ke - s.kb) - s.kblk <= bpc) return 0;  // the tile ends in this cluster
@@ -258,9 +256,9 @@ MLASIM_INLINE void Advance(const WalkParams& p, const int32_t* kv, SerialState& 
 // the tile's KV [kb, ke - bt) with kv_offset bt at page size 1 (the whole KV, kv_offset 0,
 // otherwise), writes final rows (partial_qo_loc -1) and an empty reduce group. Emits them while
 // they fit, as the generic step would, without its per-piece decisions; returns how many.
-template <CellTracking kMode>
+template <class Out>
 MLASIM_INLINE int32_t EmitWholeTiles(const WalkParams& p, const int32_t* kv, SerialState& s,
-                                     const SerialOut<kMode>& o, int32_t* rem) {
+                                     const Out& o, int32_t* rem) {
   if (p.mutant != PlannerMutant::kNone) return 0;
   int32_t n = 0;
   for (; s.v < p.nb && s.kblk == 0; ++n) {
@@ -291,8 +289,8 @@ MLASIM_INLINE int32_t EmitWholeTiles(const WalkParams& p, const int32_t* kv, Ser
 // The clusters' loop of the kernel. Bound: each inner iteration emits a final piece (advancing
 // the tile), emits a non-final piece and leaves the cluster, or sets tail_done (the next
 // iteration is final).
-template <CellTracking kMode>
-MLASIM_INLINE void WalkClusters(const WalkParams& p, SerialState& s, const SerialOut<kMode>& o) {
+template <class Out>
+MLASIM_INLINE void WalkClusters(const WalkParams& p, SerialState& s, const Out& o) {
   const int32_t* kv = p.req->kv_indptr.data();
   const int64_t max_iterations = int64_t{p.nb} * p.n_tiles * 2 + int64_t{p.d.num_clusters} * 2 + 8;
   int64_t iterations = 0;
@@ -322,15 +320,32 @@ MLASIM_INLINE void WalkClusters(const WalkParams& p, SerialState& s, const Seria
   }
 }
 
-// One instantiation per (page size 1, sparse, mutant) combination: the walk's copy of the
-// parameters gets those three as constants, so the compiler drops every branch on them.
-template <CellTracking kMode, bool kPage1, bool kSparse, bool kMutants>
+// Whether no store of the serial walk can fall outside the plan's buffers, from the walk's
+// structure: with T = nb x n_tiles q tiles and K clusters, it stores work_indptr[0..K],
+// reduce_indptr[0..T] (and the tail), reduce_final_map rows below T, and one work row per final
+// piece (<= T) or per cluster it leaves mid-tile (<= K; one left in the last cluster belongs to a
+// tile never finalised), so below T + K - 1 rows; reduce_partial_map entries are pieces of
+// finalised split tiles: below T + K - 1 and below 2 (K - 1) (each such tile has >= 2 pieces).
+bool SerialStoresFit(const WalkParams& p, const Plan& plan) {
+  const int64_t tiles = int64_t{p.nb} * p.n_tiles, k = p.d.num_clusters;
+  const int64_t pieces = tiles + std::max<int64_t>(k - 1, 0);
+  const int64_t partial = std::min(pieces, 2 * std::max<int64_t>(k - 1, 0));
+  return plan.work_indptr.size() >= k + 1 && plan.work_info.rows() >= pieces &&
+         plan.reduce_indptr.size() >= tiles + 1 && plan.reduce_final_map.rows() >= tiles &&
+         plan.reduce_partial_map.size() >= partial;
+}
+
+// One instantiation per (page size 1, sparse) combination and two kinds: the unchecked one
+// (no mutant, every store proved in range: SerialStoresFit) and the checked one (mutants, or
+// buffers that may be too small). The walk's copy of the parameters gets the shape as constants,
+// so the compiler drops every branch on them.
+template <CellTracking kMode, bool kPage1, bool kSparse, bool kChecked>
 void RunSerialShaped(const WalkParams& params, Plan& plan) {
   WalkParams p = params;  // a local copy: no int32 store can alias it
   p.page1 = kPage1;
   p.sparse = kSparse;
-  if (!kMutants) p.mutant = PlannerMutant::kNone;
-  const SerialOut<kMode> o(plan);
+  if (!kChecked) p.mutant = PlannerMutant::kNone;
+  const SerialOut<kMode, kChecked> o(plan);
   SerialState s;
   o.work_indptr.Put(0, 0);
   o.reduce_indptr.Put(0, 0);
@@ -356,14 +371,14 @@ void RunSerialShaped(const WalkParams& params, Plan& plan) {
 
 template <CellTracking kMode>
 void RunSerial(const WalkParams& p, Plan& plan) {
-  const bool mutants = p.mutant != PlannerMutant::kNone;
+  const bool checked = p.mutant != PlannerMutant::kNone || !SerialStoresFit(p, plan);
   using Run = void (*)(const WalkParams&, Plan&);
   static constexpr Run kRuns[2][2][2] = {
       {{RunSerialShaped<kMode, false, false, false>, RunSerialShaped<kMode, false, false, true>},
        {RunSerialShaped<kMode, false, true, false>, RunSerialShaped<kMode, false, true, true>}},
       {{RunSerialShaped<kMode, true, false, false>, RunSerialShaped<kMode, true, false, true>},
        {RunSerialShaped<kMode, true, true, false>, RunSerialShaped<kMode, true, true, true>}}};
-  kRuns[p.page1][p.sparse][mutants](p, plan);
+  kRuns[p.page1][p.sparse][checked](p, plan);
 }
 
 template void RunSerial<CellTracking::kChecked>(const WalkParams&, Plan&);

@@ -68,16 +68,20 @@ inline int32_t Blocks(const WalkParams& p, int32_t len) {
 
 // A walk's view of one Int32Buffer: raw pointers, so that stores cost a compare and a move.
 // Stores out of range are counted on the buffer (Int32Buffer::RecordOob), never performed; the
-// cell state is written only under kChecked. The walk declares the extent it wrote with
-// SetWrittenEnd (an upper bound is safe: it only widens what the next Prepare restores).
-template <CellTracking kMode>
+// cell state is written only under kChecked. With kBounded false the walk has proved that none
+// of its stores can fall outside (see SerialStoresFit, the parallel walk's per-batch check) and
+// Put/PutWork skip the compare. The walk declares the extent it wrote with SetWrittenEnd (an
+// upper bound is safe: it only widens what the next Prepare restores).
+template <CellTracking kMode, bool kBounded = true>
 class Sink {
  public:
   explicit Sink(Int32Buffer& b)
       : buffer_(&b), data_(b.data.data()), cells_(b.cells.data()), size_(b.size()) {}
   int64_t size() const { return size_; }
   void Put(int64_t i, int32_t value, Cell cell = Cell::kWritten) const {
-    if (static_cast<uint64_t>(i) >= static_cast<uint64_t>(size_)) return buffer_->RecordOob(i);
+    if constexpr (kBounded) {
+      if (static_cast<uint64_t>(i) >= static_cast<uint64_t>(size_)) return buffer_->RecordOob(i);
+    }
     data_[i] = value;
     if constexpr (kMode == CellTracking::kChecked) cells_[i] = cell;
   }
@@ -85,7 +89,7 @@ class Sink {
   // Cell::kUndefined.
   void PutWork(int64_t row, const int32_t* values, int32_t undefined_at) const {
     const int64_t base = row * kWorkInfoWidth;
-    if (base < 0 || base + kWorkInfoWidth > size_) {
+    if (kBounded && (base < 0 || base + kWorkInfoWidth > size_)) {
       for (int32_t f = 0; f < kWorkInfoWidth; ++f)
         Put(base + f, values[f], f == undefined_at ? Cell::kUndefined : Cell::kWritten);
       return;
@@ -110,7 +114,7 @@ class Sink {
   }
   // Put(i, value) for every i in [begin, end), in order.
   void Fill(int64_t begin, int64_t end, int32_t value) const {
-    buffer_->PutFill<kMode>(begin, end, value);
+    buffer_->template PutFill<kMode>(begin, end, value);
   }
   void SetWrittenEnd(int64_t end) const {
     buffer_->dirty_end = std::max(buffer_->dirty_end, std::min(end, size_));

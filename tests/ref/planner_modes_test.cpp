@@ -6,6 +6,7 @@
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -219,6 +220,50 @@ TEST(PlannerModes, ParallelPlannerStoreOrdersAgree) {
     ++compared;
   }
   EXPECT_EQ(compared, 300);
+}
+
+// The walks skip their per-store range checks when they can prove every store in range (the
+// info_v1 sizes); buffers cut to exactly what a plan writes fail that proof and take the checked
+// stores. Both must write the same values: every golden request planned both ways.
+TEST(PlannerModes, CheckedAndUncheckedStoresWriteTheSameValues) {
+  const std::string path = GoldenPath("aiter-v12-dev.jsonl");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "golden corpus not found at " << path;
+  std::ifstream f(path);
+  std::string line;
+  int64_t compared = 0;
+  while (std::getline(f, line)) {
+    const auto rec = nlohmann::json::parse(line);
+    auto req = io::ParsePlanRequest(rec.at("input"), "input", true);
+    ASSERT_TRUE(req.ok());
+    auto full = PlanMlaMetadata(*req);
+    if (!full.ok()) continue;
+    // Exactly the written extent of every buffer (at least one element).
+    MetadataSizes cut = full->sizes;
+    const auto extent = [](const Int32Buffer& b) {
+      int64_t n = 0;
+      for (int64_t i = 0; i < b.size(); ++i)
+        if (b.written(i)) n = i + 1;
+      return static_cast<int32_t>(std::max<int64_t>(n, 1));
+    };
+    cut.work_indptr = extent(full->work_indptr);
+    cut.work_info_rows = (extent(full->work_info) + kWorkInfoWidth - 1) / kWorkInfoWidth;
+    cut.reduce_final_map_rows =
+        (extent(full->reduce_final_map) + kReduceFinalMapWidth - 1) / kReduceFinalMapWidth;
+    cut.reduce_partial_map = extent(full->reduce_partial_map);
+    auto exact = PlanMlaMetadataInto(*req, cut);
+    ASSERT_TRUE(exact.ok());
+    for (PlanBufferId id : kInt32PlanBuffers) {
+      const Int32Buffer& a = *full->buffer(id);
+      const Int32Buffer& b = *exact->buffer(id);
+      ASSERT_EQ(b.oob_writes, 0) << GetPlanBufferSpec(id).name << ", record " << rec.at("id");
+      ASSERT_TRUE(std::equal(b.data.begin(), b.data.end(), a.data.begin()))
+          << GetPlanBufferSpec(id).name << ", record " << rec.at("id");
+      ASSERT_TRUE(std::equal(b.cells.begin(), b.cells.end(), a.cells.begin()))
+          << GetPlanBufferSpec(id).name << ", record " << rec.at("id");
+    }
+    ++compared;
+  }
+  EXPECT_GE(compared, 1476);
 }
 
 // Int32Buffer preparation at its boundaries: empty, one element, growing, shrinking, and the
