@@ -159,6 +159,46 @@ MLASIM_INLINE void FillBatch(const WalkParams& p, const Out& o, const Scan& befo
   EmitFragment(p, o, before, g, frags - 1, last_blk, g.nkb, cu0 + frags - 1, true);
 }
 
+// The common batches (no wasted cluster), stored straight: one whole fragment (it fits the
+// current cluster: KV
+// [kv_begin, kv_end), kv_offset 0, final rows), or two (the rest of the current cluster, then the
+// rest of the batch in the next one). The caller has checked that every store is in range.
+template <CellTracking kMode>
+MLASIM_INLINE void FillSimpleBatch(const WalkParams& p, Plan& plan, const Scan& before,
+                                   const BatchFill& g, int32_t frags) {
+  int32_t* wi = plan.work_info.data.data() + int64_t{before.works} * kWorkInfoWidth;
+  plan.reduce_indptr.data[g.b + 1] = before.reduce + (frags == 2 ? 2 : 0);
+  if (frags == 1) {
+    const int32_t w[kWorkInfoWidth] = {g.b, -1, g.q0, g.q1, g.kv_begin, g.kv_end, 0, 0};
+    for (int32_t f = 0; f < kWorkInfoWidth; ++f) wi[f] = w[f];
+  } else {
+    const int32_t k1 = g.kv_begin + (before.remain - before.ovh) * p.gran;
+    const int32_t p0 = before.partial, p1 = before.partial + p.uni;
+    const int32_t w0[kWorkInfoWidth] = {g.b, p0, g.q0, g.q1, g.kv_begin, k1, g.kv_end - k1, 0};
+    const int32_t w1[kWorkInfoWidth] = {g.b, p1, g.q0, g.q1, k1, g.kv_end, 0, 0};
+    for (int32_t f = 0; f < kWorkInfoWidth; ++f) wi[f] = w0[f];
+    for (int32_t f = 0; f < kWorkInfoWidth; ++f) wi[kWorkInfoWidth + f] = w1[f];
+    int32_t* fm = plan.reduce_final_map.data.data() + int64_t{g.b} * kReduceFinalMapWidth;
+    fm[kFinalQoStart] = g.q0;
+    fm[kFinalQoEnd] = g.q1;
+    plan.reduce_partial_map.data[before.reduce] = p0;
+    plan.reduce_partial_map.data[before.reduce + 1] = p1;
+    if (before.cu + 1 <= p.d.num_clusters) plan.work_indptr.data[before.cu + 1] = before.works + 1;
+  }
+  if constexpr (kMode == CellTracking::kChecked) {
+    const auto mark = [](Int32Buffer& b, int64_t i, int64_t n) {
+      std::fill(b.cells.begin() + i, b.cells.begin() + i + n, Cell::kWritten);
+    };
+    mark(plan.reduce_indptr, g.b + 1, 1);
+    mark(plan.work_info, int64_t{before.works} * kWorkInfoWidth, int64_t{frags} * kWorkInfoWidth);
+    if (frags == 2) {
+      mark(plan.reduce_final_map, int64_t{g.b} * kReduceFinalMapWidth, kReduceFinalMapWidth);
+      mark(plan.reduce_partial_map, before.reduce, 2);
+      if (before.cu + 1 <= p.d.num_clusters) mark(plan.work_indptr, before.cu + 1, 1);
+    }
+  }
+}
+
 // Phase 2b over every batch, fused with the phase-1 scan. Sets *end to the scan's end state,
 // *last_split_out to the last split batch and *hi_out to the highest work_indptr index a fill
 // stored (clusters are closed in order, so the fills store exactly [1, hi]). The state stays in
@@ -188,7 +228,9 @@ void FillAll(const WalkParams& p, const int32_t* kv, Plan& plan, const Scan& sta
     const bool fits = int64_t{before.works} + frags <= rows &&
                       int64_t{before.reduce} + frags <= partial && int64_t{b} + 1 < reduce &&
                       b < final_rows && int64_t{before.cu} + frags < indptr;
-    if (fits)
+    if (fits && !waste && frags <= 2)
+      FillSimpleBatch<kMode>(p, plan, before, fill, frags);
+    else if (fits)
       FillBatch(p, unchecked, before, fill, frags, waste);
     else
       FillBatch(p, checked, before, fill, frags, waste);
