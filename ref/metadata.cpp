@@ -74,34 +74,6 @@ int64_t Int32Buffer::WrittenPrefix() const {
   return n;
 }
 
-int64_t MetadataSizes::Rows(PlanBufferId id) const {
-  switch (id) {
-    case PlanBufferId::kWorkMetadataPtrs: return work_metadata_ptrs;
-    case PlanBufferId::kWorkIndptr: return work_indptr;
-    case PlanBufferId::kWorkInfo: return work_info_rows;
-    case PlanBufferId::kReduceIndptr: return reduce_indptr;
-    case PlanBufferId::kReduceFinalMap: return reduce_final_map_rows;
-    case PlanBufferId::kReducePartialMap: return reduce_partial_map;
-  }
-  return 0;
-}
-
-const Int32Buffer* Plan::buffer(PlanBufferId id) const {
-  switch (id) {
-    case PlanBufferId::kWorkMetadataPtrs: return nullptr;
-    case PlanBufferId::kWorkIndptr: return &work_indptr;
-    case PlanBufferId::kWorkInfo: return &work_info;
-    case PlanBufferId::kReduceIndptr: return &reduce_indptr;
-    case PlanBufferId::kReduceFinalMap: return &reduce_final_map;
-    case PlanBufferId::kReducePartialMap: return &reduce_partial_map;
-  }
-  return nullptr;
-}
-
-Int32Buffer* Plan::buffer(PlanBufferId id) {
-  return const_cast<Int32Buffer*>(static_cast<const Plan*>(this)->buffer(id));
-}
-
 const char* WorkFieldName(int32_t field) {
   static const char* kNames[kWorkFieldCount] = {
       "batch_idx", "partial_qo_loc", "qo_start",  "qo_end",

@@ -57,7 +57,17 @@ struct MetadataSizes {
   int32_t tile_cnt = 0;
 
   // Rows of buffer `id` (elements for the flat ones).
-  int64_t Rows(PlanBufferId id) const;
+  int64_t Rows(PlanBufferId id) const {
+    switch (id) {
+      case PlanBufferId::kWorkMetadataPtrs: return work_metadata_ptrs;
+      case PlanBufferId::kWorkIndptr: return work_indptr;
+      case PlanBufferId::kWorkInfo: return work_info_rows;
+      case PlanBufferId::kReduceIndptr: return reduce_indptr;
+      case PlanBufferId::kReduceFinalMap: return reduce_final_map_rows;
+      case PlanBufferId::kReducePartialMap: return reduce_partial_map;
+    }
+    return 0;
+  }
   // Elements of buffer `id`: Rows(id) x its row width (kPlanBuffers).
   int64_t Elements(PlanBufferId id) const { return Rows(id) * GetPlanBufferSpec(id).row_width; }
 };
@@ -225,8 +235,18 @@ struct Plan {
     return work_info.data[int64_t{w} * kWorkInfoWidth + f];
   }
   // The int32 buffer `id` names (nullptr for work_metadata_ptrs, which is uint64).
-  const Int32Buffer* buffer(PlanBufferId id) const;
-  Int32Buffer* buffer(PlanBufferId id);
+  const Int32Buffer* buffer(PlanBufferId id) const { return const_cast<Plan*>(this)->buffer(id); }
+  Int32Buffer* buffer(PlanBufferId id) {
+    switch (id) {
+      case PlanBufferId::kWorkMetadataPtrs: return nullptr;
+      case PlanBufferId::kWorkIndptr: return &work_indptr;
+      case PlanBufferId::kWorkInfo: return &work_info;
+      case PlanBufferId::kReduceIndptr: return &reduce_indptr;
+      case PlanBufferId::kReduceFinalMap: return &reduce_final_map;
+      case PlanBufferId::kReducePartialMap: return &reduce_partial_map;
+    }
+    return nullptr;
+  }
 };
 
 }  // namespace mlasim::ref

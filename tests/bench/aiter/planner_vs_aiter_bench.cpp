@@ -1,7 +1,8 @@
 // File: tests/bench/aiter/planner_vs_aiter_bench.cpp — issue 15 goal 1: the reference planner
 // against aiter's own v1.2 planner code (aiter_v12.h), compiled as host C++ with the same Release
-// flags, in one process, on the same inputs, interleaved (every benchmark iteration times one
-// batch of each variant, in a rotating order; repetitions in random order), over 48 cases: B in {4, 64, 256} x qlen {1, 4} x heads {16, 128} x {bf16, fp8}
+// flags, in one process, on the same inputs, interleaved (each benchmark pairs aiter with one
+// mlasim variant and every iteration times one batch of each, alternating which goes first;
+// repetitions run in random order), over 48 cases: B in {4, 64, 256} x qlen {1, 4} x heads {16, 128} x {bf16, fp8}
 // x max_split_per_batch {16, -1}, gfx942 with 304 CUs, page size 1, granularity 16, contexts of
 // 1024..3071 tokens (a fixed LCG). Before timing, every case's buffers are compared byte for byte
 // (aiter's buffers pre-filled with mlasim's poison 0xA5A5A5A5, so unwritten cells compare too);
@@ -235,40 +236,38 @@ double ThreadCpuUs() {
   return t.tv_sec * 1e6 + t.tv_nsec * 1e-3;
 }
 
-// Calls per timed batch so that one batch takes ~50 us of the slowest variant (the clock read
-// then costs < 1 %).
-int32_t BatchCalls(Case& c) {
+// Calls per timed batch so that one batch of the slower of the two variants takes ~50 us (the
+// clock read then costs < 1 %).
+int32_t BatchCalls(Case& c, Variant v) {
   double slowest = 0;
-  for (int v = 0; v < kVariantCount; ++v) {
+  for (Variant x : {kAiter, v}) {
     const double t0 = ThreadCpuUs();
-    RunVariant(c, static_cast<Variant>(v), 20);
+    RunVariant(c, x, 20);
     slowest = std::max(slowest, (ThreadCpuUs() - t0) / 20);
   }
   return std::max<int32_t>(1, static_cast<int32_t>(50.0 / std::max(slowest, 1e-3)));
 }
 
-// One iteration times one batch of every variant, in an order that rotates every iteration, so
-// that all four see the same machine state (load, frequency, caches). Reported per call:
-// <variant>_us, and <variant>/aiter as the ratio of the sums.
-void BM_Case(benchmark::State& state, Case* c) {
-  const int32_t calls = BatchCalls(*c);
-  double total[kVariantCount] = {0, 0, 0, 0};
+// One variant against aiter: every iteration times one batch of each, the order alternating from
+// one iteration to the next, so that both see the same machine state (load, frequency, caches).
+// Reported per call: aiter_us, <variant>_us and <variant>/aiter (the ratio of the sums).
+void BM_Pair(benchmark::State& state, Case* c, Variant v) {
+  const int32_t calls = BatchCalls(*c, v);
+  double total[2] = {0, 0};  // aiter, v
   int64_t rounds = 0;
   for (auto _ : state) {
-    for (int k = 0; k < kVariantCount; ++k) {
-      const Variant v = static_cast<Variant>((k + rounds) % kVariantCount);
+    for (int k = 0; k < 2; ++k) {
+      const int side = (k + rounds) % 2;
       const double t0 = ThreadCpuUs();
-      RunVariant(*c, v, calls);
-      total[v] += ThreadCpuUs() - t0;
+      RunVariant(*c, side == 0 ? kAiter : v, calls);
+      total[side] += ThreadCpuUs() - t0;
     }
     ++rounds;
   }
   const double per_call = 1.0 / (static_cast<double>(rounds) * calls);
-  for (int v = 0; v < kVariantCount; ++v) {
-    state.counters[std::string(kVariantNames[v]) + "_us"] = total[v] * per_call;
-    if (v != kAiter)
-      state.counters[std::string(kVariantNames[v]) + "/aiter"] = total[v] / total[kAiter];
-  }
+  state.counters["aiter_us"] = total[0] * per_call;
+  state.counters[std::string(kVariantNames[v]) + "_us"] = total[1] * per_call;
+  state.counters["ratio"] = total[1] / total[0];
 }
 
 // Collects the median counters of every case while printing as usual.
@@ -302,11 +301,13 @@ void PrintSummary(const MedianCollector& m) {
   for (const auto& cp : Cases()) {
     double t[kVariantCount], r[3];
     bool ran = true;
-    for (int v = 0; v < kVariantCount; ++v) {
-      t[v] = m.Median(cp->name, std::string(kVariantNames[v]) + "_us");
-      if (v > 0) r[v - 1] = m.Median(cp->name, std::string(kVariantNames[v]) + "/aiter");
+    for (int v = kFast; v < kVariantCount; ++v) {
+      const std::string name = cp->name + "/" + kVariantNames[v];
+      t[v] = m.Median(name, std::string(kVariantNames[v]) + "_us");
+      r[v - 1] = m.Median(name, "ratio");
       ran = ran && !std::isnan(t[v]);
     }
+    t[kAiter] = m.Median(cp->name + "/fast", "aiter_us");
     if (!ran) continue;
     std::printf("%-26s %9.3f %9.3f %9.3f %9.3f %7.3f %7.3f %7.3f\n", cp->name.c_str(), t[0], t[1],
                 t[2], t[3], r[0], r[1], r[2]);
@@ -336,8 +337,10 @@ int main(int argc, char** argv) {
   std::printf("outputs equal in %zu/%zu cases (5 buffers, full sizes, fast, checked and alloc)\n",
               Cases().size(), Cases().size());
   for (const auto& cp : Cases())
-    benchmark::RegisterBenchmark(cp->name.c_str(), BM_Case, cp.get())
-        ->Unit(benchmark::kMicrosecond);
+    for (Variant v : {kFast, kChecked, kAlloc})
+      benchmark::RegisterBenchmark((cp->name + "/" + kVariantNames[v]).c_str(), BM_Pair, cp.get(),
+                                   v)
+          ->Unit(benchmark::kMicrosecond);
   // Defaults (overridable on the command line): 5 interleaved repetitions, medians only.
   std::vector<char*> args(argv, argv + argc);
   std::string defaults[] = {"--benchmark_repetitions=5",
