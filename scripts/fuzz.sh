@@ -3,17 +3,17 @@
 #
 #   scripts/fuzz.sh build   configure + build build-fuzz/ (clang-14, libFuzzer, ASan + UBSan with
 #                           undefined behaviour fatal); the build log goes to build-fuzz.log
-#   scripts/fuzz.sh smoke   CI's short run of every harness (make fuzz-smoke): seeded, at most
-#                           FUZZ_RUNS inputs and FUZZ_SECONDS seconds, a fresh working corpus,
-#                           the repository's seeds read only, one line per harness
+#   scripts/fuzz.sh smoke   CI's short run of every harness (make fuzz-smoke): seeded and
+#                           reproducible (FUZZ_RUNS inputs; FUZZ_SECONDS caps a slow machine), a
+#                           fresh working corpus, the repository's seeds read only, one line each
 #   scripts/fuzz.sh long    a long run of every harness (make fuzz-long FUZZ_SECONDS=N): crashes,
 #                           leaks, timeouts and out-of-memory inputs saved as named artifacts
 #                           without stopping, then the working corpus minimised (-merge=1)
 #   scripts/fuzz.sh fold    folds the minimised corpus of the last long run into
 #                           tests/fuzz/corpus/<harness>/ (-merge=1: only inputs that add coverage)
 #
-# Settings (environment or make variables): FUZZ_SECONDS (smoke 10, long 600 per harness),
-# FUZZ_RUNS (smoke 50000), FUZZ_SEED (smoke 1; long 0 = libFuzzer picks one and logs it),
+# Settings (environment or make variables): FUZZ_SECONDS (smoke 15, long 600 per harness),
+# FUZZ_RUNS (smoke 20000), FUZZ_SEED (smoke 1; long 0 = libFuzzer picks one and logs it),
 # FUZZ_RSS_MB (1024: libFuzzer stops a run above it and saves the input as oom-*), FUZZ_JOBS
 # (long: parallel fuzzing processes per harness, default 1), FUZZ_HARNESSES (default: every
 # fuzz/harness/*_fuzz.cpp), FUZZ_OUT (smoke: build-fuzz/smoke, long/fold: fuzz-out).
@@ -70,7 +70,9 @@ report() {
   local runs rss cov
   runs=$(stat number_of_executed_units "$log")
   rss=$(stat peak_rss_mb "$log")
-  cov=$(grep -oE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  cov=$(grep -aoE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
+  # Fork mode prints no final stats; its last status line is "#RUNS: cov: ... oom/timeout/crash".
+  [[ -n "$runs" ]] || runs=$(grep -aoE '^#[0-9]+: cov' "$log" | tail -1 | tr -dc '0-9')
   printf 'fuzz: %-14s rc=%d %8s runs %6s s  cov %5s  peak %5s MB  %s\n' "$h" "$rc" \
     "${runs:-?}" "$(awk -v m="$ms" 'BEGIN { printf "%.1f", m / 1000 }')" "${cov:-?}" \
     "${rss:-?}" "$log"
@@ -82,7 +84,7 @@ report() {
 }
 
 smoke() {
-  local seconds=${FUZZ_SECONDS:-10} runs=${FUZZ_RUNS:-50000} seed=${FUZZ_SEED:-1}
+  local seconds=${FUZZ_SECONDS:-15} runs=${FUZZ_RUNS:-20000} seed=${FUZZ_SEED:-1}
   local out=${FUZZ_OUT:-build-fuzz/smoke} failed=0 h
   echo "fuzz-smoke: seed $seed, at most $runs runs and $seconds s per harness, rss limit" \
     "$RSS_MB MB; logs and artifacts in $out/"
@@ -94,11 +96,16 @@ smoke() {
     local t0 rc=0
     t0=$(date +%s%N)
     # New inputs go to the fresh $dir/corpus; the repository's seeds are only read.
-    timeout -s INT $((seconds + 60)) "$BIN/${h}_fuzz" -seed="$seed" -runs="$runs" \
+    # -use_cmp=0: CMP-guided mutations replay values the code compared, addresses among them
+    # (ASLR), so with them two runs of one seed diverge; without them a run is reproducible.
+    timeout -s INT $((seconds + 60)) "$BIN/${h}_fuzz" -seed="$seed" -runs="$runs" -use_cmp=0 \
       -max_total_time="$seconds" -rss_limit_mb="$RSS_MB" -max_len=8192 -timeout=10 \
       -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" "$SEEDS/$h" \
       > "$dir/log" 2>&1 || rc=$?
     report "$h" "$rc" "$dir/log" "$dir" $((($(date +%s%N) - t0) / 1000000))
+    if [[ "$(stat number_of_executed_units "$dir/log")" != "$runs" && $rc -eq 0 ]]; then
+      echo "  (the $seconds s cap ended $h before $runs runs: this run is not reproducible)"
+    fi
     [[ $rc -eq 0 ]] || failed=1
   done
   return $failed
@@ -126,7 +133,8 @@ long() {
     "$BIN/${h}_fuzz" -merge=1 -rss_limit_mb="$RSS_MB" -max_len=8192 -timeout=10 \
       "$dir/minimized" "$SEEDS/$h" "$dir/corpus" > "$dir/merge.log" 2>&1 || rc=$?
     report "$h" "$rc" "$dir/log" "$dir" $((($(date +%s%N) - t0) / 1000000))
-    echo "  $(ls "$dir/artifacts" | wc -l) artifact(s) in $dir/artifacts/," \
+    echo "  oom/timeout/crash: $(grep -aoE 'oom/timeout/crash: [0-9/]+' "$dir/log" | tail -1 |
+      cut -d' ' -f2);" "$(ls "$dir/artifacts" | wc -l) artifact(s) in $dir/artifacts/," \
       "$(ls "$dir/minimized" | wc -l) input(s) in $dir/minimized/ (fold: make fuzz-fold)"
   done
 }

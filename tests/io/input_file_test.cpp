@@ -78,7 +78,7 @@ ReadResult ReadAll(const std::string& path) {
 // A multi-line text larger than the decoder's 256 KiB output buffer.
 std::string BigText() {
   std::string s;
-  for (int i = 0; i < 40000; ++i) s += "{\"id\": " + std::to_string(i) + ", \"x\": [1, 2, 3]}\n";
+  for (int i = 0; i < 10000; ++i) s += "{\"id\": " + std::to_string(i) + ", \"x\": [1, 2, 3]}\n";
   return s;
 }
 
@@ -101,7 +101,7 @@ TEST(InputFile, EmptyFileIsEmptyNotAnError) {
 TEST(InputFile, XzIsRecognisedByItsMagicNotItsName) {
   TempDir tmp;
   const std::string text = BigText();
-  ASSERT_GT(text.size(), 1000000u);
+  ASSERT_GT(text.size(), 300000u);  // more than one 256 KiB output buffer
   for (const char* name : {"corpus.jsonl.xz", "corpus.jsonl"}) {
     const ReadResult r = ReadAll(tmp.Write(name, Xz(text)));
     ASSERT_TRUE(r.status.ok()) << name << ": " << r.status.ToString();
