@@ -49,7 +49,7 @@ asan:
 
 # clang++ ThreadSanitizer in build-tsan/: every test, then a short fuzz campaign on 4 threads
 # (campaigns, replay and the planners run threads). JUnit XML in build-tsan/junit.xml.
-TSAN_CASES ?= 400
+TSAN_CASES ?= 2000
 tsan:
 	cmake --preset tsan $(CMAKE_ARGS) > /dev/null
 	cmake --build build-tsan -j$(JOBS) --target mlasim_tests mlasim

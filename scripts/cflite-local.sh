@@ -53,6 +53,7 @@ for fuzzer in "$OUT"/*_fuzz; do
   corpus=$WORK/corpus-$name
   mkdir -p "$corpus"
   unzip -q -o "$OUT/${name}_seed_corpus.zip" -d "$corpus"
+  seeds=$(ls "$corpus" | wc -l)
   rc=0
   # -rss_limit_mb and -max_len as in $name.options; libFuzzer reads no .options file by itself.
   "$fuzzer" -max_total_time="$seconds" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 \
@@ -60,7 +61,7 @@ for fuzzer in "$OUT"/*_fuzz; do
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$WORK/$name.log")
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$WORK/$name.log")
   echo "cflite-local: $name ($sanitizer): rc=$rc, $runs runs in $seconds s, peak $rss MB," \
-    "seeds $(ls "$corpus" | wc -l)"
+    "$seeds seed(s), corpus $(ls "$corpus" | wc -l) after"
   if [[ $rc -ne 0 ]]; then
     grep -E "ERROR|SUMMARY" "$WORK/$name.log" | head -5 >&2
     failed=1
