@@ -1,6 +1,6 @@
 // Tests of `mlasim plan`, run in-process through RunMlasim (tools/mlasim/cli.h): outputs of the
 // spec §6.1 example (JSON, table, .npy), the exit-code and error-message conventions for bad
-// input, request files, and --check-golden on small corpora cut from ../shared/golden.
+// input, request files, and --check-golden on small corpora cut from tests/golden (xz).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ref/metadata.h"
+#include "tools/io/input_file.h"
 #include "tools/mlasim/cli.h"
 
 namespace mlasim::cli {
@@ -66,21 +67,16 @@ class TempDir {
 };
 
 fs::path GoldenDir() {
-#if defined(MLASIM_GOLDEN_DIR)
   return fs::path(MLASIM_GOLDEN_DIR);
-#elif defined(MLASIM_SOURCE_DIR)
-  return fs::path(MLASIM_SOURCE_DIR) / ".." / "shared" / "golden";
-#else
-  return fs::path();
-#endif
 }
 
-// The first `n` lines of a golden file that satisfy `keep`.
+// The first `n` lines of a golden corpus (tests/golden/*.jsonl.xz) that satisfy `keep`.
 std::vector<std::string> GoldenLines(const std::string& file, size_t n, bool (*keep)(const json&)) {
   std::vector<std::string> lines;
-  std::ifstream in(GoldenDir() / file);
+  auto in = io::InputFile::Open((GoldenDir() / file).string());
+  if (!in.ok()) return lines;
   std::string line;
-  while (lines.size() < n && std::getline(in, line)) {
+  while (lines.size() < n && std::getline((*in)->stream(), line)) {
     if (line.empty()) continue;
     if (keep(json::parse(line))) lines.push_back(line);
   }
@@ -94,10 +90,10 @@ bool AnyRecord(const json&) {
   return true;
 }
 
-#define SKIP_WITHOUT_GOLDEN(file)                                                  \
-  if (!fs::exists(GoldenDir() / (file)))                                           \
-  GTEST_SKIP() << "golden corpus not found at " << (GoldenDir() / (file)).string() \
-               << " (set MLASIM_GOLDEN_DIR or keep ../shared/golden next to the source tree)"
+// The corpus is tracked in the repository: its absence fails the test, never skips it.
+#define ASSERT_GOLDEN_PRESENT(file)             \
+  ASSERT_TRUE(fs::exists(GoldenDir() / (file))) \
+      << "golden corpus missing: " << (GoldenDir() / (file)).string() << " (tests/golden/)"
 
 const std::vector<std::string> kSpec61 = {"plan",    "--kv-lens", "300,40,700", "--qlen", "1",
                                           "--heads", "16",        "--clusters", "8"};
@@ -640,9 +636,9 @@ TEST(CliPlan, RequestFileGivesTheSamePlanAsFlags) {
 }
 
 TEST(CliPlan, RequestFileMayBeAWholeGoldenRecord) {
-  SKIP_WITHOUT_GOLDEN("aiter-v12-dev.jsonl");
+  ASSERT_GOLDEN_PRESENT("aiter-v12-dev.jsonl.xz");
   TempDir tmp;
-  const auto lines = GoldenLines("aiter-v12-dev.jsonl", 1, &IsPlanRecord);
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl.xz", 1, &IsPlanRecord);
   ASSERT_EQ(lines.size(), 1u);
   const json rec = json::parse(lines[0]);
   const CliResult r = RunCli({"plan", "--json", "--request", tmp.Write("rec.json", lines[0])});
@@ -664,9 +660,9 @@ TEST(CliPlan, RequestFileMayBeAWholeGoldenRecord) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(CliPlan, CheckGoldenPassesOnRealRecordsAndNamesACorruptedOne) {
-  SKIP_WITHOUT_GOLDEN("aiter-v12-dev.jsonl");
+  ASSERT_GOLDEN_PRESENT("aiter-v12-dev.jsonl.xz");
   TempDir tmp;
-  const auto lines = GoldenLines("aiter-v12-dev.jsonl", 2, &IsPlanRecord);
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl.xz", 2, &IsPlanRecord);
   ASSERT_EQ(lines.size(), 2u);
   const std::string good = tmp.Write("good.jsonl", lines[0] + "\n" + lines[1] + "\n");
   const CliResult ok = RunCli({"plan", "--check-golden", good});
@@ -697,9 +693,9 @@ TEST(CliPlan, CheckGoldenPassesOnRealRecordsAndNamesACorruptedOne) {
 }
 
 TEST(CliPlan, CheckGoldenAcceptsDecodeUpdateRecords) {
-  SKIP_WITHOUT_GOLDEN("aiter-decode-update-dev.jsonl");
+  ASSERT_GOLDEN_PRESENT("aiter-decode-update-dev.jsonl.xz");
   TempDir tmp;
-  const auto lines = GoldenLines("aiter-decode-update-dev.jsonl", 2, &AnyRecord);
+  const auto lines = GoldenLines("aiter-decode-update-dev.jsonl.xz", 2, &AnyRecord);
   ASSERT_EQ(lines.size(), 2u);
   const std::string file = tmp.Write("update.jsonl", lines[0] + "\n" + lines[1] + "\n");
   const CliResult r = RunCli({"plan", "--check-golden", file});

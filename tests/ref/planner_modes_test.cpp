@@ -19,6 +19,7 @@
 #include "ref/sizing.h"
 #include "tests/ref/plan_builders.h"
 #include "tests/ref/plan_generators.h"
+#include "tools/io/input_file.h"
 #include "tools/io/golden.h"
 #include "tools/io/request_json.h"
 
@@ -76,8 +77,9 @@ std::string GoldenPath(const char* name) {
 // plan, whose writes the next replan must then restore.
 void ExpectCorpusModesAgree(const char* file, int64_t min_records) {
   const std::string path = GoldenPath(file);
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "golden corpus not found at " << path;
-  std::ifstream f(path);
+  auto in = io::InputFile::Open(path);  // the repository's xz corpus (docs/golden.md)
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  std::istream& f = (*in)->stream();
   std::string line;
   Plan reused_fast, reused_checked;
   int64_t planned = 0, updated = 0;
@@ -113,11 +115,11 @@ void ExpectCorpusModesAgree(const char* file, int64_t min_records) {
 }
 
 TEST(PlannerModes, GoldenPlansAreByteIdenticalFastCheckedAndReused) {
-  ExpectCorpusModesAgree("aiter-v12-dev.jsonl", 1476);
+  ExpectCorpusModesAgree("aiter-v12-dev.jsonl.xz", 1476);
 }
 
 TEST(PlannerModes, GoldenDecodeUpdateChainsAreByteIdenticalOnReusedPlans) {
-  ExpectCorpusModesAgree("aiter-decode-update-dev.jsonl", 403);
+  ExpectCorpusModesAgree("aiter-decode-update-dev.jsonl.xz", 403);
 }
 
 // Sizes as a caller might allocate them: info_v1's, or one buffer too short (stores past its
@@ -226,9 +228,10 @@ TEST(PlannerModes, ParallelPlannerStoreOrdersAgree) {
 // info_v1 sizes); buffers cut to exactly what a plan writes fail that proof and take the checked
 // stores. Both must write the same values: every golden request planned both ways.
 TEST(PlannerModes, CheckedAndUncheckedStoresWriteTheSameValues) {
-  const std::string path = GoldenPath("aiter-v12-dev.jsonl");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "golden corpus not found at " << path;
-  std::ifstream f(path);
+  const std::string path = GoldenPath("aiter-v12-dev.jsonl.xz");
+  auto in = io::InputFile::Open(path);  // the repository's xz corpus (docs/golden.md)
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  std::istream& f = (*in)->stream();
   std::string line;
   int64_t compared = 0;
   while (std::getline(f, line)) {

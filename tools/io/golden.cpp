@@ -8,6 +8,7 @@
 #include "ref/planner.h"
 #include "ref/sizing.h"
 #include "sim/json_input.h"
+#include "tools/io/input_file.h"
 #include "tools/io/request_json.h"
 
 namespace mlasim::io {
@@ -234,8 +235,9 @@ StatusOr<GoldenSummary> CheckGoldenFile(
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return InvalidArgumentError(path, "is a directory, not a golden corpus");
-  std::ifstream f(path);
-  if (!f) return InvalidArgumentError(path, "cannot open the golden corpus file");
+  auto input = InputFile::Open(path);  // plain .jsonl or .jsonl.xz
+  if (!input.ok()) return input.status();
+  std::istream& f = (*input)->stream();
   GoldenSummary sum;
   std::string line;
   int64_t lineno = 0;
@@ -262,6 +264,7 @@ StatusOr<GoldenSummary> CheckGoldenFile(
       ++sum.matched;
     }
   }
+  MLASIM_RETURN_IF_ERROR((*input)->status());  // truncated or corrupt .xz: not a short corpus
   return sum;
 }
 

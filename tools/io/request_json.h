@@ -1,7 +1,7 @@
 // File: tools/io/request_json.h
 //
 // JSON <-> planner types. The request format is the `input` object of the golden corpus
-// (../shared/golden/README.md); parsing is strict: unknown keys, wrong types and impossible
+// (docs/golden.md); parsing is strict: unknown keys, wrong types and impossible
 // values are errors naming the JSON path of the field.
 #pragma once
 
