@@ -11,6 +11,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev
   libxtensor-dev xtl-dev        # Debian names xtl "xtl-dev", not "libxtl-dev"
   hipcc                         # clang-15 + ROCm 5.2.3 device libs: HIP builds and the AMD device-code check
+  chromium fonts-dejavu-core    # headless browser + the pages' font: tests/pictures/browser_test.cpp
+  libpng-dev                    # reads the browser's screenshots in that test
 )
 
 missing=()

@@ -12,9 +12,11 @@
 #include "fuzz/campaign.h"
 #include "fuzz/findings.h"
 #include "fuzz/search.h"
+#include "fuzz/summary_html.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 
 namespace mlasim::cli {
 namespace {
@@ -32,8 +34,8 @@ constexpr const char* kFuzzExitCodes =
 
 // The flags of a campaign, refused by --reproduce and by merge.
 constexpr const char* kCampaignFlags[] = {
-    "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
-    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps"};
+    "--out",  "--jobs",         "--cases", "--seconds", "--resume",       "--shard",
+    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps", "--html"};
 
 class FuzzCommand final : public Command {
  public:
@@ -66,6 +68,10 @@ class FuzzCommand final : public Command {
     app_->add_option("--shrink-steps", o_.max_shrink_steps,
                      "accepted shrink steps per finding (0..100000)")
         ->capture_default_str();
+    app_->add_option("--html", html_out_,
+                     "also write the campaign summary as one self-contained HTML page (findings "
+                     "over time, coverage; docs/pictures.md)")
+        ->type_name("FILE");
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
         ->check(UnsignedInteger());
@@ -135,6 +141,8 @@ class FuzzCommand final : public Command {
     if (o_.resume && o_.out_dir.empty())
       return Fail(
           io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
+    if (app_->count("--html"))
+      if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);
     double last_plain = -10;
     auto progress = [&](int64_t cases, int64_t findings, double secs) {
@@ -158,6 +166,10 @@ class FuzzCommand final : public Command {
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
     PrintSummary(io, *sum);
+    if (app_->count("--html")) {  // checked before the campaign; a failure now is a full disk
+      const std::string page = fuzz::CampaignHtml(o_, *sum, seed_text_);
+      if (Status st = WriteOutputFile("--html", html_out_, page); !st.ok()) return Fail(io, st);
+    }
     if (sum->NewFindings() > 0) return kExitCheckFailed;
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
@@ -210,7 +222,7 @@ class FuzzCommand final : public Command {
   CLI::App* app_ = nullptr;
   CLI::App* merge_ = nullptr;
   std::vector<std::string> merge_dirs_;
-  std::string merge_out_;
+  std::string merge_out_, html_out_;
   fuzz::CampaignOptions o_;
   std::vector<std::string> profiles_;
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";

@@ -9,9 +9,11 @@
 
 #include "ref/planner.h"
 #include "ref/sizing.h"
+#include "sim/plan_svg.h"
 #include "tools/io/golden.h"
 #include "tools/io/request_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 #include "tools/mlasim/plan_input.h"
 #include "tools/mlasim/plan_output.h"
 
@@ -50,6 +52,10 @@ class PlanCommand final : public Command {
                                 "also write the six buffers as .npy files (aiter's dtypes and "
                                 "full sizes) into DIR, created if missing")
                    ->type_name("DIR");
+    svg_opt_ = app_->add_option("--svg", svg_file_,
+                                "also write the plan's timeline (clusters, work items along KV, "
+                                "reduce groups) as an SVG file (docs/pictures.md)")
+                   ->type_name("FILE");
     app_->add_option("--check-golden", golden_files_,
                      "replan every record of a golden corpus .jsonl and compare every written "
                      "buffer (repeatable)")
@@ -97,6 +103,16 @@ class PlanCommand final : public Command {
       if (npy_dir_.empty()) return Fail(io, "--npy", "needs a directory name");
       if (Status st = WritePlanNpy(npy_dir_, *plan); !st.ok()) return Fail(io, st, source);
     }
+    if (svg_opt_->count() > 0) {
+      sim::PlanPicture pic;
+      pic.title = fmt::format("mlasim plan: {} requests on {} clusters ({}, revision {})", batch,
+                              plan->derived.num_clusters, ref::ArchName(request->target),
+                              ref::RevisionName(request->revision));
+      pic.request = &*request;
+      pic.plan = &*plan;
+      if (Status st = WriteOutputFile("--svg", svg_file_, sim::PlanTimelineFile(pic)); !st.ok())
+        return Fail(io, st, source);
+    }
     if (json_) {
       io.out << io::PlanToJson(*plan).dump(2) << '\n';
     } else {
@@ -110,7 +126,7 @@ class PlanCommand final : public Command {
  private:
   int RunGolden(const Streams& io) {
     std::vector<std::string> conflicts = flags_.GivenFlags();
-    for (const CLI::Option* o : {request_opt_, planner_opt_, json_opt_, npy_opt_})
+    for (const CLI::Option* o : {request_opt_, planner_opt_, json_opt_, npy_opt_, svg_opt_})
       if (o->count() > 0) conflicts.push_back(o->get_name());
     if (!conflicts.empty())
       return Fail(io, "--check-golden",
@@ -159,12 +175,13 @@ class PlanCommand final : public Command {
   std::string request_file_;
   std::string planner_ = "auto";
   bool json_ = false;
-  std::string npy_dir_;
+  std::string npy_dir_, svg_file_;
   std::vector<std::string> golden_files_;
   CLI::Option* request_opt_ = nullptr;
   CLI::Option* planner_opt_ = nullptr;
   CLI::Option* json_opt_ = nullptr;
   CLI::Option* npy_opt_ = nullptr;
+  CLI::Option* svg_opt_ = nullptr;
 };
 
 }  // namespace
