@@ -111,6 +111,7 @@ struct Layout {
   std::vector<Row> rows;
   int32_t clusters = 0, busy_clusters = 0;
   int64_t undrawn_works = 0, undrawn_rows = 0;
+  int64_t past_buffer = 0;  // num_works beyond the rows work_info holds (stores past its end)
   std::vector<std::pair<int32_t, int32_t>> empty_runs;
   double scale = 0;  // px per KV page
   int64_t max_pages = 0;
@@ -129,6 +130,7 @@ Layout BuildRows(const PlanPicture& pic) {
   const ref::Plan& p = *pic.plan;
   Layout L;
   const int64_t works = std::clamp<int64_t>(p.num_works(), 0, Cells(p.work_info) / 8);
+  L.past_buffer = std::max<int64_t>(0, p.num_works() - works);
   L.clusters = static_cast<int32_t>(std::clamp<int64_t>(
       p.derived.num_clusters, 0, std::max<int64_t>(Cells(p.work_indptr) - 1, 0)));
   const auto tiles = TileOfPartial(p);
@@ -296,6 +298,14 @@ std::string TimelineWriter::Header(double* y) {
     g_.width = std::max(g_.width, 16 + l.size() * kCharW);
     *y += 15;
     s += html::Text(8, *y, l, "start", "class=\"note\"");
+  }
+  if (L_.past_buffer > 0) {
+    *y += 15;
+    s += html::Text(8, *y,
+                    fmt::format("{} work items lie past the end of work_info ({} rows): the "
+                                "planner stored them past the buffer; not drawn",
+                                L_.past_buffer, Cells(plan_.work_info) / 8),
+                    "start", "class=\"bad\"");
   }
   return s + "\n";
 }

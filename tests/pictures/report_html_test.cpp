@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 
+#include "fuzz/scenario_gen.h"
 #include "sim/memory_map_svg.h"
 #include "sim/report_html.h"
 #include "sim/scenario_json.h"
@@ -244,6 +245,81 @@ TEST(ReportHtml, ReplayPageWithGpuHasTheSection) {
   o.id_prefix = "case3-";
   EXPECT_NE(ReplayHtml(Replayed("seed"), o).find("<h2 id=\"case3-gpu\">"), std::string::npos);
   EXPECT_EQ(Count(ReplayHtml(Replayed("seed")), "GPU: observed"), 0);
+}
+
+// Every drawn picture of a page: the all-clusters timelines draw every work item (up to the
+// bound) and make red exactly the marked items the plan holds; no NaN reaches an attribute.
+void ExpectConsistentPage(const ReplayReport& r, const std::string& what) {
+  const std::string page = ReplayHtml(r);
+  EXPECT_EQ(Count(page, "nan"), 0) << what;
+  EXPECT_EQ(Count(page, "=\"inf"), 0) << what;
+  EXPECT_EQ(Count(page, "<script"), 0) << what;
+  for (const PlanPicture& p : ReplayPlanPictures(r)) {
+    if (!p.only_clusters.empty()) continue;
+    const std::string svg = PlanTimelineInline(p);
+    const int32_t works = static_cast<int32_t>(
+        std::min<int64_t>(p.plan->num_works(), p.plan->work_info.size() / 8));
+    std::set<int32_t> in_clusters;  // works some cluster's work_indptr range holds
+    for (int32_t c = 0; c < p.plan->derived.num_clusters; ++c)
+      for (int32_t w = p.plan->work_indptr.data[c]; w < p.plan->work_indptr.data[c + 1]; ++w)
+        if (w >= 0 && w < works) in_clusters.insert(w);
+    std::multiset<int32_t> red;
+    for (const PlanMark& m : p.marks)
+      if (in_clusters.count(m.work) && !red.count(m.work)) red.insert(m.work);
+    if (works <= kMaxDrawnWorks) {
+      EXPECT_EQ(WorkRects(svg).size(), in_clusters.size()) << what << " " << p.title;
+      EXPECT_EQ(WorkRects(svg, "oob"), red) << what << " " << p.title;
+    }
+  }
+}
+
+TEST(ReportHtml, EveryRegressionCaseRendersConsistently) {
+  int cases = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(MLASIM_SOURCE_DIR) / "tests" / "cases")) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".json" || name.find(".expect.") != std::string::npos) continue;
+    auto s = LoadScenarioFile(e.path().string());
+    ASSERT_TRUE(s.ok()) << name;
+    auto r = Replay(*s);
+    if (!r.ok()) continue;
+    ExpectConsistentPage(*r, name);
+    EXPECT_EQ(ReplayHtml(*r), ReplayHtml(*Replay(*s))) << name;
+    ++cases;
+  }
+  EXPECT_GE(cases, 12);
+}
+
+TEST(ReportHtml, WorkItemsPastTheBufferAreNamed) {
+  auto s = LoadScenarioFile(
+      (fs::path(MLASIM_SOURCE_DIR) / "tests" / "cases" / "D-work-info-overflow.json").string());
+  ASSERT_TRUE(s.ok());
+  const ReplayReport r = *Replay(*s);
+  const ref::Plan& p = r.trace.plans[0].plan;
+  ASSERT_EQ(p.num_works(), 1915);
+  ASSERT_EQ(p.work_info.size() / 8, 963);
+  PlanPicture pic;
+  pic.request = &r.trace.plans[0].request;
+  pic.plan = &p;
+  const std::string svg = PlanTimelineInline(pic);
+  EXPECT_EQ(WorkRects(svg).size(), 963u);
+  EXPECT_NE(svg.find("952 work items lie past the end of work_info (963 rows)"), std::string::npos);
+}
+
+TEST(ReportHtml, GeneratedStepsRenderConsistently) {
+  fuzz::GenConfig cfg;
+  int rendered = 0;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    Scenario s;
+    {
+      std::lock_guard<std::mutex> lock(fuzz::GeneratorMutex());
+      s = fuzz::ScenarioFromSeed(cfg, seed, 10 + static_cast<int>(seed * 7 % 91)).value();
+    }
+    auto r = Replay(s);
+    if (!r.ok()) continue;  // a step the engine refuses (an unsupported head count)
+    ExpectConsistentPage(*r, "seed " + std::to_string(seed));
+    ++rendered;
+  }
+  EXPECT_GE(rendered, 30);
 }
 
 }  // namespace
