@@ -19,6 +19,7 @@ table { border-collapse: collapse; margin: 4px 0 10px 0; }
 th, td { border: 1px solid #ccc; padding: 2px 7px; text-align: left; vertical-align: top; }
 th { background: #f0f0f0; }
 td.num { text-align: right; }
+table.violations td { max-width: 24em; overflow-wrap: break-word; }
 tr.bad td { background: #fde2e2; }
 tr.ok td.verdict { color: #1a7f37; }
 tr.bad td.verdict { color: #b00020; font-weight: bold; }

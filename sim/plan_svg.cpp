@@ -24,6 +24,8 @@ constexpr double kCharW = 6.6;   // average glyph width of 11 px DejaVu Sans (la
 constexpr double kTitleW = 8.4;  // 13 px bold
 constexpr const char* kUnsplit = "#b9c7d6";
 constexpr const char* kRed = "#d62728";
+constexpr const char* kOrange = "#e07b00";  // items of findings other than out of bounds
+constexpr int32_t kMaxLabels = 40;          // mark labels per picture
 
 // One drawn item of a cluster row.
 struct Item {
@@ -226,21 +228,36 @@ class TimelineWriter {
   std::string Axis();
   std::string Rows();
   std::vector<bool> Labelled() const;
-  std::string ItemRect(const Item& it, double y, bool marked);
+  std::string ItemRect(const Item& it, double y);
   std::string ReduceLanes(int32_t* lanes);
+  struct MarkRun {
+    int32_t w0 = 0, w1 = 0;                       // first and last work item
+    int64_t items = 0;                            // marked items in it
+    bool oob = false;                             // an out-of-bounds finding among them
+    std::vector<std::string> labels;              // what the findings say
+    std::vector<std::pair<size_t, double>> ends;  // (row, x where its marked items end)
+  };
+  std::vector<MarkRun> MarkRuns();
+  std::string MarkRunText(const MarkRun& run, double y);
   std::string MarkLabels(double* bottom);
 
   const PlanPicture& pic_;
   const ref::Plan& plan_;
   Layout L_;
   Geometry g_;
-  std::map<int32_t, std::vector<std::string>> marks_;  // work -> labels
+  struct Marked {
+    std::vector<std::string> labels;
+    bool oob = false;  // any of its findings is out of bounds
+  };
+  std::map<int32_t, Marked> marks_;  // by work item
 };
 
 SvgPicture TimelineWriter::Write() {
   for (const PlanMark& m : pic_.marks) {
-    auto& v = marks_[m.work];
-    if (std::find(v.begin(), v.end(), m.label) == v.end()) v.push_back(m.label);
+    Marked& k = marks_[m.work];
+    if (std::find(k.labels.begin(), k.labels.end(), m.label) == k.labels.end())
+      k.labels.push_back(m.label);
+    k.oob = k.oob || m.out_of_bounds;
   }
   L_ = BuildRows(pic_);
   PlaceItems(L_);
@@ -312,14 +329,16 @@ std::string TimelineWriter::Header(double* y) {
 
 // Only the kinds of item the picture holds; wraps at 960 px.
 std::string TimelineWriter::Legend(double* y) {
-  bool split = false, zero = false, oob = false, padding = false, undefined = false;
+  bool split = false, zero = false, oob = false, other = false, padding = false, undefined = false;
   std::map<int32_t, std::set<size_t>> tile_rows;
   for (size_t i = 0; i < L_.rows.size(); ++i)
     for (const Item& it : L_.rows[i].items) {
       split = split || it.partial >= 0;
       zero = zero || it.zero;
-      const bool marked = marks_.count(it.work) > 0;
-      oob = oob || marked;
+      const auto m = marks_.find(it.work);
+      const bool marked = m != marks_.end();
+      oob = oob || (marked && m->second.oob);
+      other = other || (marked && !m->second.oob);
       padding = padding || (it.padding && it.defined && !it.zero && !marked);  // drawn grey
       undefined = undefined || !it.defined;
       if (it.tile >= 0) tile_rows[it.tile].insert(i);
@@ -335,6 +354,7 @@ std::string TimelineWriter::Legend(double* y) {
       {split, html::PaletteColour(1), "#333", "split piece (colour = its reduce tile)"},
       {zero, "url(#mlasim-hatch-zero)", "#333", "zero-KV item"},
       {oob, kRed, "none", "out of bounds (hatched: zero-KV)"},
+      {other, "#ffffff", kOrange, "other finding (the label says which)"},
       {padding, "#e3e3e3", "none", "padding request"},
       {undefined, "url(#mlasim-hatch-grey)", "#777", "fields undefined"},
       {lanes, "", "", "reduce lane: clusters whose pieces one tile merges"},
@@ -349,9 +369,9 @@ std::string TimelineWriter::Legend(double* y) {
     if (e.fill.empty())
       s += html::Line(x + 7, *y, x + 7, *y + 10, "stroke=\"#4e79a7\" stroke-width=\"2\"");
     else
-      s += html::Rect(
-          x, *y, 14, 10,
-          fmt::format("fill=\"{}\" stroke=\"{}\" stroke-width=\"0.8\"", e.fill, e.stroke));
+      s += html::Rect(x, *y, 14, 10,
+                      fmt::format("fill=\"{}\" stroke=\"{}\" stroke-width=\"{}\"", e.fill, e.stroke,
+                                  e.stroke == kOrange ? "2" : "0.8"));
     s += html::Text(x + 18, *y + 9, e.text);
     g_.width = std::max(g_.width, x + w);
     x += w;
@@ -381,7 +401,8 @@ std::string TimelineWriter::Axis() {
   return s + "\n";
 }
 
-std::string TimelineWriter::ItemRect(const Item& it, double y, bool marked) {
+std::string TimelineWriter::ItemRect(const Item& it, double y) {
+  const auto m = marks_.find(it.work);
   std::string cls = "work";
   std::string fill = it.tile >= 0 ? html::PaletteColour(it.tile) : kUnsplit;
   std::string stroke = it.partial >= 0 ? "#333" : "none";
@@ -389,10 +410,14 @@ std::string TimelineWriter::ItemRect(const Item& it, double y, bool marked) {
   if (it.partial >= 0) cls += " split";
   if (it.zero) fill = "url(#mlasim-hatch-zero)", stroke = "#333", cls += " zero-kv";
   if (!it.defined) fill = "url(#mlasim-hatch-grey)", stroke = "#777", cls += " undefined";
-  if (marked) {
+  const bool marked = m != marks_.end(), oob = marked && m->second.oob;
+  if (oob) {
     cls += " oob";
     fill = it.zero || !it.defined ? "url(#mlasim-hatch-red)" : kRed;
     stroke = kRed;
+  } else if (marked) {
+    cls += " finding";
+    stroke = kOrange;
   }
   const std::string tip =
       !it.defined
@@ -406,7 +431,10 @@ std::string TimelineWriter::ItemRect(const Item& it, double y, bool marked) {
   std::string s = html::Rect(kLeft + it.x, y, it.w, g_.bar,
                              fmt::format("class=\"{}\" fill=\"{}\" stroke=\"{}\" "
                                          "stroke-width=\"{}\"",
-                                         cls, fill, stroke, marked ? "1.5" : "0.5"),
+                                         cls, fill, stroke,
+                                         oob      ? "1.5"
+                                         : marked ? "2"
+                                                  : "0.5"),
                              tip);
   if (g_.pitch >= 18 && it.defined && it.w >= 30) {
     std::string label = fmt::format("b{}", it.batch);
@@ -458,7 +486,7 @@ std::string TimelineWriter::Rows() {
                       fmt::format("clusters {}..{}: no work item", r.c0, r.c1));
       continue;
     }
-    for (const Item& it : r.items) s += ItemRect(it, y, marks_.count(it.work) > 0);
+    for (const Item& it : r.items) s += ItemRect(it, y);
     s += "\n";
   }
   return s;
@@ -499,10 +527,10 @@ std::string TimelineWriter::ReduceLanes(int32_t* lanes) {
   return s + "\n";
 }
 
-// One label per run of consecutive marked items in a row, right of the lanes, with a leader.
-std::string TimelineWriter::MarkLabels(double* bottom) {
-  std::string s;
-  double last_y = -1e9;
+// Runs of consecutive marked items in one row; a run whose labels equal the previous run's joins
+// it (a fault spread over many clusters reads as one label with a leader from each row).
+std::vector<TimelineWriter::MarkRun> TimelineWriter::MarkRuns() {
+  std::vector<MarkRun> runs;
   for (size_t i = 0; i < L_.rows.size(); ++i) {
     const std::vector<Item>& items = L_.rows[i].items;
     for (size_t a = 0; a < items.size();) {
@@ -510,36 +538,79 @@ std::string TimelineWriter::MarkLabels(double* bottom) {
         ++a;
         continue;
       }
+      MarkRun run;
       size_t b = a;
-      std::vector<std::string> labels;
-      while (b < items.size() && marks_.count(items[b].work)) {
-        for (const std::string& l : marks_[items[b].work])
-          if (std::find(labels.begin(), labels.end(), l) == labels.end()) labels.push_back(l);
-        ++b;
+      for (; b < items.size() && marks_.count(items[b].work); ++b) {
+        const Marked& m = marks_.at(items[b].work);
+        run.oob = run.oob || m.oob;
+        for (const std::string& l : m.labels)
+          if (std::find(run.labels.begin(), run.labels.end(), l) == run.labels.end())
+            run.labels.push_back(l);
       }
-      const int32_t w0 = items[a].work, w1 = items[b - 1].work;
-      std::vector<std::string> lines = {
-          (w0 == w1 ? fmt::format("work {}", w0) : fmt::format("work {}..{}", w0, w1)) + ":"};
-      for (size_t k = 0; k < labels.size(); ++k) lines.push_back(labels[k]);
-      const double row_y = g_.RowY(i) + g_.bar / 2;
-      const double y = std::max(row_y, last_y + 14);
-      last_y = y + 13.0 * static_cast<double>(lines.size() - 1);
-      const double x_end = kLeft + items[b - 1].x + items[b - 1].w;
+      run.w0 = items[a].work;
+      run.w1 = items[b - 1].work;
+      run.items = static_cast<int64_t>(b - a);
+      run.ends.push_back({i, kLeft + items[b - 1].x + items[b - 1].w});
+      if (!runs.empty() && runs.back().labels == run.labels && runs.back().oob == run.oob) {
+        MarkRun& last = runs.back();
+        last.w0 = std::min(last.w0, run.w0);
+        last.w1 = std::max(last.w1, run.w1);
+        last.items += run.items;
+        last.ends.push_back(run.ends.front());
+      } else {
+        runs.push_back(std::move(run));
+      }
+      a = b;
+    }
+  }
+  return runs;
+}
+
+std::string TimelineWriter::MarkRunText(const MarkRun& run, double y) {
+  std::string head = run.w0 == run.w1 ? fmt::format("work {}:", run.w0)
+                                      : fmt::format("work {}..{}", run.w0, run.w1);
+  if (run.w0 != run.w1)
+    head +=
+        int64_t{run.w1} - run.w0 + 1 == run.items ? ":" : fmt::format(" ({} items):", run.items);
+  std::vector<std::string> lines = {head};
+  lines.insert(lines.end(), run.labels.begin(), run.labels.end());
+  std::string s = fmt::format("<text class=\"{}\" x=\"{}\" y=\"{}\"{}>",
+                              run.oob ? "bad mark" : "mark", Num(g_.labels_x), Num(y + 4),
+                              run.oob ? "" : fmt::format(" style=\"fill:{}\"", kOrange));
+  for (size_t k = 0; k < lines.size(); ++k) {
+    const double x = g_.labels_x + (k == 0 ? 0 : 12);
+    s += fmt::format("<tspan x=\"{}\" dy=\"{}\">{}</tspan>", Num(x), k == 0 ? "0" : "13",
+                     html::Escape(lines[k]));
+    g_.width = std::max(g_.width, x + lines[k].size() * kCharW + 12);
+  }
+  return s + "</text>";
+}
+
+// One label per run (at most kMaxLabels), right of the lanes, with a leader from each row.
+std::string TimelineWriter::MarkLabels(double* bottom) {
+  std::string s;
+  double last_y = -1e9;
+  const std::vector<MarkRun> runs = MarkRuns();
+  for (size_t r = 0; r < runs.size() && r < static_cast<size_t>(kMaxLabels); ++r) {
+    const MarkRun& run = runs[r];
+    const double y = std::max(g_.RowY(run.ends.front().first) + g_.bar / 2, last_y + 14);
+    last_y = y + 13.0 * static_cast<double>(run.labels.size());
+    for (const auto& [row, x_end] : run.ends) {
+      const double row_y = g_.RowY(row) + g_.bar / 2;
       s += fmt::format(
           "<polyline class=\"leader\" fill=\"none\" stroke=\"{}\" stroke-width=\"1\" "
           "points=\"{},{} {},{} {},{}\"/>",
-          kRed, Num(x_end + 1), Num(row_y), Num(g_.labels_x - 10), Num(row_y), Num(g_.labels_x - 3),
-          Num(y));
-      s += fmt::format("<text class=\"bad mark\" x=\"{}\" y=\"{}\">", Num(g_.labels_x), Num(y + 4));
-      for (size_t k = 0; k < lines.size(); ++k) {
-        const double x = g_.labels_x + (k == 0 ? 0 : 12);
-        s += fmt::format("<tspan x=\"{}\" dy=\"{}\">{}</tspan>", Num(x), k == 0 ? "0" : "13",
-                         html::Escape(lines[k]));
-        g_.width = std::max(g_.width, x + lines[k].size() * kCharW + 12);
-      }
-      s += "</text>";
-      a = b;
+          run.oob ? kRed : kOrange, Num(x_end + 1), Num(row_y), Num(g_.labels_x - 10), Num(row_y),
+          Num(g_.labels_x - 3), Num(y));
     }
+    s += MarkRunText(run, y);
+  }
+  if (runs.size() > static_cast<size_t>(kMaxLabels)) {
+    last_y += 16;
+    s += html::Text(g_.labels_x, last_y + 4,
+                    fmt::format("{} more labelled runs not written (hover the items)",
+                                runs.size() - kMaxLabels),
+                    "start", "class=\"bad\"");
   }
   *bottom = std::max(*bottom, last_y + 12);
   return s + "\n";

@@ -5,7 +5,8 @@
 // them, each as long as its KV range (kv_end - kv_start, in pages). Pieces of one split q tile
 // share a colour and a bracket in the "reduce" lane (the tile mla_reduce_v1 merges them into,
 // from reduce_indptr / reduce_partial_map); zero-KV items are hatched boxes of fixed width;
-// marked items (a replay's out-of-bounds work items) are red and labelled. Runs of clusters
+// marked items (a replay's out-of-bounds work items) are red and labelled, items of other findings
+// outlined orange and labelled. Runs of clusters
 // without work collapse into one thin row. Used by `mlasim plan --svg` and the replay page.
 #pragma once
 
@@ -18,10 +19,13 @@
 
 namespace mlasim::sim {
 
-// A work item to draw red, with the text that explains it ("reads q rows 156..159").
+// A work item a finding names, with the text that explains it ("call 6 reads q rows 156..159").
+// Out-of-bounds findings (rows outside a buffer) draw the item red; other findings (an invalid
+// plan, a stale read, ...) draw an orange outline.
 struct PlanMark {
   int32_t work = 0;  // work_info row
   std::string label;
+  bool out_of_bounds = true;
 };
 
 struct PlanPicture {
@@ -49,7 +53,8 @@ inline constexpr int32_t kMaxDrawnWorks = 20000;
 inline constexpr int32_t kMaxDrawnRows = 1024;
 
 // The timeline of p.plan. Elements carry classes tests and readers can count: every drawn work
-// item is one `<rect class="work ...">` (plus "split", "zero-kv", "padding", "oob", "undefined"),
+// item is one `<rect class="work ...">` (plus "split", "zero-kv", "padding", "undefined", and
+// "oob" or "finding" for a marked item),
 // each collapsed run one `<rect class="empty-run">`, each reduce bracket one `<g class="reduce">`.
 // Deterministic bytes. An item whose fields are undefined (ref::Cell::kUndefined) is drawn as a
 // fixed-width grey box. MLASIM_ASSERTs that request and plan are set.

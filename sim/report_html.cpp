@@ -120,8 +120,8 @@ std::string ViolationTableHtml(const ReplayReport& r) {
     const Violation& v = vs[i];
     std::string works;
     for (size_t k = 0; k < v.work_items.size() && k < 12; ++k)
-      works += (k ? "," : "") + std::to_string(v.work_items[k]);
-    if (v.work_items.size() > 12) works += fmt::format(",... ({} in all)", v.work_items.size());
+      works += (k ? ", " : "") + std::to_string(v.work_items[k]);
+    if (v.work_items.size() > 12) works += fmt::format(", ... ({} in all)", v.work_items.size());
     s +=
         "<tr class=\"bad\">" + Td(fmt::format("{}", i), "num") + Td(ViolationKindName(v.kind)) +
         Td(v.bug_class) + Td(fmt::format("{} {} / {}", v.call_index, v.step, v.call)) +
@@ -201,13 +201,14 @@ std::vector<PlanPicture> ReplayPlanPictures(const ReplayReport& r) {
       } else {
         works = v.work_items;
       }
-      for (int32_t w : works) p.marks.push_back({w, MarkLabel(v)});
+      for (int32_t w : works)
+        p.marks.push_back({w, MarkLabel(v), v.kind == ViolationKind::kOutOfBounds});
     }
     if (!p.marks.empty()) {  // first the clusters around the marked items, large
       std::vector<int32_t> works;
       for (const PlanMark& m : p.marks) works.push_back(m.work);
       PlanPicture detail = p;
-      detail.title += ": the clusters around the out-of-bounds items";
+      detail.title += ": the clusters around the flagged items";
       detail.only_clusters = ClustersAround(snap.plan, works, 2);
       p.title += ": all clusters";
       p.notes.clear();

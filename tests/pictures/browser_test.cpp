@@ -98,10 +98,11 @@ class Browser : public ::testing::Test {
  protected:
   void SetUp() override {
     chromium_ = FindChromium();
-    ASSERT_FALSE(chromium_.empty())
-        << "headless Chromium is required for the picture tests and was not found on PATH "
-           "(install it: scripts/install-deps.sh, Debian package `chromium`; or set "
-           "MLASIM_CHROMIUM)";
+    ASSERT_TRUE(!chromium_.empty() && ::access(chromium_.c_str(), X_OK) == 0)
+        << "headless Chromium is required for the picture tests and was not found ("
+        << (chromium_.empty() ? "no chromium on PATH" : chromium_ + " is not executable")
+        << "): install it with scripts/install-deps.sh (Debian package `chromium`) or set "
+           "MLASIM_CHROMIUM";
     dir_ = fs::temp_directory_path() /
            ("mlasim_browser_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
@@ -141,8 +142,13 @@ class Browser : public ::testing::Test {
     for (std::string l; std::getline(lines, l);)
       if (l.find(":CONSOLE") != std::string::npos) r.console.push_back(l);
     r.png = ReadPng(png);
-    if (const char* keep = std::getenv("MLASIM_SCREENSHOT_DIR"); keep && *keep && fs::exists(png))
-      fs::copy_file(png, fs::path(keep) / (page + ".png"), fs::copy_options::overwrite_existing);
+    if (const char* keep = std::getenv("MLASIM_SCREENSHOT_DIR"); keep && *keep && fs::exists(png)) {
+      std::error_code ec;
+      fs::copy_file(png, fs::path(keep) / (page + ".png"), fs::copy_options::overwrite_existing,
+                    ec);
+      EXPECT_FALSE(ec) << "MLASIM_SCREENSHOT_DIR: cannot copy into " << keep << ": "
+                       << ec.message();
+    }
     return r;
   }
 
@@ -219,7 +225,7 @@ TEST_F(Browser, CleanReplay) {
 }
 
 TEST_F(Browser, CampaignSummary) {
-  Mlasim({"fuzz", "--cases", "200", "--seed", "7", "--small", "--html", "{}"}, "campaign.html");
+  Mlasim({"fuzz", "--cases", "100", "--seed", "7", "--small", "--html", "{}"}, "campaign.html");
   const Rendered r = Render("campaign.html", 1300, 1200);
   ExpectGoodPage(r, 1300, 1200,
                  {"campaign summary", "Findings over time", "seed index", "model:sparse",

@@ -49,7 +49,7 @@ TEST(ReportHtml, SeedPlanPicturesMarkExactlyTheViolatingItems) {
   ASSERT_EQ(pics.size(), 4u);
   EXPECT_EQ(pics[0].title,
             "plan snapshot 1: sparse_mtp_plan (buffers sparse_mtp.*): the clusters around the "
-            "out-of-bounds items");
+            "flagged items");
   EXPECT_EQ(pics[1].title, "plan snapshot 1: sparse_mtp_plan (buffers sparse_mtp.*): all clusters");
   const std::string all = PlanTimelineInline(pics[1]);
   EXPECT_EQ(static_cast<int32_t>(WorkRects(all).size()), r.trace.plans[1].plan.num_works());
@@ -96,6 +96,21 @@ TEST(ReportHtml, ReduceFindingsMarkThePiecesOfTheirTiles) {
     return;
   }
   ADD_FAILURE() << "no picture of the reduce's plan";
+}
+
+// Findings other than out of bounds (an invalid plan, stale reads) outline their items orange.
+TEST(ReportHtml, OtherFindingsAreOrange) {
+  const ReplayReport r = RunCase("H-update-fold-mismatch");
+  const std::vector<PlanPicture> pics = ReplayPlanPictures(r);
+  ASSERT_EQ(pics.size(), 4u);
+  const std::string all = PlanTimelineInline(pics[3]);  // the snapshot after the update
+  // work 50: plan_invalid:tile_pieces_scattered only
+  EXPECT_EQ(WorkRects(all, "finding").count(50), 1u);
+  EXPECT_EQ(WorkRects(all, "oob").count(50), 0u);
+  // work 51: plan_invalid and calls 8's out-of-bounds reads and writes: red
+  EXPECT_EQ(WorkRects(all, "oob").count(51), 1u);
+  EXPECT_NE(all.find("other finding (the label says which)"), std::string::npos);
+  EXPECT_NE(all.find("call 6 plan_invalid:tile_pieces_scattered"), std::string::npos);
 }
 
 TEST(ReportHtml, SeedMemoryMapsShowTheGuardPagesAndTheFaults) {
@@ -257,18 +272,22 @@ void ExpectConsistentPage(const ReplayReport& r, const std::string& what) {
   for (const PlanPicture& p : ReplayPlanPictures(r)) {
     if (!p.only_clusters.empty()) continue;
     const std::string svg = PlanTimelineInline(p);
-    const int32_t works = static_cast<int32_t>(
-        std::min<int64_t>(p.plan->num_works(), p.plan->work_info.size() / 8));
+    const int32_t works =
+        static_cast<int32_t>(std::min<int64_t>(p.plan->num_works(), p.plan->work_info.size() / 8));
     std::set<int32_t> in_clusters;  // works some cluster's work_indptr range holds
     for (int32_t c = 0; c < p.plan->derived.num_clusters; ++c)
       for (int32_t w = p.plan->work_indptr.data[c]; w < p.plan->work_indptr.data[c + 1]; ++w)
         if (w >= 0 && w < works) in_clusters.insert(w);
-    std::multiset<int32_t> red;
+    std::set<int32_t> oob, other;  // out-of-bounds marks red, the others orange
     for (const PlanMark& m : p.marks)
-      if (in_clusters.count(m.work) && !red.count(m.work)) red.insert(m.work);
+      if (in_clusters.count(m.work)) (m.out_of_bounds ? oob : other).insert(m.work);
+    std::multiset<int32_t> red(oob.begin(), oob.end()), orange;
+    for (int32_t w : other)
+      if (!oob.count(w)) orange.insert(w);
     if (works <= kMaxDrawnWorks) {
       EXPECT_EQ(WorkRects(svg).size(), in_clusters.size()) << what << " " << p.title;
       EXPECT_EQ(WorkRects(svg, "oob"), red) << what << " " << p.title;
+      EXPECT_EQ(WorkRects(svg, "finding"), orange) << what << " " << p.title;
     }
   }
 }
