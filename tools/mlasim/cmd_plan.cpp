@@ -101,9 +101,9 @@ class PlanCommand final : public Command {
     }
     if (svg_opt_->count() > 0) {
       sim::PlanPicture pic;
-      pic.title = fmt::format("mlasim plan: {} requests on {} clusters ({}, revision {})", request->kv_indptr.size() - 1,
-                              plan->derived.num_clusters, ref::ArchName(request->target),
-                              ref::RevisionName(request->revision));
+      pic.title = fmt::format("mlasim plan: {} requests on {} clusters ({}, revision {})",
+                              request->kv_indptr.size() - 1, plan->derived.num_clusters,
+                              ref::ArchName(request->target), ref::RevisionName(request->revision));
       pic.request = &*request;
       pic.plan = &*plan;
       if (Status st = WriteOutputFile("--svg", svg_file_, sim::PlanTimelineFile(pic)); !st.ok())
@@ -176,8 +176,7 @@ class PlanCommand final : public Command {
   int RunGolden(const Streams& io) {
     std::vector<std::string> conflicts = flags_.GivenFlags();
     for (const CLI::Option* o :
-         {request_opt_, planner_opt_, launch_opt_, mutant_opt_, json_opt_, npy_opt_,
-          svg_opt_})
+         {request_opt_, planner_opt_, launch_opt_, mutant_opt_, json_opt_, npy_opt_, svg_opt_})
       if (o->count() > 0) conflicts.push_back(o->get_name());
     if (!conflicts.empty())
       return Fail(io, "--check-golden",
