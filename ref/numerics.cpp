@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ref/limits.h"
 #include "ref/planner.h"
 
 namespace mlasim::ref {
@@ -23,7 +24,10 @@ enum Salt : uint64_t { kSaltQ = 1, kSaltKv = 2, kSaltPages = 3, kSaltTopk = 4 };
 constexpr double kLambda = 8.0;
 
 // Largest q or KV tensor BuildMlaInputs makes (2^28 floats = 1 GiB).
-constexpr int64_t kMaxTensorElements = int64_t{1} << 28;
+// Values of one tensor: ref/limits.h tensor_values.
+int64_t MaxTensorElements() {
+  return Limit(LimitId::kTensorValues);
+}
 
 bool IsUniform(const std::vector<int32_t>& indptr, int32_t per) {
   for (size_t b = 0; b < indptr.size(); ++b)
@@ -248,13 +252,14 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   const int64_t pages = used_pages + opt.spare_pages;
   const int64_t kv_elems = pages * in.page_size * in.head_dim_qk;
   const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
-  if (kv_elems > kMaxTensorElements || q_elems > kMaxTensorElements)
+  if (kv_elems > MaxTensorElements() || q_elems > MaxTensorElements())
     return InvalidArgumentError("kv_indptr", "the step needs " + S(std::max(kv_elems, q_elems)) +
                                                  " values in one tensor, more than the numerics "
                                                  "limit of " +
-                                                 S(kMaxTensorElements) +
+                                                 S(MaxTensorElements()) +
                                                  "; run it at reduced sizes (fewer heads, shorter "
-                                                 "contexts, smaller head dims)");
+                                                 "contexts, smaller head dims) or raise it with "
+                                                 "--limit tensor_values=N");
   in.num_pages = static_cast<int32_t>(pages);
   SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
   in.kv_indices = PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages);

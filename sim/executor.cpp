@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
 
@@ -29,10 +30,10 @@ struct Aggregate {
 // and the tensor it is (for reporting a bad load as a read of that tensor).
 struct LoadSource {
   const int32_t* data = nullptr;
-  const Cell* cells = nullptr;  // null: every element of `data` was written
-  int64_t size = 0;             // elements held (data's length)
-  int64_t alloc = 0;            // elements allocated (>= size: the rest is stale memory)
-  int32_t width = 1;            // elements per row
+  const Cell* cells = nullptr;          // null: every element of `data` was written
+  int64_t size = 0;                     // elements held (data's length)
+  int64_t alloc = 0;                    // elements allocated (>= size: the rest is stale memory)
+  int32_t width = 1;                    // elements per row
   const std::string* buffer = nullptr;  // allocation name
 };
 
@@ -82,8 +83,8 @@ class CallExecutor {
   LoadResult BadLoad(const LoadSource& l, int64_t element);
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
-  void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1,
-                  int64_t p0, int64_t p1, int64_t page);
+  void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
+                  int64_t p1, int64_t page);
   void GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page);
   void FlushInvalid(const Call& c);
 
@@ -213,7 +214,9 @@ void CallExecutor::Flush(const Call& c) {
       // an index: class G; any other buffer: class C.
       const bool qo = g.buffer == "q" || g.buffer == "o";
       const int32_t alloc_rows = g.buffer == "q" ? c.q_rows : c.o_rows;
-      v.bug_class = qo ? (c.plan_rows > alloc_rows ? "A" : "C") : g.buffer == "kv_cache" ? "G" : "C";
+      v.bug_class = qo                       ? (c.plan_rows > alloc_rows ? "A" : "C")
+                    : g.buffer == "kv_cache" ? "G"
+                                             : "C";
       if (before) {
         v.rows_before_start = -g.first;
         v.bytes_before_start = v.rows_before_start * g.row_bytes;
@@ -548,8 +551,9 @@ void CallExecutor::Bind(const Call& c) {
   static const std::string kQoIndptr = "qo_indptr", kKvIndptr = "kv_indptr",
                            kLastPage = "kv_last_page_lens";
   auto vec_load = [&](LoadSlot slot, const std::string& name, const std::vector<int32_t>& v) {
-    loads_[slot] = {v.data(), nullptr, static_cast<int64_t>(v.size()),
-                    static_cast<int64_t>(v.size()), 1, &name};
+    loads_[slot] = {
+        v.data(), nullptr, static_cast<int64_t>(v.size()), static_cast<int64_t>(v.size()),
+        1,        &name};
   };
   if (c.plan >= 0) {
     const PlanSnapshot& snap = t_.plans[c.plan];
@@ -608,9 +612,9 @@ void CallExecutor::Bind(const Call& c) {
 }
 
 int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
-  return e.EvalWith(vars_.data(), defined_.data(),
-                    [this](int32_t slot, int64_t element) { return Load(slot, element); },
-                    defined);
+  return e.EvalWith(
+      vars_.data(), defined_.data(),
+      [this](int32_t slot, int64_t element) { return Load(slot, element); }, defined);
 }
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
@@ -733,8 +737,8 @@ void CallExecutor::GatherRows(const Statement& st, const TensorArg& index, int64
     bool done = false;
     for (auto c = it->second.rbegin(); c != it->second.rend() && !done; ++c) {
       const IndexContent& ct = **c;
-      const auto v = std::lower_bound(ct.values.begin(), ct.values.end(),
-                                      std::make_pair(e, INT64_MIN));
+      const auto v =
+          std::lower_bound(ct.values.begin(), ct.values.end(), std::make_pair(e, INT64_MIN));
       if (v != ct.values.end() && v->first == e) {
         GatherValue(e, v->second, e == e0 ? p0 % page : 0, page);
         next = e + 1;
@@ -759,8 +763,7 @@ void CallExecutor::GatherRows(const Statement& st, const TensorArg& index, int64
 
 // One explicit index value: in range, the row it names is read; out of range (-1, past the
 // cache, INT_MAX), what happens is the contract's invalid_index.
-void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_page,
-                               int64_t page) {
+void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page) {
   const TensorArg& kv = *Tensor("kv_cache");
   Allocation* alloc = as_.FindMutable(kv.buffer);
   const int64_t pages = kv.rows / page;
@@ -847,8 +850,8 @@ void CallExecutor::ExecLoop(const Statement& st) {
   }
   if (st.body.empty()) return;
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
-  constexpr int64_t kMaxTrips = int64_t{1} << 26;
-  if (trips > kMaxTrips) return ReportHang(st, trips, kMaxTrips);
+  const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
+  if (trips > max_trips) return ReportHang(st, trips, max_trips);
   const int32_t saved_who = who_;
   for (int64_t i = from; i < to; ++i) {
     vars_[st.slot] = i;
@@ -921,7 +924,8 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
   if (Allocation* kv = as.FindMutable("kv_cache"))
-    for (const auto& [b, e] : trace.kv_written) kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
+    for (const auto& [b, e] : trace.kv_written)
+      kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
   CallExecutor ex(s, trace, opt, as, out);
   for (const Call& c : trace.calls) ex.Run(c);
   ex.Finish();

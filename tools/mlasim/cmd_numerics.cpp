@@ -23,9 +23,10 @@
 #include <string>
 #include <vector>
 
+#include "ref/limits.h"
 #include "ref/numerics.h"
-#include "sim/engine.h"
 #include "sim/contract.h"
+#include "sim/engine.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
@@ -77,7 +78,10 @@ struct CallResult {
 
 // ref/numerics.cpp refuses a step whose q or KV cache exceeds 2^28 values (1 GiB of doubles);
 // checked here first so that this, unlike an engine-made bad request, is reported as bad input.
-constexpr int64_t kMaxTensorValues = int64_t{1} << 28;
+// Values of one tensor: ref/limits.h tensor_values.
+int64_t MaxTensorValues() {
+  return ref::Limit(ref::LimitId::kTensorValues);
+}
 int64_t TensorValues(const ref::PlanRequest& r, const ref::NumericsOptions& opt) {
   if (r.kv_indptr.empty() || r.qo_indptr.empty()) return 0;
   const int64_t pages = int64_t{r.kv_indptr.back()} + opt.spare_pages;
@@ -237,13 +241,13 @@ class NumericsCommand final : public Command {
         const ref::PlanRequest req = KernelRequest(r.snap->request);
         // Too large to hold even after the reduction: the user's sizes (exit 2).
         const int64_t too_big = TensorValues(req, opt);
-        if (too_big > kMaxTensorValues)
+        if (too_big > MaxTensorValues())
           return Fail(io, InvalidArgumentError(
                               small_dims_ ? "--max-context" : "--full-dims",
                               "call " + std::to_string(call.index) + " (" + call.name + " at " +
                                   call.step + ") needs " + std::to_string(too_big) +
                                   " values in one tensor, more than the numerics limit of " +
-                                  std::to_string(kMaxTensorValues) +
+                                  std::to_string(MaxTensorValues()) +
                                   (small_dims_ ? "; lower --max-context"
                                                : "; lower --max-context or use --small-dims")));
         ref::NumericsOptions call_opt = opt;
@@ -374,8 +378,7 @@ class NumericsCommand final : public Command {
                      const std::vector<CallResult>& results, bool all_passed) const {
     std::ostringstream o;
     o << fmt::format("case {}  profile {}  target {}  kernel {}  seed {}  accumulate {}\n", s.name,
-                     s.engine.name, ref::ArchName(s.target), sim::DecodeVariant(s),
-                     opt.seed,
+                     s.engine.name, ref::ArchName(s.target), sim::DecodeVariant(s), opt.seed,
                      opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32");
     o << fmt::format(
         "reduced: contexts capped at {} tokens ({} of {} requests; longest {} -> {}), top-k {} -> "
