@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "ref/mutant.h"
+
 namespace mlasim::ref {
 namespace {
 
@@ -85,15 +87,16 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
     bool defined = ReadInput(r.kv_indptr, "kv_indptr", int64_t{real} + 1, w, plan, &seq_kv_end);
     if (r.has_num_reject_tokens)
       defined &= ReadInput(r.num_reject_tokens, "num_reject_tokens", real, w, plan, &rejected);
-    const int32_t delta =
-        r.mutant == DecodeUpdateRequest::Mutant::kIgnoreRejects ? 1 : 1 - rejected;
+    const int32_t delta = MLASIM_MUTANT(r.mutant, kIgnoreRejects) ? 1 : 1 - rejected;
 
     int32_t partial = info[kPartialQoLoc];
     int32_t q_start = info[kQoStart], q_end = info[kQoEnd];
     int32_t kv_start = info[kKvStart], kv_end = info[kKvEnd], kv_offset = info[kKvOffset];
     const int32_t ori_partial = partial;
     int32_t len = kv_end - kv_start;
-    if (kv_offset == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
+    // The piece that moves with the request's end: its last one (every one, for the mutant).
+    const bool moves_to_end = kv_offset == 0 || MLASIM_MUTANT(r.mutant, kMoveEveryPieceToEnd);
+    if (moves_to_end) {
       // The last piece absorbs the change; a zero-length last piece is left where it is.
       if (len > 0) {
         kv_end = seq_kv_end;
@@ -129,7 +132,7 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
       const bool ok0 = ReadPlan(plan.reduce_indptr, "reduce_indptr", tile, w, plan, &p0);
       const bool ok1 =
           ReadPlan(plan.reduce_indptr, "reduce_indptr", int64_t{tile} + 1, w, plan, &p1);
-      if (kv_offset == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
+      if (moves_to_end) {
         plan.reduce_final_map.Store(int64_t{tile} * 2, q_start);
         plan.reduce_final_map.Store(int64_t{tile} * 2 + 1, q_end);
       }

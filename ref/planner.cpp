@@ -4,8 +4,10 @@
 #include "ref/planner.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
+#include "ref/mutant.h"
 #include "ref/sizing.h"
 
 namespace mlasim::ref {
@@ -112,7 +114,7 @@ SerialWalk::Piece SerialWalk::MakePiece(int32_t cap_blocks, bool is_final) {
     bt = std::max(bt, 0);
     if (p.rules->causal_trim_needs_is_causal && !p.req->is_causal) bt = 0;
     int32_t k1 = std::min(w[kKvStart] + cap_blocks * p.gran, ke_ - bt);
-    const bool tail_rule = p.mutant != PlannerMutant::kNoTailRule;
+    const bool tail_rule = !MLASIM_MUTANT(p.mutant, kNoTailRule);
     if (is_final) {
       const int32_t left = ke_ - k1;
       if ((tail_rule && left > 0 && left < p.thr) || tail_done_) k1 = std::min(ke_ - bt, ke_);
@@ -147,9 +149,12 @@ SerialWalk::Piece SerialWalk::MakePiece(int32_t cap_blocks, bool is_final) {
     }
   }
   if (p.sparse && !p.rules->sparse_batch_idx_is_request) w[kBatchIdx] = v_;
-  // The mutant leaks state across calls (like reading uninitialised memory would).
-  static int32_t leaked_calls = 0;
-  w[kPad] = p.mutant == PlannerMutant::kNondeterministicPad ? ++leaked_calls : 0;
+  // The mutant leaks host state into the plan (like reading uninitialised memory would): the
+  // address of the buffer it fills, which differs between two plans of the same batch.
+  w[kPad] =
+      MLASIM_MUTANT(p.mutant, kNondeterministicPad)
+          ? static_cast<int32_t>(reinterpret_cast<uintptr_t>(plan_.work_info.data.data()) >> 4)
+          : 0;
   return piece;
 }
 
@@ -174,7 +179,7 @@ void SerialWalk::EmitFinal(int32_t rblk) {
     plan_.reduce_indptr.Store(tiles_ + 1, last_reduce_ + pieces);
     plan_.reduce_final_map.Store(int64_t{tiles_} * 2, piece.w[kQoStart]);
     plan_.reduce_final_map.Store(int64_t{tiles_} * 2 + 1, piece.w[kQoEnd]);
-    const int32_t shift = p_.mutant == PlannerMutant::kPartialMapOffByOne ? qts_ : 0;
+    const int32_t shift = MLASIM_MUTANT(p_.mutant, kPartialMapOffByOne) ? qts_ : 0;
     for (int32_t s = 0; s < pieces; ++s) {
       plan_.reduce_partial_map.Store(last_reduce_ + s, partial_idx_ - (nsplit_ - s) * qts_ + shift);
     }
@@ -184,7 +189,7 @@ void SerialWalk::EmitFinal(int32_t rblk) {
     piece.w[kPartialQoLoc] = -1;
     plan_.reduce_indptr.Store(tiles_ + 1, last_reduce_);
   }
-  const bool drop = p_.mutant == PlannerMutant::kDropLastPiece && nsplit_ > 0;
+  const bool drop = MLASIM_MUTANT(p_.mutant, kDropLastPiece) && nsplit_ > 0;
   if (!drop) {
     StoreWork(piece);
     ++num_works_;
@@ -555,8 +560,7 @@ StatusOr<Plan> PlanMlaMetadata(const PlanRequest& r, const PlannerOptions& optio
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
   MLASIM_ASSIGN_OR_RETURN(MetadataSizes sizes, GetMlaMetadataInfoV1(r, batch));
   // The mutant forgets that splits add partial entries: one entry per q tile.
-  if (options.mutant == PlannerMutant::kUndersizedPartialMap)
-    sizes.reduce_partial_map = sizes.tile_cnt;
+  if (MLASIM_MUTANT(options.mutant, kUndersizedPartialMap)) sizes = PartialMapOnePerTile(sizes);
   return PlanMlaMetadataInto(r, sizes, options);
 }
 
