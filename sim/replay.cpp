@@ -93,11 +93,43 @@ StatusOr<Scenario> BuiltinScenario(const std::string& name) {
                               "unknown built-in case '" + name + "' (known: " + known + ")");
 }
 
+namespace {
+
+// The layout's "accesses" (docs/cli.md, "Layout JSON"): every out-of-bounds access of the layout's
+// call, and of any call to a persistent buffer (those addresses are the same at every call), so
+// `explain-fault` names the call and work items behind a fault address.
+void AddLayoutAccesses(ReplayReport& r) {
+  if (!r.result.layout.is_object()) return;
+  nlohmann::json acc = nlohmann::json::array();
+  for (const Violation& v : r.result.violations) {
+    if (v.kind != ViolationKind::kOutOfBounds) continue;
+    bool persistent = false;
+    for (const PersistentBuffer& p : r.trace.persistent) persistent |= p.name == v.buffer;
+    if (!persistent && v.call_index != r.result.layout_call) continue;
+    acc.push_back({{"call_index", v.call_index},
+                   {"step", v.step},
+                   {"call", v.call},
+                   {"buffer", v.buffer},
+                   {"access", AccessName(v.access)},
+                   {"first_row", v.first_row},
+                   {"last_row", v.last_row},
+                   {"work_items", v.work_items}});
+  }
+  r.result.layout["accesses"] = std::move(acc);
+}
+
+}  // namespace
+
 StatusOr<ReplayReport> Replay(const Scenario& s, const ExecuteOptions& opt) {
   ReplayReport r;
   r.scenario = s;
-  MLASIM_ASSIGN_OR_RETURN(r.trace, ExpandStep(s, opt.mutant));
-  r.result = Execute(s, r.trace, opt);
+  // A mutant's world and its scenario-level changes (sim/mutants.h); ExpandStep applies the rest.
+  if (opt.mutant != SimMutant::kNone) {
+    MLASIM_ASSIGN_OR_RETURN(r.scenario, MutantScenario(s, opt.mutant));
+  }
+  MLASIM_ASSIGN_OR_RETURN(r.trace, ExpandStep(r.scenario, opt.mutant));
+  r.result = Execute(r.scenario, r.trace, opt);
+  AddLayoutAccesses(r);
   return r;
 }
 
