@@ -13,6 +13,15 @@ bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r) {
   return sim::MatchKnownBug(v, r) != nullptr;
 }
 
+const sim::KnownBug* KnownBugOf(const Failure& f, const std::string& signature) {
+  sim::ExecuteOptions opt;
+  opt.capture_layout = false;
+  auto r = sim::Replay(f.scenario, opt);
+  if (!r.ok()) return nullptr;
+  const sim::Violation* v = FindSignature(r->result.violations, signature);
+  return v ? sim::MatchKnownBug(*v, *r) : nullptr;
+}
+
 std::vector<sim::Violation> FixedProfileViolations(const sim::ReplayReport& r) {
   std::vector<sim::Violation> out;
   for (const sim::Violation& v : r.result.violations) {

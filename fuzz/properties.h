@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/search.h"
 #include "fuzz/signature.h"  // Signature (campaigns deduplicate by it)
 #include "sim/known_bugs.h"
 #include "sim/replay.h"
@@ -20,6 +21,10 @@ namespace mlasim::fuzz {
 bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r);
 // The founding fault's own signature: draft step 0, sparse decode, q read or o write past the end.
 bool IsFoundingSignature(const sim::Violation& v);
+
+// The known bug of the violation with `signature` that shrunk failure `f` shows (a replay of its
+// scenario), or nullptr.
+const sim::KnownBug* KnownBugOf(const Failure& f, const std::string& signature);
 
 // Fixed engine profile, sparse models: no violation of any kind (but the DCP stale-output
 // finding, known bug dcp-token-without-local-kv, which #2715 does not address).
