@@ -47,6 +47,8 @@ struct FindingOrigin {
   std::vector<std::string> profiles;  // the campaign's --profile list
   bool profiles_are_default = true;   // then the reproduce command needs no --profile flags
   bool small = false;
+  std::vector<std::string> generate;        // --generate families
+  std::vector<std::string> contract_files;  // --contract files
   int max_shrink_steps = kDefaultShrinkSteps;
   const sim::KnownBug* known = nullptr;  // the known bug the violation belongs to, if any
 };

@@ -76,7 +76,7 @@ class CallExecutor {
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
   int64_t Eval(const Expr& e, bool* defined);
-  LoadResult Load(int32_t slot, int64_t element);
+  inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
   void BindRole(const TensorArg& a);
   LoadResult BadLoad(const LoadSource& l, int64_t element);
@@ -126,10 +126,6 @@ class CallExecutor {
   // A hang stops the GPU: only the first one of a step is reported (later calls never run on
   // hardware; the simulator still applies their accesses).
   bool hang_reported_ = false;
-  Loader loader_{[](void* self, int32_t slot, int64_t element) {
-                    return static_cast<CallExecutor*>(self)->Load(slot, element);
-                  },
-                  this};
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -205,7 +201,11 @@ void CallExecutor::Flush(const Call& c) {
       Add(c, MakeUninitializedRead(span, g.works));
       continue;
     }
-    Violation v = MakeOutOfBounds(OutOfBoundsClass(g.buffer), span, g.access, g.works);
+    // q / o: class A when the plan covers rows the engine did not allocate, C when the plan fits
+    // and the kernel's row width or stride overruns.
+    const int32_t alloc_rows = g.buffer == "q" ? c.q_rows : c.o_rows;
+    Violation v = MakeOutOfBounds(OutOfBoundsClass(g.buffer, c.plan_rows > alloc_rows), span,
+                                  g.access, g.works);
     if (const Allocation* a = as_.Find(g.buffer)) {
       // (Unsigned wrap-around gives the address below the base for an underflow.)
       const uint64_t begin = a->base + static_cast<uint64_t>(g.first * g.row_bytes);
@@ -507,7 +507,7 @@ void CallExecutor::Bind(const Call& c) {
   const TensorArg* q = Tensor("q");
   vars_[kVarHeads] = q ? q->heads : 0;
   vars_[kVarMaxSeqlenQ] = c.max_seqlen_q;
-  vars_[kVarPageSize] = 1;
+  vars_[kVarPageSize] = c.page_size;
   vars_[kVarQRows] = rows("q");
   vars_[kVarORows] = rows("o");
   vars_[kVarPartialRows] = rows("logits");
@@ -516,7 +516,9 @@ void CallExecutor::Bind(const Call& c) {
 }
 
 int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
-  return e.Eval(vars_.data(), defined_.data(), loader_, defined);
+  return e.EvalWith(vars_.data(), defined_.data(),
+                    [this](int32_t slot, int64_t element) { return Load(slot, element); },
+                    defined);
 }
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
@@ -792,6 +794,8 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
                            "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
+  if (Allocation* kv = as.FindMutable("kv_cache"))
+    for (const auto& [b, e] : trace.kv_written) kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
   CallExecutor ex(s, trace, opt, as, out);
   for (const Call& c : trace.calls) ex.Run(c);
   ex.Finish();

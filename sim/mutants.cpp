@@ -87,13 +87,13 @@ std::vector<SimMutantSpec> Build() {
   edit(SimMutant::kContractLetKvEndTooFar,
        {{decode, kWorkBody + "/4/value", "work_info[w].kv_end + 64"}});
   edit(SimMutant::kContractGatherBeforeStart,
-       {{decode, kWorkBody + "/11/positions/0", "kv_start - 1"}});
+       {{decode, kWorkBody + "/12/positions/0", "kv_start * page_size - 1"}});
   edit(SimMutant::kContractLoopOneMoreWork,
        {{decode, "/program/0/body/0/to", "work_indptr[c + 1] + 1"}});
   edit(SimMutant::kContractGridOneMore, {{decode, "/launch/grid", "work_indptr_rows"}});
   edit(SimMutant::kContractReduceIfAnyTile,
        {{CallKind::kReduce, "/program/1/body/2/if", "splits >= 0"}});
-  edit(SimMutant::kContractKvLoopUnbounded, {{decode, kWorkBody + "/13/bound", "0"}});
+  edit(SimMutant::kContractKvLoopUnbounded, {{decode, kWorkBody + "/14/bound", "0"}});
   edit(SimMutant::kContractZeroKvSkips, {{decode, "/semantics/zero_kv", "skips"}});
   // An engine that consumes padding rows, with the serial planner (every zero-KV padding
   // request gets a work item): asm writes every padding row, a kernel that skips them does not.

@@ -118,8 +118,8 @@ BugClass PlanDiagClass(ref::PlanDiag diag) {
   return BugClass::kF;
 }
 
-BugClass OutOfBoundsClass(const std::string& buffer) {
-  if (buffer == "q" || buffer == "o") return BugClass::kA;
+BugClass OutOfBoundsClass(const std::string& buffer, bool plan_exceeds_rows) {
+  if (buffer == "q" || buffer == "o") return plan_exceeds_rows ? BugClass::kA : BugClass::kC;
   if (buffer == "kv_cache") return BugClass::kG;
   return BugClass::kC;
 }

@@ -119,9 +119,10 @@ struct RowSpan {
 // address space (WithFault / WithOverlap). `detail` "" = "reads <buffer> rows a..b of n".
 Violation MakeOutOfBounds(BugClass c, const RowSpan& span, Access a, std::vector<int32_t> works,
                           std::string detail = "");
-// The class of a kernel's access outside `buffer`: q / o past the plan's rows (A), the KV cache
-// through an index (G), any other buffer (C).
-BugClass OutOfBoundsClass(const std::string& buffer);
+// The class of a kernel's access outside `buffer`: q / o when the plan covers rows the engine did
+// not allocate (`plan_exceeds_rows`: A) or when the plan fits and the row width or stride
+// overruns (C), the KV cache through an index (G), any other buffer (C).
+BugClass OutOfBoundsClass(const std::string& buffer, bool plan_exceeds_rows);
 // The out-of-bounds access hits an unmapped page at `address`; or lands in `other` (kCorrupts
 // for a write, kReads for a read).
 void WithFault(Violation& v, uint64_t address);

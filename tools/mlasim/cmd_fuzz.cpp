@@ -15,6 +15,7 @@
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
 namespace {
@@ -33,7 +34,8 @@ constexpr const char* kFuzzExitCodes =
 // The flags of a campaign, refused by --reproduce and by merge.
 constexpr const char* kCampaignFlags[] = {
     "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
-    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps"};
+    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps", "--generate",
+    "--contract"};
 
 class FuzzCommand final : public Command {
  public:
@@ -63,6 +65,14 @@ class FuzzCommand final : public Command {
     app_->add_flag("--ignore-known", o_.ignore_known,
                    "do not report the documented families (fuzz/properties.h)");
     app_->add_flag("--small", o_.small, "B <= 64 and K <= 3: throughput runs");
+    app_->add_option("--generate", generate_text_,
+                     "also generate these families, comma-separated: hostile-indices, "
+                     "disagreements, paged (docs/fuzzing.md)")
+        ->type_name("LIST");
+    app_->add_option("--contract", o_.contract_files,
+                     "a kernel contract file (docs/contracts.md) every case runs under, in place "
+                     "of the built-in one of its call kind; repeatable")
+        ->type_name("FILE");
     app_->add_option("--shrink-steps", o_.max_shrink_steps,
                      "accepted shrink steps per finding (0..100000)")
         ->capture_default_str();
@@ -100,10 +110,12 @@ class FuzzCommand final : public Command {
       return Merge(io);
     }
     if (!profiles_.empty()) o_.profiles = profiles_;
+    if (const Status st = LoadGenerators(); !st.ok()) return Fail(io, st);
     if (app_->count("--reproduce")) {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
-        if (f == "--profile" || f == "--small") continue;  // they shape the regenerated case
+        if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract")
+          continue;  // they shape the regenerated case
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
                               flag, "not used with --reproduce (it regenerates one case)"));
@@ -197,10 +209,27 @@ class FuzzCommand final : public Command {
     cfg.profiles = o_.profiles;
     cfg.small = o_.small;
     if (o_.small) cfg.max_batch = 64;
+    if (const Status st = fuzz::EnableFamilies(o_.generate, &cfg); !st.ok()) return Fail(io, st);
+    cfg.contracts = o_.contracts;
     auto s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
     if (!s.ok()) return Fail(io, s.status());
     io.out << sim::ScenarioToJson(*s).dump(2) << '\n';
     return kExitOk;
+  }
+  // --generate LIST and --contract FILE... into the campaign options.
+  Status LoadGenerators() {
+    o_.generate.clear();
+    for (size_t i = 0; !generate_text_.empty() && i <= generate_text_.size();) {
+      const size_t comma = std::min(generate_text_.find(',', i), generate_text_.size());
+      o_.generate.push_back(generate_text_.substr(i, comma - i));
+      i = comma + 1;
+    }
+    fuzz::GenConfig probe;
+    MLASIM_RETURN_IF_ERROR(fuzz::EnableFamilies(o_.generate, &probe));
+    sim::Scenario holder;
+    MLASIM_RETURN_IF_ERROR(AddContractFiles(o_.contract_files, &holder));
+    o_.contracts = holder.contracts;
+    return OkStatus();
   }
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
@@ -213,6 +242,7 @@ class FuzzCommand final : public Command {
   std::string merge_out_;
   fuzz::CampaignOptions o_;
   std::vector<std::string> profiles_;
+  std::string generate_text_;
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
   int reproduce_size_ = 50;
