@@ -15,6 +15,8 @@ packages=(
   hipcc                         # clang-15 + ROCm 5.2.3 device libs: HIP builds and the AMD device-code check
   pybind11-dev python3-dev      # the mlasim Python package (python/), built for /usr/bin/python3
   python3-numpy python3-torch python3-pytest  # its tests (tests/python/); torch is the CPU build
+  chromium fonts-dejavu-core    # headless browser + the pages' font: tests/pictures/browser_test.cpp
+  libpng-dev                    # reads the browser's screenshots in that test
 )
 
 missing=()

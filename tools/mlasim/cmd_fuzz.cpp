@@ -12,9 +12,11 @@
 #include "fuzz/campaign.h"
 #include "fuzz/findings.h"
 #include "fuzz/search.h"
+#include "fuzz/summary_html.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 #include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
@@ -35,7 +37,7 @@ constexpr const char* kFuzzExitCodes =
 constexpr const char* kCampaignFlags[] = {
     "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
     "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps", "--generate",
-    "--contract"};
+    "--contract", "--html"};
 
 class FuzzCommand final : public Command {
  public:
@@ -76,6 +78,10 @@ class FuzzCommand final : public Command {
     app_->add_option("--shrink-steps", o_.max_shrink_steps,
                      "accepted shrink steps per finding (0..100000)")
         ->capture_default_str();
+    app_->add_option("--html", html_out_,
+                     "also write the campaign summary as one self-contained HTML page (findings "
+                     "over time, coverage; docs/pictures.md)")
+        ->type_name("FILE");
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
         ->check(UnsignedInteger());
@@ -147,6 +153,8 @@ class FuzzCommand final : public Command {
     if (o_.resume && o_.out_dir.empty())
       return Fail(
           io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
+    if (app_->count("--html"))
+      if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);
     double last_plain = -10;
     auto progress = [&](int64_t cases, int64_t findings, double secs) {
@@ -170,6 +178,10 @@ class FuzzCommand final : public Command {
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
     PrintSummary(io, *sum);
+    if (app_->count("--html")) {  // checked before the campaign; a failure now is a full disk
+      const std::string page = fuzz::CampaignHtml(o_, *sum, seed_text_);
+      if (Status st = WriteOutputFile("--html", html_out_, page); !st.ok()) return Fail(io, st);
+    }
     if (sum->NewFindings() > 0) return kExitCheckFailed;
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
@@ -239,7 +251,7 @@ class FuzzCommand final : public Command {
   CLI::App* app_ = nullptr;
   CLI::App* merge_ = nullptr;
   std::vector<std::string> merge_dirs_;
-  std::string merge_out_;
+  std::string merge_out_, html_out_;
   fuzz::CampaignOptions o_;
   std::vector<std::string> profiles_;
   std::string generate_text_;

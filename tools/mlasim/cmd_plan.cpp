@@ -10,9 +10,11 @@
 #include "ref/plan_check.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
+#include "sim/plan_svg.h"
 #include "tools/io/golden.h"
 #include "tools/io/request_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 #include "tools/mlasim/plan_input.h"
 #include "tools/mlasim/plan_output.h"
 
@@ -61,6 +63,10 @@ class PlanCommand final : public Command {
                                 "also write the six buffers as .npy files (aiter's dtypes and "
                                 "full sizes) into DIR, created if missing")
                    ->type_name("DIR");
+    svg_opt_ = app_->add_option("--svg", svg_file_,
+                                "also write the plan's timeline (clusters, work items along KV, "
+                                "reduce groups) as an SVG file (docs/pictures.md)")
+                   ->type_name("FILE");
     app_->add_option("--check-golden", golden_files_,
                      "replan every record of a golden corpus .jsonl and compare every written "
                      "buffer (repeatable)")
@@ -92,6 +98,16 @@ class PlanCommand final : public Command {
     if (npy_opt_->count() > 0) {
       if (npy_dir_.empty()) return Fail(io, "--npy", "needs a directory name");
       if (Status st = WritePlanNpy(npy_dir_, *plan); !st.ok()) return Fail(io, st, source);
+    }
+    if (svg_opt_->count() > 0) {
+      sim::PlanPicture pic;
+      pic.title = fmt::format("mlasim plan: {} requests on {} clusters ({}, revision {})",
+                              request->kv_indptr.size() - 1, plan->derived.num_clusters,
+                              ref::ArchName(request->target), ref::RevisionName(request->revision));
+      pic.request = &*request;
+      pic.plan = &*plan;
+      if (Status st = WriteOutputFile("--svg", svg_file_, sim::PlanTimelineFile(pic)); !st.ok())
+        return Fail(io, st, source);
     }
     const int64_t grid = launch_opt_->count() > 0 ? launch_grid_ : ref::AiterLaunchGrid(*plan);
     const ref::PlanCheckReport report = CheckPrintedPlan(*request, *plan, grid);
@@ -160,7 +176,7 @@ class PlanCommand final : public Command {
   int RunGolden(const Streams& io) {
     std::vector<std::string> conflicts = flags_.GivenFlags();
     for (const CLI::Option* o :
-         {request_opt_, planner_opt_, launch_opt_, mutant_opt_, json_opt_, npy_opt_})
+         {request_opt_, planner_opt_, launch_opt_, mutant_opt_, json_opt_, npy_opt_, svg_opt_})
       if (o->count() > 0) conflicts.push_back(o->get_name());
     if (!conflicts.empty())
       return Fail(io, "--check-golden",
@@ -211,7 +227,7 @@ class PlanCommand final : public Command {
   int64_t launch_grid_ = 0;
   std::string mutant_;
   bool json_ = false;
-  std::string npy_dir_;
+  std::string npy_dir_, svg_file_;
   std::vector<std::string> golden_files_;
   CLI::Option* request_opt_ = nullptr;
   CLI::Option* planner_opt_ = nullptr;
@@ -219,6 +235,7 @@ class PlanCommand final : public Command {
   CLI::Option* mutant_opt_ = nullptr;
   CLI::Option* json_opt_ = nullptr;
   CLI::Option* npy_opt_ = nullptr;
+  CLI::Option* svg_opt_ = nullptr;
 };
 
 }  // namespace

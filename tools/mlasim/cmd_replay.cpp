@@ -22,8 +22,10 @@
 #include "ref/planner.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/report_html.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 #include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
@@ -513,6 +515,10 @@ class ReplayCommand final : public Command {
                      "write the address-space layout (persistent buffers + the tensors of the "
                      "first call with a violation) as JSON, for `mlasim explain-fault`")
         ->type_name("FILE");
+    app_->add_option("--html", html_out_,
+                     "also write the report as one self-contained HTML page (call table, "
+                     "memory maps, plan timelines; with --gpu the GPU's rows; docs/pictures.md)")
+        ->type_name("FILE");
     gpu_opt_ =
         app_->add_option("--gpu", gpu_mode_,
                          "also run the decode calls on the GPU and compare with the simulator: "
@@ -572,6 +578,9 @@ class ReplayCommand final : public Command {
         return Fail(io, InvalidArgumentError("--mutant", "no simulator mutant named '" + mutant_ +
                                                              "' (see mlasim mutants --list)"));
     }
+    const bool html = app_->count("--html") > 0 && child_call_ < 0;
+    if (html)
+      if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (gpu && child_call_ >= 0) return GuardChild(io, *report);
@@ -581,12 +590,13 @@ class ReplayCommand final : public Command {
         !WriteJson(io, "--scenario-out", scenario_out_, sim::ScenarioToJson(*s)))
       return kExitBadInput;
     bool gpu_agrees = true;
+    nlohmann::json gpu_json;
     if (json_) {
       nlohmann::json j = sim::ReportJson(*report);
       if (gpu) {
         const GpuReport g = GpuRun(*report);
         gpu_agrees = g.agree();
-        j["gpu"] = GpuJson(g);
+        j["gpu"] = gpu_json = GpuJson(g);
       }
       io.out << j.dump(2) << '\n';
     } else {
@@ -595,8 +605,15 @@ class ReplayCommand final : public Command {
       if (gpu) {
         const GpuReport g = GpuRun(*report);
         gpu_agrees = g.agree();
+        gpu_json = GpuJson(g);
         io.out << GpuText(g);
       }
+    }
+    if (html) {
+      sim::ReplayHtmlOptions ho;
+      ho.gpu = gpu ? &gpu_json : nullptr;
+      const Status st = WriteOutputFile("--html", html_out_, sim::ReplayHtml(*report, ho));
+      if (!st.ok()) return Fail(io, st);
     }
     if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
@@ -727,7 +744,7 @@ class ReplayCommand final : public Command {
   std::string gpu_mode_, child_guard_;
   int child_call_ = -1;
   ScenarioArgs scenario_;
-  std::string mutant_, layout_out_, scenario_out_;
+  std::string mutant_, layout_out_, scenario_out_, html_out_;
   bool json_ = false;
 };
 
