@@ -527,7 +527,7 @@ constexpr Budget kBudgets[] = {
     {"sizing-for-scheduled-batch", 30},             // 7
     {"planner-drops-tail-rule", 270},               // 67
     {"kernel-assumes-576-column-rows", 60},         // 14
-    {"engine-decode-plan-from-capture", 470},       // 116
+    {"engine-decode-plan-from-capture", 60},        // 15
     {"planner-undersized-partial-map", 40},         // 10
     {"campaign-slipping-shrink", 30},               // 7
 };

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "fuzz/campaign.h"
+#include "fuzz/findings.h"
 #include "fuzz/mutants.h"
 #include "fuzz/properties.h"
 #include "fuzz/search.h"
@@ -71,6 +72,36 @@ TEST(FuzzProperties, BeforeTheFixTheFoundingFaultIsFoundAndShrinksToAMinimalCase
   auto r = sim::Replay(s);
   ASSERT_TRUE(r.ok());
   EXPECT_GT(r->trace.shape.running_tokens, r->trace.shape.scheduled_tokens);
+}
+
+TEST(KnownBugs, AFindingOfAKnownBugNamesItInItsFile) {
+  // The founding fault before the fix is atom-sparse-mtp-plan-over-running-tokens (ATOM #2715,
+  // fixed in atom-2026-11): the finding file says so; a failure of an unlisted signature not.
+  GenConfig c;
+  c.profiles = {"atom-2026-08"};
+  c.sparse_only = true;
+  const Property founding = [](const sim::ReplayReport& r) {
+    std::vector<sim::Violation> out;
+    for (const sim::Violation& v : r.result.violations)
+      if (IsFoundingSignature(v)) out.push_back(v);
+    return out;
+  };
+  std::optional<Failure> f;
+  for (uint64_t seed = 1; seed < 200 && !f; ++seed)
+    f = TestSeed(c, seed, 50, founding, sim::SimMutant::kNone);
+  ASSERT_TRUE(f.has_value());
+  const std::string sig = Signature(f->broken.front());
+  const sim::KnownBug* known = KnownBugOf(*f, sig);
+  ASSERT_NE(known, nullptr);
+  EXPECT_EQ(known->name, "atom-sparse-mtp-plan-over-running-tokens");
+  FindingOrigin origin;
+  origin.known = known;
+  const nlohmann::json doc = FindingDocument(*f, sig, origin);
+  EXPECT_EQ(doc["finding"]["known"]["name"], "atom-sparse-mtp-plan-over-running-tokens");
+  EXPECT_EQ(doc["finding"]["known"]["upstream"], "ATOM #2715");
+  EXPECT_EQ(doc["finding"]["known"]["fixed_in"], "atom-2026-11");
+  EXPECT_EQ(KnownBugOf(*f, "verify|no_such_call|q|read|A"), nullptr);
+  EXPECT_FALSE(FindingDocument(*f, sig, FindingOrigin{})["finding"].contains("known"));
 }
 
 TEST(MutantRegistry, AtLeastTwelveCoveringEveryClass) {
