@@ -24,7 +24,8 @@ bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
          a.plan_rows_guard == b.plan_rows_guard &&
          a.dcp_slice_rebuild_inputs == b.dcp_slice_rebuild_inputs &&
          a.incremental_update == b.incremental_update &&
-         a.update_uses_verify_width == b.update_uses_verify_width;
+         a.update_uses_verify_width == b.update_uses_verify_width && a.o_padding == b.o_padding &&
+         a.lse_padding == b.lse_padding && a.q_fp8_scale == b.q_fp8_scale;
 }  // 16M tokens per request is beyond any deployment
 
 Status ParseModel(const json& j, ModelSpec* m) {
@@ -490,6 +491,16 @@ json ScenarioToJson(const Scenario& s) {
         {"dcp_slice_rebuild_inputs", s.engine.dcp_slice_rebuild_inputs},
         {"incremental_update", s.engine.incremental_update},
         {"update_uses_verify_width", s.engine.update_uses_verify_width}}}};
+  // Padding policy and q scale: written where they differ from the preset's (round-1 scenarios
+  // write the same bytes).
+  const EngineProfile fallback;
+  const EngineProfile& ref_flags = base.ok() ? *base : fallback;
+  if (!base.ok() || s.engine.o_padding != ref_flags.o_padding)
+    out["engine"]["o_padding"] = PaddingName(s.engine.o_padding);
+  if (!base.ok() || s.engine.lse_padding != ref_flags.lse_padding)
+    out["engine"]["lse_padding"] = PaddingName(s.engine.lse_padding);
+  if (!base.ok() || s.engine.q_fp8_scale != ref_flags.q_fp8_scale)
+    out["engine"]["q_fp8_scale"] = QScaleName(s.engine.q_fp8_scale);
   // A preset with no flag changed is written as its name, so that editing the name changes it.
   if (plain) out["engine"] = preset;
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;

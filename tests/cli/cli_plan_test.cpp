@@ -428,6 +428,13 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
        "mlasim plan: error: --heads: given more than once"},
       {{"numerics", "--builtin", "seed", "--small-dims", "--full-dims"},
        "mlasim numerics: error: --full-dims: contradicts --small-dims"},
+      {{"mutants", "--budget", "0"},
+       "mlasim mutants: error: --budget: must be a number of cases in 1..1000000"},
+      {{"mutants", "--budget", "1000001"},
+       "mlasim mutants: error: --budget: must be a number of cases in 1..1000000"},
+      {{"mutants", "--only", "nope"}, "mlasim mutants: error: --only: no mutant named 'nope'"},
+      {{"numerics", "--builtin", "seed", "--mutant", "nope"},
+       "mlasim numerics: error: --mutant: no numerics mutant named 'nope'"},
   };
   for (const auto& [args, want] : cases) {
     const CliResult r = RunCli(args);
