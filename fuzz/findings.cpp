@@ -111,6 +111,7 @@ std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
   if (!origin.profiles_are_default)
     for (const std::string& p : origin.profiles) cmd += " --profile " + ShellQuote(p);
   if (origin.small) cmd += " --small";
+  if (origin.kernel_inputs) cmd += " --gpu sentinel";
   return cmd;
 }
 
@@ -139,6 +140,9 @@ nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
         {"small", origin.small},
         {"command", ReproduceCommand(f, origin)},
         {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
+  if (!origin.replay_flags.empty())
+    doc["finding"]["reproduce"]["replay"] =
+        "mlasim replay " + origin.replay_flags + " " + ShellQuote(file);
   return doc;
 }
 

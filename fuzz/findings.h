@@ -47,6 +47,10 @@ struct FindingOrigin {
   bool profiles_are_default = true;   // then the reproduce command needs no --profile flags
   bool small = false;
   int max_shrink_steps = kDefaultShrinkSteps;
+  // A kernel-under-test finding: the `mlasim replay` flags that run it through the kernel again
+  // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
+  std::string replay_flags;
+  bool kernel_inputs = false;  // generated with GenConfig::kernel_inputs (reproduce: --gpu)
 };
 
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its

@@ -24,6 +24,10 @@ struct GenConfig {
   bool allow_dp = true;
   int32_t max_batch = 512;
   bool small = false;  // B <= 64, fewer draft steps: throughput runs
+  // Kernel-under-test campaigns (fuzz --gpu, docs/kernel-under-test.md): sparse steps may model the KV cache
+  // with a few hostile index values (-1, -2, INT_MAX, INT_MIN) in the indexer's top-k regions,
+  // so a kernel meets the invalid indices its contract must handle.
+  bool kernel_inputs = false;
 };
 
 rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);

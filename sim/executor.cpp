@@ -899,6 +899,9 @@ const char* ViolationKindName(ViolationKind k) {
     case ViolationKind::kGuardRefused: return "guard_refused";
     case ViolationKind::kUnboundedLoop: return "unbounded_loop";
     case ViolationKind::kInvalidIndex: return "invalid_index";
+    case ViolationKind::kKernelContract: return "kernel_contract";
+    case ViolationKind::kKernelNumerics: return "kernel_numerics";
+    case ViolationKind::kKernelFault: return "kernel_fault";
   }
   return "?";
 }

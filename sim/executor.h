@@ -26,6 +26,11 @@ enum class ViolationKind : uint8_t {
   kGuardRefused,       // the engine's plan-rows guard refused a call (no memory access)
   kUnboundedLoop,      // a work item's loop bound underflows: a hang on hardware (class J)
   kInvalidIndex,       // an index outside the KV cache that the kernel clamps or wraps (class G)
+  // Observed on a kernel under test (fuzz/kut_check.h, docs/kernel-under-test.md), not predicted by a contract:
+  kKernelContract,  // the kernel touched memory its declared contract does not allow (or did not
+                    // touch what it predicts)
+  kKernelNumerics,  // the kernel's outputs differ from the numerics reference
+  kKernelFault,     // the kernel crashed, hung or returned an error
 };
 const char* ViolationKindName(ViolationKind k);
 
