@@ -36,8 +36,9 @@ if(NOT MLASIM_LIBFUZZER)
   endforeach()
   # 1 another ABI version, 2 no mlasim_kut_run, 3 crashes in run, 4 crashes in describe, 5 hangs,
   # 6 unknown memory kind, 7 no operation, 8 describe fails, 9 unknown contract, 10 info of
-  # another ABI version, 11 every run fails (tests/kut/lib/kut_broken.cpp)
-  foreach(n RANGE 1 11)
+  # another ABI version, 11 every run fails, 12 its first run
+  # fails (tests/kut/lib/kut_broken.cpp)
+  foreach(n RANGE 1 12)
     mlasim_kut_library(mlasim_kut_example_broken${n} SOURCES ${PROJECT_SOURCE_DIR}/tests/kut/lib/kut_broken.cpp
                        DEFINES MLASIM_KUT_BROKEN=${n})
     list(APPEND MLASIM_KUT_TARGETS mlasim_kut_example_broken${n})

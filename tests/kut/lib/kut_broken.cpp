@@ -3,7 +3,8 @@
 // mlasim_kut_run (a null store), 4 crashes in mlasim_kut_describe, 5 hangs in mlasim_kut_run,
 // 6 describes an unknown memory kind, 7 describes no operation, 8 fails mlasim_kut_describe with
 // a message, 9 names a contract that does not exist, 10 writes another ABI version into its info,
-// 11 returns MLASIM_KUT_ERROR from every mlasim_kut_run.
+// 11 returns MLASIM_KUT_ERROR from every mlasim_kut_run, 12 only from the first mlasim_kut_run of
+// its process (a kernel that is not deterministic: the shrink's replay no longer sees it).
 #include <cstdint>
 
 #include "kernels/mlasim_kut.h"
@@ -16,7 +17,7 @@ EXPORT uint32_t mlasim_kut_abi_version(void) {
 
 EXPORT const char* mlasim_kut_last_error(void) {
   return MLASIM_KUT_BROKEN == 8 ? "no such device: example-broken8 needs a GPU it cannot find"
-                                : "example-broken11 fails every call";
+                                : "example-broken11 fails every call, 12 its first";
 }
 
 EXPORT int mlasim_kut_describe(const char*, mlasim_kut_info* info) {
@@ -44,6 +45,8 @@ EXPORT int mlasim_kut_run(const mlasim_kut_call*) {
     for (volatile int spin = 0;; spin = spin + 1) {
     }
   if (MLASIM_KUT_BROKEN == 11) return MLASIM_KUT_ERROR;
+  static int runs = 0;
+  if (MLASIM_KUT_BROKEN == 12 && runs++ == 0) return MLASIM_KUT_ERROR;
   return MLASIM_KUT_OK;
 }
 #endif
