@@ -6,7 +6,8 @@ JOBS ?= 2
 CMAKE_ARGS ?=
 CTEST = ctest --output-on-failure --no-tests=error -j$(JOBS)
 
-.PHONY: all deps configure verify demo bench asan cuda-build fuzz-smoke clean
+.PHONY: all deps configure verify demo bench asan tsan sanitizers cuda-build fuzz-smoke fuzz-long \
+        fuzz-fold gpu-carry clean
 
 # CPU build in build/ (GPU_BACKEND=NONE, AMD device-code check on); the CLI is build/bin/mlasim.
 all: configure
@@ -38,10 +39,17 @@ flashinfer-src:
 	  echo "# (The committed FlashInfer corpus is still checked.)"; \
 	  echo "##########################################################################################"; fi
 
-# What CI runs: install packages, build everything (the AMD device check is part of the build), test.
+# ctest TESTDIR JUNIT: the suite of one build, JUnit XML written even when a test fails.
+define run_ctest
+	@rc=0; $(CTEST) --test-dir $(1) --output-junit $(CURDIR)/$(2) || rc=$$?; \
+	  echo "ctest: JUnit XML in $(2)"; exit $$rc
+endef
+
+# What CI runs: install packages, build everything (the AMD device check is part of the build), test
+# (JUnit XML: build/junit.xml), then the fuzz smoke run.
 verify: deps flashinfer-src
 	$(MAKE) --no-print-directory all CMAKE_ARGS="$(CMAKE_ARGS) $(FLASHINFER_ARG)"
-	$(CTEST) --test-dir build
+	$(call run_ctest,build,build/junit.xml)
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # The main job on its built-in default case: the founding fault, before and after the fix.
@@ -52,31 +60,57 @@ demo: deps
 bench: all
 	./build/bin/mlasim_bench --benchmark_min_time=0.05
 
-# Debug + clang++ AddressSanitizer/UndefinedBehaviorSanitizer in build-asan/.
+# clang++ AddressSanitizer + UndefinedBehaviorSanitizer in build-asan/ (-O1, every report fatal),
+# every test; JUnit XML in build-asan/junit.xml.
 asan:
-	cmake --preset asan $(CMAKE_ARGS)
-	cmake --build build-asan -j$(JOBS)
-	$(CTEST) --test-dir build-asan
+	cmake --preset asan $(CMAKE_ARGS) > /dev/null
+	cmake --build build-asan -j$(JOBS) --target mlasim_tests mlasim
+	$(call run_ctest,build-asan,build-asan/junit.xml)
+
+# clang++ ThreadSanitizer in build-tsan/: every test, then a short fuzz campaign on 4 threads
+# (campaigns, replay and the planners run threads). JUnit XML in build-tsan/junit.xml.
+TSAN_CASES ?= 2000
+tsan:
+	cmake --preset tsan $(CMAKE_ARGS) > /dev/null
+	cmake --build build-tsan -j$(JOBS) --target mlasim_tests mlasim
+	$(call run_ctest,build-tsan,build-tsan/junit.xml)
+	rm -rf build-tsan/campaign
+	./build-tsan/bin/mlasim fuzz --jobs 4 --seed 19 --cases $(TSAN_CASES) --seconds 300 \
+	  --profile atom-2026-08 --out build-tsan/campaign > build-tsan/campaign.log 2>&1; \
+	  rc=$$?; tail -3 build-tsan/campaign.log; \
+	  if [ $$rc -gt 1 ]; then echo "tsan: campaign exited $$rc (log: build-tsan/campaign.log)"; exit 1; fi; \
+	  echo "tsan: campaign at --jobs 4: no race reported (exit $$rc: 1 = findings, expected)"
+
+sanitizers: asan tsan
 
 # NVIDIA backend in build-cuda/: proves it compiles and links, also on a machine without a GPU.
 cuda-build:
 	cmake --preset cuda $(CMAKE_ARGS)
 	cmake --build build-cuda -j$(JOBS)
 
-# libFuzzer harnesses for every parser (clang-14, address + undefined sanitizers), a short run of
-# each on its seed corpus in tests/fuzz/corpus/. Crashes found become new corpus files.
-FUZZ_SECONDS ?= 10
+# libFuzzer harnesses for every parser (clang-14, ASan + UBSan, UB fatal), scripts/fuzz.sh:
+# fuzz-smoke (CI): each harness seeded, at most FUZZ_RUNS inputs / FUZZ_SECONDS s, a fresh working
+#   corpus beside the repository's seeds (tests/fuzz/corpus/), -rss_limit_mb; build-fuzz/smoke/.
+# fuzz-long FUZZ_SECONDS=N: crashes as named artifacts and a minimised corpus in fuzz-out/;
+# fuzz-fold: merge that corpus into tests/fuzz/corpus/ (-merge=1, only inputs adding coverage).
+FUZZ_ENV = JOBS=$(JOBS) CMAKE_ARGS="$(CMAKE_ARGS)" $(if $(FUZZ_SECONDS),FUZZ_SECONDS=$(FUZZ_SECONDS)) \
+  $(if $(FUZZ_RUNS),FUZZ_RUNS=$(FUZZ_RUNS)) $(if $(FUZZ_SEED),FUZZ_SEED=$(FUZZ_SEED)) \
+  $(if $(FUZZ_RSS_MB),FUZZ_RSS_MB=$(FUZZ_RSS_MB)) $(if $(FUZZ_JOBS),FUZZ_JOBS=$(FUZZ_JOBS))
 fuzz-smoke:
-	CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DMLASIM_LIBFUZZER=ON -DGPU_BACKEND=NONE $(CMAKE_ARGS) > build-fuzz.log
-	cmake --build build-fuzz -j$(JOBS) --target fuzz_harnesses >> build-fuzz.log
-	@for h in scenario_json fault_log layout plan_request case_dir; do \
-	  mkdir -p build-fuzz/corpus/$$h; \
-	  echo "fuzz-smoke: $${h}_fuzz for $(FUZZ_SECONDS) s"; \
-	  ./build-fuzz/bin/$${h}_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -print_final_stats=1 \
-	    build-fuzz/corpus/$$h tests/fuzz/corpus/$$h 2>&1 | grep -E "stat::number_of_executed_units|ERROR|SUMMARY" ; \
-	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
-	done
+	@$(FUZZ_ENV) bash scripts/fuzz.sh build
+	@$(FUZZ_ENV) bash scripts/fuzz.sh smoke
+
+fuzz-long:
+	@$(FUZZ_ENV) bash scripts/fuzz.sh build
+	@$(FUZZ_ENV) bash scripts/fuzz.sh long
+
+fuzz-fold:
+	@$(FUZZ_ENV) bash scripts/fuzz.sh fold
+
+# .gpu-carry/prefix: the Debian packages a GPU machine without a package registry lacks
+# (scripts/gpu-carry.sh, docs/kernels.md "A first device run").
+gpu-carry:
+	bash scripts/gpu-carry.sh
 
 clean:
-	rm -rf build build-asan build-cuda build-hip build-fuzz build-fuzz.log
+	rm -rf build build-asan build-tsan build-cuda build-hip build-fuzz build-fuzz.log

@@ -42,6 +42,25 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   hit("heads_per_rank:" + std::to_string(per_rank));
   const size_t b = s.requests.size();
   hit(b == 1 ? "batch:1" : b <= 8 ? "batch:2-8" : b <= 64 ? "batch:9-64" : "batch:65-512");
+  // Request shapes, KV model and stated disagreements (docs/scenario.md).
+  hit("kv_granularity:" + std::to_string(s.kv_granularity));
+  hit(s.max_split_per_batch == 16   ? "max_split:16"
+      : s.max_split_per_batch < 0 ? "max_split:none"
+                                    : "max_split:other");
+  bool topk = false;
+  for (const sim::RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
+  if (topk) hit("topk_lengths");
+  if (s.kv_cache.modelled) hit("kv_cache:page_" + std::to_string(s.kv_cache.page_size));
+  if (!s.kv_cache.index_values.empty()) hit("hostile_indices");
+  for (const sim::CallOverride& o : s.calls) {
+    if (o.launch_grid >= 0) hit("override:launch_grid");
+    if (o.q_rows >= 0 || o.o_rows >= 0) hit("override:qo_rows");
+    if (o.kernel_heads > 0 || o.kernel_q_cols > 0) hit("override:kernel_view");
+    if (o.planner_cu_count > 0 || o.planner_heads > 0 || !o.planner_dtype.empty())
+      hit("override:planner_inputs");
+    if (!o.plan_from.empty()) hit("override:plan_from");
+  }
+  if (!s.sizing.empty()) hit("override:sizing");
 }
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -117,6 +136,8 @@ CampaignIdentity Campaign::Identity() const {
   id.profiles = o_.profiles;
   id.small = o_.small;
   id.ignore_known = o_.ignore_known;
+  id.generate = o_.generate;
+  id.contract_files = o_.contract_files;
   id.shard = o_.shard;
   id.shards = o_.shards;
   id.max_shrink_steps = o_.max_shrink_steps;
@@ -139,6 +160,8 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
     origin.profiles = o_.profiles;
     origin.profiles_are_default = o_.profiles == CampaignOptions{}.profiles;
     origin.small = o_.small;
+    origin.generate = o_.generate;
+    origin.contract_files = o_.contract_files;
     origin.max_shrink_steps = o_.max_shrink_steps;
     origin.replay_flags = o_.replay_flags;
     origin.kernel_inputs = o_.kernel_inputs;
@@ -348,6 +371,8 @@ StatusOr<CampaignSummary> Campaign::Run() {
   config_.small = o_.small;
   config_.kernel_inputs = o_.kernel_inputs;
   if (o_.small) config_.max_batch = 64;
+  MLASIM_RETURN_IF_ERROR(EnableFamilies(o_.generate, &config_));
+  config_.contracts = o_.contracts;
   for (const std::string& p : o_.profiles) {
     auto e = sim::GetEngineProfile(p, "--profile");
     if (!e.ok()) return e.status();

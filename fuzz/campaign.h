@@ -15,6 +15,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -22,6 +23,7 @@
 
 #include "fuzz/scenario_gen.h"
 #include "fuzz/search.h"
+#include "sim/contract.h"
 #include "ref/status.h"
 
 namespace mlasim::fuzz {
@@ -46,6 +48,12 @@ struct CampaignOptions {
   std::vector<std::string> profiles = {"atom-2026-08"};
   bool ignore_known = false;  // skip the documented families (fuzz/properties.h)
   bool small = false;         // B <= 64: throughput runs
+  // Generator families beyond the engine as it runs (fuzz/scenario_gen.h GeneratorFamilies).
+  std::vector<std::string> generate;
+  // Kernel contracts every generated case runs under (`--contract FILE`): the files, as given,
+  // and the parsed contracts (the CLI loads them).
+  std::vector<std::string> contract_files;
+  std::vector<std::shared_ptr<const sim::Contract>> contracts;
   std::string out_dir;        // "" = do not write findings
   bool resume = false;
   bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)

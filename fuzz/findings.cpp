@@ -111,6 +111,12 @@ std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
   if (!origin.profiles_are_default)
     for (const std::string& p : origin.profiles) cmd += " --profile " + ShellQuote(p);
   if (origin.small) cmd += " --small";
+  if (!origin.generate.empty()) {
+    std::string list;
+    for (const std::string& g : origin.generate) list += (list.empty() ? "" : ",") + g;
+    cmd += " --generate " + ShellQuote(list);
+  }
+  for (const std::string& c : origin.contract_files) cmd += " --contract " + ShellQuote(c);
   if (origin.kernel_inputs) cmd += " --gpu sentinel";
   return cmd;
 }

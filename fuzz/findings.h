@@ -46,6 +46,8 @@ struct FindingOrigin {
   std::vector<std::string> profiles;  // the campaign's --profile list
   bool profiles_are_default = true;   // then the reproduce command needs no --profile flags
   bool small = false;
+  std::vector<std::string> generate;        // --generate families
+  std::vector<std::string> contract_files;  // --contract files
   int max_shrink_steps = kDefaultShrinkSteps;
   // A kernel-under-test finding: the `mlasim replay` flags that run it through the kernel again
   // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.

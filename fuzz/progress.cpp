@@ -14,6 +14,8 @@ nlohmann::json IdentityJson(const CampaignIdentity& id) {
                       {"profiles", id.profiles},
                       {"small", id.small},
                       {"ignore_known", id.ignore_known},
+                      {"generate", id.generate},
+                      {"contracts", id.contract_files},
                       {"shard", id.shard},
                       {"shards", id.shards},
                       {"max_shrink_steps", id.max_shrink_steps}};
@@ -56,6 +58,16 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
     if (!doc[k].is_boolean()) return Bad(field, path, std::string(k) + " must be true or false");
   id->small = doc["small"].get<bool>();
   id->ignore_known = doc["ignore_known"].get<bool>();
+  // Added after format 2 was first written: absent means none.
+  for (const char* k : {"generate", "contracts"}) {
+    if (!doc.contains(k)) continue;
+    if (!doc[k].is_array()) return Bad(field, path, std::string(k) + " must be an array of names");
+    for (const auto& x : doc[k]) {
+      if (!x.is_string()) return Bad(field, path, std::string(k) + " must be an array of names");
+      (std::string(k) == "generate" ? id->generate : id->contract_files)
+          .push_back(x.get<std::string>());
+    }
+  }
   const auto& shard = doc["shard"];
   const auto& shards = doc["shards"];
   if (!sim::IsInt64(shard) || !sim::IsInt64(shards) || shards.get<int64_t>() < 1 ||

@@ -27,6 +27,8 @@ struct CampaignIdentity {
   std::vector<std::string> profiles;
   bool small = false;
   bool ignore_known = false;
+  std::vector<std::string> generate;        // generator families (--generate)
+  std::vector<std::string> contract_files;  // --contract files, as given
   int32_t shard = 0, shards = 1;
   int max_shrink_steps = 200;
   // A kernel-under-test campaign (fuzz --gpu): the kernel, its config, the mode and head dims

@@ -45,7 +45,98 @@ rc::Gen<std::vector<int32_t>> GenCaptureSizes() {
   });
 }
 
+// Request shapes the engine can be configured with (§3 of the round-2 model): the planner's
+// split granularity and budget, and top-k counts below the indexer's default (an index pool).
+void GenRequestShapes(Scenario& s) {
+  s.kv_granularity = *rc::gen::weightedElement<int32_t>({{8, 16}, {1, 32}, {1, 64}, {1, 8}});
+  s.max_split_per_batch = *rc::gen::weightedOneOf<int32_t>(
+      {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}});
+  if (!s.model.sparse || !*rc::gen::weightedElement<bool>({{6, false}, {1, true}})) return;
+  const int32_t q = s.mtp_k + 1;
+  for (sim::RequestSpec& r : s.requests) {
+    const int32_t L = r.context - r.rejected_prev;
+    for (int32_t j = 0; j < q; ++j) {
+      const int32_t full = std::min(L - q + j + 1, s.model.topk);
+      r.topk_lengths.push_back(*rc::gen::inRange<int32_t>(1, std::max(full, 1) + 1));
+    }
+  }
+}
+
+// Hostile values in the index buffer the verify step fills (kv_cache.index_values).
+void GenHostileIndices(Scenario& s) {
+  s.kv_cache.modelled = true;
+  const int32_t q = s.mtp_k + 1;
+  const int32_t tokens = s.model.sparse ? static_cast<int32_t>(s.requests.size()) * q
+                                        : static_cast<int32_t>(s.requests.size());
+  const int32_t n = *rc::gen::inRange<int32_t>(0, 4);
+  for (int32_t i = 0; i < n; ++i) {
+    sim::KvCacheSpec::IndexValue v;
+    v.token = *rc::gen::inRange<int32_t>(0, tokens);
+    v.position = *rc::gen::inRange<int32_t>(0, 64);
+    v.value = *rc::gen::element<int64_t>(-1, 2147483647, 2147480000, -2147483648LL, 1 << 24);
+    s.kv_cache.index_values.push_back(v);
+  }
+}
+
+// One stated disagreement between what the engine allocates, sizes, plans and launches.
+void GenDisagreement(Scenario& s) {
+  const bool sparse = s.model.sparse;
+  const std::string decode = sparse ? "verify.sparse_decode" : "verify.dense_decode";
+  sim::CallOverride o;
+  switch (*rc::gen::inRange<int>(0, 6)) {
+    case 0:
+      o.call = decode;
+      o.launch_grid = *rc::gen::element(1, 16, 64, 305, 320, 1024);
+      break;
+    case 1:
+      o.call = decode;
+      o.o_rows = *rc::gen::inRange<int64_t>(0, static_cast<int64_t>(s.requests.size()) + 1);
+      break;
+    case 2:
+      o.call = decode;
+      o.kernel_heads = *rc::gen::element(32, 64, 128);
+      break;
+    case 3:
+      o.call = sparse ? "verify.sparse_mtp_plan" : "verify.main_plan";
+      o.planner_cu_count = *rc::gen::element(80, 256, 304, 512);
+      break;
+    case 4: {
+      sim::SizingOverride z;
+      z.buffers = "main.";
+      z.batch = *rc::gen::inRange<int32_t>(1, static_cast<int32_t>(s.requests.size()) + 1);
+      s.sizing.push_back(z);
+      return;
+    }
+    default:
+      o.call = sparse ? "verify.sparse_mtp_plan" : "verify.main_plan";
+      o.plan_from = "capture";
+      break;
+  }
+  s.calls.push_back(o);
+}
+
 }  // namespace
+
+const std::vector<std::string>& GeneratorFamilies() {
+  static const std::vector<std::string> k = {"hostile-indices", "disagreements", "paged"};
+  return k;
+}
+
+Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config) {
+  for (const std::string& n : names) {
+    if (n == "hostile-indices")
+      config->hostile_indices = true;
+    else if (n == "disagreements")
+      config->disagreements = true;
+    else if (n == "paged")
+      config->paged = true;
+    else
+      return InvalidArgumentError("--generate", "unknown family \"" + n +
+                                                    "\" (known: hostile-indices, disagreements, "
+                                                    "paged)");
+  }
+  return OkStatus();
+}
 
 rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
   return rc::gen::exec([cfg] {
@@ -120,6 +211,17 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
     const std::string profile = *rc::gen::elementOf(cfg.profiles);
     s.engine = *sim::GetEngineProfile(profile, "engine");
+    // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
+    GenRequestShapes(s);
+    if (cfg.paged && !s.model.sparse && *rc::gen::weightedElement<bool>({{1, false}, {1, true}})) {
+      s.kv_cache.modelled = true;
+      s.kv_cache.page_size = *rc::gen::element(16, 64);
+    }
+    if (cfg.hostile_indices && *rc::gen::weightedElement<bool>({{1, false}, {2, true}}))
+      GenHostileIndices(s);
+    if (cfg.disagreements && *rc::gen::weightedElement<bool>({{1, false}, {2, true}}))
+      GenDisagreement(s);
+    s.contracts = cfg.contracts;
     return s;
   });
 }

@@ -9,10 +9,12 @@
 
 #include <rapidcheck.h>
 
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "ref/status.h"
 #include "sim/scenario.h"
 
 namespace mlasim::fuzz {
@@ -24,11 +26,27 @@ struct GenConfig {
   bool allow_dp = true;
   int32_t max_batch = 512;
   bool small = false;  // B <= 64, fewer draft steps: throughput runs
+  // Families beyond the engine as it runs (`mlasim fuzz --generate LIST`; swarm runs switch them
+  // per case): a modelled KV cache with hostile index values (-1, past the cache, 2^31 - 1,
+  // 2147480000); the per-call disagreements of docs/scenario.md "calls" and "sizing" (launch
+  // grids, q/o rows, the kernel's row view, planner vs sizing inputs, metadata from capture);
+  // dense steps over pages of 16 or 64 tokens.
+  bool hostile_indices = false;
+  bool disagreements = false;
+  bool paged = false;
+  // Contracts that replace the built-in ones in every generated case (`fuzz --contract`).
+  std::vector<std::shared_ptr<const sim::Contract>> contracts;
   // Kernel-under-test campaigns (fuzz --gpu, docs/kernel-under-test.md): sparse steps may model the KV cache
   // with a few hostile index values (-1, -2, INT_MAX, INT_MIN) in the indexer's top-k regions,
   // so a kernel meets the invalid indices its contract must handle.
   bool kernel_inputs = false;
 };
+
+// The names `--generate` takes, in the order GenConfig lists them.
+const std::vector<std::string>& GeneratorFamilies();
+// Switches the families named in `names` on. Errors: InvalidArgument("--generate") naming an
+// unknown family and listing the known ones.
+Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config);
 
 rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);
 

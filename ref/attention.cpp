@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ref/attention_block.h"
+#include "ref/indptr.h"
 
 namespace mlasim::ref {
 namespace {
@@ -22,16 +23,6 @@ std::string At(const char* name, int64_t i) {
 }
 
 using internal::kMaxScoreElements;
-
-Status CheckIndptr(const std::vector<int32_t>& v, const char* name) {
-  if (v.empty()) return InvalidArgumentError(name, "must hold B+1 entries (at least one)");
-  if (v[0] != 0) return InvalidArgumentError(At(name, 0), "must be 0");
-  for (size_t i = 1; i < v.size(); ++i)
-    if (v[i] < v[i - 1])
-      return InvalidArgumentError(At(name, static_cast<int64_t>(i)),
-                                  "decreases (" + S(v[i - 1]) + " -> " + S(v[i]) + ")");
-  return OkStatus();
-}
 
 Status CheckDims(const MlaInputs& in) {
   if (in.num_heads < 1) return InvalidArgumentError("num_heads", "must be >= 1");
@@ -218,8 +209,10 @@ double MlaInputs::effective_sm_scale() const {
 
 Status ValidateMlaInputs(const MlaInputs& in) {
   MLASIM_RETURN_IF_ERROR(CheckDims(in));
-  MLASIM_RETURN_IF_ERROR(CheckIndptr(in.qo_indptr, "qo_indptr"));
-  MLASIM_RETURN_IF_ERROR(CheckIndptr(in.kv_indptr, "kv_indptr"));
+  IndptrRule from_zero;
+  from_zero.starts_at_zero = true;  // offsets into this call's own q and page arrays
+  MLASIM_RETURN_IF_ERROR(CheckIndptr(in.qo_indptr, "qo_indptr", from_zero));
+  MLASIM_RETURN_IF_ERROR(CheckIndptr(in.kv_indptr, "kv_indptr", from_zero));
   if (in.kv_indptr.size() != in.qo_indptr.size())
     return InvalidArgumentError(
         "kv_indptr", "must have as many entries as qo_indptr (B+1 = " + S(in.qo_indptr.size()) +

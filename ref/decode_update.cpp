@@ -1,5 +1,6 @@
 #include "ref/decode_update.h"
 
+#include <algorithm>
 #include <string>
 
 namespace mlasim::ref {
@@ -39,7 +40,11 @@ int32_t DecodeUpdateFoldRatio(const DecodeUpdateRequest& r) {
   return !native && r.heads_per_head_k % 16 == 0 ? r.heads_per_head_k / 16 : 1;
 }
 
-Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
+namespace {
+
+// What aiter asserts, what the update's algorithm supports (unless permissive), and the write
+// state it reads.
+Status ValidateUpdate(const DecodeUpdateRequest& r, const Plan& plan) {
   if (r.page_size != 1)
     return InvalidArgumentError("page_size",
                                 "decode_update_mla_metadata_v1 asserts page_size == 1");
@@ -65,6 +70,94 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
                                      "decode_update does not support plans with q-tile "
                                      "splits (it collapses q ranges to one row)");
   }
+  if (!plan.work_indptr.tracked() || !plan.work_info.tracked() || !plan.reduce_indptr.tracked())
+    return FailedPreconditionError("plan",
+                                   "decode_update needs a plan made with CellTracking::kChecked "
+                                   "(it records the entries it reads that no planner wrote)");
+  return OkStatus();
+}
+
+// One work item's new fields (§9.3), computed from its old ones and its request's new end.
+struct UpdatedWork {
+  int32_t w[kWorkInfoWidth];
+  bool defined;         // the inputs it depends on were in range
+  int32_t ori_partial;  // partial_qo_loc before the update
+  int32_t q_len;        // q rows before the update
+};
+
+UpdatedWork UpdateFields(const DecodeUpdateRequest& r, int32_t fold, int32_t work, Plan& plan) {
+  using Mutant = DecodeUpdateRequest::Mutant;
+  const int32_t* info = &plan.work_info.data[int64_t{work} * kWorkInfoWidth];
+  UpdatedWork u{};
+  const int32_t batch_id = info[kBatchIdx];
+  const int32_t real = batch_id / fold;
+  int32_t seq_kv_end = 0, rejected = 0;
+  u.defined = ReadInput(r.kv_indptr, "kv_indptr", int64_t{real} + 1, work, plan, &seq_kv_end);
+  if (r.has_num_reject_tokens)
+    u.defined &= ReadInput(r.num_reject_tokens, "num_reject_tokens", real, work, plan, &rejected);
+  const int32_t delta = r.mutant == Mutant::kIgnoreRejects ? 1 : 1 - rejected;
+  int32_t partial = info[kPartialQoLoc];
+  int32_t q_start = info[kQoStart], q_end = info[kQoEnd];
+  int32_t kv_start = info[kKvStart], kv_end = info[kKvEnd], kv_offset = info[kKvOffset];
+  u.ori_partial = partial;
+  int32_t len = kv_end - kv_start;
+  if (kv_offset == 0 || r.mutant == Mutant::kMoveEveryPieceToEnd) {
+    // The last piece absorbs the change; a zero-length last piece is left where it is.
+    if (len > 0) {
+      kv_end = seq_kv_end;
+      kv_start = len + delta > 0 ? kv_end - len - delta : kv_end - 1;
+    }
+  } else {
+    // Earlier pieces keep their length and their distance from the request's end.
+    kv_offset += delta;
+    if (kv_offset <= 0) {
+      len += kv_offset - 1;
+      if (len < 1) len = 1;
+      kv_offset = 1;
+    }
+    kv_end = seq_kv_end - kv_offset;
+    kv_start = kv_end - len;
+  }
+  u.q_len = q_end - q_start;
+  if (u.q_len > 1) {
+    q_start = batch_id;
+    q_end = batch_id + 1;
+    if (partial >= 0) partial = partial / u.q_len;
+  }
+  const int32_t w[kWorkInfoWidth] = {batch_id, partial, q_start,   q_end,
+                                     kv_start, kv_end,  kv_offset, 0};
+  std::copy(w, w + kWorkInfoWidth, u.w);
+  return u;
+}
+
+// A work item whose q range collapsed (it was a tile of q_len > 1 rows) moves its reduce
+// bookkeeping too: the kernel assumes tile index == batch_idx (one q tile per batch).
+void UpdateReduceMaps(const DecodeUpdateRequest& r, const UpdatedWork& u, int32_t work,
+                      Plan& plan) {
+  const int32_t tile = u.w[kBatchIdx];
+  int32_t p0 = 0, p1 = 0;
+  const bool ok0 = ReadPlan(plan.reduce_indptr, "reduce_indptr", tile, work, plan, &p0);
+  const bool ok1 =
+      ReadPlan(plan.reduce_indptr, "reduce_indptr", int64_t{tile} + 1, work, plan, &p1);
+  if (u.w[kKvOffset] == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
+    const int64_t row = int64_t{tile} * kReduceFinalMapWidth;
+    plan.reduce_final_map.Store(row + kFinalQoStart, u.w[kQoStart]);
+    plan.reduce_final_map.Store(row + kFinalQoEnd, u.w[kQoEnd]);
+  }
+  if (!ok0 || !ok1) return;
+  for (int32_t i = p0; i < p1; ++i) {
+    if (i < 0 || i >= plan.reduce_partial_map.size()) break;
+    if (plan.reduce_partial_map.data[i] == u.ori_partial) {
+      plan.reduce_partial_map.Store(i, u.w[kPartialQoLoc]);
+      break;
+    }
+  }
+}
+
+}  // namespace
+
+Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
+  MLASIM_RETURN_IF_ERROR(ValidateUpdate(r, plan));
   const int32_t fold = DecodeUpdateFoldRatio(r);
   plan.update_fold_ratios.push_back(fold);
 
@@ -75,74 +168,16 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
         "work_indptr", "decode_update reads work_indptr[" + std::to_string(cu_num) +
                            "] (its last entry) but the planner never wrote it: the buffer has "
                            "more entries than clusters + 1");
-  const int32_t max_work = static_cast<int32_t>(plan.work_info.size() / 8);
+  const int32_t max_work = static_cast<int32_t>(plan.work_info.rows());
   for (int32_t w = 0; w < num_workers && w < max_work; ++w) {
-    const int64_t base = int64_t{w} * 8;
-    int32_t* info = &plan.work_info.data[base];
-    const int32_t batch_id = info[kBatchIdx];
-    const int32_t real = batch_id / fold;
-    int32_t seq_kv_end = 0, rejected = 0;
-    bool defined = ReadInput(r.kv_indptr, "kv_indptr", int64_t{real} + 1, w, plan, &seq_kv_end);
-    if (r.has_num_reject_tokens)
-      defined &= ReadInput(r.num_reject_tokens, "num_reject_tokens", real, w, plan, &rejected);
-    const int32_t delta =
-        r.mutant == DecodeUpdateRequest::Mutant::kIgnoreRejects ? 1 : 1 - rejected;
-
-    int32_t partial = info[kPartialQoLoc];
-    int32_t q_start = info[kQoStart], q_end = info[kQoEnd];
-    int32_t kv_start = info[kKvStart], kv_end = info[kKvEnd], kv_offset = info[kKvOffset];
-    const int32_t ori_partial = partial;
-    int32_t len = kv_end - kv_start;
-    if (kv_offset == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
-      // The last piece absorbs the change; a zero-length last piece is left where it is.
-      if (len > 0) {
-        kv_end = seq_kv_end;
-        kv_start = len + delta > 0 ? kv_end - len - delta : kv_end - 1;
-      }
-    } else {
-      // Earlier pieces keep their length and their distance from the request's end.
-      kv_offset += delta;
-      if (kv_offset <= 0) {
-        len += kv_offset - 1;
-        if (len < 1) len = 1;
-        kv_offset = 1;
-      }
-      kv_end = seq_kv_end - kv_offset;
-      kv_start = kv_end - len;
-    }
-    const int32_t q_len = q_end - q_start;
-    if (q_len > 1) {
-      q_start = batch_id;
-      q_end = batch_id + 1;
-      if (partial >= 0) partial = partial / q_len;
-    }
-    const int32_t values[8] = {batch_id, partial, q_start, q_end, kv_start, kv_end, kv_offset, 0};
-    for (int f = 1; f < 8; ++f) {
+    const UpdatedWork u = UpdateFields(r, fold, w, plan);
+    const int64_t base = int64_t{w} * kWorkInfoWidth;
+    for (int f = kPartialQoLoc; f < kWorkInfoWidth; ++f) {
       const bool depends = f == kKvStart || f == kKvEnd;
-      plan.work_info.Store(base + f, values[f],
-                           (!defined && depends) ? Cell::kUndefined : Cell::kWritten);
+      plan.work_info.Store(base + f, u.w[f],
+                           (!u.defined && depends) ? Cell::kUndefined : Cell::kWritten);
     }
-    if (q_len > 1 && ori_partial >= 0) {
-      // The kernel assumes tile index == batch_idx (one q tile per batch).
-      const int32_t tile = batch_id;
-      int32_t p0 = 0, p1 = 0;
-      const bool ok0 = ReadPlan(plan.reduce_indptr, "reduce_indptr", tile, w, plan, &p0);
-      const bool ok1 =
-          ReadPlan(plan.reduce_indptr, "reduce_indptr", int64_t{tile} + 1, w, plan, &p1);
-      if (kv_offset == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
-        plan.reduce_final_map.Store(int64_t{tile} * 2, q_start);
-        plan.reduce_final_map.Store(int64_t{tile} * 2 + 1, q_end);
-      }
-      if (ok0 && ok1) {
-        for (int32_t i = p0; i < p1; ++i) {
-          if (i < 0 || i >= plan.reduce_partial_map.size()) break;
-          if (plan.reduce_partial_map.data[i] == ori_partial) {
-            plan.reduce_partial_map.Store(i, partial);
-            break;
-          }
-        }
-      }
-    }
+    if (u.q_len > 1 && u.ori_partial >= 0) UpdateReduceMaps(r, u, w, plan);
   }
   return OkStatus();
 }

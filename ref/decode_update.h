@@ -39,7 +39,8 @@ struct DecodeUpdateRequest {
 
 // Applies one update to `plan` in place. Refuses (InvalidArgument) what aiter asserts:
 // kv_granularity % page_size != 0, num_heads_k != 1, kv_granularity < 16, page_size != 1; and,
-// unless permissive, plans with q splits or sparse plans (FailedPrecondition). Reads of its
+// unless permissive, plans with q splits or sparse plans (FailedPrecondition); plans made with
+// CellTracking::kFast (FailedPrecondition: the update reads the write state). Reads of its
 // inputs past their ends (kv_indptr, num_reject_tokens, reduce_indptr) are recorded in
 // plan.input_violations with the dependent cells marked Cell::kUndefined. Appends the fold
 // ratio the update decided to plan.update_fold_ratios.

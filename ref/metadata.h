@@ -5,10 +5,12 @@
 // prefix of each buffer a planner wrote and which values depend on undefined memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ref/plan_buffers.h"
 #include "ref/target.h"
 
 namespace mlasim::ref {
@@ -53,6 +55,21 @@ struct MetadataSizes {
   int32_t max_splits = 0;
   int32_t max_qo_tiles_per_batch = 0;
   int32_t tile_cnt = 0;
+
+  // Rows of buffer `id` (elements for the flat ones).
+  int64_t Rows(PlanBufferId id) const {
+    switch (id) {
+      case PlanBufferId::kWorkMetadataPtrs: return work_metadata_ptrs;
+      case PlanBufferId::kWorkIndptr: return work_indptr;
+      case PlanBufferId::kWorkInfo: return work_info_rows;
+      case PlanBufferId::kReduceIndptr: return reduce_indptr;
+      case PlanBufferId::kReduceFinalMap: return reduce_final_map_rows;
+      case PlanBufferId::kReducePartialMap: return reduce_partial_map;
+    }
+    return 0;
+  }
+  // Elements of buffer `id`: Rows(id) x its row width (kPlanBuffers).
+  int64_t Elements(PlanBufferId id) const { return Rows(id) * GetPlanBufferSpec(id).row_width; }
 };
 
 // Host-side decisions of get_mla_metadata_v1_2_device and the kernel's scalars (§4.1), named as
@@ -83,28 +100,108 @@ enum class Cell : uint8_t {
   kUndefined = 2,  // written, but from an out-of-range input read: the value is unknowable
 };
 
+// Whether a plan keeps the per-element write state (Int32Buffer::cells). Both modes produce
+// byte-identical `data`, the same out-of-bounds store counts and the same input violations
+// (tests/ref/planner_modes_test.cpp proves it over the golden corpus and random requests).
+enum class CellTracking : uint8_t {
+  kChecked,  // cells kept: what the plan checker, the simulator and the tests read
+  kFast,     // values only, `cells` empty: the planner's speed (docs/performance.md)
+};
+
+// The value an unwritten element holds (0xA5A5A5A5 as int32): stale memory made visible.
+constexpr int32_t kPoisonValue = -0x5A5A5A5B;
+
 // One int32 buffer with its write state. Stores outside the buffer are not performed; they are
 // recorded in `oob_writes` (a sizing/planner disagreement, bug class D).
+//
+// Invariant (what lets a plan be rebuilt in place without touching the whole capacity): every
+// element at or past `dirty_end` holds kPoisonValue and, when tracked, Cell::kUnwritten (between
+// PrepareForRewrite and FinishRewrite, every element at or past `stale_end`). Stores through
+// Store()/Put()/PutRow()/PutFill() keep it; code that writes `data` or `cells` directly must not
+// hand the buffer back to the planner (PlanMlaMetadataInto with a Plan*).
 struct Int32Buffer {
   std::vector<int32_t> data;
-  std::vector<Cell> cells;
-  int32_t row_width = 1;   // 8 for work_info, 2 for reduce_final_map
-  int64_t oob_writes = 0;  // stores at index >= data.size()
+  std::vector<Cell> cells;  // same length as data when tracked; empty under CellTracking::kFast
+  int32_t row_width = 1;    // kWorkInfoWidth for work_info, kReduceFinalMapWidth for final map
+  int64_t oob_writes = 0;   // stores at index >= data.size() (or < 0)
   int64_t first_oob_index = -1;
   int64_t last_oob_index = -1;
+  int64_t dirty_end = 0;  // one past the highest element stored since the last Reset/Prepare
+  int64_t stale_end = 0;  // during a rewrite: [dirty_end, stale_end) may hold older values
 
+  // A fresh, tracked buffer of `elements` poisoned, unwritten elements.
   void Reset(int32_t elements, int32_t width);
+  // The same state as Reset(elements, width) (untracked under kFast), reusing the memory: only
+  // [0, dirty_end) is restored, so the cost follows what the last plan wrote, not the capacity.
+  void Prepare(int32_t elements, int32_t width, CellTracking tracking);
+  // Prepare for a writer that stores EVERY element of the prefix [0, k) it then declares in
+  // dirty_end (the planner's work_indptr, work_info, reduce_indptr and reduce_partial_map):
+  // earlier values are left in place to be overwritten, and FinishRewrite() restores only what
+  // lies past the new prefix, so an element is written once per plan instead of twice.
+  void PrepareForRewrite(int32_t elements, int32_t width, CellTracking tracking);
+  void FinishRewrite();
+
+  // Stores `value` at `index` with state `cell` (ignored when untracked); out of range: counted.
   void Store(int64_t index, int32_t value, Cell cell = Cell::kWritten) {
-    if (index < 0 || index >= static_cast<int64_t>(data.size())) return RecordOob(index);
+    if (static_cast<uint64_t>(index) >= data.size()) return RecordOob(index);
     data[static_cast<size_t>(index)] = value;
-    cells[static_cast<size_t>(index)] = cell;
+    if (!cells.empty()) cells[static_cast<size_t>(index)] = cell;
+    if (index >= dirty_end) dirty_end = index + 1;
   }
+  // Store() with the tracking mode fixed at compile time (the planner's inner loops).
+  template <CellTracking kMode>
+  void Put(int64_t index, int32_t value, Cell cell = Cell::kWritten) {
+    if (static_cast<uint64_t>(index) >= data.size()) return RecordOob(index);
+    data[static_cast<size_t>(index)] = value;
+    if constexpr (kMode == CellTracking::kChecked) cells[static_cast<size_t>(index)] = cell;
+    if (index >= dirty_end) dirty_end = index + 1;
+  }
+  // Stores values[0..n) at [base, base + n); element `undefined_at` (if in 0..n-1) gets
+  // Cell::kUndefined. Same effect as n Put() calls in order.
+  template <CellTracking kMode>
+  void PutRow(int64_t base, const int32_t* values, int32_t n, int32_t undefined_at = -1);
+  // Put() of `value` at every index in [begin, end), in order.
+  template <CellTracking kMode>
+  void PutFill(int64_t begin, int64_t end, int32_t value);
   void RecordOob(int64_t index);
-  bool written(int64_t i) const { return cells[i] != Cell::kUnwritten; }
+
+  bool tracked() const { return cells.size() == data.size(); }
+  // Whether element i was written. Needs a tracked buffer (CellTracking::kChecked).
+  bool written(int64_t i) const { return cells[static_cast<size_t>(i)] != Cell::kUnwritten; }
   int64_t size() const { return static_cast<int64_t>(data.size()); }
-  // Length of the longest written prefix (elements).
+  int64_t rows() const { return size() / row_width; }
+  // Length of the longest written prefix (elements). Needs a tracked buffer.
   int64_t WrittenPrefix() const;
 };
+
+template <CellTracking kMode>
+void Int32Buffer::PutRow(int64_t base, const int32_t* values, int32_t n, int32_t undefined_at) {
+  if (base < 0 || base + n > size()) {
+    for (int32_t i = 0; i < n; ++i)
+      Put<kMode>(base + i, values[i], i == undefined_at ? Cell::kUndefined : Cell::kWritten);
+    return;
+  }
+  std::copy(values, values + n, data.begin() + base);
+  if constexpr (kMode == CellTracking::kChecked) {
+    std::fill(cells.begin() + base, cells.begin() + base + n, Cell::kWritten);
+    if (undefined_at >= 0 && undefined_at < n) cells[base + undefined_at] = Cell::kUndefined;
+  }
+  if (base + n > dirty_end) dirty_end = base + n;
+}
+
+template <CellTracking kMode>
+void Int32Buffer::PutFill(int64_t begin, int64_t end, int32_t value) {
+  const int64_t lo = std::max<int64_t>(begin, 0), hi = std::min(end, size());
+  for (int64_t i = begin; i < std::min(end, lo); ++i) RecordOob(i);
+  if (lo < hi) {
+    int32_t* d = data.data();
+    for (int64_t i = lo; i < hi; ++i) d[i] = value;  // (a plain loop: vectorised)
+    if constexpr (kMode == CellTracking::kChecked)
+      std::fill(cells.begin() + lo, cells.begin() + hi, Cell::kWritten);
+    if (hi > dirty_end) dirty_end = hi;
+  }
+  for (int64_t i = std::max(lo, hi); i < end; ++i) RecordOob(i);
+}
 
 // A read by the planner of its own input past the input's end (e.g. kv_last_page_lens at a
 // folded index, aiter-mla-metadata.md §4.5 / golden README). The value read is unknowable.
@@ -118,8 +215,9 @@ struct InputViolation {
 
 // The six buffers as one plan. The value stored in unwritten cells is kPoison.
 struct Plan {
-  static constexpr int32_t kPoison = -0x5A5A5A5B;  // 0xA5A5A5A5 as int32
+  static constexpr int32_t kPoison = kPoisonValue;
   MetadataSizes sizes;
+  CellTracking tracking = CellTracking::kChecked;
   PlanDerived derived;
   uint64_t work_metadata_ptrs[2] = {0, 0};  // modelled: offsets, not device pointers
   Int32Buffer work_indptr;
@@ -132,21 +230,23 @@ struct Plan {
   std::vector<int32_t> update_fold_ratios;
 
   int32_t num_works() const { return derived.num_works; }
-  // Field f (0..7) of work row w.
-  int32_t work(int32_t w, int32_t f) const { return work_info.data[int64_t{w} * 8 + f]; }
+  // Field f (WorkField) of work row w.
+  int32_t work(int32_t w, int32_t f) const {
+    return work_info.data[int64_t{w} * kWorkInfoWidth + f];
+  }
+  // The int32 buffer `id` names (nullptr for work_metadata_ptrs, which is uint64).
+  const Int32Buffer* buffer(PlanBufferId id) const { return const_cast<Plan*>(this)->buffer(id); }
+  Int32Buffer* buffer(PlanBufferId id) {
+    switch (id) {
+      case PlanBufferId::kWorkMetadataPtrs: return nullptr;
+      case PlanBufferId::kWorkIndptr: return &work_indptr;
+      case PlanBufferId::kWorkInfo: return &work_info;
+      case PlanBufferId::kReduceIndptr: return &reduce_indptr;
+      case PlanBufferId::kReduceFinalMap: return &reduce_final_map;
+      case PlanBufferId::kReducePartialMap: return &reduce_partial_map;
+    }
+    return nullptr;
+  }
 };
-
-// work_info dword names (MlaWorkInfo, §3.2).
-enum WorkField : int32_t {
-  kBatchIdx = 0,
-  kPartialQoLoc = 1,
-  kQoStart = 2,
-  kQoEnd = 3,
-  kKvStart = 4,
-  kKvEnd = 5,
-  kKvOffset = 6,
-  kPad = 7,
-};
-const char* WorkFieldName(int32_t field);
 
 }  // namespace mlasim::ref

@@ -32,6 +32,15 @@ class Checker {
   void CheckBuffersAndInputs();
   void AssignWorks();
   void CheckTile(int32_t t);
+  std::string TileLabel(int32_t t) const;
+  void CheckTileWithoutWork(int32_t t);
+  bool CheckUpdatedEmptyPiece(int32_t t);
+  bool CheckTileKv(int32_t t);
+  bool CheckPiece(int32_t t, size_t i, int32_t* cursor);
+  void CheckPieceLength(int32_t t, size_t i);
+  void CheckTileReduce(int32_t t);
+  bool CheckReduceGroup(int32_t t, int32_t g0);
+  void CheckFinalMapRow(int32_t t, const ExpectedTile& e);
   void CheckReduceIndptr();
   void CheckPartialRows();
   int32_t ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const;
@@ -70,7 +79,7 @@ bool Checker::CheckWorkIndptr() {
               S(wi.data[c + 1]));
   }
   num_works_ = wi.data[clusters];
-  const int64_t rows = p_.work_info.size() / 8;
+  const int64_t rows = p_.work_info.rows();
   if (num_works_ > rows) {
     Add(PlanDiag::kWorkCountExceedsSizing, "work_info", num_works_, -1, -1,
         "the plan has " + S(num_works_) + " work items but work_info was sized for " + S(rows) +
@@ -119,7 +128,8 @@ void Checker::AssignWorks() {
   int32_t last_tile = -1;
   for (int32_t w = 0; w < num_works_; ++w) {
     bool written = true;
-    for (int f = 0; f < 7; ++f) written &= p_.work_info.written(int64_t{w} * 8 + f);
+    // Every field a kernel reads (all but the pad).
+    for (int f = 0; f < kPad; ++f) written &= p_.work_info.written(int64_t{w} * kWorkInfoWidth + f);
     if (!written) {
       Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
           "work row " + S(w) + " is below work_indptr[num_clusters] but was never written");
@@ -168,96 +178,122 @@ int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* k
   return (e.kv_full_end - kv_end - 1) * r_.page_size + r_.kv_last_page_lens[idx];
 }
 
-void Checker::CheckTile(int32_t t) {
+// A tile that got no work item: harmless only when it has no KV.
+void Checker::CheckTileWithoutWork(int32_t t) {
+  const ExpectedTile& e = tiles_[t];
+  if (e.kv_full_end == e.kv_begin)
+    Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
+        TileLabel(t) + " has zero KV and no work item: output rows " + Range(e.q0, e.q1) +
+            " are never written (aiter's parallel planner does this; golden README)",
+        Severity::kWarning);
+  else if (!p_.update_fold_ratios.empty())
+    Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", -1, t, -1,
+        TileLabel(t) + " now has KV " + Range(e.kv_begin, e.kv_end) +
+            " but no work item: the plan it was updated from gave this zero-KV request none, "
+            "and decode_update only rewrites existing work items");
+  else
+    Add(PlanDiag::kTileKvNotCovered, "work_info", -1, t, -1,
+        TileLabel(t) + " has KV " + Range(e.kv_begin, e.kv_end) + " but no work item covers it");
+}
+
+// decode_update never moves a zero-length last piece (§9.3): a tile that grew keeps it empty.
+bool Checker::CheckUpdatedEmptyPiece(int32_t t) {
   const ExpectedTile& e = tiles_[t];
   const std::vector<int32_t>& ws = pieces_[t];
-  const std::string where =
-      "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " + Range(e.q0, e.q1) + ")";
-  if (ws.empty()) {
-    if (e.kv_full_end == e.kv_begin)
-      Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
-          where + " has zero KV and no work item: output rows " + Range(e.q0, e.q1) +
-              " are never written (aiter's parallel planner does this; golden README)",
-          Severity::kWarning);
-    else if (!p_.update_fold_ratios.empty())
-      Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", -1, t, -1,
-          where + " now has KV " + Range(e.kv_begin, e.kv_end) +
-              " but no work item: the plan it was updated from gave this zero-KV request none, "
-              "and decode_update only rewrites existing work items");
-    else
-      Add(PlanDiag::kTileKvNotCovered, "work_info", -1, t, -1,
-          where + " has KV " + Range(e.kv_begin, e.kv_end) + " but no work item covers it");
-    return;
+  if (ws.size() != 1 || p_.update_fold_ratios.empty() || e.kv_end <= e.kv_begin) return false;
+  const int32_t k0 = p_.work(ws[0], kKvStart), k1 = p_.work(ws[0], kKvEnd);
+  if (k1 != k0) return false;
+  Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
+      TileLabel(t) + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
+          S(ws[0]) + ") is still the empty " + Range(k0, k1) +
+          ": decode_update never moves a zero-length last piece (aiter-mla-metadata.md §9.3), "
+          "so the request's new tokens are not attended");
+  return true;
+}
+
+// Tail rule (§4.5, aiter #2106): with page size 1 every causal q row of a split tile must see at
+// least one key in every piece. A tile of n rows needs its final piece to hold >= n tokens and
+// every earlier piece to leave >= n tokens after it (aiter enforces max_seqlen_qo, which is n
+// for whole-request tiles; a per-token tile, trimmed causally, has n = 1).
+void Checker::CheckPieceLength(int32_t t, size_t i) {
+  const ExpectedTile& e = tiles_[t];
+  const std::vector<int32_t>& ws = pieces_[t];
+  const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
+  const int32_t rows = e.q1 - e.q0;
+  if (r_.page_size != 1 || ws.size() < 2 || rows < 2 || !p_.update_fold_ratios.empty()) return;
+  const bool last = i + 1 == ws.size();
+  const int32_t after = e.kv_full_end - k1;
+  if (last ? k1 - k0 >= rows : after >= rows) return;
+  Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
+      TileLabel(t) + ": " +
+          (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
+                : "piece " + Range(k0, k1) + " leaves " + S(after)) +
+          " tokens, fewer than the tile's " + S(rows) +
+          " q rows: causal rows see no key in a piece (NaN partials; the tail rule prevents "
+          "this)");
+}
+
+// Piece i of tile t must start at *cursor and, unless final, hold KV; its kv_offset must match.
+// Returns false when the tile's remaining pieces cannot be judged.
+bool Checker::CheckPiece(int32_t t, size_t i, int32_t* cursor) {
+  const ExpectedTile& e = tiles_[t];
+  const std::vector<int32_t>& ws = pieces_[t];
+  const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
+  const int64_t base = int64_t{w} * kWorkInfoWidth;
+  if (p_.work_info.cells[base + kKvEnd] == Cell::kUndefined) return false;  // an input violation
+  if (k0 != *cursor) {
+    Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
+        TileLabel(t) + ": piece " + S(i) + " (work " + S(w) + ") starts at " + S(k0) + ", expected " +
+            S(*cursor) + (k0 > *cursor ? " (gap)" : " (overlap)"));
+    return false;
   }
+  if (i + 1 != ws.size() && k1 <= k0) {
+    Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
+        TileLabel(t) + ": non-final piece " + S(i) + " (work " + S(w) + ") has empty KV " + Range(k0, k1));
+    return false;
+  }
+  bool known = true;
+  const int32_t want_off = ExpectedKvOffset(e, k1, &known);
+  const bool off_undefined = p_.work_info.cells[base + kKvOffset] == Cell::kUndefined;
+  if (known && !off_undefined && p_.work(w, kKvOffset) != want_off)
+    Add(PlanDiag::kKvOffsetMismatch, "work_info", base + kKvOffset, t, w,
+        TileLabel(t) + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
+            S(want_off));
+  CheckPieceLength(t, i);
+  *cursor = k1;
+  return true;
+}
+
+// The pieces of tile t must cover its KV range exactly, in order. Returns false when a piece
+// could not be judged (the tile's reduce bookkeeping is then not checked either).
+bool Checker::CheckTileKv(int32_t t) {
+  const ExpectedTile& e = tiles_[t];
+  const std::vector<int32_t>& ws = pieces_[t];
   if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
     Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
-        where + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
+        TileLabel(t) + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
             ": the request is shorter than its q rows, which see no key",
         Severity::kWarning);
-  if (ws.size() == 1 && !p_.update_fold_ratios.empty() && e.kv_end > e.kv_begin &&
-      p_.work(ws[0], kKvEnd) == p_.work(ws[0], kKvStart)) {
-    Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
-        where + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
-            S(ws[0]) + ") is still the empty " +
-            Range(p_.work(ws[0], kKvStart), p_.work(ws[0], kKvEnd)) +
-            ": decode_update never moves a zero-length last piece (aiter-mla-metadata.md §9.3), "
-            "so the request's new tokens are not attended");
-    return;
-  }
   // An empty tile served by one empty piece reads no KV wherever the piece points.
-  const bool empty_ok = ws.size() == 1 && e.kv_end <= e.kv_begin &&
-                        p_.work(ws[0], kKvEnd) - p_.work(ws[0], kKvStart) == 0;
-  int32_t cursor = empty_ok ? p_.work(ws[0], kKvStart) : e.kv_begin;
-  for (size_t i = 0; i < ws.size() && !empty_ok; ++i) {
-    const int32_t w = ws[i];
-    const int32_t k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
-    const bool undefined = p_.work_info.cells[int64_t{w} * 8 + kKvEnd] == Cell::kUndefined;
-    if (undefined) return;  // reported as an input violation
-    if (k0 != cursor) {
-      Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-          where + ": piece " + S(i) + " (work " + S(w) + ") starts at " + S(k0) + ", expected " +
-              S(cursor) + (k0 > cursor ? " (gap)" : " (overlap)"));
-      return;
-    }
-    const bool last = i + 1 == ws.size();
-    if (!last && k1 <= k0) {
-      Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-          where + ": non-final piece " + S(i) + " (work " + S(w) + ") has empty KV " +
-              Range(k0, k1));
-      return;
-    }
-    bool known = true;
-    const int32_t want_off = ExpectedKvOffset(e, k1, &known);
-    const bool off_undefined = p_.work_info.cells[int64_t{w} * 8 + kKvOffset] == Cell::kUndefined;
-    if (known && !off_undefined && p_.work(w, kKvOffset) != want_off)
-      Add(PlanDiag::kKvOffsetMismatch, "work_info", int64_t{w} * 8 + kKvOffset, t, w,
-          where + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
-              S(want_off));
-    // Tail rule (§4.5, aiter #2106): with page size 1 every causal q row of a split tile must see
-    // at least one key in every piece. A tile of n rows needs its final piece to hold >= n tokens
-    // and every earlier piece to leave >= n tokens after it (aiter enforces max_seqlen_qo, which
-    // is n for whole-request tiles; a per-token tile, trimmed causally, has n = 1).
-    const int32_t rows = e.q1 - e.q0;
-    if (r_.page_size == 1 && ws.size() > 1 && rows > 1 && p_.update_fold_ratios.empty()) {
-      const int32_t after = e.kv_full_end - k1;
-      const bool short_piece = last ? (k1 - k0 < rows) : (after < rows);
-      if (short_piece)
-        Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
-            where + ": " +
-                (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
-                      : "piece " + Range(k0, k1) + " leaves " + S(after)) +
-                " tokens, fewer than the tile's " + S(rows) +
-                " q rows: causal rows see no key in a piece (NaN partials; the tail rule "
-                "prevents this)");
-    }
-    cursor = k1;
-  }
-  if (!empty_ok && cursor != e.kv_end)
+  if (ws.size() == 1 && e.kv_end <= e.kv_begin &&
+      p_.work(ws[0], kKvEnd) - p_.work(ws[0], kKvStart) == 0)
+    return true;
+  int32_t cursor = e.kv_begin;
+  for (size_t i = 0; i < ws.size(); ++i)
+    if (!CheckPiece(t, i, &cursor)) return false;
+  if (cursor != e.kv_end)
     Add(PlanDiag::kTileKvNotCovered, "work_info", ws.back(), t, ws.back(),
-        where + ": pieces end at " + S(cursor) + ", the tile's KV ends at " + S(e.kv_end) +
+        TileLabel(t) + ": pieces end at " + S(cursor) + ", the tile's KV ends at " + S(e.kv_end) +
             (cursor < e.kv_end ? " (" + S(e.kv_end - cursor) + " positions never attended)"
                                : " (reads past the request)"));
-  // Reduce bookkeeping of this tile.
+  return true;
+}
+
+// A split tile's reduce group must list exactly its pieces' partial rows, and its
+// reduce_final_map row must be the tile's q rows; an unsplit tile has an empty group.
+void Checker::CheckTileReduce(int32_t t) {
+  const ExpectedTile& e = tiles_[t];
+  const std::vector<int32_t>& ws = pieces_[t];
   const Int32Buffer& ri = p_.reduce_indptr;
   if (int64_t{t} + 1 >= ri.size() || !ri.written(t) || !ri.written(t + 1)) return;  // reported
   const int32_t g0 = ri.data[t], g1 = ri.data[t + 1];
@@ -265,50 +301,72 @@ void Checker::CheckTile(int32_t t) {
   if (n == 1) {
     if (g1 != g0)
       Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-          where + " is not split but its reduce group has " + S(g1 - g0) + " entries");
+          TileLabel(t) + " is not split but its reduce group has " + S(g1 - g0) + " entries");
     if (p_.work(ws[0], kPartialQoLoc) != -1)
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[0], t, ws[0],
-          where + " is not split but work " + S(ws[0]) + " has partial_qo_loc " +
+          TileLabel(t) + " is not split but work " + S(ws[0]) + " has partial_qo_loc " +
               S(p_.work(ws[0], kPartialQoLoc)) + " (expected -1: write final rows)");
     return;
   }
   if (g1 - g0 != n) {
     Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-        where + " is split into " + S(n) + " pieces but its reduce group " + Range(g0, g1) +
+        TileLabel(t) + " is split into " + S(n) + " pieces but its reduce group " + Range(g0, g1) +
             " has " + S(g1 - g0) + " entries");
     return;
   }
-  for (int32_t i = 0; i < n; ++i) {
-    const int64_t idx = int64_t{g0} + i;
+  if (!CheckReduceGroup(t, g0)) return;
+  CheckFinalMapRow(t, e);
+}
+
+// reduce_partial_map[g0 + i] must be piece i's partial_qo_loc.
+bool Checker::CheckReduceGroup(int32_t t, int32_t g0) {
+  const std::vector<int32_t>& ws = pieces_[t];
+  const Int32Buffer& pm = p_.reduce_partial_map;
+  for (size_t i = 0; i < ws.size(); ++i) {
+    const int64_t idx = int64_t{g0} + static_cast<int64_t>(i);
     const int32_t want = p_.work(ws[i], kPartialQoLoc);
     if (want < 0) {
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
-          where + " is split but work " + S(ws[i]) +
-              " has partial_qo_loc -1 (it would write "
-              "final rows that the reduce then overwrites)");
-      return;
+          TileLabel(t) + " is split but work " + S(ws[i]) +
+              " has partial_qo_loc -1 (it would write final rows that the reduce then "
+              "overwrites)");
+      return false;
     }
-    if (idx >= p_.reduce_partial_map.size() || !p_.reduce_partial_map.written(idx) ||
-        p_.reduce_partial_map.data[idx] != want) {
+    const bool held = idx < pm.size() && pm.written(idx);
+    if (!held || pm.data[idx] != want) {
       Add(PlanDiag::kReduceGroupMismatch, "reduce_partial_map", idx, t, ws[i],
-          where + ": reduce_partial_map[" + S(idx) + "] is " +
-              (idx < p_.reduce_partial_map.size() && p_.reduce_partial_map.written(idx)
-                   ? S(p_.reduce_partial_map.data[idx])
-                   : std::string("unwritten")) +
-              ", piece " + S(i) + " (work " + S(ws[i]) + ") writes partial row " + S(want));
-      return;
+          TileLabel(t) + ": reduce_partial_map[" + S(idx) + "] is " +
+              (held ? S(pm.data[idx]) : std::string("unwritten")) + ", piece " + S(i) + " (work " +
+              S(ws[i]) + ") writes partial row " + S(want));
+      return false;
     }
   }
+  return true;
+}
+
+void Checker::CheckFinalMapRow(int32_t t, const ExpectedTile& e) {
   const Int32Buffer& fm = p_.reduce_final_map;
-  const int64_t f = int64_t{t} * 2;
-  if (f + 1 >= fm.size() || !fm.written(f) || !fm.written(f + 1) || fm.data[f] != e.q0 ||
-      fm.data[f + 1] != e.q1)
-    Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
-        where + " is split but reduce_final_map[" + S(t) + "] is " +
-            (f + 1 < fm.size() && fm.written(f) && fm.written(f + 1)
-                 ? Range(fm.data[f], fm.data[f + 1])
-                 : std::string("unwritten")) +
-            ", expected " + Range(e.q0, e.q1));
+  const int64_t f = int64_t{t} * kReduceFinalMapWidth;
+  const int64_t f0 = f + kFinalQoStart, f1 = f + kFinalQoEnd;
+  const bool held = f1 < fm.size() && fm.written(f0) && fm.written(f1);
+  if (held && fm.data[f0] == e.q0 && fm.data[f1] == e.q1) return;
+  Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
+      TileLabel(t) + " is split but reduce_final_map[" + S(t) + "] is " +
+          (held ? Range(fm.data[f0], fm.data[f1]) : std::string("unwritten")) + ", expected " +
+          Range(e.q0, e.q1));
+}
+
+// "tile t (batch b, q [q0, q1))", built only when a finding is reported: CheckTile runs for every
+// tile of every fuzz case.
+std::string Checker::TileLabel(int32_t t) const {
+  const ExpectedTile& e = tiles_[t];
+  return "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " + Range(e.q0, e.q1) + ")";
+}
+
+void Checker::CheckTile(int32_t t) {
+  if (pieces_[t].empty()) return CheckTileWithoutWork(t);
+  if (CheckUpdatedEmptyPiece(t)) return;
+  if (CheckTileKv(t)) CheckTileReduce(t);
 }
 
 void Checker::CheckReduceIndptr() {
@@ -346,7 +404,7 @@ void Checker::CheckPartialRows() {
   std::vector<Rows> rows;
   for (int32_t w = 0; w < num_works_; ++w) {
     const int32_t loc = p_.work(w, kPartialQoLoc);
-    if (loc < 0 || !p_.work_info.written(int64_t{w} * 8 + kPartialQoLoc)) continue;
+    if (loc < 0 || !p_.work_info.written(int64_t{w} * kWorkInfoWidth + kPartialQoLoc)) continue;
     rows.push_back({loc, loc + p_.work(w, kQoEnd) - p_.work(w, kQoStart), w});
   }
   std::sort(rows.begin(), rows.end(), [](const Rows& a, const Rows& b) {
@@ -372,6 +430,16 @@ void Checker::CheckPartialRows() {
 
 PlanCheckReport Checker::Run() {
   CheckBuffersAndInputs();
+  if (p_.derived.num_clusters <= 0) {
+    const int64_t requests = static_cast<int64_t>(r_.kv_indptr.size()) - 1;
+    if (requests > 0)
+      Add(PlanDiag::kZeroClusters, "work_indptr", -1, -1, -1,
+          "the planner has " + S(p_.derived.num_clusters) + " clusters (cu_count " +
+              S(r_.cu_count) + " / num_heads_k " + S(r_.num_heads_k) +
+              "): no workgroup runs, so none of the " + S(requests) +
+              " requests' output rows is ever written");
+    return report_;
+  }
   if (!CheckWorkIndptr()) return report_;
   tiles_ = ExpectedTiles(r_, p_.derived);
   AssignWorks();
@@ -381,33 +449,85 @@ PlanCheckReport Checker::Run() {
   return report_;
 }
 
+std::string Launch(int64_t workgroups) {
+  return "a launch of " + S(workgroups) + (workgroups == 1 ? " workgroup" : " workgroups");
+}
+
+// One kind of launch read problem, aggregated over the workgroups that show it.
+struct EntryRange {
+  int64_t first = -1, last = -1, count = 0;
+  void Add(int64_t i) {
+    if (count++ == 0) first = i;
+    last = i;
+  }
+  std::string Text() const {
+    return count == 1 ? "work_indptr[" + S(first) + "]"
+                      : S(count) + " entries, work_indptr[" + S(first) + "] to [" + S(last) + "]";
+  }
+};
+
+void CheckLaunchReads(const Plan& plan, int64_t workgroups, PlanCheckReport& report) {
+  const Int32Buffer& wi = plan.work_indptr;
+  EntryRange past, unwritten;
+  for (int64_t i = 0; i <= workgroups; ++i) {
+    if (i >= wi.size())
+      past.Add(i);
+    else if (!wi.written(i))
+      unwritten.Add(i);
+  }
+  const std::string launch = Launch(workgroups);
+  if (past.count > 0)
+    report.diagnostics.push_back(
+        {PlanDiag::kLaunchReadsPastBuffer, Severity::kError, "work_indptr", past.first, -1, -1,
+         launch + " reads " + past.Text() + " past the end of work_indptr (" + S(wi.size()) +
+             " entries): workgroup c reads work_indptr[c] and [c + 1]"});
+  if (unwritten.count > 0)
+    report.diagnostics.push_back(
+        {PlanDiag::kLaunchReadsUnwritten, Severity::kError, "work_indptr", unwritten.first, -1, -1,
+         launch + " reads " + unwritten.Text() + ", which no planner wrote (the planner has " +
+             S(plan.derived.num_clusters) + " clusters and writes work_indptr[0.." +
+             S(plan.derived.num_clusters) + "]): stale memory on a GPU decides which work runs"});
+}
+
+void CheckLaunchCoverage(const Plan& plan, int64_t workgroups, PlanCheckReport& report) {
+  const int32_t clusters = plan.derived.num_clusters;
+  const Int32Buffer& wi = plan.work_indptr;
+  if (workgroups >= clusters || clusters >= wi.size()) return;
+  if (!wi.written(workgroups) || !wi.written(clusters)) return;  // reported by CheckPlan
+  const int32_t lost0 = wi.data[workgroups], lost1 = wi.data[clusters];
+  const std::string what = Launch(workgroups) + " leaves clusters " + S(workgroups) + ".." +
+                           S(clusters - 1) + " of " + S(clusters) + " without a workgroup";
+  if (lost1 > lost0)
+    report.diagnostics.push_back(
+        {PlanDiag::kLaunchSkipsWork, Severity::kError, "work_indptr", workgroups, -1, lost0,
+         what + ": work items " + Range(lost0, lost1) + " never run (their output rows are " +
+             "never written, or their partial rows never reduced)"});
+  else
+    report.diagnostics.push_back({PlanDiag::kLaunchSkipsWork, Severity::kWarning, "work_indptr",
+                                  workgroups, -1, -1, what + "; those clusters hold no work"});
+}
+
 }  // namespace
 
+int64_t AiterLaunchGrid(const Plan& plan) {
+  return plan.work_indptr.size() - 1;
+}
+
+PlanCheckReport CheckLaunchGrid(const Plan& plan, int64_t workgroups) {
+  MLASIM_ASSERT(workgroups >= 1, "a launch has at least one workgroup");
+  MLASIM_ASSERT(plan.work_indptr.tracked(), "CheckLaunchGrid needs CellTracking::kChecked");
+  PlanCheckReport report;
+  CheckLaunchReads(plan, workgroups, report);
+  CheckLaunchCoverage(plan, workgroups, report);
+  return report;
+}
+
 const char* PlanDiagName(PlanDiag d) {
-  switch (d) {
-    case PlanDiag::kWorkIndptrShape: return "work_indptr_shape";
-    case PlanDiag::kWorkIndptrDecreasing: return "work_indptr_decreasing";
-    case PlanDiag::kWorkCountExceedsSizing: return "work_count_exceeds_sizing";
-    case PlanDiag::kWorkRowUnwritten: return "work_row_unwritten";
-    case PlanDiag::kWorkOutsideRequest: return "work_outside_request";
-    case PlanDiag::kWorkBatchMismatch: return "work_batch_mismatch";
-    case PlanDiag::kTilePiecesScattered: return "tile_pieces_scattered";
-    case PlanDiag::kTileKvNotCovered: return "tile_kv_not_covered";
-    case PlanDiag::kTileWithoutWork: return "tile_without_work";
-    case PlanDiag::kTileEmptyKvRange: return "tile_empty_kv_range";
-    case PlanDiag::kKvOffsetMismatch: return "kv_offset_mismatch";
-    case PlanDiag::kPieceShorterThanQlen: return "piece_shorter_than_qlen";
-    case PlanDiag::kReduceIndptrInvalid: return "reduce_indptr_invalid";
-    case PlanDiag::kReduceGroupMismatch: return "reduce_group_mismatch";
-    case PlanDiag::kReduceFinalMapMismatch: return "reduce_final_map_mismatch";
-    case PlanDiag::kPartialRowsOverlap: return "partial_rows_overlap";
-    case PlanDiag::kPartialRowsExceedLogits: return "partial_rows_exceed_logits";
-    case PlanDiag::kBufferOverflow: return "buffer_overflow";
-    case PlanDiag::kInputReadOutOfRange: return "input_read_out_of_range";
-    case PlanDiag::kUpdateFoldMismatch: return "update_fold_mismatch";
-    case PlanDiag::kUpdateLeftEmptyPiece: return "update_left_empty_piece";
-  }
-  return "?";
+  return NameOf(kPlanDiagNames, d);
+}
+
+const char* SeverityName(Severity s) {
+  return NameOf(kSeverityNames, s);
 }
 
 bool PlanCheckReport::ok() const {
@@ -424,7 +544,8 @@ int64_t PlanCheckReport::count(PlanDiag code) const {
 std::string PlanCheckReport::ToString() const {
   std::string out;
   for (const PlanDiagnostic& d : diagnostics) {
-    out += d.severity == Severity::kError ? "error " : "warning ";
+    out += SeverityName(d.severity);
+    out += ' ';
     out += PlanDiagName(d.code);
     out += ": ";
     out += d.message;
@@ -485,6 +606,9 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
 }
 
 PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan) {
+  for (PlanBufferId id : kInt32PlanBuffers)
+    MLASIM_ASSERT(plan.buffer(id)->tracked(),
+                  "CheckPlan needs a plan made with CellTracking::kChecked (the write state)");
   return Checker(request, plan).Run();
 }
 

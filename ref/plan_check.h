@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/enum_names.h"
 #include "ref/metadata.h"
 
 namespace mlasim::ref {
@@ -33,13 +34,46 @@ enum class PlanDiag : uint8_t {
   kInputReadOutOfRange,      // the planner read its own input past the end
   kUpdateFoldMismatch,       // decode_update folded heads differently from the planner
   kUpdateLeftEmptyPiece,     // decode_update left a zero-length piece although the request grew
+  kZeroClusters,             // the planner has no cluster (CUs / KV heads = 0): nothing runs
+  kLaunchReadsPastBuffer,    // a workgroup of the launch reads work_indptr past its end
+  kLaunchReadsUnwritten,     // a workgroup reads a work_indptr entry no planner wrote
+  kLaunchSkipsWork,          // fewer workgroups than clusters: some work items never run
 };
+inline constexpr EnumName<PlanDiag> kPlanDiagNames[] = {
+    {PlanDiag::kWorkIndptrShape, "work_indptr_shape"},
+    {PlanDiag::kWorkIndptrDecreasing, "work_indptr_decreasing"},
+    {PlanDiag::kWorkCountExceedsSizing, "work_count_exceeds_sizing"},
+    {PlanDiag::kWorkRowUnwritten, "work_row_unwritten"},
+    {PlanDiag::kWorkOutsideRequest, "work_outside_request"},
+    {PlanDiag::kWorkBatchMismatch, "work_batch_mismatch"},
+    {PlanDiag::kTilePiecesScattered, "tile_pieces_scattered"},
+    {PlanDiag::kTileKvNotCovered, "tile_kv_not_covered"},
+    {PlanDiag::kTileWithoutWork, "tile_without_work"},
+    {PlanDiag::kTileEmptyKvRange, "tile_empty_kv_range"},
+    {PlanDiag::kKvOffsetMismatch, "kv_offset_mismatch"},
+    {PlanDiag::kPieceShorterThanQlen, "piece_shorter_than_qlen"},
+    {PlanDiag::kReduceIndptrInvalid, "reduce_indptr_invalid"},
+    {PlanDiag::kReduceGroupMismatch, "reduce_group_mismatch"},
+    {PlanDiag::kReduceFinalMapMismatch, "reduce_final_map_mismatch"},
+    {PlanDiag::kPartialRowsOverlap, "partial_rows_overlap"},
+    {PlanDiag::kPartialRowsExceedLogits, "partial_rows_exceed_logits"},
+    {PlanDiag::kBufferOverflow, "buffer_overflow"},
+    {PlanDiag::kInputReadOutOfRange, "input_read_out_of_range"},
+    {PlanDiag::kUpdateFoldMismatch, "update_fold_mismatch"},
+    {PlanDiag::kUpdateLeftEmptyPiece, "update_left_empty_piece"},
+    {PlanDiag::kZeroClusters, "zero_clusters"},
+    {PlanDiag::kLaunchReadsPastBuffer, "launch_reads_past_buffer"},
+    {PlanDiag::kLaunchReadsUnwritten, "launch_reads_unwritten"},
+    {PlanDiag::kLaunchSkipsWork, "launch_skips_work"}};
 const char* PlanDiagName(PlanDiag d);
 
 enum class Severity : uint8_t {
   kError,    // an invariant is broken: a kernel consuming the plan misbehaves
   kWarning,  // legal for aiter but hazardous downstream (e.g. output rows never written)
 };
+inline constexpr EnumName<Severity> kSeverityNames[] = {{Severity::kError, "error"},
+                                                        {Severity::kWarning, "warning"}};
+const char* SeverityName(Severity s);
 
 struct PlanDiagnostic {
   PlanDiag code;
@@ -74,7 +108,21 @@ struct ExpectedTile {
 std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& request, const PlanDerived& derived);
 
 // Checks `plan` against the request it must serve. For a plan updated by decode_update, pass the
-// request of the new step (new kv_indptr, max_seqlen_qo = uni_seqlen_qo = 1).
+// request of the new step (new kv_indptr, max_seqlen_qo = uni_seqlen_qo = 1). The plan must
+// carry its write state (CellTracking::kChecked, the default): asserted.
 PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan);
+
+// The grid aiter's ASM and OPUS launchers use: work_indptr.size(0) - 1 workgroups
+// (aiter-mla-metadata.md §10, "ASM launch"; §2 "caller obligations").
+int64_t AiterLaunchGrid(const Plan& plan);
+
+// Checks `plan` against a launch of the decode kernel with `workgroups` workgroups (>= 1).
+// Workgroup c reads work_indptr[c] and work_indptr[c + 1] and runs work items
+// [work_indptr[c], work_indptr[c + 1]) (§11.1). Errors: kLaunchReadsPastBuffer (an entry past
+// work_indptr's end), kLaunchReadsUnwritten (an entry no planner wrote: stale memory on a GPU),
+// kLaunchSkipsWork (workgroups < num_clusters and the clusters left without one hold work
+// items; a warning when they hold none). One diagnostic per kind, with the first and last
+// entry. Needs a plan with its write state (CellTracking::kChecked).
+PlanCheckReport CheckLaunchGrid(const Plan& plan, int64_t workgroups);
 
 }  // namespace mlasim::ref

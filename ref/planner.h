@@ -12,6 +12,7 @@
 // (revisions); the golden corpus README (parallel dispatch, folded last-page reads).
 #pragma once
 
+#include "ref/enum_names.h"
 #include "ref/metadata.h"
 
 namespace mlasim::ref {
@@ -27,11 +28,36 @@ enum class PlannerMutant : uint8_t {
   kNondeterministicPad,   // leaks a call counter into the pad dword (not deterministic)
   kCount,
 };
+inline constexpr EnumName<PlannerMutant> kPlannerMutantNames[] = {
+    {PlannerMutant::kNone, "none"},
+    {PlannerMutant::kNoTailRule, "planner-no-tail-rule"},
+    {PlannerMutant::kPartialMapOffByOne, "planner-partial-map-off-by-one"},
+    {PlannerMutant::kUndersizedPartialMap, "sizing-undersized-partial-map"},
+    {PlannerMutant::kDropLastPiece, "planner-drop-last-piece"},
+    {PlannerMutant::kNondeterministicPad, "planner-leaks-state-into-pad"}};
 const char* PlannerMutantName(PlannerMutant m);
+// Errors: InvalidArgument(field, "unknown planner mutant '...' (expected none, ...)").
+StatusOr<PlannerMutant> ParsePlannerMutant(std::string_view text, std::string_view field);
+
+// "auto" (aiter's dispatch), "serial", "parallel".
+inline constexpr EnumName<PlannerChoice> kPlannerChoiceNames[] = {
+    {PlannerChoice::kAiterDispatch, "auto"},
+    {PlannerChoice::kSerial, "serial"},
+    {PlannerChoice::kParallel, "parallel"}};
+const char* PlannerChoiceName(PlannerChoice choice);
+// Errors: InvalidArgument(field, "unknown planner '...' (expected auto, serial or parallel)").
+StatusOr<PlannerChoice> ParsePlannerChoice(std::string_view text, std::string_view field);
+
+inline constexpr EnumName<CellTracking> kCellTrackingNames[] = {{CellTracking::kChecked, "checked"},
+                                                                {CellTracking::kFast, "fast"}};
+const char* CellTrackingName(CellTracking tracking);
 
 struct PlannerOptions {
   PlannerChoice choice = PlannerChoice::kAiterDispatch;
   PlannerMutant mutant = PlannerMutant::kNone;
+  // kChecked (default): Int32Buffer::cells records which elements were written (the checker,
+  // the simulator and the tests need it). kFast: values only, byte-identical buffers.
+  CellTracking tracking = CellTracking::kChecked;
 };
 
 // Checks the request's shapes and values the way get_mla_metadata_v1 and its callers would,
@@ -55,5 +81,14 @@ StatusOr<Plan> PlanMlaMetadata(const PlanRequest& request, const PlannerOptions&
 // another sizing, e.g. for a larger max batch). Stores beyond a buffer are recorded, not done.
 StatusOr<Plan> PlanMlaMetadataInto(const PlanRequest& request, const MetadataSizes& sizes,
                                    const PlannerOptions& options = {});
+
+// Same, rebuilding `*plan` in place: its buffers keep their memory and only the elements the
+// previous plan stored are restored to the poison / unwritten state first, so planning costs
+// what it writes, not the buffers' capacity (a caller that plans every step, as aiter's caller
+// reuses its metadata tensors). The result is byte-for-byte the plan PlanMlaMetadataInto
+// returns, provided `*plan` was only ever written through the planner, decode_update or
+// Int32Buffer::Store (see Int32Buffer's invariant). On error `*plan` is unspecified.
+Status PlanMlaMetadataInto(const PlanRequest& request, const MetadataSizes& sizes,
+                           const PlannerOptions& options, Plan* plan);
 
 }  // namespace mlasim::ref

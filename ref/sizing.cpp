@@ -58,7 +58,7 @@ StatusOr<MetadataSizes> GetMlaMetadataInfoV1(const PlanRequest& request, int32_t
         std::min<int64_t>(max_splits, int64_t{request.max_split_per_batch} * b);
     max_split_tiles = std::max(max_split_tiles, tile_cnt + per_tile_cap);
   }
-  if (max_work > INT32_MAX / 8 || tile_cnt > INT32_MAX / 2 - 1)
+  if (max_work > INT32_MAX / kWorkInfoWidth || tile_cnt > INT32_MAX / kReduceFinalMapWidth - 1)
     return InvalidArgumentError("batch_size", "metadata buffers would exceed 2^31 elements");
 
   MetadataSizes s;

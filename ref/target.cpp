@@ -134,57 +134,35 @@ RevisionRules MakeRules2026_03() {
 }  // namespace
 
 const char* DTypeName(DType d) {
-  switch (d) {
-    case DType::kBf16: return "bf16";
-    case DType::kFp16: return "fp16";
-    case DType::kFp8: return "fp8";
-    case DType::kFp32: return "fp32";
-  }
-  return "?";
+  return NameOf(kDTypeNames, d);
 }
 
 const char* ArchName(Arch a) {
-  switch (a) {
-    case Arch::kGfx942: return "gfx942";
-    case Arch::kGfx950: return "gfx950";
-    case Arch::kSm90: return "sm90";
-  }
-  return "?";
+  return NameOf(kArchNames, a);
 }
 
 const char* RevisionName(Revision r) {
-  return r == Revision::k2026_03 ? "2026-03" : "2026-08";
+  return NameOf(kRevisionNames, r);
 }
 
 StatusOr<DType> ParseDType(std::string_view text, std::string_view field) {
-  if (text == "bf16") return DType::kBf16;
-  if (text == "fp16") return DType::kFp16;
-  if (text == "fp8" || text == "fp8_e4m3fn" || text == "fp8_e4m3fnuz") return DType::kFp8;
-  if (text == "fp32") return DType::kFp32;
-  return InvalidArgumentError(std::string(field), "unknown dtype '" + std::string(text) +
-                                                      "' (expected bf16, fp16, fp8 or fp32)");
+  return ParseEnum(kDTypeNames, text, field, "dtype");
 }
 
 StatusOr<Arch> ParseArch(std::string_view text, std::string_view field) {
-  for (const TargetProfile& p : AllTargetProfiles())
-    if (text == p.name) return p.arch;
-  return InvalidArgumentError(std::string(field), "unknown target '" + std::string(text) +
-                                                      "' (expected gfx942, gfx950 or sm90)");
+  return ParseEnum(kArchNames, text, field, "target");
 }
 
 StatusOr<Revision> ParseRevision(std::string_view text, std::string_view field) {
-  if (text == "2026-03") return Revision::k2026_03;
-  if (text == "2026-08") return Revision::k2026_08;
-  return InvalidArgumentError(std::string(field), "unknown aiter revision '" + std::string(text) +
-                                                      "' (expected 2026-03 or 2026-08)");
+  return ParseEnum(kRevisionNames, text, field, "aiter revision");
 }
 
 const std::vector<TargetProfile>& AllTargetProfiles() {
   // CU counts: aiter-mla-metadata.md §15; LDS sizes as the golden corpus assumed them.
   static const std::vector<TargetProfile> kProfiles = {
-      {Arch::kGfx942, "gfx942", "MI300X/MI325X", 304, 64 * 1024, 64, Arch::kGfx942},
-      {Arch::kGfx950, "gfx950", "MI350X/MI355X", 256, 160 * 1024, 64, Arch::kGfx950},
-      {Arch::kSm90, "sm90", "H200", 132, 228 * 1024, 32, Arch::kGfx942},
+      {Arch::kGfx942, ArchName(Arch::kGfx942), "MI300X/MI325X", 304, 64 * 1024, 64, Arch::kGfx942},
+      {Arch::kGfx950, ArchName(Arch::kGfx950), "MI350X/MI355X", 256, 160 * 1024, 64, Arch::kGfx950},
+      {Arch::kSm90, ArchName(Arch::kSm90), "H200", 132, 228 * 1024, 32, Arch::kGfx942},
   };
   return kProfiles;
 }

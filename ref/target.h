@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ref/enum_names.h"
 #include "ref/status.h"
 
 namespace mlasim::ref {
@@ -30,9 +31,20 @@ enum class Arch : uint8_t { kGfx942, kGfx950, kSm90 };
 // aiter revisions modelled: `A-mar` (b3037388f4, 2026-03-23) and HEAD (e4048607, 2026-08-22).
 enum class Revision : uint8_t { k2026_03, k2026_08 };
 
+// The name tables (ref/enum_names.h). fp8 is also accepted under the names of the two formats
+// aiter's callers pass (e4m3fn on gfx950, e4m3fnuz on gfx942).
+inline constexpr EnumName<DType> kDTypeNames[] = {
+    {DType::kBf16, "bf16"}, {DType::kFp16, "fp16"},      {DType::kFp8, "fp8"},
+    {DType::kFp32, "fp32"}, {DType::kFp8, "fp8_e4m3fn"}, {DType::kFp8, "fp8_e4m3fnuz"}};
+inline constexpr EnumName<Arch> kArchNames[] = {
+    {Arch::kGfx942, "gfx942"}, {Arch::kGfx950, "gfx950"}, {Arch::kSm90, "sm90"}};
+inline constexpr EnumName<Revision> kRevisionNames[] = {{Revision::k2026_03, "2026-03"},
+                                                        {Revision::k2026_08, "2026-08"}};
+
 const char* DTypeName(DType d);
 const char* ArchName(Arch a);
 const char* RevisionName(Revision r);
+// Errors: InvalidArgument(field), "unknown dtype|target|aiter revision '...' (expected ...)".
 StatusOr<DType> ParseDType(std::string_view text, std::string_view field);
 StatusOr<Arch> ParseArch(std::string_view text, std::string_view field);
 StatusOr<Revision> ParseRevision(std::string_view text, std::string_view field);
@@ -40,7 +52,7 @@ StatusOr<Revision> ParseRevision(std::string_view text, std::string_view field);
 // One GPU: compute units, LDS per CU (bytes) and wave size. Devices are inputs, never queries.
 struct TargetProfile {
   Arch arch;
-  const char* name;    // "gfx942", "gfx950", "sm90"
+  const char* name;    // ArchName(arch): "gfx942", "gfx950", "sm90"
   const char* device;  // a product the numbers come from
   int32_t cu_count;    // multiProcessorCount
   int32_t lds_bytes;   // maxSharedMemoryPerMultiProcessor (gates the planner dispatch, §4.6)

@@ -9,11 +9,14 @@ packages=(
   clang libclang-rt-14-dev      # clang-14 and its runtime: -fsanitize=address,undefined and -fsanitize=fuzzer
   libeigen3-dev librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
-  zlib1g-dev                    # the golden corpora in tests/data/ are gzip JSONL
+  zlib1g-dev                    # the FlashInfer / FlashMLA corpora in tests/data/ are gzip JSONL
+  liblzma-dev                   # xz: the golden corpora in tests/golden/
   libxtensor-dev xtl-dev        # Debian names xtl "xtl-dev", not "libxtl-dev"
   hipcc                         # clang-15 + ROCm 5.2.3 device libs: HIP builds and the AMD device-code check
   pybind11-dev python3-dev      # the mlasim Python package (python/), built for /usr/bin/python3
   python3-numpy python3-torch python3-pytest  # its tests (tests/python/); torch is the CPU build
+  chromium fonts-dejavu-core    # headless browser + the pages' font: tests/pictures/browser_test.cpp
+  libpng-dev                    # reads the browser's screenshots in that test
 )
 
 missing=()

@@ -49,7 +49,8 @@ class TableParser {
     MLASIM_RETURN_IF_ERROR(Array(r, "variables", [&](const json& j, const std::string& p) {
       return Variable(j, p);
     }));
-    for (const auto& [name, text] : overrides_) {
+    for (const auto& override_entry : overrides_) {
+      const std::string& name = override_entry.first;  // not a structured binding: clang 14 cannot capture one
       const bool known = std::any_of(t_->variables.begin(), t_->variables.end(),
                                      [&](const TableVariable& v) { return v.name == name; });
       if (!known)

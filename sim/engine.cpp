@@ -37,6 +37,23 @@ int32_t CoveredQRows(const ref::Plan& p) {
   return (rows + fold - 1) / fold;
 }
 
+// Token lengths as the engine hands them to the planner: pages per request (cumulative, B + 1
+// entries) and the tokens of each last page; a zero-length request has 0 pages and a last page
+// of `empty_last` tokens.
+struct PagedLens {
+  std::vector<int32_t> indptr, last;
+};
+PagedLens Paged(const std::vector<int32_t>& lens, int32_t page, int32_t empty_last) {
+  PagedLens p;
+  p.indptr.push_back(0);
+  for (const int32_t len : lens) {
+    const int32_t pages = (len + page - 1) / page;
+    p.indptr.push_back(p.indptr.back() + pages);
+    p.last.push_back(len == 0 ? empty_last : len - (pages - 1) * page);
+  }
+  return p;
+}
+
 std::vector<int32_t> Arange(int32_t n) {
   std::vector<int32_t> v(static_cast<size_t>(n) + 1);
   std::iota(v.begin(), v.end(), 0);
@@ -81,6 +98,9 @@ class StepBuilder {
   ref::PlanRequest BuildInputs(const CallRow& row) const;
   std::vector<int32_t> Indptr(const std::string& name, int32_t tokens) const;
   std::vector<int32_t> DraftKvIndptr(int32_t s) const;
+  // Draft step s's paged kv arrays over its n rows (page 1: DraftKvIndptr and all-ones last
+  // pages, as ATOM computes them; larger pages: each real request grown by s tokens).
+  PagedLens DraftPaged(int32_t s, int32_t n) const;
   std::vector<int32_t> DraftSparseIndptr(int32_t s, int32_t n) const;
   // Trace plumbing.
   Status BuildPlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
@@ -107,7 +127,9 @@ class StepBuilder {
   std::map<std::string, std::shared_ptr<const Contract>> fills_;
   std::map<std::string, ref::MetadataSizes> capacity_;
   std::map<std::string, int32_t> handles_;  // plan handle -> index into t_.plans
-  std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pads repeat)
+  int32_t page_ = 1;                        // KV page size, tokens
+  std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pages; pads repeat)
+  std::vector<int32_t> verify_last_page_;   // R entries (pads 0)
   std::vector<int32_t> sparse_kv_indptr_;   // T_r+1 entries (pads repeat)
   std::vector<int64_t> kv_slot_base_;       // first KV-cache row of each request (kv_cache)
   // Plans the engine built at graph capture, by "<step>.<call>" (plan_from "capture").
@@ -150,7 +172,7 @@ ref::PlanRequest StepBuilder::BaseRequest(int32_t qlen) const {
   r.cu_count = s_.cu_count;
   r.heads_per_head_k = sh_.kernel_heads;
   r.q_dtype = r.kv_dtype = s_.model.kv_dtype;  // ATOM#287: both from the KV-cache dtype
-  r.page_size = 1;
+  r.page_size = page_;
   r.kv_granularity = s_.kv_granularity;
   r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = qlen;
   r.max_split_per_batch = s_.max_split_per_batch;
@@ -179,9 +201,12 @@ void StepBuilder::ComputeShape() {
     }
     sh_.kv_lens.push_back(L);
   }
-  verify_kv_indptr_.assign(sh_.R + 1, 0);
-  for (int32_t i = 1; i <= sh_.R; ++i)
-    verify_kv_indptr_[i] = verify_kv_indptr_[i - 1] + (i <= B ? sh_.kv_lens[i - 1] : 0);
+  page_ = s_.kv_cache.page_size;
+  std::vector<int32_t> lens(sh_.R, 0);
+  for (int32_t i = 0; i < B; ++i) lens[i] = sh_.kv_lens[i];
+  PagedLens verify = Paged(lens, page_, 0);
+  verify_kv_indptr_ = std::move(verify.indptr);
+  verify_last_page_ = std::move(verify.last);
   sparse_kv_indptr_.assign(sh_.running_tokens + 1, 0);
   for (int32_t t = 0; t < sh_.running_tokens; ++t) {
     const int32_t b = t / sh_.Q, j = t % sh_.Q;
@@ -283,11 +308,13 @@ Status StepBuilder::AllocateBuffers() {
   if (s_.kv_cache.modelled) {
     // The KV cache: each request's tokens, and room for its K draft tokens, in slots after the
     // previous request's; one spare row. Row = one token of kv_lora_rank + rope_dim values.
-    int64_t rows = 0;
+    int64_t rows = 0;  // pages until the end, then rows
     for (const int32_t L : sh_.kv_lens) {
       kv_slot_base_.push_back(rows);
-      rows += L + s_.mtp_k;
+      t_.kv_written.push_back({rows * page_, rows * page_ + L + s_.mtp_k});
+      rows += (L + s_.mtp_k + page_ - 1) / page_;
     }
+    rows *= page_;
     if (s_.kv_cache.num_rows > 0) rows = s_.kv_cache.num_rows;
     t_.persistent.push_back(PersistentBuffer{"kv_cache", rows + (s_.kv_cache.num_rows > 0 ? 0 : 1),
                                              int64_t{s_.model.kv_lora_rank + s_.model.rope_dim} *
@@ -324,10 +351,22 @@ std::vector<int32_t> StepBuilder::DraftSparseIndptr(int32_t s, int32_t n) const 
   return sparse;
 }
 
+PagedLens StepBuilder::DraftPaged(int32_t s, int32_t n) const {
+  if (page_ == 1) {
+    PagedLens p;
+    p.indptr = DraftKvIndptr(s);
+    p.last.assign(std::max<int32_t>(n, static_cast<int32_t>(p.indptr.size()) - 1), 1);
+    return p;
+  }
+  std::vector<int32_t> lens(std::max(n, sh_.R), 0);
+  for (int32_t i = 0; i < sh_.B; ++i) lens[i] = sh_.kv_lens[i] - s_.requests[i].rejected + s;
+  return Paged(lens, page_, 1);
+}
+
 std::vector<int32_t> StepBuilder::Indptr(const std::string& name, int32_t tokens) const {
   if (name == "verify_kv_indptr") return verify_kv_indptr_;
   if (name == "sparse_kv_indptr") return sparse_kv_indptr_;
-  if (name == "draft_kv_indptr") return DraftKvIndptr(draft_);
+  if (name == "draft_kv_indptr") return DraftPaged(draft_, tokens).indptr;
   MLASIM_ASSERT(name == "draft_sparse_indptr", "unknown indptr " + name);
   return DraftSparseIndptr(draft_, tokens);
 }
@@ -341,8 +380,7 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
     main.qo_indptr.assign(R + 1, 0);
     main.kv_indptr = verify_kv_indptr_;
     for (int32_t i = 1; i <= R; ++i) main.qo_indptr[i] = std::min(i, B) * Q;
-    main.kv_last_page_lens.assign(R, 0);
-    std::fill(main.kv_last_page_lens.begin(), main.kv_last_page_lens.begin() + B, 1);
+    main.kv_last_page_lens = verify_last_page_;
     if (in == "verify_real_cprr") {
       // T4': with DCP the dense MTP verify plans the B real requests (cprr; PR #1746).
       main.qo_indptr.resize(B + 1);
@@ -374,10 +412,10 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
   } else {
     MLASIM_ASSERT(in == "draft_fresh", "unknown input builder " + in);
     // Ms(c) / Ms(d): a fresh qlen-1 build over n requests of the draft step's kv_indptr.
-    const std::vector<int32_t> kv = DraftKvIndptr(draft_);
+    const PagedLens kv = DraftPaged(draft_, n);
     r.qo_indptr = Arange(n);
-    r.kv_indptr.assign(kv.begin(), kv.begin() + n + 1);
-    r.kv_last_page_lens.assign(n, 1);
+    r.kv_indptr.assign(kv.indptr.begin(), kv.indptr.begin() + n + 1);
+    r.kv_last_page_lens.assign(kv.last.begin(), kv.last.begin() + n);
   }
   return r;
 }
@@ -448,8 +486,8 @@ Status StepBuilder::ReusePlan(const std::string& step, const CallRow& row,
 
 Status StepBuilder::UpdatePlan(const std::string& step, const CallRow& row, int32_t plan_index,
                                int32_t real, int32_t* out_index) {
-  const std::vector<int32_t> kv = DraftKvIndptr(draft_);
-  const std::vector<int32_t> kv_indptr(kv.begin(), kv.begin() + sh_.R + 1);
+  const PagedLens paged = DraftPaged(draft_, sh_.R);
+  const std::vector<int32_t> kv_indptr(paged.indptr.begin(), paged.indptr.begin() + sh_.R + 1);
   const bool rejects = !row.rejects.empty() && Eval(row.rejects, "rejects") != 0;
   PlanSnapshot snap = t_.plans[plan_index];
   snap.plan.input_violations.clear();  // reported with the call that made them
@@ -472,7 +510,7 @@ Status StepBuilder::UpdatePlan(const std::string& step, const CallRow& row, int3
   served.kv_indptr = kv_indptr;
   served.qlen = served.max_seqlen_qo = served.uni_seqlen_qo = 1;
   served.qo_indptr = Arange(static_cast<int32_t>(kv_indptr.size()) - 1);
-  served.kv_last_page_lens.assign(kv_indptr.size() - 1, 1);
+  served.kv_last_page_lens.assign(paged.last.begin(), paged.last.begin() + sh_.R);
   snap.request = std::move(served);
   snap.real_requests = real;
   snap.q_rows_covered = CoveredQRows(snap.plan);
@@ -589,6 +627,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.contract = decode_;
   c.graph_replay = graph;
   c.plan = plan;
+  c.page_size = page_;
   c.q_rows = static_cast<int32_t>(q_alloc);
   c.o_rows = static_cast<int32_t>(o_alloc);
   c.plan_rows = snap.q_rows_covered;

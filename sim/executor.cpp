@@ -76,7 +76,7 @@ class CallExecutor {
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
   int64_t Eval(const Expr& e, bool* defined);
-  LoadResult Load(int32_t slot, int64_t element);
+  inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
   void BindRole(const TensorArg& a);
   LoadResult BadLoad(const LoadSource& l, int64_t element);
@@ -126,10 +126,6 @@ class CallExecutor {
   // A hang stops the GPU: only the first one of a step is reported (later calls never run on
   // hardware; the simulator still applies their accesses).
   bool hang_reported_ = false;
-  Loader loader_{[](void* self, int32_t slot, int64_t element) {
-                    return static_cast<CallExecutor*>(self)->Load(slot, element);
-                  },
-                  this};
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -212,8 +208,12 @@ void CallExecutor::Flush(const Call& c) {
     const Allocation* a = as_.Find(g.buffer);
     const bool before = key.second >= kBefore;
     if (g.kind == ViolationKind::kOutOfBounds) {
-      // q / o past the plan's rows: class A; the KV cache through an index: class G; else C.
-      v.bug_class = (g.buffer == "q" || g.buffer == "o") ? "A" : g.buffer == "kv_cache" ? "G" : "C";
+      // q / o: class A when the plan covers rows the engine did not allocate, class C when the
+      // plan fits and the kernel's row width or stride overruns; the KV cache reached through
+      // an index: class G; any other buffer: class C.
+      const bool qo = g.buffer == "q" || g.buffer == "o";
+      const int32_t alloc_rows = g.buffer == "q" ? c.q_rows : c.o_rows;
+      v.bug_class = qo ? (c.plan_rows > alloc_rows ? "A" : "C") : g.buffer == "kv_cache" ? "G" : "C";
       if (before) {
         v.rows_before_start = -g.first;
         v.bytes_before_start = v.rows_before_start * g.row_bytes;
@@ -599,7 +599,7 @@ void CallExecutor::Bind(const Call& c) {
   const TensorArg* q = Tensor("q");
   vars_[kVarHeads] = q ? q->heads : 0;
   vars_[kVarMaxSeqlenQ] = c.max_seqlen_q;
-  vars_[kVarPageSize] = 1;
+  vars_[kVarPageSize] = c.page_size;
   vars_[kVarQRows] = rows("q");
   vars_[kVarORows] = rows("o");
   vars_[kVarPartialRows] = rows("logits");
@@ -608,7 +608,9 @@ void CallExecutor::Bind(const Call& c) {
 }
 
 int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
-  return e.Eval(vars_.data(), defined_.data(), loader_, defined);
+  return e.EvalWith(vars_.data(), defined_.data(),
+                    [this](int32_t slot, int64_t element) { return Load(slot, element); },
+                    defined);
 }
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
@@ -921,6 +923,8 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
                            "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
+  if (Allocation* kv = as.FindMutable("kv_cache"))
+    for (const auto& [b, e] : trace.kv_written) kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
   CallExecutor ex(s, trace, opt, as, out);
   for (const Call& c : trace.calls) ex.Run(c);
   ex.Finish();

@@ -188,22 +188,19 @@ class ExprParser {
     }
   }
   Status Unary(int32_t* out) {
-    MLASIM_RETURN_IF_ERROR(Deeper());
     Op op = Op::kConst;
     if (Eat("-"))
       op = Op::kNeg;
     else if (Eat("!"))
       op = Op::kNot;
-    if (op != Op::kConst) {
-      int32_t a = -1;
-      MLASIM_RETURN_IF_ERROR(Unary(&a));
-      Expr::Node n;
-      n.op = op;
-      n.a = a;
-      *out = Add(n);
-    } else {
-      MLASIM_RETURN_IF_ERROR(Postfix(out));
-    }
+    if (op == Op::kConst) return Postfix(out);
+    MLASIM_RETURN_IF_ERROR(Deeper());  // a chain of unary operators nests too
+    int32_t a = -1;
+    MLASIM_RETURN_IF_ERROR(Unary(&a));
+    Expr::Node n;
+    n.op = op;
+    n.a = a;
+    *out = Add(n);
     --depth_;
     return OkStatus();
   }
@@ -352,6 +349,7 @@ Expr Expr::Constant(int64_t v) {
   e.nodes_.push_back(n);
   e.root_ = 0;
   e.code_.push_back(n);
+  e.shape_ = Shape::kConst;
   e.text_ = std::to_string(v);
   return e;
 }
@@ -371,6 +369,7 @@ void Expr::Emit(int32_t i) {
     case Op::kLoad:
     case Op::kNeg:
     case Op::kNot:
+    case Op::kBool:
     case Op::kU32:
     case Op::kI32:
       Emit(n.a);
@@ -439,8 +438,14 @@ bool Expr::Fold(int32_t i, int64_t* value) {
       const bool is_and = n.op == Op::kAnd;
       if (ca && (is_and ? a == 0 : a != 0)) return make_const(is_and ? 0 : 1);
       if (ca && cb) return make_const(b != 0);
-      // x && 0 is 0 and x || 1 is 1 when x loads nothing (a load is a recorded read).
+      // x && 0 is 0 and x || 1 is 1 when x loads nothing (a load is a recorded read);
+      // x && 1 and x || 0 are x != 0 (x still evaluates, loads included).
       if (cb && (is_and ? b == 0 : b != 0) && !HasLoad(n.a)) return make_const(is_and ? 0 : 1);
+      if (cb && (is_and ? b != 0 : b == 0)) {
+        n.op = Op::kBool;
+        n.b = -1;
+        return false;
+      }
       return false;
     }
     case Op::kSelect: {
@@ -451,6 +456,9 @@ bool Expr::Fold(int32_t i, int64_t* value) {
       if (cc) return copy_from(c != 0 ? n.b : n.c);
       return false;
     }
+    case Op::kBool:
+      if (!Fold(n.a, &a)) return false;
+      return make_const(a != 0);
     case Op::kNeg:
     case Op::kNot:
     case Op::kU32:
@@ -510,109 +518,27 @@ Status Expr::Linearize(const std::string& field) {
   if (max_depth > kMaxStack)
     return InvalidArgumentError(field, "expression needs more than " + std::to_string(kMaxStack) +
                                            " values at once; split it with let");
+  // The shapes most contract expressions have, evaluated without the stack machine.
+  auto binary = [](Op op) {
+    return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kLt ||
+           op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq || op == Op::kNe ||
+           op == Op::kMin || op == Op::kMax;
+  };
+  const size_t n = code_.size();
+  shape_ = Shape::kGeneric;
+  if (n == 1) shape_ = code_[0].op == Op::kConst ? Shape::kConst : Shape::kVar;
+  if (n == 2 && code_[1].op == Op::kLoad &&
+      (code_[0].op == Op::kVar || code_[0].op == Op::kConst))
+    shape_ = Shape::kLoad;
+  if (n == 3 && code_[0].op == Op::kVar && binary(code_[2].op) &&
+      (code_[1].op == Op::kVar || code_[1].op == Op::kConst))
+    shape_ = code_[1].op == Op::kVar ? Shape::kVarOpVar : Shape::kVarOpConst;
   return OkStatus();
 }
 
 int64_t Expr::Eval(const int64_t* vars, const uint8_t* var_defined, const Loader& load,
                    bool* defined) const {
-  *defined = true;
-  const size_t n = code_.size();
-  if (n == 1) {  // the common single-variable or constant expression
-    const Node& x = code_[0];
-    if (x.op == Op::kConst) return x.value;
-    if (var_defined && !var_defined[x.value]) {
-      *defined = false;
-      return 0;
-    }
-    return vars[x.value];
-  }
-  if (n == 2 && code_[1].op == Op::kLoad) {  // buf[var] / buf[var].field / buf[const]
-    const Node& x = code_[0];
-    if (x.op == Op::kVar && var_defined && !var_defined[x.value]) {
-      *defined = false;
-      return 0;
-    }
-    const int64_t idx = x.op == Op::kConst ? x.value : vars[x.value];
-    const Node& l = code_[1];
-    const LoadResult r = load(static_cast<int32_t>(l.value), idx * l.width + l.field);
-    *defined = r.defined;
-    return r.defined ? r.value : 0;
-  }
-  int64_t st[kMaxStack];
-  int sp = 0;
-  bool ok = true;
-  for (size_t pc = 0; pc < n; ++pc) {
-    const Node& x = code_[pc];
-    switch (x.op) {
-      case Op::kConst: st[sp++] = x.value; break;
-      case Op::kVar:
-        if (var_defined && !var_defined[x.value]) ok = false;
-        st[sp++] = vars[x.value];
-        break;
-      case Op::kLoad: {
-        const int64_t idx = st[sp - 1];
-        if (!ok) {
-          st[sp - 1] = 0;
-          break;
-        }
-        const LoadResult r = load(static_cast<int32_t>(x.value), idx * x.width + x.field);
-        if (!r.defined) ok = false;
-        st[sp - 1] = r.value;
-        break;
-      }
-      case Op::kNeg: st[sp - 1] = static_cast<int64_t>(0 - static_cast<uint64_t>(st[sp - 1])); break;
-      case Op::kNot: st[sp - 1] = st[sp - 1] == 0; break;
-      case Op::kBool: st[sp - 1] = st[sp - 1] != 0; break;
-      case Op::kU32: st[sp - 1] = static_cast<int64_t>(static_cast<uint32_t>(st[sp - 1])); break;
-      case Op::kI32:
-        st[sp - 1] = static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(st[sp - 1])));
-        break;
-      case Op::kJump: pc = static_cast<size_t>(x.value) - 1; break;
-      case Op::kJumpIfZero:
-        if (st[--sp] == 0) pc = static_cast<size_t>(x.value) - 1;
-        break;
-      case Op::kJumpIfNonZero:
-        if (st[--sp] != 0) pc = static_cast<size_t>(x.value) - 1;
-        break;
-      default: {
-        // Arithmetic wraps like the 64-bit integers of a kernel's address computation.
-        const int64_t b = st[--sp], a = st[sp - 1];
-        const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-        int64_t r = 0;
-        switch (x.op) {
-          case Op::kAdd: r = static_cast<int64_t>(ua + ub); break;
-          case Op::kSub: r = static_cast<int64_t>(ua - ub); break;
-          case Op::kMul: r = static_cast<int64_t>(ua * ub); break;
-          case Op::kDiv:
-          case Op::kMod:
-          case Op::kCdiv:
-            if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) {
-              ok = false;
-              r = 0;
-            } else if (x.op == Op::kDiv) {
-              r = a / b;
-            } else if (x.op == Op::kMod) {
-              r = a % b;
-            } else {
-              r = a / b + ((a % b != 0) && ((a > 0) == (b > 0)));
-            }
-            break;
-          case Op::kLt: r = a < b; break;
-          case Op::kLe: r = a <= b; break;
-          case Op::kGt: r = a > b; break;
-          case Op::kGe: r = a >= b; break;
-          case Op::kEq: r = a == b; break;
-          case Op::kNe: r = a != b; break;
-          case Op::kMin: r = std::min(a, b); break;
-          case Op::kMax: r = std::max(a, b); break;
-          default: break;
-        }
-        st[sp - 1] = r;
-      }
-    }
-  }
-  *defined = ok;
-  return ok ? st[0] : 0;
+  return EvalWith(vars, var_defined, load, defined);
 }
 
 }  // namespace mlasim::sim

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include <string>
 #include <vector>
@@ -90,6 +91,11 @@ class Expr {
   // A constant expression.
   static Expr Constant(int64_t v);
 
+  // The same with any callable `load(buffer, element) -> LoadResult`, inlined into the
+  // interpreter (the simulator's executor uses this on its hot path).
+  template <class LoadF>
+  int64_t EvalWith(const int64_t* vars, const uint8_t* var_defined, LoadF&& load,
+                   bool* defined) const;
   // Evaluates with variable values `vars` (`var_defined[slot]` == 0 marks a variable whose value
   // is undefined; nullptr: all defined); *defined is false when a variable or a load was undefined
   // or a division by zero happened (the value is then 0).
@@ -104,9 +110,11 @@ class Expr {
   enum class Op : uint8_t {
     kConst, kVar, kLoad, kNeg, kNot, kAdd, kSub, kMul, kDiv, kMod, kLt, kLe, kGt, kGe, kEq, kNe,
     kAnd, kOr, kSelect, kMin, kMax, kCdiv, kU32, kI32,
-    // bytecode only: jumps (value = target index) and a 0/1 normalisation
+    // bytecode only: jumps (value = target index); a 0/1 normalisation (also from folding)
     kJumpIfZero, kJumpIfNonZero, kJump, kBool,
   };
+  // The bytecode's shape: the common ones skip the stack machine.
+  enum class Shape : uint8_t { kConst, kVar, kLoad, kVarOpVar, kVarOpConst, kGeneric };
   struct Node {
     Op op = Op::kConst;
     int64_t value = 0;   // kConst: value; kVar: slot; kLoad: buffer slot
@@ -129,7 +137,125 @@ class Expr {
   std::vector<Node> nodes_;  // the parse tree
   int32_t root_ = -1;
   std::vector<Node> code_;   // the bytecode
+  Shape shape_ = Shape::kGeneric;
   std::string text_;
+  // + - * < <= > >= == != min max on two values (arithmetic wraps like 64-bit kernel integers).
+  static int64_t ApplyBinary(Op op, int64_t a, int64_t b) {
+    const uint64_t ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
+    switch (op) {
+      case Op::kAdd: return static_cast<int64_t>(ua + ub);
+      case Op::kSub: return static_cast<int64_t>(ua - ub);
+      case Op::kMul: return static_cast<int64_t>(ua * ub);
+      case Op::kLt: return a < b;
+      case Op::kLe: return a <= b;
+      case Op::kGt: return a > b;
+      case Op::kGe: return a >= b;
+      case Op::kEq: return a == b;
+      case Op::kNe: return a != b;
+      case Op::kMin: return a < b ? a : b;
+      case Op::kMax: return a < b ? b : a;
+      default: return 0;
+    }
+  }
 };
+
+template <class LoadF>
+inline int64_t Expr::EvalWith(const int64_t* vars, const uint8_t* var_defined, LoadF&& load,
+                             bool* defined) const {
+  *defined = true;
+  const size_t n = code_.size();
+  auto var = [&](const Node& x) -> int64_t {
+    if (var_defined && !var_defined[x.value]) *defined = false;
+    return vars[x.value];
+  };
+  switch (shape_) {
+    case Shape::kConst: return code_[0].value;
+    case Shape::kVar: {
+      const int64_t v = var(code_[0]);
+      return *defined ? v : 0;
+    }
+    case Shape::kVarOpVar:
+    case Shape::kVarOpConst: {
+      const int64_t a = var(code_[0]);
+      const int64_t b = shape_ == Shape::kVarOpVar ? var(code_[1]) : code_[1].value;
+      if (!*defined) return 0;
+      return ApplyBinary(code_[2].op, a, b);
+    }
+    default: break;
+  }
+  if (shape_ == Shape::kLoad) {  // buf[var] / buf[var].field / buf[const]
+    const Node& x = code_[0];
+    if (x.op == Op::kVar && var_defined && !var_defined[x.value]) {
+      *defined = false;
+      return 0;
+    }
+    const int64_t idx = x.op == Op::kConst ? x.value : vars[x.value];
+    const Node& l = code_[1];
+    const LoadResult r = load(static_cast<int32_t>(l.value), idx * l.width + l.field);
+    *defined = r.defined;
+    return r.defined ? r.value : 0;
+  }
+  int64_t st[kMaxStack];
+  int sp = 0;
+  bool ok = true;
+  for (size_t pc = 0; pc < n; ++pc) {
+    const Node& x = code_[pc];
+    switch (x.op) {
+      case Op::kConst: st[sp++] = x.value; break;
+      case Op::kVar:
+        if (var_defined && !var_defined[x.value]) ok = false;
+        st[sp++] = vars[x.value];
+        break;
+      case Op::kLoad: {
+        const int64_t idx = st[sp - 1];
+        if (!ok) {
+          st[sp - 1] = 0;
+          break;
+        }
+        const LoadResult r = load(static_cast<int32_t>(x.value), idx * x.width + x.field);
+        if (!r.defined) ok = false;
+        st[sp - 1] = r.value;
+        break;
+      }
+      case Op::kNeg: st[sp - 1] = static_cast<int64_t>(0 - static_cast<uint64_t>(st[sp - 1])); break;
+      case Op::kNot: st[sp - 1] = st[sp - 1] == 0; break;
+      case Op::kBool: st[sp - 1] = st[sp - 1] != 0; break;
+      case Op::kU32: st[sp - 1] = static_cast<int64_t>(static_cast<uint32_t>(st[sp - 1])); break;
+      case Op::kI32:
+        st[sp - 1] = static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(st[sp - 1])));
+        break;
+      case Op::kJump: pc = static_cast<size_t>(x.value) - 1; break;
+      case Op::kJumpIfZero:
+        if (st[--sp] == 0) pc = static_cast<size_t>(x.value) - 1;
+        break;
+      case Op::kJumpIfNonZero:
+        if (st[--sp] != 0) pc = static_cast<size_t>(x.value) - 1;
+        break;
+      case Op::kDiv:
+      case Op::kMod:
+      case Op::kCdiv: {
+        const int64_t b = st[--sp], a = st[sp - 1];
+        int64_t r = 0;
+        if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) {
+          ok = false;
+        } else if (x.op == Op::kDiv) {
+          r = a / b;
+        } else if (x.op == Op::kMod) {
+          r = a % b;
+        } else {
+          r = a / b + ((a % b != 0) && ((a > 0) == (b > 0)));
+        }
+        st[sp - 1] = r;
+        break;
+      }
+      default: {
+        const int64_t b = st[--sp];
+        st[sp - 1] = ApplyBinary(x.op, st[sp - 1], b);
+      }
+    }
+  }
+  *defined = ok;
+  return ok ? st[0] : 0;
+}
 
 }  // namespace mlasim::sim

@@ -86,7 +86,7 @@ StatusOr<Scenario> BuiltinScenario(const std::string& name) {
     s.mtp_k = 3;
     const int32_t L[] = {100, 3000, 50, 2100, 7};
     const int32_t r[] = {0, 3, 1, 2, 0};
-    for (int i = 0; i < 5; ++i) s.requests.push_back({L[i], 0, r[i]});
+    for (int i = 0; i < 5; ++i) s.requests.push_back({L[i], 0, r[i], {}});
     s.target = ref::Arch::kGfx942;
     s.engine = *GetEngineProfile("atom-2026-03", "engine");
     return s;

@@ -49,6 +49,10 @@ struct RequestSpec {
 // simulator tracks which index elements a kernel reads but not the KV rows they point to.
 struct KvCacheSpec {
   bool modelled = false;  // the scenario has a "kv_cache" object
+  // Tokens per page (power of two). The engine's kv_indptr then counts pages and
+  // kv_last_page_lens the tokens of each last page; ATOM runs MLA at page 1 (a larger page is a
+  // what-if for dense models: draft steps then grow each request by one token per step).
+  int32_t page_size = 1;
   int64_t num_rows = 0;   // token rows of the cache; 0 = what the batch needs
   // An index element (sparse: slot `position` of token `token`'s top-k region of the verify
   // step's index buffer; dense: page `position` of request `token`) set to `value` by the

@@ -205,6 +205,13 @@ Status ParseKvCache(const json& j, Scenario* s) {
   MLASIM_RETURN_IF_ERROR(r.Check());
   KvCacheSpec& kv = s->kv_cache;
   kv.modelled = true;
+  MLASIM_RETURN_IF_ERROR(r.Int("page_size", &kv.page_size, 1, 1024));
+  if ((kv.page_size & (kv.page_size - 1)) != 0)
+    return InvalidArgumentError("$.kv_cache.page_size", "must be a power of two");
+  if (kv.page_size > 1 && s->model.sparse)
+    return InvalidArgumentError("$.kv_cache.page_size",
+                                "sparse models are planned per token (page 1) in the ATOM call "
+                                "table; page_size > 1 is modelled for dense models");
   MLASIM_RETURN_IF_ERROR(r.Int64("num_rows", &kv.num_rows, 0, int64_t{1} << 32));
   if (const json* values = r.Child("index_values")) {
     if (!values->is_array() || values->size() > 4096)
@@ -341,10 +348,7 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
     MLASIM_ASSIGN_OR_RETURN(s.revision, ref::ParseRevision(text, "$.revision"));
   }
   MLASIM_RETURN_IF_ERROR(r.Int("cu_count", &s.cu_count, 1, 4096));
-  if (r.Has("kernel")) {
-    MLASIM_RETURN_IF_ERROR(r.String("kernel", &s.kernel));
-    MLASIM_RETURN_IF_ERROR(BuiltinContract(CallKind::kDecode, s.kernel, "$.kernel").status());
-  }
+  if (r.Has("kernel")) MLASIM_RETURN_IF_ERROR(r.String("kernel", &s.kernel));
   if (const json* planner = r.Child("planner")) MLASIM_RETURN_IF_ERROR(ParsePlanner(*planner, &s));
   MLASIM_RETURN_IF_ERROR(r.Bool("zero_kv_reads_index_row", &s.zero_kv_reads_index_row));
   if (const json* a = r.Child("allocator"))
@@ -357,12 +361,31 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
     MLASIM_RETURN_IF_ERROR(c.Finish());
   }
   if (const json* calls = r.Child("calls")) MLASIM_RETURN_IF_ERROR(ParseCalls(*calls, &s));
+  if (const json* contracts = r.Child("contracts")) {
+    // Kernel contracts that replace the built-in one of their call kind, inline (a finding of
+    // `fuzz --contract` carries its contract, so it replays anywhere).
+    if (!contracts->is_array() || contracts->size() > 8)
+      return InvalidArgumentError("$.contracts", "must be an array of at most 8 contracts");
+    for (size_t i = 0; i < contracts->size(); ++i) {
+      const std::string path = "$.contracts[" + std::to_string(i) + "]";
+      MLASIM_ASSIGN_OR_RETURN(Contract c, ParseContract((*contracts)[i], path));
+      for (const auto& prev : s.contracts)
+        if (prev->call == c.call)
+          return InvalidArgumentError(path, "a second " + std::string(CallKindName(c.call)) +
+                                                " contract (one per call kind)");
+      s.contracts.push_back(std::make_shared<const Contract>(std::move(c)));
+    }
+  }
   if (const json* sizing = r.Child("sizing")) MLASIM_RETURN_IF_ERROR(ParseSizing(*sizing, &s));
   const json* engine = r.Child("engine");
   if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
   MLASIM_RETURN_IF_ERROR(ParseEngine(*engine, &s.engine));
   MLASIM_RETURN_IF_ERROR(r.Finish());
   // Cross-field checks.
+  bool own_decode = false;
+  for (const auto& c : s.contracts) own_decode = own_decode || c->call == CallKind::kDecode;
+  if (!own_decode)
+    MLASIM_RETURN_IF_ERROR(BuiltinContract(CallKind::kDecode, s.kernel, "$.kernel").status());
   if (s.model.heads % s.parallel.tp != 0)
     return InvalidArgumentError("$.parallelism.tp",
                                 "must divide model.heads (" + std::to_string(s.model.heads) + ")");
@@ -481,9 +504,16 @@ json ScenarioToJson(const Scenario& s) {
     json values = json::array();
     for (const KvCacheSpec::IndexValue& v : s.kv_cache.index_values)
       values.push_back({{"token", v.token}, {"position", v.position}, {"value", v.value}});
-    out["kv_cache"] = {{"num_rows", s.kv_cache.num_rows}, {"index_values", values}};
+    out["kv_cache"] = {{"page_size", s.kv_cache.page_size},
+                       {"num_rows", s.kv_cache.num_rows},
+                       {"index_values", values}};
   }
   if (!s.capture_contexts.empty()) out["capture"] = {{"contexts", s.capture_contexts}};
+  if (!s.contracts.empty()) {
+    json contracts = json::array();
+    for (const auto& c : s.contracts) contracts.push_back(c->doc);
+    out["contracts"] = contracts;
+  }
   if (!s.calls.empty()) {
     json calls = json::array();
     for (const CallOverride& c : s.calls) {

@@ -88,6 +88,7 @@ struct Call {
   int32_t fill_tokens = 0;           // kIndexFill: tokens the call runs over
   int32_t max_seqlen_q = 1;    // decode: sizes the partial buffers (§10.4)
   int32_t captured_grid = 0;   // decode: workgroups of a captured launch (0: none given)
+  int32_t page_size = 1;       // decode: KV page size, tokens
   int32_t launch_grid = -1;    // kernel calls: workgroups the engine launched (-1: the contract's)
   // Scenario overrides applied to this call (docs/scenario.md "calls"), in words, for reports.
   std::vector<std::string> overrides;
@@ -114,6 +115,9 @@ struct StepShape {
 
 struct Trace {
   StepShape shape;
+  // KV-cache rows the engine has written before the step (each real request's tokens and the
+  // slots of its draft tokens), when the scenario models the cache; other rows are stale.
+  std::vector<std::pair<int64_t, int64_t>> kv_written;
   std::vector<PersistentBuffer> persistent;
   std::vector<Call> calls;
   std::vector<PlanSnapshot> plans;

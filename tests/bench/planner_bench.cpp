@@ -5,6 +5,7 @@
 
 #include "ref/plan_check.h"
 #include "ref/planner.h"
+#include "ref/sizing.h"
 #include "tests/ref/plan_builders.h"
 
 namespace mlasim::ref {
@@ -44,6 +45,29 @@ BENCHMARK(BM_PlanDense)
     ->Args({64, 4})
     ->Args({256, 1})
     ->Args({256, 4})
+    ->Unit(benchmark::kMicrosecond);
+
+// The same shapes replanned in place (PlanMlaMetadataInto with a Plan*, as a caller that plans
+// every step reuses its buffers), with and without the per-element write state.
+void BM_PlanDenseInPlace(benchmark::State& state) {
+  const int32_t batch = static_cast<int32_t>(state.range(0));
+  const int32_t qlen = static_cast<int32_t>(state.range(1));
+  PlanRequest r = test::DenseRequest(Arch::kGfx950, 16, qlen, Contexts(batch, 2048), 0);
+  r.q_dtype = r.kv_dtype = DType::kFp8;
+  r.max_split_per_batch = 16;
+  const MetadataSizes sizes = *GetMlaMetadataInfoV1(r, batch);
+  PlannerOptions options;
+  options.tracking = state.range(2) ? CellTracking::kChecked : CellTracking::kFast;
+  Plan plan;
+  for (auto _ : state) {
+    Status st = PlanMlaMetadataInto(r, sizes, options, &plan);
+    benchmark::DoNotOptimize(st);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_PlanDenseInPlace)
+    ->ArgNames({"B", "qlen", "checked"})
+    ->ArgsProduct({{4, 64, 256}, {1, 4}, {0, 1}})
     ->Unit(benchmark::kMicrosecond);
 
 void BM_PlanSparsePerToken(benchmark::State& state) {

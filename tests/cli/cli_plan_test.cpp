@@ -1,6 +1,6 @@
 // Tests of `mlasim plan`, run in-process through RunMlasim (tools/mlasim/cli.h): outputs of the
 // spec §6.1 example (JSON, table, .npy), the exit-code and error-message conventions for bad
-// input, request files, and --check-golden on small corpora cut from ../shared/golden.
+// input, request files, and --check-golden on small corpora cut from tests/golden (xz).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ref/metadata.h"
+#include "tools/io/input_file.h"
 #include "tools/mlasim/cli.h"
 
 namespace mlasim::cli {
@@ -66,21 +67,16 @@ class TempDir {
 };
 
 fs::path GoldenDir() {
-#if defined(MLASIM_GOLDEN_DIR)
   return fs::path(MLASIM_GOLDEN_DIR);
-#elif defined(MLASIM_SOURCE_DIR)
-  return fs::path(MLASIM_SOURCE_DIR) / ".." / "shared" / "golden";
-#else
-  return fs::path();
-#endif
 }
 
-// The first `n` lines of a golden file that satisfy `keep`.
+// The first `n` lines of a golden corpus (tests/golden/*.jsonl.xz) that satisfy `keep`.
 std::vector<std::string> GoldenLines(const std::string& file, size_t n, bool (*keep)(const json&)) {
   std::vector<std::string> lines;
-  std::ifstream in(GoldenDir() / file);
+  auto in = io::InputFile::Open((GoldenDir() / file).string());
+  if (!in.ok()) return lines;
   std::string line;
-  while (lines.size() < n && std::getline(in, line)) {
+  while (lines.size() < n && std::getline((*in)->stream(), line)) {
     if (line.empty()) continue;
     if (keep(json::parse(line))) lines.push_back(line);
   }
@@ -94,10 +90,10 @@ bool AnyRecord(const json&) {
   return true;
 }
 
-#define SKIP_WITHOUT_GOLDEN(file)                                                  \
-  if (!fs::exists(GoldenDir() / (file)))                                           \
-  GTEST_SKIP() << "golden corpus not found at " << (GoldenDir() / (file)).string() \
-               << " (set MLASIM_GOLDEN_DIR or keep ../shared/golden next to the source tree)"
+// The corpus is tracked in the repository: its absence fails the test, never skips it.
+#define ASSERT_GOLDEN_PRESENT(file)             \
+  ASSERT_TRUE(fs::exists(GoldenDir() / (file))) \
+      << "golden corpus missing: " << (GoldenDir() / (file)).string() << " (tests/golden/)"
 
 const std::vector<std::string> kSpec61 = {"plan",    "--kv-lens", "300,40,700", "--qlen", "1",
                                           "--heads", "16",        "--clusters", "8"};
@@ -279,9 +275,11 @@ TEST(CliPlan, NpyWritesTheFullBuffersInAitersDtypes) {
             (std::vector<int32_t>{0, 1, 2, 3, 4, poison, poison, poison, poison, poison}));
   const std::vector<int32_t> wi = Int32s(got["work_info.npy"].data);
   ASSERT_EQ(wi.size(), 80u);
+  constexpr size_t kWidth = ref::kWorkInfoWidth;
   for (size_t w = 0; w < 6; ++w)
-    for (size_t f = 0; f < 8; ++f) EXPECT_EQ(wi[w * 8 + f], kSpec61WorkInfo[w][f].get<int32_t>());
-  for (size_t i = 6 * 8; i < wi.size(); ++i) EXPECT_EQ(wi[i], poison) << i;
+    for (size_t f = 0; f < kWidth; ++f)
+      EXPECT_EQ(wi[w * kWidth + f], kSpec61WorkInfo[w][f].get<int32_t>());
+  for (size_t i = 6 * kWidth; i < wi.size(); ++i) EXPECT_EQ(wi[i], poison) << i;
 }
 
 TEST(CliPlan, NpyRefusesAPathThatIsAFile) {
@@ -450,6 +448,181 @@ TEST(CliPlan, HelpAndVersionExitZero) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The plan check (issue 10 §4): every printed plan is checked, with a launch of aiter's grid
+// (work_indptr entries - 1) or of --launch-grid N workgroups; an invalid plan exits 1.
+// ---------------------------------------------------------------------------------------------
+
+// The diagnostics of `mlasim plan ... --json`, as "severity code" strings.
+std::vector<std::string> CheckCodes(const CliResult& r) {
+  std::vector<std::string> codes;
+  const json out = json::parse(r.out);
+  for (const json& d : out.at("check").at("diagnostics"))
+    codes.push_back(d.at("severity").get<std::string>() + " " + d.at("code").get<std::string>());
+  return codes;
+}
+
+std::string Request(int32_t cu_count, int32_t num_heads_k) {
+  return json{{"target", "gfx942"},         {"cu_count", cu_count}, {"heads_per_head_k", 8},
+              {"num_heads_k", num_heads_k}, {"q_dtype", "bf16"},    {"kv_dtype", "bf16"},
+              {"kv_indptr", {0, 300, 340}}}
+      .dump();
+}
+
+TEST(CliPlanCheck, ValidPlanPassesAgainstAitersGrid) {
+  const CliResult r = RunCli(kSpec61);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(HasLine(NormalizedLines(r.out),
+                      "plan check (launch of 8 workgroups (aiter's grid: work_indptr - 1)): ok"))
+      << r.out;
+  const CliResult j = RunCli(With(kSpec61, {"--json"}));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(json::parse(j.out).at("check"),
+            json::parse(R"({"ok": true, "launch_grid": 8, "launch_grid_given": false,
+                            "diagnostics": []})"));
+}
+
+TEST(CliPlanCheck, ZeroClustersExitOneNamingTheCause) {
+  TempDir tmp;
+  const std::string file = tmp.Write("zero.json", Request(1, 2));  // 1 CU / 2 KV heads
+  const CliResult r = RunCli({"plan", "--request", file});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(HasLine(NormalizedLines(r.out),
+                      "error zero_clusters: the planner has 0 clusters (cu_count 1 / num_heads_k "
+                      "2): no workgroup runs, so none of the 2 requests' output rows is ever "
+                      "written"))
+      << r.out;
+  const CliResult j = RunCli({"plan", "--request", file, "--json"});
+  EXPECT_EQ(j.exit_code, 1);
+  EXPECT_EQ(CheckCodes(j),
+            (std::vector<std::string>{"error zero_clusters", "error launch_reads_unwritten"}));
+  EXPECT_FALSE(json::parse(j.out).at("check").at("ok").get<bool>());
+}
+
+TEST(CliPlanCheck, TilesNotCoveredExitOne) {
+  // The mutant drops the final piece of every split tile: tile 2's last 220 tokens are never
+  // attended.
+  const CliResult r =
+      RunCli(With(kSpec61, {"--planner", "serial", "--mutant", "planner-drop-last-piece"}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(HasLine(NormalizedLines(r.out),
+                      "error tile_kv_not_covered: tile 2 (batch 2, q [2,3)): pieces end at 820, "
+                      "the tile's KV ends at 1040 (220 positions never attended)"))
+      << r.out;
+  // The real planner on the same request passes.
+  EXPECT_EQ(RunCli(With(kSpec61, {"--planner", "serial"})).exit_code, 0);
+}
+
+TEST(CliPlanCheck, PiecesShorterThanQlenExitOne) {
+  const std::vector<std::string> mtp = {"plan",       "--kv-lens", "899",       "--qlen", "7",
+                                        "--clusters", "11",        "--planner", "serial"};
+  EXPECT_EQ(RunCli(mtp).exit_code, 0);  // the tail rule keeps every piece >= 7 tokens
+  const CliResult r = RunCli(With(mtp, {"--mutant", "planner-no-tail-rule"}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(HasLine(NormalizedLines(r.out),
+                      "error piece_shorter_than_qlen: tile 0 (batch 0, q [0,7)): piece [784,896) "
+                      "leaves 3 tokens, fewer than the tile's 7 q rows: causal rows see no key in "
+                      "a piece (NaN partials; the tail rule prevents this)"))
+      << r.out;
+}
+
+TEST(CliPlanCheck, StoresPastABufferAndInputReadsExitOne) {
+  const CliResult sized =
+      RunCli(With(kSpec61, {"--mutant", "sizing-undersized-partial-map", "--json"}));
+  EXPECT_EQ(sized.exit_code, 1) << sized.err;
+  EXPECT_EQ(CheckCodes(sized),
+            (std::vector<std::string>{"error buffer_overflow", "error reduce_group_mismatch",
+                                      "error partial_rows_exceed_logits"}));
+  // Folded heads (48 -> 3 x 16) with pages: aiter reads kv_last_page_lens at the virtual batch.
+  const CliResult folded = RunCli({"plan", "--kv-lens", "1476,1476,1476", "--heads", "48", "--qlen",
+                                   "2", "--page-size", "16", "--json"});
+  EXPECT_EQ(folded.exit_code, 1) << folded.err;
+  const std::vector<std::string> codes = CheckCodes(folded);
+  ASSERT_FALSE(codes.empty());
+  EXPECT_EQ(std::count(codes.begin(), codes.end(), "error input_read_out_of_range"),
+            static_cast<std::ptrdiff_t>(codes.size()));
+}
+
+TEST(CliPlanCheck, LaunchGridPastWorkIndptrExitOne) {
+  // 8 clusters, work_indptr holds 9 entries: workgroup 8 reads work_indptr[9].
+  const CliResult r = RunCli(With(kSpec61, {"--launch-grid", "9"}));
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::vector<std::string> lines = NormalizedLines(r.out);
+  EXPECT_TRUE(HasLine(lines, "plan check (launch of 9 workgroups (--launch-grid)): 1 error"));
+  EXPECT_TRUE(HasLine(lines,
+                      "error launch_reads_past_buffer: a launch of 9 workgroups reads "
+                      "work_indptr[9] past the end of work_indptr (9 entries): workgroup c reads "
+                      "work_indptr[c] and [c + 1]"))
+      << r.out;
+  const CliResult big = RunCli(With(kSpec61, {"--launch-grid", "1048576", "--json"}));
+  EXPECT_EQ(big.exit_code, 1);
+  EXPECT_EQ(json::parse(big.out).at("check").at("diagnostics").at(0).at("message"),
+            "a launch of 1048576 workgroups reads 1048568 entries, work_indptr[9] to [1048576] "
+            "past the end of work_indptr (9 entries): workgroup c reads work_indptr[c] and [c + "
+            "1]");
+}
+
+TEST(CliPlanCheck, LaunchReadsEntriesNoPlannerWroteExitOne) {
+  // 8 CUs / 2 KV heads = 4 clusters, but info_v1 sizes work_indptr for 8: aiter's grid (8)
+  // reads work_indptr[5..8], which the planner never writes.
+  TempDir tmp;
+  const std::string file = tmp.Write("two_kv_heads.json", Request(8, 2));
+  const CliResult r = RunCli({"plan", "--request", file});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(HasLine(NormalizedLines(r.out),
+                      "error launch_reads_unwritten: a launch of 8 workgroups reads 4 entries, "
+                      "work_indptr[5] to [8], which no planner wrote (the planner has 4 clusters "
+                      "and writes work_indptr[0..4]): stale memory on a GPU decides which work "
+                      "runs"))
+      << r.out;
+  // A launch of exactly the planner's clusters is fine.
+  const CliResult four = RunCli({"plan", "--request", file, "--launch-grid", "4"});
+  EXPECT_EQ(four.exit_code, 0) << four.out;
+}
+
+TEST(CliPlanCheck, LaunchGridSmallerThanClusters) {
+  // Clusters 4..7 hold work items 4 and 5: a grid of 4 never runs them.
+  const CliResult four = RunCli(With(kSpec61, {"--launch-grid", "4"}));
+  EXPECT_EQ(four.exit_code, 1) << four.out;
+  EXPECT_TRUE(HasLine(NormalizedLines(four.out),
+                      "error launch_skips_work: a launch of 4 workgroups leaves clusters 4..7 of 8 "
+                      "without a workgroup: work items [4,6) never run (their output rows are "
+                      "never written, or their partial rows never reduced)"))
+      << four.out;
+  const CliResult one = RunCli(With(kSpec61, {"--launch-grid", "1", "--json"}));
+  EXPECT_EQ(one.exit_code, 1);
+  EXPECT_EQ(CheckCodes(one), std::vector<std::string>{"error launch_skips_work"});
+  // Cluster 7 holds no work: leaving it out is only a warning, exit 0.
+  const CliResult seven = RunCli(With(kSpec61, {"--launch-grid", "7"}));
+  EXPECT_EQ(seven.exit_code, 0) << seven.out;
+  EXPECT_TRUE(HasLine(NormalizedLines(seven.out),
+                      "plan check (launch of 7 workgroups (--launch-grid)): ok (1 warning)"));
+  EXPECT_EQ(RunCli(With(kSpec61, {"--launch-grid", "8"})).exit_code, 0);
+}
+
+TEST(CliPlanCheck, BadLaunchGridAndMutantExitTwo) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--launch-grid", "0"}, "--launch-grid: must be in 1..1048576, got 0"},
+      {{"--launch-grid", "-3"}, "--launch-grid: must be in 1..1048576, got -3"},
+      {{"--launch-grid", "1048577"}, "--launch-grid: must be in 1..1048576, got 1048577"},
+      {{"--mutant", "bogus"},
+       "--mutant: unknown planner mutant 'bogus' (expected none, planner-no-tail-rule, "
+       "planner-partial-map-off-by-one, sizing-undersized-partial-map, planner-drop-last-piece "
+       "or planner-leaks-state-into-pad)"}};
+  for (const auto& [args, message] : cases) {
+    const CliResult r = RunCli(With(kSpec61, args));
+    EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1];
+    EXPECT_EQ(r.err, "mlasim plan: error: " + message + "\n");
+    EXPECT_EQ(r.out, "");
+  }
+  const CliResult text = RunCli(With(kSpec61, {"--launch-grid", "abc"}));
+  EXPECT_EQ(text.exit_code, 2);
+  EXPECT_NE(text.err.find("--launch-grid"), std::string::npos) << text.err;
+  const CliResult golden = RunCli({"plan", "--check-golden", "x.jsonl", "--launch-grid", "3"});
+  EXPECT_EQ(golden.exit_code, 2);
+  EXPECT_NE(golden.err.find("cannot be combined with --launch-grid"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Request files
 // ---------------------------------------------------------------------------------------------
 
@@ -463,9 +636,9 @@ TEST(CliPlan, RequestFileGivesTheSamePlanAsFlags) {
 }
 
 TEST(CliPlan, RequestFileMayBeAWholeGoldenRecord) {
-  SKIP_WITHOUT_GOLDEN("aiter-v12-dev.jsonl");
+  ASSERT_GOLDEN_PRESENT("aiter-v12-dev.jsonl.xz");
   TempDir tmp;
-  const auto lines = GoldenLines("aiter-v12-dev.jsonl", 1, &IsPlanRecord);
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl.xz", 1, &IsPlanRecord);
   ASSERT_EQ(lines.size(), 1u);
   const json rec = json::parse(lines[0]);
   const CliResult r = RunCli({"plan", "--json", "--request", tmp.Write("rec.json", lines[0])});
@@ -487,9 +660,9 @@ TEST(CliPlan, RequestFileMayBeAWholeGoldenRecord) {
 // ---------------------------------------------------------------------------------------------
 
 TEST(CliPlan, CheckGoldenPassesOnRealRecordsAndNamesACorruptedOne) {
-  SKIP_WITHOUT_GOLDEN("aiter-v12-dev.jsonl");
+  ASSERT_GOLDEN_PRESENT("aiter-v12-dev.jsonl.xz");
   TempDir tmp;
-  const auto lines = GoldenLines("aiter-v12-dev.jsonl", 2, &IsPlanRecord);
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl.xz", 2, &IsPlanRecord);
   ASSERT_EQ(lines.size(), 2u);
   const std::string good = tmp.Write("good.jsonl", lines[0] + "\n" + lines[1] + "\n");
   const CliResult ok = RunCli({"plan", "--check-golden", good});
@@ -520,9 +693,9 @@ TEST(CliPlan, CheckGoldenPassesOnRealRecordsAndNamesACorruptedOne) {
 }
 
 TEST(CliPlan, CheckGoldenAcceptsDecodeUpdateRecords) {
-  SKIP_WITHOUT_GOLDEN("aiter-decode-update-dev.jsonl");
+  ASSERT_GOLDEN_PRESENT("aiter-decode-update-dev.jsonl.xz");
   TempDir tmp;
-  const auto lines = GoldenLines("aiter-decode-update-dev.jsonl", 2, &AnyRecord);
+  const auto lines = GoldenLines("aiter-decode-update-dev.jsonl.xz", 2, &AnyRecord);
   ASSERT_EQ(lines.size(), 2u);
   const std::string file = tmp.Write("update.jsonl", lines[0] + "\n" + lines[1] + "\n");
   const CliResult r = RunCli({"plan", "--check-golden", file});

@@ -12,7 +12,7 @@ import mlasim
 
 SOURCE_DIR = pathlib.Path(os.environ.get("MLASIM_SOURCE_DIR",
                                          pathlib.Path(__file__).resolve().parents[2]))
-GOLDEN_DIR = pathlib.Path(os.environ.get("MLASIM_GOLDEN_DIR", SOURCE_DIR.parent / "shared" / "golden"))
+GOLDEN_DIR = pathlib.Path(os.environ.get("MLASIM_GOLDEN_DIR", SOURCE_DIR / "tests" / "golden"))
 
 # aiter-mla-metadata.md §6.1 (docs/cli.md's example): KV lengths 300, 40, 700, qlen 1, 16 heads,
 # 8 clusters, page 1, granularity 16.

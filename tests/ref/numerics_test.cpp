@@ -257,7 +257,7 @@ TEST(NumericsPoison, SkippingKernelLeavesEmptyRowsUnwritten) {
   EXPECT_EQ(rep->poison[0].row_end, 2);
 }
 
-// A plan built by hand: one request, `works` rows of 8 ints on one cluster.
+// A plan built by hand: one request, `works` work_info rows on one cluster.
 Plan HandPlan(int32_t heads, const std::vector<std::vector<int32_t>>& works,
               const std::vector<int32_t>& reduce_indptr, const std::vector<int32_t>& final_map,
               const std::vector<int32_t>& partial_map) {
@@ -269,9 +269,10 @@ Plan HandPlan(int32_t heads, const std::vector<std::vector<int32_t>>& works,
   p.work_indptr.Reset(2, 1);
   p.work_indptr.Store(0, 0);
   p.work_indptr.Store(1, static_cast<int32_t>(works.size()));
-  p.work_info.Reset(static_cast<int32_t>(works.size()) * 8, 8);
+  p.work_info.Reset(static_cast<int32_t>(works.size()) * kWorkInfoWidth, kWorkInfoWidth);
   for (size_t w = 0; w < works.size(); ++w)
-    for (int f = 0; f < 8; ++f) p.work_info.Store(static_cast<int64_t>(w) * 8 + f, works[w][f]);
+    for (int f = 0; f < kWorkInfoWidth; ++f)
+      p.work_info.Store(static_cast<int64_t>(w) * kWorkInfoWidth + f, works[w][f]);
   auto fill = [](Int32Buffer& b, const std::vector<int32_t>& v, int32_t width) {
     b.Reset(static_cast<int32_t>(v.size()), width);
     for (size_t i = 0; i < v.size(); ++i) b.Store(static_cast<int64_t>(i), v[i]);
@@ -349,34 +350,34 @@ TEST(NumericsPoison, GarbagePlansBecomeFindingsNotCrashes) {
   // A piece writing past the partial buffer: the store is reported and not done, and the
   // reduce then reads a partial row nobody wrote.
   p = good;
-  p.work_info.data[1 * 8 + kPartialQoLoc] = 1 << 20;
+  p.work_info.data[1 * kWorkInfoWidth + kPartialQoLoc] = 1 << 20;
   res = run(p);
   EXPECT_TRUE(has(res, PoisonKind::kOutOfRangeWrite, NumericsBuffer::kWorkInfo));
   EXPECT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kPartialO));
 
   // A KV range past the page table: the keys are poison and the rows that read them say so.
   p = good;
-  p.work_info.data[2 * 8 + kKvEnd] = 5000;
+  p.work_info.data[2 * kWorkInfoWidth + kKvEnd] = 5000;
   res = run(p);
   EXPECT_TRUE(has(res, PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndices));
   EXPECT_TRUE(std::isnan(res.out.o[1 * 16 * 32]));
 
   // A batch index outside the batch, an unwritten work_indptr entry, a work row nobody wrote.
   p = good;
-  p.work_info.data[2 * 8 + kBatchIdx] = 99;
+  p.work_info.data[2 * kWorkInfoWidth + kBatchIdx] = 99;
   EXPECT_TRUE(has(run(p), PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvIndptr));
   p = good;
   p.work_indptr.cells[3] = Cell::kUnwritten;
   EXPECT_TRUE(has(run(p), PoisonKind::kUnwrittenRead, NumericsBuffer::kWorkIndptr));
   p = good;
-  p.work_info.cells[0 * 8 + kKvStart] = Cell::kUnwritten;
+  p.work_info.cells[0 * kWorkInfoWidth + kKvStart] = Cell::kUnwritten;
   res = run(p);
   EXPECT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kWorkInfo));
   // ... whose piece is then missing from tile 0's reduce.
   EXPECT_TRUE(has(res, PoisonKind::kUnwrittenRead, NumericsBuffer::kPartialO));
   // Huge values never allocate or loop unbounded.
   p = good;
-  p.work_info.data[0 * 8 + kKvEnd] = INT32_MAX;
+  p.work_info.data[0 * kWorkInfoWidth + kKvEnd] = INT32_MAX;
   p.reduce_indptr.data[1] = INT32_MAX;
   res = run(p);
   EXPECT_FALSE(res.poison.empty());
@@ -415,8 +416,8 @@ TEST(NumericsPoison, FoldedPagedPlanReadsLastPageLensPastTheEnd) {
   const PoisonFinding& f = rep->poison[0];
   EXPECT_EQ(f.kind, PoisonKind::kOutOfRangeRead);
   EXPECT_EQ(f.source, NumericsBuffer::kWorkInfo);
-  EXPECT_EQ(f.source_index % 8, kKvOffset);
-  EXPECT_EQ(f.source_index / 8, plan.input_violations[0].work_row);
+  EXPECT_EQ(f.source_index % kWorkInfoWidth, kKvOffset);
+  EXPECT_EQ(f.source_index / kWorkInfoWidth, plan.input_violations[0].work_row);
   // Everything not downstream of it still agrees.
   EXPECT_TRUE(rep->o_unpoisoned.passed);
   EXPECT_EQ(rep->unexplained_nan, 0);

@@ -46,7 +46,8 @@ inline PlanRequest SparseRequest(Arch target, int32_t heads, int32_t tokens,
 inline Rows WorkRows(const Plan& p) {
   Rows rows;
   for (int32_t w = 0; w < p.derived.num_works; ++w)
-    rows.emplace_back(p.work_info.data.begin() + w * 8, p.work_info.data.begin() + w * 8 + 8);
+    rows.emplace_back(p.work_info.data.begin() + w * kWorkInfoWidth,
+                      p.work_info.data.begin() + (w + 1) * kWorkInfoWidth);
   return rows;
 }
 
@@ -61,10 +62,13 @@ inline std::vector<int32_t> WrittenPrefix(const Int32Buffer& b) {
 // Written reduce_final_map rows as {tile, q_start, q_end}.
 inline Rows FinalMap(const Plan& p) {
   Rows rows;
-  for (int64_t t = 0; t * 2 + 1 < p.reduce_final_map.size(); ++t)
-    if (p.reduce_final_map.written(t * 2))
-      rows.push_back({static_cast<int32_t>(t), p.reduce_final_map.data[t * 2],
-                      p.reduce_final_map.data[t * 2 + 1]});
+  const Int32Buffer& fm = p.reduce_final_map;
+  for (int64_t t = 0; t < fm.rows(); ++t) {
+    const int64_t row = t * kReduceFinalMapWidth;
+    if (fm.written(row + kFinalQoStart))
+      rows.push_back(
+          {static_cast<int32_t>(t), fm.data[row + kFinalQoStart], fm.data[row + kFinalQoEnd]});
+  }
   return rows;
 }
 

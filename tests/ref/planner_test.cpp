@@ -184,7 +184,7 @@ TEST(PlannerHandDerived, FoldedPagedReadsLastPageLensPastTheEnd) {
   EXPECT_EQ(plan->input_violations[0].size, 1);
   EXPECT_EQ(plan->input_violations[0].index, 1);
   EXPECT_EQ(plan->input_violations[0].work_row, 1);
-  EXPECT_EQ(plan->work_info.cells[1 * 8 + kKvOffset], Cell::kUndefined);
+  EXPECT_EQ(plan->work_info.cells[1 * kWorkInfoWidth + kKvOffset], Cell::kUndefined);
   const PlanCheckReport report = CheckPlan(r, *plan);
   EXPECT_FALSE(report.ok());
   EXPECT_GE(report.count(PlanDiag::kInputReadOutOfRange), 1);

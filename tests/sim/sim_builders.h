@@ -22,7 +22,7 @@ inline Scenario WorkedExample(bool sparse, const std::string& profile) {
   s.mtp_k = 3;
   const int32_t L[] = {100, 3000, 50, 2100, 7};
   const int32_t r[] = {0, 3, 1, 2, 0};
-  for (int i = 0; i < 5; ++i) s.requests.push_back({L[i], 0, r[i]});
+  for (int i = 0; i < 5; ++i) s.requests.push_back({L[i], 0, r[i], {}});
   s.graph.capture_sizes = {1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512};
   s.target = ref::Arch::kGfx950;
   s.engine = *GetEngineProfile(profile, "engine");

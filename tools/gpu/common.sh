@@ -2,8 +2,8 @@
 # carried Debian packages and the CUDA toolchain on the PATH, and build_cuda TARGET... which
 # configures build-cuda (GPU_BACKEND=CUDA, sm_90, Release) and builds the targets, logging to
 # $OUT/build.log; it prints the build time and returns the build's exit status.
-# .gpu-carry/prefix holds the packages the device lacks (copied from `dpkg -L librapidcheck-dev
-# libxtensor-dev ...` on the dev machine); name it in the device call's `carry`.
+# .gpu-carry/prefix holds the packages the device lacks: `make gpu-carry` (scripts/gpu-carry.sh)
+# builds it from this machine's installed packages; name it in the device call's `carry`.
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
 PREFIX=$PWD/.gpu-carry/prefix/usr

@@ -8,6 +8,7 @@
 #include "ref/planner.h"
 #include "ref/sizing.h"
 #include "sim/json_input.h"
+#include "tools/io/input_file.h"
 #include "tools/io/request_json.h"
 
 namespace mlasim::io {
@@ -70,21 +71,20 @@ std::optional<GoldenMismatch> CompareOutput(const json& out, const ref::Plan& pl
                           "expected " + std::to_string(wi.size()) + " work rows, got " +
                               std::to_string(plan.derived.num_works)};
   for (size_t w = 0; w < wi.size(); ++w) {
-    if (auto m = CompareCells(prefix + "work_info", wi[w], plan.work_info, int64_t(w) * 8))
-      return m;
+    const int64_t base = static_cast<int64_t>(w) * ref::kWorkInfoWidth;
+    if (auto m = CompareCells(prefix + "work_info", wi[w], plan.work_info, base)) return m;
   }
   if (auto m = ComparePrefix(prefix + "reduce_indptr", out.at("reduce_indptr"), plan.reduce_indptr))
     return m;
   // reduce_final_map: exactly the written rows, with their values.
   const json& fm = out.at("reduce_final_map");
+  const ref::Int32Buffer& got = plan.reduce_final_map;
   int64_t written_rows = 0;
-  for (int64_t t = 0; t * 2 < plan.reduce_final_map.size(); ++t)
-    if (plan.reduce_final_map.written(t * 2)) ++written_rows;
+  for (int64_t t = 0; t * ref::kReduceFinalMapWidth < got.size(); ++t)
+    if (got.written(t * ref::kReduceFinalMapWidth + ref::kFinalQoStart)) ++written_rows;
   for (auto it = fm.begin(); it != fm.end(); ++it) {
-    const int64_t t = std::stoll(it.key());
-    if (auto m =
-            CompareCells(prefix + "reduce_final_map", it.value(), plan.reduce_final_map, t * 2))
-      return m;
+    const int64_t row = std::stoll(it.key()) * ref::kReduceFinalMapWidth;
+    if (auto m = CompareCells(prefix + "reduce_final_map", it.value(), got, row)) return m;
   }
   if (written_rows != static_cast<int64_t>(fm.size()))
     return GoldenMismatch{-1, prefix + "reduce_final_map", -1,
@@ -94,16 +94,13 @@ std::optional<GoldenMismatch> CompareOutput(const json& out, const ref::Plan& pl
                        plan.reduce_partial_map);
 }
 
+// The int32 buffers' sizes (the corpus does not record work_metadata_ptrs, always 2).
 std::optional<GoldenMismatch> CompareSizes(const json& want, const ref::MetadataSizes& s) {
-  const std::pair<const char*, int32_t> fields[] = {
-      {"work_indptr", s.work_indptr},
-      {"work_info_rows", s.work_info_rows},
-      {"reduce_indptr", s.reduce_indptr},
-      {"reduce_final_map_rows", s.reduce_final_map_rows},
-      {"reduce_partial_map", s.reduce_partial_map}};
-  for (const auto& [name, got] : fields) {
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+    const std::string name = SizeKey(ref::GetPlanBufferSpec(id));
+    const int64_t got = s.Rows(id);
     if (!sim::IsInt64(want.at(name)) || want.at(name).get<int64_t>() != got)
-      return GoldenMismatch{-1, std::string("sizes.") + name, -1,
+      return GoldenMismatch{-1, "sizes." + name, -1,
                             "expected " + Str(want.at(name)) + ", got " + std::to_string(got)};
   }
   return std::nullopt;
@@ -238,8 +235,9 @@ StatusOr<GoldenSummary> CheckGoldenFile(
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return InvalidArgumentError(path, "is a directory, not a golden corpus");
-  std::ifstream f(path);
-  if (!f) return InvalidArgumentError(path, "cannot open the golden corpus file");
+  auto input = InputFile::Open(path);  // plain .jsonl or .jsonl.xz
+  if (!input.ok()) return input.status();
+  std::istream& f = (*input)->stream();
   GoldenSummary sum;
   std::string line;
   int64_t lineno = 0;
@@ -266,6 +264,7 @@ StatusOr<GoldenSummary> CheckGoldenFile(
       ++sum.matched;
     }
   }
+  MLASIM_RETURN_IF_ERROR((*input)->status());  // truncated or corrupt .xz: not a short corpus
   return sum;
 }
 

@@ -1,6 +1,6 @@
 // File: tools/io/golden.h
 //
-// Replays a golden corpus produced by running aiter's own code (../shared/golden/README.md) and
+// Replays a golden corpus produced by running aiter's own code (docs/golden.md) and
 // compares every written buffer field by field: aiter-v12-dev.jsonl (plans) and
 // aiter-decode-update-dev.jsonl (plans updated by decode_update_mla_metadata_v1).
 #pragma once
@@ -38,8 +38,9 @@ struct GoldenSummary {
   int64_t matched = 0;
 };
 
-// Reads a .jsonl file and checks every line, calling `on_mismatch` for each mismatch in file
-// order. Errors: NotFound-like InvalidArgument(path) when the file cannot be read, and
+// Reads a .jsonl file, plain or xz-compressed (tools/io/input_file.h), and checks every line,
+// calling `on_mismatch` for each mismatch in file order. Errors: InvalidArgument(path) when the
+// file cannot be read or its xz data is truncated or corrupt, and
 // InvalidArgument("<path>:<line>") for a line that is not JSON.
 StatusOr<GoldenSummary> CheckGoldenFile(
     const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch);

@@ -72,9 +72,10 @@ json Cells(const ref::Int32Buffer& b, int64_t begin, int64_t end) {
 
 }  // namespace
 
-StatusOr<ref::PlanRequest> ParsePlanRequest(const json& in, const std::string& path,
-                                            bool allow_update_keys) {
-  if (!in.is_object()) return Type(path, "an object");
+namespace {
+
+// Unknown keys and missing required keys.
+Status CheckRequestKeys(const json& in, const std::string& path, bool allow_update_keys) {
   static const std::set<std::string> kKeys = {"target",
                                               "cu_count",
                                               "heads_per_head_k",
@@ -105,63 +106,89 @@ StatusOr<ref::PlanRequest> ParsePlanRequest(const json& in, const std::string& p
        {"target", "cu_count", "heads_per_head_k", "q_dtype", "kv_dtype", "kv_indptr"}) {
     if (!in.contains(k)) return InvalidArgumentError(path + "." + k, "required key is missing");
   }
-  ref::PlanRequest r;
+  return OkStatus();
+}
+
+// The enum-valued keys, through ref's name tables.
+Status ParseRequestNames(const json& in, const std::string& path, ref::PlanRequest* r) {
   std::string s;
   MLASIM_RETURN_IF_ERROR(GetString(in, "target", path, &s));
-  MLASIM_ASSIGN_OR_RETURN(r.target, ref::ParseArch(s, path + ".target"));
+  MLASIM_ASSIGN_OR_RETURN(r->target, ref::ParseArch(s, path + ".target"));
   if (in.contains("revision")) {
     MLASIM_RETURN_IF_ERROR(GetString(in, "revision", path, &s));
-    MLASIM_ASSIGN_OR_RETURN(r.revision, ref::ParseRevision(s, path + ".revision"));
+    MLASIM_ASSIGN_OR_RETURN(r->revision, ref::ParseRevision(s, path + ".revision"));
   }
   MLASIM_RETURN_IF_ERROR(GetString(in, "q_dtype", path, &s));
-  MLASIM_ASSIGN_OR_RETURN(r.q_dtype, ref::ParseDType(s, path + ".q_dtype"));
+  MLASIM_ASSIGN_OR_RETURN(r->q_dtype, ref::ParseDType(s, path + ".q_dtype"));
   MLASIM_RETURN_IF_ERROR(GetString(in, "kv_dtype", path, &s));
-  MLASIM_ASSIGN_OR_RETURN(r.kv_dtype, ref::ParseDType(s, path + ".kv_dtype"));
-  MLASIM_RETURN_IF_ERROR(GetInt(in, "cu_count", path, &r.cu_count));
-  if (r.cu_count < 1) return InvalidArgumentError(path + ".cu_count", "must be >= 1");
-  MLASIM_RETURN_IF_ERROR(GetInt(in, "heads_per_head_k", path, &r.heads_per_head_k));
-  if (in.contains("num_heads_k"))
-    MLASIM_RETURN_IF_ERROR(GetInt(in, "num_heads_k", path, &r.num_heads_k));
-  if (in.contains("page_size")) MLASIM_RETURN_IF_ERROR(GetInt(in, "page_size", path, &r.page_size));
-  if (in.contains("kv_granularity"))
-    MLASIM_RETURN_IF_ERROR(GetInt(in, "kv_granularity", path, &r.kv_granularity));
-  if (in.contains("max_seqlen_qo"))
-    MLASIM_RETURN_IF_ERROR(GetInt(in, "max_seqlen_qo", path, &r.max_seqlen_qo));
-  r.uni_seqlen_qo = r.max_seqlen_qo;
-  r.qlen = r.max_seqlen_qo;
+  MLASIM_ASSIGN_OR_RETURN(r->kv_dtype, ref::ParseDType(s, path + ".kv_dtype"));
+  return OkStatus();
+}
+
+// The integer and boolean keys (optional ones keep get_mla_metadata_v1's defaults).
+Status ParseRequestScalars(const json& in, const std::string& path, ref::PlanRequest* r) {
+  MLASIM_RETURN_IF_ERROR(GetInt(in, "cu_count", path, &r->cu_count));
+  if (r->cu_count < 1) return InvalidArgumentError(path + ".cu_count", "must be >= 1");
+  MLASIM_RETURN_IF_ERROR(GetInt(in, "heads_per_head_k", path, &r->heads_per_head_k));
+  const std::pair<const char*, int32_t*> optional_ints[] = {{"num_heads_k", &r->num_heads_k},
+                                                            {"page_size", &r->page_size},
+                                                            {"kv_granularity", &r->kv_granularity},
+                                                            {"max_seqlen_qo", &r->max_seqlen_qo}};
+  for (const auto& [key, dest] : optional_ints)
+    if (in.contains(key)) MLASIM_RETURN_IF_ERROR(GetInt(in, key, path, dest));
+  r->uni_seqlen_qo = r->max_seqlen_qo;
+  r->qlen = r->max_seqlen_qo;
   if (in.contains("uni_seqlen_qo"))
-    MLASIM_RETURN_IF_ERROR(GetInt(in, "uni_seqlen_qo", path, &r.uni_seqlen_qo));
-  if (in.contains("qlen")) MLASIM_RETURN_IF_ERROR(GetInt(in, "qlen", path, &r.qlen));
+    MLASIM_RETURN_IF_ERROR(GetInt(in, "uni_seqlen_qo", path, &r->uni_seqlen_qo));
+  if (in.contains("qlen")) MLASIM_RETURN_IF_ERROR(GetInt(in, "qlen", path, &r->qlen));
   if (in.contains("is_causal"))
-    MLASIM_RETURN_IF_ERROR(GetBool(in, "is_causal", path, &r.is_causal));
+    MLASIM_RETURN_IF_ERROR(GetBool(in, "is_causal", path, &r->is_causal));
   if (in.contains("is_cp_round_robin"))
-    MLASIM_RETURN_IF_ERROR(GetBool(in, "is_cp_round_robin", path, &r.is_cp_round_robin));
-  if (in.contains("topk")) MLASIM_RETURN_IF_ERROR(GetInt(in, "topk", path, &r.topk));
+    MLASIM_RETURN_IF_ERROR(GetBool(in, "is_cp_round_robin", path, &r->is_cp_round_robin));
+  if (in.contains("topk")) MLASIM_RETURN_IF_ERROR(GetInt(in, "topk", path, &r->topk));
   if (in.contains("max_split_per_batch"))
-    MLASIM_RETURN_IF_ERROR(GetInt(in, "max_split_per_batch", path, &r.max_split_per_batch));
-  MLASIM_RETURN_IF_ERROR(GetIntArray(in, "kv_indptr", path, &r.kv_indptr));
-  if (r.kv_indptr.empty())
+    MLASIM_RETURN_IF_ERROR(GetInt(in, "max_split_per_batch", path, &r->max_split_per_batch));
+  return OkStatus();
+}
+
+// kv_indptr, then qo_indptr and kv_last_page_lens sized by it (or defaulted).
+Status ParseRequestArrays(const json& in, const std::string& path, ref::PlanRequest* r) {
+  MLASIM_RETURN_IF_ERROR(GetIntArray(in, "kv_indptr", path, &r->kv_indptr));
+  if (r->kv_indptr.empty())
     return InvalidArgumentError(path + ".kv_indptr", "needs B+1 >= 1 entries");
-  const size_t batch = r.kv_indptr.size() - 1;
+  const size_t batch = r->kv_indptr.size() - 1;
   if (in.contains("qo_indptr")) {
-    MLASIM_RETURN_IF_ERROR(GetIntArray(in, "qo_indptr", path, &r.qo_indptr));
-    if (r.qo_indptr.size() != batch + 1)
+    MLASIM_RETURN_IF_ERROR(GetIntArray(in, "qo_indptr", path, &r->qo_indptr));
+    if (r->qo_indptr.size() != batch + 1)
       return InvalidArgumentError(path + ".qo_indptr", "needs " + std::to_string(batch + 1) +
                                                            " entries (kv_indptr has that many)");
   } else {
-    for (size_t i = 0; i <= batch; ++i) r.qo_indptr.push_back(static_cast<int32_t>(i) * r.qlen);
+    for (size_t i = 0; i <= batch; ++i) r->qo_indptr.push_back(static_cast<int32_t>(i) * r->qlen);
   }
   if (in.contains("kv_last_page_lens")) {
-    MLASIM_RETURN_IF_ERROR(GetIntArray(in, "kv_last_page_lens", path, &r.kv_last_page_lens));
-    if (r.kv_last_page_lens.size() != batch)
+    MLASIM_RETURN_IF_ERROR(GetIntArray(in, "kv_last_page_lens", path, &r->kv_last_page_lens));
+    if (r->kv_last_page_lens.size() != batch)
       return InvalidArgumentError(path + ".kv_last_page_lens",
                                   "needs " + std::to_string(batch) + " entries (one per request)");
-  } else if (r.page_size == 1) {
-    r.kv_last_page_lens.assign(batch, 1);
+  } else if (r->page_size == 1) {
+    r->kv_last_page_lens.assign(batch, 1);
   } else {
     return InvalidArgumentError(path + ".kv_last_page_lens",
                                 "required when page_size > 1 (tokens in each last page)");
   }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<ref::PlanRequest> ParsePlanRequest(const json& in, const std::string& path,
+                                            bool allow_update_keys) {
+  if (!in.is_object()) return Type(path, "an object");
+  MLASIM_RETURN_IF_ERROR(CheckRequestKeys(in, path, allow_update_keys));
+  ref::PlanRequest r;
+  MLASIM_RETURN_IF_ERROR(ParseRequestNames(in, path, &r));
+  MLASIM_RETURN_IF_ERROR(ParseRequestScalars(in, path, &r));
+  MLASIM_RETURN_IF_ERROR(ParseRequestArrays(in, path, &r));
   return r;
 }
 
@@ -187,13 +214,31 @@ json PlanRequestToJson(const ref::PlanRequest& r) {
               {"kv_last_page_lens", r.kv_last_page_lens}};
 }
 
+json PlanCheckToJson(const ref::PlanCheckReport& report, int64_t launch_grid,
+                     bool launch_grid_given) {
+  json diags = json::array();
+  for (const ref::PlanDiagnostic& d : report.diagnostics)
+    diags.push_back(json{{"severity", ref::SeverityName(d.severity)},
+                         {"code", ref::PlanDiagName(d.code)},
+                         {"buffer", d.buffer},
+                         {"index", d.index},
+                         {"tile", d.tile},
+                         {"work", d.work},
+                         {"message", d.message}});
+  return json{{"ok", report.ok()},
+              {"launch_grid", launch_grid},
+              {"launch_grid_given", launch_grid_given},
+              {"diagnostics", diags}};
+}
+
+std::string SizeKey(const ref::PlanBufferSpec& spec) {
+  return std::string(spec.name) + (spec.row_width > 1 ? "_rows" : "");
+}
+
 json SizesToJson(const ref::MetadataSizes& s) {
-  return json{{"work_metadata_ptrs", s.work_metadata_ptrs},
-              {"work_indptr", s.work_indptr},
-              {"work_info_rows", s.work_info_rows},
-              {"reduce_indptr", s.reduce_indptr},
-              {"reduce_final_map_rows", s.reduce_final_map_rows},
-              {"reduce_partial_map", s.reduce_partial_map}};
+  json out = json::object();
+  for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers) out[SizeKey(spec)] = s.Rows(spec.id);
+  return out;
 }
 
 json PlanToJson(const ref::Plan& plan) {
@@ -202,15 +247,19 @@ json PlanToJson(const ref::Plan& plan) {
   const int64_t clusters_end = std::min<int64_t>(d.num_clusters + 1, plan.work_indptr.size());
   out["work_indptr"] = Cells(plan.work_indptr, 0, clusters_end);
   json rows = json::array();
-  for (int32_t w = 0; w < d.num_works && int64_t{w} * 8 < plan.work_info.size(); ++w)
-    rows.push_back(Cells(plan.work_info, int64_t{w} * 8, int64_t{w} * 8 + 8));
+  for (int32_t w = 0; w < d.num_works && w < plan.work_info.rows(); ++w) {
+    const int64_t base = int64_t{w} * ref::kWorkInfoWidth;
+    rows.push_back(Cells(plan.work_info, base, base + ref::kWorkInfoWidth));
+  }
   out["work_info"] = rows;
   out["reduce_indptr"] = Cells(plan.reduce_indptr, 0, plan.reduce_indptr.WrittenPrefix());
   // Written tiles only, each as {"tile": t, "pair": [qo_start, qo_end]} in tile order.
   json fmap = json::array();
-  for (int64_t t = 0; t * 2 + 1 < plan.reduce_final_map.size(); ++t) {
-    if (plan.reduce_final_map.written(t * 2))
-      fmap.push_back(json{{"tile", t}, {"pair", Cells(plan.reduce_final_map, t * 2, t * 2 + 2)}});
+  const ref::Int32Buffer& fm = plan.reduce_final_map;
+  for (int64_t t = 0; t < fm.rows(); ++t) {
+    const int64_t row = t * ref::kReduceFinalMapWidth;
+    if (fm.written(row + ref::kFinalQoStart))
+      fmap.push_back(json{{"tile", t}, {"pair", Cells(fm, row, row + ref::kReduceFinalMapWidth)}});
   }
   out["reduce_final_map"] = fmap;
   out["reduce_partial_map"] =

@@ -1,7 +1,7 @@
 // File: tools/io/request_json.h
 //
 // JSON <-> planner types. The request format is the `input` object of the golden corpus
-// (../shared/golden/README.md); parsing is strict: unknown keys, wrong types and impossible
+// (docs/golden.md); parsing is strict: unknown keys, wrong types and impossible
 // values are errors naming the JSON path of the field.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ref/metadata.h"
+#include "ref/plan_check.h"
 
 namespace mlasim::io {
 
@@ -32,6 +33,15 @@ nlohmann::json PlanRequestToJson(const ref::PlanRequest& request);
 // undefined (Cell::kUndefined) are null.
 nlohmann::json PlanToJson(const ref::Plan& plan);
 
+// {"work_metadata_ptrs": 2, "work_indptr": n, "work_info_rows": n, ...}: one key per buffer of
+// ref::kPlanBuffers, its name plus "_rows" when its rows are wider than one element.
+// A plan check as `mlasim plan --json` prints it: {"ok": bool, "launch_grid": N,
+// "launch_grid_given": bool (false: aiter's grid, work_indptr entries - 1), "diagnostics":
+// [{"severity", "code", "buffer", "index", "tile", "work", "message"}]} (-1 = not applicable).
+nlohmann::json PlanCheckToJson(const ref::PlanCheckReport& report, int64_t launch_grid,
+                               bool launch_grid_given);
+
 nlohmann::json SizesToJson(const ref::MetadataSizes& sizes);
+std::string SizeKey(const ref::PlanBufferSpec& spec);
 
 }  // namespace mlasim::io

@@ -16,9 +16,12 @@
 #include "fuzz/kut_devices.h"
 #include "fuzz/kut_pool.h"
 #include "fuzz/search.h"
+#include "fuzz/summary_html.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
+#include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
 namespace {
@@ -35,25 +38,13 @@ constexpr const char* kFuzzExitCodes =
     "before its --cases budget. fuzz merge: 0 merged, 2 bad input.\n";
 
 // The flags of a campaign, refused by --reproduce and by merge.
-constexpr const char* kCampaignFlags[] = {"--out",
-                                          "--jobs",
-                                          "--cases",
-                                          "--seconds",
-                                          "--resume",
-                                          "--shard",
-                                          "--seed",
-                                          "--ignore-known",
-                                          "--small",
-                                          "--profile",
-                                          "--shrink-steps",
-                                          "--gpu",
-                                          "--kernel-under-test",
-                                          "--kernel-config",
-                                          "--device",
-                                          "--devices",
-                                          "--head-dims",
-                                          "--reference",
-                                          "--kernel-timeout"};
+constexpr const char* kCampaignFlags[] = {
+    "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
+    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps", "--generate",
+    "--contract", "--html",
+    // kernel under test (docs/kernel-under-test.md)
+    "--gpu", "--kernel-under-test", "--kernel-config", "--device", "--devices", "--head-dims",
+    "--reference", "--kernel-timeout"};
 
 // A kernel-under-test campaign's flags that only make sense with --gpu.
 constexpr const char* kKernelFlags[] = {"--kernel-under-test", "--kernel-config", "--device",
@@ -88,9 +79,21 @@ class FuzzCommand final : public Command {
     app_->add_flag("--ignore-known", o_.ignore_known,
                    "do not report the documented families (fuzz/properties.h)");
     app_->add_flag("--small", o_.small, "B <= 64 and K <= 3: throughput runs");
+    app_->add_option("--generate", generate_text_,
+                     "also generate these families, comma-separated: hostile-indices, "
+                     "disagreements, paged (docs/fuzzing.md)")
+        ->type_name("LIST");
+    app_->add_option("--contract", o_.contract_files,
+                     "a kernel contract file (docs/contracts.md) every case runs under, in place "
+                     "of the built-in one of its call kind; repeatable")
+        ->type_name("FILE");
     app_->add_option("--shrink-steps", o_.max_shrink_steps,
                      "accepted shrink steps per finding (0..100000)")
         ->capture_default_str();
+    app_->add_option("--html", html_out_,
+                     "also write the campaign summary as one self-contained HTML page (findings "
+                     "over time, coverage; docs/pictures.md)")
+        ->type_name("FILE");
     AddKernelFlags();
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
@@ -160,10 +163,12 @@ class FuzzCommand final : public Command {
       return Merge(io);
     }
     if (!profiles_.empty()) o_.profiles = profiles_;
+    if (const Status st = LoadGenerators(); !st.ok()) return Fail(io, st);
     if (app_->count("--reproduce")) {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
-        if (f == "--profile" || f == "--small" || f == "--gpu")
+        if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract" ||
+            f == "--gpu")
           continue;  // they shape the regenerated case
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
@@ -200,6 +205,8 @@ class FuzzCommand final : public Command {
     if (o_.resume && o_.out_dir.empty())
       return Fail(
           io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
+    if (app_->count("--html"))
+      if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);
     double last_plain = -10;
     auto progress = [&](int64_t cases, int64_t findings, double secs) {
@@ -232,6 +239,10 @@ class FuzzCommand final : public Command {
     if (!sum.ok()) return Fail(io, sum.status());
     PrintSummary(io, *sum);
     if (pool) PrintKernelSummary(io, *pool, sum->cases);
+    if (app_->count("--html")) {  // checked before the campaign; a failure now is a full disk
+      const std::string page = fuzz::CampaignHtml(o_, *sum, seed_text_);
+      if (Status st = WriteOutputFile("--html", html_out_, page); !st.ok()) return Fail(io, st);
+    }
     if (sum->NewFindings() > 0) return kExitCheckFailed;
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
@@ -337,11 +348,28 @@ class FuzzCommand final : public Command {
     cfg.profiles = o_.profiles;
     cfg.small = o_.small;
     if (o_.small) cfg.max_batch = 64;
+    if (const Status st = fuzz::EnableFamilies(o_.generate, &cfg); !st.ok()) return Fail(io, st);
+    cfg.contracts = o_.contracts;
     cfg.kernel_inputs = app_->count("--gpu") > 0;
     auto s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
     if (!s.ok()) return Fail(io, s.status());
     io.out << sim::ScenarioToJson(*s).dump(2) << '\n';
     return kExitOk;
+  }
+  // --generate LIST and --contract FILE... into the campaign options.
+  Status LoadGenerators() {
+    o_.generate.clear();
+    for (size_t i = 0; !generate_text_.empty() && i <= generate_text_.size();) {
+      const size_t comma = std::min(generate_text_.find(',', i), generate_text_.size());
+      o_.generate.push_back(generate_text_.substr(i, comma - i));
+      i = comma + 1;
+    }
+    fuzz::GenConfig probe;
+    MLASIM_RETURN_IF_ERROR(fuzz::EnableFamilies(o_.generate, &probe));
+    sim::Scenario holder;
+    MLASIM_RETURN_IF_ERROR(AddContractFiles(o_.contract_files, &holder));
+    o_.contracts = holder.contracts;
+    return OkStatus();
   }
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
@@ -351,7 +379,7 @@ class FuzzCommand final : public Command {
   CLI::App* app_ = nullptr;
   CLI::App* merge_ = nullptr;
   std::vector<std::string> merge_dirs_;
-  std::string merge_out_;
+  std::string merge_out_, html_out_;
   fuzz::CampaignOptions o_;
   fuzz::KutCheckOptions check_;
   std::string gpu_mode_, kut_path_, kut_config_, devices_text_, head_dims_text_;
@@ -361,6 +389,7 @@ class FuzzCommand final : public Command {
   bool kut_worker_ = false, no_gpu_plans_ = false;
   std::vector<std::string> known_from_;
   std::vector<std::string> profiles_;
+  std::string generate_text_;
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
   int reproduce_size_ = 50;
@@ -476,6 +505,8 @@ int FuzzCommand::Devices(const Streams& io,
   for (const std::string& p : o_.profiles) d.args.insert(d.args.end(), {"--profile", p});
   if (o_.ignore_known) d.args.push_back("--ignore-known");
   if (o_.small) d.args.push_back("--small");
+  if (!generate_text_.empty()) d.args.insert(d.args.end(), {"--generate", generate_text_});
+  for (const std::string& c : o_.contract_files) d.args.insert(d.args.end(), {"--contract", c});
   auto sum = fuzz::RunDeviceCampaign(d, progress);
   if (::isatty(STDERR_FILENO)) io.err << '\n';
   if (!tmp.empty()) std::filesystem::remove_all(tmp, ec);

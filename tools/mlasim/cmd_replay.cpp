@@ -17,8 +17,10 @@
 #include "fuzz/signature.h"
 #include "kernels/gpu_api.h"
 #include "sim/replay.h"
+#include "sim/report_html.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 #include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
@@ -138,6 +140,7 @@ nlohmann::json KernelJson(const fuzz::KutDescription& d, const std::string& mode
       {"calls", res.calls},
       {"findings", findings},
       {"notes", res.notes},
+      {"calls_run", res.calls.size()},
       {"verdict", res.findings.empty() && res.error.empty() ? "agrees" : "findings"}};
   if (!res.error.empty()) out["error"] = res.error;
   return out;
@@ -158,6 +161,10 @@ class ReplayCommand final : public Command {
     app_->add_option("--layout-out", layout_out_,
                      "write the address-space layout (persistent buffers + the tensors of the "
                      "first call with a violation) as JSON, for `mlasim explain-fault`")
+        ->type_name("FILE");
+    app_->add_option("--html", html_out_,
+                     "also write the report as one self-contained HTML page (call table, "
+                     "memory maps, plan timelines; with --gpu the GPU's rows; docs/pictures.md)")
         ->type_name("FILE");
     gpu_opt_ =
         app_->add_option(
@@ -222,6 +229,9 @@ class ReplayCommand final : public Command {
         return Fail(io, InvalidArgumentError("--mutant", "no simulator mutant named '" + mutant_ +
                                                              "' (see mlasim mutants --list)"));
     }
+    const bool html = app_->count("--html") > 0;
+    if (html)
+      if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
@@ -230,12 +240,13 @@ class ReplayCommand final : public Command {
         !WriteJson(io, "--scenario-out", scenario_out_, sim::ScenarioToJson(*s)))
       return kExitBadInput;
     bool gpu_agrees = true;
+    nlohmann::json gpu_json;
     if (json_) {
       nlohmann::json j = sim::ReportJson(*report);
       if (gpu) {
         const fuzz::KutStepResult k = pool->Check(report->scenario);
         gpu_agrees = k.findings.empty() && k.error.empty();
-        j["gpu"] = KernelJson(pool->description(), gpu_mode_, k);
+        j["gpu"] = gpu_json = KernelJson(pool->description(), gpu_mode_, k);
       }
       io.out << j.dump(2) << '\n';
     } else {
@@ -244,8 +255,15 @@ class ReplayCommand final : public Command {
       if (gpu) {
         const fuzz::KutStepResult k = pool->Check(report->scenario);
         gpu_agrees = k.findings.empty() && k.error.empty();
+        gpu_json = KernelJson(pool->description(), gpu_mode_, k);
         io.out << KernelText(pool->description(), gpu_mode_, k);
       }
+    }
+    if (html) {
+      sim::ReplayHtmlOptions ho;
+      ho.gpu = gpu ? &gpu_json : nullptr;
+      const Status st = WriteOutputFile("--html", html_out_, sim::ReplayHtml(*report, ho));
+      if (!st.ok()) return Fail(io, st);
     }
     if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
@@ -328,7 +346,7 @@ class ReplayCommand final : public Command {
   std::string gpu_mode_, kut_path_, kut_config_, head_dims_, reference_ = "auto";
   double kut_timeout_ = 120;
   ScenarioArgs scenario_;
-  std::string mutant_, layout_out_, scenario_out_;
+  std::string mutant_, layout_out_, scenario_out_, html_out_;
   bool json_ = false;
 };
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ref/planner.h"
 #include "sim/scenario_json.h"
 #include "tools/io/request_json.h"
 
@@ -301,9 +302,10 @@ Status CheckPlannerLimits(const ref::PlanRequest& r, const ref::PlanDerived& d) 
 }
 
 Status CheckSizesLimit(const ref::MetadataSizes& s) {
-  const int64_t elements = int64_t{2} * 2 /* uint64 as 2 int32 */ + s.work_indptr +
-                           int64_t{s.work_info_rows} * 8 + s.reduce_indptr +
-                           int64_t{s.reduce_final_map_rows} * 2 + s.reduce_partial_map;
+  // In int32 elements (a uint64 counts as two), over ref::kPlanBuffers.
+  int64_t elements = 0;
+  for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers)
+    elements += s.Elements(spec.id) * (spec.element_bytes / 4);
   if (elements > kMaxBufferElements)
     return InvalidArgumentError(
         "batch_size",
@@ -346,21 +348,7 @@ std::string DisplayField(const std::string& field, InputSource source) {
 }
 
 StatusOr<ref::PlannerChoice> ParsePlannerChoice(const std::string& raw) {
-  const std::string text = Trim(raw);
-  if (text == "auto") return ref::PlannerChoice::kAiterDispatch;
-  if (text == "serial") return ref::PlannerChoice::kSerial;
-  if (text == "parallel") return ref::PlannerChoice::kParallel;
-  return InvalidArgumentError("--planner",
-                              "unknown planner '" + raw + "' (expected auto, serial or parallel)");
-}
-
-const char* PlannerChoiceName(ref::PlannerChoice choice) {
-  switch (choice) {
-    case ref::PlannerChoice::kAiterDispatch: return "auto";
-    case ref::PlannerChoice::kSerial: return "serial";
-    case ref::PlannerChoice::kParallel: return "parallel";
-  }
-  return "?";
+  return ref::ParsePlannerChoice(Trim(raw), "--planner");
 }
 
 }  // namespace mlasim::cli

@@ -74,8 +74,7 @@ constexpr int64_t kMaxBufferElements = int64_t{1} << 24;
 // for flags ("--heads"), the JSON path for request files ("input.heads_per_head_k").
 std::string DisplayField(const std::string& planner_field, InputSource source);
 
-// "auto" | "serial" | "parallel" (field --planner).
+// "auto" | "serial" | "parallel" (field --planner; ref::kPlannerChoiceNames), blanks trimmed.
 StatusOr<ref::PlannerChoice> ParsePlannerChoice(const std::string& text);
-const char* PlannerChoiceName(ref::PlannerChoice choice);
 
 }  // namespace mlasim::cli

@@ -53,10 +53,10 @@ int64_t WrittenRows(const Int32Buffer& b) {
 }
 
 bool AnyUndefined(const ref::Plan& p) {
-  for (const Int32Buffer* b :
-       {&p.work_indptr, &p.work_info, &p.reduce_indptr, &p.reduce_final_map, &p.reduce_partial_map})
-    if (std::find(b->cells.begin(), b->cells.end(), Cell::kUndefined) != b->cells.end())
-      return true;
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+    const std::vector<Cell>& cells = p.buffer(id)->cells;
+    if (std::find(cells.begin(), cells.end(), Cell::kUndefined) != cells.end()) return true;
+  }
   return false;
 }
 
@@ -102,11 +102,12 @@ std::string DescribeInputViolation(const ref::InputViolation& v) {
   return s + ": value undefined";
 }
 
-void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Plan& plan) {
-  const ref::PlanDerived& d = plan.derived;
-  const ref::MetadataSizes& s = plan.sizes;
-  const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
+namespace {
 
+// Decisions and the request, two lines.
+void PrintDecisions(std::ostream& out, const ref::PlanRequest& r, const ref::Plan& plan) {
+  const ref::PlanDerived& d = plan.derived;
+  const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
   out << fmt::format(
       "target {}  revision {}  clusters {}  fold_ratio {}  pack {}  qo_split {}  planner {}  "
       "payload {}  works {}\n",
@@ -124,28 +125,33 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   if (r.max_split_per_batch > 0)
     out << fmt::format(", max_split_per_batch {}", r.max_split_per_batch);
   out << "\n\n";
+}
 
-  // Work table. The cluster of a row comes from work_indptr.
-  const int32_t works = d.num_works;
+// The cluster of each work row, from work_indptr ("?" where it does not say).
+std::vector<std::string> ClusterOfWorks(const ref::Plan& plan) {
+  const int32_t works = plan.derived.num_works;
+  const Int32Buffer& wi = plan.work_indptr;
   std::vector<std::string> cluster_of(std::max(works, 0), "?");
-  for (int32_t c = 0; c < d.num_clusters && c + 1 < plan.work_indptr.size(); ++c) {
-    if (plan.work_indptr.cells[c] != Cell::kWritten ||
-        plan.work_indptr.cells[c + 1] != Cell::kWritten)
-      continue;
-    const int32_t b = std::max(plan.work_indptr.data[c], 0);
-    const int32_t e = std::min(plan.work_indptr.data[c + 1], works);
+  for (int32_t c = 0; c < plan.derived.num_clusters && c + 1 < wi.size(); ++c) {
+    if (wi.cells[c] != Cell::kWritten || wi.cells[c + 1] != Cell::kWritten) continue;
+    const int32_t b = std::max(wi.data[c], 0);
+    const int32_t e = std::min(wi.data[c + 1], works);
     for (int32_t w = b; w < e; ++w) cluster_of[w] = std::to_string(c);
   }
-  std::vector<std::vector<std::string>> rows;
+  return cluster_of;
+}
+
+// The work table (spec §6.1 columns).
+void PrintWorkTable(std::ostream& out, const ref::Plan& plan) {
+  const std::vector<std::string> cluster_of = ClusterOfWorks(plan);
   const Int32Buffer& wi = plan.work_info;
-  for (int32_t w = 0; w < works && int64_t{w} * 8 + 7 < wi.size(); ++w) {
-    const int64_t base = int64_t{w} * 8;
-    rows.push_back(
-        {std::to_string(w), cluster_of[w], CellText(wi, base + ref::kBatchIdx),
-         CellText(wi, base + ref::kPartialQoLoc),
-         "[" + CellText(wi, base + ref::kQoStart) + "," + CellText(wi, base + ref::kQoEnd) + ")",
-         "[" + CellText(wi, base + ref::kKvStart) + "," + CellText(wi, base + ref::kKvEnd) + ")",
-         CellText(wi, base + ref::kKvOffset)});
+  std::vector<std::vector<std::string>> rows;
+  for (int32_t w = 0; w < plan.derived.num_works && w < wi.rows(); ++w) {
+    const int64_t base = int64_t{w} * ref::kWorkInfoWidth;
+    auto f = [&](int32_t field) { return CellText(wi, base + field); };
+    rows.push_back({std::to_string(w), cluster_of[w], f(ref::kBatchIdx), f(ref::kPartialQoLoc),
+                    "[" + f(ref::kQoStart) + "," + f(ref::kQoEnd) + ")",
+                    "[" + f(ref::kKvStart) + "," + f(ref::kKvEnd) + ")", f(ref::kKvOffset)});
   }
   if (rows.empty()) {
     out << "(no work items)\n";
@@ -154,16 +160,20 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
                {false, false, false, false, true, true, false}, rows, "");
   }
   out << '\n';
+}
 
-  // Reduce maps and work_indptr.
+// work_indptr up to num_clusters, the reduce maps' written parts.
+void PrintMaps(std::ostream& out, const ref::Plan& plan) {
   const int64_t clusters_end =
-      std::min<int64_t>(int64_t{d.num_clusters} + 1, plan.work_indptr.size());
+      std::min<int64_t>(int64_t{plan.derived.num_clusters} + 1, plan.work_indptr.size());
   std::string fmap;
   const Int32Buffer& fm = plan.reduce_final_map;
-  for (int64_t t = 0; t * 2 + 1 < fm.size(); ++t) {
-    if (!fm.written(t * 2) && !fm.written(t * 2 + 1)) continue;
+  for (int64_t t = 0; t < fm.rows(); ++t) {
+    const int64_t f0 = t * ref::kReduceFinalMapWidth + ref::kFinalQoStart;
+    const int64_t f1 = t * ref::kReduceFinalMapWidth + ref::kFinalQoEnd;
+    if (!fm.written(f0) && !fm.written(f1)) continue;
     if (!fmap.empty()) fmap += ' ';
-    fmap += fmt::format("{}:[{},{}]", t, CellText(fm, t * 2), CellText(fm, t * 2 + 1));
+    fmap += fmt::format("{}:[{},{}]", t, CellText(fm, f0), CellText(fm, f1));
   }
   const std::vector<std::pair<std::string, std::string>> maps = {
       {"work_indptr", ListText(plan.work_indptr, 0, clusters_end)},
@@ -173,57 +183,42 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
        ListText(plan.reduce_partial_map, 0, plan.reduce_partial_map.WrittenPrefix())}};
   for (const auto& [name, text] : maps) out << PadRight(name, 20) << text << '\n';
   out << '\n';
+}
 
-  // Buffers at their info_v1 sizes.
-  struct BufRow {
-    const char* name;
-    const char* dtype;
-    int64_t rows;
-    int64_t width;  // 0: 1-D
-    int64_t elem_bytes;
-    std::string written;
-  };
-  const std::vector<BufRow> bufs = {
-      {"work_metadata_ptrs", "uint64", s.work_metadata_ptrs, 0, 8, "2"},
-      {"work_indptr", "int32", s.work_indptr, 0, 4,
-       std::to_string(WrittenElements(plan.work_indptr))},
-      {"work_info", "int32", s.work_info_rows, 8, 4,
-       std::to_string(WrittenRows(plan.work_info)) + " rows"},
-      {"reduce_indptr", "int32", s.reduce_indptr, 0, 4,
-       std::to_string(WrittenElements(plan.reduce_indptr))},
-      {"reduce_final_map", "int32", s.reduce_final_map_rows, 2, 4,
-       std::to_string(WrittenRows(plan.reduce_final_map)) + " rows"},
-      {"reduce_partial_map", "int32", s.reduce_partial_map, 0, 4,
-       std::to_string(WrittenElements(plan.reduce_partial_map))}};
-  std::vector<std::vector<std::string>> brows;
+// The buffers at their info_v1 sizes (ref::kPlanBuffers), with what the planner wrote.
+void PrintBufferSizes(std::ostream& out, const ref::Plan& plan) {
+  std::vector<std::vector<std::string>> rows;
   int64_t total = 0;
-  for (const BufRow& b : bufs) {
-    const int64_t bytes = b.rows * std::max<int64_t>(b.width, 1) * b.elem_bytes;
+  for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers) {
+    const int64_t n = plan.sizes.Rows(spec.id);
+    const int64_t bytes = n * spec.row_width * spec.element_bytes;
     total += bytes;
     const std::string shape =
-        b.width ? fmt::format("[{},{}]", b.rows, b.width) : fmt::format("[{}]", b.rows);
-    brows.push_back({b.name, b.dtype, shape, std::to_string(bytes), b.written});
+        spec.row_width > 1 ? fmt::format("[{},{}]", n, spec.row_width) : fmt::format("[{}]", n);
+    const Int32Buffer* b = plan.buffer(spec.id);
+    std::string written = std::to_string(n);  // the two uint64 pointers are always written
+    if (b != nullptr)
+      written = spec.row_width > 1 ? std::to_string(WrittenRows(*b)) + " rows"
+                                   : std::to_string(WrittenElements(*b));
+    rows.push_back({spec.name, spec.dtype_name, shape, std::to_string(bytes), written});
   }
-  brows.push_back({"total", "", "", std::to_string(total), ""});
+  rows.push_back({"total", "", "", std::to_string(total), ""});
   out << "buffers (get_mla_metadata_info_v1 sizes):\n";
   PrintTable(out, {"buffer", "dtype", "shape", "bytes", "written"}, {true, true, true, false, true},
-             brows, "  ");
+             rows, "  ");
+}
 
-  // Stores the planner attempted past a buffer's end (a sizing/planner disagreement).
-  const std::vector<std::pair<const char*, const Int32Buffer*>> named = {
-      {"work_indptr", &plan.work_indptr},
-      {"work_info", &plan.work_info},
-      {"reduce_indptr", &plan.reduce_indptr},
-      {"reduce_final_map", &plan.reduce_final_map},
-      {"reduce_partial_map", &plan.reduce_partial_map}};
-  for (const auto& [name, b] : named) {
-    if (b->oob_writes > 0)
+// Stores the planner attempted past a buffer's end (a sizing/planner disagreement), then the
+// planner's reads of its inputs past their ends.
+void PrintOverflowsAndInputReads(std::ostream& out, const ref::Plan& plan) {
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+    const Int32Buffer& b = *plan.buffer(id);
+    if (b.oob_writes > 0)
       out << fmt::format(
-          "warning: {}: {} store{} past the end of the info_v1 buffer (first at "
-          "element {})\n",
-          name, b->oob_writes, b->oob_writes == 1 ? "" : "s", b->first_oob_index);
+          "warning: {}: {} store{} past the end of the info_v1 buffer (first at element {})\n",
+          ref::GetPlanBufferSpec(id).name, b.oob_writes, b.oob_writes == 1 ? "" : "s",
+          b.first_oob_index);
   }
-
   out << '\n';
   if (plan.input_violations.empty()) {
     out << "input violations: none\n";
@@ -235,12 +230,64 @@ void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Pla
   if (AnyUndefined(plan)) out << "? = value undefined (it depends on an input read past its end)\n";
 }
 
+}  // namespace
+
+void PrintPlanTable(std::ostream& out, const ref::PlanRequest& r, const ref::Plan& plan) {
+  PrintDecisions(out, r, plan);
+  PrintWorkTable(out, plan);
+  PrintMaps(out, plan);
+  PrintBufferSizes(out, plan);
+  PrintOverflowsAndInputReads(out, plan);
+}
+
+void PrintPlanCheck(std::ostream& out, const ref::PlanCheckReport& report,
+                    const std::string& launch) {
+  int64_t errors = 0, warnings = 0;
+  for (const ref::PlanDiagnostic& d : report.diagnostics)
+    ++(d.severity == ref::Severity::kError ? errors : warnings);
+  std::string verdict =
+      errors == 0 ? "ok" : fmt::format("{} error{}", errors, errors == 1 ? "" : "s");
+  if (warnings > 0)
+    verdict += fmt::format("{}{} warning{}", errors == 0 ? " (" : ", ", warnings,
+                           warnings == 1 ? "" : "s") +
+               (errors == 0 ? ")" : "");
+  out << fmt::format("\nplan check (launch of {}): {}\n", launch, verdict);
+  for (const ref::PlanDiagnostic& d : report.diagnostics)
+    out << fmt::format("  {} {}: {}\n", ref::SeverityName(d.severity), ref::PlanDiagName(d.code),
+                       d.message);
+}
+
 const std::vector<std::string>& NpyFileNames() {
-  static const std::vector<std::string> kNames = {
-      "work_metadata_ptrs.npy", "work_indptr.npy",      "work_info.npy",
-      "reduce_indptr.npy",      "reduce_final_map.npy", "reduce_partial_map.npy"};
+  static const std::vector<std::string> kNames = [] {
+    std::vector<std::string> names;
+    for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers)
+      names.push_back(std::string(spec.name) + ".npy");
+    return names;
+  }();
   return kNames;
 }
+
+namespace {
+
+// One buffer as a .npy file's bytes: the memory a caller's GPU would hold. Undefined cells are
+// as unknowable as unwritten ones, so both carry the poison value.
+std::string NpyBytes(const ref::PlanBufferSpec& spec, const ref::Plan& plan) {
+  if (spec.dtype == ref::PlanDType::kUint64) {
+    std::vector<uint64_t> ptrs = {plan.work_metadata_ptrs[0], plan.work_metadata_ptrs[1]};
+    const std::vector<size_t> shape = {ptrs.size()};
+    return xt::dump_npy(xt::adapt(ptrs, shape));
+  }
+  const Int32Buffer& b = *plan.buffer(spec.id);
+  std::vector<int32_t> v = b.data;
+  for (size_t i = 0; i < v.size(); ++i)
+    if (b.cells[i] != Cell::kWritten) v[i] = ref::Plan::kPoison;
+  const size_t width = static_cast<size_t>(spec.row_width);
+  const std::vector<size_t> shape =
+      width > 1 ? std::vector<size_t>{v.size() / width, width} : std::vector<size_t>{v.size()};
+  return xt::dump_npy(xt::adapt(v, shape));
+}
+
+}  // namespace
 
 Status WritePlanNpy(const std::string& dir, const ref::Plan& plan) {
   namespace fs = std::filesystem;
@@ -249,43 +296,14 @@ Status WritePlanNpy(const std::string& dir, const ref::Plan& plan) {
     return InvalidArgumentError("--npy", "'" + dir + "' exists and is not a directory");
   fs::create_directories(dir, ec);
   if (ec) return InvalidArgumentError("--npy", "cannot create '" + dir + "': " + ec.message());
-
-  auto write = [&](const std::string& name, const std::string& bytes) -> Status {
-    const fs::path path = fs::path(dir) / name;
+  for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers) {
+    const std::string bytes = NpyBytes(spec, plan);
+    const fs::path path = fs::path(dir) / (std::string(spec.name) + ".npy");
     std::ofstream f(path, std::ios::binary | std::ios::trunc);
     if (f) f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (f) f.close();
     if (!f) return InvalidArgumentError("--npy", "cannot write '" + path.string() + "'");
-    return OkStatus();
-  };
-  // The buffer as a caller's GPU memory would hold it: undefined cells are as unknowable as
-  // unwritten ones, so both carry the poison value.
-  auto values = [](const Int32Buffer& b) {
-    std::vector<int32_t> v = b.data;
-    for (size_t i = 0; i < v.size(); ++i)
-      if (b.cells[i] != Cell::kWritten) v[i] = ref::Plan::kPoison;
-    return v;
-  };
-  auto npy1 = [&](const Int32Buffer& b) {
-    std::vector<int32_t> v = values(b);
-    const std::vector<size_t> shape = {v.size()};
-    return xt::dump_npy(xt::adapt(v, shape));
-  };
-  auto npy2 = [&](const Int32Buffer& b, size_t width) {
-    std::vector<int32_t> v = values(b);
-    const std::vector<size_t> shape = {v.size() / width, width};
-    return xt::dump_npy(xt::adapt(v, shape));
-  };
-  std::vector<uint64_t> ptrs = {plan.work_metadata_ptrs[0], plan.work_metadata_ptrs[1]};
-  const std::vector<size_t> ptr_shape = {ptrs.size()};
-  const std::vector<std::string> bytes = {xt::dump_npy(xt::adapt(ptrs, ptr_shape)),
-                                          npy1(plan.work_indptr),
-                                          npy2(plan.work_info, 8),
-                                          npy1(plan.reduce_indptr),
-                                          npy2(plan.reduce_final_map, 2),
-                                          npy1(plan.reduce_partial_map)};
-  const auto& names = NpyFileNames();
-  for (size_t i = 0; i < names.size(); ++i) MLASIM_RETURN_IF_ERROR(write(names[i], bytes[i]));
+  }
   return OkStatus();
 }
 

@@ -9,12 +9,18 @@
 #include <vector>
 
 #include "ref/metadata.h"
+#include "ref/plan_check.h"
 
 namespace mlasim::cli {
 
 // The readable report: decisions, request summary, work table (spec §6.1 columns), reduce maps,
 // buffer sizes and input violations. Undefined values print as `?`. Deterministic.
 void PrintPlanTable(std::ostream& out, const ref::PlanRequest& request, const ref::Plan& plan);
+
+// The plan check after the table: "plan check (launch of N workgroups (...)): ok", or the
+// error and warning counts, then one line per diagnostic ("  error CODE: message").
+void PrintPlanCheck(std::ostream& out, const ref::PlanCheckReport& report,
+                    const std::string& launch);
 
 // "kv_last_page_lens[7] read past its end (5 entries) for work 3 kv_offset: value undefined".
 std::string DescribeInputViolation(const ref::InputViolation& v);

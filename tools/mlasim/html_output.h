@@ -1,0 +1,23 @@
+// File: tools/mlasim/html_output.h
+//
+// Output files of the picture flags (`replay --html`, `fuzz --html`, `plan --svg`;
+// docs/pictures.md): checked before the command does its work, so a bad path costs nothing and
+// prints nothing else, and written in full at the end. Errors name the flag (exit 2).
+#pragma once
+
+#include <string>
+
+#include "ref/status.h"
+
+namespace mlasim::cli {
+
+// OK when `path` can be written: not a directory, and opening it for appending succeeds (which
+// creates a missing file, empty, and leaves an existing one as it is). Errors: InvalidArgument
+// (flag) "PATH is a directory" / "cannot write PATH".
+Status CheckOutputFile(const std::string& flag, const std::string& path);
+
+// Writes `text` to `path` (truncating it), flushed. Errors: InvalidArgument (flag) as above, or
+// when a write fails (a full disk, /dev/full).
+Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text);
+
+}  // namespace mlasim::cli
