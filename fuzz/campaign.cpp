@@ -84,6 +84,8 @@ class Campaign {
     std::map<std::string, Failure> failures;
   };
   CaseResult RunCase(int64_t k, std::map<std::string, int64_t>& cov);
+  Failure Unreproduced(const sim::Scenario& scenario, const std::vector<sim::Violation>& broken,
+                       uint64_t seed, int size, const std::string& sig);
   void Worker();
   void CommitReadyLocked();
   void RecordLocked(const Failure& f, const std::string& signature, uint64_t index);
@@ -142,6 +144,7 @@ CampaignIdentity Campaign::Identity() const {
   id.shard = o_.shard;
   id.shards = o_.shards;
   id.max_shrink_steps = o_.max_shrink_steps;
+  id.kernel = o_.kernel;
   return id;
 }
 
@@ -166,6 +169,8 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
     origin.generate = o_.generate;
     origin.contract_files = o_.contract_files;
     origin.max_shrink_steps = o_.max_shrink_steps;
+    origin.replay_flags = o_.replay_flags;
+    origin.kernel_inputs = o_.kernel_inputs;
     const std::string name = FindingFileName(signature);
     Status st = WriteFileAtomic(Path(name), Path(TempPrefix() + name),
                                 FindingDocument(f, signature, origin).dump(2) + '\n', "--out");
@@ -223,10 +228,32 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>
     std::optional<Failure> f =
         ShrinkToSignature(config_, seed, size, property_, sim::SimMutant::kNone,
                           slipping ? "" : sig, o_.max_shrink_steps);
+    if (!f.has_value() && !o_.kernel.empty()) f = Unreproduced(scenario, broken, seed, size, sig);
     MLASIM_ASSERT(f.has_value(), "a replay of the same scenario shows the same violations");
     res.failures.emplace(sig, std::move(*f));
   }
   return res;
+}
+
+// A kernel under test is not bound to be deterministic (a race, a hang near the timeout): when
+// the first replay of the generated case no longer shows `sig`, the unshrunk case is the finding,
+// its violation saying so.
+Failure Campaign::Unreproduced(const sim::Scenario& scenario,
+                               const std::vector<sim::Violation>& broken, uint64_t seed, int size,
+                               const std::string& sig) {
+  Failure f;
+  f.scenario = scenario;
+  f.seed = seed;
+  f.size = size;
+  f.target = sig;
+  for (const sim::Violation& v : broken) {
+    if (Signature(v) != sig) continue;
+    f.broken.push_back(v);
+    f.broken.back().detail +=
+        " (not shown again when the case was replayed to shrink it: the "
+        "kernel under test is not deterministic here; not shrunk)";
+  }
+  return f;
 }
 
 void Campaign::Worker() {
@@ -250,9 +277,16 @@ void Campaign::Worker() {
 // Findings already in --out (earlier runs, merged folders, other shards) are not reported again;
 // the summary lists them with the seed index their files record.
 Status Campaign::LoadKnownFindings() {
+  std::vector<FindingRecord> all;
+  for (const std::string& dir : o_.known_dirs) {
+    auto known = ReadFindingDir(dir, "--out");
+    if (!known.ok()) return known.status();
+    all.insert(all.end(), known->begin(), known->end());
+  }
   auto records = ReadFindingDir(o_.out_dir, "--out");
   if (!records.ok()) return records.status();
-  for (const FindingRecord& r : *records) {
+  all.insert(all.end(), records->begin(), records->end());
+  for (const FindingRecord& r : all) {
     CampaignFinding cf;
     cf.signature = r.signature;
     cf.seed_index = r.seed_index;
@@ -263,7 +297,7 @@ Status Campaign::LoadKnownFindings() {
     cf.cut_short = r.cut_short;
     cf.earlier = true;
     known_.insert(r.signature);
-    sum_.findings.emplace(r.signature, std::move(cf));
+    sum_.findings[r.signature] = std::move(cf);
   }
   return OkStatus();
 }
@@ -340,6 +374,7 @@ Status Campaign::PrepareOutDir() {
 StatusOr<CampaignSummary> Campaign::Run() {
   config_.profiles = o_.profiles;
   config_.small = o_.small;
+  config_.kernel_inputs = o_.kernel_inputs;
   if (o_.small) config_.max_batch = 64;
   MLASIM_RETURN_IF_ERROR(EnableFamilies(o_.generate, &config_));
   config_.contracts = o_.contracts;

@@ -56,11 +56,20 @@ struct CampaignOptions {
   std::vector<std::shared_ptr<const sim::Contract>> contracts;
   std::string out_dir;        // "" = do not write findings
   bool resume = false;
+  bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
   int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
   CampaignMutant mutant = CampaignMutant::kNone;
   // The property whose violations are findings; empty: every violation (or, with ignore_known,
-  // UnknownViolations). Tests set a synthetic one.
+  // UnknownViolations). Tests set a synthetic one; a kernel-under-test campaign (fuzz --gpu)
+  // sets KutProperty (fuzz/kut_pool.h).
   Property property;
+  // A kernel-under-test campaign: its identity (progress files; a resume must match it) and the
+  // `mlasim replay` flags that replay its findings (recorded in each finding file).
+  std::string kernel;
+  std::string replay_flags;
+  // Folders whose findings count as found before this run (fuzz --devices: the merged --out of
+  // the workers' campaigns), besides --out itself.
+  std::vector<std::string> known_dirs;
 };
 
 struct CampaignFinding {

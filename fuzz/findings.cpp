@@ -117,6 +117,7 @@ std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
     cmd += " --generate " + ShellQuote(list);
   }
   for (const std::string& c : origin.contract_files) cmd += " --contract " + ShellQuote(c);
+  if (origin.kernel_inputs) cmd += " --gpu sentinel";
   return cmd;
 }
 
@@ -151,6 +152,9 @@ nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
         {"upstream", origin.known->upstream},
         {"fixed_in", origin.known->fixed_in.empty() ? nlohmann::json()
                                                     : nlohmann::json(origin.known->fixed_in)}};
+  if (!origin.replay_flags.empty())
+    doc["finding"]["reproduce"]["replay"] =
+        "mlasim replay " + origin.replay_flags + " " + ShellQuote(file);
   return doc;
 }
 

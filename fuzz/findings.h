@@ -51,6 +51,10 @@ struct FindingOrigin {
   std::vector<std::string> contract_files;  // --contract files
   int max_shrink_steps = kDefaultShrinkSteps;
   const sim::KnownBug* known = nullptr;  // the known bug the violation belongs to, if any
+  // A kernel-under-test finding: the `mlasim replay` flags that run it through the kernel again
+  // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
+  std::string replay_flags;
+  bool kernel_inputs = false;  // generated with GenConfig::kernel_inputs (reproduce: --gpu)
 };
 
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its

@@ -9,16 +9,18 @@
 namespace mlasim::fuzz {
 
 nlohmann::json IdentityJson(const CampaignIdentity& id) {
-  return {{"format", kProgressFormat},
-          {"seed", id.seed},
-          {"profiles", id.profiles},
-          {"small", id.small},
-          {"ignore_known", id.ignore_known},
-          {"generate", id.generate},
-          {"contracts", id.contract_files},
-          {"shard", id.shard},
-          {"shards", id.shards},
-          {"max_shrink_steps", id.max_shrink_steps}};
+  nlohmann::json j = {{"format", kProgressFormat},
+                      {"seed", id.seed},
+                      {"profiles", id.profiles},
+                      {"small", id.small},
+                      {"ignore_known", id.ignore_known},
+                      {"generate", id.generate},
+                      {"contracts", id.contract_files},
+                      {"shard", id.shard},
+                      {"shards", id.shards},
+                      {"max_shrink_steps", id.max_shrink_steps}};
+  if (!id.kernel.empty()) j["kernel"] = id.kernel;
+  return j;
 }
 
 std::string ProgressFileName(int32_t shard, int32_t shards) {
@@ -78,6 +80,10 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
   if (!sim::IsInt64(steps) || steps.get<int64_t>() < 0 || steps.get<int64_t>() > 100000)
     return Bad(field, path, "max_shrink_steps must be an integer in 0..100000");
   id->max_shrink_steps = static_cast<int>(steps.get<int64_t>());
+  if (doc.contains("kernel")) {
+    if (!doc["kernel"].is_string()) return Bad(field, path, "kernel must be a string");
+    id->kernel = doc["kernel"].get<std::string>();
+  }
   return OkStatus();
 }
 

@@ -31,6 +31,9 @@ struct CampaignIdentity {
   std::vector<std::string> contract_files;  // --contract files, as given
   int32_t shard = 0, shards = 1;
   int max_shrink_steps = 200;
+  // A kernel-under-test campaign (fuzz --gpu): the kernel, its config, the mode and head dims
+  // (fuzz/kut_pool.h); "" for a simulator campaign (the key is then absent from the file).
+  std::string kernel;
 };
 nlohmann::json IdentityJson(const CampaignIdentity& id);
 

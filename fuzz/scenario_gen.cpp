@@ -1,6 +1,7 @@
 #include "fuzz/scenario_gen.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace mlasim::fuzz {
 namespace {
@@ -167,6 +168,18 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
       r.rejected = *rc::gen::weightedOneOf<int32_t>(
           {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}});
       s.requests.push_back(r);
+    }
+    if (cfg.kernel_inputs && s.model.sparse &&
+        *rc::gen::weightedElement<bool>({{1, false}, {2, true}})) {
+      s.kv_cache.modelled = true;
+      const int32_t n = *rc::gen::inRange<int32_t>(1, 5);
+      for (int32_t i = 0; i < n; ++i) {
+        sim::KvCacheSpec::IndexValue v;
+        v.token = *rc::gen::inRange<int32_t>(0, batch * q);
+        v.position = *rc::gen::inRange<int32_t>(0, 8);
+        v.value = *rc::gen::element<int64_t>(-1, -2, INT32_MAX, INT32_MIN);
+        s.kv_cache.index_values.push_back(v);
+      }
     }
     s.graph.capture_sizes = *GenCaptureSizes();
     s.graph.eager = *rc::gen::weightedElement<bool>({{9, false}, {1, true}});

@@ -36,6 +36,10 @@ struct GenConfig {
   bool paged = false;
   // Contracts that replace the built-in ones in every generated case (`fuzz --contract`).
   std::vector<std::shared_ptr<const sim::Contract>> contracts;
+  // Kernel-under-test campaigns (fuzz --gpu, docs/kernel-under-test.md): sparse steps may model the KV cache
+  // with a few hostile index values (-1, -2, INT_MAX, INT_MIN) in the indexer's top-k regions,
+  // so a kernel meets the invalid indices its contract must handle.
+  bool kernel_inputs = false;
 };
 
 // The names `--generate` takes, in the order GenConfig lists them.

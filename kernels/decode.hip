@@ -1,16 +1,11 @@
 // decode.hip - the host side of mlasim's persistent MLA decode: run_mla_decode (kernels/gpu_api.h)
-// builds the device buffers (sentinel tails or guard pages, poisoned outputs, the access log),
-// picks a decode kernel, launches it over the plan's clusters and the split-KV reduce after it,
-// and reads back outputs, tails and the log. HIP names only; nvcc builds it through
-// hip_compat.h. The kernels live in kernels/decode/, split by phase:
-//   params.h, config.h        launch parameters; tile constants and shared-memory plans
-//   schedule.h                how a workgroup walks the plan (work items -> 16-row groups -> keys)
-//   sm90/                     NVIDIA (MLA's 576 / 512): kernel.h, the warp-specialised kernel,
-//                             with load.h (producer, q, fp8 widening), attend.h (S, softmax,
-//                             P V), epilogue.h (stores), ptx.h; lockstep.h, the previous kernel
-//   portable/kernel.h         any head dims; the AMD build's kernel
-//   reduce.h                  the split-KV reduce (§12)
-// Design notes and measurements: docs/kernels.md, docs/performance.md.
+// builds the device buffers (sentinel tails or guard pages, poisoned outputs, the access log)
+// and runs the decode and the split-KV reduce through mlasim's GPU kernel library
+// (libmlasim_kut_gpu.so, kernels/kut/gpu_kut.hip, loaded by kernels/kut_client.h): the decode
+// kernels (kernels/decode/) live only there, behind the kernel-under-test ABI of
+// kernels/mlasim_kut.h, so the GPU tests reach them the way any kernel under test is reached.
+// HIP names only; nvcc builds it through hip_compat.h. Design notes and measurements:
+// docs/kernels.md, docs/performance.md.
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
 
 #include "kernels/gpu_api.h"
@@ -24,84 +19,16 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/decode/config.h"
-#include "kernels/decode/params.h"
-#include "kernels/decode/portable/kernel.h"
-#include "kernels/decode/reduce.h"
-#include "kernels/decode/schedule.h"
-#if defined(__CUDACC__)
-#include "kernels/decode/sm90/kernel.h"
-#include "kernels/decode/sm90/lockstep.h"
-#endif
+#include "kernels/kut_client.h"
+#include "kernels/mlasim_kut.h"
 
 namespace mlasim::gpu {
 namespace {
 
-using decode::DecodeParams;
-using decode::kBlock;
-using decode::kMaxD;
-using decode::kMaxDv;
-using decode::kRows;
-
-// The decode kernel a run uses (DecodeOptions::tiling). Defaults, from the same-run H200
-// measurements in docs/performance.md: bf16 KV runs the lock-step kernel (64 keys x 2 stages),
-// fp8 KV the warp-specialised one; other head dims, tiling 5 and the AMD build run the portable
-// kernel.
-struct DecodeKernel {
-  void (*fn)(DecodeParams);
-  size_t smem;  // dynamic shared memory, bytes
-  int threads;
-  const char* name;
-};
-
-DecodeKernel pick_decode_kernel(int D, int Dv, int tiling, bool kv_fp8) {
-  const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
-                              decode::portable::portable_smem_bytes(D, Dv), kBlock, "portable"};
-#if defined(__CUDACC__)
-  namespace ls = decode::sm90::lockstep;
-  using Ws = decode::WsConfig<false>;
-  using WsFp8 = decode::WsConfig<true>;
-  if (tiling == 5 || D != Ws::kD || Dv != Ws::kDv) return portable;
-  if (tiling == 6 || (tiling == 0 && kv_fp8)) {
-    if (kv_fp8)
-      return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
-              "warp-specialised fp8 64 keys x 3 stages"};
-    return {&decode::sm90::mla_decode_ws_kernel<Ws>, Ws::kSmemBytes, Ws::kThreads,
-            "warp-specialised 64 keys x 2 stages"};
-  }
-  using T32x4 = ls::MmaTiling<32, 4>;
-  using T32x5 = ls::MmaTiling<32, 5>;
-  using T32x6 = ls::MmaTiling<32, 6>;
-  using T64x2 = ls::MmaTiling<64, 2>;
-  using F64x2 = ls::MmaTiling<64, 2, true>;
-  using F64x3 = ls::MmaTiling<64, 3, true>;
-  if (kv_fp8) {
-    if (tiling == 4)
-      return {&ls::mla_decode_mma_kernel<F64x2>, F64x2::smem_bytes(), kBlock,
-              "lockstep fp8 64 keys x 2 stages"};
-    return {&ls::mla_decode_mma_kernel<F64x3>, F64x3::smem_bytes(), kBlock,
-            "lockstep fp8 64 keys x 3 stages"};
-  }
-  switch (tiling) {
-    case 1:
-      return {&ls::mla_decode_mma_kernel<T32x4>, T32x4::smem_bytes(), kBlock,
-              "lockstep 32 keys x 4 stages"};
-    case 2:
-      return {&ls::mla_decode_mma_kernel<T32x5>, T32x5::smem_bytes(), kBlock,
-              "lockstep 32 keys x 5 stages"};
-    case 3:
-      return {&ls::mla_decode_mma_kernel<T32x6>, T32x6::smem_bytes(), kBlock,
-              "lockstep 32 keys x 6 stages"};
-    default:
-      return {&ls::mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), kBlock,
-              "lockstep 64 keys x 2 stages"};
-  }
-#else
-  (void)tiling;
-  (void)kv_fp8;
-  return portable;
-#endif
-}
+constexpr int kRows = 16;     // q rows per group of the decode kernels (heads % 16 == 0)
+constexpr int kMaxD = 576;    // largest head_dim_qk they run
+constexpr int kMaxDv = 512;   // largest head_dim_v
+constexpr int kBlock = 256;   // threads of the reduce
 
 __global__ void fill_u8_kernel(unsigned char* p, size_t n, unsigned char v) {
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
@@ -286,32 +213,6 @@ void encode_kv(const ref::MlaInputs& in, bool kv_fp8, std::vector<uint16_t>& kvh
           " is not an fp8_e4m3fn value (build the inputs with kv_format fp8_e4m3fn)");
 }
 
-// The reduce launch: on NVIDIA a programmatic dependent of the decode before it in the stream
-// (its CTAs start as decode workgroups retire and wait in griddepcontrol.wait), as FlashMLA
-// launches its combine.
-void launch_reduce(hipStream_t stream, int tiles, const int32_t* ri, const int32_t* fm,
-                   const int32_t* pm, const DecodeParams& P, unsigned long long* log) {
-#if defined(__CUDACC__)
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(tiles);
-  cfg.blockDim = dim3(kBlock);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  HIP_CHECK(cudaLaunchKernelEx(&cfg, decode::mla_reduce_kernel, ri, fm, pm,
-                               static_cast<const float*>(P.part_o),
-                               static_cast<const float*>(P.part_lse), P.o, P.lse, P.H, P.Dv, log));
-#else
-  hipLaunchKernelGGL(decode::mla_reduce_kernel, dim3(tiles), dim3(kBlock), 0, stream, ri, fm, pm,
-                     P.part_o, P.part_lse, P.o, P.lse, P.H, P.Dv, log);
-  HIP_CHECK(hipGetLastError());
-#endif
-}
-
 // Everything on the device for one run_mla_decode call (freed on scope exit).
 struct DecodeBuffers {
   std::vector<void*> owned;
@@ -340,35 +241,69 @@ struct DecodeBuffers {
   }
 };
 
-// Launch parameters over the uploaded inputs (q and the outputs are `b`'s buffers).
-DecodeParams make_params(const ref::MlaInputs& in, DecodeBuffers& b, bool kv_fp8,
-                         const std::vector<uint16_t>& kvh, const std::vector<uint8_t>& kv8h,
-                         const ref::Plan& plan, ZeroKvVariant variant) {
-  DecodeParams P{};
-  P.q = reinterpret_cast<const uint16_t*>(b.q.p);
-  P.kv = b.upload(kvh);
-  P.kv8 = b.upload(kv8h);
-  P.kv_fp8 = kv_fp8;
-  P.kv_indices = b.upload(in.kv_indices);
-  P.kv_indptr = b.upload(in.kv_indptr);
-  P.lpl = b.upload(in.kv_last_page_lens);
-  P.qo_indptr = b.upload(in.qo_indptr);
-  P.topk = b.upload(in.topk_indices);
-  P.work_indptr = b.upload(plan.work_indptr.data);
-  P.work_info = b.upload(plan.work_info.data);
-  P.o = reinterpret_cast<uint16_t*>(b.o.p);
-  P.lse = reinterpret_cast<float*>(b.lse.p);
-  P.part_o = reinterpret_cast<float*>(b.po.p);
-  P.part_lse = reinterpret_cast<float*>(b.pl.p);
-  P.H = in.num_heads, P.D = in.head_dim_qk, P.Dv = in.head_dim_v, P.page = in.page_size;
-  P.sparse = in.topk >= 0;
-  P.causal = in.is_causal && !P.sparse;
-  P.batch = in.num_requests();
-  P.variant = static_cast<int>(variant);
-  P.cache_rows = int64_t{in.num_pages} * in.page_size;
-  P.logit_scale = static_cast<float>(in.effective_sm_scale() * in.q_scale * in.kv_scale);
-  P.v_scale = static_cast<float>(in.kv_scale);
-  return P;
+mlasim_kut_tensor Tensor(void* data, int64_t rows, int32_t heads, int32_t cols, int32_t dtype,
+                         int elem) {
+  mlasim_kut_tensor t{};
+  t.data = data;
+  t.rows = rows;
+  t.heads = heads;
+  t.cols = cols;
+  t.dtype = dtype;
+  t.row_stride = int64_t{heads} * cols * elem;
+  t.head_stride = heads > 1 ? int64_t{cols} * elem : 0;
+  t.bytes = static_cast<uint64_t>(rows * t.row_stride);
+  return t;
+}
+
+template <class T>
+mlasim_kut_tensor Ints(DecodeBuffers& b, const std::vector<T>& v, int32_t cols) {
+  return Tensor(b.upload(v), static_cast<int64_t>(v.size()) / cols, 1, cols, MLASIM_KUT_INT32, 4);
+}
+
+// The kernel-under-test call over the uploaded inputs (q and the outputs are `b`'s buffers).
+mlasim_kut_call make_call(const ref::MlaInputs& in, DecodeBuffers& b, bool kv_fp8,
+                          const std::vector<uint16_t>& kvh, const std::vector<uint8_t>& kv8h,
+                          const ref::Plan& plan, const std::string& config) {
+  mlasim_kut_call c{};
+  c.abi_version = MLASIM_KUT_ABI_VERSION;
+  c.struct_bytes = sizeof(c);
+  c.config = config.c_str();
+  c.batch = in.num_requests();
+  c.num_heads = in.num_heads;
+  c.num_kv_heads = 1;
+  c.head_dim_qk = in.head_dim_qk;
+  c.head_dim_v = in.head_dim_v;
+  c.page_size = in.page_size;
+  c.num_pages = in.num_pages;
+  int32_t max_q = 1;
+  for (size_t r = 0; r + 1 < in.qo_indptr.size(); ++r)
+    max_q = std::max(max_q, in.qo_indptr[r + 1] - in.qo_indptr[r]);
+  c.max_seqlen_q = max_q;
+  c.causal = in.is_causal && in.topk < 0;
+  c.topk = in.topk;
+  c.softmax_scale = static_cast<float>(in.effective_sm_scale());
+  c.q_scale = static_cast<float>(in.q_scale);
+  c.kv_scale = static_cast<float>(in.kv_scale);
+  const int32_t H = in.num_heads, D = in.head_dim_qk, Dv = in.head_dim_v;
+  const int64_t cache_rows = int64_t{in.num_pages} * in.page_size;
+  c.q = Tensor(b.q.p, b.q.rows, H, D, MLASIM_KUT_BF16, 2);
+  c.kv_cache = kv_fp8 ? Tensor(b.upload(kv8h), cache_rows, 1, D, MLASIM_KUT_FP8_E4M3FN, 1)
+                      : Tensor(b.upload(kvh), cache_rows, 1, D, MLASIM_KUT_BF16, 2);
+  c.kv_indices = Ints(b, in.kv_indices, 1);
+  c.topk_indices = Ints(b, in.topk_indices, std::max(1, in.topk));
+  c.kv_indptr = Ints(b, in.kv_indptr, 1);
+  c.kv_last_page_lens = Ints(b, in.kv_last_page_lens, 1);
+  c.qo_indptr = Ints(b, in.qo_indptr, 1);
+  c.work_indptr = Ints(b, plan.work_indptr.data, 1);
+  c.work_info = Ints(b, plan.work_info.data, 8);
+  c.reduce_indptr = Ints(b, plan.reduce_indptr.data, 1);
+  c.reduce_final_map = Ints(b, plan.reduce_final_map.data, 2);
+  c.reduce_partial_map = Ints(b, plan.reduce_partial_map.data, 1);
+  c.o = Tensor(b.o.p, b.o.rows, H, Dv, MLASIM_KUT_BF16, 2);
+  c.lse = Tensor(b.lse.p, b.lse.rows, H, 1, MLASIM_KUT_FP32, 4);
+  c.partial_o = Tensor(b.po.p, b.po.rows, H, Dv, MLASIM_KUT_FP32, 4);
+  c.partial_lse = Tensor(b.pl.p, b.pl.rows, H, 1, MLASIM_KUT_FP32, 4);
+  return c;
 }
 
 // Copies o and lse back (rows that exist in both q and o), the tails' damage and the access log.
@@ -414,32 +349,32 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
     for (size_t i = 0; i < in.q.size() && i < qh.size(); ++i) qh[i] = host_f2bf(in.q[i]);
     copy_to_device(b.q.p, qh.data(), qh.size() * 2);
   }
-  DecodeParams P = make_params(in, b, kv_fp8, kvh, kv8h, plan, opt.variant);
-  const int32_t* ri = b.upload(plan.reduce_indptr.data);
-  const int32_t* fm = b.upload(plan.reduce_final_map.data);
-  const int32_t* pm = b.upload(plan.reduce_partial_map.data);
+  static const char* kVariants[] = {"asm", "opus", "hk"};
+  const std::string config = "variant=" + std::string(kVariants[static_cast<int>(opt.variant)]) +
+                             ",tiling=" + std::to_string(opt.tiling);
+  mlasim_kut_call call = make_call(in, b, kv_fp8, kvh, kv8h, plan, config);
   unsigned long long* log = b.upload(std::vector<unsigned long long>{~0ull, 0, ~0ull, 0});
-  P.log = log;
-
-  const DecodeKernel dk = pick_decode_kernel(P.D, P.Dv, opt.tiling, kv_fp8);
-  HIP_CHECK(hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn),
-                                hipFuncAttributeMaxDynamicSharedMemorySize,
-                                static_cast<int>(dk.smem)));
+  call.access_log = reinterpret_cast<uint64_t*>(log);
+  const KutClient& kut = KutClient::Get();
   hipStream_t stream;  // a blocking stream: ordered after the poison fills on the null stream
   HIP_CHECK(hipStreamCreate(&stream));
   struct StreamGuard {
     hipStream_t s;
     ~StreamGuard() { (void)hipStreamDestroy(s); }
   } stream_guard{stream};
-  const int clusters = static_cast<int>(plan.work_indptr.data.size()) - 1;
-  const int tiles = static_cast<int>(plan.reduce_indptr.data.size()) - 1;
+  call.stream = stream;
+  int dev = 0;
+  HIP_CHECK(hipGetDevice(&dev));
+  call.device = dev;
+  const bool reduce_needed = opt.run_reduce && plan.reduce_indptr.data.size() > 1;
   auto decode = [&] {
-    if (clusters > 0)
-      hipLaunchKernelGGL(dk.fn, dim3(clusters), dim3(dk.threads), dk.smem, stream, P);
-    HIP_CHECK(hipGetLastError());
+    call.op = MLASIM_KUT_OP_DECODE;
+    kut.Run(call);
   };
   auto reduce = [&] {
-    if (opt.run_reduce && tiles > 0) launch_reduce(stream, tiles, ri, fm, pm, P, P.log);
+    if (!reduce_needed) return;
+    call.op = MLASIM_KUT_OP_REDUCE;
+    kut.Run(call);
   };
   b.o.poison(0xFF);  // bf16 / fp32 NaN
   b.lse.poison(0xFF);
@@ -450,12 +385,12 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
   HIP_CHECK(hipStreamSynchronize(stream));
 
   DecodeResult res;
-  res.kernel = dk.name;
+  res.kernel = kut.KernelName(config.c_str(), in.head_dim_qk, in.head_dim_v, kv_fp8);
   if (b.q.guarded) res.guard = b.q.guard;
   if (b.o.guarded) res.guard = b.o.guard;
   read_back(in, b, log, res);
   if (opt.timing_iterations > 0) {
-    P.log = nullptr;
+    call.access_log = nullptr;
     res.decode_us = time_launches(stream, opt.timing_iterations, decode);
     res.reduce_us = time_launches(stream, opt.timing_iterations, reduce);
     res.decode_reduce_us = time_launches(stream, opt.timing_iterations, [&] {

@@ -29,6 +29,15 @@ namespace mlasim::gpu {
 // tests can write `if (!gpu::available()) GTEST_SKIP();`.
 bool available();
 
+// Where mlasim's own GPU kernel library is (libmlasim_kut_gpu.so: the decode kernels behind the
+// kernel-under-test ABI, kernels/mlasim_kut.h): $MLASIM_KUT_GPU_LIBRARY when set, else beside
+// the running binary, else in ../lib from it; "" when there is none (a GPU_BACKEND=NONE build).
+std::string kut_library_path();
+
+// Devices visible to this process (0 in a GPU_BACKEND=NONE build or without a usable driver).
+// Never throws.
+int device_count();
+
 // Name of the current device (hipDeviceProp_t::name), or "none" in a GPU_BACKEND=NONE build.
 // Throws std::runtime_error when a GPU backend is built but no device is usable.
 std::string device_name();
@@ -71,6 +80,14 @@ void copy_to_device(void* dev_dst, const void* host_src, std::size_t bytes);
 // Copies `bytes` bytes from device memory `dev_src` to host memory `host_dst` (hipMemcpy).
 // Throws std::runtime_error on failure.
 void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes);
+
+// Sets `bytes` bytes at device pointer `dev_dst` to `value` (a kernel on the null stream; the
+// call returns after it finished). 0 bytes does nothing. Throws std::runtime_error on failure.
+void device_fill(void* dev_dst, std::size_t bytes, unsigned char value);
+
+// Waits for all work on the current device (hipDeviceSynchronize). Throws std::runtime_error
+// naming the error when a kernel failed (an illegal address: the context is lost after that).
+void device_synchronize();
 
 // Guard-page allocation (driver virtual memory: reserve, create, map, set access). The buffer is
 // placed so that its last byte is the last byte of the mapped range; the next granule is reserved
@@ -185,6 +202,19 @@ struct DecodeResult {
 // poisoned (NaN / 0xFF) before the call. Throws std::invalid_argument for shapes it does not run.
 DecodeResult run_mla_decode(const ref::MlaInputs& inputs, const ref::Plan& plan,
                             const DecodeOptions& options = {});
+
+// ---------------------------------------------------------------------------------------------
+// The plain fp32 reference of MLA decode on the device (kernels/reference.hip), written for
+// obviousness, not speed: one workgroup per (q row, head); pass 1 takes the maximum logit over
+// the row's visible keys, pass 2 walks the keys in chunks of the workgroup's size (each thread
+// one key's exp(s - max) into shared memory, then each thread a few output columns summing
+// p_j v_j). The semantics of ref::RunMonolithic (ref/attention.h): dense rows see their
+// request's keys up to the causal limit (bottom-right aligned), sparse rows the valid entries of
+// their top-k list; a row with no visible key gets o = 0, lse = -inf. Nothing is rounded: q, KV,
+// P, o and the sums stay fp32. Returns o [q_rows, H, Dv] and lse [q_rows, H] in the caller's
+// layout. Throws std::invalid_argument for inputs ref::ValidateMlaInputs refuses,
+// std::runtime_error for device errors.
+ref::AttentionOutput reference_attention(const ref::MlaInputs& inputs);
 
 // Device-to-device copy bandwidth in GB/s (read + write bytes / time) over `bytes`.
 double measure_copy_bandwidth(std::size_t bytes, int iterations);

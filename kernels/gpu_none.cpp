@@ -20,6 +20,10 @@ bool available() {
   return false;
 }
 
+int device_count() {
+  return 0;
+}
+
 std::string device_name() {
   return "none";
 }
@@ -45,6 +49,14 @@ void copy_to_device(void*, const void*, std::size_t) {
 }
 
 void copy_to_host(void*, const void*, std::size_t) {
+  no_backend();
+}
+
+void device_fill(void*, std::size_t, unsigned char) {
+  no_backend();
+}
+
+void device_synchronize() {
   no_backend();
 }
 
@@ -75,6 +87,9 @@ void decode_update_mla_metadata(const ref::DecodeUpdateRequest&, ref::Plan&) {
   no_backend_call();
 }
 DecodeResult run_mla_decode(const ref::MlaInputs&, const ref::Plan&, const DecodeOptions&) {
+  no_backend_call();
+}
+ref::AttentionOutput reference_attention(const ref::MlaInputs&) {
   no_backend_call();
 }
 double measure_copy_bandwidth(std::size_t, int) {

@@ -52,6 +52,14 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
+__global__ void __launch_bounds__(kBlock)
+    fill_bytes_kernel(unsigned char* p, std::size_t n, unsigned char v) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    p[i] = v;
+}
+
 unsigned grid_for(std::size_t n) {
   return static_cast<unsigned>(std::min<std::size_t>((n + kBlock - 1) / kBlock, kMaxGrid));
 }
@@ -72,6 +80,15 @@ bool available() {
     return false;
   }
   return n > 0;
+}
+
+int device_count() {
+  int n = 0;
+  if (hipGetDeviceCount(&n) != hipSuccess) {
+    (void)hipGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 std::string device_name() {
@@ -133,6 +150,19 @@ void copy_to_device(void* dev_dst, const void* host_src, std::size_t bytes) {
 void copy_to_host(void* host_dst, const void* dev_src, std::size_t bytes) {
   if (bytes == 0) return;
   HIP_CHECK(hipMemcpy(host_dst, dev_src, bytes, hipMemcpyDeviceToHost));
+}
+
+void device_fill(void* dev_dst, std::size_t bytes, unsigned char value) {
+  require_pointer(dev_dst, bytes, "device_fill");
+  if (bytes == 0) return;
+  hipLaunchKernelGGL(fill_bytes_kernel, dim3(grid_for(bytes)), dim3(kBlock), 0, 0,
+                     static_cast<unsigned char*>(dev_dst), bytes, value);
+  HIP_CHECK(hipGetLastError());
+  HIP_CHECK(hipDeviceSynchronize());
+}
+
+void device_synchronize() {
+  HIP_CHECK(hipDeviceSynchronize());
 }
 
 // ---- guard-page allocations (driver virtual memory) -------------------------------------------

@@ -108,6 +108,9 @@ const char* ViolationKindName(ViolationKind k) {
     case ViolationKind::kInvalidIndex: return "invalid_index";
     case ViolationKind::kPoisonedOutput: return "poisoned_output";
     case ViolationKind::kWrongOutput: return "wrong_output";
+    case ViolationKind::kKernelContract: return "kernel_contract";
+    case ViolationKind::kKernelNumerics: return "kernel_numerics";
+    case ViolationKind::kKernelFault: return "kernel_fault";
   }
   return "?";
 }

@@ -64,6 +64,12 @@ enum class ViolationKind : uint8_t {
   kInvalidIndex,       // an index outside the KV cache that the kernel clamps or wraps (class G)
   kPoisonedOutput,     // numerics: NaN / a hostile value reaches real rows of o or lse (B, G, I)
   kWrongOutput,        // numerics: real rows of o or lse differ from the truth (classes F, I)
+  // Observed on a kernel under test (fuzz/kut_check.h, docs/kernel-under-test.md), not predicted
+  // by a contract:
+  kKernelContract,  // the kernel touched memory its declared contract does not allow (or did not
+                    // touch what it predicts)
+  kKernelNumerics,  // the kernel's outputs differ from the numerics reference
+  kKernelFault,     // the kernel crashed, hung or returned an error
 };
 const char* ViolationKindName(ViolationKind k);
 

@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <filesystem>
+#include <iostream>
 #include <limits>
 
 #include "fuzz/campaign.h"
 #include "fuzz/findings.h"
+#include "fuzz/kut_devices.h"
+#include "fuzz/kut_pool.h"
 #include "fuzz/search.h"
 #include "fuzz/summary_html.h"
 #include "sim/replay.h"
@@ -37,7 +41,15 @@ constexpr const char* kFuzzExitCodes =
 constexpr const char* kCampaignFlags[] = {
     "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
     "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps", "--generate",
-    "--contract", "--html"};
+    "--contract", "--html",
+    // kernel under test (docs/kernel-under-test.md)
+    "--gpu", "--kernel-under-test", "--kernel-config", "--device", "--devices", "--head-dims",
+    "--reference", "--kernel-timeout"};
+
+// A kernel-under-test campaign's flags that only make sense with --gpu.
+constexpr const char* kKernelFlags[] = {"--kernel-under-test", "--kernel-config", "--device",
+                                        "--devices",           "--head-dims",     "--reference",
+                                        "--kernel-timeout"};
 
 class FuzzCommand final : public Command {
  public:
@@ -82,6 +94,7 @@ class FuzzCommand final : public Command {
                      "also write the campaign summary as one self-contained HTML page (findings "
                      "over time, coverage; docs/pictures.md)")
         ->type_name("FILE");
+    AddKernelFlags();
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
         ->check(UnsignedInteger());
@@ -105,7 +118,41 @@ class FuzzCommand final : public Command {
   }
   CLI::App* app() const override { return app_; }
 
+  // The kernel-under-test flags (docs/kernel-under-test.md): --gpu turns a campaign into one that runs each
+  // generated step through a kernel library in worker processes.
+  void AddKernelFlags() {
+    app_->add_option(
+            "--gpu", gpu_mode_,
+            "run every step through a kernel under test (docs/kernel-under-test.md): sentinel "
+            "(sentinel bytes around every buffer) or guard (guard pages; faults caught)")
+        ->type_name("sentinel|guard");
+    app_->add_option("--kernel-under-test", kut_path_,
+                     "kernel library (kernels/mlasim_kut.h); default: mlasim's GPU kernels "
+                     "(libmlasim_kut_gpu.so beside the binary)")
+        ->type_name("PATH.so");
+    app_->add_option("--kernel-config", kut_config_, "the kernel library's config text")
+        ->type_name("TEXT");
+    app_->add_option("--device", device_, "the GPU the kernel's workers use")->type_name("N");
+    app_->add_option("--devices", devices_text_,
+                     "one campaign process per device (all, or a list like 0,1 or 0,0), seed "
+                     "indices sharded, findings merged into --out")
+        ->type_name("all|LIST");
+    app_->add_option("--head-dims", head_dims_text_, "head dims of the inputs (default 576,512)")
+        ->type_name("D,DV");
+    app_->add_option("--reference", kut_reference_,
+                     "numerics reference: cpu, gpu or auto (gpu for a device kernel)")
+        ->capture_default_str();
+    app_->add_option("--kernel-timeout", kut_timeout_,
+                     "seconds a kernel call may run before it counts as a hang")
+        ->capture_default_str();
+    app_->add_flag("--kut-worker", kut_worker_, "internal: a kernel worker process")->group("");
+    app_->add_flag("--no-gpu-plans", no_gpu_plans_, "internal: skip the GPU planner check")
+        ->group("");
+    app_->add_option("--known-from", known_from_, "internal: findings found before")->group("");
+  }
+
   int Run(const Streams& io) override {
+    if (kut_worker_) return KutWorker(io);
     if (merge_->parsed()) {
       for (const char* flag : kCampaignFlags)
         if (app_->count(flag))
@@ -120,7 +167,8 @@ class FuzzCommand final : public Command {
     if (app_->count("--reproduce")) {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
-        if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract")
+        if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract" ||
+            f == "--gpu")
           continue;  // they shape the regenerated case
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
@@ -131,6 +179,10 @@ class FuzzCommand final : public Command {
     for (const char* flag : {"--size", "--shrink-path"})
       if (app_->count(flag))
         return Fail(io, InvalidArgumentError(flag, "only with --reproduce SEED"));
+    if (!app_->count("--gpu"))
+      for (const char* flag : kKernelFlags)
+        if (app_->count(flag))
+          return Fail(io, InvalidArgumentError(flag, "only with --gpu sentinel|guard"));
     return Campaign(io);
   }
 
@@ -170,6 +222,14 @@ class FuzzCommand final : public Command {
       }
     };
     auto note = [&](const std::string& line) { io.err << "fuzz: " << line << '\n'; };
+    std::unique_ptr<fuzz::KutPool> pool;
+    if (app_->count("--gpu")) {
+      if (app_->count("--devices")) return Devices(io, progress);
+      Status st = StartKernel(&pool);
+      if (!st.ok()) return Fail(io, st);
+      o_.property = fuzz::KutProperty(pool.get(), o_.ignore_known);
+      o_.kernel_inputs = true;
+    }
     // Plans use capacity-sized buffers (hundreds of KiB): keep them on the heap instead of a
     // fresh mmap per allocation, whose page faults cost more than the simulation.
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
@@ -178,6 +238,7 @@ class FuzzCommand final : public Command {
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
     PrintSummary(io, *sum);
+    if (pool) PrintKernelSummary(io, *pool, sum->cases);
     if (app_->count("--html")) {  // checked before the campaign; a failure now is a full disk
       const std::string page = fuzz::CampaignHtml(o_, *sum, seed_text_);
       if (Status st = WriteOutputFile("--html", html_out_, page); !st.ok()) return Fail(io, st);
@@ -185,6 +246,72 @@ class FuzzCommand final : public Command {
     if (sum->NewFindings() > 0) return kExitCheckFailed;
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
+
+  // --gpu: the kernel library's worker pool (one worker per --jobs), the campaign's identity and
+  // the replay flags its findings record.
+  Status StartKernel(std::unique_ptr<fuzz::KutPool>* pool) {
+    MLASIM_RETURN_IF_ERROR(ParseKernelFlags());
+    fuzz::KutPoolOptions po;
+    po.worker_exe = fuzz::WorkerExe();
+    po.library = kut_path_;
+    po.config = kut_config_;
+    po.check = check_;
+    po.workers = o_.jobs;
+    po.timeout_seconds = kut_timeout_;
+    if (app_->count("--device")) po.devices = {std::to_string(device_)};
+    MLASIM_ASSIGN_OR_RETURN(*pool, fuzz::KutPool::Start(po));
+    o_.kernel = fmt::format("{}|{}|{}|{},{}|{}", kut_path_, kut_config_, gpu_mode_,
+                            check_.head_dim_qk, check_.head_dim_v, check_.reference);
+    o_.replay_flags = ReplayFlags();
+    o_.known_dirs = known_from_;
+    return OkStatus();
+  }
+
+  Status ParseKernelFlags() {
+    if (gpu_mode_ != "sentinel" && gpu_mode_ != "guard")
+      return InvalidArgumentError("--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')");
+    check_.guard = gpu_mode_ == "guard";
+    if (!head_dims_text_.empty()) {
+      int d = 0, dv = 0;
+      char tail = 0;
+      if (std::sscanf(head_dims_text_.c_str(), "%d,%d%c", &d, &dv, &tail) != 2 || d < 16 ||
+          dv < 16 || d > 1024 || dv > d || d % 16 != 0 || dv % 16 != 0)
+        return InvalidArgumentError("--head-dims",
+                                    "must be D,DV with 16 <= DV <= D <= 1024, multiples of 16 "
+                                    "(got '" +
+                                        head_dims_text_ + "')");
+      check_.head_dim_qk = d;
+      check_.head_dim_v = dv;
+    }
+    if (kut_reference_ != "auto" && kut_reference_ != "cpu" && kut_reference_ != "gpu")
+      return InvalidArgumentError("--reference", "must be auto, cpu or gpu");
+    check_.reference = kut_reference_;
+    check_.gpu_plans = !no_gpu_plans_;
+    if (!(kut_timeout_ > 0) || kut_timeout_ > 86400)
+      return InvalidArgumentError("--kernel-timeout", "must be in (0, 86400] seconds");
+    if (app_->count("--device") && (device_ < 0 || device_ > 1023))
+      return InvalidArgumentError("--device", "must be in 0..1023");
+    if (kut_path_.empty()) kut_path_ = fuzz::DefaultGpuKutPath();
+    if (kut_path_.empty())
+      return InvalidArgumentError(
+          "--kernel-under-test",
+          "this mlasim has no GPU kernel library (a GPU_BACKEND=NONE build): name a kernel "
+          "library, e.g. the CPU one, build/bin/libmlasim_kut_cpu.so");
+    return OkStatus();
+  }
+
+  // The `mlasim replay` flags that run a finding through the same kernel again.
+  std::string ReplayFlags() const {
+    std::string f = "--gpu " + gpu_mode_ + " --kernel-under-test " + fuzz::ShellQuote(kut_path_);
+    if (!kut_config_.empty()) f += " --kernel-config " + fuzz::ShellQuote(kut_config_);
+    if (!head_dims_text_.empty()) f += " --head-dims " + head_dims_text_;
+    if (kut_reference_ != "auto") f += " --reference " + kut_reference_;
+    return f;
+  }
+
+  void PrintKernelSummary(const Streams& io, const fuzz::KutPool& pool, int64_t cases) const;
+  int KutWorker(const Streams& io);
+  int Devices(const Streams& io, const std::function<void(int64_t, int64_t, double)>& progress);
 
   void PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const;
   int Merge(const Streams& io);
@@ -223,6 +350,7 @@ class FuzzCommand final : public Command {
     if (o_.small) cfg.max_batch = 64;
     if (const Status st = fuzz::EnableFamilies(o_.generate, &cfg); !st.ok()) return Fail(io, st);
     cfg.contracts = o_.contracts;
+    cfg.kernel_inputs = app_->count("--gpu") > 0;
     auto s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
     if (!s.ok()) return Fail(io, s.status());
     io.out << sim::ScenarioToJson(*s).dump(2) << '\n';
@@ -253,6 +381,13 @@ class FuzzCommand final : public Command {
   std::vector<std::string> merge_dirs_;
   std::string merge_out_, html_out_;
   fuzz::CampaignOptions o_;
+  fuzz::KutCheckOptions check_;
+  std::string gpu_mode_, kut_path_, kut_config_, devices_text_, head_dims_text_;
+  std::string kut_reference_ = "auto";
+  double kut_timeout_ = 120;
+  int device_ = 0;
+  bool kut_worker_ = false, no_gpu_plans_ = false;
+  std::vector<std::string> known_from_;
   std::vector<std::string> profiles_;
   std::string generate_text_;
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
@@ -297,6 +432,110 @@ void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& s
   io.out << "coverage:";
   for (const auto& [k, v] : sum.coverage) io.out << ' ' << k << '=' << v;
   io.out << '\n';
+}
+
+void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& pool,
+                                     int64_t cases) const {
+  const fuzz::KutDescription& d = pool.description();
+  io.out << fmt::format(
+      "kernel under test: {} ({}{}), {} mode, head dims {},{}, reference {}; {} worker "
+      "replacement(s)\n",
+      d.name, kut_path_, kut_config_.empty() ? "" : ", config " + kut_config_, gpu_mode_,
+      check_.head_dim_qk, check_.head_dim_v, check_.reference, pool.restarts());
+  const std::map<std::string, double> t = pool.Timing();
+  if (t.empty() || cases <= 0) return;
+  double total = 0;
+  for (const auto& [k, v] : t) total += k == "steps" ? 0 : v;
+  io.out << fmt::format("time in the workers ({:.1f} s over {} steps checked, ms per step):", total,
+                        t.count("steps") ? t.at("steps") : 0);
+  const double steps = std::max(1.0, t.count("steps") ? t.at("steps") : 1.0);
+  for (const auto& [k, v] : t)
+    if (k != "steps") io.out << fmt::format(" {} {:.2f}", k, 1000 * v / steps);
+  io.out << '\n';
+}
+
+int FuzzCommand::KutWorker(const Streams& io) {
+  Status st = ParseKernelFlags();
+  if (!st.ok()) return Fail(io, st);
+  return fuzz::KutWorkerMain(std::cin, STDOUT_FILENO, kut_path_, kut_config_, check_);
+}
+
+// --devices: one campaign process per device (fuzz/kut_devices.h), findings merged into --out.
+int FuzzCommand::Devices(const Streams& io,
+                         const std::function<void(int64_t, int64_t, double)>& progress) {
+  Status st = ParseKernelFlags();
+  if (!st.ok()) return Fail(io, st);
+  auto devices = fuzz::ParseDevices(devices_text_);
+  if (!devices.ok()) return Fail(io, devices.status());
+  fuzz::DeviceCampaignOptions d;
+  std::error_code ec;
+  d.exe = fuzz::WorkerExe();
+  d.devices = *devices;
+  d.shard = o_.shard;
+  d.shards = o_.shards;
+  d.max_cases = o_.max_cases;
+  d.resume = o_.resume;
+  std::string tmp;
+  if (o_.out_dir.empty()) {
+    tmp =
+        (std::filesystem::temp_directory_path() / fmt::format("mlasim-fuzz-devices-{}", ::getpid()))
+            .string();
+    d.out_dir = tmp;
+  } else {
+    d.out_dir = o_.out_dir;
+  }
+  d.args = {"fuzz",
+            "--seed",
+            seed_text_,
+            "--jobs",
+            std::to_string(o_.jobs),
+            "--shrink-steps",
+            std::to_string(o_.max_shrink_steps),
+            "--gpu",
+            gpu_mode_,
+            "--kernel-under-test",
+            kut_path_,
+            "--head-dims",
+            fmt::format("{},{}", check_.head_dim_qk, check_.head_dim_v),
+            "--reference",
+            kut_reference_,
+            "--kernel-timeout",
+            fmt::format("{}", kut_timeout_)};
+  if (!kut_config_.empty()) d.args.insert(d.args.end(), {"--kernel-config", kut_config_});
+  if (app_->count("--seconds"))
+    d.args.insert(d.args.end(), {"--seconds", fmt::format("{}", o_.seconds)});
+  for (const std::string& p : o_.profiles) d.args.insert(d.args.end(), {"--profile", p});
+  if (o_.ignore_known) d.args.push_back("--ignore-known");
+  if (o_.small) d.args.push_back("--small");
+  if (!generate_text_.empty()) d.args.insert(d.args.end(), {"--generate", generate_text_});
+  for (const std::string& c : o_.contract_files) d.args.insert(d.args.end(), {"--contract", c});
+  auto sum = fuzz::RunDeviceCampaign(d, progress);
+  if (::isatty(STDERR_FILENO)) io.err << '\n';
+  if (!tmp.empty()) std::filesystem::remove_all(tmp, ec);
+  if (!sum.ok()) return Fail(io, sum.status());
+  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}, {} device process(es) ({})\n",
+                        seed_text_, o_.shard, o_.shards, fmt::join(o_.profiles, ","),
+                        sum->processes.size(), devices_text_);
+  for (const fuzz::DeviceProcess& p : sum->processes)
+    io.out << fmt::format("  device {} shard {}: {} cases{}{}, exit {}{}  {}\n", p.device, p.shard,
+                          p.cases, p.budget >= 0 ? fmt::format(" of {}", p.budget) : "",
+                          p.restarts ? fmt::format(", {} restart(s)", p.restarts) : "", p.exit_code,
+                          p.taken_out ? " TAKEN OUT" : "", p.log);
+  io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s)\n", sum->cases,
+                        sum->seconds > 0 ? sum->cases / sum->seconds : 0.0, sum->seconds);
+  int64_t fresh = 0;
+  for (const auto& [sig, r] : sum->findings) fresh += sum->earlier.count(sig) ? 0 : 1;
+  io.out << fmt::format("findings {}: {} new, {} already in {}\n", sum->findings.size(), fresh,
+                        sum->findings.size() - fresh, o_.out_dir.empty() ? "--out" : o_.out_dir);
+  for (const auto& [sig, r] : sum->findings)
+    io.out << fmt::format("  {}  ({}{}){}\n", sig, sum->earlier.count(sig) ? "earlier, " : "",
+                          Origin(r.seed_index, r.shrink_steps, r.cut_short, r.max_shrink_steps),
+                          o_.out_dir.empty() ? "" : "  " + r.path);
+  bool failed = false;
+  for (const fuzz::DeviceProcess& p : sum->processes) failed = failed || p.taken_out;
+  if (failed) return kExitInternal;
+  if (fresh > 0) return kExitCheckFailed;
+  return sum->cut_short ? kExitBudgetCutShort : kExitOk;
 }
 
 int FuzzCommand::Merge(const Streams& io) {

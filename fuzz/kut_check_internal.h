@@ -1,0 +1,155 @@
+// File: fuzz/kut_check_internal.h (internal to fuzz/kut_check*.cpp)
+//
+// The step checker behind fuzz/kut_check.h: kut_check.cpp holds the step (replay, GPU plans,
+// predictions, findings, JSON), kut_check_call.cpp one decode call and its reduce (buffers, the
+// kernel call, damage, inputs, numerics).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz/kut_check.h"
+#include "fuzz/kut_memory.h"
+#include "ref/attention.h"
+#include "ref/numerics.h"
+
+namespace mlasim::fuzz::kut_internal {
+
+inline constexpr const char* kContractClass = "KUT-contract";
+inline constexpr const char* kNumericsClass = "KUT-numerics";
+inline constexpr const char* kFaultClass = "KUT-fault";
+inline constexpr const char* kPlanClass = "GPU-plan";
+inline constexpr int64_t kMinSentinelRows = 64;  // a 64-row tile stored past the end lands in it
+inline constexpr int64_t kMaxSentinelBytes = int64_t{64} << 20;
+inline constexpr int32_t kTinyDim = 16;  // head dims of the CPU run saying which outputs exist
+
+// The request as the kernel addresses q (tools/mlasim/scenario_input.h KernelRequest: dense
+// plans tile uni_seqlen_qo rows per request, padding included).
+ref::PlanRequest KernelView(const ref::PlanRequest& r);
+// First q row of the padding requests; INT64_MAX when every request is real.
+int64_t FirstPaddingRow(const ref::PlanRequest& r, int32_t real_requests);
+// fp32 accumulation, P rounded to bf16, o rounded to bf16 (or kept fp32).
+ref::AttentionPrecision KutPrecision(bool o_bf16);
+
+int ElemBytes(int32_t dtype);
+// The storage type the kernel takes for values of the model's format, narrowest first, with the
+// values encoded in `bytes`; 0 when no type the kernel takes holds every value exactly.
+int32_t PickDtype(uint32_t supported, ref::NumFormat model, const std::vector<float>& values,
+                  std::vector<unsigned char>* bytes);
+double Decode(const unsigned char* p, int32_t dtype);  // bf16 or fp32
+
+// An out-of-bounds access the simulator predicts for a call, on a kernel buffer.
+struct Predicted {
+  std::string buffer, access;
+  bool before = false;
+  int64_t first = 0, last = 0;       // rows, counted as KutDamage counts them
+  std::vector<sim::Violation> from;  // the simulator's violations behind it
+  nlohmann::json Json() const;
+};
+std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c);
+
+sim::Violation KernelViolation(sim::ViolationKind kind, const char* cls, const sim::Call& c,
+                               const std::string& buffer, const std::string& access,
+                               const std::string& detail);
+std::string Rows(int64_t a, int64_t b);
+
+// Adds the seconds of its scope to m[part] (the step report's "where the time goes").
+class PartTimer {
+ public:
+  PartTimer(std::map<std::string, double>& m, const char* part)
+      : m_(m), part_(part), t0_(std::chrono::steady_clock::now()) {}
+  ~PartTimer() {
+    m_[part_] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  PartTimer(const PartTimer&) = delete;
+  PartTimer& operator=(const PartTimer&) = delete;
+
+ private:
+  std::map<std::string, double>& m_;
+  const char* part_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// One buffer of the kernel call: its shape, type and (inputs) the bytes uploaded.
+struct Tensor {
+  std::string name;
+  int64_t rows = 0;
+  int32_t heads = 1, cols = 1, dtype = 5;  // MLASIM_KUT_INT32
+  bool input = true;
+  bool guard_before = false;
+  std::vector<unsigned char> bytes;
+  int64_t row_bytes() const { return int64_t{heads} * cols * ElemBytes(dtype); }
+};
+inline Tensor MakeTensor(std::string name, int64_t rows, int32_t heads, int32_t cols, int32_t dtype,
+                         bool input) {
+  Tensor t;
+  t.name = std::move(name);
+  t.rows = rows;
+  t.heads = heads;
+  t.cols = cols;
+  t.dtype = dtype;
+  t.input = input;
+  return t;
+}
+
+class StepChecker {
+ public:
+  StepChecker(const KutLibrary& lib, const KutCheckOptions& o, const KutCallHook& before,
+              const std::function<void(const KutCallReport&)>& after)
+      : lib_(lib), d_(lib.description()), o_(o), before_(before), after_(after) {}
+  KutStepReport Run(const sim::Scenario& s);
+
+ private:
+  // kut_check.cpp
+  void CheckPlans();
+  void Emit(KutCallReport&& rep);
+  // kut_check_call.cpp
+  void CheckDecode(const sim::Call& c, const sim::Call* reduce);
+  std::string Prepare(const sim::Call& c, const sim::Call* reduce);
+  std::string BuildTensors(const sim::Call& c);
+  void ApplyIndexValues(const sim::Call& c);
+  void Allocate(const std::vector<Predicted>& a, const std::vector<Predicted>& b);
+  mlasim_kut_call Descriptor(int32_t op) const;
+  bool RunOne(int32_t op, const sim::Call& c, const std::vector<Predicted>& pred,
+              KutCallReport& rep);
+  void CompareDamage(const sim::Call& c, const std::vector<Predicted>& pred,
+                     const std::vector<KutDamage>& damage, KutCallReport& rep);
+  void CheckInputs(const sim::Call& c, KutCallReport& rep);
+  void CompareNumerics(const sim::Call& c, KutCallReport& rep);
+  struct Reference {
+    std::string name;  // "cpu" or "gpu"
+    std::vector<double> o, lse;
+    std::vector<uint8_t> skip;  // (row, head) pairs not compared
+    ref::OutputTolerances tol;
+    int64_t skipped = 0;
+  };
+  std::string CpuReference(Reference* ref);
+  std::string GpuReference(Reference* ref);
+
+  const KutLibrary& lib_;
+  const KutDescription& d_;
+  const KutCheckOptions& o_;
+  const KutCallHook& before_;
+  const std::function<void(const KutCallReport&)>& after_;
+  KutStepReport out_;
+  sim::ReplayReport r_;
+  bool gpu_ = false;  // a GPU is visible to this process
+  // The decode call being checked.
+  const sim::PlanSnapshot* snap_ = nullptr;
+  ref::PlanRequest req_;
+  ref::MlaInputs in_;
+  std::vector<Tensor> tensors_;
+  std::unique_ptr<KutArena> arena_;
+  int64_t rows_compared_ = 0;
+  std::set<std::string> confirmed_;  // simulator violations already confirmed (signature+detail)
+};
+
+}  // namespace mlasim::fuzz::kut_internal

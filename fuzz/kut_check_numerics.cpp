@@ -1,0 +1,155 @@
+// The numerics of one decode call (and its reduce) of a kernel under test (fuzz/kut_check.h):
+// o and lse of the real rows against the CPU plan-driven reference (ref::RunPlanDriven) or a
+// plain fp32 GPU kernel (gpu::reference_attention), within the tolerances of docs/numerics.md.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "fuzz/kut_check_internal.h"
+#include "kernels/gpu_api.h"
+
+namespace mlasim::fuzz::kut_internal {
+namespace {
+
+using nlohmann::json;
+
+json CompareJson(const ref::CompareResult& c, const ref::Tolerance& t) {
+  auto num = [](double x) { return std::isfinite(x) ? json(x) : json(); };
+  return {{"max_abs", num(c.max_abs)},
+          {"cos_diff", num(c.cos_diff)},
+          {"elements", c.elements},
+          {"tolerance_violations", c.tolerance_violations},
+          {"nan_mismatches", c.nan_mismatches},
+          {"inf_mismatches", c.inf_mismatches},
+          {"passed", c.passed},
+          {"atol", num(t.atol)},
+          {"rtol", num(t.rtol)}};
+}
+
+bool Close(double a, double b, const ref::Tolerance& t) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= t.atol + t.rtol * std::fabs(b);
+}
+
+}  // namespace
+
+// The CPU reference at the campaign's dims: the plan-driven run of the same plan (what the plan
+// says the kernel computes); pairs it marks poisoned are not compared.
+std::string StepChecker::CpuReference(Reference* out) {
+  PartTimer timer(out_.seconds, "reference");
+  ref::PlanExecOptions exec;
+  exec.precision = KutPrecision(true);
+  exec.empty_rows = d_.decode_contract->semantics.zero_kv == sim::ZeroKv::kReadsQWritesOutput
+                        ? ref::EmptyRowPolicy::kWriteZero
+                        : ref::EmptyRowPolicy::kSkip;
+  auto driven = ref::RunPlanDriven(in_, req_, snap_->plan, exec);
+  if (!driven.ok()) return "the CPU plan-driven run failed: " + driven.status().ToString();
+  for (const ref::PoisonFinding& f : driven->poison)
+    if (f.output == ref::NumericsBuffer::kO && f.row_begin < 0)
+      return "the plan reads outside its metadata (poison whose rows are unknown): no output of "
+             "this call is defined";
+  if (driven->poison_dropped > 0) return "more poison findings than the reference keeps";
+  out->name = "cpu";
+  out->skip = ref::PoisonPairMask(driven->poison, in_.q_rows(), in_.num_heads);
+  out->tol = ref::TolerancesFor(in_, driven->out, exec.precision);
+  out->o = std::move(driven->out.o);
+  out->lse = std::move(driven->out.lse);
+  return "";
+}
+
+// The GPU reference at the campaign's dims: monolithic fp32 attention on the device, compared
+// where a CPU run at head dims 16 shows that the plan defines the output and agrees with the
+// monolithic truth (a wrong plan is the simulator's finding, not the kernel's).
+std::string StepChecker::GpuReference(Reference* out) {
+  PartTimer timer(out_.seconds, "reference");
+  if (!gpu_) return "no GPU is visible for the GPU reference";
+  ref::NumericsOptions no;
+  no.seed = o_.input_seed;
+  no.head_dim_qk = no.head_dim_v = kTinyDim;
+  no.precision = KutPrecision(true);
+  auto tiny = ref::BuildMlaInputs(req_, no);
+  if (!tiny.ok()) return "inputs at head dims 16: " + tiny.status().ToString();
+  ref::PlanExecOptions exec;
+  exec.precision = no.precision;
+  auto driven = ref::RunPlanDriven(*tiny, req_, snap_->plan, exec);
+  auto mono = ref::RunMonolithic(*tiny, exec.precision);
+  if (!driven.ok() || !mono.ok()) return "the head-dim-16 CPU runs failed";
+  const ref::OutputTolerances tt = ref::TolerancesFor(*tiny, *mono, exec.precision);
+  const ref::AttentionOutput full = gpu::reference_attention(in_);
+  const int32_t H = in_.num_heads;
+  out->name = "gpu";
+  out->skip = ref::PoisonPairMask(driven->poison, in_.q_rows(), H);
+  for (int64_t pair = 0; pair < static_cast<int64_t>(out->skip.size()); ++pair) {
+    bool defined =
+        Close(driven->out.lse[pair], mono->lse[pair], tt.lse) && std::isfinite(full.lse[pair]);
+    for (int32_t x = 0; defined && x < kTinyDim; ++x)
+      defined = Close(driven->out.o[pair * kTinyDim + x], mono->o[pair * kTinyDim + x], tt.o);
+    if (!defined) out->skip[pair] = 1;
+  }
+  out->tol = ref::TolerancesFor(in_, full, exec.precision);
+  out->o = full.o;
+  out->lse = full.lse;
+  return "";
+}
+
+void StepChecker::CompareNumerics(const sim::Call& c, KutCallReport& rep) {
+  const int32_t H = in_.num_heads, Dv = in_.head_dim_v;
+  const int64_t rows =
+      std::min<int64_t>({c.o_rows, in_.q_rows(), FirstPaddingRow(req_, snap_->real_requests)});
+  Reference ref;
+  const bool gpu_ref = o_.reference == "gpu" || (o_.reference == "auto" && !d_.host_memory && gpu_);
+  const std::string why = gpu_ref ? GpuReference(&ref) : CpuReference(&ref);
+  if (!why.empty()) {
+    rep.json["numerics"] = {{"compared", false}, {"why", why}};
+    return;
+  }
+  PartTimer timer(out_.seconds, "checks");
+  const Tensor* ot = nullptr;
+  for (const Tensor& t : tensors_)
+    if (t.name == "o") ot = &t;
+  std::vector<unsigned char> raw(static_cast<size_t>(rows * ot->row_bytes()));
+  std::vector<float> lse_raw(static_cast<size_t>(rows * H));
+  arena_->Download("o", raw.data(), raw.size());
+  arena_->Download("lse", lse_raw.data(), lse_raw.size() * 4);
+  const int eb = ElemBytes(ot->dtype);
+  std::vector<double> o(static_cast<size_t>(rows * H * Dv)), lse(lse_raw.begin(), lse_raw.end());
+  for (size_t i = 0; i < o.size(); ++i) o[i] = Decode(raw.data() + i * eb, ot->dtype);
+  ref.skip.resize(static_cast<size_t>(rows * H));
+  std::vector<uint8_t> skip_o(o.size());
+  for (size_t i = 0; i < skip_o.size(); ++i) skip_o[i] = ref.skip[i / Dv];
+  int64_t skipped = 0;
+  for (uint8_t f : ref.skip) skipped += f;
+  const ref::CompareResult co = ref::CompareTensors(
+      o.data(), ref.o.data(), static_cast<int64_t>(o.size()), ref.tol.o, skip_o.data());
+  const ref::CompareResult cl = ref::CompareTensors(
+      lse.data(), ref.lse.data(), static_cast<int64_t>(lse.size()), ref.tol.lse, ref.skip.data());
+  rep.json["numerics"] = {{"compared", true},
+                          {"reference", ref.name},
+                          {"rows_compared", rows},
+                          {"pairs_skipped", skipped},
+                          {"o", CompareJson(co, ref.tol.o)},
+                          {"lse", CompareJson(cl, ref.tol.lse)},
+                          {"passed", co.passed && cl.passed}};
+  for (const auto& [name, cmp, width] :
+       {std::tuple{"o", &co, Dv}, std::tuple{"lse", &cl, int32_t{1}}}) {
+    if (cmp->passed) continue;
+    const int64_t at =
+        cmp->first_anomaly_mismatch >= 0 ? cmp->first_anomaly_mismatch : cmp->first_violation;
+    const int64_t pair = at >= 0 ? at / width : -1;
+    rep.findings.push_back(KernelViolation(
+        sim::ViolationKind::kKernelNumerics, kNumericsClass, c, name, "write",
+        fmt::format("{}'s {} of the {} real rows differs from the {} reference: {} NaN and {} inf "
+                    "mismatches, {} elements outside atol {:.3g} + rtol {:.3g}, max_abs {:.3g}, "
+                    "cos_diff {:.3g}; first at row {} head {}",
+                    d_.name, name, rows, ref.name, cmp->nan_mismatches, cmp->inf_mismatches,
+                    cmp->tolerance_violations,
+                    name == std::string("o") ? ref.tol.o.atol : ref.tol.lse.atol,
+                    name == std::string("o") ? ref.tol.o.rtol : ref.tol.lse.rtol, cmp->max_abs,
+                    cmp->cos_diff, pair < 0 ? -1 : pair / H, pair < 0 ? -1 : pair % H)));
+  }
+}
+
+}  // namespace mlasim::fuzz::kut_internal

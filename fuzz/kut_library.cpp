@@ -1,0 +1,232 @@
+#include "fuzz/kut_library.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "kernels/gpu_api.h"
+#include "sim/json_input.h"
+
+namespace mlasim::fuzz {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kField = "--kernel-under-test";
+
+Status Bad(const std::string& path, const std::string& why) {
+  return InvalidArgumentError(kField, path + ": " + why);
+}
+
+std::string DtypeList(uint32_t mask) {
+  static const char* kNames[] = {"", "bf16", "fp16", "fp32", "fp8_e4m3fn", "int32"};
+  std::string out;
+  for (int d = 1; d <= MLASIM_KUT_INT32; ++d)
+    if (mask & MLASIM_KUT_DTYPE_BIT(d)) out += (out.empty() ? "" : ",") + std::string(kNames[d]);
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::string KutDescription::Unsupported(int32_t op, int32_t heads, int32_t head_dim_qk,
+                                        int32_t head_dim_v, int32_t page_size,
+                                        bool sparse_call) const {
+  auto multiple = [](int32_t v, int32_t m) { return m <= 1 || v % m == 0; };
+  if (!(ops & MLASIM_KUT_OP_BIT(op)))
+    return op == MLASIM_KUT_OP_DECODE ? "the kernel runs no decode calls"
+                                      : "the kernel runs no reduce calls";
+  if (sparse_call ? !sparse : !dense)
+    return sparse_call ? "the kernel runs no sparse calls" : "the kernel runs no dense calls";
+  if (!multiple(heads, heads_multiple) || (max_heads > 0 && heads > max_heads))
+    return std::to_string(heads) + " heads (the kernel runs multiples of " +
+           std::to_string(heads_multiple) +
+           (max_heads > 0 ? " up to " + std::to_string(max_heads) : std::string()) + ")";
+  if (!multiple(head_dim_qk, head_dim_qk_multiple) || head_dim_qk > max_head_dim_qk ||
+      !multiple(head_dim_v, head_dim_v_multiple) || head_dim_v > max_head_dim_v)
+    return "head dims " + std::to_string(head_dim_qk) + "/" + std::to_string(head_dim_v) +
+           " (the kernel runs multiples of " + std::to_string(head_dim_qk_multiple) + "/" +
+           std::to_string(head_dim_v_multiple) + " up to " + std::to_string(max_head_dim_qk) + "/" +
+           std::to_string(max_head_dim_v) + ")";
+  if (max_page_size > 0 && page_size > max_page_size)
+    return "page size " + std::to_string(page_size) + " (the kernel runs up to " +
+           std::to_string(max_page_size) + ")";
+  return "";
+}
+
+nlohmann::json KutDescription::ToJson() const {
+  return {{"path", path},
+          {"config", config},
+          {"name", name},
+          {"ops", ops},
+          {"memory", host_memory ? "host" : "device"},
+          {"q_dtypes", q_dtypes},
+          {"kv_dtypes", kv_dtypes},
+          {"o_dtypes", o_dtypes},
+          {"dtypes", "q " + DtypeList(q_dtypes) + ", kv " + DtypeList(kv_dtypes) + ", o " +
+                         DtypeList(o_dtypes)},
+          {"heads_multiple", heads_multiple},
+          {"max_heads", max_heads},
+          {"head_dim_qk_multiple", head_dim_qk_multiple},
+          {"max_head_dim_qk", max_head_dim_qk},
+          {"head_dim_v_multiple", head_dim_v_multiple},
+          {"max_head_dim_v", max_head_dim_v},
+          {"max_page_size", max_page_size},
+          {"dense", dense},
+          {"sparse", sparse},
+          {"decode_contract", decode_contract->doc},
+          {"reduce_contract", reduce_contract->doc}};
+}
+
+StatusOr<KutDescription> KutDescription::FromJson(const nlohmann::json& j) {
+  KutDescription d;
+  try {
+    d.path = j.at("path").get<std::string>();
+    d.config = j.at("config").get<std::string>();
+    d.name = j.at("name").get<std::string>();
+    d.ops = j.at("ops").get<uint32_t>();
+    d.host_memory = j.at("memory").get<std::string>() == "host";
+    d.q_dtypes = j.at("q_dtypes").get<uint32_t>();
+    d.kv_dtypes = j.at("kv_dtypes").get<uint32_t>();
+    d.o_dtypes = j.at("o_dtypes").get<uint32_t>();
+    d.heads_multiple = j.at("heads_multiple").get<int32_t>();
+    d.max_heads = j.at("max_heads").get<int32_t>();
+    d.head_dim_qk_multiple = j.at("head_dim_qk_multiple").get<int32_t>();
+    d.max_head_dim_qk = j.at("max_head_dim_qk").get<int32_t>();
+    d.head_dim_v_multiple = j.at("head_dim_v_multiple").get<int32_t>();
+    d.max_head_dim_v = j.at("max_head_dim_v").get<int32_t>();
+    d.max_page_size = j.at("max_page_size").get<int32_t>();
+    d.dense = j.at("dense").get<bool>();
+    d.sparse = j.at("sparse").get<bool>();
+  } catch (const std::exception& e) {
+    return InvalidArgumentError(kField, std::string("malformed kernel description: ") + e.what());
+  }
+  for (auto [key, slot] : {std::pair{"decode_contract", &d.decode_contract},
+                           std::pair{"reduce_contract", &d.reduce_contract}}) {
+    auto c = sim::ParseContract(j.at(key), d.path + " (" + key + ")");
+    if (!c.ok()) return InvalidArgumentError(kField, c.status().message());
+    *slot = std::make_shared<const sim::Contract>(std::move(*c));
+  }
+  return d;
+}
+
+StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* reference,
+                                                                  sim::CallKind call,
+                                                                  const std::string& library_dir) {
+  const std::string ref =
+      reference == nullptr
+          ? std::string("builtin:") + (call == sim::CallKind::kDecode ? "asm" : "mla_reduce_v1")
+          : reference;
+  const std::string what = std::string(sim::CallKindName(call)) + " contract '" +
+                           (ref.size() > 60 ? ref.substr(0, 57) + "..." : ref) + "'";
+  StatusOr<sim::Contract> parsed = InvalidArgumentError(kField, "unreachable");
+  const size_t first = ref.find_first_not_of(" \t\r\n");
+  if (ref.rfind("builtin:", 0) == 0) {
+    auto b = sim::BuiltinContract(call, ref.substr(8), kField);
+    if (!b.ok()) return InvalidArgumentError(kField, what + ": " + b.status().message());
+    return *b;
+  } else if (first != std::string::npos && ref[first] == '{') {
+    auto doc = sim::ParseJsonStrict(ref, what);
+    if (!doc.ok()) return InvalidArgumentError(kField, doc.status().message());
+    parsed = sim::ParseContract(*doc, what);
+  } else {
+    const fs::path p = fs::path(ref).is_absolute() ? fs::path(ref) : fs::path(library_dir) / ref;
+    parsed = sim::LoadContractFile(p.string());
+  }
+  if (!parsed.ok()) return InvalidArgumentError(kField, what + ": " + parsed.status().message());
+  if (parsed->call != call)
+    return InvalidArgumentError(kField, what + " is a " + sim::CallKindName(parsed->call) +
+                                            " contract, not a " + sim::CallKindName(call) + " one");
+  return std::make_shared<const sim::Contract>(std::move(*parsed));
+}
+
+StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
+                                                       const std::string& config) {
+  std::unique_ptr<KutLibrary> lib(new KutLibrary());
+  // A name without a slash would be searched on the library path: load what the user named.
+  const std::string load = path.find('/') == std::string::npos ? "./" + path : path;
+  lib->handle_ = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->handle_ == nullptr) {
+    const char* e = ::dlerror();
+    return Bad(path, std::string("cannot be loaded: ") + (e ? e : "dlopen failed"));
+  }
+  auto sym = [&](const char* name) { return ::dlsym(lib->handle_, name); };
+  auto version = reinterpret_cast<mlasim_kut_abi_version_fn>(sym("mlasim_kut_abi_version"));
+  auto describe = reinterpret_cast<mlasim_kut_describe_fn>(sym("mlasim_kut_describe"));
+  lib->run_ = reinterpret_cast<mlasim_kut_run_fn>(sym("mlasim_kut_run"));
+  lib->last_error_ = reinterpret_cast<mlasim_kut_last_error_fn>(sym("mlasim_kut_last_error"));
+  for (auto [name, p] : {std::pair{"mlasim_kut_abi_version", reinterpret_cast<void*>(version)},
+                         std::pair{"mlasim_kut_describe", reinterpret_cast<void*>(describe)},
+                         std::pair{"mlasim_kut_run", reinterpret_cast<void*>(lib->run_)}})
+    if (p == nullptr)
+      return Bad(path, std::string("exports no ") + name +
+                           " (a kernel under test exports mlasim_kut_abi_version, "
+                           "mlasim_kut_describe and mlasim_kut_run: kernels/mlasim_kut.h)");
+  const uint32_t v = version();
+  if (v != MLASIM_KUT_ABI_VERSION)
+    return Bad(path, "speaks kernel-under-test ABI version " + std::to_string(v) +
+                         ", this mlasim speaks version " + std::to_string(MLASIM_KUT_ABI_VERSION) +
+                         " (rebuild it against this mlasim's kernels/mlasim_kut.h)");
+  mlasim_kut_info info{};
+  info.struct_bytes = sizeof(info);
+  const int rc = describe(config.c_str(), &info);
+  if (rc != MLASIM_KUT_OK) {
+    const char* e = lib->last_error_ ? lib->last_error_() : nullptr;
+    return Bad(path, "mlasim_kut_describe(\"" + config + "\") returned " + std::to_string(rc) +
+                         (e && *e ? std::string(": ") + e : std::string()));
+  }
+  if (info.abi_version != MLASIM_KUT_ABI_VERSION)
+    return Bad(path, "mlasim_kut_describe wrote abi_version " + std::to_string(info.abi_version) +
+                         " into its mlasim_kut_info, expected " +
+                         std::to_string(MLASIM_KUT_ABI_VERSION));
+  KutDescription& d = lib->desc_;
+  d.path = path;
+  d.config = config;
+  d.name = info.name ? info.name : "(unnamed)";
+  d.ops = info.ops;
+  if (!(d.ops &
+        (MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE))))
+    return Bad(path, "describes no operation (ops must name decode and / or reduce)");
+  if (info.memory != MLASIM_KUT_MEMORY_HOST && info.memory != MLASIM_KUT_MEMORY_DEVICE)
+    return Bad(path, "describes memory " + std::to_string(info.memory) +
+                         " (MLASIM_KUT_MEMORY_HOST or MLASIM_KUT_MEMORY_DEVICE)");
+  d.host_memory = info.memory == MLASIM_KUT_MEMORY_HOST;
+  d.q_dtypes = info.q_dtypes;
+  d.kv_dtypes = info.kv_dtypes;
+  d.o_dtypes = info.o_dtypes;
+  d.heads_multiple = std::max(1, info.heads_multiple);
+  d.max_heads = info.max_heads;
+  d.head_dim_qk_multiple = std::max(1, info.head_dim_qk_multiple);
+  d.max_head_dim_qk = info.max_head_dim_qk;
+  d.head_dim_v_multiple = std::max(1, info.head_dim_v_multiple);
+  d.max_head_dim_v = info.max_head_dim_v;
+  d.max_page_size = info.max_page_size;
+  d.dense = info.dense != 0;
+  d.sparse = info.sparse != 0;
+  const std::string dir = fs::path(fs::absolute(load)).parent_path().string();
+  MLASIM_ASSIGN_OR_RETURN(d.decode_contract,
+                          ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, dir));
+  MLASIM_ASSIGN_OR_RETURN(d.reduce_contract,
+                          ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, dir));
+  return lib;
+}
+
+KutLibrary::~KutLibrary() {
+  if (handle_ != nullptr) ::dlclose(handle_);
+}
+
+int KutLibrary::Run(const mlasim_kut_call& call, std::string* error) const {
+  const int rc = run_(&call);
+  if (rc != MLASIM_KUT_OK && error != nullptr) {
+    const char* e = last_error_ ? last_error_() : nullptr;
+    *error = e && *e ? e : "no message (the library exports no mlasim_kut_last_error)";
+  }
+  return rc;
+}
+
+std::string DefaultGpuKutPath() {
+  return gpu::kut_library_path();
+}
+
+}  // namespace mlasim::fuzz

@@ -1,0 +1,318 @@
+#include "fuzz/kut_memory.h"
+
+#include <signal.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernels/gpu_api.h"
+
+namespace mlasim::fuzz {
+namespace {
+
+int64_t PageBytes() {
+  static const int64_t page = ::sysconf(_SC_PAGESIZE);
+  return page;
+}
+int64_t RoundUp(int64_t x, int64_t m) {
+  return (x + m - 1) / m * m;
+}
+
+void FillPattern(unsigned char* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) p[i] = gpu::sentinel_byte(static_cast<size_t>(i));
+}
+
+// Damage of a host sentinel region [p, p + n) as the first / last differing offsets and count.
+gpu::SentinelScan ScanHost(const unsigned char* p, int64_t n) {
+  gpu::SentinelScan s{-1, -1, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    if (p[i] == gpu::sentinel_byte(static_cast<size_t>(i))) continue;
+    if (s.bad_bytes == 0) s.first_bad_byte = i;
+    s.last_bad_byte = i;
+    ++s.bad_bytes;
+  }
+  return s;
+}
+
+// ---- the fault handler's table (host buffers of the call in flight) -------------------------
+struct FaultRange {
+  uintptr_t lo = 0, hi = 0;      // the whole mapping, guard pages included
+  uintptr_t start = 0, end = 0;  // the buffer
+  int64_t row_bytes = 1, rows = 0;
+  char name[32] = {};
+};
+constexpr int kMaxFaultRanges = 64;
+FaultRange g_ranges[kMaxFaultRanges];
+std::atomic<int> g_range_count{0};
+int g_fault_fd = -1;
+
+// Async-signal-safe formatting: append text / a signed decimal to a fixed buffer.
+struct Line {
+  char buf[512];
+  size_t n = 0;
+  void Add(const char* s) {
+    while (*s && n + 1 < sizeof buf) buf[n++] = *s++;
+  }
+  void Num(long long v) {
+    char tmp[24];
+    int k = 0;
+    unsigned long long u = v < 0 ? 0ull - static_cast<unsigned long long>(v) : v;
+    do {
+      tmp[k++] = static_cast<char>('0' + u % 10);
+      u /= 10;
+    } while (u != 0);
+    if (v < 0) Add("-");
+    while (k > 0 && n + 1 < sizeof buf) buf[n++] = tmp[--k];
+  }
+};
+
+void OnFault(int sig, siginfo_t* info, void* uctx) {
+  const uintptr_t a = reinterpret_cast<uintptr_t>(info->si_addr);
+  const char* access = "unknown";
+#if defined(__x86_64__)
+  if (uctx != nullptr) {
+    const auto* uc = static_cast<const ucontext_t*>(uctx);
+    access = (uc->uc_mcontext.gregs[REG_ERR] & 2) ? "write" : "read";
+  }
+#else
+  (void)uctx;
+#endif
+  // The mapping holding the address, else the buffer nearest to it.
+  const int count = g_range_count.load();
+  int best = -1;
+  uintptr_t best_dist = ~uintptr_t{0};
+  for (int i = 0; i < count; ++i) {
+    const FaultRange& r = g_ranges[i];
+    const uintptr_t dist = a < r.lo ? r.lo - a : a >= r.hi ? a - r.hi + 1 : 0;
+    if (dist < best_dist) best = i, best_dist = dist;
+  }
+  Line l;
+  l.Add("F {\"signal\":");
+  l.Num(sig);
+  l.Add(",\"access\":\"");
+  l.Add(access);
+  l.Add("\"");
+  if (best >= 0) {
+    const FaultRange& r = g_ranges[best];
+    l.Add(",\"buffer\":\"");
+    l.Add(r.name);
+    l.Add("\",\"side\":\"");
+    l.Add(best_dist != 0 ? "unknown" : a < r.start ? "before" : a >= r.end ? "after" : "inside");
+    l.Add("\",\"offset\":");
+    l.Num(a < r.start ? -static_cast<long long>(r.start - a) : static_cast<long long>(a - r.end));
+    l.Add(",\"row_bytes\":");
+    l.Num(r.row_bytes);
+    l.Add(",\"rows\":");
+    l.Num(r.rows);
+  }
+  l.Add("}\n");
+  if (g_fault_fd >= 0) {
+    size_t off = 0;
+    while (off < l.n) {
+      const ssize_t w = ::write(g_fault_fd, l.buf + off, l.n - off);
+      if (w <= 0) break;
+      off += static_cast<size_t>(w);
+    }
+  }
+  ::_exit(kKutFaultExit);
+}
+
+}  // namespace
+
+struct KutArena::Buffer {
+  KutBufferSpec spec;
+  unsigned char* data = nullptr;
+  unsigned char* head = nullptr;  // sentinel region before the buffer
+  int64_t head_bytes = 0;
+  unsigned char* tail = nullptr;  // sentinel region after the buffer
+  int64_t tail_bytes = 0;
+  // host: the whole mapping; device: the allocation (or the guarded buffer's pointer)
+  unsigned char* base = nullptr;
+  int64_t mapped = 0;
+  bool device_guarded = false;
+};
+
+KutArena::KutArena(Memory memory, bool guard) : memory_(memory), guard_(guard) {}
+
+KutArena::~KutArena() {
+  for (auto& b : buffers_) {
+    if (memory_ == Memory::kHost) {
+      ::munmap(b->base, static_cast<size_t>(b->mapped));
+      continue;
+    }
+    try {
+      if (b->device_guarded)
+        gpu::device_free_guarded(b->data);
+      else
+        gpu::device_free(b->base);
+    } catch (...) {  // a destructor must not throw; after a device fault the worker ends anyway
+    }
+  }
+  if (memory_ == Memory::kHost) g_range_count = 0;
+}
+
+void* KutArena::Add(const KutBufferSpec& s) {
+  if (s.bytes < 0 || s.row_bytes < 1 || s.sentinel_rows < 0)
+    throw std::invalid_argument("KutArena::Add: negative sizes for " + s.name);
+  for (auto& b : buffers_)
+    if (b->spec.name == s.name) throw std::invalid_argument("KutArena::Add: two buffers " + s.name);
+  auto b = std::make_unique<Buffer>();
+  b->spec = s;
+  const int64_t sentinel = s.sentinel_rows * s.row_bytes;
+  const bool guard = guard_ && s.guard;
+  if (memory_ == Memory::kHost) {
+    const int64_t page = PageBytes();
+    const int64_t area =
+        RoundUp(std::max<int64_t>(guard ? s.bytes : sentinel * 2 + s.bytes, 1), page);
+    b->mapped = area + 2 * page;
+    void* m = ::mmap(nullptr, static_cast<size_t>(b->mapped), PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("mmap of " + s.name + " failed");
+    b->base = static_cast<unsigned char*>(m);
+    unsigned char* lo = b->base + page;
+    if (::mprotect(lo, static_cast<size_t>(area), PROT_READ | PROT_WRITE) != 0) {
+      ::munmap(m, static_cast<size_t>(b->mapped));
+      throw std::runtime_error("mprotect of " + s.name + " failed");
+    }
+    if (!guard)
+      b->data = lo + sentinel;
+    else
+      b->data = s.guard_before ? lo : lo + area - s.bytes;
+    b->head = lo;
+    b->head_bytes = b->data - lo;
+    b->tail = b->data + s.bytes;
+    b->tail_bytes = (lo + area) - b->tail;
+    FillPattern(b->head, b->head_bytes);
+    FillPattern(b->tail, b->tail_bytes);
+  } else if (guard && s.bytes > 0) {
+    const gpu::GuardedAllocation g = gpu::device_alloc_guarded(static_cast<size_t>(s.bytes));
+    b->device_guarded = true;
+    b->data = static_cast<unsigned char*>(g.ptr);
+    const int64_t slack = static_cast<int64_t>(g.mapped_bytes - g.bytes);
+    b->head_bytes = std::min(slack, sentinel);
+    b->head = b->data - b->head_bytes;
+    b->tail = b->data + s.bytes;
+    gpu::fill_sentinel(b->head, static_cast<size_t>(b->head_bytes));
+  } else {
+    const int64_t total = std::max<int64_t>(2 * sentinel + s.bytes, 16);
+    b->base = static_cast<unsigned char*>(gpu::device_alloc(static_cast<size_t>(total)));
+    b->data = b->base + sentinel;
+    b->head = b->base;
+    b->head_bytes = sentinel;
+    b->tail = b->data + s.bytes;
+    b->tail_bytes = sentinel;
+    gpu::fill_sentinel(b->head, static_cast<size_t>(b->head_bytes));
+    gpu::fill_sentinel(b->tail, static_cast<size_t>(b->tail_bytes));
+  }
+  buffers_.push_back(std::move(b));
+  return buffers_.back()->data;
+}
+
+KutArena::Buffer& KutArena::Find(const std::string& name) const {
+  for (const auto& b : buffers_)
+    if (b->spec.name == name) return *b;
+  throw std::invalid_argument("KutArena: no buffer " + name);
+}
+
+void* KutArena::Data(const std::string& name) const {
+  return Find(name).data;
+}
+
+void KutArena::Upload(const std::string& name, const void* src, size_t bytes) {
+  Buffer& b = Find(name);
+  bytes = std::min(bytes, static_cast<size_t>(b.spec.bytes));
+  if (bytes == 0) return;
+  if (memory_ == Memory::kHost)
+    std::memcpy(b.data, src, bytes);
+  else
+    gpu::copy_to_device(b.data, src, bytes);
+}
+
+void KutArena::Fill(const std::string& name, unsigned char byte) {
+  Buffer& b = Find(name);
+  if (b.spec.bytes == 0) return;
+  if (memory_ == Memory::kHost)
+    std::memset(b.data, byte, static_cast<size_t>(b.spec.bytes));
+  else
+    gpu::device_fill(b.data, static_cast<size_t>(b.spec.bytes), byte);
+}
+
+void KutArena::Download(const std::string& name, void* dst, size_t bytes) const {
+  const Buffer& b = Find(name);
+  bytes = std::min(bytes, static_cast<size_t>(b.spec.bytes));
+  if (bytes == 0) return;
+  if (memory_ == Memory::kHost)
+    std::memcpy(dst, b.data, bytes);
+  else
+    gpu::copy_to_host(dst, b.data, bytes);
+}
+
+std::vector<KutDamage> KutArena::ScanAndRefill() {
+  std::vector<KutDamage> out;
+  for (auto& bp : buffers_) {
+    Buffer& b = *bp;
+    const int64_t rb = b.spec.row_bytes;
+    for (const bool before : {true, false}) {
+      unsigned char* p = before ? b.head : b.tail;
+      const int64_t n = before ? b.head_bytes : b.tail_bytes;
+      if (n <= 0) continue;
+      const gpu::SentinelScan sc =
+          memory_ == Memory::kHost ? ScanHost(p, n) : gpu::scan_sentinel(p, static_cast<size_t>(n));
+      if (sc.bad_bytes == 0) continue;
+      // byte offsets from the buffer's start, then rows (floor for the bytes before it)
+      const int64_t a = (p - b.data) + sc.first_bad_byte, z = (p - b.data) + sc.last_bad_byte;
+      auto row = [rb](int64_t off) { return off >= 0 ? off / rb : -((-off + rb - 1) / rb); };
+      out.push_back(
+          KutDamage{b.spec.name, before, b.spec.bytes / rb, row(a), row(z), sc.bad_bytes});
+      if (memory_ == Memory::kHost)
+        FillPattern(p, n);
+      else
+        gpu::fill_sentinel(p, static_cast<size_t>(n));
+    }
+  }
+  return out;
+}
+
+void KutArena::PublishForFaults() const {
+  if (memory_ != Memory::kHost) return;
+  int n = 0;
+  for (const auto& b : buffers_) {
+    if (n == kMaxFaultRanges) break;
+    FaultRange& r = g_ranges[n++];
+    r.lo = reinterpret_cast<uintptr_t>(b->base);
+    r.hi = r.lo + static_cast<uintptr_t>(b->mapped);
+    r.start = reinterpret_cast<uintptr_t>(b->data);
+    r.end = r.start + static_cast<uintptr_t>(b->spec.bytes);
+    r.row_bytes = b->spec.row_bytes;
+    r.rows = b->spec.bytes / b->spec.row_bytes;
+    std::strncpy(r.name, b->spec.name.c_str(), sizeof r.name - 1);
+    r.name[sizeof r.name - 1] = '\0';
+  }
+  g_range_count = n;
+}
+
+void RegisterHostFaultHandler(int fd) {
+  g_fault_fd = fd;
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  // An alternate stack: a fault from a runaway recursion still reports.
+  static std::vector<char> stack(1 << 16);
+  stack_t ss{};
+  ss.ss_sp = stack.data();
+  ss.ss_size = stack.size();
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa {};
+  sa.sa_sigaction = OnFault;
+  sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGSEGV, &sa, nullptr);
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+}  // namespace mlasim::fuzz

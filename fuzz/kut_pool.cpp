@@ -1,0 +1,493 @@
+#include "fuzz/kut_pool.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <istream>
+
+#include "fuzz/kut_memory.h"
+#include "fuzz/properties.h"
+#include "sim/scenario_json.h"
+
+namespace mlasim::fuzz {
+
+using nlohmann::json;
+
+// ---- one worker process ------------------------------------------------------------------------
+class KutWorker {
+ public:
+  ~KutWorker() { Stop(); }
+
+  // fork + exec `argv`, with the device it sees; pipes for stdin and stdout (+ stderr).
+  bool Spawn(const std::vector<std::string>& argv, const std::string& device, std::string* error) {
+    int in[2], out[2];
+    if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
+      *error = std::string("pipe: ") + std::strerror(errno);
+      return false;
+    }
+    pid_ = ::fork();
+    if (pid_ < 0) {
+      *error = std::string("fork: ") + std::strerror(errno);
+      return false;
+    }
+    if (pid_ == 0) {
+      ::dup2(in[0], 0);
+      ::dup2(out[1], 1);
+      ::dup2(out[1], 2);
+      if (!device.empty()) {
+        ::setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
+        ::setenv("HIP_VISIBLE_DEVICES", device.c_str(), 1);
+      }
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      const char msg[] = "X {\"error\": \"cannot run the worker binary\"}\n";
+      (void)!::write(1, msg, sizeof msg - 1);
+      ::_exit(127);
+    }
+    ::close(in[0]);
+    ::close(out[1]);
+    to_ = in[1];
+    from_ = out[0];
+    return true;
+  }
+
+  bool Send(const std::string& line) {
+    std::string s = line + "\n";
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t w = ::write(to_, s.data() + off, s.size() - off);
+      if (w <= 0) return false;
+      off += static_cast<size_t>(w);
+    }
+    return true;
+  }
+
+  enum class Read { kLine, kEof, kTimeout };
+  // The next line from the worker, waiting at most `seconds`.
+  Read Next(double seconds, std::string* line) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (true) {
+      if (const size_t nl = buf_.find('\n'); nl != std::string::npos) {
+        *line = buf_.substr(0, nl);
+        buf_.erase(0, nl + 1);
+        return Read::kLine;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return Read::kTimeout;
+      pollfd p{from_, POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) return Read::kTimeout;
+      char chunk[1 << 16];
+      const ssize_t n = ::read(from_, chunk, sizeof chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (!buf_.empty()) {  // a last line without its newline
+          *line = buf_;
+          buf_.clear();
+          return Read::kLine;
+        }
+        return Read::kEof;
+      }
+      buf_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
+  // Ends the worker (SIGKILL if it is still running) and returns how it ended.
+  std::string Stop() {
+    if (pid_ <= 0) return "";
+    if (to_ >= 0) ::close(to_), to_ = -1;
+    int status = 0;
+    pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == 0) {
+      ::kill(pid_, SIGKILL);
+      r = ::waitpid(pid_, &status, 0);
+    }
+    if (from_ >= 0) ::close(from_), from_ = -1;
+    pid_ = -1;
+    if (r <= 0) return "unknown";
+    if (WIFSIGNALED(status)) return fmt::format("killed by signal {}", WTERMSIG(status));
+    return fmt::format("exit {}", WEXITSTATUS(status));
+  }
+
+  std::string last_words;  // the last line that was not protocol
+
+ private:
+  pid_t pid_ = -1;
+  int to_ = -1, from_ = -1;
+  std::string buf_;
+};
+
+namespace {
+
+std::vector<std::string> WorkerArgs(const KutPoolOptions& o) {
+  const KutCheckOptions& c = o.check;
+  std::vector<std::string> a = {o.worker_exe,
+                                "fuzz",
+                                "--kut-worker",
+                                "--kernel-under-test",
+                                o.library,
+                                "--gpu",
+                                c.guard ? "guard" : "sentinel",
+                                "--head-dims",
+                                fmt::format("{},{}", c.head_dim_qk, c.head_dim_v),
+                                "--reference",
+                                c.reference};
+  if (!c.gpu_plans) a.push_back("--no-gpu-plans");
+  if (!o.config.empty()) a.insert(a.end(), {"--kernel-config", o.config});
+  return a;
+}
+
+// The prefix and JSON of a protocol line; false for other output.
+bool Parse(const std::string& line, char* tag, json* j) {
+  if (line.size() < 3 || line[1] != ' ' || std::strchr("DXPCEF", line[0]) == nullptr) return false;
+  *j = json::parse(line.begin() + 2, line.end(), nullptr, false);
+  if (j->is_discarded()) return false;
+  *tag = line[0];
+  return true;
+}
+
+}  // namespace
+
+std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error) {
+  auto w = std::make_unique<KutWorker>();
+  std::string device;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!o_.devices.empty()) device = o_.devices[started_ % o_.devices.size()];
+    ++started_;
+  }
+  if (!w->Spawn(WorkerArgs(o_), device, error)) return nullptr;
+  std::string line;
+  while (true) {
+    const KutWorker::Read r = w->Next(o_.timeout_seconds, &line);
+    if (r != KutWorker::Read::kLine) {
+      const std::string how = w->Stop();
+      *error =
+          r == KutWorker::Read::kTimeout
+              ? fmt::format("{}: loading or describing it did not finish within {} s", o_.library,
+                            o_.timeout_seconds)
+              : fmt::format("{}: the worker ended while loading or describing it ({}){}",
+                            o_.library, how, w->last_words.empty() ? "" : ": " + w->last_words);
+      return nullptr;
+    }
+    char tag;
+    json j;
+    if (!Parse(line, &tag, &j)) {
+      w->last_words = line;
+      continue;
+    }
+    if (tag == 'X') {
+      *error = j.value("error", std::string("refused"));
+      w->Stop();
+      return nullptr;
+    }
+    if (tag == 'F') {
+      w->Stop();
+      *error = fmt::format("{}: crashed while loading or describing it (signal {})", o_.library,
+                           j.value("signal", 0));
+      return nullptr;
+    }
+    if (tag != 'D') continue;
+    if (desc_.name.empty()) {
+      auto d = KutDescription::FromJson(j);
+      if (!d.ok()) {
+        *error = d.status().message();
+        return nullptr;
+      }
+      desc_ = std::move(*d);
+    }
+    return w;
+  }
+}
+
+StatusOr<std::unique_ptr<KutPool>> KutPool::Start(const KutPoolOptions& options) {
+  if (options.workers < 1 || options.workers > 256)
+    return InvalidArgumentError("--jobs", "workers must be in 1..256");
+  std::unique_ptr<KutPool> pool(new KutPool(options));
+  std::string error;
+  std::unique_ptr<KutWorker> w = pool->NewWorker(&error);
+  if (w == nullptr) return InvalidArgumentError("--kernel-under-test", error);
+  pool->live_ = 1;
+  pool->idle_.push_back(std::move(w));
+  return pool;
+}
+
+KutPool::KutPool(const KutPoolOptions& o) : o_(o) {}
+KutPool::~KutPool() = default;
+
+int64_t KutPool::restarts() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return restarts_;
+}
+
+std::map<std::string, double> KutPool::Timing() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return timing_;
+}
+
+std::unique_ptr<KutWorker> KutPool::Take() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return !idle_.empty() || live_ < o_.workers; });
+  if (!idle_.empty()) {
+    auto w = std::move(idle_.back());
+    idle_.pop_back();
+    return w;
+  }
+  ++live_;
+  return nullptr;  // the caller starts a new one
+}
+
+void KutPool::Give(std::unique_ptr<KutWorker> w) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (w)
+    idle_.push_back(std::move(w));
+  else
+    --live_;
+  cv_.notify_one();
+}
+
+}  // namespace mlasim::fuzz
+
+namespace mlasim::fuzz {
+namespace {
+
+constexpr int kMaxWorkerEndsPerStep = 64;
+// Buffers tried one at a time when a device fault is attributed, most likely first.
+const char* const kDeviceGuardOrder[] = {"q",
+                                         "o",
+                                         "lse",
+                                         "partial_o",
+                                         "partial_lse",
+                                         "kv_cache",
+                                         "kv_indices",
+                                         "topk_indices",
+                                         "work_info",
+                                         "work_indptr",
+                                         "reduce_indptr",
+                                         "reduce_final_map",
+                                         "reduce_partial_map",
+                                         "qo_indptr",
+                                         "kv_indptr",
+                                         "kv_last_page_lens"};
+
+void AddFindings(const json& list, std::vector<sim::Violation>* out) {
+  for (const json& v : list) {
+    auto x = ViolationFromJson(v);
+    if (x.ok()) out->push_back(std::move(*x));
+  }
+}
+
+}  // namespace
+
+// Runs the decode call `call` (the one that faulted) again in fresh workers, one buffer
+// guarded at a time, until one faults: that buffer is the one the kernel ran past.
+json KutPool::AttributeDeviceFault(const json& scenario, int32_t call, const json& fault) {
+  for (const char* name : kDeviceGuardOrder) {
+    std::string error;
+    std::unique_ptr<KutWorker> w = NewWorker(&error);
+    if (w == nullptr) break;
+    const json req = {{"scenario", scenario},
+                      {"start_call", call},
+                      {"end_call", call + 1},
+                      {"guard_only", name},
+                      {"guard", true}};
+    if (!w->Send(req.dump())) continue;
+    std::string line;
+    while (w->Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
+      char tag;
+      json j;
+      if (!Parse(line, &tag, &j)) continue;
+      if (tag == 'E') break;
+      if (tag == 'F') {
+        json out = fault;
+        out["buffer"] = name;
+        out["side"] = "after";
+        out["device"] = j.value("device", fault.value("device", std::string()));
+        return out;
+      }
+    }
+  }
+  return fault;
+}
+
+KutStepResult KutPool::Check(const sim::Scenario& s) {
+  KutStepResult res;
+  const json scenario = sim::ScenarioToJson(s);
+  int32_t start = 0;
+  for (int ends = 0; ends < kMaxWorkerEndsPerStep; ++ends) {
+    std::unique_ptr<KutWorker> w = Take();
+    std::string error;
+    if (w == nullptr && (w = NewWorker(&error)) == nullptr) {
+      Give(nullptr);
+      res.error = "cannot start a worker: " + error;
+      return res;
+    }
+    const json req = {{"scenario", scenario}, {"start_call", start}};
+    json running, fault;
+    bool done = false;
+    (void)w->Send(req.dump());  // a worker that died shows as the end of its output below
+    std::string line;
+    KutWorker::Read r = KutWorker::Read::kLine;
+    while (!done && (r = w->Next(o_.timeout_seconds, &line)) == KutWorker::Read::kLine) {
+      char tag;
+      json j;
+      if (!Parse(line, &tag, &j)) {
+        w->last_words = line;
+        continue;
+      }
+      if (tag == 'P') running = j;
+      if (tag == 'F') fault = j;
+      if (tag == 'C') {
+        res.calls.push_back(j.value("report", json::object()));
+        AddFindings(j.value("findings", json::array()), &res.findings);
+      }
+      if (tag == 'E') {
+        res.device = j.value("device", "");
+        res.error = j.value("error", "");
+        for (const json& p : j.value("plans", json::array())) res.plans.push_back(p);
+        std::vector<sim::Violation> plan_findings;
+        AddFindings(j.value("plan_findings", json::array()), &plan_findings);
+        res.findings.insert(res.findings.begin(), plan_findings.begin(), plan_findings.end());
+        std::lock_guard<std::mutex> lock(mu_);
+        const json seconds = j.value("seconds", json::object());
+        for (const auto& [k, v] : seconds.items())
+          if (v.is_number()) timing_[k] += v.get<double>();
+        timing_["steps"] += 1;
+        done = true;
+      }
+    }
+    if (done) {
+      Give(std::move(w));
+      return res;
+    }
+    if (!done && r == KutWorker::Read::kTimeout) fault = {{"hang", o_.timeout_seconds}};
+    const std::string how = w->Stop();
+    Give(nullptr);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++restarts_;
+    }
+    if (running.is_null()) {
+      res.error = "the worker ended outside a kernel call (" + how + ")" +
+                  (w->last_words.empty() ? "" : ": " + w->last_words);
+      return res;
+    }
+    const int32_t call = running.value("call", 0);
+    if (fault.is_null()) fault = {{"signal", 0}, {"ended", how}};
+    if (fault.contains("device") && !fault.contains("buffer"))
+      fault = AttributeDeviceFault(scenario, running.value("op", "") == "reduce" ? call - 1 : call,
+                                   fault);
+    sim::Violation v = FaultFinding(running, fault, desc_.name);
+    res.notes.push_back(fmt::format("call {} ({}): the worker ended ({}); {}", call,
+                                    running.value("op", ""), how, v.detail));
+    res.calls.push_back({{"index", call},
+                         {"step", running.value("step", "")},
+                         {"call", running.value("name", "")},
+                         {"fault", v.detail}});
+    res.findings.push_back(std::move(v));
+    start = call + 1;
+  }
+  res.error = "too many worker faults in one step";
+  return res;
+}
+
+std::string WorkerExe() {
+  if (const char* env = std::getenv("MLASIM_EXE"); env != nullptr && *env != '\0') return env;
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string("mlasim");
+}
+
+Property KutProperty(KutPool* pool, bool ignore_known) {
+  return [pool, ignore_known](const sim::ReplayReport& r) {
+    KutStepResult res = pool->Check(r.scenario);
+    std::vector<sim::Violation> out;
+    if (!res.error.empty()) {
+      sim::Violation v;
+      v.kind = sim::ViolationKind::kKernelFault;
+      v.bug_class = "KUT-harness";
+      v.call = "step";
+      v.detail = "the step could not be run through the kernel under test: " + res.error;
+      out.push_back(v);
+    }
+    for (sim::Violation& v : res.findings) {
+      const bool kernel = v.kind == sim::ViolationKind::kKernelContract ||
+                          v.kind == sim::ViolationKind::kKernelNumerics ||
+                          v.kind == sim::ViolationKind::kKernelFault;
+      if (ignore_known && !kernel && IsKnownFamily(v, r)) continue;
+      out.push_back(std::move(v));
+    }
+    return out;
+  };
+}
+
+int KutWorkerMain(std::istream& in, int out_fd, const std::string& library,
+                  const std::string& config, const KutCheckOptions& check) {
+  auto emit = [out_fd](char tag, const json& j) {
+    const std::string s = std::string(1, tag) + " " + j.dump() + "\n";
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t w = ::write(out_fd, s.data() + off, s.size() - off);
+      if (w <= 0) return;
+      off += static_cast<size_t>(w);
+    }
+  };
+  auto lib = KutLibrary::Open(library, config);
+  if (!lib.ok()) {
+    emit('X', {{"error", lib.status().message()}});
+    return 2;
+  }
+  RegisterHostFaultHandler(out_fd);
+  emit('D', (*lib)->description().ToJson());
+  auto findings = [](const std::vector<sim::Violation>& v) {
+    json a = json::array();
+    for (const sim::Violation& x : v) a.push_back(ViolationToJson(x));
+    return a;
+  };
+  std::string line;
+  while (std::getline(in, line)) {
+    const json req = json::parse(line, nullptr, false);
+    auto s = req.is_object() && req.contains("scenario")
+                 ? sim::ParseScenario(req["scenario"])
+                 : InvalidArgumentError("request", "no scenario");
+    if (!s.ok()) {
+      emit('E', {{"error", "bad request: " + s.status().ToString()}});
+      continue;
+    }
+    KutCheckOptions o = check;
+    o.start_call = req.value("start_call", 0);
+    o.end_call = req.value("end_call", -1);
+    o.guard_only = req.value("guard_only", "");
+    o.guard = req.value("guard", o.guard);
+    try {
+      const KutStepReport rep = CheckStep(
+          **lib, *s, o, [&](const json& running) { emit('P', running); },
+          [&](const KutCallReport& k) {
+            emit('C', {{"report", k.json}, {"findings", findings(k.findings)}});
+          });
+      emit('E', {{"device", rep.device},
+                 {"seconds", rep.seconds},
+                 {"plans", rep.plans},
+                 {"plan_findings", findings(rep.plan_findings)},
+                 {"error", rep.error}});
+    } catch (const std::exception& e) {  // a device fault: the context is lost
+      emit('F', {{"device", e.what()}});
+      ::_exit(kKutFaultExit);
+    }
+  }
+  return 0;
+}
+
+}  // namespace mlasim::fuzz

@@ -1,0 +1,111 @@
+// File: fuzz/kut_pool.h
+//
+// Worker processes that run steps through a kernel under test (docs/kernel-under-test.md, "Workers"). The
+// library is only ever loaded in a worker (`mlasim fuzz --kut-worker`, an exec of the mlasim
+// binary), so a crash, a device fault or a hang ends the worker, not the campaign: the pool
+// turns it into a finding attributed to the kernel call in flight (and, for a host fault, to the
+// buffer whose guard page or sentinel bytes the address falls in; for a device fault, to the
+// buffer whose guard page faults when the call is run again with that buffer alone guarded),
+// replaces the worker and resumes the step after that call.
+//
+// Protocol (one line each way; JSON without newlines):
+//   parent -> worker  {"scenario": {...}, "start_call": K, "end_call": N, "guard_only": NAME}
+//   worker -> parent  D {description}        once, after loading the library
+//                     X {"error": ...}        the library was refused (then the worker exits)
+//                     P {running}             before each kernel call (fuzz/kut_check.h hook)
+//                     C {call report}         after each decode call (and its reduce)
+//                     E {step}                the step is done: plans, findings, device
+//                     F {fault}               the kernel faulted (the worker then exits)
+// Other lines (the library's own output) are kept as the worker's last words.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz/kut_check.h"
+#include "fuzz/kut_library.h"
+#include "fuzz/search.h"
+#include "ref/status.h"
+
+namespace mlasim::fuzz {
+
+struct KutPoolOptions {
+  std::string worker_exe;            // the mlasim binary (the CLI: /proc/self/exe)
+  std::string library;               // --kernel-under-test
+  std::string config;                // --kernel-config
+  KutCheckOptions check;             // what every worker checks
+  std::vector<std::string> devices;  // per worker, round robin: the device it sees ("" = all)
+  int32_t workers = 1;
+  double timeout_seconds = 120;  // a kernel call that runs longer is a hang
+};
+
+// What one step through the kernel gave (the workers' reports stitched together).
+struct KutStepResult {
+  std::string device;
+  std::vector<nlohmann::json> plans;  // GPU planner checks
+  std::vector<nlohmann::json>
+      calls;  // one report per decode call (docs/kernel-under-test.md "Report")
+  std::vector<sim::Violation> findings;
+  std::vector<std::string> notes;  // worker replacements, faults, errors, in order
+  std::string error;               // the step could not be checked at all (a replay error)
+};
+
+class KutWorker;
+
+class KutPool {
+ public:
+  // Starts one worker to load and describe the library. Errors: InvalidArgument(
+  // "--kernel-under-test") with the worker's reason (another ABI version, a missing symbol, a
+  // crash while loading or describing, an unusable description), or a worker that cannot start.
+  static StatusOr<std::unique_ptr<KutPool>> Start(const KutPoolOptions& options);
+  ~KutPool();
+
+  const KutDescription& description() const { return desc_; }
+  // Runs the step of `s` on a free worker (blocks until one is free; thread-safe).
+  KutStepResult Check(const sim::Scenario& s);
+  int64_t restarts() const;
+  // Seconds the workers spent, by part (replay, inputs, kernel, reference, checks, plans), and
+  // "steps": the steps they checked.
+  std::map<std::string, double> Timing() const;
+
+ private:
+  explicit KutPool(const KutPoolOptions& o);
+  std::unique_ptr<KutWorker> Take();
+  void Give(std::unique_ptr<KutWorker> w);
+  std::unique_ptr<KutWorker> NewWorker(std::string* error);
+  nlohmann::json AttributeDeviceFault(const nlohmann::json& scenario, int32_t call,
+                                      const nlohmann::json& fault);
+
+  KutPoolOptions o_;
+  KutDescription desc_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<KutWorker>> idle_;
+  int32_t live_ = 0;                      // workers idle or lent out (under mu_)
+  int64_t started_ = 0;                   // workers started (under mu_)
+  int64_t restarts_ = 0;                  // workers replaced after a fault or hang (under mu_)
+  std::map<std::string, double> timing_;  // (under mu_)
+};
+
+// The findings of the kernel under test for one replayed step (the step's scenario runs on a
+// worker). With `ignore_known`, findings the simulator already files under a known family
+// (fuzz/properties.h IsKnownFamily) are dropped.
+Property KutProperty(KutPool* pool, bool ignore_known);
+
+// The mlasim binary workers run: $MLASIM_EXE when set (a program that embeds the CLI, e.g. the
+// test binary, names the real binary), else this process's own executable.
+std::string WorkerExe();
+
+// The worker's main loop (`mlasim fuzz --kut-worker`): loads the library, answers D or X, then
+// one step per request line from `in` until EOF. Returns the exit code.
+int KutWorkerMain(std::istream& in, int out_fd, const std::string& library,
+                  const std::string& config, const KutCheckOptions& check);
+
+}  // namespace mlasim::fuzz

@@ -1,0 +1,308 @@
+// kernels/kut/gpu_kut.hip - libmlasim_kut_gpu.so: mlasim's persistent MLA decode kernels
+// (kernels/decode/) and the split-KV reduce behind the kernel-under-test ABI of
+// kernels/mlasim_kut.h. The decode kernels live only in this library: run_mla_decode
+// (kernels/decode.hip), `mlasim replay --gpu` and `mlasim fuzz --gpu` all reach them through it.
+// HIP names only (nvcc builds it through hip_compat.h; the AMD device check compiles it too).
+//
+// Config (--kernel-config): comma-separated `variant=asm|opus|hk` (the zero-KV behaviour and the
+// built-in contract it declares, default asm) and `tiling=0..6` (DecodeOptions::tiling).
+// Shapes: bf16 q and o, bf16 or fp8 e4m3fn KV, heads a multiple of 16, head_dim_qk a multiple
+// of 32 up to 576, head_dim_v a multiple of 16 up to min(512, head_dim_qk), contiguous rows.
+#include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
+
+#include <cstring>
+#include <string>
+
+#include "kernels/decode/config.h"
+#include "kernels/decode/params.h"
+#include "kernels/decode/portable/kernel.h"
+#include "kernels/decode/reduce.h"
+#include "kernels/decode/schedule.h"
+#include "kernels/gpu_api.h"
+#include "kernels/mlasim_kut.h"
+#if defined(__CUDACC__)
+#include "kernels/decode/sm90/kernel.h"
+#include "kernels/decode/sm90/lockstep.h"
+#endif
+
+namespace mlasim::gpu::kut {
+namespace {
+
+using decode::DecodeParams;
+using decode::kBlock;
+using decode::kMaxD;
+using decode::kMaxDv;
+using decode::kRows;
+
+thread_local std::string g_error;
+
+int Fail(int code, std::string why) {
+  g_error = std::move(why);
+  return code;
+}
+
+struct Config {
+  std::string variant = "asm";
+  ZeroKvVariant zero_kv = ZeroKvVariant::kAsm;
+  int tiling = 0;
+};
+
+bool ParseConfig(const char* text, Config* c) {
+  std::string t = text ? text : "";
+  for (size_t at = 0; at < t.size();) {
+    size_t end = t.find(',', at);
+    if (end == std::string::npos) end = t.size();
+    const std::string item = t.substr(at, end - at);
+    at = end + 1;
+    if (item.rfind("variant=", 0) == 0) {
+      c->variant = item.substr(8);
+      if (c->variant == "asm") c->zero_kv = ZeroKvVariant::kAsm;
+      else if (c->variant == "opus") c->zero_kv = ZeroKvVariant::kOpus;
+      else if (c->variant == "hk") c->zero_kv = ZeroKvVariant::kHk;
+      else return Fail(0, "unknown variant '" + c->variant + "' (asm, opus or hk)"), false;
+    } else if (item.rfind("tiling=", 0) == 0 && item.size() == 8 && item[7] >= '0' &&
+               item[7] <= '6') {
+      c->tiling = item[7] - '0';
+    } else if (!item.empty()) {
+      return Fail(0, "config items are variant=asm|opus|hk and tiling=0..6 (got '" + item + "')"),
+             false;
+    }
+  }
+  return true;
+}
+
+// The decode kernel a call runs (DecodeOptions::tiling; kernels/decode.hip documents the
+// defaults, measured on the H200 in docs/performance.md).
+struct DecodeKernel {
+  void (*fn)(DecodeParams);
+  size_t smem;  // dynamic shared memory, bytes
+  int threads;
+  const char* name;
+};
+
+DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8) {
+  const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
+                              decode::portable::portable_smem_bytes(D, Dv), kBlock, "portable"};
+#if defined(__CUDACC__)
+  namespace ls = decode::sm90::lockstep;
+  using Ws = decode::WsConfig<false>;
+  using WsFp8 = decode::WsConfig<true>;
+  if (tiling == 5 || D != Ws::kD || Dv != Ws::kDv) return portable;
+  if (tiling == 6 || (tiling == 0 && kv_fp8)) {
+    if (kv_fp8)
+      return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
+              "warp-specialised fp8 64 keys x 3 stages"};
+    return {&decode::sm90::mla_decode_ws_kernel<Ws>, Ws::kSmemBytes, Ws::kThreads,
+            "warp-specialised 64 keys x 2 stages"};
+  }
+  using T32x4 = ls::MmaTiling<32, 4>;
+  using T32x5 = ls::MmaTiling<32, 5>;
+  using T32x6 = ls::MmaTiling<32, 6>;
+  using T64x2 = ls::MmaTiling<64, 2>;
+  using F64x2 = ls::MmaTiling<64, 2, true>;
+  using F64x3 = ls::MmaTiling<64, 3, true>;
+  if (kv_fp8) {
+    if (tiling == 4)
+      return {&ls::mla_decode_mma_kernel<F64x2>, F64x2::smem_bytes(), kBlock,
+              "lockstep fp8 64 keys x 2 stages"};
+    return {&ls::mla_decode_mma_kernel<F64x3>, F64x3::smem_bytes(), kBlock,
+            "lockstep fp8 64 keys x 3 stages"};
+  }
+  switch (tiling) {
+    case 1:
+      return {&ls::mla_decode_mma_kernel<T32x4>, T32x4::smem_bytes(), kBlock,
+              "lockstep 32 keys x 4 stages"};
+    case 2:
+      return {&ls::mla_decode_mma_kernel<T32x5>, T32x5::smem_bytes(), kBlock,
+              "lockstep 32 keys x 5 stages"};
+    case 3:
+      return {&ls::mla_decode_mma_kernel<T32x6>, T32x6::smem_bytes(), kBlock,
+              "lockstep 32 keys x 6 stages"};
+    default:
+      return {&ls::mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), kBlock,
+              "lockstep 64 keys x 2 stages"};
+  }
+#else
+  (void)tiling;
+  (void)kv_fp8;
+  return portable;
+#endif
+}
+
+// The reduce launch: on NVIDIA a programmatic dependent of the decode before it in the stream
+// (its workgroups start as decode workgroups retire and wait in griddepcontrol.wait), as
+// FlashMLA launches its combine.
+hipError_t LaunchReduce(hipStream_t stream, int tiles, const int32_t* ri, const int32_t* fm,
+                        const int32_t* pm, const DecodeParams& P) {
+#if defined(__CUDACC__)
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(tiles);
+  cfg.blockDim = dim3(kBlock);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, decode::mla_reduce_kernel, ri, fm, pm,
+                            static_cast<const float*>(P.part_o),
+                            static_cast<const float*>(P.part_lse), P.o, P.lse, P.H, P.Dv, P.log);
+#else
+  hipLaunchKernelGGL(decode::mla_reduce_kernel, dim3(tiles), dim3(kBlock), 0, stream, ri, fm, pm,
+                     P.part_o, P.part_lse, P.o, P.lse, P.H, P.Dv, P.log);
+  return hipGetLastError();
+#endif
+}
+
+bool Contiguous(const mlasim_kut_tensor& t, int elem) {
+  return t.bytes == 0 || (t.row_stride == int64_t{t.heads} * t.cols * elem &&
+                          (t.heads <= 1 || t.head_stride == int64_t{t.cols} * elem));
+}
+
+// Shapes the kernels run; "" when they run this call.
+std::string Unsupported(const mlasim_kut_call& c) {
+  const int H = c.num_heads, D = c.head_dim_qk, Dv = c.head_dim_v;
+  if (H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D)
+    return "needs heads % 16 == 0, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple "
+           "of 16 up to min(512, head_dim_qk)";
+  if (c.q.dtype != MLASIM_KUT_BF16 || c.o.dtype != MLASIM_KUT_BF16 ||
+      (c.kv_cache.dtype != MLASIM_KUT_BF16 && c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN))
+    return "needs bf16 q and o and bf16 or fp8_e4m3fn KV";
+  const int kv_elem = c.kv_cache.dtype == MLASIM_KUT_FP8_E4M3FN ? 1 : 2;
+  if (!Contiguous(c.q, 2) || !Contiguous(c.o, 2) || !Contiguous(c.kv_cache, kv_elem) ||
+      !Contiguous(c.partial_o, 4))
+    return "needs contiguous rows and heads";
+  return "";
+}
+
+DecodeParams Params(const mlasim_kut_call& c, const Config& cfg) {
+  DecodeParams P{};
+  const bool fp8 = c.kv_cache.dtype == MLASIM_KUT_FP8_E4M3FN;
+  P.q = static_cast<const uint16_t*>(c.q.data);
+  P.kv = fp8 ? nullptr : static_cast<const uint16_t*>(c.kv_cache.data);
+  P.kv8 = fp8 ? static_cast<const uint8_t*>(c.kv_cache.data) : nullptr;
+  P.kv_fp8 = fp8;
+  P.kv_indices = static_cast<const int32_t*>(c.kv_indices.data);
+  P.kv_indptr = static_cast<const int32_t*>(c.kv_indptr.data);
+  P.lpl = static_cast<const int32_t*>(c.kv_last_page_lens.data);
+  P.qo_indptr = static_cast<const int32_t*>(c.qo_indptr.data);
+  P.topk = static_cast<const int32_t*>(c.topk_indices.data);
+  P.work_indptr = static_cast<const int32_t*>(c.work_indptr.data);
+  P.work_info = static_cast<const int32_t*>(c.work_info.data);
+  P.o = static_cast<uint16_t*>(c.o.data);
+  P.lse = static_cast<float*>(c.lse.data);
+  P.part_o = static_cast<float*>(c.partial_o.data);
+  P.part_lse = static_cast<float*>(c.partial_lse.data);
+  P.log = reinterpret_cast<unsigned long long*>(c.access_log);
+  P.H = c.num_heads, P.D = c.head_dim_qk, P.Dv = c.head_dim_v, P.page = c.page_size;
+  P.sparse = c.topk >= 0;
+  P.causal = c.causal && !P.sparse;
+  P.batch = c.batch;
+  P.variant = static_cast<int>(cfg.zero_kv);
+  P.cache_rows = c.kv_cache.rows;
+  P.logit_scale = c.softmax_scale * c.q_scale * c.kv_scale;
+  P.v_scale = c.kv_scale;
+  return P;
+}
+
+int RunDecode(const mlasim_kut_call& c, const Config& cfg, hipStream_t stream) {
+  const DecodeParams P = Params(c, cfg);
+  const DecodeKernel dk = PickDecodeKernel(P.D, P.Dv, cfg.tiling, P.kv_fp8);
+  hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn),
+                                     hipFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(dk.smem));
+  const int clusters = static_cast<int>(c.work_indptr.rows) - 1;
+  if (e == hipSuccess && clusters > 0) {
+    hipLaunchKernelGGL(dk.fn, dim3(clusters), dim3(dk.threads), dk.smem, stream, P);
+    e = hipGetLastError();
+  }
+  if (e != hipSuccess) return Fail(MLASIM_KUT_ERROR, std::string("decode launch: ") + hipGetErrorString(e));
+  return MLASIM_KUT_OK;
+}
+
+int RunReduce(const mlasim_kut_call& c, const Config& cfg, hipStream_t stream) {
+  const DecodeParams P = Params(c, cfg);
+  const int tiles = static_cast<int>(c.reduce_indptr.rows) - 1;
+  if (tiles <= 0) return MLASIM_KUT_OK;
+  const hipError_t e = LaunchReduce(stream, tiles, static_cast<const int32_t*>(c.reduce_indptr.data),
+                                    static_cast<const int32_t*>(c.reduce_final_map.data),
+                                    static_cast<const int32_t*>(c.reduce_partial_map.data), P);
+  if (e != hipSuccess) return Fail(MLASIM_KUT_ERROR, std::string("reduce launch: ") + hipGetErrorString(e));
+  return MLASIM_KUT_OK;
+}
+
+}  // namespace
+
+int Describe(const char* config, mlasim_kut_info* info) {
+  Config cfg;
+  if (!ParseConfig(config, &cfg)) return MLASIM_KUT_UNSUPPORTED;
+  // The variant's built-in contract, with what these kernels do with a row outside the cache:
+  // mask it (decode/schedule.h key_row), where aiter's asm kernel reads it.
+  static thread_local std::string contract;
+  contract = "{\"extends\": \"" + cfg.variant + "\", \"name\": \"mlasim-gpu-" + cfg.variant +
+             "\", \"semantics\": {\"invalid_index\": \"masked\", \"sources\": {\"invalid_index\": "
+             "\"kernels/decode/schedule.h key_row: a cache row outside the cache is masked and "
+             "never read\"}}}";
+  info->abi_version = MLASIM_KUT_ABI_VERSION;
+  info->name = "mlasim-gpu";
+  info->ops = MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE);
+  info->memory = MLASIM_KUT_MEMORY_DEVICE;
+  info->q_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
+  info->kv_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) | MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN);
+  info->o_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
+  info->heads_multiple = kRows;
+  info->max_heads = 0;
+  info->head_dim_qk_multiple = 32;
+  info->max_head_dim_qk = kMaxD;
+  info->head_dim_v_multiple = 16;
+  info->max_head_dim_v = kMaxDv;
+  info->max_page_size = 0;
+  info->dense = 1;
+  info->sparse = 1;
+  info->decode_contract = contract.c_str();
+  info->reduce_contract = "builtin:mla_reduce_v1";
+  return MLASIM_KUT_OK;
+}
+
+int Run(const mlasim_kut_call* c) {
+  if (c == nullptr || c->abi_version != MLASIM_KUT_ABI_VERSION ||
+      c->struct_bytes != sizeof(mlasim_kut_call))
+    return Fail(MLASIM_KUT_ERROR, "call descriptor of another ABI version or size");
+  Config cfg;
+  if (!ParseConfig(c->config, &cfg)) return MLASIM_KUT_UNSUPPORTED;
+  if (const std::string why = Unsupported(*c); !why.empty()) return Fail(MLASIM_KUT_UNSUPPORTED, why);
+  if (hipSetDevice(c->device) != hipSuccess) return Fail(MLASIM_KUT_ERROR, "hipSetDevice failed");
+  const hipStream_t stream = static_cast<hipStream_t>(c->stream);
+  if (c->op == MLASIM_KUT_OP_DECODE) return RunDecode(*c, cfg, stream);
+  if (c->op == MLASIM_KUT_OP_REDUCE) return RunReduce(*c, cfg, stream);
+  return Fail(MLASIM_KUT_UNSUPPORTED, "unknown op " + std::to_string(c->op));
+}
+
+const char* KernelName(const char* config, int D, int Dv, int kv_fp8) {
+  Config cfg;
+  if (!ParseConfig(config, &cfg)) return "";
+  return PickDecodeKernel(D, Dv, cfg.tiling, kv_fp8 != 0).name;
+}
+
+}  // namespace mlasim::gpu::kut
+
+#define MLASIM_KUT_EXPORT extern "C" __attribute__((visibility("default")))
+
+MLASIM_KUT_EXPORT uint32_t mlasim_kut_abi_version(void) {
+  return MLASIM_KUT_ABI_VERSION;
+}
+MLASIM_KUT_EXPORT int mlasim_kut_describe(const char* config, mlasim_kut_info* info) {
+  return mlasim::gpu::kut::Describe(config, info);
+}
+MLASIM_KUT_EXPORT int mlasim_kut_run(const mlasim_kut_call* call) {
+  return mlasim::gpu::kut::Run(call);
+}
+MLASIM_KUT_EXPORT const char* mlasim_kut_last_error(void) {
+  return mlasim::gpu::kut::g_error.c_str();
+}
+// mlasim's own extra export (kernels/kut_client.h): the decode kernel a config picks.
+MLASIM_KUT_EXPORT const char* mlasim_kut_gpu_kernel_name(const char* config, int head_dim_qk,
+                                                        int head_dim_v, int kv_fp8) {
+  return mlasim::gpu::kut::KernelName(config, head_dim_qk, head_dim_v, kv_fp8);
+}

@@ -1,0 +1,225 @@
+// Kernel-under-test campaigns on the CPU path (docs/kernel-under-test.md): `mlasim fuzz --gpu
+// sentinel|guard --kernel-under-test PATH.so` runs every generated step through an example
+// kernel of tests/kut/lib/ in worker processes (the real mlasim binary beside mlasim_tests) and
+// must find and shrink each deliberate bug, while mlasim's own CPU kernel, on the same seed and
+// budget, has no finding at all; each finding replays through `mlasim replay --gpu
+// --kernel-under-test` from the command its file records.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Out {
+  int code;
+  std::string out, err;
+};
+
+// Workers exec the real mlasim binary (fuzz/kut_pool.h WorkerExe), not this test binary.
+void UseRealMlasimForWorkers() {
+  ::setenv("MLASIM_EXE", (std::string(MLASIM_KUT_DIR) + "/mlasim").c_str(), 1);
+}
+
+Out Cli(const std::vector<std::string>& args) {
+  UseRealMlasimForWorkers();
+  std::ostringstream o, e;
+  const int code = RunMlasim(args, o, e);
+  return {code, o.str(), e.str()};
+}
+
+std::string Lib(const std::string& name) {
+  return std::string(MLASIM_KUT_DIR) + "/libmlasim_kut_" + name + ".so";
+}
+
+fs::path Tmp(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("mlasim_kut_" + std::to_string(::getpid()) + "_" + name);
+  fs::remove_all(p);
+  return p;
+}
+
+// A small campaign through `library`: 32 cases of seed 1 at head dims 32,16, known families off.
+Out Campaign(const std::string& mode, const std::string& library, const fs::path& out) {
+  std::vector<std::string> args = {
+      "fuzz",   "--gpu", mode,      "--kernel-under-test", library,       "--cases", "32",
+      "--seed", "1",     "--small", "--ignore-known",      "--head-dims", "32,16",   "--jobs",
+      "2"};
+  if (!out.empty()) args.insert(args.end(), {"--out", out.string()});
+  return Cli(args);
+}
+
+// Finding files of `dir` by signature.
+std::map<std::string, nlohmann::json> Findings(const fs::path& dir) {
+  std::map<std::string, nlohmann::json> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    std::ifstream f(e.path());
+    nlohmann::json doc = nlohmann::json::parse(f);
+    out[doc["finding"]["signature"].get<std::string>()] = doc;
+  }
+  return out;
+}
+
+// Splits a recorded `mlasim replay ...` command (single-quoted arguments) into argv, without
+// the leading "mlasim".
+std::vector<std::string> Words(const std::string& cmd) {
+  std::vector<std::string> out;
+  std::string w;
+  bool quoted = false, any = false;
+  for (char c : cmd) {
+    if (c == '\'') {
+      quoted = !quoted;
+      any = true;
+    } else if (c == ' ' && !quoted) {
+      if (any) out.push_back(w);
+      w.clear();
+      any = false;
+    } else {
+      w += c;
+      any = true;
+    }
+  }
+  if (any) out.push_back(w);
+  if (!out.empty() && out[0] == "mlasim") out.erase(out.begin());
+  return out;
+}
+
+// The requests of a scenario document: their count and total context tokens.
+std::pair<size_t, int64_t> Requests(const nlohmann::json& scenario) {
+  int64_t tokens = 0;
+  for (const auto& c : scenario["batch"]["contexts"]) tokens += c.get<int64_t>();
+  return {scenario["batch"]["contexts"].size(), tokens};
+}
+
+// Every finding of the campaign in `dir` is the bug's (buffer, access, class); each is shrunk
+// (at least one accepted step, not cut short; no more requests and context tokens than the case
+// its seed generated, which `fuzz --reproduce` regenerates, and fewer for at least one finding)
+// and replays, from the command its file records, with exit 1 and its signature in the report.
+void ExpectFoundAndShrunk(const fs::path& dir, const std::string& buffer_access_class) {
+  const auto findings = Findings(dir);
+  ASSERT_FALSE(findings.empty());
+  bool smaller = false;
+  for (const auto& [sig, doc] : findings) {
+    SCOPED_TRACE(sig);
+    EXPECT_NE(sig.find("|" + buffer_access_class), std::string::npos);
+    const nlohmann::json& f = doc["finding"];
+    EXPECT_GE(f["shrink"]["steps"].get<int>(), 1);
+    EXPECT_FALSE(f["shrink"]["cut_short"].get<bool>());
+    const Out gen = Cli(
+        {"fuzz", "--reproduce", std::to_string(f["reproduce"]["seed"].get<uint64_t>()), "--size",
+         std::to_string(f["reproduce"]["size"].get<int>()), "--small", "--gpu", "sentinel"});
+    ASSERT_EQ(gen.code, 0) << gen.err;
+    const auto [n0, t0] = Requests(nlohmann::json::parse(gen.out));
+    const auto [n1, t1] = Requests(doc);
+    EXPECT_LE(n1, n0);
+    EXPECT_LE(t1, t0);
+    smaller = smaller || n1 < n0 || t1 < t0;
+    ASSERT_TRUE(f["reproduce"].contains("replay"));
+    const std::string cmd = f["reproduce"]["replay"].get<std::string>();
+    EXPECT_EQ(cmd.rfind("mlasim replay --gpu ", 0), 0u) << cmd;
+    const fs::path cwd = fs::current_path();
+    fs::current_path(dir);  // the command names the file relative to --out
+    const Out r = Cli(Words(cmd));
+    fs::current_path(cwd);
+    EXPECT_EQ(r.code, 1) << r.err;
+    EXPECT_NE(r.out.find(sig), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("gpu verdict: FINDINGS"), std::string::npos) << r.out;
+  }
+  EXPECT_TRUE(smaller) << "no finding is smaller than the case that found it";
+}
+
+TEST(KutCampaign, CpuKernelHasNoFindingInEitherMode) {
+  for (const std::string mode : {"sentinel", "guard"}) {
+    const Out r = Campaign(mode, Lib("cpu"), {});
+    EXPECT_EQ(r.code, 0) << mode << '\n' << r.out << r.err;
+    EXPECT_NE(r.out.find("cases 32 "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("findings 0: 0 new"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("kernel under test: mlasim-cpu"), std::string::npos) << r.out;
+  }
+}
+
+TEST(KutCampaign, FindsAndShrinksAKernelStoringWhole64RowTiles) {
+  const fs::path dir = Tmp("tile64");
+  const Out r = Campaign("sentinel", Lib("example_tile64"), dir);
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("kernel under test: example-tile64"), std::string::npos);
+  // Rows past a work item's end are written: o and lse (unsplit items), partial_o and
+  // partial_lse (split ones), all seen in the sentinel bytes.
+  const auto findings = Findings(dir);
+  EXPECT_TRUE(findings.count("verify|dense_decode|o|write|KUT-contract")) << r.out;
+  ExpectFoundAndShrunk(dir, "write|KUT-contract");
+  const std::regex outputs(R"(\|(o|lse|partial_o|partial_lse)\|write\|KUT-contract$)");
+  for (const auto& [sig, doc] : findings) EXPECT_TRUE(std::regex_search(sig, outputs)) << sig;
+  fs::remove_all(dir);
+}
+
+TEST(KutCampaign, FindsAndShrinksAKernelReadingARowPastQForZeroKvItems) {
+  const fs::path dir = Tmp("qover");
+  const Out r = Campaign("guard", Lib("example_q_overread"), dir);
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  ExpectFoundAndShrunk(dir, "q|read|KUT-contract");
+  // The faults end workers; the pool replaces them and the campaign goes on to its budget.
+  EXPECT_NE(r.out.find("cases 32 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" 0 worker replacement(s)"), std::string::npos) << r.out;
+  fs::remove_all(dir);
+}
+
+TEST(KutCampaign, FindsAndShrinksAKernelDereferencingIndexMinusOne) {
+  const fs::path dir = Tmp("minus1");
+  const Out r = Campaign("guard", Lib("example_minus_one"), dir);
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  ExpectFoundAndShrunk(dir, "kv_cache|read|KUT-contract");
+  for (const auto& [sig, doc] : Findings(dir))
+    EXPECT_NE(sig.find("|sparse_decode|"), std::string::npos) << sig;  // top-k indices only
+  fs::remove_all(dir);
+}
+
+// A resumed campaign with the same command line finds nothing new: exit 0, the findings listed
+// as earlier ones.
+TEST(KutCampaign, ResumeWithTheSameKernelFindsNothingNew) {
+  const fs::path dir = Tmp("resume");
+  const Out a = Campaign("guard", Lib("example_q_overread"), dir);
+  ASSERT_EQ(a.code, 1) << a.err;
+  std::vector<std::string> again = {"fuzz",
+                                    "--gpu",
+                                    "guard",
+                                    "--kernel-under-test",
+                                    Lib("example_q_overread"),
+                                    "--cases",
+                                    "32",
+                                    "--seed",
+                                    "1",
+                                    "--small",
+                                    "--ignore-known",
+                                    "--head-dims",
+                                    "32,16",
+                                    "--jobs",
+                                    "2",
+                                    "--out",
+                                    dir.string(),
+                                    "--resume"};
+  const Out b = Cli(again);
+  EXPECT_EQ(b.code, 0) << b.out << b.err;
+  EXPECT_NE(b.out.find(" 0 new, "), std::string::npos) << b.out;
+  // Another kernel on the same folder is another campaign: --resume refuses it.
+  again[4] = Lib("cpu");
+  const Out c = Cli(again);
+  EXPECT_EQ(c.code, 2) << c.out << c.err;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mlasim::cli

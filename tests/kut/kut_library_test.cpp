@@ -1,0 +1,299 @@
+// Loading kernels under test (fuzz/kut_library.h, fuzz/kut_pool.h): every way a library can be
+// wrong is refused with a message naming --kernel-under-test, the path and the reason (exit 2
+// from the CLI), and a library that crashes or hangs is contained in a worker process: the
+// campaign goes on and reports it. Also the flag errors and boundaries of `fuzz --gpu` and
+// `replay --gpu`, and the CPU kernel's own checks of a call descriptor.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "fuzz/kut_library.h"
+#include "fuzz/kut_pool.h"
+#include "kernels/mlasim_kut.h"
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::fuzz {
+namespace {
+
+std::string Lib(const std::string& name) {
+  return std::string(MLASIM_KUT_DIR) + "/libmlasim_kut_" + name + ".so";
+}
+
+std::string OpenError(const std::string& name, const std::string& config = "") {
+  auto lib = KutLibrary::Open(Lib(name), config);
+  if (lib.ok()) return "";
+  EXPECT_EQ(lib.status().field(), "--kernel-under-test");
+  return lib.status().message();
+}
+
+TEST(KutLibrary, OpensTheCpuKernelAndReadsItsDescription) {
+  auto lib = KutLibrary::Open(Lib("cpu"), "");
+  ASSERT_TRUE(lib.ok()) << lib.status().message();
+  const KutDescription& d = (*lib)->description();
+  EXPECT_EQ(d.name, "mlasim-cpu");
+  EXPECT_TRUE(d.host_memory);
+  EXPECT_EQ(d.ops,
+            MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE));
+  EXPECT_TRUE(d.dense && d.sparse);
+  EXPECT_EQ(d.max_head_dim_qk, 1024);
+  EXPECT_EQ(d.decode_contract->name, "mlasim-cpu-asm");
+  EXPECT_EQ(d.reduce_contract->call, sim::CallKind::kReduce);
+  // The variant picks the contract it extends.
+  auto opus = KutLibrary::Open(Lib("cpu"), "variant=opus");
+  ASSERT_TRUE(opus.ok()) << opus.status().message();
+  EXPECT_EQ((*opus)->description().decode_contract->name, "mlasim-cpu-opus");
+}
+
+TEST(KutLibrary, RefusesAMissingFile) {
+  const std::string e = OpenError("no_such_kernel");
+  EXPECT_NE(e.find("no_such_kernel.so: cannot be loaded"), std::string::npos) << e;
+}
+
+TEST(KutLibrary, RefusesAnotherAbiVersion) {
+  const std::string e = OpenError("example_broken1");
+  EXPECT_NE(e.find("speaks kernel-under-test ABI version 2, this mlasim speaks version 1"),
+            std::string::npos)
+      << e;
+}
+
+TEST(KutLibrary, RefusesAMissingSymbol) {
+  const std::string e = OpenError("example_broken2");
+  EXPECT_NE(e.find("exports no mlasim_kut_run"), std::string::npos) << e;
+}
+
+TEST(KutLibrary, RefusesAnUnknownMemoryKind) {
+  const std::string e = OpenError("example_broken6");
+  EXPECT_NE(e.find("describes memory 7"), std::string::npos) << e;
+}
+
+TEST(KutLibrary, RefusesADescriptionWithoutAnOperation) {
+  const std::string e = OpenError("example_broken7");
+  EXPECT_NE(e.find("describes no operation"), std::string::npos) << e;
+}
+
+TEST(KutLibrary, ReportsDescribeFailingWithTheLibrarysMessage) {
+  const std::string e = OpenError("example_broken8", "x=1");
+  EXPECT_NE(e.find("mlasim_kut_describe(\"x=1\") returned 2: no such device"), std::string::npos)
+      << e;
+}
+
+TEST(KutLibrary, RefusesAContractThatDoesNotResolve) {
+  const std::string e = OpenError("example_broken9");
+  EXPECT_NE(e.find("decode contract 'builtin:no-such-variant'"), std::string::npos) << e;
+}
+
+TEST(KutLibrary, RefusesAnInfoOfAnotherAbiVersion) {
+  const std::string e = OpenError("example_broken10");
+  EXPECT_NE(e.find("wrote abi_version 0 into its mlasim_kut_info, expected 1"), std::string::npos)
+      << e;
+}
+
+TEST(KutLibrary, CpuKernelRefusesAConfigItDoesNotKnow) {
+  const std::string e = OpenError("cpu", "variant=fast");
+  EXPECT_NE(e.find("returned 1: unknown variant 'fast' (asm, opus or hk)"), std::string::npos) << e;
+}
+
+// The CPU kernel checks the descriptor's version and size before it reads anything else.
+TEST(KutLibrary, CpuKernelRefusesACallDescriptorOfAnotherVersionOrSize) {
+  auto lib = KutLibrary::Open(Lib("cpu"), "");
+  ASSERT_TRUE(lib.ok()) << lib.status().message();
+  mlasim_kut_call call{};
+  call.abi_version = MLASIM_KUT_ABI_VERSION + 1;
+  call.struct_bytes = sizeof(call);
+  call.op = MLASIM_KUT_OP_DECODE;
+  std::string error;
+  EXPECT_EQ((*lib)->Run(call, &error), MLASIM_KUT_ERROR);
+  EXPECT_EQ(error, "call descriptor of another ABI version or size");
+  call.abi_version = MLASIM_KUT_ABI_VERSION;
+  call.struct_bytes = sizeof(call) - 8;
+  error.clear();
+  EXPECT_EQ((*lib)->Run(call, &error), MLASIM_KUT_ERROR);
+  EXPECT_EQ(error, "call descriptor of another ABI version or size");
+  // An op outside {decode, reduce}: unsupported, named.
+  call.struct_bytes = sizeof(call);
+  call.op = 3;
+  call.config = "";
+  error.clear();
+  EXPECT_EQ((*lib)->Run(call, &error), MLASIM_KUT_UNSUPPORTED);
+  EXPECT_EQ(error, "unknown op 3");
+}
+
+TEST(KutDescription, SaysWhyAShapeIsNotRun) {
+  auto lib = KutLibrary::Open(Lib("cpu"), "");
+  ASSERT_TRUE(lib.ok());
+  const KutDescription& d = (*lib)->description();
+  EXPECT_EQ(d.Unsupported(MLASIM_KUT_OP_DECODE, 16, 1024, 1024, 1, true), "");  // the limit
+  EXPECT_NE(d.Unsupported(MLASIM_KUT_OP_DECODE, 16, 1040, 512, 1, true), "");   // one past it
+}
+
+// A library that crashes while describing itself ends the worker that loads it, not this
+// process: the pool refuses it with the worker's signal.
+TEST(KutPool, ContainsALibraryCrashingInDescribe) {
+  KutPoolOptions o;
+  o.worker_exe = std::string(MLASIM_KUT_DIR) + "/mlasim";
+  o.library = Lib("example_broken4");
+  auto pool = KutPool::Start(o);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().field(), "--kernel-under-test");
+  EXPECT_NE(pool.status().message().find("example_broken4"), std::string::npos)
+      << pool.status().message();
+}
+
+}  // namespace
+}  // namespace mlasim::fuzz
+
+namespace mlasim::cli {
+namespace {
+
+struct Out {
+  int code;
+  std::string out, err;
+};
+
+Out Cli(const std::vector<std::string>& args) {
+  ::setenv("MLASIM_EXE", (std::string(MLASIM_KUT_DIR) + "/mlasim").c_str(), 1);
+  std::ostringstream o, e;
+  const int code = RunMlasim(args, o, e);
+  return {code, o.str(), e.str()};
+}
+
+std::string Lib(const std::string& name) {
+  return std::string(MLASIM_KUT_DIR) + "/libmlasim_kut_" + name + ".so";
+}
+
+// A small sentinel campaign through `lib`; `flags` (flag -> value) replace the defaults.
+Out Fuzz(const std::string& lib, std::map<std::string, std::string> flags = {}) {
+  std::map<std::string, std::string> f = {{"--cases", "4"}, {"--head-dims", "32,16"}};
+  for (const auto& [k, v] : flags) f[k] = v;
+  std::vector<std::string> a = {"fuzz", "--gpu",   "sentinel",      "--kernel-under-test",
+                                lib,    "--small", "--ignore-known"};
+  for (const auto& [k, v] : f) a.insert(a.end(), {k, v});
+  return Cli(a);
+}
+
+TEST(KutCli, RefusedLibrariesExitTwoWithTheReason) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"example_broken1", "ABI version 2"},
+      {"example_broken2", "exports no mlasim_kut_run"},
+      {"example_broken4", "example_broken4"},
+      {"example_broken6", "describes memory 7"},
+      {"no_such_kernel", "cannot be loaded"}};
+  for (const auto& [lib, why] : cases) {
+    const Out r = Fuzz(Lib(lib));
+    EXPECT_EQ(r.code, 2) << lib << '\n' << r.out << r.err;
+    EXPECT_NE(r.err.find("--kernel-under-test"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << lib << ": " << r.err;
+    EXPECT_EQ(r.out.find("cases "), std::string::npos) << "no campaign ran: " << r.out;
+  }
+}
+
+// A crash in mlasim_kut_run ends a worker per call; the pool replaces it, the campaign runs its
+// whole budget and reports the crash as a finding.
+TEST(KutCli, ACrashingKernelIsContainedAndReported) {
+  const Out r = Fuzz(Lib("example_broken3"));
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("cases 4 "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" 0 worker replacement(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  verify|dense_decode||write|KUT-fault  (seed index 0, "),
+            std::string::npos)
+      << r.out;
+}
+
+// A call that runs past --kernel-timeout is a hang: the worker is killed and replaced.
+TEST(KutCli, AHangingKernelIsKilledAfterTheTimeout) {
+  const Out r = Fuzz(Lib("example_broken5"), {{"--kernel-timeout", "0.5"}, {"--cases", "1"}});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("cases 1 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  verify|dense_decode||run|KUT-fault  (seed index 0, "), std::string::npos)
+      << r.out;
+}
+
+// MLASIM_KUT_ERROR from mlasim_kut_run is a finding with the library's message.
+TEST(KutCli, AKernelReturningAnErrorIsAFinding) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mlasim_kut_err_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const Out r = Fuzz(Lib("example_broken11"), {{"--cases", "2"}, {"--out", dir.string()}});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("  verify|dense_decode||run|KUT-fault  (seed index 0, "), std::string::npos)
+      << r.out;
+  std::ifstream f(dir / "verify.dense_decode..run.KUT-fault.json");
+  ASSERT_TRUE(f.good());
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_NE(text.str().find("example-broken11 fails every call"), std::string::npos) << text.str();
+  std::filesystem::remove_all(dir);
+}
+
+// A kernel that fails a call once and not when the case is replayed to shrink it: the finding is
+// the unshrunk case, saying so (not an internal error of the campaign).
+TEST(KutCli, AFindingTheShrinkCannotReproduceIsKeptUnshrunk) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("mlasim_kut_flaky_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const Out r =
+      Fuzz(Lib("example_broken12"), {{"--cases", "1"}, {"--jobs", "1"}, {"--out", dir.string()}});
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("findings 1: 1 new"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  verify|dense_decode||run|KUT-fault  (seed index 0, 0 shrink steps)"),
+            std::string::npos)
+      << r.out;
+  std::ifstream f(dir / "verify.dense_decode..run.KUT-fault.json");
+  ASSERT_TRUE(f.good());
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_NE(text.str().find("the kernel under test is not deterministic here; not shrunk"),
+            std::string::npos)
+      << text.str();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(KutCli, HeadDimsBoundaries) {
+  for (const char* ok : {"16,16", "1024,16"}) {
+    const Out r = Fuzz(Lib("cpu"), {{"--head-dims", ok}, {"--cases", "1"}});
+    EXPECT_EQ(r.code, 0) << ok << '\n' << r.out << r.err;
+  }
+  for (const char* bad : {"0,0", "15,15", "1040,16", "32,48", "32", "32,16,8", "a,b"}) {
+    const Out r = Fuzz(Lib("cpu"), {{"--head-dims", bad}});
+    EXPECT_EQ(r.code, 2) << bad << '\n' << r.out;
+    EXPECT_NE(r.err.find("--head-dims"), std::string::npos) << r.err;
+  }
+}
+
+TEST(KutCli, FlagErrors) {
+  const std::pair<std::vector<std::string>, const char*> cases[] = {
+      {{"fuzz", "--gpu", "fast", "--kernel-under-test", Lib("cpu")}, "--gpu"},
+      {{"fuzz", "--kernel-under-test", Lib("cpu")}, "only with --gpu"},
+      {{"fuzz", "--gpu", "guard", "--kernel-under-test", Lib("cpu"), "--kernel-timeout", "0"},
+       "--kernel-timeout"},
+      {{"fuzz", "--gpu", "guard", "--kernel-under-test", Lib("cpu"), "--reference", "fpga"},
+       "--reference"},
+      {{"replay", "--builtin", "seed", "--kernel-under-test", Lib("cpu")}, "only with --gpu"},
+  };
+  for (const auto& [args, why] : cases) {
+    const Out r = Cli(args);
+    EXPECT_EQ(r.code, 2) << args[1] << '\n' << r.out << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+}
+
+// `replay --gpu --kernel-under-test` with the CPU kernel on the builtin seed scenario: the
+// kernel agrees with its contract, so what remains are the simulator's own predictions.
+TEST(KutCli, ReplayThroughTheCpuKernel) {
+  const Out r = Cli({"replay", "--builtin", "seed", "--gpu", "--kernel-under-test", Lib("cpu"),
+                     "--head-dims", "32,16"});
+  EXPECT_NE(r.out.find("gpu: kernel under test mlasim-cpu"), std::string::npos) << r.out << r.err;
+  EXPECT_EQ(r.out.find("KUT-"), std::string::npos) << r.out;
+  const Out bad =
+      Cli({"replay", "--builtin", "seed", "--gpu", "--kernel-under-test", Lib("example_broken1")});
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.err.find("ABI version 2"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace mlasim::cli
