@@ -179,13 +179,13 @@ std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
       const int64_t first = before ? -v.rows_before_start : std::max(v.first_row, v.rows);
       const int64_t last = before ? -1 : std::max(v.last_row, first);
       std::vector<std::string> names = {buf};
-      if (buf == "o" && lse_mirrors_o && v.access == "write") names.push_back("lse");
+      if (buf == "o" && lse_mirrors_o && v.access == sim::Access::kWrite) names.push_back("lse");
       for (const std::string& n : names) {
         auto it = std::find_if(out.begin(), out.end(), [&](const Predicted& p) {
-          return p.buffer == n && p.access == v.access && p.before == before;
+          return p.buffer == n && p.access == sim::AccessName(v.access) && p.before == before;
         });
         if (it == out.end()) {
-          out.push_back(Predicted{n, v.access, before, first, last, {}});
+          out.push_back(Predicted{n, sim::AccessName(v.access), before, first, last, {}});
           it = out.end() - 1;
         }
         it->first = std::min(it->first, first);
@@ -202,14 +202,16 @@ sim::Violation KernelViolation(sim::ViolationKind kind, const char* cls, const s
                                const std::string& detail) {
   sim::Violation v;
   v.kind = kind;
-  v.bug_class = cls;
+  (void)cls;  // the label (KUT-contract, ...) follows from the kind: sim::ClassLabel
   v.step = c.step;
   v.call = c.name;
   v.call_index = c.index;
   v.table_row = c.table_row;
   v.kernel = c.kernel;
   v.buffer = buffer;
-  v.access = access;
+  v.access = access == "write" ? sim::Access::kWrite
+             : access == "run" ? sim::Access::kRun
+                               : sim::Access::kRead;
   v.detail = detail;
   return v;
 }
@@ -329,14 +331,14 @@ namespace mlasim::fuzz {
 
 nlohmann::json ViolationToJson(const sim::Violation& v) {
   return {{"kind", sim::ViolationKindName(v.kind)},
-          {"class", v.bug_class},
+          {"class", static_cast<int>(v.bug_class)},  // worker -> parent IPC: enums as numbers
           {"step", v.step},
           {"call", v.call},
           {"call_index", v.call_index},
           {"table_row", v.table_row},
           {"kernel", v.kernel},
           {"buffer", v.buffer},
-          {"access", v.access},
+          {"access", static_cast<int>(v.access)},
           {"rows", v.rows},
           {"row_bytes", v.row_bytes},
           {"first_row", v.first_row},
@@ -347,7 +349,8 @@ nlohmann::json ViolationToJson(const sim::Violation& v) {
           {"bytes_before_start", v.bytes_before_start},
           {"cause", v.cause},
           {"work_items", v.work_items},
-          {"consequence", v.consequence},
+          {"consequence", static_cast<int>(v.consequence)},
+          {"consequence_of", v.consequence_of},
           {"first_bad_address", v.first_bad_address},
           {"detail", v.detail}};
 }
@@ -362,14 +365,20 @@ StatusOr<sim::Violation> ViolationFromJson(const nlohmann::json& j) {
       if (kind == sim::ViolationKindName(kk)) v.kind = kk, known = true;
     }
     if (!known) return InvalidArgumentError("violation.kind", "unknown kind '" + kind + "'");
-    v.bug_class = j.at("class").get<std::string>();
+    const int cls = j.at("class").get<int>();
+    if (cls < 0 || cls >= sim::kBugClassCount)
+      return InvalidArgumentError("violation.class", "unknown class " + std::to_string(cls));
+    v.bug_class = static_cast<sim::BugClass>(cls);
     v.step = j.at("step").get<std::string>();
     v.call = j.at("call").get<std::string>();
     v.call_index = j.at("call_index").get<int32_t>();
     v.table_row = j.at("table_row").get<std::string>();
     v.kernel = j.at("kernel").get<std::string>();
     v.buffer = j.at("buffer").get<std::string>();
-    v.access = j.at("access").get<std::string>();
+    const int a = j.at("access").get<int>();
+    if (a < 0 || a > static_cast<int>(sim::Access::kRun))
+      return InvalidArgumentError("violation.access", "unknown access " + std::to_string(a));
+    v.access = static_cast<sim::Access>(a);
     v.rows = j.at("rows").get<int64_t>();
     v.row_bytes = j.at("row_bytes").get<int64_t>();
     v.first_row = j.at("first_row").get<int64_t>();
@@ -380,7 +389,12 @@ StatusOr<sim::Violation> ViolationFromJson(const nlohmann::json& j) {
     v.bytes_before_start = j.at("bytes_before_start").get<int64_t>();
     v.cause = j.at("cause").get<std::string>();
     v.work_items = j.at("work_items").get<std::vector<int32_t>>();
-    v.consequence = j.at("consequence").get<std::string>();
+    const int q = j.at("consequence").get<int>();
+    if (q < 0 || q > static_cast<int>(sim::Consequence::kWrongOutput))
+      return InvalidArgumentError("violation.consequence",
+                                  "unknown consequence " + std::to_string(q));
+    v.consequence = static_cast<sim::Consequence>(q);
+    v.consequence_of = j.at("consequence_of").get<std::string>();
     v.first_bad_address = j.at("first_bad_address").get<uint64_t>();
     v.detail = j.at("detail").get<std::string>();
   } catch (const std::exception& e) {

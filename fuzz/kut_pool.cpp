@@ -417,7 +417,6 @@ Property KutProperty(KutPool* pool, bool ignore_known) {
     if (!res.error.empty()) {
       sim::Violation v;
       v.kind = sim::ViolationKind::kKernelFault;
-      v.bug_class = "KUT-harness";
       v.call = "step";
       v.detail = "the step could not be run through the kernel under test: " + res.error;
       out.push_back(v);

@@ -26,7 +26,7 @@ const sim::Violation* FindSignature(const std::vector<sim::Violation>& violation
 
 nlohmann::json ViolationJson(const sim::Violation& v) {
   return {{"kind", sim::ViolationKindName(v.kind)},
-          {"class", sim::BugClassLetter(v.bug_class)},
+          {"class", sim::ClassLabel(v)},
           {"step", v.step},
           {"call", v.call},
           {"buffer", v.buffer},

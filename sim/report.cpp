@@ -47,7 +47,7 @@ json CallJson(const ReplayReport& r, const Call& c) {
 
 json ViolationJson(const ReplayReport& r, const Violation& v) {
   json j = {{"kind", ViolationKindName(v.kind)},
-            {"class", BugClassLetter(v.bug_class)},
+            {"class", ClassLabel(v)},
             {"step", v.step},
             {"call", v.call},
             {"call_index", v.call_index},
@@ -80,7 +80,10 @@ json ViolationJson(const ReplayReport& r, const Violation& v) {
 // The class letters of `vs` with their meanings (the one table, sim/violation.cpp).
 json ClassesJson(const std::vector<Violation>& vs) {
   json out = json::object();
-  for (const Violation& v : vs) out[BugClassLetter(v.bug_class)] = BugClassMeaning(v.bug_class);
+  for (const Violation& v : vs)
+    out[ClassLabel(v)] = IsKernelKind(v.kind)
+                             ? "observed on the kernel under test (docs/kernel-under-test.md)"
+                             : BugClassMeaning(v.bug_class);
   return out;
 }
 
@@ -96,9 +99,9 @@ std::string ClassLegend(const std::vector<Violation>& vs) {
 }
 
 std::string ViolationText(const ReplayReport& r, const Violation& v) {
-  std::string out = fmt::format("\n  [{}] class {}  {} / {} ({})  {} {}\n",
-                                ViolationKindName(v.kind), BugClassLetter(v.bug_class), v.step,
-                                v.call, v.kernel, AccessName(v.access), v.buffer);
+  std::string out =
+      fmt::format("\n  [{}] class {}  {} / {} ({})  {} {}\n", ViolationKindName(v.kind),
+                  ClassLabel(v), v.step, v.call, v.kernel, AccessName(v.access), v.buffer);
   if (v.kind == ViolationKind::kOutOfBounds && v.rows_before_start > 0) {
     out += fmt::format(
         "      touches rows {}..{} of a buffer of {} rows: {} rows ({} bytes) before its start\n",

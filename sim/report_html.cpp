@@ -124,7 +124,7 @@ std::string ViolationTableHtml(const ReplayReport& r) {
       works += (k ? ", " : "") + std::to_string(v.work_items[k]);
     if (v.work_items.size() > 12) works += fmt::format(", ... ({} in all)", v.work_items.size());
     s += "<tr class=\"bad\">" + Td(fmt::format("{}", i), "num") + Td(ViolationKindName(v.kind)) +
-         Td(BugClassLetter(v.bug_class)) +
+         Td(ClassLabel(v)) +
          Td(fmt::format("{} {} / {}", v.call_index, v.step, v.call)) + Td(v.buffer, "mono") +
          Td(AccessName(v.access)) +
          Td(fmt::format("{}..{} of {}", v.first_row, v.last_row, v.rows), "num") +

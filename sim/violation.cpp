@@ -71,13 +71,14 @@ StatusOr<BugClass> ParseBugClass(const std::string& letter, const std::string& f
 }
 
 const char* AccessName(Access a) {
-  return a == Access::kWrite ? "write" : "read";
+  return a == Access::kWrite ? "write" : a == Access::kRun ? "run" : "read";
 }
 
 StatusOr<Access> ParseAccess(const std::string& name, const std::string& field) {
   if (name == "read") return Access::kRead;
   if (name == "write") return Access::kWrite;
-  return InvalidArgumentError(field, "must be \"read\" or \"write\", got '" + name + "'");
+  if (name == "run") return Access::kRun;
+  return InvalidArgumentError(field, "must be \"read\", \"write\" or \"run\", got '" + name + "'");
 }
 
 const char* ConsequenceName(Consequence c) {
@@ -92,8 +93,21 @@ std::string ConsequenceText(const Violation& v) {
 }
 
 std::string ViolationSignature(const Violation& v) {
-  return v.step + "|" + v.call + "|" + v.buffer + "|" + AccessName(v.access) + "|" +
-         BugClassLetter(v.bug_class);
+  return v.step + "|" + v.call + "|" + v.buffer + "|" + AccessName(v.access) + "|" + ClassLabel(v);
+}
+
+bool IsKernelKind(ViolationKind k) {
+  return k == ViolationKind::kKernelContract || k == ViolationKind::kKernelNumerics ||
+         k == ViolationKind::kKernelFault;
+}
+
+const char* ClassLabel(const Violation& v) {
+  switch (v.kind) {
+    case ViolationKind::kKernelContract: return "KUT-contract";
+    case ViolationKind::kKernelNumerics: return "KUT-numerics";
+    case ViolationKind::kKernelFault: return "KUT-fault";
+    default: return BugClassLetter(v.bug_class);
+  }
 }
 
 const char* ViolationKindName(ViolationKind k) {

@@ -27,8 +27,9 @@ const char* BugClassMeaning(BugClass c);
 // Errors: InvalidArgument(field) unless `letter` is one of A..J.
 StatusOr<BugClass> ParseBugClass(const std::string& letter, const std::string& field);
 
-enum class Access : uint8_t { kRead, kWrite };
-const char* AccessName(Access a);  // "read" | "write"
+// kRun: a kernel under test that crashed, hung or failed as a whole (no single access).
+enum class Access : uint8_t { kRead, kWrite, kRun };
+const char* AccessName(Access a);  // "read" | "write" | "run"
 StatusOr<Access> ParseAccess(const std::string& name, const std::string& field);
 
 // What a violation does on hardware. Some carry an object (Violation::consequence_of): the
@@ -72,6 +73,9 @@ enum class ViolationKind : uint8_t {
   kKernelFault,     // the kernel crashed, hung or returned an error
 };
 const char* ViolationKindName(ViolationKind k);
+// True for the kinds observed on a kernel under test (kKernelContract, kKernelNumerics,
+// kKernelFault): they are not predictions of a bug class.
+bool IsKernelKind(ViolationKind k);
 
 struct Violation {
   ViolationKind kind = ViolationKind::kOutOfBounds;
@@ -100,6 +104,11 @@ struct Violation {
   uint64_t first_bad_address = 0;
   std::string detail;  // one sentence
 };
+
+// The class column of reports and signatures: the bug class letter ("A".."J"), or for a finding
+// observed on a kernel under test "KUT-contract", "KUT-numerics" or "KUT-fault"
+// (docs/kernel-under-test.md).
+const char* ClassLabel(const Violation& v);
 
 // The consequence as reports print it: "fault", "corrupts:<buffer>", "plan_invalid:<diag>", ...
 std::string ConsequenceText(const Violation& v);
