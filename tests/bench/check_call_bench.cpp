@@ -51,7 +51,12 @@ void BM_CheckCallAsmDecode(benchmark::State& state) {
   }
   state.counters["works"] = p.derived.num_works;
 }
-BENCHMARK(BM_CheckCallAsmDecode)->ArgName("B")->Arg(1)->Arg(64)->Arg(256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CheckCallAsmDecode)
+    ->ArgName("B")
+    ->Arg(1)
+    ->Arg(64)
+    ->Arg(256)
+    ->Unit(benchmark::kMicrosecond);
 
 void BM_CheckPlanPeer(benchmark::State& state) {
   const ref::PlanRequest r = Batch(static_cast<int32_t>(state.range(0)));
