@@ -7,17 +7,19 @@
                    config={"planner": p.planner_config}, **p.buffers(),
                    qo_indptr=..., kv_indptr=..., kv_last_page_lens=...)
 
-Documentation: docs/python.md. Kernel-contract checks of a call (``check_call``) come with the
-contract format (issue 14); they will live next to check_plan.
+    mlasim.check_call("mla_decode_fwd", "asm", plan=p, q=q, o=o)  # raises mlasim.PlanViolation
+
+Documentation: docs/python.md.
 """
 
 from . import _core
 from ._planner import (BUFFER_NAMES, POISON, CheckReport, Diagnostic, Plan, check_plan,
                        make_request, plan, planner_config)
+from ._check_call import PlanViolation, check_call
 from .capture import capture
 
 __version__ = _core.__version__
 Request = _core.Request
 
-__all__ = ["BUFFER_NAMES", "POISON", "CheckReport", "Diagnostic", "Plan", "Request", "capture",
-           "check_plan", "make_request", "plan", "planner_config", "__version__"]
+__all__ = ["BUFFER_NAMES", "POISON", "CheckReport", "Diagnostic", "Plan", "PlanViolation", "Request", "capture",
+           "check_call", "check_plan", "make_request", "plan", "planner_config", "__version__"]

@@ -23,6 +23,7 @@
 #include "ref/plan_check.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
+#include "sim/call_check.h"
 #include "tools/io/case_dir.h"
 #include "tools/io/plan_buffers.h"
 #include "tools/io/request_json.h"
@@ -517,6 +518,88 @@ py::dict PlannerConfig(const Request& req) {
   return d;
 }
 
+// A kernel contract resolved once (mlasim.check_call caches it per (call kind, contract)).
+struct ContractHandle {
+  std::shared_ptr<const sim::Contract> contract;
+};
+
+// The CheckCall field as check_call's argument name: "tensors.q" -> "q".
+std::string CallArg(const std::string& field) {
+  return field.rfind("tensors.", 0) == 0 ? field.substr(8) : field;
+}
+
+ContractHandle LoadContract(const std::string& call, const std::string& kind,
+                            const std::string& contract) {
+  StatusOr<sim::CallKind> k = sim::CallKindOf(call, kind, kind.empty() ? "call" : "kind");
+  if (!k.ok()) ThrowValue(k.status().field(), k.status().message());
+  StatusOr<std::shared_ptr<const sim::Contract>> c =
+      sim::ResolveCallContract(*k, contract, "contract");
+  if (!c.ok()) ThrowValue("contract", c.status().message());
+  return {*c};
+}
+
+// check_call's C++ half: `arrays` maps plan buffer / indptr names to int32 numpy arrays (read
+// here, copied into the executor's plan), `tensors` is a list of (role, shape, itemsize) (shapes
+// only: no tensor data is read). Returns one tuple per finding (buffer, access, rows, first_row,
+// last_row, rows_past_end, rows_before_start, work_items, text).
+py::list CheckCallPy(const ContractHandle& h, const std::string& call, py::dict arrays,
+                     py::list tensors, py::handle fold, py::handle max_seqlen_q,
+                     py::handle page_size, py::handle launch_grid) {
+  sim::CallCheckInput in;
+  in.call = call;
+  in.contract = h.contract;
+  in.fold_ratio = static_cast<int32_t>(Int("fold_ratio", fold, 1, 1 << 16));
+  in.max_seqlen_q = static_cast<int32_t>(Int("max_seqlen_q", max_seqlen_q, 1, 1 << 16));
+  in.page_size = static_cast<int32_t>(Int("page_size", page_size, 1, 1 << 20));
+  in.launch_grid = static_cast<int32_t>(Int("launch_grid", launch_grid, -1, INT32_MAX));
+  const py::dtype i32 = py::dtype::of<int32_t>();
+  const std::pair<const char*, std::vector<int32_t>*> slots[] = {
+      {"work_indptr", &in.work_indptr},
+      {"work_info", &in.work_info},
+      {"reduce_indptr", &in.reduce_indptr},
+      {"reduce_final_map", &in.reduce_final_map},
+      {"reduce_partial_map", &in.reduce_partial_map},
+      {"qo_indptr", &in.qo_indptr},
+      {"kv_indptr", &in.kv_indptr},
+      {"kv_last_page_lens", &in.kv_last_page_lens}};
+  for (const auto& [name, vec] : slots) {
+    if (!arrays.contains(name)) continue;
+    const bool rows = std::string(name) == "work_info" || std::string(name) == "reduce_final_map";
+    py::array a = Array(name, arrays[name], i32, {rows ? 2 : 1}, false);
+    const int32_t width = std::string(name) == "work_info" ? 8 : 2;
+    if (rows && a.shape(1) != width)
+      ThrowValue(name, "rows must hold " + std::to_string(width) + " int32");
+    if (a.size() > sim::kMaxCallBufferElements)
+      ThrowValue(name, std::to_string(a.size()) + " elements (limit " +
+                           std::to_string(sim::kMaxCallBufferElements) + ")");
+    const int32_t* p = static_cast<const int32_t*>(a.data());
+    vec->assign(p, p + a.size());
+  }
+  for (py::handle t : tensors) {
+    const py::tuple tu = py::reinterpret_borrow<py::tuple>(t);
+    const std::string role = tu[0].cast<std::string>();
+    std::vector<int64_t> shape;
+    for (py::handle d : tu[1]) shape.push_back(Int(role + ".shape", d, 0, INT64_MAX / 2));
+    const int32_t itemsize = static_cast<int32_t>(Int(role + ".itemsize", tu[2], 1, 64));
+    StatusOr<sim::CallTensor> ct =
+        sim::CallTensorFromShape(role, shape, itemsize, in.fold_ratio, role);
+    if (!ct.ok()) ThrowValue(role, ct.status().message());
+    in.tensors.push_back(std::move(*ct));
+  }
+  std::optional<StatusOr<std::vector<sim::Violation>>> v;
+  {
+    py::gil_scoped_release release;
+    v.emplace(sim::CheckCall(in));
+  }
+  if (!v->ok()) ThrowValue(CallArg(v->status().field()), v->status().message());
+  py::list out;
+  for (const sim::Violation& x : **v)
+    out.append(py::make_tuple(x.buffer, x.access, x.rows, x.first_row, x.last_row, x.rows_past_end,
+                              x.rows_before_start, x.work_items,
+                              sim::CallViolationText(call, *h.contract, x)));
+  return out;
+}
+
 }  // namespace
 }  // namespace mlasim::python
 
@@ -539,6 +622,9 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("qo_indptr", [](const Request& r) { return r.request.qo_indptr; })
       .def_property_readonly("kv_last_page_lens",
                              [](const Request& r) { return r.request.kv_last_page_lens; })
+      .def_property_readonly("max_seqlen_qo",
+                             [](const Request& r) { return r.request.max_seqlen_qo; })
+      .def_property_readonly("page_size", [](const Request& r) { return r.request.page_size; })
       .def_property_readonly("batch_size", [](const Request& r) {
         return static_cast<int64_t>(r.request.kv_indptr.size()) - 1;
       });
@@ -551,6 +637,17 @@ PYBIND11_MODULE(_core, m) {
   m.def("check_plan", &CheckPlan, py::arg("request"), py::arg("planner"), py::arg("work_indptr"),
         py::arg("work_info"), py::arg("reduce_indptr"), py::arg("reduce_final_map"),
         py::arg("reduce_partial_map"), py::arg("unwritten"));
+  py::class_<ContractHandle>(m, "Contract")
+      .def_property_readonly("name", [](const ContractHandle& h) { return h.contract->name; })
+      .def_property_readonly("variant", [](const ContractHandle& h) { return h.contract->variant; })
+      .def_property_readonly("file", [](const ContractHandle& h) { return h.contract->file; })
+      .def_property_readonly("kind", [](const ContractHandle& h) {
+        return std::string(mlasim::sim::CallKindName(h.contract->call));
+      });
+  m.def("load_contract", &LoadContract, py::arg("call"), py::arg("kind"), py::arg("contract"));
+  m.def("check_call", &CheckCallPy, py::arg("contract"), py::arg("call"), py::arg("arrays"),
+        py::arg("tensors"), py::arg("fold_ratio"), py::arg("max_seqlen_q"), py::arg("page_size"),
+        py::arg("launch_grid"));
   m.def("info_v1", [](const Request& req) {
     const auto& r = req.request;
     auto s = mlasim::ref::GetMlaMetadataInfoV1(r, static_cast<int32_t>(r.kv_indptr.size()) - 1);

@@ -124,8 +124,9 @@ TEST_F(CheckCli, ACleanCaseReportsIdenticalPlanAndExitsZero) {
           "not compared with the data_ptrs\n"
           "  check      ok (0 errors, 0 warnings)\n"
           "\n"
-          "contracts: not checked: no kernel contract is wired to case directories yet (call "
-          "'mla_decode_fwd'); see tools/io/case_contracts.h\n"
+          "contracts: not checked: the case captures none of the call's tensors (q, o, "
+          "logits, attn_lse, lse, kv_indices) and names no kernel (config.kernel) or contract "
+          "(--contract)\n"
           "\n"
           "verdict: ok\n");
 }
@@ -409,6 +410,57 @@ TEST_F(CheckCli, BadFlagsExitTwo) {
   r = Check({dir, "--planner", "serial"});  // the worked example plans the same either way
   EXPECT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("planner serial"), std::string::npos);
+}
+
+// The worked example with q and o of `rows` rows captured ([rows, 16, 576] / [rows, 16, 512]):
+// its plan covers 3 rows.
+CaseBuilder CaseWithQo(int64_t rows) {
+  CaseBuilder b = CleanCase();
+  b.Add("q", "bfloat16", {rows, 16, 576}, std::string(rows * 16 * 576 * 2, '\0'));
+  b.Add("o", "bfloat16", {rows, 16, 512}, std::string(rows * 16 * 512 * 2, '\0'));
+  return b;
+}
+
+TEST_F(CheckCli, ContractFindingsExitOneAndCleanCallsSaySo) {
+  std::string dir = Write(CaseWithQo(2));
+  CliResult r = Check({dir});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // Request 2 (one token, split in three pieces: work items 3, 4, 5) lies past q/o of 2 rows.
+  EXPECT_NE(r.out.find("contracts: checked, 1 call (mla_decode_fwd under aiter-asm-decode "
+                       "(builtin:aiter-decode-asm.json)), 1 finding\n"
+                       "  mla_decode_fwd (aiter-asm-decode) reads q rows 2..2 of 2: 1 row past "
+                       "its end (3 work items: 3, 4, 5)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("verdict: FAILED (1 finding)"), std::string::npos) << r.out;
+  const json j = json::parse(Check({dir, "--json"}).out);
+  EXPECT_EQ(j["contracts"]["findings"][0]["tensor"], "q");
+  EXPECT_EQ(j["contracts"]["findings"][0]["rows_past_end"], 1);
+  EXPECT_EQ(j["contracts"]["findings"][0]["work_items"], json::array({3, 4, 5}));
+  fs::remove_all(dir_);
+  dir = Write(CaseWithQo(3));
+  r = Check({dir});
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("contracts: checked, 1 call (mla_decode_fwd under aiter-asm-decode "
+                       "(builtin:aiter-decode-asm.json)), no finding\n"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(CheckCli, ContractFlagTakesAFileOrAVariantAndRefusesBadOnes) {
+  const std::string dir = Write(CaseWithQo(3));
+  CliResult r = Check({dir, "--contract", "hk"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("under aiter-hk-decode (builtin:aiter-decode-hk.json)), no finding"),
+            std::string::npos)
+      << r.out;
+  r = Check({dir, "--contract", "triton"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("mlasim check: error: --contract: "), std::string::npos) << r.err;
+  const std::string bad = File("bad.json", "{\"extends\": ");
+  r = Check({dir, "--contract", bad});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("mlasim check: error: " + bad), std::string::npos) << r.err;
 }
 
 }  // namespace

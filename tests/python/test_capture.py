@@ -71,8 +71,9 @@ def test_round_trip_of_a_clean_case_prints_the_exact_report(tmp_path, mlasim_bin
         "  diff       identical: the 70 cells the planner writes agree\n"
         "  check      ok (0 errors, 0 warnings)\n"
         "\n"
-        "contracts: not checked: no kernel contract is wired to case directories yet (call "
-        "'mla_decode_fwd'); see tools/io/case_contracts.h\n"
+        "contracts: not checked: the case captures none of the call's tensors (q, o, logits, "
+        "attn_lse, lse, kv_indices) and names no kernel (config.kernel) or contract "
+        "(--contract)\n"
         "\n"
         "verdict: ok\n")
 

@@ -1,24 +1,21 @@
 // File: tools/io/case_contracts.h
 //
-// THE SEAM for kernel contracts in `mlasim check` (issue 14: "checks every call against the
-// captured tensor sizes with its contract"). A case directory records one engine call (its
-// name, its tensors with shapes and byte sizes, the plan buffers it consumed). The kernel access
-// contracts that say which rows of which tensors that call touches per work item live in sim/
-// (sim/contracts.h; their format is being built). This is where they plug in:
+// Kernel contracts in `mlasim check` (issue 14: "checks every call against the captured tensor
+// sizes with its contract"). A case directory records one engine call (its name, its tensors
+// with shapes, the plan buffers it consumed). CheckCaseContracts looks up the contract of that
+// call (its kind from config.call_kind or the call's name, its kernel variant from
+// config.kernel, or a user's contract file) and runs it with the simulator's executor over the
+// captured plan buffers and tensor extents (sim/call_check.h: the same entry point as Python's
+// mlasim.check_call), one finding per tensor accessed outside its captured rows.
 //
-//   CheckCaseContracts(case)  -> look up the contract for manifest.call (and config: kernel
-//                                variant, ...), apply it to the captured plan buffers and tensor
-//                                shapes, return one finding per row range read or written past
-//                                a captured tensor's end.
-//
-// Until a contract is wired in, the result is `checked = false` with the reason, which `check`
-// prints as "contracts: not checked: ..." and never counts as passed. `mlasim check` and its
-// tests read only this header; filling case_contracts.cpp changes no other file.
+// A case that captures none of the call's tensors (q, o, logits, attn_lse, lse, kv_indices) and
+// names no kernel or contract is reported `checked = false` with the reason ("contracts: not
+// checked: ..."), never as passed.
 #pragma once
-
 #include <string>
 #include <vector>
 
+#include "ref/status.h"
 #include "tools/io/case_dir.h"
 #include "tools/io/case_plan.h"
 
@@ -28,9 +25,12 @@ namespace mlasim::io {
 struct ContractFinding {
   std::string tensor;                  // captured tensor name ("o")
   std::string access;                  // "read" or "write"
-  int64_t first_row = 0, end_row = 0;  // rows [first_row, end_row) past the tensor's end
-  int64_t rows = 0;                    // rows the tensor holds
-  std::vector<int32_t> work_items;     // work items that make the access (first few)
+  int64_t first_row = 0, end_row = 0;  // rows [first_row, end_row) outside the tensor
+  int64_t rows = 0;                    // rows the tensor holds (in the kernel's view)
+  int64_t rows_past_end = 0;           // rows past its end (0 for an underflow)
+  int64_t rows_before_start = 0;       // rows before its start (an underflow)
+  std::vector<int32_t> work_items;     // work items (reduce: tiles) that make it, first 8
+  int64_t work_item_count = 0;         // how many in all
   std::string text;                    // one sentence
 };
 
@@ -41,7 +41,26 @@ struct ContractCheckResult {
   std::vector<ContractFinding> findings;
 };
 
+struct CaseContractOptions {
+  std::string contract;  // `--contract FILE`: a contract file (or built-in variant) to apply
+};
+
 // Applies the kernel contract of the captured call (manifest.call) to the captured tensors.
-ContractCheckResult CheckCaseContracts(const CaseManifest& manifest, const CasePlanner& planner);
+// Which contract: options.contract, else config.contract (a file or variant name), else the
+// built-in of config.kernel (decode: "asm" by default; reduce: "mla_reduce_v1"); the call kind
+// is config.call_kind ("decode" | "reduce") or follows from manifest.call (sim::CallKindOf).
+// Tensor extents (sim::CallTensorFromShape): q and o fold by the plan's fold_ratio
+// (DecidePlan on the captured planner request; 1 without one); max_seqlen_q and page_size come
+// from config.planner (1 without one). Plan buffers and qo/kv indptrs come from `planner`.
+// Findings: one per (tensor, read/write, past the end / before the start), rows in the kernel's
+// view, with the first work items (at most 8). Errors (InvalidArgument, exit 2), each naming
+// "CASE/manifest.json:FIELD": an unknown call kind (field "call"), an unknown kernel variant
+// ("config.kernel"), a bad contract file ("--contract" / "config.contract"), a missing tensor
+// the contract needs ("tensors.q", "tensors.work_info", ...), a wrong dtype of a captured plan
+// buffer (from ReadCasePlanner).
+StatusOr<ContractCheckResult> CheckCaseContracts(const CaseFiles& files,
+                                                 const CaseManifest& manifest,
+                                                 const CasePlanner& planner,
+                                                 const CaseContractOptions& options = {});
 
 }  // namespace mlasim::io

@@ -333,8 +333,11 @@ void PrintText(std::ostream& out, const CheckReport& r) {
   PrintPlanText(out, r.plan);
   out << '\n';
   if (r.contracts.checked)
-    out << "contracts: " << r.contracts.contract << ": " << r.contracts.findings.size()
-        << " finding(s)\n";
+    out << fmt::format(
+        "contracts: checked, 1 call ({} under {}), {}\n", m.call, r.contracts.contract,
+        r.contracts.findings.empty() ? std::string("no finding")
+                                     : fmt::format("{} finding{}", r.contracts.findings.size(),
+                                                   r.contracts.findings.size() == 1 ? "" : "s"));
   else
     out << "contracts: not checked: " << r.contracts.reason << '\n';
   for (const io::ContractFinding& c : r.contracts.findings) out << "  " << c.text << '\n';
@@ -442,7 +445,10 @@ json ReportJson(const CheckReport& r) {
                                      {"first_row", c.first_row},
                                      {"end_row", c.end_row},
                                      {"rows", c.rows},
+                                     {"rows_past_end", c.rows_past_end},
+                                     {"rows_before_start", c.rows_before_start},
                                      {"work_items", c.work_items},
+                                     {"work_item_count", c.work_item_count},
                                      {"text", c.text}});
   json fault = nullptr;
   if (r.fault.given) {
@@ -483,10 +489,12 @@ class CheckCommand final : public Command {
   explicit CheckCommand(CLI::App& parent) {
     app_ = parent.add_subcommand(kName,
                                  "Check a case directory captured with mlasim.capture: re-plan and "
-                                 "diff the plan, run the plan checker, attribute a fault address");
+                                 "diff the plan, run the plan checker, check the call against its "
+                                 "kernel contract, attribute a fault address");
     app_->footer(
-        "Exit codes: 0 no finding, 1 findings (plan differs, checker errors, fault past a "
-        "tensor's end), 2 bad input (the message names the file and field).\n"
+        "Exit codes: 0 no finding, 1 findings (plan differs, checker errors, a contract "
+        "access outside a captured tensor, fault past a tensor's end), 2 bad input (the message "
+        "names the file and field).\n"
         "Example: mlasim check /tmp/case --fault-log rocm.log\n");
     app_->add_option("CASE_DIR", case_dir_, "directory holding manifest.json and the .npy files")
         ->required();
@@ -499,6 +507,10 @@ class CheckCommand final : public Command {
                      "parallel")
         ->type_name("auto|serial|parallel")
         ->capture_default_str();
+    app_->add_option("--contract", contract_,
+                     "check the call with this kernel contract file (docs/contracts.md) or "
+                     "built-in variant instead of config.contract / config.kernel")
+        ->type_name("FILE");
     app_->add_flag("--json", json_, "print the report as JSON");
   }
 
@@ -518,7 +530,12 @@ class CheckCommand final : public Command {
     if (!planner.ok()) return Fail(io, planner.status());
     if (Status st = RunPlanSection(r.manifest, files, *planner, *choice, r.plan); !st.ok())
       return Fail(io, st);
-    r.contracts = io::CheckCaseContracts(r.manifest, *planner);
+    io::CaseContractOptions copt;
+    copt.contract = contract_;
+    StatusOr<io::ContractCheckResult> contracts =
+        io::CheckCaseContracts(files, r.manifest, *planner, copt);
+    if (!contracts.ok()) return Fail(io, contracts.status());
+    r.contracts = std::move(*contracts);
     if (!fault_log_.empty())
       if (Status st = RunFaultSection(r.manifest, fault_log_, r.fault); !st.ok())
         return Fail(io, st);
@@ -537,7 +554,7 @@ class CheckCommand final : public Command {
   }
 
   CLI::App* app_ = nullptr;
-  std::string case_dir_, fault_log_;
+  std::string case_dir_, fault_log_, contract_;
   std::string planner_ = "auto";
   bool json_ = false;
 };

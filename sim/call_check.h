@@ -1,0 +1,94 @@
+// File: sim/call_check.h
+//
+// One kernel call checked on its own: the call's access contract (sim/contract.h) run by the
+// simulator's executor (sim/executor.h) over plan buffers and tensor extents an engine actually
+// passes, instead of over a simulated step. This is the entry point of `mlasim check CASE_DIR`
+// (tools/io/case_contracts.h, captured buffers and shapes) and of `mlasim.check_call` in Python
+// (python/src/bindings.cpp, live buffers and shapes): the generalisation of ATOM #2715's host
+// assert (plan rows <= q rows) to every buffer a contract names (docs/contracts.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ref/status.h"
+#include "sim/contract.h"
+#include "sim/executor.h"
+
+namespace mlasim::sim {
+
+// A tensor as the kernel views it: `rows` rows of `heads` x `cols` elements of `elem_bytes`
+// bytes. For q / o / logits / attn_lse of a folded plan the rows are the folded view's
+// (tokens x fold_ratio rows of heads / fold_ratio heads, aiter-mla-metadata.md §10.3).
+struct CallTensor {
+  std::string role;  // a CallRoles(contract->call) name: "q", "o", "logits", "kv_indices", ...
+  int64_t rows = 0;
+  int32_t heads = 1;
+  int32_t cols = 1;
+  int32_t elem_bytes = 4;
+};
+
+// Everything one call receives. Plan buffers are int32 as get_mla_metadata_v1 writes them
+// (work_info rows of 8, reduce_final_map rows of 2); an empty vector is a buffer not passed.
+struct CallCheckInput {
+  std::string call = "call";  // the call's name in findings ("mla_decode_fwd")
+  std::shared_ptr<const Contract> contract;
+  std::vector<int32_t> work_indptr, work_info, reduce_indptr, reduce_final_map, reduce_partial_map;
+  std::vector<int32_t> qo_indptr, kv_indptr, kv_last_page_lens;  // what `load` may read
+  std::vector<CallTensor> tensors;
+  int32_t fold_ratio = 1;     // the plan's head-fold ratio R (1 when unfolded)
+  int32_t max_seqlen_q = 1;   // tokens per request (partial buffers hold P x this rows)
+  int32_t page_size = 1;      // KV page size, tokens
+  int32_t num_clusters = -1;  // the planner's num_clusters; -1: work_indptr.size() - 1
+  int32_t launch_grid = -1;   // workgroups launched; -1: the contract's launch.grid
+};
+
+// Limits on one call's inputs (elements): above them CheckCall refuses rather than allocates.
+inline constexpr int64_t kMaxCallBufferElements = int64_t{1} << 26;
+
+// Runs `in.contract`'s program over `in` (sim/executor.cpp: one kernel call, nothing allocated
+// before it) and returns its accesses outside a tensor (ViolationKind::kOutOfBounds: rows past
+// the end or before the start), one Violation per (tensor, read/write, past/before), in the
+// executor's order, with the responsible work items (decode) or tiles (reduce). Reads of data
+// no call wrote are not findings here (a single call cannot know what the engine wrote).
+// Errors: InvalidArgument for a null contract or a plan call ("contract"), a tensor role the
+// call kind does not pass or given twice ("tensors.ROLE"), work_info / reduce_final_map sizes
+// that are not whole rows, non-positive rows/heads/cols/fold/page size, buffers above
+// kMaxCallBufferElements (field: the buffer's name).
+StatusOr<std::vector<Violation>> CheckCall(const CallCheckInput& in);
+
+// One sentence for a CheckCall finding: "CALL (CONTRACT) reads q rows 61..63 of 61: 3 rows past
+// its end (3 work items: 61, 62, 63)"; at most `max_items` work items (reduce: tiles) listed.
+std::string CallViolationText(const std::string& call, const Contract& contract, const Violation& v,
+                              size_t max_items = 8);
+
+// The call kind of the engine call named `call`: ParseCallKind(kind) when `kind` is given, else
+// from the name (one containing "reduce" is a reduce, one containing "decode" a decode:
+// aiter's mla_decode_fwd, mla_decode_stage1_asm_fwd, mla_reduce_v1). Errors: InvalidArgument
+// (`field`) naming the call when neither decides.
+StatusOr<CallKind> CallKindOf(const std::string& call, const std::string& kind,
+                              const std::string& field);
+
+// The contract a `kind` call is checked with: `contract` empty gives the default built-in
+// (decode: "asm", reduce: "mla_reduce_v1"); a name with a '/' or ending in ".json" is a
+// contract file (LoadContractFile), which must be written for `kind`; any other name is a
+// built-in variant or contract name of that kind (BuiltinContract). Errors: InvalidArgument
+// (`field`) naming the unknown variant (and the known ones), the file's error, or the kind
+// mismatch.
+StatusOr<std::shared_ptr<const Contract>> ResolveCallContract(CallKind kind,
+                                                              const std::string& contract,
+                                                              const std::string& field);
+
+// A tensor's extent in the kernel's view from its shape (elements per dimension, torch order)
+// and element size: rows = shape[0] (x fold_ratio for q and o, whose heads fold into rows,
+// aiter-mla-metadata.md §10.3), heads = shape[1] (/ fold_ratio for q and o) for rank >= 3,
+// cols = the product of the remaining dimensions; a 1-d tensor is rows of one element; a 0-d
+// tensor one row. Errors: InvalidArgument (`field`) when q/o heads are not a multiple of the
+// fold ratio, or a dimension is negative.
+StatusOr<CallTensor> CallTensorFromShape(const std::string& role, const std::vector<int64_t>& shape,
+                                         int32_t itemsize, int32_t fold_ratio,
+                                         const std::string& field);
+
+}  // namespace mlasim::sim

@@ -1,0 +1,348 @@
+// Tests of the kernel-contract check of case directories (tools/io/case_contracts.h) and of the
+// entry point it shares with Python (sim/call_check.h): the padded-batch overrun of the founding
+// fault with its exact rows and work items, the fix, underflows, the reduce, variants, --contract
+// files, and every error return.
+#include "tools/io/case_contracts.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "ref/plan_buffers.h"
+#include "ref/planner.h"
+#include "sim/call_check.h"
+#include "tests/cli/case_builders.h"
+
+namespace mlasim::io {
+namespace {
+
+using test::Bytes;
+using test::CaseBuilder;
+
+// Six real requests padded to eight with zero-KV entries (a CUDA-graph rung), MTP K = 3: four
+// q rows per request, so q/o of the real tokens hold 24 rows and the plan covers 32.
+ref::PlanRequest PaddedRequest() {
+  ref::PlanRequest r;
+  r.cu_count = 8;
+  r.heads_per_head_k = 16;
+  r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = 4;
+  r.kv_indptr = {0};
+  r.qo_indptr = {0};
+  for (int32_t k : {300, 40, 700, 120, 90, 50, 0, 0}) {
+    r.kv_indptr.push_back(r.kv_indptr.back() + k);
+    r.qo_indptr.push_back(r.qo_indptr.back() + 4);
+    r.kv_last_page_lens.push_back(1);
+  }
+  return r;
+}
+
+ref::Plan PlanOf(const ref::PlanRequest& r) {
+  return *ref::PlanMlaMetadata(r, {});
+}
+
+// q [rows, 16, 576] and o [rows, 16, 512] bf16.
+CaseBuilder& AddQo(CaseBuilder& b, int64_t q_rows, int64_t o_rows) {
+  b.Add("q", "bfloat16", {q_rows, 16, 576},
+        std::string(static_cast<size_t>(q_rows * 16 * 576 * 2), '\0'));
+  return b.Add("o", "bfloat16", {o_rows, 16, 512},
+               std::string(static_cast<size_t>(o_rows * 16 * 512 * 2), '\0'));
+}
+
+CaseBuilder PaddedCase(int64_t q_rows, int64_t o_rows, const std::string& call = "mla_decode_fwd") {
+  const ref::PlanRequest r = PaddedRequest();
+  CaseBuilder b(call);
+  b.AddRequest(r);
+  b.AddPlan(PlanOf(r));
+  return AddQo(b, q_rows, o_rows);
+}
+
+StatusOr<ContractCheckResult> CheckCase(const CaseBuilder& b, const CaseContractOptions& o = {}) {
+  const MemoryCaseFiles files = b.Files();
+  StatusOr<CaseManifest> m = OpenCase(files);
+  if (!m.ok()) return m.status();
+  StatusOr<CasePlanner> p = ReadCasePlanner(files, *m);
+  if (!p.ok()) return p.status();
+  return CheckCaseContracts(files, *m, *p, o);
+}
+
+// The work items of `plan` whose q rows reach row `row` or beyond (what the asm contract makes
+// touch rows past a tensor of `row` rows).
+std::vector<int32_t> ItemsFrom(const ref::Plan& p, int32_t row) {
+  std::vector<int32_t> out;
+  for (int32_t w = 0; w < p.derived.num_works; ++w)
+    if (p.work(w, ref::kQoEnd) > row) out.push_back(w);
+  return out;
+}
+
+TEST(CaseContracts, PaddedBatchOverrunNamesRowsAndWorkItems) {
+  const auto r = CheckCase(PaddedCase(24, 24));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->checked);
+  EXPECT_EQ(r->contract, "aiter-asm-decode (builtin:aiter-decode-asm.json)");
+  ASSERT_EQ(r->findings.size(), 2u);
+  const std::vector<int32_t> items = {10, 11};  // the padding requests' zero-KV work items
+  EXPECT_EQ(ItemsFrom(PlanOf(PaddedRequest()), 24), items);
+  const ContractFinding& o = r->findings[0];
+  EXPECT_EQ(o.tensor, "o");
+  EXPECT_EQ(o.access, "write");
+  EXPECT_EQ(o.rows, 24);
+  EXPECT_EQ(o.first_row, 24);
+  EXPECT_EQ(o.end_row, 32);
+  EXPECT_EQ(o.rows_past_end, 8);
+  EXPECT_EQ(o.rows_before_start, 0);
+  EXPECT_EQ(o.work_items, items);
+  EXPECT_EQ(o.work_item_count, 2);
+  EXPECT_EQ(o.text,
+            "mla_decode_fwd (aiter-asm-decode) writes o rows 24..31 of 24: 8 rows past its end "
+            "(2 work items: 10, 11)");
+  const ContractFinding& q = r->findings[1];
+  EXPECT_EQ(q.tensor, "q");
+  EXPECT_EQ(q.access, "read");
+  EXPECT_EQ(q.first_row, 24);
+  EXPECT_EQ(q.end_row, 32);
+  EXPECT_EQ(q.work_items, items);
+}
+
+TEST(CaseContracts, OneRowShortIsOneRowPastTheEnd) {
+  const auto r = CheckCase(PaddedCase(31, 32));
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->findings.size(), 1u);
+  EXPECT_EQ(r->findings[0].tensor, "q");
+  EXPECT_EQ(r->findings[0].first_row, 31);
+  EXPECT_EQ(r->findings[0].rows_past_end, 1);
+  EXPECT_EQ(r->findings[0].work_items, std::vector<int32_t>{11});
+}
+
+TEST(CaseContracts, QoSizedForThePaddedBatchIsClean) {
+  const auto r = CheckCase(PaddedCase(32, 32));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->checked);
+  EXPECT_TRUE(r->findings.empty());
+}
+
+TEST(CaseContracts, HkReadsQButWritesNothingForZeroKvItems) {
+  CaseBuilder b = PaddedCase(24, 24);
+  b.manifest["config"]["kernel"] = "hk";
+  const auto r = CheckCase(b);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->contract, "aiter-hk-decode (builtin:aiter-decode-hk.json)");
+  ASSERT_EQ(r->findings.size(), 1u);
+  EXPECT_EQ(r->findings[0].tensor, "q");
+  EXPECT_EQ(r->findings[0].rows_past_end, 8);
+}
+
+TEST(CaseContracts, AWorkItemStartingBeforeRowZeroIsAnUnderflow) {
+  const ref::PlanRequest req = PaddedRequest();
+  ref::Plan p = PlanOf(req);
+  p.work_info.data[ref::kQoStart] = -3;  // work item 0 starts 3 rows before q
+  CaseBuilder b;
+  b.AddRequest(req);
+  b.AddPlan(p);
+  AddQo(b, 32, 32);
+  const auto r = CheckCase(b);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->findings.size(), 2u);
+  for (const ContractFinding& f : r->findings) {
+    EXPECT_EQ(f.first_row, -3);
+    EXPECT_EQ(f.end_row, 0);
+    EXPECT_EQ(f.rows_before_start, 3);
+    EXPECT_EQ(f.rows_past_end, 0);
+    EXPECT_EQ(f.work_items, std::vector<int32_t>{0});
+  }
+  EXPECT_NE(r->findings[1].text.find("reads q rows -3..-1 of 32: 3 rows before its start"),
+            std::string::npos)
+      << r->findings[1].text;
+}
+
+TEST(CaseContracts, ReduceWritesFinalRowsPastAShortO) {
+  // 3 requests, the third split in three (aiter-mla-metadata.md §6.1): tile 2 merges into o row 2.
+  ref::PlanRequest req = PaddedRequest();
+  req.kv_indptr = {0, 300, 340, 1040};
+  req.qo_indptr = {0, 1, 2, 3};
+  req.kv_last_page_lens = {1, 1, 1};
+  req.qlen = req.max_seqlen_qo = req.uni_seqlen_qo = 1;
+  const ref::Plan p = PlanOf(req);
+  CaseBuilder b("mla_reduce_v1");
+  b.AddRequest(req);
+  b.AddPlan(p);
+  const int64_t partial = p.reduce_partial_map.size();
+  b.Add("o", "bfloat16", {2, 16, 512}, std::string(2 * 16 * 512 * 2, '\0'));
+  b.Add("logits", "float32", {partial, 16, 512}, std::string(partial * 16 * 512 * 4, '\0'));
+  b.Add("attn_lse", "float32", {partial, 16, 1}, std::string(partial * 16 * 4, '\0'));
+  const auto r = CheckCase(b);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->contract, "aiter-mla-reduce-v1 (builtin:aiter-reduce.json)");
+  ASSERT_EQ(r->findings.size(), 1u);
+  EXPECT_EQ(r->findings[0].tensor, "o");
+  EXPECT_EQ(r->findings[0].access, "write");
+  EXPECT_EQ(r->findings[0].first_row, 2);
+  EXPECT_EQ(r->findings[0].rows_past_end, 1);
+  EXPECT_EQ(r->findings[0].work_items, std::vector<int32_t>{2});  // tile 2
+  EXPECT_NE(r->findings[0].text.find("(1 tile: 2)"), std::string::npos) << r->findings[0].text;
+}
+
+TEST(CaseContracts, ACaseWithoutTheCallsTensorsIsNotChecked) {
+  const ref::PlanRequest req = PaddedRequest();
+  CaseBuilder b;
+  b.AddRequest(req);
+  b.AddPlan(PlanOf(req));
+  const auto r = CheckCase(b);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->checked);
+  EXPECT_EQ(r->reason,
+            "the case captures none of the call's tensors (q, o, logits, attn_lse, lse, "
+            "kv_indices) and names no kernel (config.kernel) or contract (--contract)");
+}
+
+void ExpectError(const StatusOr<ContractCheckResult>& r, const std::string& field,
+                 const std::string& message_part) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().field(), field);
+  EXPECT_NE(r.status().message().find(message_part), std::string::npos) << r.status().message();
+}
+
+TEST(CaseContracts, UnknownCallKindIsAnError) {
+  ExpectError(CheckCase(PaddedCase(32, 32, "my_attention")), "manifest.json:call",
+              "unknown call kind of call 'my_attention'");
+  CaseBuilder b = PaddedCase(32, 32);
+  b.manifest["config"]["call_kind"] = "prefill";
+  ExpectError(CheckCase(b), "manifest.json:config.call_kind", "prefill");
+}
+
+TEST(CaseContracts, UnknownVariantIsAnError) {
+  CaseBuilder b = PaddedCase(32, 32);
+  b.manifest["config"]["kernel"] = "triton";
+  ExpectError(CheckCase(b), "manifest.json:config.kernel", "asm");
+}
+
+TEST(CaseContracts, MissingTensorIsAnError) {
+  const ref::PlanRequest req = PaddedRequest();
+  CaseBuilder b;
+  b.AddRequest(req);
+  b.AddPlan(PlanOf(req));
+  b.Add("q", "bfloat16", {32, 16, 576}, std::string(32 * 16 * 576 * 2, '\0'));
+  // Not named: the q was captured for something else (a fault address); said, not an error.
+  const auto r = CheckCase(b);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->checked);
+  EXPECT_EQ(r->reason,
+            "the case lacks tensors.o (missing: a decode call's contract needs its extent); "
+            "name the kernel (config.kernel or --contract) to make this an error");
+  b.manifest["config"]["kernel"] = "asm";
+  ExpectError(CheckCase(b), "manifest.json:tensors.o", "missing");
+}
+
+TEST(CaseContracts, MissingPlanBufferIsAnError) {
+  CaseBuilder b = PaddedCase(32, 32);
+  b.manifest["tensors"].erase("work_info");
+  b.files.erase("work_info.npy");
+  b.manifest["config"]["kernel"] = "asm";
+  ExpectError(CheckCase(b), "manifest.json:tensors.work_info", "missing");
+}
+
+class ContractFile : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& text) {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("mlasim_case_contract_" + std::to_string(::getpid()) + ".json"))
+                .string();
+    std::ofstream(path_) << text;
+    return path_;
+  }
+  void TearDown() override {
+    if (!path_.empty()) std::filesystem::remove(path_);
+  }
+  std::string path_;
+};
+
+TEST_F(ContractFile, AUserContractReplacesTheBuiltIn) {
+  // The asm contract whose zero-KV items skip the kernel: the padded batch is then clean.
+  CaseContractOptions o;
+  o.contract = Write(R"({"extends": "asm", "name": "skips-zero-kv",
+                         "semantics": {"zero_kv": "skips"}})");
+  const auto r = CheckCase(PaddedCase(24, 24), o);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->contract, "skips-zero-kv (" + path_ + ")");
+  EXPECT_TRUE(r->findings.empty());
+}
+
+TEST_F(ContractFile, BadContractFilesAreErrors) {
+  CaseContractOptions o;
+  o.contract = Write("{\"extends\": \"asm\", ");
+  ExpectError(CheckCase(PaddedCase(32, 32), o), path_, "");
+  o.contract = Write(R"({"extends": "mla_reduce_v1", "name": "r"})");
+  ExpectError(CheckCase(PaddedCase(32, 32), o), "--contract",
+              "a contract for reduce calls, not decode");
+  o.contract = "/nonexistent/contract.json";
+  const auto r = CheckCase(PaddedCase(32, 32), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().field(), "--contract");
+  EXPECT_EQ(r.status().message(), "cannot open /nonexistent/contract.json");
+}
+
+// sim::CheckCall's own error returns (the Python binding maps them to ValueError).
+TEST(CheckCall, ErrorsNameTheInput) {
+  sim::CallCheckInput in;
+  EXPECT_EQ(sim::CheckCall(in).status().field(), "contract");
+  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
+  in.work_indptr = {0, 1};
+  in.work_info = {0, -1, 0, 1, 0, 10, 0, 0};
+  in.tensors = {{"q", 1, 16, 576, 2}, {"o", 1, 16, 512, 2}};
+  ASSERT_TRUE(sim::CheckCall(in).ok());
+  EXPECT_TRUE(sim::CheckCall(in)->empty());
+  sim::CallCheckInput bad = in;
+  bad.work_info.pop_back();
+  EXPECT_EQ(sim::CheckCall(bad).status().field(), "work_info");
+  bad = in;
+  bad.tensors.push_back({"q", 1, 16, 576, 2});
+  EXPECT_EQ(sim::CheckCall(bad).status().field(), "tensors.q");
+  bad = in;
+  bad.tensors.push_back({"reduce_indptr", 1, 1, 1, 4});
+  EXPECT_EQ(sim::CheckCall(bad).status().field(), "tensors.reduce_indptr");
+  bad = in;
+  bad.tensors[0].heads = 0;
+  EXPECT_EQ(sim::CheckCall(bad).status().field(), "tensors.q");
+  bad = in;
+  bad.fold_ratio = 0;
+  EXPECT_EQ(sim::CheckCall(bad).status().field(), "fold_ratio");
+  bad = in;
+  bad.work_indptr.clear();
+  EXPECT_EQ(sim::CheckCall(bad).status().field(), "work_indptr");
+  // Boundary: q of 0 rows is one row short of the work item's single row.
+  bad = in;
+  bad.tensors[0].rows = 0;
+  ASSERT_TRUE(sim::CheckCall(bad).ok());
+  ASSERT_EQ(sim::CheckCall(bad)->size(), 1u);
+  EXPECT_EQ((*sim::CheckCall(bad))[0].rows_past_end, 1);
+}
+
+TEST(CheckCall, ShapesFoldQAndOHeadsIntoRows) {
+  const auto q = sim::CallTensorFromShape("q", {6, 128, 576}, 2, 8, "q");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->rows, 48);
+  EXPECT_EQ(q->heads, 16);
+  EXPECT_EQ(q->cols, 576);
+  const auto l = sim::CallTensorFromShape("logits", {10, 16, 512}, 4, 8, "logits");
+  EXPECT_EQ(l->rows, 10);
+  EXPECT_EQ(l->heads, 16);
+  const auto k = sim::CallTensorFromShape("kv_indices", {1040}, 4, 8, "kv_indices");
+  EXPECT_EQ(k->rows, 1040);
+  EXPECT_EQ(k->cols, 1);
+  EXPECT_EQ(sim::CallTensorFromShape("q", {6, 20, 576}, 2, 8, "q").status().field(), "q");
+  EXPECT_EQ(sim::CallTensorFromShape("q", {-1, 16, 576}, 2, 1, "q").status().field(), "q");
+}
+
+TEST(CheckCall, CallKindsFollowFromNames) {
+  EXPECT_EQ(*sim::CallKindOf("mla_decode_fwd", "", "f"), sim::CallKind::kDecode);
+  EXPECT_EQ(*sim::CallKindOf("mla_reduce_v1", "", "f"), sim::CallKind::kReduce);
+  EXPECT_EQ(*sim::CallKindOf("anything", "reduce", "f"), sim::CallKind::kReduce);
+  EXPECT_EQ(sim::CallKindOf("fwd", "", "f").status().field(), "f");
+  EXPECT_EQ(sim::ResolveCallContract(sim::CallKind::kPlanBuild, "", "f").status().field(), "f");
+}
+
+}  // namespace
+}  // namespace mlasim::io
