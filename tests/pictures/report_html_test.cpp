@@ -276,8 +276,11 @@ void ExpectConsistentPage(const ReplayReport& r, const std::string& what) {
     const int32_t works =
         static_cast<int32_t>(std::min<int64_t>(p.plan->num_works(), p.plan->work_info.size() / 8));
     std::set<int32_t> in_clusters;  // works some cluster's work_indptr range holds
-    for (int32_t c = 0; c < p.plan->derived.num_clusters; ++c)
-      for (int32_t w = p.plan->work_indptr.data[c]; w < p.plan->work_indptr.data[c + 1]; ++w)
+    // A plan whose work_indptr is shorter than its clusters (class D cases) stops at its end.
+    const auto& indptr = p.plan->work_indptr.data;
+    for (int32_t c = 0;
+         c < p.plan->derived.num_clusters && c + 1 < static_cast<int32_t>(indptr.size()); ++c)
+      for (int32_t w = indptr[c]; w < indptr[c + 1]; ++w)
         if (w >= 0 && w < works) in_clusters.insert(w);
     std::set<int32_t> oob, other;  // out-of-bounds marks red, the others orange
     for (const PlanMark& m : p.marks)
