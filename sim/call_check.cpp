@@ -153,7 +153,7 @@ std::string CallViolationText(const std::string& call, const Contract& contract,
     works += (works.empty() ? "" : ", ") + std::to_string(v.work_items[i]);
   if (v.work_items.size() > max_items) works += ", ...";
   const char* who = contract.call == CallKind::kReduce ? "tile" : "work item";
-  return call + " (" + contract.name + ") " + (v.access == "write" ? "writes " : "reads ") +
+  return call + " (" + contract.name + ") " + (v.access == Access::kWrite ? "writes " : "reads ") +
          v.buffer + " rows " + std::to_string(v.first_row) + ".." + std::to_string(v.last_row) +
          " of " + std::to_string(v.rows) + ": " + std::to_string(n) + " row" + (n == 1 ? "" : "s") +
          (before ? " before its start (" : " past its end (") +

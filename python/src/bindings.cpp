@@ -594,9 +594,9 @@ py::list CheckCallPy(const ContractHandle& h, const std::string& call, py::dict 
   if (!v->ok()) ThrowValue(CallArg(v->status().field()), v->status().message());
   py::list out;
   for (const sim::Violation& x : **v)
-    out.append(py::make_tuple(x.buffer, x.access, x.rows, x.first_row, x.last_row, x.rows_past_end,
-                              x.rows_before_start, x.work_items,
-                              sim::CallViolationText(call, *h.contract, x)));
+    out.append(py::make_tuple(x.buffer, std::string(mlasim::sim::AccessName(x.access)), x.rows,
+                              x.first_row, x.last_row, x.rows_past_end, x.rows_before_start,
+                              x.work_items, sim::CallViolationText(call, *h.contract, x)));
   return out;
 }
 

@@ -50,7 +50,7 @@ ContractFinding ToFinding(const std::string& call, const sim::Contract& c,
                           const sim::Violation& v) {
   ContractFinding f;
   f.tensor = v.buffer;
-  f.access = v.access;
+  f.access = sim::AccessName(v.access);
   f.rows = v.rows;
   f.first_row = v.first_row;
   f.end_row = v.last_row + 1;
