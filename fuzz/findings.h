@@ -49,11 +49,12 @@ struct FindingOrigin {
   std::vector<std::string> generate;        // --generate families
   std::vector<std::string> contract_files;  // --contract files
   int max_shrink_steps = kDefaultShrinkSteps;
+  bool swarm = false;  // --swarm on|off: the reproduce command always says which
 };
 
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its
 // `finding` object (signature, seed_index, shrink {steps, max_steps, cut_short}, the violation
-// with that signature, reproduce {seed, size, shrink_path, profiles, small, command, rc_params}).
+// with that signature, reproduce {seed, size, shrink_path, profiles, small, swarm, command, rc_params}).
 // `f.broken` must show `signature` (MLASIM_ASSERT).
 nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
                                const FindingOrigin& origin);

@@ -18,25 +18,58 @@ bool HasUpdateHazard(const sim::ReplayReport& r) {
   return false;
 }
 
+namespace {
+
+using K = sim::ViolationKind;
+
+bool UpdateHazard(const sim::Violation& v, const sim::ReplayReport& r) {
+  return v.step != "verify" && v.step != "draft_step_0" && HasUpdateHazard(r);
+}
+bool GuardRefused(const sim::Violation& v, const sim::ReplayReport&) {
+  return v.kind == K::kGuardRefused;
+}
+bool DraftStep0Overrun(const sim::Violation& v, const sim::ReplayReport&) {
+  return v.kind == K::kOutOfBounds && (v.call == "sparse_decode" || v.call == "dense_decode") &&
+         (v.buffer == "q" || v.buffer == "o") && v.step == "draft_step_0";
+}
+bool InconsistentRebuild(const sim::Violation& v, const sim::ReplayReport&) {
+  return v.kind == K::kPlanInvalid && v.consequence == "plan_invalid:inconsistent_batch";
+}
+bool RejectTokensRead(const sim::Violation& v, const sim::ReplayReport&) {
+  return v.kind == K::kPlannerInputRead && v.buffer == "num_reject_tokens";
+}
+// DCP: a token that owns no KV on this rank is a zero-KV work item (or none, with the parallel
+// planner); OPUS/HK write nothing for it, so its o/LSE rows stay stale for the cross-rank LSE
+// merge (docs/findings.md).
+bool DcpStaleOutput(const sim::Violation& v, const sim::ReplayReport& r) {
+  return v.kind == K::kUnwrittenOutput && r.scenario.parallel.dcp > 1;
+}
+// Sparse models size the main plan with is_sparse = True (atom-mtp-flow.md §3), i.e. for
+// one-token batches, while T1 plans Q-token requests; near max_num_seqs the plan outgrows its
+// buffers (docs/findings.md).
+bool SparseMainPlanSizing(const sim::Violation& v, const sim::ReplayReport& r) {
+  return v.call == "main_plan" && r.scenario.model.sparse &&
+         (v.kind == K::kOutOfBounds || v.kind == K::kPlanInvalid);
+}
+
+}  // namespace
+
+const std::vector<KnownFamily>& KnownFamilies() {
+  static const std::vector<KnownFamily> k = {
+      {"draft-step0-overrun", "seed-fault.md; docs/findings.md 1-2", DraftStep0Overrun},
+      {"guard-refused", "seed-fault.md (the #2715 guard)", GuardRefused},
+      {"dcp-inconsistent-rebuild", "atom-mtp-flow.md §6 D0c", InconsistentRebuild},
+      {"reject-tokens-read", "docs/findings.md 3", RejectTokensRead},
+      {"update-hazard", "docs/findings.md 4", UpdateHazard},
+      {"dcp-stale-output", "docs/findings.md 5", DcpStaleOutput},
+      {"sparse-main-plan-sizing", "docs/findings.md 6", SparseMainPlanSizing},
+  };
+  return k;
+}
+
 bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r) {
-  using K = sim::ViolationKind;
-  if (v.step != "verify" && v.step != "draft_step_0" && HasUpdateHazard(r)) return true;
-  if (v.kind == K::kGuardRefused) return true;
-  if (v.kind == K::kOutOfBounds && (v.call == "sparse_decode" || v.call == "dense_decode") &&
-      (v.buffer == "q" || v.buffer == "o") && v.step == "draft_step_0")
-    return true;
-  if (v.kind == K::kPlanInvalid && v.consequence == "plan_invalid:inconsistent_batch") return true;
-  if (v.kind == K::kPlannerInputRead && v.buffer == "num_reject_tokens") return true;
-  // DCP: a token that owns no KV on this rank is a zero-KV work item (or none, with the parallel
-  // planner); OPUS/HK write nothing for it, so its o/LSE rows stay stale for the cross-rank LSE
-  // merge (docs/findings.md).
-  if (v.kind == K::kUnwrittenOutput && r.scenario.parallel.dcp > 1) return true;
-  // Sparse models size the main plan with is_sparse = True (atom-mtp-flow.md §3), i.e. for
-  // one-token batches, while T1 plans Q-token requests; near max_num_seqs the plan outgrows its
-  // buffers (docs/findings.md).
-  if (v.call == "main_plan" && r.scenario.model.sparse &&
-      (v.kind == K::kOutOfBounds || v.kind == K::kPlanInvalid))
-    return true;
+  for (const KnownFamily& f : KnownFamilies())
+    if (f.matches(v, r)) return true;
   return false;
 }
 

@@ -24,6 +24,15 @@ namespace mlasim::fuzz {
 //  - DCP tokens owning no local KV whose o rows no kernel writes (stale rows in the LSE merge);
 //  - sparse models' main plan outgrowing buffers sized with is_sparse = True (docs/findings.md).
 bool IsKnownFamily(const sim::Violation& v, const sim::ReplayReport& r);
+
+// The known families one by one (IsKnownFamily is any of them), named for docs/findings.md and
+// the effectiveness benchmark (fuzz/effectiveness.h).
+struct KnownFamily {
+  std::string name;  // "dense-draft-step0"
+  std::string doc;   // where it is documented
+  bool (*matches)(const sim::Violation& v, const sim::ReplayReport& r);
+};
+const std::vector<KnownFamily>& KnownFamilies();
 // True when the step's dense draft steps patch a plan decode_update cannot handle.
 bool HasUpdateHazard(const sim::ReplayReport& r);
 // The founding fault's own signature: draft step 0, sparse decode, q read or o write past the end.
