@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -107,10 +108,11 @@ std::string YieldTable(const EffectivenessOptions& o,
   std::string out =
       "| swarm | seeds | cases per seed | distinct signatures (all seeds) | median per seed | "
       "median signatures per CPU-minute | CPU s (all seeds) |\n|---|---|---|---|---|---|---|\n";
+  std::set<std::string> seen[2];  // swarm on, off
   for (const bool swarm : {true, false}) {
     GenConfig c = AtomProfiles(o.small);
     c.swarm = swarm;
-    std::set<std::string> all;
+    std::set<std::string>& all = seen[swarm ? 0 : 1];
     std::vector<double> per_seed, per_minute;
     double spent = 0;
     for (int32_t k = 0; k < o.seeds; ++k) {
@@ -126,6 +128,14 @@ std::string YieldTable(const EffectivenessOptions& o,
     out += fmt::format("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} |\n", swarm ? "on" : "off",
                        o.seeds, o.signature_cases, all.size(), Cases(CensoredMedian(per_seed), 0),
                        CensoredMedian(per_minute), spent);
+  }
+  for (const int mode : {0, 1}) {
+    std::vector<std::string> only;
+    std::set_difference(seen[mode].begin(), seen[mode].end(), seen[1 - mode].begin(),
+                        seen[1 - mode].end(), std::back_inserter(only));
+    out +=
+        fmt::format("\nSeen only with swarm {} ({}): {}\n", mode == 0 ? "on" : "off", only.size(),
+                    only.empty() ? "none" : "`" + fmt::format("{}", fmt::join(only, "`, `")) + "`");
   }
   return out;
 }

@@ -12,8 +12,8 @@ cd "$(dirname "$0")/.."
 
 MLASIM=${MLASIM:-build/bin/mlasim}
 SEEDS=${SEEDS:-10}
-CASES=${CASES:-150}
-SIG_CASES=${SIG_CASES:-150}
+CASES=${CASES:-5000}
+SIG_CASES=${SIG_CASES:-5000}
 OUT=${OUT:-docs/fuzzing-effectiveness.md}
 
 if [[ ! -x "$MLASIM" ]]; then
@@ -24,9 +24,12 @@ fi
 cmd=("$MLASIM" effectiveness --seeds "$SEEDS" --cases "$CASES" --signature-cases "$SIG_CASES")
 tables=$(mktemp)
 trap 'rm -f "$tables"' EXIT
+timing=$(mktemp)
+trap 'rm -f "$tables" "$timing"' EXIT
 "${cmd[@]}" >"$tables"
-# CPU seconds of the children (user + system), from bash's `times`.
-read -r cpu_user cpu_sys < <(times | tail -1 | sed -E 's/([0-9]+)m([0-9.]+)s/\1 \2/g' |
+# CPU seconds of the children (user + system): bash's `times`, run in this shell (not a pipe).
+times >"$timing"
+read -r cpu_user cpu_sys < <(tail -1 "$timing" | sed -E 's/([0-9]+)m([0-9.]+)s/\1 \2/g' |
   awk '{printf "%.1f %.1f\n", $1 * 60 + $2, $3 * 60 + $4}')
 cpu_model=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -71,6 +74,6 @@ Every violation's signature (\`step|call|buffer|access|class\`) over $SIG_CASES 
 the three ATOM profiles, unshrunk (a campaign also shrinks each new one: docs/fuzzing.md).
 
 EOF
-  sed -n '/^$/,$p' "$tables" | sed '/^$/d'
+  sed -n '/^$/,$p' "$tables" | sed '1d'
 } >"$OUT"
 echo "fuzz-effectiveness: wrote $OUT (${cpu_user} s user CPU)" >&2
