@@ -11,11 +11,13 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "fuzz/campaign.h"
 #include "fuzz/effectiveness.h"
 #include "fuzz/mutants.h"
+#include "fuzz/progress.h"
 #include "fuzz/properties.h"
 #include "fuzz/scenario_gen.h"
 #include "sim/scenario_json.h"
@@ -227,6 +229,42 @@ TEST(SwarmCampaign, SameFindingsAndCoverageAtOneAndTwoJobs) {
   ASSERT_TRUE(o.ok());
   for (const auto& [k, v] : o->coverage) EXPECT_NE(k.rfind("swarm-out:", 0), 0u) << k;
   fs::remove_all(d1);
+}
+
+TEST(SwarmCampaign, AResumeWithTheOtherModeIsRefused) {
+  const fs::path dir = TempDir("resume");
+  CampaignOptions o = SwarmCampaign(1, dir);
+  o.max_cases = 2;
+  ASSERT_TRUE(RunCampaign(o, nullptr).ok());
+  o.max_cases = 4;
+  o.resume = true;
+  o.swarm = false;
+  auto other = RunCampaign(o, nullptr);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().field(), "--resume");
+  EXPECT_NE(other.status().message().find("swarm true, this run false"), std::string::npos)
+      << other.status().message();
+  o.swarm = true;
+  auto same = RunCampaign(o, nullptr);
+  ASSERT_TRUE(same.ok()) << same.status().ToString();
+  EXPECT_EQ(same->resumed_at, 2);
+  // A progress file of a version before swarm (no "swarm" key) is a campaign with swarm off.
+  const fs::path p = dir / ProgressFileName(0, 1);
+  auto prog = ReadProgressFile(p.string(), "--resume");
+  ASSERT_TRUE(prog.ok());
+  EXPECT_TRUE(prog->identity.swarm);
+  nlohmann::json doc = nlohmann::json::parse(ProgressText(*prog));
+  doc.erase("swarm");
+  std::ofstream(p) << doc.dump() << '\n';
+  auto old = ReadProgressFile(p.string(), "--resume");
+  ASSERT_TRUE(old.ok());
+  EXPECT_FALSE(old->identity.swarm);
+  doc["swarm"] = "yes";
+  std::ofstream(p) << doc.dump() << '\n';
+  auto bad = ReadProgressFile(p.string(), "--resume");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("swarm must be true or false"), std::string::npos);
+  fs::remove_all(dir);
 }
 
 TEST(Effectiveness, CensoredMedian) {
