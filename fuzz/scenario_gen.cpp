@@ -253,6 +253,15 @@ void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
   if (kind >= 0) GenDisagreement(s, kind);
 }
 
+// One of the config's profiles, among those the swarm left in.
+std::string PickProfile(const GenConfig& cfg, uint32_t omitted) {
+  if (omitted == 0) return *rc::gen::elementOf(cfg.profiles);
+  std::vector<std::string> left;
+  for (size_t i = 0; i < cfg.profiles.size(); ++i)
+    if (!(omitted >> i & 1u)) left.push_back(cfg.profiles[i]);
+  return *rc::gen::elementOf(left);
+}
+
 }  // namespace
 
 std::vector<SwarmKnob> SwarmKnobs(const GenConfig& config) {
@@ -384,16 +393,7 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
         {{1, rc::gen::just(sim::AllocatorModel::kExact)},
          {1, rc::gen::just(sim::AllocatorModel::kCaching)}});
     s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
-    std::string profile;
-    if (sw.omitted[kProfile] == 0) {
-      profile = *rc::gen::elementOf(cfg.profiles);
-    } else {
-      std::vector<std::string> left;
-      for (size_t i = 0; i < cfg.profiles.size(); ++i)
-        if (!(sw.omitted[kProfile] >> i & 1u)) left.push_back(cfg.profiles[i]);
-      profile = *rc::gen::elementOf(left);
-    }
-    s.engine = *sim::GetEngineProfile(profile, "engine");
+    s.engine = *sim::GetEngineProfile(PickProfile(cfg, sw.omitted[kProfile]), "engine");
     // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
     GenRequestShapes(s, sw);
     GenFamilies(cfg, sw, s);
