@@ -16,8 +16,9 @@
 #include "fuzz/progress.h"
 #include "fuzz/properties.h"
 #include "fuzz/signature.h"
-#include "sim/scenario_json.h"
+#include "ref/mutant.h"
 #include "sim/contract.h"
+#include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -106,6 +107,8 @@ class Campaign {
   void SaveProgress();
   void Note(const std::string& line);
   bool Budgeted(int64_t k) const { return o_.max_cases < 0 || k < o_.max_cases; }
+  // The slipping-shrink test mutant (campaign.h): its one injection point.
+  bool Slipping() const { return MLASIM_MUTANT(o_.mutant, kSlippingShrink); }
 
   const CampaignOptions& o_;
   const ProgressFn& progress_;
@@ -158,8 +161,11 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
   cf.shrink_steps = f.shrink_steps;
   cf.max_shrink_steps = o_.max_shrink_steps;
   cf.cut_short = f.cut_short;
+  const sim::KnownBug* known = KnownBugOf(f, signature);
+  if (known) cf.known = sim::KnownBugText(*known);
   if (!o_.out_dir.empty() && error_.ok()) {
     FindingOrigin origin;
+    origin.known = known;
     origin.seed_index = index;
     origin.profiles = o_.profiles;
     origin.profiles_are_default = o_.profiles == CampaignOptions{}.profiles;
@@ -191,8 +197,7 @@ void Campaign::CommitReadyLocked() {
       if (!sum_.signatures.insert(sig).second) continue;  // a lower index showed it
       const auto f = r.failures.find(sig);
       if (f == r.failures.end()) continue;  // in --out before the run: not shrunk again
-      const std::string& filed =
-          o_.mutant == CampaignMutant::kSlippingShrink ? Signature(f->second.broken.front()) : sig;
+      const std::string& filed = Slipping() ? Signature(f->second.broken.front()) : sig;
       RecordLocked(f->second, filed, SeedIndex(committed_));
     }
     pending_.erase(it);
@@ -216,7 +221,7 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>
   CaseResult res;
   const std::vector<sim::Violation> broken = Evaluate(scenario, property_, sim::SimMutant::kNone);
   if (broken.empty()) return res;
-  const bool slipping = o_.mutant == CampaignMutant::kSlippingShrink;
+  const bool slipping = Slipping();
   res.signatures =
       slipping ? std::vector<std::string>{Signature(broken.front())} : Signatures(broken);
   std::vector<std::string> todo;

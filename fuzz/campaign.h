@@ -75,6 +75,7 @@ struct CampaignFinding {
   int max_shrink_steps = -1;  // the step budget it was shrunk under (-1: not recorded)
   bool cut_short = false;     // the shrink step budget ended its shrinking (fuzz/search.h)
   bool earlier = false;       // already in --out when this run started (not new)
+  std::string known;          // "known: <name> (...), fixed in <profile>" (sim/known_bugs.h)
 };
 
 struct CampaignSummary {

@@ -13,6 +13,7 @@
 #include "fuzz/mutants.h"
 #include "fuzz/properties.h"
 #include "fuzz/signature.h"
+#include "sim/known_bugs.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -36,13 +37,13 @@ sim::Scenario Generate(const GenConfig& config, uint64_t seed, int size) {
   return ScenarioFromSeed(config, seed, size).value();
 }
 
-// The violations of known family `name` that a replay shows.
-Property FamilyProperty(const KnownFamily& family) {
-  const auto matches = family.matches;
-  return [matches](const sim::ReplayReport& r) {
+// The violations a replay shows that known bug `bug` names (sim::MatchKnownBug: the first
+// matching entry of the table names a violation).
+Property KnownBugProperty(const sim::KnownBug* bug) {
+  return [bug](const sim::ReplayReport& r) {
     std::vector<sim::Violation> out;
     for (const sim::Violation& v : r.result.violations)
-      if (matches(v, r)) out.push_back(v);
+      if (sim::MatchKnownBug(v, r) == bug) out.push_back(v);
     return out;
   };
 }
@@ -82,7 +83,7 @@ std::string TargetRow(const EffectTarget& t, const std::string& swarm,
   }
   const std::string verdict = detected == 0 ? " **not found within the budget**" : "";
   return fmt::format("| {} | {} | {} | {} | {}/{}{} | {} | {} | {:.2f} |\n", t.name, t.kind,
-                     t.bug_class.empty() ? "-" : t.bug_class, swarm, detected, runs.size(), verdict,
+                     t.bug_class, swarm, detected, runs.size(), verdict,
                      Cases(CensoredMedian(cases), budget), Seconds(CensoredMedian(cpu)), spent);
 }
 
@@ -96,8 +97,8 @@ Status CheckOptions(const EffectivenessOptions& o, const std::vector<EffectTarge
     bool found = false;
     for (const EffectTarget& t : targets) found |= t.name == name;
     if (!found)
-      return InvalidArgumentError("--only", "no mutant or known family named '" + name +
-                                                "' (mlasim mutants --list; fuzz/properties.h)");
+      return InvalidArgumentError("--only", "no mutant or known bug named '" + name +
+                                                "' (mlasim mutants --list; sim/known_bugs.h)");
   }
   return OkStatus();
 }
@@ -157,19 +158,23 @@ std::vector<EffectTarget> EffectivenessTargets(bool small) {
     EffectTarget t;
     t.name = m.name;
     t.kind = "mutant";
-    t.bug_class = m.bug_class;
+    t.bug_class = sim::BugClassLetter(m.bug_class);
     t.config = m.config;
     t.mutant = m.sim;
     t.detects = m.killing;
-    t.custom = m.custom;
+    if (m.kill_case) {
+      const auto kill = m.kill_case;
+      t.custom = [kill](uint64_t seed, int64_t index) { return kill(seed, index).has_value(); };
+    }
     out.push_back(std::move(t));
   }
-  for (const KnownFamily& f : KnownFamilies()) {
+  for (const sim::KnownBug& k : sim::KnownBugs()) {
     EffectTarget t;
-    t.name = f.name;
-    t.kind = "known family";
+    t.name = k.name;
+    t.kind = "known bug";
+    t.bug_class = sim::BugClassLetter(k.bug_class);
     t.config = AtomProfiles(small);
-    t.detects = FamilyProperty(f);
+    t.detects = KnownBugProperty(&k);
     out.push_back(std::move(t));
   }
   return out;
@@ -184,7 +189,7 @@ SeedSearch SearchTarget(const EffectTarget& target, bool swarm, uint64_t seed, i
   for (int64_t i = 0; i < max_cases && !r.detected; ++i) {
     ++r.cases;
     if (target.custom) {
-      r.detected = target.custom(CaseSeed(seed, i), 1).has_value();
+      r.detected = target.custom(seed, i);
       continue;
     }
     const sim::Scenario s = Generate(config, CaseSeed(seed, i), CaseSize(i));

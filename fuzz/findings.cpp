@@ -149,6 +149,12 @@ nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
         {"swarm", origin.swarm},
         {"command", ReproduceCommand(f, origin)},
         {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
+  if (origin.known)
+    doc["finding"]["known"] = {
+        {"name", origin.known->name},
+        {"upstream", origin.known->upstream},
+        {"fixed_in", origin.known->fixed_in.empty() ? nlohmann::json()
+                                                    : nlohmann::json(origin.known->fixed_in)}};
   return doc;
 }
 

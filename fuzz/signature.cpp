@@ -5,7 +5,7 @@
 namespace mlasim::fuzz {
 
 std::string Signature(const sim::Violation& v) {
-  return v.step + "|" + v.call + "|" + v.buffer + "|" + v.access + "|" + v.bug_class;
+  return sim::ViolationSignature(v);
 }
 
 std::vector<std::string> Signatures(const std::vector<sim::Violation>& violations) {
@@ -26,11 +26,11 @@ const sim::Violation* FindSignature(const std::vector<sim::Violation>& violation
 
 nlohmann::json ViolationJson(const sim::Violation& v) {
   return {{"kind", sim::ViolationKindName(v.kind)},
-          {"class", v.bug_class},
+          {"class", sim::BugClassLetter(v.bug_class)},
           {"step", v.step},
           {"call", v.call},
           {"buffer", v.buffer},
-          {"access", v.access},
+          {"access", sim::AccessName(v.access)},
           {"rows_past_end", v.rows_past_end},
           {"detail", v.detail}};
 }
@@ -48,8 +48,9 @@ sim::Violation ViolationWithSignature(const std::string& signature, const std::s
   v.step = part[0];
   v.call = part[1];
   v.buffer = part[2];
-  v.access = part[3];
-  v.bug_class = part[4];
+  // Unknown access or class parts keep the defaults (read, C): the signature still names the bug.
+  if (auto a = sim::ParseAccess(part[3], "signature"); a.ok()) v.access = *a;
+  if (auto c = sim::ParseBugClass(part[4], "signature"); c.ok()) v.bug_class = *c;
   v.detail = detail;
   return v;
 }

@@ -254,10 +254,8 @@ const char* NumericsMutantName(NumericsMutant m) {
     case NumericsMutant::kNone: return "none";
     case NumericsMutant::kMergePieceTwice: return "reduce-merges-piece-twice";
     case NumericsMutant::kPartialRowOffByOne: return "partial-row-off-by-one";
-    case NumericsMutant::kEmptySplitGarbage: return "empty-split-merged-with-garbage";
     case NumericsMutant::kUnnormalizedPartial: return "unnormalized-partial";
     case NumericsMutant::kCausalOffByOne: return "causal-off-by-one";
-    case NumericsMutant::kTopkMinusOneDereferenced: return "topk-minus-one-dereferenced";
     case NumericsMutant::kCount: break;
   }
   return "?";
@@ -287,6 +285,9 @@ const char* PoisonKindName(PoisonKind k) {
     case PoisonKind::kOutOfRangeWrite: return "out_of_range_write";
     case PoisonKind::kNeverWritten: return "never_written";
     case PoisonKind::kTaintedRead: return "tainted_read";
+    case PoisonKind::kHostileIndex: return "hostile_index";
+    case PoisonKind::kMaskedNaN: return "masked_nan";
+    case PoisonKind::kEmptyRowNaN: return "empty_row_nan";
   }
   return "?";
 }
@@ -296,8 +297,10 @@ std::string PoisonFinding::ToString() const {
   s += row_begin < 0 ? std::string("?") : "[" + S(row_begin) + "," + S(row_end) + ")";
   s += " heads [" + S(head_begin) + "," + S(head_end) + ") from " + NumericsBufferName(source);
   if (source_index >= 0) s += "[" + S(source_index) + "]";
+  if (has_value) s += " = " + S(source_value);
   if (work >= 0) s += " work " + S(work);
   if (tile >= 0) s += " tile " + S(tile);
+  if (!via.empty()) s += " (" + via + ")";
   return s;
 }
 

@@ -131,31 +131,46 @@ Status ValidateMlaInputs(const MlaInputs& inputs);
 StatusOr<AttentionOutput> RunMonolithic(const MlaInputs& inputs,
                                         const AttentionPrecision& precision = {});
 
-// Deliberately broken variants of the plan-driven path. Each exists so that a property can be
-// shown to fail on it; kNone is the contract above. The monolithic path never uses them.
+// Deliberately broken variants of the plan-driven path (injected with MLASIM_MUTANT, ref/mutant.h).
+// Each exists so that a property can be shown to fail on it; kNone is the contract above. The
+// monolithic path never uses them. Bugs a kernel contract can state (a NaN for an empty row, an
+// invalid index dereferenced) are not mutants here but the semantics of PlanExecOptions.
 enum class NumericsMutant : uint8_t {
   kNone = 0,
-  kMergePieceTwice,           // the reduce merges the first piece of every group twice
-  kPartialRowOffByOne,        // split pieces write partial rows at partial_qo_loc + r + 1
-  kEmptySplitGarbage,         // a split piece's row with no visible key writes 0/0 = NaN as its
-                              // partial o (its lse is -inf), which the reduce merges (aiter #4711)
-  kUnnormalizedPartial,       // split pieces write sum_j p_j v_j without dividing by sum_j p_j
-  kCausalOffByOne,            // the causal rule lets row i see key i + Lk - Lq + 1
-  kTopkMinusOneDereferenced,  // a -1 top-k entry is read as KV-cache row -1 instead of masked
+  kMergePieceTwice,      // the reduce merges the first piece of every group twice
+  kPartialRowOffByOne,   // split pieces write partial rows at partial_qo_loc + r + 1
+  kUnnormalizedPartial,  // split pieces write sum_j p_j v_j without dividing by sum_j p_j
+  kCausalOffByOne,       // the causal rule lets row i see key i + Lk - Lq + 1
   kCount,
 };
 const char* NumericsMutantName(NumericsMutant m);
 
-// What a kernel does with a row that has no visible key (empty work item, fully masked row).
+// What a kernel does with a row that has no visible key (empty work item, fully masked row): the
+// contract's empty_rows (sim/contract.h EmptyRows).
 enum class EmptyRowPolicy : uint8_t {
   kWriteZero,  // o = 0, lse = -inf (our contract; §11.5 recommendation)
   kSkip,       // writes nothing: OPUS/HK zero-length works (§11.5); the rows stay poison
+  kNan,        // 0 / 0: o = NaN, lse = -inf; a split piece's NaN reaches the reduce (aiter #4711)
+};
+
+// What a kernel does with an index outside the KV cache (a sparse top-k entry, or a page id of a
+// page-table slot past the ones in use): the contract's invalid_index (sim/contract.h).
+enum class InvalidIndexUse : uint8_t {
+  kMasked,       // recognised and skipped (the reference)
+  kFault,        // dereferenced as is: a row outside the cache (NaN: poison)
+  kClampToZero,  // row 0 read instead
+  kWrap,         // row (index mod cache rows) read instead
 };
 
 struct PlanExecOptions {
   AttentionPrecision precision;
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
   NumericsMutant mutant = NumericsMutant::kNone;
+  InvalidIndexUse invalid_index = InvalidIndexUse::kMasked;
+  // The contract's masked_keys: true = read then mask (keys past a request's last token in its
+  // last page, and rows an invalid index was clamped or wrapped to, are loaded and multiplied by
+  // a zero weight, so a NaN there reaches the output through 0 x NaN); false = never read.
+  bool read_masked_keys = false;
 };
 
 // Buffers named in poison findings.
@@ -180,6 +195,9 @@ enum class PoisonKind : uint8_t {
   kOutOfRangeWrite,  // a store outside the buffer (not performed; the intended rows stay poison)
   kNeverWritten,     // an output row that no call wrote this step
   kTaintedRead,      // read a row whose value already depends on poison
+  kHostileIndex,     // used a key an invalid index (-1, past the cache, INT_MAX) was mapped to
+  kMaskedNaN,        // a masked key's NaN reached the output through 0 x NaN (read then mask)
+  kEmptyRowNaN,      // a row with no visible key written as 0 / 0 (empty_rows = nan)
 };
 const char* PoisonKindName(PoisonKind k);
 
@@ -195,6 +213,11 @@ struct PoisonFinding {
   int64_t source_index = -1;                   // element or row read; first of a contiguous run
   int32_t work = -1;                           // work item involved, -1 if none
   int32_t tile = -1;                           // reduce tile involved, -1 if none
+  // The contract semantics that let the poison through ("invalid_index = clamp_to_zero",
+  // "masked_keys = read_then_mask", "empty_rows = nan"); empty when none did.
+  std::string via;
+  bool has_value = false;  // source_value holds the hostile index value read at source_index
+  int64_t source_value = 0;
   std::string ToString() const;
 };
 

@@ -72,9 +72,8 @@ struct BlockParams {
   bool has_invalid_cols = false;  // consult col_valid
   double v_scale = 1.0;           // kv_scale, applied to o
   NumFormat p_format = NumFormat::kFp64;
-  bool normalize = true;  // false: o = sum_j p_j v_j (NumericsMutant::kUnnormalizedPartial)
-  bool empty_rows_nan =
-      false;  // true: empty rows get 0/0 = NaN (NumericsMutant::kEmptySplitGarbage)
+  bool normalize = true;        // false: o = sum_j p_j v_j (NumericsMutant::kUnnormalizedPartial)
+  bool empty_rows_nan = false;  // true: empty rows get 0/0 = NaN (EmptyRowPolicy::kNan)
 };
 
 // Rounds every element of p to `format` (no-op for formats at least as wide as T).

@@ -11,6 +11,7 @@
 
 #include "ref/attention.h"
 #include "ref/attention_block.h"
+#include "ref/mutant.h"
 
 namespace mlasim::ref {
 namespace {
@@ -125,11 +126,31 @@ struct PoisonSource {
   PoisonKind kind = PoisonKind::kUnwrittenRead;
   NumericsBuffer buffer = NumericsBuffer::kO;
   int64_t index = -1;
+  const char* via = nullptr;  // the contract semantics that let it through, if any
+  bool has_value = false;
+  int64_t value = 0;  // the hostile index value read at `index`
   void Note(PoisonKind k, NumericsBuffer b, int64_t i) {
     if (any) return;
     any = true, kind = k, buffer = b, index = i;
   }
+  void NoteVia(PoisonKind k, NumericsBuffer b, int64_t i, const char* why, bool with_value,
+               int64_t v) {
+    if (any) return;
+    Note(k, b, i);
+    via = why, has_value = with_value, value = v;
+  }
 };
+
+const char* InvalidIndexVia(InvalidIndexUse u) {
+  switch (u) {
+    case InvalidIndexUse::kMasked: return "invalid_index = masked";
+    case InvalidIndexUse::kFault: return "invalid_index = fault";
+    case InvalidIndexUse::kClampToZero: return "invalid_index = clamp_to_zero";
+    case InvalidIndexUse::kWrap: return "invalid_index = wrap";
+  }
+  return "?";
+}
+constexpr const char* kReadThenMask = "masked_keys = read_then_mask";
 
 template <typename T>
 std::vector<T>& ThreadPartialScratch() {
@@ -167,7 +188,7 @@ class PlanExecutor {
       const bool same = last.kind == f.kind && last.output == f.output && last.source == f.source &&
                         last.work == f.work && last.tile == f.tile &&
                         last.head_begin == f.head_begin && last.head_end == f.head_end &&
-                        last.row_begin >= 0 && last.row_end == f.row_begin;
+                        last.via == f.via && last.row_begin >= 0 && last.row_end == f.row_begin;
       const int64_t span = last.row_end - last.row_begin;
       const bool source_run = f.source_index < 0 ? last.source_index < 0
                                                  : (f.source_index == last.source_index ||
@@ -207,6 +228,9 @@ class PlanExecutor {
     f.source_index = src.index;
     f.work = work;
     f.tile = tile;
+    if (src.via) f.via = src.via;
+    f.has_value = src.has_value;
+    f.source_value = src.value;
     AddFinding(f);
   }
 
@@ -218,6 +242,9 @@ class PlanExecutor {
     f.source = src.buffer;
     f.source_index = src.index;
     f.work = work;
+    if (src.via) f.via = src.via;
+    f.has_value = src.has_value;
+    f.source_value = src.value;
     AddFinding(f);
   }
 
@@ -289,6 +316,7 @@ class PlanExecutor {
   struct WorkKv {
     int32_t request = 0;
     int64_t p0 = 0, p1 = 0;  // positions [p0, p1)
+    int64_t valid_end = 0;   // positions >= this are loaded but masked (read then mask)
   };
 
   bool ReadWork(int32_t w, int32_t f[7]) {
@@ -349,8 +377,8 @@ class PlanExecutor {
       p.v_scale = in_.kv_scale;
       p.p_format = opt_.precision.p_format;
       const bool split = f[kPartialQoLoc] >= 0;
-      p.normalize = !(split && opt_.mutant == NumericsMutant::kUnnormalizedPartial);
-      p.empty_rows_nan = split && opt_.mutant == NumericsMutant::kEmptySplitGarbage;
+      p.normalize = !(split && MLASIM_MUTANT(opt_.mutant, kUnnormalizedPartial));
+      p.empty_rows_nan = opt_.empty_rows == EmptyRowPolicy::kNan;
       AttendBlock(buf_, p);
       const int64_t first_row = q0 + r0 / g_.group_heads;
       const int64_t nrows = m / g_.group_heads;
@@ -388,15 +416,20 @@ class PlanExecutor {
                    : int64_t{f[kKvEnd] - 1} * page + in_.kv_last_page_lens[b];
     }
     if (kv->p1 < kv->p0) kv->p1 = kv->p0;
+    kv->valid_end = kv->p1;
+    // A kernel that reads masked keys loads the whole last page: the slots past the request's
+    // last token are loaded, then masked (their NaN multiplies a zero weight).
+    if (!g_.sparse && opt_.read_masked_keys && page > 1)
+      kv->p1 = std::max(kv->p1, (kv->p1 + page - 1) / page * page);
     return true;
   }
 
   // Fills buf_.k with the work's keys; positions outside the page table / index matrix or the
-  // cache become NaN rows (poison). Returns the number of keys.
+  // cache become NaN rows (poison), an invalid index is handled as the contract's invalid_index
+  // says, and keys the kernel loads only to mask them are masked. Returns the number of keys.
   int64_t GatherKeys(const WorkKv& kv, PoisonSource* poison) {
     const int32_t d = in_.head_dim_qk;
     const int64_t page = in_.page_size;
-    const int64_t cache_rows = int64_t{in_.num_pages} * page;
     const int64_t table = g_.sparse ? static_cast<int64_t>(in_.topk_indices.size())
                                     : static_cast<int64_t>(in_.kv_indices.size()) * page;
     // Bound the work: one position past the table already makes every output row poison.
@@ -404,7 +437,6 @@ class PlanExecutor {
     if (kv.p0 < 0 || kv.p1 > table) n = std::min<int64_t>(n, table + 1);
     buf_.Resize(0, n, d, in_.head_dim_v);
     has_invalid_ = false;
-    constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
     for (int64_t j = 0; j < n; ++j) {
       const int64_t p = kv.p0 + j;
       T* dst = buf_.k.data() + j * d;
@@ -413,33 +445,68 @@ class PlanExecutor {
         poison->Note(PoisonKind::kOutOfRangeRead,
                      g_.sparse ? NumericsBuffer::kTopkIndices : NumericsBuffer::kKvIndices,
                      g_.sparse ? p : (p < 0 ? -1 : p / page));
-        std::fill(dst, dst + d, kNaN);
+        std::fill(dst, dst + d, std::numeric_limits<T>::quiet_NaN());
         continue;
       }
-      int64_t row;
-      if (g_.sparse) {
-        row = in_.topk_indices[p];
-        const bool minus_one_read =
-            row == -1 && opt_.mutant == NumericsMutant::kTopkMinusOneDereferenced;
-        if ((row < 0 || row >= cache_rows) && !minus_one_read) {  // masked, never read
-          std::fill(dst, dst + d, T(0));
-          buf_.col_valid[j] = 0;
-          has_invalid_ = true;
-          continue;
-        }
-      } else {
-        row = int64_t{in_.kv_indices[p / page]} * page + p % page;
-      }
-      if (row < 0 || row >= cache_rows) {
-        poison->Note(PoisonKind::kOutOfRangeRead, NumericsBuffer::kKvCache, row);
-        std::fill(dst, dst + d, kNaN);
-        continue;
-      }
-      const float* src = in_.kv_cache.data() + row * d;
-      std::copy(src, src + d, dst);
+      const int64_t index = g_.sparse ? in_.topk_indices[p] : in_.kv_indices[p / page];
+      const int64_t slot = g_.sparse ? p : p / page;
+      const int64_t row = g_.sparse ? index : index * page + p % page;
+      LoadKey(row, index, slot, dst, j, poison);
+      if (p >= kv.valid_end) MaskLoaded(row, j, poison);
     }
     key_first_ = g_.sparse ? 0 : kv.p0 - int64_t{in_.kv_indptr[kv.request]} * page;
     return n;
+  }
+
+  bool RowIsNaN(int64_t row) const {
+    return row >= 0 && row < int64_t{in_.num_pages} * in_.page_size &&
+           std::isnan(in_.kv_cache[row * in_.head_dim_qk]);
+  }
+
+  // Loads the key of cache row `row` (named by `index` at table slot `slot`) into block column
+  // `j`: an index outside the cache is handled as the contract's invalid_index says.
+  void LoadKey(int64_t row, int64_t index, int64_t slot, T* dst, int64_t j, PoisonSource* poison) {
+    const int32_t d = in_.head_dim_qk;
+    const int64_t cache_rows = int64_t{in_.num_pages} * in_.page_size;
+    const NumericsBuffer table =
+        g_.sparse ? NumericsBuffer::kTopkIndices : NumericsBuffer::kKvIndices;
+    int64_t r = row;
+    if (row < 0 || row >= cache_rows) {
+      const InvalidIndexUse use = opt_.invalid_index;
+      if (use == InvalidIndexUse::kMasked) {  // recognised, never read
+        std::fill(dst, dst + d, T(0));
+        buf_.col_valid[j] = 0;
+        has_invalid_ = true;
+        return;
+      }
+      if (use == InvalidIndexUse::kFault) {  // a row outside the cache: no defined value
+        poison->NoteVia(PoisonKind::kOutOfRangeRead, table, slot, InvalidIndexVia(use), true,
+                        index);
+        std::fill(dst, dst + d, std::numeric_limits<T>::quiet_NaN());
+        return;
+      }
+      const int64_t in_page = g_.sparse ? 0 : row - index * in_.page_size;
+      const int64_t pages = std::max<int32_t>(in_.num_pages, 1);
+      const int64_t page_id =
+          use == InvalidIndexUse::kClampToZero ? 0 : ((index % pages) + pages) % pages;
+      r = page_id * in_.page_size + in_page;
+      if (!opt_.read_masked_keys)  // another token's key, used as if it were valid
+        poison->NoteVia(PoisonKind::kHostileIndex, table, slot, InvalidIndexVia(use), true, index);
+      else
+        MaskLoaded(r, j, poison);  // loaded, then recognised and masked
+    }
+    const float* src = in_.kv_cache.data() + r * d;
+    std::copy(src, src + d, dst);
+  }
+
+  // Column `j` (cache row `row`) was loaded only to be masked: a NaN there still reaches the
+  // output through 0 x NaN.
+  void MaskLoaded(int64_t row, int64_t j, PoisonSource* poison) {
+    buf_.col_valid[j] = 0;
+    has_invalid_ = true;
+    if (RowIsNaN(row))
+      poison->NoteVia(PoisonKind::kMaskedNaN, NumericsBuffer::kKvCache, row, kReadThenMask, false,
+                      0);
   }
 
   // Rows [r0, r0 + m) of the work's block: block row r is planner row q0 + r / H', head r % H'.
@@ -448,7 +515,7 @@ class PlanExecutor {
     const T scale = static_cast<T>(in_.effective_sm_scale() * in_.q_scale * in_.kv_scale);
     const int64_t lq = in_.qo_indptr[kv.request + 1] - in_.qo_indptr[kv.request];
     const int64_t lk = RequestKeys(kv.request);
-    const int64_t off_by_one = opt_.mutant == NumericsMutant::kCausalOffByOne ? 1 : 0;
+    const int64_t off_by_one = MLASIM_MUTANT(opt_.mutant, kCausalOffByOne) ? 1 : 0;
     const bool causal = in_.is_causal && !g_.sparse;
     for (int64_t r = 0; r < m; r += hg) {
       const int64_t row = q0 + (r0 + r) / hg;
@@ -480,6 +547,17 @@ class PlanExecutor {
     return true;
   }
 
+  // `poison`, or (when the contract writes 0/0 for rows with no key) the NaN of block row group
+  // i's empty heads.
+  PoisonSource WithEmptyRowNaN(const PoisonSource& poison, int64_t i) const {
+    if (poison.any || opt_.empty_rows != EmptyRowPolicy::kNan) return poison;
+    PoisonSource src = poison;
+    for (int32_t h = 0; h < g_.group_heads; ++h)
+      if (buf_.row_empty[i * g_.group_heads + h])
+        src.NoteVia(PoisonKind::kEmptyRowNaN, NumericsBuffer::kO, -1, "empty_rows = nan", false, 0);
+    return src;
+  }
+
   void WriteFinal(int32_t w, int64_t first_row, int64_t nrows, const PoisonSource& poison) {
     const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
     const NumFormat out = opt_.precision.out_format;
@@ -490,15 +568,16 @@ class PlanExecutor {
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
       RoundOutput(dst, int64_t{hg} * dv, out);
       for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = buf_.lse[i * hg + h];
-      o_state_[row] = poison.any ? RowState::kTainted : RowState::kWritten;
-      if (poison.any) AddOFinding(poison.kind, row, poison, w, -1);
+      const PoisonSource src = WithEmptyRowNaN(poison, i);
+      o_state_[row] = src.any ? RowState::kTainted : RowState::kWritten;
+      if (src.any) AddOFinding(src.kind, row, src, w, -1);
     }
   }
 
   void WritePartial(int32_t w, int32_t loc, int64_t q0, int64_t first_row, int64_t nrows,
                     const PoisonSource& poison) {
     const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
-    const int64_t shift = opt_.mutant == NumericsMutant::kPartialRowOffByOne ? 1 : 0;
+    const int64_t shift = MLASIM_MUTANT(opt_.mutant, kPartialRowOffByOne) ? 1 : 0;
     for (int64_t i = 0; i < nrows; ++i) {
       const int64_t prow = int64_t{loc} + (first_row + i - q0) + shift;
       if (prow < 0 || prow >= g_.partial_rows) {
@@ -515,8 +594,9 @@ class PlanExecutor {
       const int64_t slot = PartialSlotForWrite(prow);
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, PartialO(slot));
       std::copy(buf_.lse.begin() + i * hg, buf_.lse.begin() + (i + 1) * hg, PartialLse(slot));
-      part_state_[slot] = poison.any ? RowState::kTainted : RowState::kWritten;
-      if (poison.any) AddPartialFinding(poison.kind, prow, poison, w);
+      const PoisonSource src = WithEmptyRowNaN(poison, i);
+      part_state_[slot] = src.any ? RowState::kTainted : RowState::kWritten;
+      if (src.any) AddPartialFinding(src.kind, prow, src, w);
     }
   }
 
@@ -569,8 +649,7 @@ class PlanExecutor {
     std::vector<Piece> pieces;
     for (int64_t i = 0; i < n; ++i)
       pieces.push_back({ReadCell(plan_.reduce_partial_map, g0.value + i), g0.value + i});
-    if (opt_.mutant == NumericsMutant::kMergePieceTwice)
-      pieces.insert(pieces.begin(), pieces.front());
+    if (MLASIM_MUTANT(opt_.mutant, kMergePieceTwice)) pieces.insert(pieces.begin(), pieces.front());
     for (int64_t s = f0.value; s < f1.value; ++s) ReduceRow(t, s, s - f0.value, pieces);
   }
 

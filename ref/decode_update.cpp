@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "ref/mutant.h"
+
 namespace mlasim::ref {
 namespace {
 
@@ -83,10 +85,10 @@ struct UpdatedWork {
   bool defined;         // the inputs it depends on were in range
   int32_t ori_partial;  // partial_qo_loc before the update
   int32_t q_len;        // q rows before the update
+  bool moves_to_end;    // the piece that moves with the request's end (every one, for the mutant)
 };
 
 UpdatedWork UpdateFields(const DecodeUpdateRequest& r, int32_t fold, int32_t work, Plan& plan) {
-  using Mutant = DecodeUpdateRequest::Mutant;
   const int32_t* info = &plan.work_info.data[int64_t{work} * kWorkInfoWidth];
   UpdatedWork u{};
   const int32_t batch_id = info[kBatchIdx];
@@ -95,13 +97,14 @@ UpdatedWork UpdateFields(const DecodeUpdateRequest& r, int32_t fold, int32_t wor
   u.defined = ReadInput(r.kv_indptr, "kv_indptr", int64_t{real} + 1, work, plan, &seq_kv_end);
   if (r.has_num_reject_tokens)
     u.defined &= ReadInput(r.num_reject_tokens, "num_reject_tokens", real, work, plan, &rejected);
-  const int32_t delta = r.mutant == Mutant::kIgnoreRejects ? 1 : 1 - rejected;
+  const int32_t delta = MLASIM_MUTANT(r.mutant, kIgnoreRejects) ? 1 : 1 - rejected;
   int32_t partial = info[kPartialQoLoc];
   int32_t q_start = info[kQoStart], q_end = info[kQoEnd];
   int32_t kv_start = info[kKvStart], kv_end = info[kKvEnd], kv_offset = info[kKvOffset];
   u.ori_partial = partial;
   int32_t len = kv_end - kv_start;
-  if (kv_offset == 0 || r.mutant == Mutant::kMoveEveryPieceToEnd) {
+  u.moves_to_end = kv_offset == 0 || MLASIM_MUTANT(r.mutant, kMoveEveryPieceToEnd);
+  if (u.moves_to_end) {
     // The last piece absorbs the change; a zero-length last piece is left where it is.
     if (len > 0) {
       kv_end = seq_kv_end;
@@ -139,7 +142,7 @@ void UpdateReduceMaps(const DecodeUpdateRequest& r, const UpdatedWork& u, int32_
   const bool ok0 = ReadPlan(plan.reduce_indptr, "reduce_indptr", tile, work, plan, &p0);
   const bool ok1 =
       ReadPlan(plan.reduce_indptr, "reduce_indptr", int64_t{tile} + 1, work, plan, &p1);
-  if (u.w[kKvOffset] == 0 || r.mutant == DecodeUpdateRequest::Mutant::kMoveEveryPieceToEnd) {
+  if (u.moves_to_end) {
     const int64_t row = int64_t{tile} * kReduceFinalMapWidth;
     plan.reduce_final_map.Store(row + kFinalQoStart, u.w[kQoStart]);
     plan.reduce_final_map.Store(row + kFinalQoEnd, u.w[kQoEnd]);

@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ref/limits.h"
 #include "ref/planner.h"
 
 namespace mlasim::ref {
@@ -23,7 +24,10 @@ enum Salt : uint64_t { kSaltQ = 1, kSaltKv = 2, kSaltPages = 3, kSaltTopk = 4 };
 constexpr double kLambda = 8.0;
 
 // Largest q or KV tensor BuildMlaInputs makes (2^28 floats = 1 GiB).
-constexpr int64_t kMaxTensorElements = int64_t{1} << 28;
+// Values of one tensor: ref/limits.h tensor_values.
+int64_t MaxTensorElements() {
+  return Limit(LimitId::kTensorValues);
+}
 
 bool IsUniform(const std::vector<int32_t>& indptr, int32_t per) {
   for (size_t b = 0; b < indptr.size(); ++b)
@@ -43,6 +47,10 @@ Status CheckOptions(const PlanRequest& r, const NumericsOptions& o) {
   if (o.head_dim_v < 1 || o.head_dim_v > o.head_dim_qk)
     return InvalidArgumentError("head_dim_v", "must be in 1..head_dim_qk");
   if (o.spare_pages < 0) return InvalidArgumentError("spare_pages", "must be >= 0");
+  if (o.hostile_table_slots < 0 || o.hostile_table_slots > 4096)
+    return InvalidArgumentError("hostile_table_slots", "must be in 0..4096");
+  if (!(std::isfinite(o.padding_q_amplitude) && o.padding_q_amplitude > 0))
+    return InvalidArgumentError("padding_q_amplitude", "must be finite and > 0");
   if (o.invalid_topk_per_mille < 0 || o.invalid_topk_per_mille > 1000)
     return InvalidArgumentError("invalid_topk_per_mille", "must be in 0..1000");
   if (!(std::isfinite(o.amplitude) && o.amplitude > 0))
@@ -66,19 +74,32 @@ StatusOr<std::vector<int32_t>> QoIndptr(const PlanRequest& r) {
   return out;
 }
 
-// Shuffled distinct page ids for the used pages (Fisher-Yates on the whole cache).
-std::vector<int32_t> PageTable(SplitMix64& rng, int32_t used, int32_t num_pages) {
+// Shuffled distinct page ids for the used pages (Fisher-Yates on the whole cache). With
+// `reserve_zero` (and a spare page) page 0 is swapped out of the used ones: it stays NaN.
+std::vector<int32_t> PageTable(SplitMix64& rng, int32_t used, int32_t num_pages,
+                               bool reserve_zero) {
   std::vector<int32_t> ids(static_cast<size_t>(num_pages));
   for (int32_t i = 0; i < num_pages; ++i) ids[i] = i;
   for (int32_t i = num_pages - 1; i > 0; --i)
     std::swap(ids[i], ids[static_cast<int32_t>(rng.Below(static_cast<uint64_t>(i) + 1))]);
+  if (reserve_zero && used < num_pages)
+    for (int32_t i = 0; i < used; ++i)
+      if (ids[i] == 0) std::swap(ids[i], ids[used]);
   ids.resize(static_cast<size_t>(used));
   return ids;
 }
 
+// Hostile index values of unused slots (FlashMLA's tests): -1, past the cache, 2147480000,
+// INT_MAX, cycled by slot.
+int32_t HostileIndex(int64_t slot, int64_t rows) {
+  const int64_t values[] = {-1, rows, 2147480000, INT_MAX};
+  return static_cast<int32_t>(std::min<int64_t>(values[slot % 4], INT_MAX));
+}
+
 // Top-k lists (§8.1): token t of request b holds min(ctx_b, topk) entries, mostly distinct
 // context tokens of b, some invalid; entries past that length are garbage that must not be read
-// (alternately INT_MAX and the row of a NaN spare slot).
+// (alternately a hostile value -- -1, past the cache, 2147480000, INT_MAX -- and the row of a NaN
+// spare slot).
 void FillTopk(SplitMix64& rng, const NumericsOptions& opt, MlaInputs& in) {
   const int64_t rows = int64_t{in.num_pages} * in.page_size;
   const int64_t sentinels[] = {-1, INT_MAX, INT_MIN, -2, rows, rows + 1000};
@@ -103,7 +124,7 @@ void FillTopk(SplitMix64& rng, const NumericsOptions& opt, MlaInputs& in) {
           row[e] =
               static_cast<int32_t>(used_rows + static_cast<int64_t>(rng.Below(rows - used_rows)));
         } else {
-          row[e] = INT_MAX;
+          row[e] = HostileIndex(e / 2, rows);
         }
       }
     }
@@ -218,6 +239,38 @@ OutputTolerances DeriveTolerances(const AttentionPrecision& p, int64_t max_keys,
   return t;
 }
 
+namespace {
+
+// q values (the padding rows `padding_q_amplitude` times larger), quantised with q's scale: the
+// given one, or max |q| / the format's max over all rows or over the real rows only. Rows past
+// the real ones never exceed the real rows' range when the scale comes from those alone.
+Status QuantizeQ(const NumericsOptions& opt, NumFormat qf, int64_t q_elems, MlaInputs& in) {
+  SplitMix64 q_rng = SplitMix64::Stream(opt.seed, kSaltQ);
+  std::vector<float> values = RandomValues(q_rng, q_elems, opt.amplitude);
+  using Mode = NumericsOptions::QScaleMode;
+  const bool fp8 = qf == NumFormat::kFp8E4m3fn || qf == NumFormat::kFp8E4m3fnuz;
+  double scale = opt.q_scale;
+  if (opt.q_scale_mode != Mode::kStatic && fp8) {
+    const int64_t row_elems = int64_t{in.num_heads} * in.head_dim_qk;
+    const int64_t real =
+        opt.real_rows < 0 ? in.q_rows() : std::min<int64_t>(opt.real_rows, in.q_rows());
+    for (int64_t i = real * row_elems; i < q_elems; ++i)
+      values[i] = static_cast<float>(values[i] * opt.padding_q_amplitude);
+    const int64_t over = opt.q_scale_mode == Mode::kPerTensorPadded ? q_elems : real * row_elems;
+    double amax = 0;
+    for (int64_t i = 0; i < over; ++i) amax = std::max(amax, std::fabs(double{values[i]}));
+    scale = amax > 0 ? amax / GetFormatInfo(qf).max_finite : 1.0;
+    for (int64_t i = over; i < q_elems; ++i)  // rows outside the scale's range: clipped to it
+      values[i] = static_cast<float>(std::clamp<double>(values[i], -amax, amax));
+  }
+  in.q_scale = scale;
+  MLASIM_ASSIGN_OR_RETURN(QuantizedTensor q, Quantize(values, qf, scale, opt.fp8_overflow));
+  in.q = std::move(q.stored);
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& opt) {
   MLASIM_RETURN_IF_ERROR(ValidatePlanRequest(request));
   MLASIM_RETURN_IF_ERROR(CheckOptions(request, opt));
@@ -248,21 +301,22 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   const int64_t pages = used_pages + opt.spare_pages;
   const int64_t kv_elems = pages * in.page_size * in.head_dim_qk;
   const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
-  if (kv_elems > kMaxTensorElements || q_elems > kMaxTensorElements)
+  if (kv_elems > MaxTensorElements() || q_elems > MaxTensorElements())
     return InvalidArgumentError("kv_indptr", "the step needs " + S(std::max(kv_elems, q_elems)) +
                                                  " values in one tensor, more than the numerics "
                                                  "limit of " +
-                                                 S(kMaxTensorElements) +
+                                                 S(MaxTensorElements()) +
                                                  "; run it at reduced sizes (fewer heads, shorter "
-                                                 "contexts, smaller head dims)");
+                                                 "contexts, smaller head dims) or raise it with "
+                                                 "--limit tensor_values=N");
   in.num_pages = static_cast<int32_t>(pages);
   SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
-  in.kv_indices = PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages);
+  in.kv_indices =
+      PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages, opt.reserve_page_zero);
+  for (int32_t i = 0; i < opt.hostile_table_slots; ++i)
+    in.kv_indices.push_back(HostileIndex(i, in.num_pages));
 
-  SplitMix64 q_rng = SplitMix64::Stream(opt.seed, kSaltQ);
-  MLASIM_ASSIGN_OR_RETURN(QuantizedTensor q, Quantize(RandomValues(q_rng, q_elems, opt.amplitude),
-                                                      qf, opt.q_scale, opt.fp8_overflow));
-  in.q = std::move(q.stored);
+  MLASIM_RETURN_IF_ERROR(QuantizeQ(opt, qf, q_elems, in));
 
   // The cache: NaN everywhere (unused page tails, spare pages), then each request's tokens.
   const int32_t d = in.head_dim_qk;
@@ -315,17 +369,45 @@ OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& t
   return DeriveTolerances(precision, MaxKeys(inputs), VMax(inputs), lse_max);
 }
 
+namespace {
+
+// Padding rows [real_rows, q_rows) of the plan-driven result: what an engine that consumes them
+// would read (non-finite o, NaN or +inf lse, poisoned pairs).
+void CheckPadding(const AttentionOutput& got, const std::vector<uint8_t>& pair_mask,
+                  size_t real_pairs, int32_t dv, NumericsReport& rep) {
+  for (size_t i = real_pairs; i < got.lse.size(); ++i) {
+    rep.padding_lse_bad += std::isnan(got.lse[i]) || got.lse[i] == HUGE_VAL;
+    rep.padding_poisoned_pairs += pair_mask[i];
+    for (int32_t x = 0; x < dv; ++x) rep.padding_o_nonfinite += !std::isfinite(got.o[i * dv + x]);
+  }
+}
+
+}  // namespace
+
 StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
                                          const NumericsOptions& options) {
   MLASIM_ASSIGN_OR_RETURN(const MlaInputs in, BuildMlaInputs(request, options));
-  MLASIM_ASSIGN_OR_RETURN(const AttentionOutput mono, RunMonolithic(in, options.precision));
+  // The truth sees q as the real rows alone would scale it.
+  MlaInputs real_scaled;
+  const MlaInputs* truth_in = &in;
+  if (options.q_scale_mode == NumericsOptions::QScaleMode::kPerTensorPadded) {
+    NumericsOptions truth_options = options;
+    truth_options.q_scale_mode = NumericsOptions::QScaleMode::kPerTensorReal;
+    MLASIM_ASSIGN_OR_RETURN(real_scaled, BuildMlaInputs(request, truth_options));
+    truth_in = &real_scaled;
+  }
+  MLASIM_ASSIGN_OR_RETURN(const AttentionOutput mono, RunMonolithic(*truth_in, options.precision));
   PlanExecOptions exec;
   exec.precision = options.precision;
   exec.empty_rows = options.empty_rows;
   exec.mutant = options.mutant;
+  exec.invalid_index = options.invalid_index;
+  exec.read_masked_keys = options.read_masked_keys;
   MLASIM_ASSIGN_OR_RETURN(PlanDrivenResult driven, RunPlanDriven(in, request, plan, exec));
 
   NumericsReport rep;
+  rep.q_scale = in.q_scale;
+  rep.q_scale_real = truth_in->q_scale;
   rep.q_format = options.q_format.value_or(FormatForDType(request.q_dtype, request.target));
   rep.kv_format = options.kv_format.value_or(FormatForDType(request.kv_dtype, request.target));
   rep.q_rows = in.q_rows();
@@ -377,6 +459,7 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
     rep.monolithic_nan += std::isnan(mono.lse[i]);
     rep.unexplained_nan += std::isnan(got.lse[i]) && !skip_pairs[i];
   }
+  CheckPadding(got, pair_mask, real_pairs, dv, rep);
   rep.poison = std::move(driven.poison);
   rep.ok = rep.o_unpoisoned.passed && rep.lse_unpoisoned.passed && rep.unexplained_nan == 0 &&
            rep.monolithic_nan == 0;

@@ -110,9 +110,27 @@ struct NumericsOptions {
   int32_t invalid_topk_per_mille = 125;  // sparse: share of entries within a token's length
                                          // that are invalid (-1, INT_MAX, negative, ...)
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
+  // The kernel contract's handling of indices outside the cache and of masked keys
+  // (PlanExecOptions; sim/contract.h DecodeSemantics).
+  InvalidIndexUse invalid_index = InvalidIndexUse::kMasked;
+  bool read_masked_keys = false;
+  // Poisoning like FlashMLA's tests (docs/numerics.md "Poisoned inputs"): dense page-table slots
+  // past the ones in use hold hostile page ids (-1, past the cache, 2147480000, INT_MAX), and page
+  // 0 is never given to a request (it holds NaN, so a kernel that clamps an invalid index to
+  // slot 0 reads poison). Top-k entries past a token's length always hold hostile values.
+  int32_t hostile_table_slots = 0;
+  bool reserve_page_zero = false;
   // q rows [real_rows, q_rows) belong to padding requests: the engine discards their outputs, so
   // o / lse there are not compared (poison findings there are still reported). -1 = every row.
   int64_t real_rows = -1;
+  // The per-tensor scale of an fp8 q (value = stored * q_scale): `q_scale` as given (kStatic), or
+  // max |q| / the format's max over every q row, padding rows included (kPerTensorPadded), or
+  // over the real rows only (kPerTensorReal). Padding rows hold values `padding_q_amplitude`
+  // times larger than real rows (1 = alike). With kPerTensorPadded the monolithic truth uses the
+  // real rows' scale, so padding that changes the real rows' quantisation shows as error.
+  enum class QScaleMode : uint8_t { kStatic, kPerTensorPadded, kPerTensorReal };
+  QScaleMode q_scale_mode = QScaleMode::kStatic;
+  double padding_q_amplitude = 1.0;
   NumericsMutant mutant = NumericsMutant::kNone;
   std::optional<OutputTolerances> tolerance;  // unset = DeriveTolerances
 };
@@ -143,6 +161,16 @@ struct NumericsReport {
   int32_t tiles_reduced = 0;
   int64_t partial_rows_without_key = 0;  // split-piece rows that saw no key (§11.6)
   int32_t fold_ratio = 1;
+  // Padding rows [real_rows, q_rows) of the plan-driven result: o elements that are NaN or +-inf,
+  // lse values that are NaN or +inf (-inf is a defined empty row), and (row, head) pairs named
+  // by poison findings. Findings when the engine consumes padding (docs/numerics.md).
+  int64_t padding_o_nonfinite = 0;
+  int64_t padding_lse_bad = 0;
+  int64_t padding_poisoned_pairs = 0;
+  // q's per-tensor scale as the kernel got it, and the one over the real rows alone (equal
+  // unless NumericsOptions::q_scale_mode is kPerTensorPadded and padding rows set the maximum).
+  double q_scale = 1.0;
+  double q_scale_real = 1.0;
   // Plan-driven agrees with monolithic within tolerance wherever no poison is reported, and
   // every NaN is explained by a finding. Poison itself is in `poison`: the caller decides
   // whether it is expected (e.g. the parallel planner's zero-KV requests).

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ref/indptr.h"
+#include "ref/mutant.h"
 #include "ref/planner_walk.h"
 #include "ref/sizing.h"
 
@@ -304,8 +305,7 @@ StatusOr<Plan> PlanMlaMetadata(const PlanRequest& r, const PlannerOptions& optio
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
   MLASIM_ASSIGN_OR_RETURN(MetadataSizes sizes, GetMlaMetadataInfoV1(r, batch));
   // The mutant forgets that splits add partial entries: one entry per q tile.
-  if (options.mutant == PlannerMutant::kUndersizedPartialMap)
-    sizes.reduce_partial_map = sizes.tile_cnt;
+  if (MLASIM_MUTANT(options.mutant, kUndersizedPartialMap)) sizes = PartialMapOnePerTile(sizes);
   Plan plan;
   MLASIM_RETURN_IF_ERROR(PlanValidated(r, sizes, options, plan));
   return plan;

@@ -8,7 +8,9 @@
 // below is inlined into it, so they live in registers (stores into the int32 plan buffers could
 // otherwise alias int32 members and force reloads after every store).
 #include <algorithm>
+#include <cstdint>
 
+#include "ref/mutant.h"
 #include "ref/planner_walk.h"
 
 #define MLASIM_INLINE [[gnu::always_inline]] inline
@@ -39,10 +41,11 @@ struct SerialOut {
   Sink<kMode, kBounded> work_indptr, work_info, reduce_indptr, final_map, partial_map;
 };
 
-// The kNondeterministicPad mutant leaks state across calls (as reading stale memory would).
-[[gnu::noinline]] int32_t LeakedPad() {
-  static int32_t leaked_calls = 0;
-  return ++leaked_calls;
+// The kNondeterministicPad mutant leaks host state into the plan (as reading uninitialised memory
+// would): the address of the buffer it fills, which differs between two plans of the same batch.
+// No static counter: a mutant run is as deterministic as the state it leaks.
+[[gnu::noinline]] int32_t LeakedPad(const Plan& plan) {
+  return static_cast<int32_t>(reinterpret_cast<uintptr_t>(plan.work_info.data.data()) >> 4);
 }
 
 // (Out of line and given no pointer to the walk's locals, which must stay in registers.)
@@ -76,7 +79,7 @@ MLASIM_INLINE void PieceEndPage1(const WalkParams& p, SerialState& s, int32_t ca
                                  bool is_final, int32_t* w) {
   // (bt >= 0, so aiter's min(ke - bt, ke) and min(ke, ke - bt) are both ke_trim.)
   int32_t k1 = std::min(w[kKvStart] + cap_blocks * p.gran, s.ke_trim);
-  const bool tail_rule = p.mutant != PlannerMutant::kNoTailRule;
+  const bool tail_rule = !MLASIM_MUTANT(p.mutant, kNoTailRule);
   if (is_final) {
     const int32_t left = s.ke - k1;
     if ((tail_rule && left > 0 && left < p.thr) || s.tail_done) k1 = s.ke_trim;
@@ -121,7 +124,7 @@ MLASIM_INLINE int32_t MakePiece(const WalkParams& p, SerialState& s, int32_t cap
     }
   }
   if (p.sparse && !p.batch_idx_is_request) w[kBatchIdx] = s.v;
-  w[kPad] = p.mutant == PlannerMutant::kNondeterministicPad ? LeakedPad() : 0;
+  w[kPad] = 0;  // (the kNondeterministicPad mutant fills it in StoreWork)
   return undefined_index;
 }
 
@@ -129,6 +132,12 @@ template <class Out>
 MLASIM_INLINE void StoreWork(const WalkParams& p, SerialState& s, const Out& o, const int32_t* w,
                              int32_t undefined_index) {
   const bool undefined = undefined_index >= 0;
+  int32_t leaked[kWorkInfoWidth];
+  if (MLASIM_MUTANT(p.mutant, kNondeterministicPad)) {
+    std::copy(w, w + kWorkInfoWidth, leaked);
+    leaked[kPad] = LeakedPad(*o.plan);
+    w = leaked;
+  }
   o.work_info.PutWork(s.num_works, w, undefined ? kKvOffset : -1);
   if (undefined)
     RecordLastPageRead(*o.plan, static_cast<int64_t>(p.req->kv_last_page_lens.size()),
@@ -149,7 +158,7 @@ MLASIM_INLINE void EmitFinal(const WalkParams& p, SerialState& s, const Out& o, 
     o.final_map.Put(row + kFinalQoStart, w[kQoStart]);
     o.final_map.Put(row + kFinalQoEnd, w[kQoEnd]);
     s.final_map_end = row + kReduceFinalMapWidth;
-    const int32_t shift = p.mutant == PlannerMutant::kPartialMapOffByOne ? p.qts : 0;
+    const int32_t shift = MLASIM_MUTANT(p.mutant, kPartialMapOffByOne) ? p.qts : 0;
     for (int32_t i = 0; i < pieces; ++i)
       o.partial_map.Put(s.last_reduce + i, s.partial_idx - (s.nsplit - i) * p.qts + shift);
     s.partial_idx += p.qts;
@@ -158,7 +167,7 @@ MLASIM_INLINE void EmitFinal(const WalkParams& p, SerialState& s, const Out& o, 
     w[kPartialQoLoc] = -1;
     o.reduce_indptr.Put(s.tiles + 1, s.last_reduce);
   }
-  const bool drop = p.mutant == PlannerMutant::kDropLastPiece && s.nsplit > 0;
+  const bool drop = MLASIM_MUTANT(p.mutant, kDropLastPiece) && s.nsplit > 0;
   if (!drop) StoreWork(p, s, o, w, undefined_index);
   ++s.tiles;
 }

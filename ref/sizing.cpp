@@ -23,6 +23,11 @@ int32_t MaxQoTilesPerBatch(const RevisionRules& rules, const ShapeKey& key) {
 
 }  // namespace
 
+MetadataSizes PartialMapOnePerTile(MetadataSizes sizes) {
+  sizes.reduce_partial_map = sizes.tile_cnt;
+  return sizes;
+}
+
 int32_t EffectiveCuCount(const PlanRequest& request) {
   return request.cu_count > 0 ? request.cu_count : GetTargetProfile(request.target).cu_count;
 }

@@ -16,6 +16,12 @@ namespace mlasim::ref {
 // the helper's `assert num_head_qo % 8 == 0`; InvalidArgument for qlen < 1 or a negative batch.
 StatusOr<MetadataSizes> GetMlaMetadataInfoV1(const PlanRequest& request, int32_t batch_size);
 
+// `sizes` with reduce_partial_map sized at one entry per q tile (tile_cnt): a sizing that forgets
+// that split tiles add partial entries (the inverse of aiter #3855). The one implementation of
+// that bug, switched on by the planner mutant kUndersizedPartialMap and by the engine table's
+// partial_map_per_tile variable (sim/engines/atom.json).
+MetadataSizes PartialMapOnePerTile(MetadataSizes sizes);
+
 // CU count the request plans for: request.cu_count if > 0, else the target profile's.
 int32_t EffectiveCuCount(const PlanRequest& request);
 

@@ -111,6 +111,7 @@ class TableParser {
     e.table = t_->name;
     MLASIM_RETURN_IF_ERROR(r.String("name", &e.name, true));
     MLASIM_RETURN_IF_ERROR(r.String("summary", &e.summary, true));
+    MLASIM_RETURN_IF_ERROR(r.String("padding_source", &e.padding_source));
     const json* flags = r.Child("flags");
     if (!flags) return InvalidArgumentError(r.Path("flags"), "required key is missing");
     MLASIM_RETURN_IF_ERROR(ParseEngineFlags(*flags, r.Path("flags"), &e));
@@ -292,7 +293,45 @@ Status ParseEngineFlags(const json& j, const std::string& path, EngineProfile* e
   MLASIM_RETURN_IF_ERROR(r.Bool("dcp_slice_rebuild_inputs", &e->dcp_slice_rebuild_inputs));
   MLASIM_RETURN_IF_ERROR(r.Bool("incremental_update", &e->incremental_update));
   MLASIM_RETURN_IF_ERROR(r.Bool("update_uses_verify_width", &e->update_uses_verify_width));
+  for (auto [key, out] :
+       {std::pair<const char*, EngineProfile::Padding*>{"o_padding", &e->o_padding},
+        {"lse_padding", &e->lse_padding}}) {
+    std::string v;
+    MLASIM_RETURN_IF_ERROR(r.String(key, &v));
+    if (!r.Has(key)) continue;
+    if (v == "consumed")
+      *out = EngineProfile::Padding::kConsumed;
+    else if (v == "dropped")
+      *out = EngineProfile::Padding::kDropped;
+    else
+      return InvalidArgumentError(r.Path(key), "must be \"consumed\" or \"dropped\"");
+  }
+  std::string scale;
+  MLASIM_RETURN_IF_ERROR(r.String("q_fp8_scale", &scale));
+  if (r.Has("q_fp8_scale")) {
+    bool known = false;
+    for (auto q : {EngineProfile::QScale::kStatic, EngineProfile::QScale::kPerTensorPadded,
+                   EngineProfile::QScale::kPerTensorReal})
+      if (scale == QScaleName(q)) e->q_fp8_scale = q, known = true;
+    if (!known)
+      return InvalidArgumentError(
+          r.Path("q_fp8_scale"),
+          "must be \"static\", \"per_tensor_padded\" or \"per_tensor_real\"");
+  }
   return r.Finish();
+}
+
+const char* PaddingName(EngineProfile::Padding p) {
+  return p == EngineProfile::Padding::kDropped ? "dropped" : "consumed";
+}
+
+const char* QScaleName(EngineProfile::QScale q) {
+  switch (q) {
+    case EngineProfile::QScale::kStatic: return "static";
+    case EngineProfile::QScale::kPerTensorPadded: return "per_tensor_padded";
+    case EngineProfile::QScale::kPerTensorReal: return "per_tensor_real";
+  }
+  return "?";
 }
 
 const std::vector<EngineProfile>& BuiltinProfiles() {

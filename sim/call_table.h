@@ -131,7 +131,8 @@ StatusOr<std::shared_ptr<const CallTable>> BuiltinCallTable(
 
 // Reads the flags of an engine profile (a preset's `flags`, or the overrides of a scenario's
 // "engine" object: the keys sparse_mtp_plan_tokens, draft_rows, plan_rows_guard,
-// dcp_slice_rebuild_inputs, incremental_update, update_uses_verify_width), each optional.
+// dcp_slice_rebuild_inputs, incremental_update, update_uses_verify_width, o_padding,
+// lse_padding, q_fp8_scale), each optional.
 // `extra_keys` are other keys the object may hold (skipped here). Errors name `path`.
 Status ParseEngineFlags(const nlohmann::json& j, const std::string& path, EngineProfile* e,
                         const std::vector<std::string>& extra_keys = {});

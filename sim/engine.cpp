@@ -107,8 +107,8 @@ class StepBuilder {
                    int32_t real, int32_t* plan_index);
   Status ReusePlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
                    int32_t* plan_index);
-  Status UpdatePlan(const std::string& step, const CallRow& row, int32_t plan_index,
-                    int32_t real, int32_t* out_index);
+  Status UpdatePlan(const std::string& step, const CallRow& row, int32_t plan_index, int32_t real,
+                    int32_t* out_index);
   void SetHandles(const CallRow& row, int32_t plan_index);
   int32_t Handle(const std::string& name) const;
   void Fill(const std::string& step, const CallRow& row, const std::vector<int32_t>& indptr,
@@ -256,8 +256,7 @@ Status StepBuilder::ResolveContracts() {
   std::map<std::string, int64_t> what_if = mutant_.contract_constants;
   if (s_.zero_kv_reads_index_row) what_if["zero_kv_reads_index_row"] = 1;
   MLASIM_ASSIGN_OR_RETURN(decode_, WithConstants(decode_, what_if));
-  MLASIM_ASSIGN_OR_RETURN(reduce_,
-                          ContractFor(s_, CallKind::kReduce, "mla_reduce_v1", "contract"));
+  MLASIM_ASSIGN_OR_RETURN(reduce_, ContractFor(s_, CallKind::kReduce, "mla_reduce_v1", "contract"));
   for (const StepSpec& st : table_.steps) {
     for (const CallRow& row : st.calls) {
       if (row.kind != CallKind::kIndexFill || fills_.count(row.kernel)) continue;
@@ -288,7 +287,7 @@ Status StepBuilder::AllocateBuffers() {
       if (z.is_sparse >= 0) sizing.topk = z.is_sparse ? std::max(sizing.topk, 0) : -1;
     }
     MLASIM_ASSIGN_OR_RETURN(ref::MetadataSizes z, ref::GetMlaMetadataInfoV1(sizing, batch));
-    if (Var("partial_map_per_tile")) z.reduce_partial_map = z.tile_cnt;
+    if (Var("partial_map_per_tile")) z = ref::PartialMapOnePerTile(z);  // the one implementation
     capacity_[b.prefix] = z;
     AddPlanBuffers(b.prefix, z);
   }
@@ -296,15 +295,14 @@ Status StepBuilder::AllocateBuffers() {
     if (When(p.when)) AddPersistent(p.name, Eval(p.rows, p.name), 4, "int32");
   for (const SizingOverride& z : s_.sizing)
     if (!capacity_.count(z.buffers))
-      return InvalidArgumentError("$.sizing", "no plan buffers \"" + z.buffers +
-                                                  "\" in this step (the engine sizes: " +
-                                                  [&] {
-                                                    std::string k;
-                                                    for (const auto& [n, c] : capacity_)
-                                                      k += (k.empty() ? "" : ", ") + n;
-                                                    return k;
-                                                  }() +
-                                                  ")");
+      return InvalidArgumentError(
+          "$.sizing", "no plan buffers \"" + z.buffers + "\" in this step (the engine sizes: " +
+                          [&] {
+                            std::string k;
+                            for (const auto& [n, c] : capacity_) k += (k.empty() ? "" : ", ") + n;
+                            return k;
+                          }() +
+                          ")");
   if (s_.kv_cache.modelled) {
     // The KV cache: each request's tokens, and room for its K draft tokens, in slots after the
     // previous request's; one spare row. Row = one token of kv_lora_rank + rope_dim values.
@@ -316,10 +314,10 @@ Status StepBuilder::AllocateBuffers() {
     }
     rows *= page_;
     if (s_.kv_cache.num_rows > 0) rows = s_.kv_cache.num_rows;
-    t_.persistent.push_back(PersistentBuffer{"kv_cache", rows + (s_.kv_cache.num_rows > 0 ? 0 : 1),
-                                             int64_t{s_.model.kv_lora_rank + s_.model.rope_dim} *
-                                                 Bytes(s_.model.kv_dtype),
-                                             ref::DTypeName(s_.model.kv_dtype)});
+    t_.persistent.push_back(PersistentBuffer{
+        "kv_cache", rows + (s_.kv_cache.num_rows > 0 ? 0 : 1),
+        int64_t{s_.model.kv_lora_rank + s_.model.rope_dim} * Bytes(s_.model.kv_dtype),
+        ref::DTypeName(s_.model.kv_dtype)});
   }
   return OkStatus();
 }
@@ -424,8 +422,8 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
 // Trace plumbing
 // ---------------------------------------------------------------------------------------------
 
-Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row,
-                              ref::PlanRequest request, int32_t real, int32_t* plan_index) {
+Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
+                              int32_t real, int32_t* plan_index) {
   ref::PlannerOptions options;
   options.choice =
       s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
@@ -433,13 +431,13 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row,
   auto plan = ref::PlanMlaMetadataInto(request, capacity_.at(row.capacity), options);
   if (!plan.ok()) {
     const std::string& f = plan.status().field();
-    const std::string field = f == "heads_per_head_k"             ? "$.model.heads"
-                              : f == "topk"                       ? "$.model.topk"
+    const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
+                              : f == "topk"                  ? "$.model.topk"
                               : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
-                                                                  : "$";
-    return InvalidArgumentError(field, "the engine's " + row.call + " at " + step +
-                                           " is refused by the planner: " +
-                                           plan.status().ToString());
+                                                             : "$";
+    return InvalidArgumentError(field,
+                                "the engine's " + row.call + " at " + step +
+                                    " is refused by the planner: " + plan.status().ToString());
   }
   PlanSnapshot snap;
   snap.name = row.call;
@@ -458,15 +456,15 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row,
   c.kernel = "get_mla_metadata_v1";
   c.plan = *plan_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) +
-           " batches (" + std::to_string(real) + " real) into " + row.buffers + "*";
+  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) + " batches (" +
+           std::to_string(real) + " real) into " + row.buffers + "*";
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
 
 // The plan of handle row.reuse_plan, kept although the lengths changed (a stale plan).
-Status StepBuilder::ReusePlan(const std::string& step, const CallRow& row,
-                              ref::PlanRequest request, int32_t* plan_index) {
+Status StepBuilder::ReusePlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
+                              int32_t* plan_index) {
   PlanSnapshot stale = t_.plans[Handle(row.reuse_plan)];
   stale.request = std::move(request);
   stale.name = row.call + "(stale)";
@@ -525,11 +523,11 @@ Status StepBuilder::UpdatePlan(const std::string& step, const CallRow& row, int3
   c.kernel = "decode_update_mla_metadata_v1";
   c.plan = *out_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = std::string("patches the target plan in place for ") +
-           std::to_string(kv_indptr.size() - 1) + " batches" +
-           (rejects ? " with num_reject_tokens of " + std::to_string(s_.requests.size()) +
-                          " entries"
-                    : "");
+  c.note =
+      std::string("patches the target plan in place for ") + std::to_string(kv_indptr.size() - 1) +
+      " batches" +
+      (rejects ? " with num_reject_tokens of " + std::to_string(s_.requests.size()) + " entries"
+               : "");
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
@@ -575,9 +573,8 @@ void StepBuilder::Fill(const std::string& step, const CallRow& row,
   t_.calls.push_back(std::move(c));
 }
 
-void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t plan,
-                         int32_t q_rows, bool sparse, bool graph, int32_t max_seqlen_q,
-                         bool guard) {
+void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t plan, int32_t q_rows,
+                         bool sparse, bool graph, int32_t max_seqlen_q, bool guard) {
   const PlanSnapshot& snap = t_.plans[plan];
   const CallOverride* o = Override(step, row.call);
   const int32_t heads = sh_.kernel_heads;
@@ -591,8 +588,8 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   const int64_t q_alloc = o && o->q_rows >= 0 ? o->q_rows : q_rows;
   const int64_t o_alloc = o && o->o_rows >= 0 ? o->o_rows : q_rows;
   const int32_t view_heads = o && o->kernel_heads > 0 ? o->kernel_heads / fold : vh;
-  const int32_t view_cols = o && o->kernel_q_cols > 0 ? o->kernel_q_cols
-                                                      : static_cast<int32_t>(Var("kernel_q_cols"));
+  const int32_t view_cols =
+      o && o->kernel_q_cols > 0 ? o->kernel_q_cols : static_cast<int32_t>(Var("kernel_q_cols"));
   auto tensor = [](const char* role, std::string buffer, int64_t rows, int32_t h, int32_t cols,
                    int32_t eb, ref::DType d) {
     TensorArg a;
@@ -639,8 +636,8 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
       tensor("o", "o", o_alloc * fold, vh, s_.model.kv_lora_rank, ob, s_.model.model_dtype));
   view(c.args.back(), view_heads, s_.model.kv_lora_rank);
   const int64_t partial_rows = int64_t{snap.plan.sizes.reduce_partial_map} * max_seqlen_q;
-  c.args.push_back(tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4,
-                          ref::DType::kFp32));
+  c.args.push_back(
+      tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4, ref::DType::kFp32));
   c.args.push_back(tensor("attn_lse", "attn_lse", partial_rows, vh, 1, 4, ref::DType::kFp32));
   TensorArg idx;
   idx.role = "kv_indices";
@@ -669,8 +666,8 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
     };
     note(o->q_rows >= 0, "q allocated with " + std::to_string(o->q_rows) + " rows");
     note(o->o_rows >= 0, "o allocated with " + std::to_string(o->o_rows) + " rows");
-    note(o->kernel_heads > 0, "the kernel strides " + std::to_string(o->kernel_heads) +
-                                  " heads per q row");
+    note(o->kernel_heads > 0,
+         "the kernel strides " + std::to_string(o->kernel_heads) + " heads per q row");
     note(o->kernel_q_cols > 0,
          "the kernel strides " + std::to_string(o->kernel_q_cols) + " columns per q row");
     note(o->launch_grid >= 0, "launched with " + std::to_string(o->launch_grid) + " workgroups");
@@ -717,11 +714,10 @@ Status StepBuilder::CapturePlans() {
   bool needed = false;
   for (const CallOverride& o : s_.calls) needed = needed || o.plan_from == "capture";
   if (!needed) return OkStatus();
-  if (!s_.capture_contexts.empty() &&
-      static_cast<int32_t>(s_.capture_contexts.size()) != sh_.R)
-    return InvalidArgumentError("$.capture.contexts",
-                                "needs one context per captured request (the rung R = " +
-                                    std::to_string(sh_.R) + ")");
+  if (!s_.capture_contexts.empty() && static_cast<int32_t>(s_.capture_contexts.size()) != sh_.R)
+    return InvalidArgumentError(
+        "$.capture.contexts",
+        "needs one context per captured request (the rung R = " + std::to_string(sh_.R) + ")");
   Scenario cap = s_;
   cap.calls.clear();
   cap.requests.assign(sh_.R, RequestSpec());
@@ -733,8 +729,8 @@ Status StepBuilder::CapturePlans() {
   StepBuilder b(cap, t, table_, mutant_);
   const Status st = b.Run();
   if (!st.ok())
-    return InvalidArgumentError("$.capture", "the capture batch cannot be planned: " +
-                                                 st.ToString());
+    return InvalidArgumentError("$.capture",
+                                "the capture batch cannot be planned: " + st.ToString());
   for (const Call& c : t.calls)
     if (c.kind == CallKind::kPlanBuild || c.kind == CallKind::kPlanUpdate)
       captured_[c.step + "." + c.name] = t.plans[c.plan];

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 
+#include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
 
@@ -17,7 +18,7 @@ using ref::Cell;
 struct Aggregate {
   ViolationKind kind;
   std::string buffer;
-  std::string access;
+  Access access = Access::kRead;
   int64_t rows = 0;
   int64_t row_bytes = 0;
   int64_t first = INT64_MAX;
@@ -29,10 +30,10 @@ struct Aggregate {
 // and the tensor it is (for reporting a bad load as a read of that tensor).
 struct LoadSource {
   const int32_t* data = nullptr;
-  const Cell* cells = nullptr;  // null: every element of `data` was written
-  int64_t size = 0;             // elements held (data's length)
-  int64_t alloc = 0;            // elements allocated (>= size: the rest is stale memory)
-  int32_t width = 1;            // elements per row
+  const Cell* cells = nullptr;          // null: every element of `data` was written
+  int64_t size = 0;                     // elements held (data's length)
+  int64_t alloc = 0;                    // elements allocated (>= size: the rest is stale memory)
+  int32_t width = 1;                    // elements per row
   const std::string* buffer = nullptr;  // allocation name
 };
 
@@ -82,8 +83,8 @@ class CallExecutor {
   LoadResult BadLoad(const LoadSource& l, int64_t element);
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
-  void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1,
-                  int64_t p0, int64_t p1, int64_t page);
+  void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
+                  int64_t p1, int64_t page);
   void GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page);
   void FlushInvalid(const Call& c);
 
@@ -161,7 +162,7 @@ void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, in
       Aggregate& g = agg_[{a.buffer, static_cast<int>(ViolationKind::kUninitializedRead) * 2}];
       g.kind = ViolationKind::kUninitializedRead;
       g.buffer = a.buffer;
-      g.access = "read";
+      g.access = Access::kRead;
       g.rows = a.rows;
       g.row_bytes = a.row_bytes;
       g.first = std::min(g.first, gap.first / a.row_bytes);
@@ -174,7 +175,7 @@ void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, in
         agg_[{a.buffer, static_cast<int>(ViolationKind::kOutOfBounds) * 2 + write + kBefore}];
     g.kind = ViolationKind::kOutOfBounds;
     g.buffer = a.buffer;
-    g.access = write ? "write" : "read";
+    g.access = write ? Access::kWrite : Access::kRead;
     g.rows = a.rows;
     g.row_bytes = a.row_bytes;
     g.first = std::min(g.first, r0);
@@ -185,7 +186,7 @@ void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, in
     Aggregate& g = agg_[{a.buffer, static_cast<int>(ViolationKind::kOutOfBounds) * 2 + write}];
     g.kind = ViolationKind::kOutOfBounds;
     g.buffer = a.buffer;
-    g.access = write ? "write" : "read";
+    g.access = write ? Access::kWrite : Access::kRead;
     g.rows = a.rows;
     g.row_bytes = a.row_bytes;
     g.first = std::min(g.first, std::max(r0, a.rows));
@@ -196,55 +197,27 @@ void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, in
 
 void CallExecutor::Flush(const Call& c) {
   for (auto& [key, g] : agg_) {
-    Violation v;
-    v.kind = g.kind;
-    v.buffer = g.buffer;
-    v.access = g.access;
-    v.rows = g.rows;
-    v.row_bytes = g.row_bytes;
-    v.first_row = g.first;
-    v.last_row = g.last;
-    v.work_items = g.works;
-    const Allocation* a = as_.Find(g.buffer);
-    const bool before = key.second >= kBefore;
-    if (g.kind == ViolationKind::kOutOfBounds) {
-      // q / o: class A when the plan covers rows the engine did not allocate, class C when the
-      // plan fits and the kernel's row width or stride overruns; the KV cache reached through
-      // an index: class G; any other buffer: class C.
-      const bool qo = g.buffer == "q" || g.buffer == "o";
-      const int32_t alloc_rows = g.buffer == "q" ? c.q_rows : c.o_rows;
-      v.bug_class = qo ? (c.plan_rows > alloc_rows ? "A" : "C") : g.buffer == "kv_cache" ? "G" : "C";
-      if (before) {
-        v.rows_before_start = -g.first;
-        v.bytes_before_start = v.rows_before_start * g.row_bytes;
+    const RowSpan span{g.buffer, g.rows, g.row_bytes, g.first, g.last};
+    if (g.kind != ViolationKind::kOutOfBounds) {
+      Add(c, MakeUninitializedRead(span, g.works));
+      continue;
+    }
+    // q / o: class A when the plan covers rows the engine did not allocate, C when the plan fits
+    // and the kernel's row width or stride overruns.
+    const int32_t alloc_rows = g.buffer == "q" ? c.q_rows : c.o_rows;
+    Violation v = MakeOutOfBounds(OutOfBoundsClass(g.buffer, c.plan_rows > alloc_rows), span,
+                                  g.access, g.works);
+    if (const Allocation* a = as_.Find(g.buffer)) {
+      // (Unsigned wrap-around gives the address below the base for an underflow.)
+      const uint64_t begin = a->base + static_cast<uint64_t>(g.first * g.row_bytes);
+      const uint64_t end = a->base + static_cast<uint64_t>((g.last + 1) * g.row_bytes);
+      const uint64_t bad = as_.FirstUnmapped(begin, end);
+      if (bad < end) {
+        WithFault(v, bad);
       } else {
-        v.rows_past_end = g.last + 1 - g.rows;
-        v.bytes_past_end = v.rows_past_end * g.row_bytes;
+        const auto hits = as_.Overlapping(begin, end, a);
+        if (!hits.empty()) WithOverlap(v, hits[0]->name);
       }
-      v.consequence = "unobserved";
-      if (a) {
-        // (Unsigned wrap-around gives the address below the base for an underflow.)
-        const uint64_t begin = a->base + static_cast<uint64_t>(g.first * g.row_bytes);
-        const uint64_t end = a->base + static_cast<uint64_t>((g.last + 1) * g.row_bytes);
-        const uint64_t bad = as_.FirstUnmapped(begin, end);
-        if (bad < end) {
-          v.consequence = "fault";
-          v.first_bad_address = bad;
-        } else {
-          const auto hits = as_.Overlapping(begin, end, a);
-          if (!hits.empty())
-            v.consequence =
-                std::string(g.access == "write" ? "corrupts:" : "reads:") + hits[0]->name;
-        }
-      }
-      v.detail = std::string(g.access == "write" ? "writes " : "reads ") + g.buffer + " rows " +
-                 std::to_string(g.first) + ".." + std::to_string(g.last) + " of " +
-                 std::to_string(g.rows) + (before ? " (before its start)" : "");
-    } else {
-      v.bug_class = "E";
-      v.consequence = "stale_read";
-      v.detail = "reads " + g.buffer + " rows " + std::to_string(g.first) + ".." +
-                 std::to_string(g.last) + " that no call wrote this step";
     }
     Add(c, std::move(v));
   }
@@ -286,39 +259,15 @@ void CallExecutor::MarkPlanWrites(const PlanSnapshot& snap) {
 void CallExecutor::ReportPlanOverflow(const Call& c, const PlanSnapshot& snap) {
   for (const auto& [name, b] : PlanBuffers(snap)) {
     if (b->oob_writes == 0) continue;
-    Violation v;
-    v.kind = ViolationKind::kOutOfBounds;
-    v.bug_class = "D";
-    v.buffer = name;
-    v.access = "write";
-    v.rows = b->size() / b->row_width;
-    v.row_bytes = int64_t{b->row_width} * 4;
-    v.first_row = b->first_oob_index / b->row_width;
-    v.last_row = b->last_oob_index / b->row_width;
-    v.rows_past_end = v.last_row + 1 - v.rows;
-    v.bytes_past_end = v.rows_past_end * v.row_bytes;
-    v.consequence = "refused";  // the sizing disagreement; the store itself is modelled away
-    v.detail = "the planner stores past " + name + " as sized by get_mla_metadata_info_v1";
-    Add(c, std::move(v));
+    Add(c, MakePlanBufferOverflow({name, b->size() / b->row_width, int64_t{b->row_width} * 4,
+                                   b->first_oob_index / b->row_width,
+                                   b->last_oob_index / b->row_width}));
   }
 }
 
 void CallExecutor::ReportPlannerInputReads(const Call& c, const ref::Plan& p) {
   for (const ref::InputViolation& iv : p.input_violations) {
-    Violation v;
-    v.kind = ViolationKind::kPlannerInputRead;
-    v.bug_class = "G";
-    v.buffer = iv.array;
-    v.access = "read";
-    v.rows = iv.size;
-    v.row_bytes = 4;
-    v.first_row = v.last_row = iv.index;
-    v.rows_past_end = iv.index + 1 - iv.size;
-    v.bytes_past_end = v.rows_past_end * 4;
-    if (iv.work_row >= 0) v.work_items.push_back(iv.work_row);
-    v.consequence = "undefined_value";
-    v.detail = c.kernel + " reads " + iv.array + "[" + std::to_string(iv.index) + "] of " +
-               std::to_string(iv.size) + " entries";
+    Violation v = MakePlannerInputRead(iv.array, iv.size, iv.index, iv.work_row, c.kernel);
     // Merge repeated reads of the same array in one call.
     bool merged = false;
     for (Violation& prev : out_.violations) {
@@ -341,19 +290,8 @@ void CallExecutor::ReportPlannerInputReads(const Call& c, const ref::Plan& p) {
 void CallExecutor::ReportInconsistentBatch(const Call& c, const PlanSnapshot& snap) {
   const size_t qn = snap.request.qo_indptr.size(), kn = snap.request.kv_indptr.size();
   if (qn == kn) return;
-  Violation v;
-  v.kind = ViolationKind::kPlanInvalid;
-  v.bug_class = "A";
-  v.buffer = qn > kn ? "sparse_cu_seqlens_q" : "kv_indptr";
-  v.access = "read";
-  v.rows = static_cast<int64_t>(std::min(qn, kn));
-  v.first_row = static_cast<int64_t>(std::min(qn, kn));
-  v.last_row = static_cast<int64_t>(std::max(qn, kn)) - 1;
-  v.rows_past_end = v.last_row + 1 - v.rows;
-  v.consequence = "plan_invalid:inconsistent_batch";
-  v.detail = "the planner receives qo_indptr of " + std::to_string(qn) + " entries but " +
-             "kv_indptr of " + std::to_string(kn) + ": one describes padded rows the other lacks";
-  Add(c, std::move(v));
+  Add(c, MakeInconsistentBatch(qn > kn ? "sparse_cu_seqlens_q" : "kv_indptr",
+                               static_cast<int64_t>(qn), static_cast<int64_t>(kn)));
 }
 
 // The plan checker, restricted to tiles of real requests: padding rows are dropped anyway.
@@ -374,16 +312,9 @@ void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
       if (d.work >= 0) it->second.work_items.push_back(d.work);
       continue;
     }
-    Violation v;
-    v.kind = ViolationKind::kPlanInvalid;
-    v.bug_class = d.code == ref::PlanDiag::kUpdateFoldMismatch ? "H" : "F";
-    v.buffer = snap.buffer_prefix + d.buffer;
-    v.access = "write";
-    v.first_row = v.last_row = d.index;
-    if (d.work >= 0) v.work_items.push_back(d.work);
-    v.consequence = std::string("plan_invalid:") + ref::PlanDiagName(d.code);
-    v.detail = d.message;
-    first.emplace(d.code, std::move(v));
+    first.emplace(d.code,
+                  MakePlanInvalid(d.code, {snap.buffer_prefix + d.buffer, 0, 0, d.index, d.index},
+                                  d.work, d.message));
   }
   for (auto& [code, v] : first) Add(c, std::move(v));
 }
@@ -431,22 +362,12 @@ void CallExecutor::AllocateTensors(const Call& c) {
 }
 
 void CallExecutor::ReportGuardRefusal(const Call& c) {
-  Violation v;
-  v.kind = ViolationKind::kGuardRefused;
-  v.bug_class = "A";
-  v.buffer = "q";
-  v.access = "read";
-  v.rows = c.q_rows;
-  v.first_row = c.q_rows;
-  v.last_row = c.plan_rows - 1;
-  v.rows_past_end = c.plan_rows - c.q_rows;
-  v.consequence = "refused";
-  v.detail = "_forward_decode refuses a sparse MTP plan of " + std::to_string(c.plan_rows) +
-             " rows for q of " + std::to_string(c.q_rows) + " rows (the #2715 guard)";
-  Add(c, std::move(v));
+  Add(c, MakeGuardRefused(c.q_rows, c.plan_rows));
 }
 
-// Output rows of real tokens that neither kernel wrote (pads are dropped by the engine).
+// Output rows that neither kernel wrote: of real tokens (class B), and of padding when the
+// engine's next layer reads them (EngineProfile::o_padding consumed: class I). Padding rows the
+// engine drops are counted only.
 void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   const Allocation* oa = as_.Find("o");
   const TensorArg* o = Tensor("o");
@@ -456,29 +377,17 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   const int64_t real_rows =
       int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
       fold;
-  int64_t first = -1, last = -1;
+  int64_t first = -1, last = -1, pad_first = -1, pad_last = -1;
   for (int64_t r = 0; r < o->rows; ++r) {
     if (oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) continue;
-    if (r < real_rows) {
-      if (first < 0) first = r;
-      last = r;
-    } else {
-      ++out_.unwritten_pad_rows;
-    }
+    int64_t& f = r < real_rows ? first : pad_first;
+    (r < real_rows ? last : pad_last) = r;
+    if (f < 0) f = r;
+    if (r >= real_rows) ++out_.unwritten_pad_rows;
   }
-  if (first < 0) return;
-  Violation v;
-  v.kind = ViolationKind::kUnwrittenOutput;
-  v.bug_class = "B";
-  v.buffer = "o";
-  v.access = "write";
-  v.rows = o->rows;
-  v.row_bytes = o->row_bytes;
-  v.first_row = first;
-  v.last_row = last;
-  v.consequence = "stale_output";
-  v.detail = "o rows of real tokens that no work item or reduce wrote: they keep stale memory";
-  Add(c, std::move(v));
+  if (first >= 0) Add(c, MakeUnwrittenOutput({"o", o->rows, o->row_bytes, first, last}, false));
+  if (pad_first >= 0 && s_.engine.o_padding == EngineProfile::Padding::kConsumed)
+    Add(c, MakeUnwrittenOutput({"o", o->rows, o->row_bytes, pad_first, pad_last}, true));
 }
 
 void CallExecutor::KernelCall(const Call& c) {
@@ -548,8 +457,9 @@ void CallExecutor::Bind(const Call& c) {
   static const std::string kQoIndptr = "qo_indptr", kKvIndptr = "kv_indptr",
                            kLastPage = "kv_last_page_lens";
   auto vec_load = [&](LoadSlot slot, const std::string& name, const std::vector<int32_t>& v) {
-    loads_[slot] = {v.data(), nullptr, static_cast<int64_t>(v.size()),
-                    static_cast<int64_t>(v.size()), 1, &name};
+    loads_[slot] = {
+        v.data(), nullptr, static_cast<int64_t>(v.size()), static_cast<int64_t>(v.size()),
+        1,        &name};
   };
   if (c.plan >= 0) {
     const PlanSnapshot& snap = t_.plans[c.plan];
@@ -608,9 +518,9 @@ void CallExecutor::Bind(const Call& c) {
 }
 
 int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
-  return e.EvalWith(vars_.data(), defined_.data(),
-                    [this](int32_t slot, int64_t element) { return Load(slot, element); },
-                    defined);
+  return e.EvalWith(
+      vars_.data(), defined_.data(),
+      [this](int32_t slot, int64_t element) { return Load(slot, element); }, defined);
 }
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
@@ -639,7 +549,7 @@ LoadResult CallExecutor::BadLoad(const LoadSource& l, int64_t element) {
     Aggregate& g = agg_[{*l.buffer, static_cast<int>(ViolationKind::kUninitializedRead) * 2}];
     g.kind = ViolationKind::kUninitializedRead;
     g.buffer = *l.buffer;
-    g.access = "read";
+    g.access = Access::kRead;
     g.rows = a.rows;
     g.row_bytes = a.row_bytes;
     g.first = std::min(g.first, row);
@@ -733,8 +643,8 @@ void CallExecutor::GatherRows(const Statement& st, const TensorArg& index, int64
     bool done = false;
     for (auto c = it->second.rbegin(); c != it->second.rend() && !done; ++c) {
       const IndexContent& ct = **c;
-      const auto v = std::lower_bound(ct.values.begin(), ct.values.end(),
-                                      std::make_pair(e, INT64_MIN));
+      const auto v =
+          std::lower_bound(ct.values.begin(), ct.values.end(), std::make_pair(e, INT64_MIN));
       if (v != ct.values.end() && v->first == e) {
         GatherValue(e, v->second, e == e0 ? p0 % page : 0, page);
         next = e + 1;
@@ -759,8 +669,7 @@ void CallExecutor::GatherRows(const Statement& st, const TensorArg& index, int64
 
 // One explicit index value: in range, the row it names is read; out of range (-1, past the
 // cache, INT_MAX), what happens is the contract's invalid_index.
-void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_page,
-                               int64_t page) {
+void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page) {
   const TensorArg& kv = *Tensor("kv_cache");
   Allocation* alloc = as_.FindMutable(kv.buffer);
   const int64_t pages = kv.rows / page;
@@ -789,27 +698,18 @@ void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_pa
 void CallExecutor::FlushInvalid(const Call& c) {
   if (pending_.empty()) return;
   const TensorArg* index = Tensor("kv_indices");
-  Violation v;
-  v.kind = ViolationKind::kInvalidIndex;
-  v.bug_class = "G";
-  v.buffer = index ? index->buffer : "kv_indices";
-  v.access = "read";
-  v.rows = index ? index->rows : 0;
-  v.row_bytes = 4;
-  v.first_row = INT64_MAX;
+  int64_t first = INT64_MAX, last = -1;
+  std::vector<int32_t> works;
   for (const InvalidUse& u : pending_) {
-    v.first_row = std::min(v.first_row, u.element);
-    v.last_row = std::max(v.last_row, u.element);
-    if (u.who >= 0 && (v.work_items.empty() || v.work_items.back() != u.who))
-      v.work_items.push_back(u.who);
+    first = std::min(first, u.element);
+    last = std::max(last, u.element);
+    if (u.who >= 0 && (works.empty() || works.back() != u.who)) works.push_back(u.who);
   }
   const bool clamp = contract_->semantics.invalid_index == InvalidIndex::kClampToZero;
-  v.consequence = clamp ? "clamped_to_slot_0" : "wrapped";
-  v.detail = std::to_string(pending_.size()) + " index value(s) outside the KV cache (first " +
-             std::to_string(pending_.front().value) + " at element " +
-             std::to_string(pending_.front().element) + ") read " +
-             (clamp ? "slot 0" : "a wrapped slot") + " instead: another token's KV";
-  Add(c, std::move(v));
+  Add(c, MakeInvalidIndex(
+             {index ? index->buffer : "kv_indices", index ? index->rows : 0, 4, first, last},
+             std::move(works), clamp, static_cast<int64_t>(pending_.size()), pending_.front().value,
+             pending_.front().element));
   pending_.clear();
 }
 
@@ -819,19 +719,8 @@ void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound)
   const TensorArg* a = st.hang_role >= 0 ? roles_[st.hang_role] : nullptr;
   bool defined = true;
   const int64_t row = st.hang_row.empty() ? 0 : Eval(st.hang_row, &defined);
-  Violation v;
-  v.kind = ViolationKind::kUnboundedLoop;
-  v.bug_class = "J";
-  v.buffer = a ? a->buffer : st.hang_buffer;
-  v.access = "read";
-  v.rows = a ? a->rows : 0;
-  v.first_row = v.last_row = row;
-  if (who_ >= 0) v.work_items.push_back(who_);
-  v.consequence = "hang";
-  v.detail = "work " + std::to_string(who_) + " would walk " + std::to_string(trips) + " " +
-             st.bound_what + " (bound " + std::to_string(bound) + "): " +
-             (st.exceeded.empty() ? "its loop bound exceeds what the buffers hold" : st.exceeded);
-  Add(*call_, std::move(v));
+  Add(*call_, MakeUnboundedLoop({a ? a->buffer : st.hang_buffer, a ? a->rows : 0, 0, row, row},
+                                who_, trips, bound, st.bound_what, st.exceeded));
 }
 
 void CallExecutor::ExecLoop(const Statement& st) {
@@ -847,8 +736,8 @@ void CallExecutor::ExecLoop(const Statement& st) {
   }
   if (st.body.empty()) return;
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
-  constexpr int64_t kMaxTrips = int64_t{1} << 26;
-  if (trips > kMaxTrips) return ReportHang(st, trips, kMaxTrips);
+  const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
+  if (trips > max_trips) return ReportHang(st, trips, max_trips);
   const int32_t saved_who = who_;
   for (int64_t i = from; i < to; ++i) {
     vars_[st.slot] = i;
@@ -891,20 +780,6 @@ void CallExecutor::Run(const Call& c) {
 
 }  // namespace
 
-const char* ViolationKindName(ViolationKind k) {
-  switch (k) {
-    case ViolationKind::kOutOfBounds: return "out_of_bounds";
-    case ViolationKind::kUninitializedRead: return "uninitialized_read";
-    case ViolationKind::kPlanInvalid: return "plan_invalid";
-    case ViolationKind::kPlannerInputRead: return "planner_input_read";
-    case ViolationKind::kUnwrittenOutput: return "unwritten_output";
-    case ViolationKind::kGuardRefused: return "guard_refused";
-    case ViolationKind::kUnboundedLoop: return "unbounded_loop";
-    case ViolationKind::kInvalidIndex: return "invalid_index";
-  }
-  return "?";
-}
-
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt) {
   ExecutionResult out;
   AddressSpace as(s.allocator);
@@ -921,7 +796,8 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
   if (Allocation* kv = as.FindMutable("kv_cache"))
-    for (const auto& [b, e] : trace.kv_written) kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
+    for (const auto& [b, e] : trace.kv_written)
+      kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
   CallExecutor ex(s, trace, opt, as, out);
   for (const Call& c : trace.calls) ex.Run(c);
   ex.Finish();

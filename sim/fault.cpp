@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <regex>
 #include <sstream>
 
+#include "ref/mutant.h"
 #include "sim/json_input.h"
 
 namespace mlasim::sim {
@@ -147,6 +149,42 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
                               "or a bare 0x address)");
 }
 
+namespace {
+
+// The optional "accesses" array: the replay's rows outside a buffer, per call.
+Status ValidateAccesses(const nlohmann::json& l) {
+  if (!l.contains("accesses")) return OkStatus();
+  if (!l.at("accesses").is_array()) return InvalidArgumentError("$.accesses", "must be an array");
+  const auto& a = l.at("accesses");
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string p = "$.accesses[" + std::to_string(i) + "]";
+    const auto& e = a[i];
+    if (!e.is_object()) return InvalidArgumentError(p, "must be an object");
+    // Required: buffer, first_row, last_row. Optional: step, call, access, call_index.
+    for (const char* k : {"buffer", "step", "call", "access"}) {
+      const bool required = std::string(k) == "buffer";
+      if ((required || e.contains(k)) && !e.value(k, nlohmann::json()).is_string())
+        return InvalidArgumentError(p + "." + k, "must be a string");
+    }
+    for (const char* k : {"first_row", "last_row", "call_index"}) {
+      const bool required = std::string(k) != "call_index";
+      if ((required || e.contains(k)) && !IsInt64(e.value(k, nlohmann::json())))
+        return InvalidArgumentError(p + "." + k, "must be an integer");
+    }
+    if (e.contains("work_items")) {
+      const auto& w = e.at("work_items");
+      if (!w.is_array()) return InvalidArgumentError(p + ".work_items", "must be an array");
+      for (const auto& x : w)
+        if (!x.is_number_integer() || !IsInt64(x) || x.get<int64_t>() < INT32_MIN ||
+            x.get<int64_t>() > INT32_MAX)
+          return InvalidArgumentError(p + ".work_items", "must hold 32-bit integers");
+    }
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ValidateLayout(const nlohmann::json& l) {
   if (!l.is_object()) return InvalidArgumentError("$", "a layout must be a JSON object");
   if (!l.contains("allocations") || !l.at("allocations").is_array())
@@ -188,109 +226,216 @@ Status ValidateLayout(const nlohmann::json& l) {
       if (e.contains(k) && (!IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 1))
         return InvalidArgumentError(p + "." + k, "must be an integer in 1..2^63-1");
   }
-  return OkStatus();
+  if (l.contains("page_bytes") &&
+      (!IsInt64(l.at("page_bytes")) || l.at("page_bytes").get<int64_t>() < 1 ||
+       l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30)))
+    return InvalidArgumentError("$.page_bytes", "must be an integer in 1..2^30");
+  return ValidateAccesses(l);
 }
 
-StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address,
-                                       const std::string& field) {
-  MLASIM_RETURN_IF_ERROR(ValidateLayout(layout));
-  constexpr uint64_t kFar = uint64_t{1} << 30;  // farther than this is not an overrun of a buffer
-  const nlohmann::json* below = nullptr;        // largest base <= address
-  const nlohmann::json* above = nullptr;        // smallest base > address
+namespace {
+
+constexpr uint64_t kFar = uint64_t{1} << 30;  // farther than this is not an overrun of a buffer
+
+int64_t FloorDiv(int64_t a, int64_t b) {
+  return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
+}
+
+// The allocations around [address, address + span): the one with the largest base <= address
+// (below) and the one with the smallest base > address (above).
+struct Neighbours {
+  const nlohmann::json* below = nullptr;
+  const nlohmann::json* above = nullptr;
   uint64_t below_base = 0, above_base = 0;
-  Attribution at;
+  bool mapped = false;
+};
+
+Neighbours FindNeighbours(const nlohmann::json& layout, uint64_t address) {
+  Neighbours n;
   for (const auto& e : layout.at("allocations")) {
     const uint64_t base = LayoutHex(e.at("base"));
     if (e.contains("mapped_begin") && e.contains("mapped_end") &&
         LayoutHex(e.at("mapped_begin")) <= address && address < LayoutHex(e.at("mapped_end")))
-      at.mapped = true;
-    if (base <= address && (!below || base > below_base)) {
-      below = &e;
-      below_base = base;
+      n.mapped = true;
+    if (base <= address && (!n.below || base > n.below_base)) {
+      n.below = &e;
+      n.below_base = base;
     }
-    if (base > address && (!above || base < above_base)) {
-      above = &e;
-      above_base = base;
-    }
-  }
-  // Prefer the buffer above when the address lies in its mapping before its start (an underflow)
-  // and not inside the buffer below.
-  const nlohmann::json* target = below;
-  bool underflow = false;
-  if (above) {
-    const bool in_above_mapping =
-        above->contains("mapped_begin") && LayoutHex(above->at("mapped_begin")) <= address;
-    const bool inside_below = below && address - below_base < below->at("bytes").get<uint64_t>();
-    if (!inside_below && (in_above_mapping || !below)) {
-      target = above;
-      underflow = true;
+    if (base > address && (!n.above || base < n.above_base)) {
+      n.above = &e;
+      n.above_base = base;
     }
   }
-  if (!target)
-    return InvalidArgumentError(field, fmt::format("0x{:x} lies outside the layout", address));
-  const auto& e = *target;
-  const uint64_t base = LayoutHex(e.at("base"));
+  return n;
+}
+
+// Whether the address reads as an underflow of the allocation above rather than an access past
+// the one below: inside the below one never; else the one whose mapping holds [address,
+// address + span) wins; else the nearer boundary.
+bool IsUnderflow(const Neighbours& n, uint64_t address, uint64_t span, FaultMutant mutant) {
+  if (!n.above) return false;
+  if (!n.below) return true;
+  if (MLASIM_MUTANT(mutant, kAttributeToBufferBelow)) return false;
+  const uint64_t below_end = n.below_base + n.below->at("bytes").get<uint64_t>();
+  if (address < below_end) return false;
+  const auto& a = *n.above;
+  const auto& b = *n.below;
+  if (a.contains("mapped_begin") && LayoutHex(a.at("mapped_begin")) <= address) return true;
+  if (b.contains("mapped_end") && address + span <= LayoutHex(b.at("mapped_end"))) return false;
+  const uint64_t past = address - below_end;
+  const uint64_t before = n.above_base - std::min(n.above_base, address + span);
+  return before < past;
+}
+
+// Head and column of byte `within` (0..row_bytes-1) of a row of `e`.
+void HeadAndColumn(const nlohmann::json& e, int64_t within, Attribution& at) {
+  at.column = within;
+  if (!e.contains("heads") || !e.contains("cols")) return;
+  const int64_t elem = e.value("elem_bytes", 1);
+  const int64_t head_bytes = e.at("cols").get<int64_t>() * elem;
+  at.head = within / head_bytes;
+  at.column = (within % head_bytes) / elem;
+}
+
+// Rows, head and column of offset `offset` (page mode: the rows of [offset, offset + page)).
+void PlaceRows(const nlohmann::json& e, int64_t offset, int64_t page_bytes, Attribution& at) {
+  const int64_t row_bytes = e.at("row_bytes").get<int64_t>();
+  at.row = FloorDiv(offset, row_bytes);
+  at.first_row = at.last_row = at.row;
+  if (page_bytes > 0) {
+    at.page_bytes = page_bytes;
+    at.last_row = FloorDiv(offset + page_bytes - 1, row_bytes);
+    return;  // the byte within the page is unknown: no head, no column
+  }
+  HeadAndColumn(e, offset - at.row * row_bytes, at);
+}
+
+std::string RowsText(const Attribution& at) {
+  if (at.page_bytes == 0)
+    return at.head >= 0 ? fmt::format("row {}, head {}, column {}", at.row, at.head, at.column)
+                        : fmt::format("row {}, byte {} of the row", at.row, at.column);
+  return fmt::format("the {}-byte page covers rows {}..{}", at.page_bytes, at.first_row,
+                     at.last_row);
+}
+
+// The layout's replay accesses to the attributed rows.
+void MatchAccesses(const nlohmann::json& layout, Attribution& at) {
+  if (!layout.contains("accesses")) return;
+  for (const auto& a : layout.at("accesses")) {
+    if (a.at("buffer").get<std::string>() != at.buffer) continue;
+    const int64_t f = a.at("first_row").get<int64_t>(), l = a.at("last_row").get<int64_t>();
+    if (l < at.first_row || f > at.last_row) continue;
+    LayoutAccess x;
+    x.call_index = a.value("call_index", -1);
+    x.step = a.value("step", std::string());
+    x.call = a.value("call", std::string());
+    x.buffer = at.buffer;
+    x.access = a.value("access", std::string());
+    x.first_row = f;
+    x.last_row = l;
+    if (a.contains("work_items")) x.work_items = a.at("work_items").get<std::vector<int32_t>>();
+    at.accesses.push_back(std::move(x));
+  }
+}
+
+std::string AccessesText(const Attribution& at) {
+  std::string out;
+  for (const LayoutAccess& a : at.accesses) {
+    std::string w;
+    for (size_t i = 0; i < a.work_items.size() && i < 8; ++i)
+      w += (i ? "," : "") + std::to_string(a.work_items[i]);
+    if (a.work_items.size() > 8) w += fmt::format(",... ({} in all)", a.work_items.size());
+    out += fmt::format("; the replay's call {} ({} / {}) {}s rows {}..{}{}", a.call_index, a.step,
+                       a.call, a.access, a.first_row, a.last_row,
+                       w.empty() ? "" : " (work items " + w + ")");
+  }
+  return out;
+}
+
+Status TooFar(const std::string& field, uint64_t address, uint64_t gap, const std::string& where) {
+  return InvalidArgumentError(field, fmt::format("0x{:x} is {} bytes {}: not an overrun of a "
+                                                 "buffer",
+                                                 address, gap, where));
+}
+
+// The reading of `address` against the allocation above (underflow) for the alternative text.
+std::string UnderflowWords(const Neighbours& n, uint64_t address) {
+  return fmt::format("{} bytes before the start of {}", n.above_base - address,
+                     n.above->at("name").get<std::string>());
+}
+
+std::string OverrunWords(const Neighbours& n, uint64_t address) {
+  const uint64_t end = n.below_base + n.below->at("bytes").get<uint64_t>();
+  return fmt::format("{} bytes past the end of {}", address - end,
+                     n.below->at("name").get<std::string>());
+}
+
+StatusOr<Attribution> Underflow(const Neighbours& n, uint64_t address, int64_t page_bytes,
+                                const std::string& field, Attribution at) {
+  const auto& e = *n.above;
+  const uint64_t gap = n.above_base - address;
+  if (gap > kFar) return TooFar(field, address, gap, "before every allocation of the layout");
+  at.buffer = e.at("name").get<std::string>();
+  at.rows = e.at("bytes").get<int64_t>() / e.at("row_bytes").get<int64_t>();
+  at.before_start = true;
+  at.offset = -static_cast<int64_t>(gap);
+  PlaceRows(e, at.offset, page_bytes, at);
+  if (n.below) at.alternative = "or " + OverrunWords(n, address);
+  at.text = fmt::format("0x{:x} is {} bytes before the start of {} = {} (an underflow){}", address,
+                        gap, at.buffer, RowsText(at),
+                        at.mapped ? "" : "; the page is not mapped in this layout");
+  return at;
+}
+
+StatusOr<Attribution> AtOrPast(const Neighbours& n, uint64_t address, int64_t page_bytes,
+                               const std::string& field, Attribution at) {
+  const auto& e = *n.below;
   const int64_t bytes = e.at("bytes").get<int64_t>();
   const int64_t row_bytes = e.at("row_bytes").get<int64_t>();
   at.buffer = e.at("name").get<std::string>();
   at.rows = bytes / row_bytes;
-  if (underflow) {
-    const uint64_t gap = base - address;
-    if (gap > kFar)
-      return InvalidArgumentError(field,
-                                  fmt::format("0x{:x} is {} bytes before every allocation of "
-                                              "the layout: not an overrun of a buffer",
-                                              address, gap));
-    at.before_start = true;
-    at.offset = -static_cast<int64_t>(gap);
-    at.row = -static_cast<int64_t>((gap + row_bytes - 1) / row_bytes);
-    const int64_t within = at.offset - at.row * row_bytes;  // 0..row_bytes-1
-    at.column = within;
-    if (e.contains("heads") && e.contains("cols")) {
-      const int64_t elem = e.value("elem_bytes", 1);
-      const int64_t head_bytes = e.at("cols").get<int64_t>() * elem;
-      at.head = within / head_bytes;
-      at.column = (within % head_bytes) / elem;
-    }
-    at.text = fmt::format("0x{:x} is {} bytes before the start of {} = row {} (an underflow){}",
-                          address, gap, at.buffer, at.row,
-                          at.mapped ? "" : "; the page is not mapped in this layout");
-    return at;
-  }
-  const uint64_t offset = address - base;
+  const uint64_t offset = address - n.below_base;
   at.inside = offset < static_cast<uint64_t>(bytes);
   if (!at.inside && offset - static_cast<uint64_t>(bytes) > kFar)
-    return InvalidArgumentError(
-        field, fmt::format("0x{:x} is {} bytes past the end of {}, the "
-                           "nearest allocation below it: not an overrun",
-                           address, offset - static_cast<uint64_t>(bytes), at.buffer));
+    return TooFar(field, address, offset - static_cast<uint64_t>(bytes),
+                  "past the end of " + at.buffer + ", the nearest allocation below it");
   at.offset = static_cast<int64_t>(offset);
   at.bytes_past_end = at.inside ? 0 : at.offset - bytes;
-  at.row = at.offset / row_bytes;
-  const int64_t within = at.offset % row_bytes;
-  if (e.contains("heads") && e.contains("cols")) {
-    const int64_t elem = e.value("elem_bytes", 1);
-    const int64_t head_bytes = e.at("cols").get<int64_t>() * elem;
-    at.head = within / head_bytes;
-    at.column = (within % head_bytes) / elem;
-  } else {
-    at.column = within;
+  PlaceRows(e, at.offset, page_bytes, at);
+  if (n.above) {
+    at.next_buffer = n.above->at("name").get<std::string>();
+    at.bytes_before_next = static_cast<int64_t>(n.above_base - address);
+    if (!at.inside) at.alternative = "or " + UnderflowWords(n, address);
   }
-  if (above) {
-    at.next_buffer = above->at("name").get<std::string>();
-    at.bytes_before_next = static_cast<int64_t>(above_base - address);
-  }
-  std::string where = at.head >= 0
-                          ? fmt::format("row {}, head {}, column {}", at.row, at.head, at.column)
-                          : fmt::format("row {}, byte {} of the row", at.row, at.column);
   if (at.inside)
     at.text = fmt::format("0x{:x} is inside {} at byte {} of {} = {} (the buffer holds {} rows)",
-                          address, at.buffer, at.offset, bytes, where, at.rows);
+                          address, at.buffer, at.offset, bytes, RowsText(at), at.rows);
   else
     at.text = fmt::format("0x{:x} is {} bytes past the end of {} ({} rows of {} bytes) = {}{}",
-                          address, at.bytes_past_end, at.buffer, at.rows, row_bytes, where,
+                          address, at.bytes_past_end, at.buffer, at.rows, row_bytes, RowsText(at),
                           at.mapped ? "" : "; the page is not mapped in this layout");
   return at;
+}
+
+}  // namespace
+
+StatusOr<Attribution> AttributeAddress(const nlohmann::json& layout, uint64_t address,
+                                       const std::string& field, int64_t page_bytes,
+                                       FaultMutant mutant) {
+  MLASIM_RETURN_IF_ERROR(ValidateLayout(layout));
+  if (page_bytes < 0) return InvalidArgumentError(field, "the page size must be >= 0");
+  const Neighbours n = FindNeighbours(layout, address);
+  if (!n.below && !n.above)
+    return InvalidArgumentError(field, fmt::format("0x{:x} lies outside the layout", address));
+  Attribution at;
+  at.mapped = n.mapped;
+  const uint64_t span = page_bytes > 0 ? static_cast<uint64_t>(page_bytes) : 1;
+  auto out = IsUnderflow(n, address, span, mutant) ? Underflow(n, address, page_bytes, field, at)
+                                                   : AtOrPast(n, address, page_bytes, field, at);
+  if (!out.ok()) return out;
+  MatchAccesses(layout, *out);
+  out->text += AccessesText(*out);
+  return out;
 }
 
 }  // namespace mlasim::sim

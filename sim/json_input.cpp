@@ -7,12 +7,16 @@
 #include <set>
 #include <vector>
 
+#include "ref/limits.h"
+
 namespace mlasim::sim {
 
 using json = nlohmann::json;
 
 StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field,
                                    int64_t max_bytes) {
+  const bool from_limit = max_bytes < 0;
+  if (from_limit) max_bytes = ref::Limit(ref::LimitId::kInputBytes);
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return InvalidArgumentError(field, path + " is a directory, not a file");
@@ -26,15 +30,17 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
   while (f.read(buf, sizeof buf) || f.gcount() > 0) {
     text.append(buf, static_cast<size_t>(f.gcount()));
     if (static_cast<int64_t>(text.size()) > max_bytes)
-      return InvalidArgumentError(field, path + " is larger than " +
-                                             std::to_string(max_bytes >> 20) +
-                                             " MiB (an endless or wrong file?)");
+      return InvalidArgumentError(
+          field, path + " is larger than " + std::to_string(max_bytes >> 20) +
+                     " MiB (an endless or wrong file?" +
+                     (from_limit ? "; raise it with --limit input_bytes=N" : "") + ")");
   }
   if (f.bad()) return InvalidArgumentError(field, "cannot read " + path);
   return text;
 }
 
 bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes) {
+  if (max_bytes < 0) max_bytes = ref::Limit(ref::LimitId::kInputBytes);
   line->clear();
   *too_long = false;
   std::streambuf* sb = in.rdbuf();

@@ -17,19 +17,20 @@
 
 namespace mlasim::sim {
 
-// Largest input file mlasim reads (scenario, plan request, layout, fault log): 64 MiB.
+// Largest input file mlasim reads (scenario, contract, plan request, layout, fault log) by
+// default: 64 MiB; the value in force is ref::Limit(LimitId::kInputBytes) (`--limit
+// input_bytes=N`, ref/limits.h), used when max_bytes is -1.
 inline constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
 
 // The whole file at `path`, at most `max_bytes` bytes. Errors (field `field`): a directory, a
 // file that cannot be opened or read, or one longer than max_bytes ("larger than 64 MiB").
 StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field,
-                                   int64_t max_bytes = kMaxInputBytes);
+                                   int64_t max_bytes = -1);
 
 // std::getline with a bound: false at the end of the stream; `*too_long` is set (and false
 // returned) when a line exceeds max_bytes, so a stream without newlines cannot grow a line
 // without limit.
-bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long,
-                     int64_t max_bytes = kMaxInputBytes);
+bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes = -1);
 
 // Parses JSON text strictly: malformed text, numbers beyond a double (1e400) and duplicate
 // object keys (which nlohmann would silently resolve to the last value) are errors. (Integers up
@@ -132,6 +133,5 @@ class ObjectReader {
   std::string path_;
   std::set<std::string> seen_;
 };
-
 
 }  // namespace mlasim::sim

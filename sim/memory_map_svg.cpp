@@ -137,20 +137,21 @@ std::string DrawRegion(const Region& r, const std::string& culprit, bool exact) 
 
 std::string Headline(const Violation& v) {
   return fmt::format("call {} {} / {}: {} {} rows {}..{} of {} ({} rows, {} bytes past the end)",
-                     v.call_index, v.step, v.call, v.access == "write" ? "writes" : "reads",
+                     v.call_index, v.step, v.call, v.access == Access::kWrite ? "writes" : "reads",
                      v.buffer, v.first_row, v.last_row, v.rows, v.rows_past_end, v.bytes_past_end);
 }
 
-std::string Consequence(const Violation& v) {
-  if (v.consequence == "fault")
+std::string HardwareConsequence(const Violation& v) {
+  if (v.consequence == Consequence::kFault)
     return fmt::format("on hardware: fault at {} (the first bad byte that is not mapped)",
                        Hex(v.first_bad_address));
-  if (v.consequence.rfind("corrupts:", 0) == 0)
-    return "on hardware: the write lands in " + v.consequence.substr(9) + " and corrupts it";
-  if (v.consequence.rfind("reads:", 0) == 0)
-    return "on hardware: the read returns bytes of " + v.consequence.substr(6);
-  if (v.consequence == "unobserved") return "on hardware: unobserved (the bytes land in slack)";
-  return "on hardware: " + v.consequence;
+  if (v.consequence == Consequence::kCorrupts)
+    return "on hardware: the write lands in " + v.consequence_of + " and corrupts it";
+  if (v.consequence == Consequence::kReads)
+    return "on hardware: the read returns bytes of " + v.consequence_of;
+  if (v.consequence == Consequence::kUnobserved)
+    return "on hardware: unobserved (the bytes land in slack)";
+  return "on hardware: " + ConsequenceText(v);
 }
 
 SvgPicture Message(const Violation& v, const std::string& why) {
@@ -218,8 +219,8 @@ SvgPicture MemoryMap(const AddressSpace& as, const Violation& v) {
   }
   const bool exact = as.spec().model == AllocatorModel::kExact;
   std::string s = html::Text(8, 18, Headline(v), "start", "class=\"title\"");
-  s += html::Text(8, 35, Consequence(v), "start",
-                  v.consequence == "unobserved" ? "class=\"note\"" : "class=\"bad\"");
+  s += html::Text(8, 35, HardwareConsequence(v), "start",
+                  v.consequence == Consequence::kUnobserved ? "class=\"note\"" : "class=\"bad\"");
   for (const Region& r : rs) s += DrawRegion(r, v.buffer, exact);
   const double ox0 = XOf(rs, b0), ox1 = std::max(XOf(rs, b1), ox0 + 2);
   s += html::Rect(
@@ -235,7 +236,8 @@ SvgPicture MemoryMap(const AddressSpace& as, const Violation& v) {
       fmt::format("{} rows {}..{}: bytes {}..{} past the end of {}", v.buffer, v.first_row,
                   v.last_row, off0, off0 + static_cast<int64_t>(b1 - b0) - 1, v.buffer);
   s += html::Text(ox0, by + 16, what, "start", "class=\"bad\"");
-  if (v.consequence == "fault" && v.first_bad_address >= b0 && v.first_bad_address < b1) {
+  if (v.consequence == Consequence::kFault && v.first_bad_address >= b0 &&
+      v.first_bad_address < b1) {
     const double fx = XOf(rs, v.first_bad_address);
     s += html::Line(fx, kBarY - 22, fx, kBarY + kBarH + 4,
                     "class=\"fault\" stroke=\"#d62728\" stroke-width=\"2\"");
@@ -252,7 +254,7 @@ SvgPicture MemoryMap(const AddressSpace& as, const Violation& v) {
   SvgPicture p;
   p.content = std::move(s);
   p.width = std::max({x + 12, Headline(v).size() * kTitleW + 24, ox0 + what.size() * kCharW + 24,
-                      Consequence(v).size() * kCharW + 24});
+                      HardwareConsequence(v).size() * kCharW + 24});
   p.height = bottom + 4;
   return p;
 }

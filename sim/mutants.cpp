@@ -2,49 +2,208 @@
 
 #include <vector>
 
+#include "sim/call_table.h"
+
 namespace mlasim::sim {
+namespace {
+
+constexpr const char* kNames[] = {
+    "none",
+    "engine-sparse-plan-over-running-tokens",
+    "engine-draft-steps-at-scheduled-rows",
+    "kernel-assumes-576-column-rows",
+    "sizing-for-scheduled-batch",
+    "sizing-partial-map-one-per-tile",
+    "engine-stale-plan-after-lengths-grew",
+    "kernel-zero-kv-reads-index-row",
+    "planner-reduce-map-off-by-one-tile",
+    "planner-drops-tail-rule",
+    "kernel-zero-kv-page-count-underflow",
+    "contract-read-past-q-tile",
+    "contract-drops-output-write",
+    "contract-let-kv-end-too-far",
+    "contract-gather-before-start",
+    "contract-loop-walks-one-more-work",
+    "contract-grid-one-more-workgroup",
+    "contract-reduce-if-any-tile",
+    "contract-kv-loop-past-bound",
+    "contract-zero-kv-skips-consumed-padding",
+    "contract-invalid-index-fault",
+    "contract-invalid-index-clamp-to-zero",
+    "contract-invalid-index-wrap",
+    "engine-launch-grid-captured",
+    "engine-decode-plan-from-capture",
+    "sizing-main-plan-for-one-request",
+};
+static_assert(std::size(kNames) == static_cast<size_t>(SimMutant::kCount));
+
+// JSON paths of the decode program's statements (sim/contracts/aiter-decode-asm.json; hk and
+// opus extend it): the work-item loop's body.
+const std::string kWorkBody = "/program/0/body/0/body";
+
+// The setting of the invalid-index mutants: hostile values in the index buffer of a kernel that
+// masks them (a correct kernel: invalid_index = masked), so the mutation is what breaks it.
+MutantSetting HostileIndices() {
+  MutantSetting m;
+  m.kernel = "asm";
+  m.hostile_indices = {{0, 0, -1}, {0, 1, 2147480000}, {0, 2, 2147483647}};
+  m.contract_edits = {{CallKind::kDecode, "/semantics/invalid_index", "masked"}};
+  return m;
+}
+
+// Contract-feature mutants break the asm program (the one hk and opus extend).
+MutantSetting AsmKernel() {
+  MutantSetting m;
+  m.kernel = "asm";
+  return m;
+}
+
+std::vector<SimMutantSpec> Build() {
+  std::vector<SimMutantSpec> v(static_cast<size_t>(SimMutant::kCount));
+  auto at = [&](SimMutant id) -> SimMutantSpec& {
+    SimMutantSpec& x = v[static_cast<size_t>(id)];
+    x.id = id;
+    return x;
+  };
+  at(SimMutant::kNone);
+  at(SimMutant::kFoundingFault).table_variables = {{"sparse_plan_tokens", "T_r"}};
+  at(SimMutant::kDraftRowsScheduled).table_variables = {{"draft_rows", "B"}};
+  at(SimMutant::kKernelAssumes576Rows).table_variables = {{"kernel_q_cols", "576"}};
+  at(SimMutant::kSizingScheduledBatch).table_variables = {{"sizing_batch", "B"}};
+  at(SimMutant::kSizingPartialMapPerTile).table_variables = {{"sizing_batch", "B"},
+                                                             {"partial_map_per_tile", "1"}};
+  at(SimMutant::kStalePlanAfterGrowth).table_variables = {{"stale_sparse_draft_plan", "1"}};
+  at(SimMutant::kZeroKvReadsIndexRow).contract_constants = {{"zero_kv_reads_index_row", 1}};
+  at(SimMutant::kReduceMapOffByOne).planner = ref::PlannerMutant::kPartialMapOffByOne;
+  at(SimMutant::kNoTailRule).planner = ref::PlannerMutant::kNoTailRule;
+  at(SimMutant::kZeroKvPageUnderflow).contract_constants = {{"page_count_underflows", 1}};
+  const auto decode = CallKind::kDecode;
+  auto edit = [&](SimMutant id, std::vector<ContractEdit> e) {
+    at(id).contract_edits = std::move(e);
+    at(id).setting = AsmKernel();
+  };
+  edit(SimMutant::kContractReadPastTile, {{decode, kWorkBody + "/7/rows/1", "qo_end + 1"}});
+  edit(SimMutant::kContractDropsOutputWrite, {{decode, kWorkBody + "/8", nullptr}});
+  edit(SimMutant::kContractLetKvEndTooFar,
+       {{decode, kWorkBody + "/4/value", "work_info[w].kv_end + 64"}});
+  edit(SimMutant::kContractGatherBeforeStart,
+       {{decode, kWorkBody + "/12/positions/0", "kv_start * page_size - 1"}});
+  edit(SimMutant::kContractLoopOneMoreWork,
+       {{decode, "/program/0/body/0/to", "work_indptr[c + 1] + 1"}});
+  edit(SimMutant::kContractGridOneMore, {{decode, "/launch/grid", "work_indptr_rows"}});
+  edit(SimMutant::kContractReduceIfAnyTile,
+       {{CallKind::kReduce, "/program/1/body/2/if", "splits >= 0"}});
+  edit(SimMutant::kContractKvLoopUnbounded, {{decode, kWorkBody + "/14/bound", "0"}});
+  edit(SimMutant::kContractZeroKvSkips, {{decode, "/semantics/zero_kv", "skips"}});
+  // An engine that consumes padding rows, with the serial planner (every zero-KV padding
+  // request gets a work item): asm writes every padding row, a kernel that skips them does not.
+  at(SimMutant::kContractZeroKvSkips).setting.serial_planner = true;
+  at(SimMutant::kContractZeroKvSkips).setting.engine_flags = {{"o_padding", "consumed"}};
+  for (auto [id, use] :
+       {std::pair<SimMutant, const char*>{SimMutant::kContractInvalidIndexFault, "fault"},
+        {SimMutant::kContractInvalidIndexClamp, "clamp_to_zero"},
+        {SimMutant::kContractInvalidIndexWrap, "wrap"}}) {
+    at(id).setting = HostileIndices();
+    at(id).contract_edits = {{decode, "/semantics/invalid_index", use}};
+  }
+  CallOverride grid;
+  grid.call = "verify.{decode}";
+  grid.launch_grid = 4096;
+  at(SimMutant::kCallLaunchGridCaptured).calls = {grid};
+  CallOverride capture;
+  capture.call = "verify.{decode}";
+  capture.plan_from = "capture";
+  at(SimMutant::kCallPlanFromCapture).calls = {capture};
+  SizingOverride one;
+  one.buffers = "main.";
+  one.batch = 1;
+  at(SimMutant::kSizingForOneRequest).sizing = {one};
+  return v;
+}
+
+Status ApplyEdits(const std::vector<ContractEdit>& edits, Scenario& s) {
+  for (CallKind call : {CallKind::kDecode, CallKind::kReduce}) {
+    std::vector<const ContractEdit*> mine;
+    for (const ContractEdit& e : edits)
+      if (e.call == call) mine.push_back(&e);
+    if (mine.empty()) continue;
+    MLASIM_ASSIGN_OR_RETURN(
+        std::shared_ptr<const Contract> base,
+        ContractFor(s, call, call == CallKind::kDecode ? s.kernel : "mla_reduce_v1", "mutant"));
+    nlohmann::json doc = base->doc;
+    for (const ContractEdit* e : mine) {
+      const nlohmann::json::json_pointer p(e->pointer);
+      if (!doc.contains(p))
+        return InvalidArgumentError("mutant", base->file + " has no " + e->pointer);
+      if (e->value.is_null())
+        doc.at(p.parent_pointer())
+            .erase(doc.at(p.parent_pointer()).is_array()
+                       ? doc.at(p.parent_pointer()).begin() + std::stoi(p.back())
+                       : doc.at(p.parent_pointer()).find(p.back()));
+      else
+        doc[p] = e->value;
+    }
+    doc.erase("extends");
+    MLASIM_ASSIGN_OR_RETURN(Contract c, ParseContract(doc, "mutant:" + base->file));
+    // The edited contract replaces the built-in one of its kind (as `--contract` does).
+    std::vector<std::shared_ptr<const Contract>> kept;
+    for (const auto& x : s.contracts)
+      if (x->call != call) kept.push_back(x);
+    kept.push_back(std::make_shared<const Contract>(std::move(c)));
+    s.contracts = std::move(kept);
+  }
+  return OkStatus();
+}
+
+Status ApplySetting(const MutantSetting& m, Scenario& s) {
+  if (!m.kernel.empty() && s.contracts.empty()) s.kernel = m.kernel;
+  if (m.serial_planner) s.serial_planner = true;
+  if (!m.engine_flags.empty()) {
+    MLASIM_RETURN_IF_ERROR(ParseEngineFlags(m.engine_flags, "mutant.engine", &s.engine));
+    if (s.engine.name.find('+') == std::string::npos) s.engine.name += "+overrides";
+  }
+  if (!m.hostile_indices.empty()) {
+    s.kv_cache.modelled = true;
+    for (const KvCacheSpec::IndexValue& x : m.hostile_indices) s.kv_cache.index_values.push_back(x);
+  }
+  return OkStatus();
+}
+
+}  // namespace
 
 const char* SimMutantName(SimMutant m) {
-  switch (m) {
-    case SimMutant::kNone: return "none";
-    case SimMutant::kFoundingFault: return "engine-sparse-plan-over-running-tokens";
-    case SimMutant::kDraftRowsScheduled: return "engine-draft-steps-at-scheduled-rows";
-    case SimMutant::kKernelAssumes576Rows: return "kernel-assumes-576-column-rows";
-    case SimMutant::kSizingScheduledBatch: return "sizing-for-scheduled-batch";
-    case SimMutant::kSizingPartialMapPerTile: return "sizing-partial-map-one-per-tile";
-    case SimMutant::kStalePlanAfterGrowth: return "engine-stale-plan-after-lengths-grew";
-    case SimMutant::kZeroKvReadsIndexRow: return "kernel-zero-kv-reads-index-row";
-    case SimMutant::kReduceMapOffByOne: return "planner-reduce-map-off-by-one-tile";
-    case SimMutant::kNoTailRule: return "planner-drops-tail-rule";
-    case SimMutant::kZeroKvPageUnderflow: return "kernel-zero-kv-page-count-underflow";
-    case SimMutant::kCount: break;
-  }
-  return "?";
+  const auto i = static_cast<size_t>(m);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
+
+SimMutant SimMutantByName(const std::string& name) {
+  for (size_t i = 1; i < std::size(kNames); ++i)
+    if (name == kNames[i]) return static_cast<SimMutant>(i);
+  return SimMutant::kNone;
 }
 
 const SimMutantSpec& GetSimMutantSpec(SimMutant m) {
-  static const std::vector<SimMutantSpec> kSpecs = [] {
-    std::vector<SimMutantSpec> v(static_cast<size_t>(SimMutant::kCount));
-    auto at = [&](SimMutant id) -> SimMutantSpec& {
-      SimMutantSpec& x = v[static_cast<size_t>(id)];
-      x.id = id;
-      return x;
-    };
-    at(SimMutant::kNone);
-    at(SimMutant::kFoundingFault).table_variables = {{"sparse_plan_tokens", "T_r"}};
-    at(SimMutant::kDraftRowsScheduled).table_variables = {{"draft_rows", "B"}};
-    at(SimMutant::kKernelAssumes576Rows).table_variables = {{"kernel_q_cols", "576"}};
-    at(SimMutant::kSizingScheduledBatch).table_variables = {{"sizing_batch", "B"}};
-    at(SimMutant::kSizingPartialMapPerTile).table_variables = {{"sizing_batch", "B"},
-                                                               {"partial_map_per_tile", "1"}};
-    at(SimMutant::kStalePlanAfterGrowth).table_variables = {{"stale_sparse_draft_plan", "1"}};
-    at(SimMutant::kZeroKvReadsIndexRow).contract_constants = {{"zero_kv_reads_index_row", 1}};
-    at(SimMutant::kReduceMapOffByOne).planner = ref::PlannerMutant::kPartialMapOffByOne;
-    at(SimMutant::kNoTailRule).planner = ref::PlannerMutant::kNoTailRule;
-    at(SimMutant::kZeroKvPageUnderflow).contract_constants = {{"page_count_underflows", 1}};
-    return v;
-  }();
+  static const std::vector<SimMutantSpec> kSpecs = Build();
   return kSpecs.at(static_cast<size_t>(m));
+}
+
+StatusOr<Scenario> MutantScenario(const Scenario& s, SimMutant m, bool mutated) {
+  const SimMutantSpec& spec = GetSimMutantSpec(m);
+  Scenario out = s;
+  MLASIM_RETURN_IF_ERROR(ApplySetting(spec.setting, out));
+  std::vector<ContractEdit> edits = spec.setting.contract_edits;
+  if (mutated) {
+    edits.insert(edits.end(), spec.contract_edits.begin(), spec.contract_edits.end());
+    for (CallOverride c : spec.calls) {
+      const auto at = c.call.find("{decode}");
+      if (at != std::string::npos)
+        c.call.replace(at, 8, out.model.sparse ? "sparse_decode" : "dense_decode");
+      out.calls.push_back(c);
+    }
+    for (const SizingOverride& z : spec.sizing) out.sizing.push_back(z);
+  }
+  MLASIM_RETURN_IF_ERROR(ApplyEdits(edits, out));
+  return out;
 }
 
 }  // namespace mlasim::sim

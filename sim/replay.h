@@ -1,6 +1,7 @@
 // File: sim/replay.h
 //
-// `mlasim replay`: expand a scenario's step, execute it, and report. Also the built-in cases.
+// `mlasim replay`: expand a scenario's step and execute it (the reporter, sim/report.h, formats
+// the result). Also the built-in cases.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -22,12 +23,6 @@ struct ReplayReport {
 
 // Expands and executes. Errors: those of ExpandStep.
 StatusOr<ReplayReport> Replay(const Scenario& s, const ExecuteOptions& opt = {});
-
-// The JSON report (docs/scenario.md, "Replay report"): case, profile, verdict, scheduled_tokens,
-// running_tokens, calls, violations[...], plus shape and the call list. Deterministic bytes.
-nlohmann::json ReportJson(const ReplayReport& r);
-// The human report: the step's shape, the calls with their rows, each violation explained.
-std::string ReportText(const ReplayReport& r);
 
 // Built-in cases: "seed" (the founding fault: 39 requests padded to 40, MTP K = 3, GLM-5.2-like
 // sparse MLA), "seed-b35" (35 requests, q of 140 rows, a caching-allocator layout whose fault

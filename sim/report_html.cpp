@@ -31,7 +31,7 @@ std::string CallVerdict(const ReplayReport& r, const Call& c) {
   if (vs.empty()) return c.guard_refused ? "refused" : "clean";
   std::vector<std::string> what;
   for (const Violation* v : vs) {
-    const std::string w = v->consequence.empty() ? ViolationKindName(v->kind) : v->consequence;
+    const std::string w = ConsequenceText(*v);
     if (std::find(what.begin(), what.end(), w) == what.end()) what.push_back(w);
   }
   std::string s = fmt::format("{} violation{}: ", vs.size(), vs.size() == 1 ? "" : "s");
@@ -67,7 +67,8 @@ std::string MarkLabel(const Violation& v) {
   std::string what;
   switch (v.kind) {
     case ViolationKind::kOutOfBounds:
-      what = fmt::format("{} {} {}", v.access == "write" ? "writes" : "reads", v.buffer, rows);
+      what =
+          fmt::format("{} {} {}", v.access == Access::kWrite ? "writes" : "reads", v.buffer, rows);
       break;
     case ViolationKind::kUninitializedRead:
       what = fmt::format("reads unwritten {} {}", v.buffer, rows);
@@ -78,7 +79,7 @@ std::string MarkLabel(const Violation& v) {
     case ViolationKind::kUnwrittenOutput:
       what = fmt::format("leaves {} {} unwritten", v.buffer, rows);
       break;
-    default: what = v.consequence.empty() ? ViolationKindName(v.kind) : v.consequence;
+    default: what = ConsequenceText(v);
   }
   return fmt::format("call {} {}", v.call_index, what);
 }
@@ -122,15 +123,16 @@ std::string ViolationTableHtml(const ReplayReport& r) {
     for (size_t k = 0; k < v.work_items.size() && k < 12; ++k)
       works += (k ? ", " : "") + std::to_string(v.work_items[k]);
     if (v.work_items.size() > 12) works += fmt::format(", ... ({} in all)", v.work_items.size());
-    s +=
-        "<tr class=\"bad\">" + Td(fmt::format("{}", i), "num") + Td(ViolationKindName(v.kind)) +
-        Td(v.bug_class) + Td(fmt::format("{} {} / {}", v.call_index, v.step, v.call)) +
-        Td(v.buffer, "mono") + Td(v.access) +
-        Td(fmt::format("{}..{} of {}", v.first_row, v.last_row, v.rows), "num") +
-        Td(fmt::format("{} rows, {} B", v.rows_past_end, v.bytes_past_end), "num") +
-        Td(works, "mono") +
-        Td(v.consequence + (v.first_bad_address ? " at " + Hex(v.first_bad_address) : ""), "mono") +
-        Td(v.detail) + "</tr>\n";
+    s += "<tr class=\"bad\">" + Td(fmt::format("{}", i), "num") + Td(ViolationKindName(v.kind)) +
+         Td(BugClassLetter(v.bug_class)) +
+         Td(fmt::format("{} {} / {}", v.call_index, v.step, v.call)) + Td(v.buffer, "mono") +
+         Td(AccessName(v.access)) +
+         Td(fmt::format("{}..{} of {}", v.first_row, v.last_row, v.rows), "num") +
+         Td(fmt::format("{} rows, {} B", v.rows_past_end, v.bytes_past_end), "num") +
+         Td(works, "mono") +
+         Td(ConsequenceText(v) + (v.first_bad_address ? " at " + Hex(v.first_bad_address) : ""),
+            "mono") +
+         Td(v.detail) + "</tr>\n";
   }
   s += "</table>\n";
   if (vs.size() > static_cast<size_t>(kMaxViolationRows))

@@ -142,7 +142,20 @@ struct EngineProfile {
   bool incremental_update = true;
   // max_seqlen_qo handed to decode_update: the verify width Q (#460) or the draft width 1 (#287).
   bool update_uses_verify_width = true;
-  std::string summary;  // what the preset encodes and its source
+  // What the engine does with the padding rows of each decode output (docs/numerics.md "Padding
+  // policy"): consumed (the next layer reads them too: NaN or garbage there is a finding, class
+  // I) or dropped (sliced away before anything reads them). Default consumed: a profile says
+  // dropped only where the engine's code shows the slice (`padding_source`).
+  enum class Padding : uint8_t { kConsumed, kDropped };
+  Padding o_padding = Padding::kConsumed;
+  Padding lse_padding = Padding::kConsumed;
+  // How the engine scales q when it casts it to fp8 (kv dtype fp8, ATOM#287): a static scale
+  // (padding cannot change it), or a per-tensor scale computed over every row of q, padding rows
+  // included (their values then change the real rows' quantisation), or over the real rows only.
+  enum class QScale : uint8_t { kStatic, kPerTensorPadded, kPerTensorReal };
+  QScale q_fp8_scale = QScale::kStatic;
+  std::string padding_source;  // where the padding policy and the q scale come from
+  std::string summary;         // what the preset encodes and its source
 };
 
 struct Scenario {
@@ -179,6 +192,9 @@ struct Scenario {
   AllocatorSpec allocator;
   EngineProfile engine;
 };
+
+const char* PaddingName(EngineProfile::Padding p);  // "consumed" | "dropped"
+const char* QScaleName(EngineProfile::QScale q);    // "static" | "per_tensor_padded" | ...
 
 // Engine presets by name: "atom-2026-03", "atom-2026-08" (before the fix), "atom-2026-11" (after).
 StatusOr<EngineProfile> GetEngineProfile(const std::string& name, const std::string& field);

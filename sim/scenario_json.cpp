@@ -1,5 +1,6 @@
 #include "sim/scenario_json.h"
 
+#include "ref/limits.h"
 #include "sim/call_table.h"
 #include "sim/contract.h"
 
@@ -13,14 +14,18 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int64_t kMaxTokens = 1 << 24;
+// Tokens of one scenario value (contexts, rows, positions): ref/limits.h scenario_tokens.
+int64_t MaxTokens() {
+  return ref::Limit(ref::LimitId::kScenarioTokens);
+}
 
 bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
   return a.sparse_mtp_plan_tokens == b.sparse_mtp_plan_tokens && a.draft_rows == b.draft_rows &&
          a.plan_rows_guard == b.plan_rows_guard &&
          a.dcp_slice_rebuild_inputs == b.dcp_slice_rebuild_inputs &&
          a.incremental_update == b.incremental_update &&
-         a.update_uses_verify_width == b.update_uses_verify_width;
+         a.update_uses_verify_width == b.update_uses_verify_width && a.o_padding == b.o_padding &&
+         a.lse_padding == b.lse_padding && a.q_fp8_scale == b.q_fp8_scale;
 }  // 16M tokens per request is beyond any deployment
 
 Status ParseModel(const json& j, ModelSpec* m) {
@@ -49,7 +54,8 @@ Status ParseParallel(const json& j, ParallelSpec* p) {
   MLASIM_RETURN_IF_ERROR(r.Check());
   MLASIM_RETURN_IF_ERROR(r.Int("tp", &p->tp, 1, 64));
   MLASIM_RETURN_IF_ERROR(r.Int("dp", &p->dp, 1, 64));
-  MLASIM_RETURN_IF_ERROR(r.IntArray("dp_scheduled_tokens", &p->dp_scheduled_tokens, 0, kMaxTokens));
+  MLASIM_RETURN_IF_ERROR(
+      r.IntArray("dp_scheduled_tokens", &p->dp_scheduled_tokens, 0, MaxTokens()));
   MLASIM_RETURN_IF_ERROR(r.Int("dcp", &p->dcp, 1, 64));
   MLASIM_RETURN_IF_ERROR(r.Int("dcp_interleave", &p->dcp_interleave, 1, 1 << 16));
   MLASIM_RETURN_IF_ERROR(r.Finish());
@@ -64,7 +70,7 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   ObjectReader r(j, "$.batch");
   MLASIM_RETURN_IF_ERROR(r.Check());
   std::vector<int32_t> ctx, prev, rej;
-  MLASIM_RETURN_IF_ERROR(r.IntArray("contexts", &ctx, 0, kMaxTokens));
+  MLASIM_RETURN_IF_ERROR(r.IntArray("contexts", &ctx, 0, MaxTokens()));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected_prev", &prev, 0, 64));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected", &rej, 0, 64));
   const json* topk = r.Child("topk_lengths");
@@ -99,13 +105,12 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
     if (topk) {
       const std::string p = "$.batch.topk_lengths" + idx;
       if (!topk->is_array() || topk->size() != ctx.size())
-        return InvalidArgumentError("$.batch.topk_lengths",
-                                    "needs one array per request (" + std::to_string(ctx.size()) +
-                                        ")");
+        return InvalidArgumentError("$.batch.topk_lengths", "needs one array per request (" +
+                                                                std::to_string(ctx.size()) + ")");
       const json& row = (*topk)[i];
       if (!row.is_array() || static_cast<int32_t>(row.size()) != q)
-        return InvalidArgumentError(p, "needs one count per verify token (Q = " +
-                                           std::to_string(q) + ")");
+        return InvalidArgumentError(
+            p, "needs one count per verify token (Q = " + std::to_string(q) + ")");
       for (size_t t = 0; t < row.size(); ++t) {
         const std::string pt = p + "[" + std::to_string(t) + "]";
         if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
@@ -221,8 +226,8 @@ Status ParseKvCache(const json& j, Scenario* s) {
       ObjectReader e((*values)[i], "$.kv_cache.index_values[" + std::to_string(i) + "]");
       MLASIM_RETURN_IF_ERROR(e.Check());
       KvCacheSpec::IndexValue v;
-      MLASIM_RETURN_IF_ERROR(e.Int("token", &v.token, 0, kMaxTokens, true));
-      MLASIM_RETURN_IF_ERROR(e.Int("position", &v.position, 0, kMaxTokens, true));
+      MLASIM_RETURN_IF_ERROR(e.Int("token", &v.token, 0, MaxTokens(), true));
+      MLASIM_RETURN_IF_ERROR(e.Int("position", &v.position, 0, MaxTokens(), true));
       MLASIM_RETURN_IF_ERROR(e.Int64("value", &v.value, INT32_MIN, INT32_MAX, true));
       MLASIM_RETURN_IF_ERROR(e.Finish());
       kv.index_values.push_back(v);
@@ -241,11 +246,12 @@ Status ParseCalls(const json& j, Scenario* s) {
     CallOverride c;
     MLASIM_RETURN_IF_ERROR(r.String("call", &c.call, true));
     if (c.call.find('.') == std::string::npos)
-      return InvalidArgumentError(path + ".call", "must be <step>.<call>, e.g. "
-                                                  "draft_step_0.sparse_decode");
+      return InvalidArgumentError(path + ".call",
+                                  "must be <step>.<call>, e.g. "
+                                  "draft_step_0.sparse_decode");
     MLASIM_RETURN_IF_ERROR(r.Int("launch_grid", &c.launch_grid, 0, 1 << 20));
-    MLASIM_RETURN_IF_ERROR(r.Int64("q_rows", &c.q_rows, 0, kMaxTokens));
-    MLASIM_RETURN_IF_ERROR(r.Int64("o_rows", &c.o_rows, 0, kMaxTokens));
+    MLASIM_RETURN_IF_ERROR(r.Int64("q_rows", &c.q_rows, 0, MaxTokens()));
+    MLASIM_RETURN_IF_ERROR(r.Int64("o_rows", &c.o_rows, 0, MaxTokens()));
     MLASIM_RETURN_IF_ERROR(r.Int("kernel_heads", &c.kernel_heads, 1, 1024));
     MLASIM_RETURN_IF_ERROR(r.Int("kernel_q_cols", &c.kernel_q_cols, 1, 8192));
     MLASIM_RETURN_IF_ERROR(r.Int("planner_cu_count", &c.planner_cu_count, 1, 4096));
@@ -357,7 +363,7 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   if (const json* cap = r.Child("capture")) {
     ObjectReader c(*cap, "$.capture");
     MLASIM_RETURN_IF_ERROR(c.Check());
-    MLASIM_RETURN_IF_ERROR(c.IntArray("contexts", &s.capture_contexts, 0, kMaxTokens));
+    MLASIM_RETURN_IF_ERROR(c.IntArray("contexts", &s.capture_contexts, 0, MaxTokens()));
     MLASIM_RETURN_IF_ERROR(c.Finish());
   }
   if (const json* calls = r.Child("calls")) MLASIM_RETURN_IF_ERROR(ParseCalls(*calls, &s));
@@ -485,6 +491,16 @@ json ScenarioToJson(const Scenario& s) {
         {"dcp_slice_rebuild_inputs", s.engine.dcp_slice_rebuild_inputs},
         {"incremental_update", s.engine.incremental_update},
         {"update_uses_verify_width", s.engine.update_uses_verify_width}}}};
+  // Padding policy and q scale: written where they differ from the preset's (round-1 scenarios
+  // write the same bytes).
+  const EngineProfile fallback;
+  const EngineProfile& ref_flags = base.ok() ? *base : fallback;
+  if (!base.ok() || s.engine.o_padding != ref_flags.o_padding)
+    out["engine"]["o_padding"] = PaddingName(s.engine.o_padding);
+  if (!base.ok() || s.engine.lse_padding != ref_flags.lse_padding)
+    out["engine"]["lse_padding"] = PaddingName(s.engine.lse_padding);
+  if (!base.ok() || s.engine.q_fp8_scale != ref_flags.q_fp8_scale)
+    out["engine"]["q_fp8_scale"] = QScaleName(s.engine.q_fp8_scale);
   // A preset with no flag changed is written as its name, so that editing the name changes it.
   if (plain) out["engine"] = preset;
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;

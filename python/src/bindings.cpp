@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
@@ -128,15 +129,14 @@ py::array Array(const std::string& arg, py::handle v, const py::dtype& dtype,
   return a;
 }
 
-// The buffers a caller hands in, against mlasim plan's bound on the six buffers together
-// (tools/mlasim/plan_input.h kMaxBufferElements): the checker and planner copy them.
+// The buffers a caller hands in, against the limit on the six buffers together
+// (ref/limits.h plan_elements): the checker and planner copy them.
 void CheckBufferTotal(const std::string& arg, const std::vector<int64_t>& sizes) {
   int64_t total = 0;
   for (int64_t n : sizes) total += n;
-  if (total > cli::kMaxBufferElements)
-    ThrowValue(arg, "the plan buffers hold " + std::to_string(total) +
-                        " int32 elements; mlasim refuses more than " +
-                        std::to_string(cli::kMaxBufferElements));
+  const Status st = ref::TooLarge(arg, total, ref::LimitId::kPlanElements,
+                                  "the plan buffers' int32 element count");
+  if (total > ref::Limit(ref::LimitId::kPlanElements)) ThrowValue(arg, st.message());
 }
 
 io::Int32View View(const py::array& a) {
@@ -525,6 +525,9 @@ PYBIND11_MODULE(_core, m) {
   namespace io = mlasim::io;
   m.doc() = "mlasim's reference planner, sizing and plan checker (C++); use the mlasim package";
   m.attr("__version__") = MLASIM_VERSION;
+  // The size limits of every path (ref/limits.h): $MLASIM_LIMITS raises them as for the CLI.
+  if (mlasim::Status st = mlasim::ref::SetLimitsFromEnvironment(); !st.ok())
+    throw py::value_error(st.field() + ": " + st.message());
   m.attr("POISON") = mlasim::ref::Plan::kPoison;
   m.attr("CASE_FORMAT") = io::kCaseFormat;
   m.attr("CASE_SCHEMA_VERSION") = io::kCaseSchemaVersion;

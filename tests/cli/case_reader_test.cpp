@@ -572,7 +572,7 @@ TEST(CasePlanner, AnIndptrAboveTheRequestLimitIsRefusedBeforeItIsRead) {
   auto p = ReadCasePlanner(files, *OpenCase(files));
   EXPECT_EQ(p.status().ToString(),
             "manifest.json:tensors.kv_indptr.shape: holds 1048578 entries, above mlasim's limit "
-            "of 2^20 requests + 1");
+            "of 1048577 (requests + 1; raise it with --limit requests=N)");
 }
 
 TEST(CaseLayoutTest, OneAllocationPerTensorWithRowsHeadsAndColumns) {

@@ -354,7 +354,8 @@ TEST_F(CheckCli, BadCaseDirectoriesExitTwoNamingFileAndField) {
       {"wrong_dtype", [](CaseBuilder& b) { b.Add("kv_indptr", "int64", {4}, std::string(32, 0)); },
        ":tensors.kv_indptr.dtype: is int64; get_mla_metadata_v1's kv_indptr is int32"},
       {"limit", [](CaseBuilder& b) { b.manifest["config"]["planner"]["cu_count"] = 70000; },
-       ":config.planner.cu_count: CU count is 70000, above mlasim's limit of 65536"},
+       ":config.planner.cu_count: CU count is 70000, above mlasim's limit of 65536 (raise it "
+       "with --limit clusters=N or MLASIM_LIMITS=clusters=N, up to 1048576)"},
       {"heads", [](CaseBuilder& b) { b.manifest["config"]["planner"]["heads_per_head_k"] = 20; },
        ":config.planner.heads_per_head_k: aiter's planner supports only #heads in [16, 64, 128], "
        "multiples of 16 (folded to 16), or the listed special shapes; got 20 heads, qlen 1, q "
@@ -384,9 +385,12 @@ TEST_F(CheckCli, CapturedBuffersAboveThePlanBufferLimitAreRefused) {
   const std::string dir = Write(b);
   const CliResult r = Check({dir});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "mlasim check: error: " + dir +
-                       "/manifest.json:tensors: the captured plan buffers hold 16777315 int32 "
-                       "elements; mlasim refuses more than 16777216\n");
+  EXPECT_EQ(
+      r.err,
+      "mlasim check: error: " + dir +
+          "/manifest.json:tensors: the captured plan buffers' int32 "
+          "element count is 16777315, above mlasim's limit of 16777216 (raise it with --limit "
+          "plan_elements=N or MLASIM_LIMITS=plan_elements=N, up to 268435456)\n");
 }
 
 TEST_F(CheckCli, BadFlagsExitTwo) {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/replay.h"
+#include "sim/scenario_json.h"
 #include "tools/mlasim/cli.h"
 
 namespace mlasim::cli {
@@ -209,6 +211,107 @@ TEST(CliNumerics, PaddingRowsAreNotCompared) {
   EXPECT_EQ(d1["poison"]["first_padding"]["source_index"], 316);  // work 39's kv_start
   EXPECT_EQ(d1["poison"]["first_padding"]["row_begin"], 5);
   EXPECT_EQ(d1["poison"]["first_padding"]["row_end"], 6);
+}
+
+TEST(CliNumerics, ConsumedPaddingRowsFailAsClassI) {
+  // The same step as PaddingRowsAreNotCompared on an engine whose next layer reads o's padding
+  // rows: the padding-row findings of draft_step_1 now fail the call.
+  auto s = sim::BuiltinScenario("dense-mtp");
+  ASSERT_TRUE(s.ok());
+  s->engine = *sim::GetEngineProfile("atom-2026-11", "profile");
+  s->engine.o_padding = sim::EngineProfile::Padding::kConsumed;
+  const fs::path file = fs::temp_directory_path() /
+                        ("mlasim_numerics_consumed_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << sim::ScenarioToJson(*s).dump(2);
+  const Out r = Numerics({file.string(), "--json"});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["padding"]["o"], "consumed");
+  EXPECT_EQ(j["padding"]["lse"], "dropped");
+  const auto& d1 = j["calls"][2];
+  EXPECT_EQ(d1["step"], "draft_step_1");
+  EXPECT_EQ(d1["verdict"], "failed");
+  EXPECT_EQ(d1["poison"]["padding_row_findings"], 4);
+  EXPECT_EQ(d1["poison"]["real_row_findings"], 0);
+  EXPECT_EQ(d1["padding"]["consumed_and_bad"], true);
+  const Out t = Numerics({file.string()});
+  EXPECT_NE(t.out.find("padding: o consumed, lse dropped"), std::string::npos) << t.out;
+  EXPECT_NE(t.out.find("class I: the engine consumes padding rows"), std::string::npos) << t.out;
+  fs::remove(file);
+}
+
+TEST(CliNumerics, MutantBreaksTheStepAndNamesTheSlot) {
+  // dense-mtp splits its tiles: pieces written one partial row too far leave partial_o[0]
+  // unwritten, and the reduce reads it into real o rows (ATOM's sparse path hands the kernel
+  // per-token page tables, so the seed's calls read no invalid index: a mutant of invalid_index
+  // does not change them).
+  const Out r = Numerics({"--builtin", "dense-mtp", "--profile", "atom-2026-11", "--mutant",
+                          "partial-row-offset-off-by-one"});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("mutant partial-row-offset-off-by-one"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("call 2 (verify): 1 poison finding(s) in real rows; first: unwritten_read: "
+                       "o rows [0,1) heads [0,16) from partial_o[0] tile 0"),
+            std::string::npos)
+      << r.out;
+  const Out j = Numerics({"--builtin", "dense-mtp", "--profile", "atom-2026-11", "--mutant",
+                          "partial-row-offset-off-by-one", "--json"});
+  EXPECT_EQ(nlohmann::json::parse(j.out)["mutant"], "partial-row-offset-off-by-one");
+  // Without it the same step passes (PaddingRowsAreNotCompared).
+}
+
+TEST(CliNumerics, PoisonedInputsLeaveTheSeedWithinTolerance) {
+  const Out r = Numerics({"--builtin", "seed", "--poison"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("inputs poisoned (--poison)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("verdict: within tolerance (4/4 decode calls ok)"), std::string::npos);
+  const Out d = Numerics({"--builtin", "dense-mtp", "--profile", "atom-2026-11", "--poison"});
+  EXPECT_EQ(d.code, 0) << d.err << d.out;
+}
+
+TEST(CliNumerics, ACounterexampleIsWrittenAsAReplayableCase) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("mlasim_numerics_out_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const Out r =
+      Numerics({"--builtin", "dense-mtp", "--profile", "atom-2026-11", "--mutant",
+                "reduce-merges-a-piece-twice", "--max-context", "128", "--out", dir.string()});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  const fs::path file = dir / "numerics-dense-mtp-reduce-merges-a-piece-twice.json";
+  ASSERT_TRUE(fs::exists(file)) << r.out;
+  EXPECT_NE(r.out.find("case written: " + file.string()), std::string::npos) << r.out;
+  std::ifstream in(file);
+  const auto doc = nlohmann::json::parse(in);
+  const std::string desc = doc["description"];
+  EXPECT_NE(desc.find("--max-context 128 --seed 1 --accumulate fp32 --empty-rows write-zero "
+                      "--mutant reduce-merges-a-piece-twice"),
+            std::string::npos)
+      << desc;
+  // Replaying the file with that command fails the same way; without the mutant it passes.
+  const Out again =
+      Numerics({file.string(), "--max-context", "128", "--mutant", "reduce-merges-a-piece-twice"});
+  EXPECT_EQ(again.code, 1) << again.err;
+  EXPECT_EQ(Numerics({file.string(), "--max-context", "128"}).code, 0);
+  // A passing run writes nothing.
+  fs::remove(file);
+  EXPECT_EQ(Numerics({"--builtin", "seed", "--out", dir.string()}).code, 0);
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::remove_all(dir);
+}
+
+TEST(CliNumerics, BadMutantAndOutExitTwo) {
+  Out r = Numerics({"--builtin", "seed", "--mutant", "nope"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--mutant: no numerics mutant named 'nope' (numerics and semantics "
+                       "mutants: reduce-merges-a-piece-twice, "),
+            std::string::npos)
+      << r.err;
+  // A mutant of another kind is not a numerics mutant.
+  r = Numerics({"--builtin", "seed", "--mutant", "engine-sparse-plan-over-running-tokens"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--mutant: no numerics mutant named"), std::string::npos) << r.err;
+  r = Numerics({"--builtin", "seed", "--out", "/nonexistent/dir"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--out: '/nonexistent/dir' is not a directory"), std::string::npos) << r.err;
 }
 
 }  // namespace

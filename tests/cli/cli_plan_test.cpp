@@ -428,6 +428,13 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
        "mlasim plan: error: --heads: given more than once"},
       {{"numerics", "--builtin", "seed", "--small-dims", "--full-dims"},
        "mlasim numerics: error: --full-dims: contradicts --small-dims"},
+      {{"mutants", "--budget", "0"},
+       "mlasim mutants: error: --budget: must be a number of cases in 1..1000000"},
+      {{"mutants", "--budget", "1000001"},
+       "mlasim mutants: error: --budget: must be a number of cases in 1..1000000"},
+      {{"mutants", "--only", "nope"}, "mlasim mutants: error: --only: no mutant named 'nope'"},
+      {{"numerics", "--builtin", "seed", "--mutant", "nope"},
+       "mlasim numerics: error: --mutant: no numerics mutant named 'nope'"},
   };
   for (const auto& [args, want] : cases) {
     const CliResult r = RunCli(args);
@@ -713,6 +720,38 @@ TEST(CliPlan, CheckGoldenRefusesUnreadableFiles) {
     EXPECT_EQ(r.exit_code, 2) << f;
     EXPECT_EQ(r.err.rfind("mlasim plan: error: --check-golden: ", 0), 0u) << r.err;
   }
+}
+
+// The golden reader applies mlasim's limits (ref/limits.h) before planning a record: a 2 KB
+// record asking for 330000 q rows per request planned 262,680,000 work_info rows before. A record
+// that cannot be read is bad input (exit 2), not a mismatch (exit 1).
+TEST(CliPlan, CheckGoldenAppliesTheLimitsAndRefusesMalformedRecords) {
+  ASSERT_GOLDEN_PRESENT("aiter-v12-dev.jsonl.xz");
+  TempDir tmp;
+  const auto lines = GoldenLines("aiter-v12-dev.jsonl.xz", 1, &IsPlanRecord);
+  ASSERT_EQ(lines.size(), 1u);
+  json huge = json::parse(lines[0]);
+  huge["input"]["max_seqlen_qo"] = 330000;
+  const std::string file = tmp.Write("huge.jsonl", huge.dump() + "\n");
+  const CliResult r = RunCli({"plan", "--check-golden", file});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(file + ":1: input.max_seqlen_qo: q tokens per request is 330000, above "
+                              "mlasim's limit of 4096 (raise it with --limit qlen=N"),
+            std::string::npos)
+      << r.err;
+  // With qlen raised the record is planned and compared: aiter planned it with another
+  // max_seqlen_qo, so it no longer matches (exit 1, not 2).
+  const CliResult raised = RunCli({"--limit", "qlen=400000", "plan", "--check-golden", file});
+  EXPECT_EQ(raised.exit_code, 1) << raised.out << raised.err;
+  EXPECT_NE(raised.out.find("0/1 records match in " + file), std::string::npos) << raised.out;
+
+  json malformed = json::parse(lines[0]);
+  malformed["output"].erase("work_info");
+  const std::string bad = tmp.Write("malformed.jsonl", malformed.dump() + "\n");
+  const CliResult m = RunCli({"plan", "--check-golden", bad});
+  EXPECT_EQ(m.exit_code, 2) << m.out << m.err;
+  EXPECT_NE(m.err.find(bad + ":1"), std::string::npos) << m.err;
+  EXPECT_NE(m.err.find("malformed record"), std::string::npos) << m.err;
 }
 
 }  // namespace

@@ -73,10 +73,33 @@ TEST(CliReplay, LayoutOutFeedsExplainFault) {
   const auto j = nlohmann::json::parse(e.out);
   EXPECT_EQ(j["buffer"], "q");
   EXPECT_EQ(j["bytes_past_end"], 22528);
-  EXPECT_EQ(j["row"], 142);
-  EXPECT_EQ(j["head"], 7);
+  // ROCm names the page: a page-aligned address from its log is any byte of the 4096-byte page,
+  // rows 142..142 of q (9216-byte rows), head and column unknown.
+  EXPECT_EQ(j["page_bytes"], 4096);
+  EXPECT_EQ(j["first_row"], 142);
+  EXPECT_EQ(j["last_row"], 142);
+  EXPECT_EQ(j["head"], -1);
+  EXPECT_EQ(j["before_start"], false);
+  // The replay's q read past the end covers those rows: the call and its work items are named.
+  ASSERT_FALSE(j["accesses"].empty()) << e.out;
+  EXPECT_EQ(j["accesses"][0]["step"], "draft_step_0");
+  EXPECT_EQ(j["accesses"][0]["access"], "read");
+  // --page-bytes 0: the exact byte, with head and column.
+  const Out x = Cli({"explain-fault", "--layout", layout.string(), "--log", log.string(),
+                     "--page-bytes", "0", "--json"});
+  ASSERT_EQ(x.code, 0) << x.err;
+  const auto k = nlohmann::json::parse(x.out);
+  EXPECT_EQ(k["row"], 142);
+  EXPECT_EQ(k["head"], 7);
+  EXPECT_EQ(k["page_bytes"], 0);
   const Out t = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
   EXPECT_NE(t.out.find("22528 bytes past the end of q"), std::string::npos) << t.out;
+  for (const char* bad : {"-1", "1073741825"}) {
+    const Out b = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000",
+                       "--page-bytes", bad});
+    EXPECT_EQ(b.code, 2) << bad;
+    EXPECT_NE(b.err.find("--page-bytes: must be in 0..1073741824"), std::string::npos) << b.err;
+  }
   fs::remove(layout);
   fs::remove(log);
 }

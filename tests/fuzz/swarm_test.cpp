@@ -20,6 +20,7 @@
 #include "fuzz/progress.h"
 #include "fuzz/properties.h"
 #include "fuzz/scenario_gen.h"
+#include "sim/known_bugs.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -280,10 +281,10 @@ TEST(Effectiveness, CensoredMedian) {
 
 TEST(Effectiveness, EveryMutantAndKnownFamilyIsATarget) {
   const std::vector<EffectTarget> t = EffectivenessTargets(true);
-  ASSERT_EQ(t.size(), MutantRegistry().size() + KnownFamilies().size());
+  ASSERT_EQ(t.size(), MutantRegistry().size() + sim::KnownBugs().size());
   EXPECT_EQ(t.front().name, "engine-sparse-plan-over-running-tokens");
-  EXPECT_EQ(t.back().name, "sparse-main-plan-sizing");
-  EXPECT_EQ(t.back().kind, "known family");
+  EXPECT_EQ(t.back().name, sim::KnownBugs().back().name);
+  EXPECT_EQ(t.back().kind, "known bug");
   EXPECT_TRUE(t.front().UsesGenerator());
 }
 
@@ -296,7 +297,7 @@ const EffectTarget& Target(const std::vector<EffectTarget>& all, const std::stri
 
 TEST(Effectiveness, CasesToDetectionAreDeterministic) {
   const std::vector<EffectTarget> all = EffectivenessTargets(true);
-  const EffectTarget& family = Target(all, "draft-step0-overrun");
+  const EffectTarget& family = Target(all, "atom-sparse-mtp-plan-over-running-tokens");
   const SeedSearch off = SearchTarget(family, false, 1, 200);
   EXPECT_TRUE(off.detected);
   EXPECT_EQ(off.cases, 3);
@@ -318,15 +319,17 @@ TEST(Effectiveness, ReportRowsAndErrors) {
   EffectivenessOptions o;
   o.seeds = 2;
   o.max_cases = 5;
-  o.only = {"draft-step0-overrun"};
+  o.only = {"atom-sparse-mtp-plan-over-running-tokens"};
   auto r = EffectivenessReport(o, nullptr);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   // Budget 5: seed 1 detects at case 3 without swarm (CasesToDetectionAreDeterministic), seed 2
   // not within 5; with swarm neither. Half the seeds censored: the median reads "> 5".
-  EXPECT_NE(r->find("| draft-step0-overrun | known family | - | off | 1/2 | > 5 | not found |"),
+  EXPECT_NE(r->find("| atom-sparse-mtp-plan-over-running-tokens | known bug | A | off | 1/2 | > 5 "
+                    "| not found |"),
             std::string::npos)
       << *r;
-  EXPECT_NE(r->find("| draft-step0-overrun | known family | - | on | 0/2 **not found within the "
+  EXPECT_NE(r->find("| atom-sparse-mtp-plan-over-running-tokens | known bug | A | on | 0/2 **not "
+                    "found within the "
                     "budget** | > 5 | not found |"),
             std::string::npos)
       << *r;

@@ -421,7 +421,8 @@ FoundingObservation RunFounding(const std::string& profile) {
                 (long long)t.bad_bytes);
   for (const auto& v : obs.predicted)
     std::printf("[gpu]   simulator: %s %s rows %lld..%lld (%s)\n", v.buffer.c_str(),
-                v.access.c_str(), (long long)v.first_row, (long long)v.last_row, v.call.c_str());
+                sim::AccessName(v.access), (long long)v.first_row, (long long)v.last_row,
+                v.call.c_str());
   return obs;
 }
 
@@ -432,7 +433,7 @@ TEST(GpuFoundingCase, Atom202608AsmOverrunMatchesTheSimulator) {
   int matched = 0;
   for (const sim::Violation& v : f.predicted) {
     if (v.call != "sparse_decode") continue;
-    if (v.buffer == "o" && v.access == "write") {
+    if (v.buffer == "o" && v.access == sim::Access::kWrite) {
       // o and its lse companion (the simulator's o write covers both): rows past the end only.
       ASSERT_EQ(f.gpu.tails.size(), 2u);
       for (const gpu::TailDamage& t : f.gpu.tails) {
@@ -443,7 +444,7 @@ TEST(GpuFoundingCase, Atom202608AsmOverrunMatchesTheSimulator) {
       EXPECT_EQ(f.gpu.o_rows_written_max, v.last_row);
       ++matched;
     }
-    if (v.buffer == "q" && v.access == "read") {
+    if (v.buffer == "q" && v.access == sim::Access::kRead) {
       EXPECT_EQ(f.gpu.q_rows_read_max, v.last_row);
       EXPECT_GE(f.gpu.q_rows_read_max, f.q_rows);
       ++matched;

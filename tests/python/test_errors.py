@@ -128,10 +128,12 @@ CASES = [
     ("out_twice", out_with("work_info_set", np.zeros((10, 8), I32)), TypeError,
      "out.work_info_set: given twice"),
     ("out_total", out_with("reduce_partial_map", np.zeros(2**24, I32)), ValueError,
-     "out: the plan buffers hold 16777315 int32 elements; mlasim refuses more than 16777216"),
+     "out: the plan buffers' int32 element count is 16777315, above mlasim's limit of 16777216 "
+     "(raise it with --limit plan_elements=N"),
     # check_plan
     ("check_total", check_with("reduce_partial_map", np.zeros(2**24, I32)), ValueError,
-     "buffers: the plan buffers hold 16777315 int32 elements; mlasim refuses more than 16777216"),
+     "buffers: the plan buffers' int32 element count is 16777315, above mlasim's limit of "
+     "16777216 (raise it with --limit plan_elements=N"),
     ("check_missing", lambda: mlasim.check_plan({"work_indptr": np.zeros(9, I32)},
                                                 request=worked_plan().request),
      TypeError, "work_info: missing from the buffers"),

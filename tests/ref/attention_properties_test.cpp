@@ -146,10 +146,23 @@ bool PoisonIsExpected(const NumericsCase& c, const PoisonFinding& f) {
   return true;
 }
 
-// The property body; `mutant` breaks the plan-driven path.
-void PlanDrivenEqualsMonolithic(NumericsMutant mutant) {
+// A broken variant of the plan-driven path: a code mutant, or kernel semantics that let poison
+// through (the contract's empty_rows, invalid_index, masked_keys; sim/contract.h).
+struct Variant {
+  const char* name;
+  NumericsMutant mutant = NumericsMutant::kNone;
+  EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
+  InvalidIndexUse invalid_index = InvalidIndexUse::kMasked;
+  bool read_masked_keys = false;
+};
+
+// The property body; `v` breaks the plan-driven path.
+void PlanDrivenEqualsMonolithic(const Variant& v) {
   NumericsCase c = *GenCase();
-  c.options.mutant = mutant;
+  c.options.mutant = v.mutant;
+  c.options.empty_rows = v.empty_rows;
+  c.options.invalid_index = v.invalid_index;
+  c.options.read_masked_keys = v.read_masked_keys;
   auto plan = PlanMlaMetadata(c.request);
   if (!plan.ok()) {
     RC_ASSERT(plan.status().field() == "heads_per_head_k");  // aiter refuses the head count
@@ -188,37 +201,43 @@ void PlanDrivenEqualsMonolithic(NumericsMutant mutant) {
 
 TEST(AttentionProperties, PlanDrivenEqualsMonolithic) {
   EXPECT_TRUE(rc::check("plan-driven split + reduce == monolithic",
-                        [] { PlanDrivenEqualsMonolithic(NumericsMutant::kNone); }));
+                        [] { PlanDrivenEqualsMonolithic(Variant{"none"}); }));
 }
 
-}  // namespace
-
-// Test names and failure messages show the mutant's name.
-void PrintTo(NumericsMutant m, std::ostream* os) {
-  *os << NumericsMutantName(m);
+// Test names and failure messages show the variant's name.
+void PrintTo(const Variant& v, std::ostream* os) {
+  *os << v.name;
 }
 
-namespace {
-
-// One test per mutant: the property must fail.
-class AttentionMutantTest : public ::testing::TestWithParam<NumericsMutant> {};
+// One test per broken variant: the property must fail.
+class AttentionMutantTest : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(AttentionMutantTest, PropertyFails) {
-  const NumericsMutant m = GetParam();
-  EXPECT_FALSE(rc::check(NumericsMutantName(m), [m] { PlanDrivenEqualsMonolithic(m); }))
-      << "mutant survived: " << NumericsMutantName(m);
+  const Variant v = GetParam();
+  EXPECT_FALSE(rc::check(v.name, [v] { PlanDrivenEqualsMonolithic(v); }))
+      << "mutant survived: " << v.name;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     AttentionProperties, AttentionMutantTest,
-    ::testing::Values(NumericsMutant::kMergePieceTwice, NumericsMutant::kPartialRowOffByOne,
-                      NumericsMutant::kEmptySplitGarbage, NumericsMutant::kUnnormalizedPartial,
-                      NumericsMutant::kCausalOffByOne, NumericsMutant::kTopkMinusOneDereferenced),
-    [](const ::testing::TestParamInfo<NumericsMutant>& info) {
-      std::string name = NumericsMutantName(info.param);
-      std::replace(name.begin(), name.end(), '-', '_');
-      return name;
-    });
+    ::testing::Values(
+        Variant{"reduce_merges_piece_twice", NumericsMutant::kMergePieceTwice},
+        Variant{"partial_row_off_by_one", NumericsMutant::kPartialRowOffByOne},
+        Variant{"unnormalized_partial", NumericsMutant::kUnnormalizedPartial},
+        Variant{"causal_off_by_one", NumericsMutant::kCausalOffByOne},
+        // aiter #4711: rows with no key written as 0/0 (contract empty_rows = nan)
+        Variant{"empty_rows_nan", NumericsMutant::kNone, EmptyRowPolicy::kNan},
+        // invalid top-k entries dereferenced (contract invalid_index = fault / clamp / wrap)
+        Variant{"invalid_index_fault", NumericsMutant::kNone, EmptyRowPolicy::kWriteZero,
+                InvalidIndexUse::kFault},
+        Variant{"invalid_index_clamp_to_zero", NumericsMutant::kNone, EmptyRowPolicy::kWriteZero,
+                InvalidIndexUse::kClampToZero},
+        Variant{"invalid_index_wrap", NumericsMutant::kNone, EmptyRowPolicy::kWriteZero,
+                InvalidIndexUse::kWrap},
+        // the NaN tail of a request's last page loaded, then masked (masked_keys = read_then_mask)
+        Variant{"masked_keys_read_then_mask", NumericsMutant::kNone, EmptyRowPolicy::kWriteZero,
+                InvalidIndexUse::kMasked, true}),
+    [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace mlasim::ref

@@ -311,13 +311,17 @@ TEST(NumericsReduce, RowWithoutKeyInAnyPieceFollowsAiterFormula) {
     }
     EXPECT_NEAR(got->out.o[x], mono->o[x], 1e-12);
   }
-  // aiter #4711: a piece row without key whose partial o is 0/0 poisons the merge (0 x NaN).
-  PlanExecOptions garbage{o.precision, EmptyRowPolicy::kWriteZero,
-                          NumericsMutant::kEmptySplitGarbage};
+  // aiter #4711: a piece row without key whose partial o is 0/0 (the contract's empty_rows =
+  // nan) poisons the merge (0 x NaN), and the findings say which semantics let it through.
+  PlanExecOptions garbage{o.precision, EmptyRowPolicy::kNan};
   got = RunPlanDriven(*in, r, plan, garbage);
   ASSERT_TRUE(got.ok());
   EXPECT_TRUE(std::isnan(got->out.o[2 * 16 * 32]));
   EXPECT_TRUE(std::isnan(got->out.o[0]));
+  ASSERT_FALSE(got->poison.empty());
+  EXPECT_EQ(got->poison[0].kind, PoisonKind::kEmptyRowNaN);
+  EXPECT_EQ(got->poison[0].output, NumericsBuffer::kPartialO);
+  EXPECT_EQ(got->poison[0].via, "empty_rows = nan");
 }
 
 TEST(NumericsPoison, GarbagePlansBecomeFindingsNotCrashes) {
@@ -423,7 +427,7 @@ TEST(NumericsPoison, FoldedPagedPlanReadsLastPageLensPastTheEnd) {
   EXPECT_EQ(rep->unexplained_nan, 0);
 }
 
-TEST(NumericsPoison, TopkMinusOneDereferencedReadsBeforeTheCache) {
+TEST(NumericsPoison, TopkMinusOneDereferencedUnderInvalidIndexFault) {
   const PlanRequest r = test::SparseRequest(Arch::kGfx942, 16, 2, {40, 9}, 16, 4);
   const Plan plan = *PlanMlaMetadata(r);
   MlaInputs in = *BuildMlaInputs(r, SmallDims());
@@ -431,12 +435,19 @@ TEST(NumericsPoison, TopkMinusOneDereferencedReadsBeforeTheCache) {
   auto clean = RunPlanDriven(in, r, plan);
   ASSERT_TRUE(clean.ok());
   EXPECT_TRUE(clean->poison.empty());
+  // A kernel whose contract says invalid_index = fault dereferences the -1: the finding names
+  // the index slot, its value and the contract field.
   auto bad = RunPlanDriven(
-      in, r, plan, {{}, EmptyRowPolicy::kWriteZero, NumericsMutant::kTopkMinusOneDereferenced});
+      in, r, plan,
+      {{}, EmptyRowPolicy::kWriteZero, NumericsMutant::kNone, InvalidIndexUse::kFault});
   ASSERT_TRUE(bad.ok());
   ASSERT_FALSE(bad->poison.empty());
-  EXPECT_EQ(bad->poison[0].source, NumericsBuffer::kKvCache);
-  EXPECT_EQ(bad->poison[0].source_index, -1);
+  EXPECT_EQ(bad->poison[0].kind, PoisonKind::kOutOfRangeRead);
+  EXPECT_EQ(bad->poison[0].source, NumericsBuffer::kTopkIndices);
+  EXPECT_EQ(bad->poison[0].source_index, 3);
+  EXPECT_TRUE(bad->poison[0].has_value);
+  EXPECT_EQ(bad->poison[0].source_value, -1);
+  EXPECT_EQ(bad->poison[0].via, "invalid_index = fault");
   EXPECT_EQ(bad->poison[0].row_begin, 0);  // token 0 owns row 0 of the index matrix
 }
 

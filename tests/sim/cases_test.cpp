@@ -15,6 +15,7 @@
 
 #include "sim/engine.h"
 #include "sim/replay.h"
+#include "sim/report.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::sim {

@@ -4,13 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "sim/fault.h"
+#include "sim/report.h"
 
 namespace mlasim::sim {
 namespace {
 
 const Violation* Find(const ReplayReport& r, const std::string& buffer, const std::string& access) {
   for (const Violation& v : r.result.violations)
-    if (v.buffer == buffer && v.access == access && v.kind == ViolationKind::kOutOfBounds)
+    if (v.buffer == buffer && AccessName(v.access) == access &&
+        v.kind == ViolationKind::kOutOfBounds)
       return &v;
   return nullptr;
 }
@@ -35,7 +37,7 @@ TEST(FoundingCase, BeforeTheFixDraftStep0OverrunsQAndOByThePaddedTokens) {
     EXPECT_EQ(v->last_row, 159);
     EXPECT_EQ(v->rows_past_end, sh.running_tokens - sh.scheduled_tokens);
     EXPECT_EQ(v->work_items.size(), 4u);
-    EXPECT_EQ(v->consequence, "fault");  // exact allocator: the guard page after each buffer
+    EXPECT_EQ(ConsequenceText(*v), "fault");  // exact allocator: the guard page after each buffer
   }
   // q rows are 16 heads x 576 fp8 bytes; o rows 16 heads x 512 bf16.
   EXPECT_EQ(Find(*r, "q", "read")->bytes_past_end, 4 * 16 * 576);
@@ -72,10 +74,10 @@ TEST(FoundingCase, B35FaultLands20To24KiBPastQ) {
   const Violation* q = Find(*r, "q", "read");
   ASSERT_NE(q, nullptr);
   EXPECT_EQ(q->rows, 140);
-  EXPECT_EQ(q->consequence, "fault");
+  EXPECT_EQ(ConsequenceText(*q), "fault");
   const Violation* o = Find(*r, "o", "write");
   ASSERT_NE(o, nullptr);
-  EXPECT_EQ(o->consequence, "unobserved");  // lands in its segment's slack: silent
+  EXPECT_EQ(ConsequenceText(*o), "unobserved");  // lands in its segment's slack: silent
   auto at = AttributeAddress(r->result.layout, q->first_bad_address);
   ASSERT_TRUE(at.ok()) << at.status().ToString();
   EXPECT_EQ(at->buffer, "q");

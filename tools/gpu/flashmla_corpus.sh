@@ -18,10 +18,15 @@ FLASHMLA_414A2F3_DIR=${FLASHMLA_414A2F3_DIR:-.third_party/flashmla-414a2f3}
 B=build-flashmla
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 
-extract() {  # DIR ARCHIVE
+extract() {  # DIR ARCHIVE: from ../shared/third_party/, or from .third_party/ (a device call
+  # carries the archive there: carry [".third_party/archives"])
   [ -d "$1" ] && return 0
-  [ -f "../shared/third_party/$2" ] || { echo "flashmla_corpus: $1 missing and no ../shared/third_party/$2" >&2; exit 2; }
-  mkdir -p .third_party && tar -xJf "../shared/third_party/$2" -C .third_party/
+  local a
+  for a in "../shared/third_party/$2" ".third_party/archives/$2"; do
+    [ -f "$a" ] && { mkdir -p .third_party && tar -xJf "$a" -C .third_party/; return 0; }
+  done
+  echo "flashmla_corpus: $1 missing and no ../shared/third_party/$2 or .third_party/archives/$2" >&2
+  exit 2
 }
 
 build() {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "ref/limits.h"
 #include "tools/io/request_json.h"
 
 namespace mlasim::io {
@@ -14,7 +15,10 @@ using nlohmann::json;
 constexpr const char* kRequestArrays[] = {"qo_indptr", "kv_indptr", "kv_last_page_lens"};
 
 // Entries of a planner input array: mlasim plan's request limit (2^20 requests) plus one.
-constexpr int64_t kMaxArrayEntries = (int64_t{1} << 20) + 1;
+// kv_indptr-like arrays: ref/limits.h requests, plus one.
+int64_t MaxArrayEntries() {
+  return ref::Limit(ref::LimitId::kRequests) + 1;
+}
 
 // ParsePlanRequest names array fields "<prefix>.kv_indptr[3]": here they come from tensors.
 Status RenameArrayField(const Status& st, const std::string& prefix, const std::string& manifest) {
@@ -33,10 +37,12 @@ StatusOr<std::optional<std::vector<int32_t>>> ReadArray(const CaseFiles& files,
                                                         const CaseLimits& limits) {
   MLASIM_ASSIGN_OR_RETURN(const CaseTensor* t, FindPlannerTensor(m, files, name));
   if (!t) return std::optional<std::vector<int32_t>>();
-  if (!t->shape.empty() && t->shape[0] > kMaxArrayEntries)
+  if (!t->shape.empty() && t->shape[0] > MaxArrayEntries())
     return InvalidArgumentError(files.Display(kCaseManifestName) + ":tensors." + t->name + ".shape",
                                 "holds " + std::to_string(t->shape[0]) +
-                                    " entries, above mlasim's limit of 2^20 requests + 1");
+                                    " entries, above mlasim's limit of " +
+                                    std::to_string(MaxArrayEntries()) +
+                                    " (requests + 1; raise it with --limit requests=N)");
   MLASIM_ASSIGN_OR_RETURN(std::vector<int32_t> v,
                           ReadInt32Tensor(files, *t, {1}, "get_mla_metadata_v1's " + name, limits));
   return std::optional<std::vector<int32_t>>(std::move(v));

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "ref/decode_update.h"
+#include "ref/limits.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
 #include "sim/json_input.h"
@@ -230,6 +231,32 @@ std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
   return m;
 }
 
+namespace {
+
+// A record's request against mlasim's limits (ref/limits.h) before it is planned: a 2 KB record
+// must not make the planner allocate gigabytes. A record whose input cannot be read is malformed.
+Status CheckRecordLimits(const json& rec, const std::string& where) {
+  StatusOr<ref::PlanRequest> req = ParsePlanRequest(rec.at("input"), "input", true);
+  if (!req.ok())
+    return InvalidArgumentError(where + ": " + req.status().field(),
+                                "malformed record: " + req.status().message());
+  if (Status st = ref::CheckRequestLimits(*req); !st.ok())
+    return InvalidArgumentError(where + ": input." + st.field(), st.message());
+  if (!ref::ValidatePlanRequest(*req).ok()) return OkStatus();  // aiter refuses it too
+  const int32_t batch = static_cast<int32_t>(req->kv_indptr.size()) - 1;
+  StatusOr<ref::MetadataSizes> sizes = ref::GetMlaMetadataInfoV1(*req, batch);
+  if (!sizes.ok()) return OkStatus();  // a sizing refusal is compared with the record's
+  if (Status st = ref::CheckSizesLimit(*sizes); !st.ok())
+    return InvalidArgumentError(where + ": input.kv_indptr", st.message());
+  StatusOr<ref::PlanDerived> derived = ref::DecidePlan(*req, ref::PlannerChoice::kAiterDispatch);
+  if (!derived.ok()) return OkStatus();
+  if (Status st = ref::CheckPlannerLimits(*req, *derived); !st.ok())
+    return InvalidArgumentError(where + ": input." + st.field(), st.message());
+  return OkStatus();
+}
+
+}  // namespace
+
 StatusOr<GoldenSummary> CheckGoldenFile(
     const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch) {
   std::error_code ec;
@@ -256,8 +283,17 @@ StatusOr<GoldenSummary> CheckGoldenFile(
       return InvalidArgumentError(
           path + ":" + std::to_string(lineno),
           "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
+    const std::string where = path + ":" + std::to_string(lineno);
+    try {
+      MLASIM_RETURN_IF_ERROR(CheckRecordLimits(rec, where));
+    } catch (const json::exception& e) {
+      return InvalidArgumentError(where, std::string("malformed record: ") + e.what());
+    }
     ++sum.records;
     auto m = CheckGoldenRecord(rec);
+    if (m &&
+        m->buffer == "record")  // malformed (a missing or mistyped key): bad input, not a mismatch
+      return InvalidArgumentError(where, m->detail);
     if (m) {
       on_mismatch(*m);
     } else {

@@ -11,6 +11,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ref/limits.h"
+
 #include "tools/mlasim/commands.h"
 
 #ifndef MLASIM_VERSION
@@ -135,6 +137,12 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
   app.set_version_flag("--version", VersionString(), "Print the version and exit");
   app.require_subcommand(1);
   app.fallthrough(false);
+  // ref/limits.h: one table of size limits for every command, raised per run (docs/limits.md).
+  std::vector<std::string> limits;
+  app.add_option("--limit", limits,
+                 "Raise (or lower) a size limit for this run, e.g. --limit requests=2000000 "
+                 "(repeatable; before the command; also $MLASIM_LIMITS; docs/limits.md)")
+      ->type_name("NAME=VALUE");
 
   std::vector<std::unique_ptr<Command>> commands;
   for (RegisterFn reg : kCommands) commands.push_back(reg(app));
@@ -167,6 +175,20 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
     PrintError(err, cmd, field,
                reason + " (run 'mlasim" + (cmd.empty() ? "" : " " + cmd) + " --help' for usage)");
     return kExitBadInput;
+  }
+
+  // Every invocation starts from the defaults (tests run many in one process), then the
+  // environment, then --limit.
+  ref::ResetLimits();
+  if (Status st = ref::SetLimitsFromEnvironment(); !st.ok()) {
+    PrintError(err, "", st.field(), st.message());
+    return kExitBadInput;
+  }
+  for (const std::string& l : limits) {
+    if (Status st = ref::SetLimits(l, "--limit"); !st.ok()) {
+      PrintError(err, "", st.field(), st.message());
+      return kExitBadInput;
+    }
   }
 
   for (const auto& c : commands) {

@@ -144,11 +144,9 @@ Status RunPlanSection(const io::CaseManifest& m, const io::CaseFiles& files,
   const io::PlanBufferViews views = planner.views();
   const int64_t total = views.work_indptr.size + views.work_info.size + views.reduce_indptr.size +
                         views.reduce_final_map.size + views.reduce_partial_map.size;
-  if (total > kMaxBufferElements)  // mlasim plan's bound on the buffers, which the re-plan fills
-    return InvalidArgumentError(manifest + ":tensors",
-                                "the captured plan buffers hold " + std::to_string(total) +
-                                    " int32 elements; mlasim refuses more than " +
-                                    std::to_string(kMaxBufferElements));
+  if (total > ref::Limit(ref::LimitId::kPlanElements))  // the re-plan fills them
+    return ref::TooLarge(manifest + ":tensors", total, ref::LimitId::kPlanElements,
+                         "the captured plan buffers' int32 element count");
   StatusOr<ref::Plan> captured = io::PlanFromBuffers(r, views, io::kDefaultUnwrittenValue, choice);
   if (!captured.ok())
     return InvalidArgumentError(manifest + ":tensors." + captured.status().field(),

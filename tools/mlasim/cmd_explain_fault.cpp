@@ -1,6 +1,8 @@
 // File: tools/mlasim/cmd_explain_fault.cpp — `mlasim explain-fault`: name the buffer, bytes past
-// its end, row, head and column of a fault address, from a layout written by `mlasim replay
-// --layout-out`. Accepts a bare address or a log (ROCm fault line, compute-sanitizer output).
+// its end (or before its start), row, head and column of a fault address (the range of rows of a
+// ROCm fault page), and the replay's calls and work items touching them, from a layout written by
+// `mlasim replay --layout-out` or by hand (docs/cli.md "Layout JSON"). Accepts a bare address or a
+// log (ROCm fault line, compute-sanitizer output).
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -35,6 +37,14 @@ class ExplainFaultCommand final : public Command {
                      "a log holding a ROCm 'Memory access fault ... on address 0x...' line or "
                      "compute-sanitizer memcheck output")
         ->type_name("FILE");
+    page_opt_ =
+        app_->add_option(
+                "--page-bytes", page_bytes_,
+                "the address names a page of this many bytes (the fault is somewhere in "
+                "it): rows are reported as the range the page covers. Default: the layout's "
+                "page_bytes (4096) for a page-aligned ROCm fault address, 0 (exact) "
+                "otherwise")
+            ->type_name("N");
     app_->add_flag("--json", json_, "print the attribution as JSON");
   }
 
@@ -68,7 +78,24 @@ class ExplainFaultCommand final : public Command {
                  "the fault address is (nil): a null pointer, not an overrun of a buffer");
       return kExitBadInput;
     }
-    auto at = sim::AttributeAddress(layout, fault->address, field);
+    // ROCm prints the faulting page, not the byte: a page-aligned address from a ROCm log is
+    // one of the page's bytes.
+    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30))) {
+      PrintError(io.err, kName, "--page-bytes", "must be in 0..1073741824 (0: an exact address)");
+      return kExitBadInput;
+    }
+    int64_t page = page_bytes_;
+    if (page_opt_->count() == 0) {
+      const int64_t layout_page =
+          layout.contains("page_bytes") && layout["page_bytes"].is_number_integer()
+              ? layout["page_bytes"].get<int64_t>()
+              : 4096;
+      page = fault->source == "rocm" && layout_page > 0 &&
+                     fault->address % static_cast<uint64_t>(layout_page) == 0
+                 ? layout_page
+                 : 0;
+    }
+    auto at = sim::AttributeAddress(layout, fault->address, field, page);
     if (!at.ok()) return Fail(io, at.status());
     if (json_) {
       nlohmann::json j = {{"address", fmt::format("0x{:x}", fault->address)},
@@ -86,12 +113,19 @@ class ExplainFaultCommand final : public Command {
                           {"next_buffer", at->next_buffer},
                           {"bytes_before_next", at->bytes_before_next},
                           {"hsa_status", fault->hsa_status},
+                          {"before_start", at->before_start},
+                          {"page_bytes", at->page_bytes},
+                          {"first_row", at->first_row},
+                          {"last_row", at->last_row},
+                          {"alternative", at->alternative},
+                          {"accesses", AccessesJson(*at)},
                           {"text", at->text}};
       if (layout.contains("call_name")) j["call"] = layout["call_name"];
       if (layout.contains("step")) j["step"] = layout["step"];
       io.out << j.dump(2) << '\n';
     } else {
       io.out << at->text << '\n';
+      if (!at->alternative.empty()) io.out << "(" << at->alternative << ")\n";
       if (layout.contains("step"))
         io.out << "layout of " << layout.value("step", std::string("?")) << " / "
                << layout.value("call_name", std::string("?")) << '\n';
@@ -105,7 +139,21 @@ class ExplainFaultCommand final : public Command {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
   }
+  static nlohmann::json AccessesJson(const sim::Attribution& at) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const sim::LayoutAccess& a : at.accesses)
+      out.push_back({{"call_index", a.call_index},
+                     {"step", a.step},
+                     {"call", a.call},
+                     {"access", a.access},
+                     {"first_row", a.first_row},
+                     {"last_row", a.last_row},
+                     {"work_items", a.work_items}});
+    return out;
+  }
   CLI::App* app_ = nullptr;
+  CLI::Option* page_opt_ = nullptr;
+  int64_t page_bytes_ = -1;
   std::string layout_file_, address_, log_file_;
   bool json_ = false;
 };

@@ -300,10 +300,12 @@ void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& s
   io.out << fmt::format("distinct signatures {}\n", sum.signatures.size());
   io.out << fmt::format("findings {}: {} new, {} already in {}\n", sum.findings.size(), fresh,
                         sum.findings.size() - fresh, o_.out_dir.empty() ? "--out" : o_.out_dir);
-  for (const auto& [sig, f] : sum.findings)
+  for (const auto& [sig, f] : sum.findings) {
     io.out << fmt::format("  {}  ({}{}){}\n", sig, f.earlier ? "earlier, " : "",
                           Origin(f.seed_index, f.shrink_steps, f.cut_short, f.max_shrink_steps),
                           f.file.empty() ? "" : "  " + f.file);
+    if (!f.known.empty()) io.out << "    " << f.known << '\n';
+  }
   io.out << "coverage:";
   for (const auto& [k, v] : sum.coverage) io.out << ' ' << k << '=' << v;
   io.out << '\n';

@@ -1,7 +1,7 @@
 // File: tools/mlasim/cmd_mutants.cpp — `mlasim mutants`: run every registered mutant's killing
-// property within a time budget and print the table (fuzz/mutants.h). Exit 0 when every mutant
-// is killed, 1 when one survives.
-#include <cmath>
+// property for a budget of cases and print the table (fuzz/mutants.h). Exit 0 when every mutant
+// is killed, 1 when one survives. The budget counts cases, so the result is the same bytes on any
+// machine.
 #include <filesystem>
 #include <fstream>
 
@@ -24,15 +24,20 @@ class MutantsCommand final : public Command {
                                  "Run the property suite against every registered mutant "
                                  "(deliberately injected bug) and report which it kills");
     app_->footer("Exit codes: 0 every mutant killed, 1 a mutant survived, 2 bad input.\n");
-    app_->add_option("--budget", budget_, "seconds per mutant")->capture_default_str();
+    budget_opt_ = app_->add_option("--budget", budget_,
+                                   "cases per mutant (default: each mutant's own budget, see "
+                                   "--list): a mutant its property does not kill within them "
+                                   "survives");
     app_->add_option("--seed", seed_, "first seed")
         ->capture_default_str()
         ->check(UnsignedInteger());
     app_->add_option("--only", only_, "run only the mutant with this name")->type_name("NAME");
-    app_->add_option("--out", out_dir_,
-                     "write each shrunk counterexample as a replayable case JSON into DIR")
+    app_->add_option(
+            "--out", out_dir_,
+            "write each shrunk simulator counterexample as a replayable case JSON into DIR")
         ->type_name("DIR");
-    app_->add_flag("--list", list_, "list the registry and exit");
+    app_->add_flag("--list", list_,
+                   "list the registry (name, class, kind, killing property, injection site)");
   }
   CLI::App* app() const override { return app_; }
 
@@ -40,16 +45,16 @@ class MutantsCommand final : public Command {
     const auto& registry = fuzz::MutantRegistry();
     if (list_) {
       for (const auto& m : registry)
-        io.out << fmt::format("{:<42} {}  {}\n", m.name, m.bug_class, m.description);
+        io.out << fmt::format("{:<42} {}  {:<13} {:<30} budget {:<5} {}\n    {}\n", m.name,
+                              sim::BugClassLetter(m.bug_class), fuzz::MutantKindName(m.kind),
+                              m.property, m.budget, m.site, m.description);
       return kExitOk;
     }
-    if (!(budget_ > 0) || !std::isfinite(budget_) || budget_ > 86400) {
-      PrintError(io.err, kName, "--budget", "must be a finite number of seconds in (0, 86400]");
+    if (budget_opt_->count() > 0 && (budget_ < 1 || budget_ > 1000000)) {
+      PrintError(io.err, kName, "--budget", "must be a number of cases in 1..1000000");
       return kExitBadInput;
     }
-    bool found_only = only_.empty();
-    for (const auto& m : registry) found_only |= m.name == only_;
-    if (!found_only) {
+    if (!only_.empty() && !fuzz::FindMutant(only_)) {
       PrintError(io.err, kName, "--only", "no mutant named '" + only_ + "' (see --list)");
       return kExitBadInput;
     }
@@ -61,33 +66,20 @@ class MutantsCommand final : public Command {
         return kExitBadInput;
       }
     }
-    io.out << fmt::format("{:<42} {:<5} {:<8} {:>9} {:>7}  {}\n", "mutant", "class", "result",
-                          "time (s)", "cases", "shrunk counterexample");
+    io.out << fmt::format("{:<42} {:<5} {:<13} {:<8} {:>7} {:>7}  {}\n", "mutant", "class", "kind",
+                          "result", "cases", "budget", "counterexample");
     int survived = 0;
     for (const auto& m : registry) {
       if (!only_.empty() && m.name != only_) continue;
-      const fuzz::MutantResult r = fuzz::RunMutant(m, seed_, budget_);
-      std::string example;
-      if (r.counterexample) {
-        const auto& f = *r.counterexample;
-        example = fmt::format("B={} K={} {}", f.scenario.requests.size(), f.scenario.mtp_k,
-                              fuzz::Signature(f.broken.front()));
-        if (!out_dir_.empty()) {
-          auto doc = sim::ScenarioToJson(f.scenario);
-          doc["name"] = "mutant-" + m.name;
-          doc["description"] = "Counterexample killing mutant " + m.name + " (" + m.description +
-                               "); replay it with --mutant to see the violation";
-          const auto path = std::filesystem::path(out_dir_) / (m.name + ".json");
-          std::ofstream file(path);
-          file << doc.dump(2) << '\n';
-          example += file ? "  -> " + path.string() : "  (could not write " + path.string() + ")";
-        }
-      } else if (r.killed) {
-        example = r.custom_counterexample;
-      }
+      const int64_t budget = budget_opt_->count() > 0 ? budget_ : m.budget;
+      const fuzz::MutantResult r = fuzz::RunMutant(m, seed_, budget);
+      std::string example = r.killed ? r.kill->description : "";
+      if (r.killed && r.kill->counterexample && !out_dir_.empty())
+        example += WriteCase(m, *r.kill->counterexample);
       if (!r.killed) ++survived;
-      io.out << fmt::format("{:<42} {:<5} {:<8} {:>9.3f} {:>7}  {}\n", m.name, m.bug_class,
-                            r.killed ? "killed" : "SURVIVED", r.seconds_to_kill, r.cases, example);
+      io.out << fmt::format("{:<42} {:<5} {:<13} {:<8} {:>7} {:>7}  {}\n", m.name,
+                            sim::BugClassLetter(m.bug_class), fuzz::MutantKindName(m.kind),
+                            r.killed ? "killed" : "SURVIVED", r.cases, budget, example);
     }
     io.out << (survived ? fmt::format("{} mutant(s) survived\n", survived)
                         : std::string("every mutant killed\n"));
@@ -95,8 +87,21 @@ class MutantsCommand final : public Command {
   }
 
  private:
+  // The shrunk scenario as a case file; `mlasim replay FILE --mutant NAME` shows the violation.
+  std::string WriteCase(const fuzz::MutantSpec& m, const fuzz::Failure& f) const {
+    auto doc = sim::ScenarioToJson(f.scenario);
+    doc["name"] = "mutant-" + m.name;
+    doc["description"] = "Counterexample killing mutant " + m.name + " (" + m.description +
+                         "); replay it with --mutant " + m.name + " to see the violation";
+    const auto path = std::filesystem::path(out_dir_) / (m.name + ".json");
+    std::ofstream file(path);
+    file << doc.dump(2) << '\n';
+    return file ? "  -> " + path.string() : "  (could not write " + path.string() + ")";
+  }
+
   CLI::App* app_ = nullptr;
-  double budget_ = 5.0;
+  CLI::Option* budget_opt_ = nullptr;
+  int64_t budget_ = 0;
   uint64_t seed_ = 1;
   std::string only_, out_dir_;
   bool list_ = false;

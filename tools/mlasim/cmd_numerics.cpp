@@ -10,12 +10,21 @@
 //   3. sim::ExpandStep, then for every decode call: ref::RunPlanNumerics on its plan snapshot's
 //      request and plan (dense: q rows laid out uniformly, as the planner addresses them).
 //   4. Classify poison findings: `never_written` o rows that all belong to padding requests (the
-//      parallel planner gives zero-KV padding no work item) are expected; anything else fails.
+//      parallel planner gives zero-KV padding no work item) are expected when the engine drops
+//      its padding rows (engine profile o_padding = dropped); anything else fails. When the engine
+//      consumes them (o_padding / lse_padding = consumed), a finding or a non-finite value in a
+//      padding row fails too (class I, docs/numerics.md "Padding policy").
+//   5. --mutant NAME breaks the plan-driven path with a numerics or semantics mutant of the
+//      registry (fuzz/mutants.h); --poison fills unused page-table slots with hostile page ids and
+//      keeps page 0 out of every request (FlashMLA's poisoned tests); --out DIR writes a failing
+//      run as a replayable case file with its reproduce command.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -23,9 +32,11 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/mutants.h"
+#include "ref/limits.h"
 #include "ref/numerics.h"
-#include "sim/engine.h"
 #include "sim/contract.h"
+#include "sim/engine.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
@@ -62,11 +73,20 @@ struct CallResult {
   int64_t padding_findings = 0;  // never_written o rows of padding requests (expected)
   int64_t real_findings = 0;     // every other finding (a failure)
   int64_t padding_rows = 0;      // (q row, head) pairs of padding findings
+  // The engine's padding policy (docs/numerics.md "Padding policy"): when the next layer reads
+  // padding rows, their findings and non-finite values are failures.
+  bool o_padding_consumed = false, lse_padding_consumed = false;
   const ref::PoisonFinding* first_padding = nullptr;
   const ref::PoisonFinding* first_real = nullptr;
   bool within_tolerance() const { return rep.ok; }
+  // Padding rows the engine consumes that hold poison, NaN or inf (class I).
+  bool padding_consumed_bad() const {
+    return (o_padding_consumed && (padding_findings > 0 || rep.padding_o_nonfinite > 0)) ||
+           (lse_padding_consumed && rep.padding_lse_bad > 0);
+  }
   bool passed() const {
-    return !launched || (error.empty() && rep.ok && real_findings == 0 && rep.poison_dropped == 0);
+    return !launched || (error.empty() && rep.ok && real_findings == 0 && rep.poison_dropped == 0 &&
+                         !padding_consumed_bad());
   }
   const char* verdict() const {
     if (!launched) return "not_launched";
@@ -77,7 +97,10 @@ struct CallResult {
 
 // ref/numerics.cpp refuses a step whose q or KV cache exceeds 2^28 values (1 GiB of doubles);
 // checked here first so that this, unlike an engine-made bad request, is reported as bad input.
-constexpr int64_t kMaxTensorValues = int64_t{1} << 28;
+// Values of one tensor: ref/limits.h tensor_values.
+int64_t MaxTensorValues() {
+  return ref::Limit(ref::LimitId::kTensorValues);
+}
 int64_t TensorValues(const ref::PlanRequest& r, const ref::NumericsOptions& opt) {
   if (r.kv_indptr.empty() || r.qo_indptr.empty()) return 0;
   const int64_t pages = int64_t{r.kv_indptr.back()} + opt.spare_pages;
@@ -171,6 +194,17 @@ class NumericsCommand final : public Command {
                      "what a zero-length work writes: write-zero (o = 0, lse = -inf; default) or "
                      "skip (nothing, as OPUS/HK zero-length works)")
         ->type_name("POLICY");
+    app_->add_option("--mutant", mutant_,
+                     "break the plan-driven path with this numerics or semantics mutant of the "
+                     "registry (mlasim mutants --list, kinds numerics and semantics)")
+        ->type_name("NAME");
+    app_->add_flag("--poison", poison_,
+                   "poison like FlashMLA's tests: unused page-table slots hold hostile page ids "
+                   "(-1, past the cache, 2147480000, INT_MAX) and page 0 (NaN) is never used");
+    app_->add_option("--out", out_dir_,
+                     "when a call fails, write the case (the scenario before reduction) with its "
+                     "reproduce command into DIR")
+        ->type_name("DIR");
     app_->add_flag("--json", json_, "print the report as JSON");
   }
 
@@ -202,8 +236,18 @@ class NumericsCommand final : public Command {
     else
       return Fail(io, InvalidArgumentError("--empty-rows", "must be write-zero or skip"));
 
+    if (Status st = ApplyMutant(opt); !st.ok()) return Fail(io, st);
+    if (poison_) {
+      opt.hostile_table_slots = 4;  // -1, past the cache, 2147480000, INT_MAX
+      opt.reserve_page_zero = true;
+    }
+    if (!out_dir_.empty() && !std::filesystem::is_directory(out_dir_))
+      return Fail(io, InvalidArgumentError("--out", "'" + out_dir_ + "' is not a directory"));
+
     StatusOr<sim::Scenario> s = scenario_.Load();
     if (!s.ok()) return Fail(io, s.status());
+    const sim::Scenario original = *s;
+    opt.q_scale_mode = static_cast<ref::NumericsOptions::QScaleMode>(s->engine.q_fp8_scale);
 
     Reduction red = Reduce(*s);
     opt.head_dim_qk = red.head_dim_qk;
@@ -223,6 +267,14 @@ class NumericsCommand final : public Command {
       CallResult r;
       r.call = &call;
       r.snap = &trace->plans[call.plan];
+      {
+        const bool padded =
+            FirstPaddingRow(KernelRequest(r.snap->request), r.snap->real_requests) !=
+            std::numeric_limits<int64_t>::max();
+        using P = sim::EngineProfile::Padding;
+        r.o_padding_consumed = padded && s->engine.o_padding == P::kConsumed;
+        r.lse_padding_consumed = padded && s->engine.lse_padding == P::kConsumed;
+      }
       if (call.guard_refused) {
         r.launched = false;
         results.push_back(std::move(r));
@@ -237,13 +289,13 @@ class NumericsCommand final : public Command {
         const ref::PlanRequest req = KernelRequest(r.snap->request);
         // Too large to hold even after the reduction: the user's sizes (exit 2).
         const int64_t too_big = TensorValues(req, opt);
-        if (too_big > kMaxTensorValues)
+        if (too_big > MaxTensorValues())
           return Fail(io, InvalidArgumentError(
                               small_dims_ ? "--max-context" : "--full-dims",
                               "call " + std::to_string(call.index) + " (" + call.name + " at " +
                                   call.step + ") needs " + std::to_string(too_big) +
                                   " values in one tensor, more than the numerics limit of " +
-                                  std::to_string(kMaxTensorValues) +
+                                  std::to_string(MaxTensorValues()) +
                                   (small_dims_ ? "; lower --max-context"
                                                : "; lower --max-context or use --small-dims")));
         ref::NumericsOptions call_opt = opt;
@@ -269,10 +321,16 @@ class NumericsCommand final : public Command {
 
     bool all_passed = true;
     for (const CallResult& r : results) all_passed = all_passed && r.passed();
-    if (json_)
-      io.out << ToJson(*s, red, opt, results, all_passed).dump(2) << '\n';
-    else
+    std::string written;
+    if (!all_passed && !out_dir_.empty()) written = WriteCase(original, red);
+    if (json_) {
+      nlohmann::json j = ToJson(*s, red, opt, results, all_passed);
+      if (!written.empty()) j["case_file"] = written;
+      io.out << j.dump(2) << '\n';
+    } else {
       io.out << ToText(*s, red, opt, results, all_passed);
+      if (!written.empty()) io.out << "case written: " << written << '\n';
+    }
     return all_passed ? kExitOk : kExitCheckFailed;
   }
 
@@ -341,6 +399,12 @@ class NumericsCommand final : public Command {
                        {"real_row_findings", r.real_findings},
                        {"first_padding", FindingJson(r.first_padding)},
                        {"first_real", FindingJson(r.first_real)}};
+        j["padding"] = {{"o_nonfinite", p.padding_o_nonfinite},
+                        {"lse_bad", p.padding_lse_bad},
+                        {"poisoned_pairs", p.padding_poisoned_pairs},
+                        {"consumed_and_bad", r.padding_consumed_bad()}};
+        j["q_scale"] = Num(p.q_scale);
+        j["q_scale_real_rows"] = Num(p.q_scale_real);
         padding_findings += r.padding_findings;
         real_findings += r.real_findings;
       }
@@ -352,7 +416,13 @@ class NumericsCommand final : public Command {
             {"kernel", sim::DecodeVariant(s)},
             {"seed", opt.seed},
             {"accumulate", opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32"},
-            {"empty_rows", opt.empty_rows == ref::EmptyRowPolicy::kSkip ? "skip" : "write-zero"},
+            {"empty_rows", EmptyRowsText(opt.empty_rows)},
+            {"mutant", mutant_.empty() ? nlohmann::json() : nlohmann::json(mutant_)},
+            {"poison", poison_},
+            {"padding",
+             {{"o", sim::PaddingName(s.engine.o_padding)},
+              {"lse", sim::PaddingName(s.engine.lse_padding)}}},
+            {"q_fp8_scale", sim::QScaleName(s.engine.q_fp8_scale)},
             {"reduction",
              {{"max_context", red.max_context},
               {"requests", red.requests},
@@ -374,8 +444,7 @@ class NumericsCommand final : public Command {
                      const std::vector<CallResult>& results, bool all_passed) const {
     std::ostringstream o;
     o << fmt::format("case {}  profile {}  target {}  kernel {}  seed {}  accumulate {}\n", s.name,
-                     s.engine.name, ref::ArchName(s.target), sim::DecodeVariant(s),
-                     opt.seed,
+                     s.engine.name, ref::ArchName(s.target), sim::DecodeVariant(s), opt.seed,
                      opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32");
     o << fmt::format(
         "reduced: contexts capped at {} tokens ({} of {} requests; longest {} -> {}), top-k {} -> "
@@ -383,6 +452,12 @@ class NumericsCommand final : public Command {
         red.max_context, red.contexts_capped, red.requests, red.longest_before, red.longest_after,
         red.topk_before, red.topk_after, red.head_dim_qk, red.head_dim_v,
         red.small_dims ? "--small-dims" : "--full-dims");
+    o << fmt::format(
+        "padding: o {}, lse {} (engine profile; consumed padding rows must be "
+        "finite and poison-free){}{}\n",
+        sim::PaddingName(s.engine.o_padding), sim::PaddingName(s.engine.lse_padding),
+        poison_ ? "; inputs poisoned (--poison)" : "",
+        mutant_.empty() ? "" : "; mutant " + mutant_);
     o << "errors: plan-driven vs monolithic over real rows (poison rows skipped); tolerance "
          "derived per call (docs/numerics.md)\n\n";
     size_t step_w = 4, name_w = 4, row_w = 3, plan_w = 4;
@@ -446,6 +521,11 @@ class NumericsCommand final : public Command {
       if (r.first_real)
         o << fmt::format("call {} ({}): {} poison finding(s) in real rows; first: {}\n", c.index,
                          c.step, r.real_findings, r.first_real->ToString());
+      if (r.padding_consumed_bad())
+        o << fmt::format(
+            "call {} ({}): class I: the engine consumes padding rows and they hold {} poison "
+            "finding(s), {} non-finite o values, {} NaN/+inf lse values\n",
+            c.index, c.step, r.padding_findings, p.padding_o_nonfinite, p.padding_lse_bad);
       if (p.poison_dropped > 0)
         o << fmt::format("call {} ({}): {} further findings dropped (not classified)\n", c.index,
                          c.step, p.poison_dropped);
@@ -466,6 +546,62 @@ class NumericsCommand final : public Command {
     return o.str();
   }
 
+  // --mutant: a registry entry with a numerics variant (fuzz/mutants.h MutantSpec::numerics).
+  Status ApplyMutant(ref::NumericsOptions& opt) const {
+    if (mutant_.empty()) return OkStatus();
+    const fuzz::MutantSpec* m = fuzz::FindMutant(mutant_);
+    if (!m || !m->numerics) {
+      std::string known;
+      for (const fuzz::MutantSpec& x : fuzz::MutantRegistry())
+        if (x.numerics) known += (known.empty() ? "" : ", ") + x.name;
+      return InvalidArgumentError("--mutant", "no numerics mutant named '" + mutant_ +
+                                                  "' (numerics and semantics mutants: " + known +
+                                                  ")");
+    }
+    const fuzz::NumericsVariant& v = *m->numerics;
+    opt.mutant = v.mutant;
+    if (v.empty_rows != ref::EmptyRowPolicy::kWriteZero) opt.empty_rows = v.empty_rows;
+    opt.invalid_index = v.invalid_index;
+    opt.read_masked_keys = v.read_masked_keys;
+    return OkStatus();
+  }
+
+  // The command line that reproduces this run on the written case file.
+  std::string ReproduceCommand(const std::string& file, const Reduction& red) const {
+    std::string cmd = fmt::format(
+        "mlasim numerics {} --max-context {} --seed {} --accumulate {} "
+        "--empty-rows {}{}",
+        file, red.max_context, seed_, accumulate_, empty_rows_, small_dims_ ? "" : " --full-dims");
+    if (poison_) cmd += " --poison";
+    if (!mutant_.empty()) cmd += " --mutant " + mutant_;
+    return cmd;
+  }
+
+  // The scenario before reduction as a case file in --out (profile, kernel and contracts
+  // applied), named after the case and the mutant. Returns the path, or a note when it failed.
+  std::string WriteCase(const sim::Scenario& s, const Reduction& red) const {
+    const std::string stem = "numerics-" + (s.name.empty() ? std::string("case") : s.name) +
+                             (mutant_.empty() ? "" : "-" + mutant_);
+    const std::string path = (std::filesystem::path(out_dir_) / (stem + ".json")).string();
+    nlohmann::json doc = sim::ScenarioToJson(s);
+    doc["name"] = stem;
+    doc["description"] = "mlasim numerics counterexample" +
+                         (mutant_.empty() ? std::string() : " of mutant " + mutant_) +
+                         "; reproduce: " + ReproduceCommand(path, red);
+    std::ofstream file(path);
+    file << doc.dump(2) << '\n';
+    return file ? path : "(could not write " + path + ")";
+  }
+
+  static const char* EmptyRowsText(ref::EmptyRowPolicy p) {
+    switch (p) {
+      case ref::EmptyRowPolicy::kWriteZero: return "write-zero";
+      case ref::EmptyRowPolicy::kSkip: return "skip";
+      case ref::EmptyRowPolicy::kNan: return "nan";
+    }
+    return "?";
+  }
+
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
@@ -479,6 +615,8 @@ class NumericsCommand final : public Command {
   bool small_dims_ = true;
   uint64_t seed_ = 1;
   CLI::Option* dims_opt_ = nullptr;
+  std::string mutant_, out_dir_;
+  bool poison_ = false;
   bool json_ = false;
 };
 

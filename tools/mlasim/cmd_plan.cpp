@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
@@ -23,7 +24,10 @@ namespace {
 
 constexpr const char* kName = "plan";
 // Largest --launch-grid: far above any GPU's workgroups per launch of a persistent kernel.
-constexpr int64_t kMaxLaunchGrid = int64_t{1} << 20;
+// Workgroups of a launch: ref/limits.h launch_grid.
+int64_t MaxLaunchGrid() {
+  return ref::Limit(ref::LimitId::kLaunchGrid);
+}
 
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
@@ -123,9 +127,9 @@ class PlanCommand final : public Command {
     if (mutant_opt_->count() > 0) {
       MLASIM_ASSIGN_OR_RETURN(options.mutant, ref::ParsePlannerMutant(mutant_, "--mutant"));
     }
-    if (launch_opt_->count() > 0 && (launch_grid_ < 1 || launch_grid_ > kMaxLaunchGrid))
+    if (launch_opt_->count() > 0 && (launch_grid_ < 1 || launch_grid_ > MaxLaunchGrid()))
       return InvalidArgumentError("--launch-grid", "must be in 1.." +
-                                                       std::to_string(kMaxLaunchGrid) + ", got " +
+                                                       std::to_string(MaxLaunchGrid()) + ", got " +
                                                        std::to_string(launch_grid_));
     return options;
   }

@@ -21,6 +21,7 @@
 #include "ref/numerics.h"
 #include "ref/planner.h"
 #include "sim/replay.h"
+#include "sim/report.h"
 #include "sim/report_html.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
@@ -135,7 +136,7 @@ ref::AttentionPrecision KernelPrecision() {  // what the kernel does: fp32 accum
 // The simulator's predicted out-of-bounds rows of `buffer`/`access` for decode call `c` (and the
 // reduce call right after it on the same plan).
 RowRange Predicted(const sim::ReplayReport& r, const sim::Call& c, const std::string& buffer,
-                   const std::string& access) {
+                   sim::Access access) {
   RowRange out;
   const auto& calls = r.trace.calls;
   for (const sim::Violation& v : r.result.violations) {
@@ -659,8 +660,8 @@ class ReplayCommand final : public Command {
         k.q_rows = c.q_rows;
         k.plan_rows = r.trace.plans.at(c.plan).q_rows_covered;
         k.refused = c.guard_refused;
-        k.q_pred = Predicted(r, c, "q", "read");
-        k.o_pred = Predicted(r, c, "o", "write");
+        k.q_pred = Predicted(r, c, "q", sim::Access::kRead);
+        k.o_pred = Predicted(r, c, "o", sim::Access::kWrite);
         if (!k.refused) {
           ++g.calls_run;
           SentinelCall(r, c, k);

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ref/limits.h"
 #include "ref/planner.h"
 #include "sim/scenario_json.h"
 #include "tools/io/request_json.h"
@@ -20,21 +21,8 @@ namespace {
 
 using nlohmann::json;
 
-// Limits (docs/cli.md, "Limits"). They keep every int32 product and sum inside the planner far
-// from overflow and the buffers within a few hundred MiB; real aiter calls are far below them.
-constexpr int64_t kMaxClusters = 65536;
-constexpr int64_t kMaxHeads = 4096;        // num_heads_k * heads_per_head_k
-constexpr int64_t kMaxQlen = 4096;         // qlen, max_seqlen_qo, uni_seqlen_qo, sparse tokens
-constexpr int64_t kMaxPageSize = 1 << 20;  // page_size
-constexpr int64_t kMaxGranularity =
-    1 << 16;  // kv_granularity: the planner's own bound (ValidatePlanRequest)
-constexpr int64_t kMaxTopk = 1 << 24;
-constexpr int64_t kMaxSplitPerBatch = 1 << 20;
-constexpr int64_t kMaxRequests = 1 << 20;
-constexpr int64_t kMaxIndptr = 1 << 30;          // any kv_indptr / qo_indptr entry; KV tokens
-constexpr int64_t kMaxVirtualBatches = 1 << 24;  // requests x fold x (sparse: tokens)
-constexpr int64_t kMaxQRows = 1 << 24;           // virtual batches x q rows per virtual batch
-constexpr int64_t kMaxKvPosition = 1 << 30;      // planner KV positions, block sums, tokens
+using ref::Limit;
+using ref::LimitId;
 
 std::string Trim(const std::string& s) {
   const size_t b = s.find_first_not_of(" \t");
@@ -63,16 +51,6 @@ StatusOr<int64_t> ParseInt(const std::string& field, const std::string& raw, int
     return InvalidArgumentError(
         field, name + "must be <= " + std::to_string(hi) + " (mlasim's limit), got " + text);
   return v;
-}
-
-Status TooLarge(const std::string& field, int64_t got, int64_t limit, const std::string& what) {
-  return InvalidArgumentError(field, what + " is " + std::to_string(got) +
-                                         ", above mlasim's limit of " + std::to_string(limit));
-}
-
-int64_t FoldBound(const ref::PlanRequest& r) {
-  const int64_t heads = int64_t{r.heads_per_head_k} * r.num_heads_k;
-  return std::max<int64_t>(1, heads / 16);
 }
 
 }  // namespace
@@ -114,27 +92,30 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
   MLASIM_ASSIGN_OR_RETURN(r.revision, ref::ParseRevision(Trim(f.revision), "--revision"));
   MLASIM_ASSIGN_OR_RETURN(r.q_dtype, ref::ParseDType(Trim(f.q_dtype), "--q-dtype"));
   MLASIM_ASSIGN_OR_RETURN(r.kv_dtype, ref::ParseDType(Trim(f.kv_dtype), "--kv-dtype"));
-  MLASIM_ASSIGN_OR_RETURN(const int64_t heads, ParseInt("--heads", f.heads, 1, kMaxHeads));
+  MLASIM_ASSIGN_OR_RETURN(const int64_t heads,
+                          ParseInt("--heads", f.heads, 1, Limit(LimitId::kHeads)));
   r.heads_per_head_k = static_cast<int32_t>(heads);
   r.num_heads_k = 1;
   if (Trim(f.clusters).empty()) {
     r.cu_count = ref::GetTargetProfile(r.target).cu_count;
   } else {
-    MLASIM_ASSIGN_OR_RETURN(const int64_t cu, ParseInt("--clusters", f.clusters, 1, kMaxClusters));
+    MLASIM_ASSIGN_OR_RETURN(const int64_t cu,
+                            ParseInt("--clusters", f.clusters, 1, Limit(LimitId::kClusters)));
     r.cu_count = static_cast<int32_t>(cu);
   }
   MLASIM_ASSIGN_OR_RETURN(const int64_t page,
-                          ParseInt("--page-size", f.page_size, 1, kMaxPageSize));
+                          ParseInt("--page-size", f.page_size, 1, Limit(LimitId::kPageSize)));
   r.page_size = static_cast<int32_t>(page);
-  MLASIM_ASSIGN_OR_RETURN(const int64_t gran,
-                          ParseInt("--kv-granularity", f.kv_granularity, 1, kMaxGranularity));
+  MLASIM_ASSIGN_OR_RETURN(const int64_t gran, ParseInt("--kv-granularity", f.kv_granularity, 1,
+                                                       Limit(LimitId::kGranularity)));
   r.kv_granularity = static_cast<int32_t>(gran);
-  MLASIM_ASSIGN_OR_RETURN(const int64_t qlen, ParseInt("--qlen", f.qlen, 1, kMaxQlen));
-  MLASIM_ASSIGN_OR_RETURN(const int64_t topk, ParseInt("--topk", f.topk, -1, kMaxTopk));
+  MLASIM_ASSIGN_OR_RETURN(const int64_t qlen, ParseInt("--qlen", f.qlen, 1, Limit(LimitId::kQlen)));
+  MLASIM_ASSIGN_OR_RETURN(const int64_t topk,
+                          ParseInt("--topk", f.topk, -1, Limit(LimitId::kTopk)));
   r.topk = static_cast<int32_t>(topk);
   MLASIM_ASSIGN_OR_RETURN(
       const int64_t msb,
-      ParseInt("--max-split-per-batch", f.max_split_per_batch, -1, kMaxSplitPerBatch));
+      ParseInt("--max-split-per-batch", f.max_split_per_batch, -1, Limit(LimitId::kSplitPerBatch)));
   if (msb == 0)
     return InvalidArgumentError("--max-split-per-batch", "must be -1 (no budget) or >= 1");
   r.max_split_per_batch = static_cast<int32_t>(msb);
@@ -160,24 +141,27 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& f) {
     while (std::getline(in, item, ',')) items.push_back(item);
     if (!f.kv_lens.empty() && f.kv_lens.back() == ',') items.push_back("");
   }
-  if (static_cast<int64_t>(items.size()) > kMaxRequests)
-    return TooLarge("--kv-lens", static_cast<int64_t>(items.size()), kMaxRequests, "request count");
+  if (static_cast<int64_t>(items.size()) > Limit(LimitId::kRequests))
+    return ref::TooLarge("--kv-lens", static_cast<int64_t>(items.size()), LimitId::kRequests,
+                         "request count");
   r.kv_indptr.assign(1, 0);
   int64_t total_pages = 0;
   for (size_t i = 0; i < items.size(); ++i) {
-    MLASIM_ASSIGN_OR_RETURN(const int64_t len, ParseInt("--kv-lens", items[i], 0, kMaxIndptr,
-                                                        "item " + std::to_string(i + 1) + ":"));
+    MLASIM_ASSIGN_OR_RETURN(const int64_t len,
+                            ParseInt("--kv-lens", items[i], 0, Limit(LimitId::kIndptr),
+                                     "item " + std::to_string(i + 1) + ":"));
     const int64_t pages = (len + page - 1) / page;
     const int64_t last = len == 0 ? page : len - (pages - 1) * page;
     total_pages += pages;
-    if (total_pages > kMaxIndptr)
-      return TooLarge("--kv-lens", total_pages, kMaxIndptr, "total KV pages (kv_indptr[B])");
+    if (total_pages > Limit(LimitId::kIndptr))
+      return ref::TooLarge("--kv-lens", total_pages, LimitId::kIndptr,
+                           "total KV pages (kv_indptr[B])");
     r.kv_indptr.push_back(static_cast<int32_t>(total_pages));
     r.kv_last_page_lens.push_back(static_cast<int32_t>(last));
   }
   const int64_t batch = static_cast<int64_t>(items.size());
-  if (qlen * batch > kMaxIndptr)
-    return TooLarge("--qlen", qlen * batch, kMaxIndptr, "total q tokens (qo_indptr[B])");
+  if (qlen * batch > Limit(LimitId::kIndptr))
+    return ref::TooLarge("--qlen", qlen * batch, LimitId::kIndptr, "total q tokens (qo_indptr[B])");
   for (int64_t i = 0; i <= batch; ++i) r.qo_indptr.push_back(static_cast<int32_t>(qlen * i));
   MLASIM_RETURN_IF_ERROR(CheckRequestLimits(r));
   return r;
@@ -203,115 +187,6 @@ StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path) {
   if (!r.ok()) return r.status();
   MLASIM_RETURN_IF_ERROR(CheckRequestLimits(*r));
   return r;
-}
-
-Status CheckRequestLimits(const ref::PlanRequest& r) {
-  if (r.cu_count > kMaxClusters) return TooLarge("cu_count", r.cu_count, kMaxClusters, "CU count");
-  if (r.heads_per_head_k > kMaxHeads)
-    return TooLarge("heads_per_head_k", r.heads_per_head_k, kMaxHeads, "head count");
-  if (r.num_heads_k > kMaxHeads)
-    return TooLarge("num_heads_k", r.num_heads_k, kMaxHeads, "KV heads");
-  const int64_t heads = int64_t{r.heads_per_head_k} * r.num_heads_k;
-  if (heads > kMaxHeads) return TooLarge("num_heads_k", heads, kMaxHeads, "total q heads");
-  if (r.qlen > kMaxQlen) return TooLarge("qlen", r.qlen, kMaxQlen, "q tokens per request");
-  if (r.max_seqlen_qo > kMaxQlen)
-    return TooLarge("max_seqlen_qo", r.max_seqlen_qo, kMaxQlen, "q tokens per request");
-  if (r.uni_seqlen_qo > kMaxQlen)
-    return TooLarge("uni_seqlen_qo", r.uni_seqlen_qo, kMaxQlen, "q tokens per request");
-  if (r.page_size > kMaxPageSize)
-    return TooLarge("page_size", r.page_size, kMaxPageSize, "page size");
-  if (r.kv_granularity > kMaxGranularity)
-    return TooLarge("kv_granularity", r.kv_granularity, kMaxGranularity, "granularity");
-  if (r.topk > kMaxTopk) return TooLarge("topk", r.topk, kMaxTopk, "topk");
-  if (r.max_split_per_batch > kMaxSplitPerBatch)
-    return TooLarge("max_split_per_batch", r.max_split_per_batch, kMaxSplitPerBatch,
-                    "split budget");
-  const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
-  if (requests > kMaxRequests)
-    return TooLarge("kv_indptr", requests, kMaxRequests, "request count");
-  for (size_t i = 0; i < r.kv_indptr.size(); ++i)
-    if (r.kv_indptr[i] > kMaxIndptr)
-      return TooLarge("kv_indptr[" + std::to_string(i) + "]", r.kv_indptr[i], kMaxIndptr, "value");
-  for (size_t i = 0; i + 1 < r.kv_indptr.size(); ++i) {
-    const int64_t tokens = (int64_t{r.kv_indptr[i + 1]} - r.kv_indptr[i]) * r.page_size;
-    if (tokens > kMaxIndptr)
-      return TooLarge("kv_indptr[" + std::to_string(i + 1) + "]", tokens, kMaxIndptr,
-                      "KV tokens of request " + std::to_string(i) + " (pages x page_size)");
-  }
-  for (size_t i = 0; i < r.qo_indptr.size(); ++i)
-    if (r.qo_indptr[i] > kMaxIndptr || r.qo_indptr[i] < -kMaxIndptr)
-      return TooLarge("qo_indptr[" + std::to_string(i) + "]", r.qo_indptr[i], kMaxIndptr, "value");
-  // The planner walks requests x fold (x tokens when sparse) virtual batches.
-  int64_t tokens = 1;
-  if (r.topk >= 0 && r.qo_indptr.size() >= 2) {
-    tokens = int64_t{r.qo_indptr[1]} - r.qo_indptr[0];
-    if (tokens > kMaxQlen)
-      return TooLarge("qo_indptr[1]", tokens, kMaxQlen, "sparse tokens per request");
-    tokens = std::max<int64_t>(tokens, 1);
-  }
-  const int64_t virtual_batches = std::max<int64_t>(requests, 0) * FoldBound(r) * tokens;
-  if (virtual_batches > kMaxVirtualBatches)
-    return TooLarge("kv_indptr", virtual_batches, kMaxVirtualBatches,
-                    "virtual batches (requests x head folds x sparse tokens)");
-  if (r.max_split_per_batch > 0 &&
-      int64_t{r.max_split_per_batch} * std::max<int64_t>(requests, 1) * FoldBound(r) > INT32_MAX)
-    return InvalidArgumentError(
-        "max_split_per_batch",
-        "split budget x virtual batches overflows int32; use a smaller budget");
-  return OkStatus();
-}
-
-Status CheckPlannerLimits(const ref::PlanRequest& r, const ref::PlanDerived& d) {
-  const bool sparse = r.topk >= 0;
-  const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
-  const int64_t tokens = sparse && r.qo_indptr.size() >= 2
-                             ? std::max<int64_t>(1, int64_t{r.qo_indptr[1]} - r.qo_indptr[0])
-                             : 1;
-  const int64_t fold = std::max(d.fold_ratio, 1);
-  const int64_t virtual_batches = requests * fold * tokens;
-  const int64_t uni = std::max(r.uni_seqlen_qo, 1);
-  if (virtual_batches * uni > kMaxQRows)
-    return TooLarge("kv_indptr", virtual_batches * uni, kMaxQRows,
-                    "planned q rows (virtual batches x uni_seqlen_qo)");
-  // KV space the walk moves through: the request's pages (dense) or one top-k row per token.
-  const int64_t extent = sparse ? requests * tokens * std::max(d.topk_pages, 0)
-                                : int64_t{r.kv_indptr.back()} - r.kv_indptr.front();
-  if (extent > kMaxKvPosition)
-    return TooLarge("kv_indptr", extent, kMaxKvPosition, "KV positions the planner walks");
-  // sum_blocks and payload as the planner computes them, bounded from above: q tiles per virtual
-  // batch are at most uni_seqlen_qo (1 without a q split).
-  const int64_t tiles = d.qo_split ? uni : 1;
-  const int64_t gran = std::max(r.kv_granularity, 1);
-  const int64_t ovh = std::max(d.fixed_overhead_blocks, 1);
-  int64_t blocks = 0;
-  for (int64_t b = 0; b < requests; ++b) {
-    int64_t len = int64_t{r.kv_indptr[b + 1]} - r.kv_indptr[b];
-    if (sparse) len = std::min<int64_t>(len, std::max(d.topk_pages, 0));
-    blocks += ((len + gran - 1) / gran + ovh) * fold * tokens * tiles;
-    if (blocks > kMaxKvPosition)
-      return TooLarge("kv_indptr", blocks, kMaxKvPosition, "planned KV blocks (sum_blocks)");
-  }
-  const int64_t payload = blocks / std::max(d.num_splits, 1) + 2 + ovh;
-  if (extent + (payload + 1) * gran > kMaxKvPosition * 2 - 1)
-    return InvalidArgumentError("kv_granularity",
-                                "one cluster's share of the KV (" + std::to_string(payload) +
-                                    " blocks of " + std::to_string(gran) +
-                                    " pages) would overflow the planner's int32 "
-                                    "KV positions; use a smaller granularity or more clusters");
-  return OkStatus();
-}
-
-Status CheckSizesLimit(const ref::MetadataSizes& s) {
-  // In int32 elements (a uint64 counts as two), over ref::kPlanBuffers.
-  int64_t elements = 0;
-  for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers)
-    elements += s.Elements(spec.id) * (spec.element_bytes / 4);
-  if (elements > kMaxBufferElements)
-    return InvalidArgumentError(
-        "batch_size",
-        "the get_mla_metadata_info_v1 buffers would hold " + std::to_string(elements) +
-            " int32 elements; mlasim plan refuses more than " + std::to_string(kMaxBufferElements));
-  return OkStatus();
 }
 
 std::string DisplayField(const std::string& field, InputSource source) {

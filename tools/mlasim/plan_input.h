@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ref/limits.h"
 #include "ref/metadata.h"
 
 namespace mlasim::cli {
@@ -56,19 +57,10 @@ StatusOr<ref::PlanRequest> RequestFromFlags(const PlanFlags& flags);
 // or the JSON path of the field. Runs CheckRequestLimits.
 StatusOr<ref::PlanRequest> RequestFromFile(const std::string& path);
 
-// Size limits mlasim plan puts on a request so that no value can overflow the planner's int32
-// arithmetic or exhaust memory: see docs/cli.md. Errors use the planner's field names.
-Status CheckRequestLimits(const ref::PlanRequest& request);
-
-// Bounds that need the host decisions (ref::DecidePlan): the planner's KV positions, block sums
-// and q rows, computed in int32 as aiter does, must stay below 2^31 (a request whose values would
-// wrap there is refused instead of planned with wrapped numbers), and its walk must stay short.
-Status CheckPlannerLimits(const ref::PlanRequest& request, const ref::PlanDerived& derived);
-
-// Refuses plans whose info_v1 buffers would hold more than kMaxBufferElements int32 elements.
-// Field "batch_size" (shown as --kv-lens / input.kv_indptr).
-Status CheckSizesLimit(const ref::MetadataSizes& sizes);
-constexpr int64_t kMaxBufferElements = int64_t{1} << 24;
+// The limits every planning path applies: one table, ref/limits.h (docs/limits.md).
+using ref::CheckPlannerLimits;
+using ref::CheckRequestLimits;
+using ref::CheckSizesLimit;
 
 // Shows a planner field name ("heads_per_head_k", "kv_indptr[3]") as the user knows it: the flag
 // for flags ("--heads"), the JSON path for request files ("input.heads_per_head_k").
