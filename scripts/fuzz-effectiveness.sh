@@ -40,7 +40,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 Written by \`scripts/fuzz-effectiveness.sh\`; rerun it to refresh every figure below. In the spirit
 of FuzzBench and Magma: for every registered mutant (\`mlasim mutants --list\`, fuzz/mutants.h) and
-every known bug family (fuzz/properties.h \`KnownFamilies\`, docs/findings.md), over $SEEDS base
+every known bug (sim/known_bugs.h \`KnownBugs\`, docs/findings.md), over $SEEDS base
 seeds, how many generated cases (and how many CPU seconds) pass before the first case that shows
 it, with swarm generation on and off (docs/fuzzing.md); then how many distinct failure signatures
 the generator reaches per CPU-minute.
@@ -56,10 +56,11 @@ the generator reaches per CPU-minute.
   RapidCheck seed \`s * 0x9E3779B97F4A7C15 + i\`, size \`10 + i % 91\`), replayed without shrinking,
   with the same seeds for swarm on and off. A mutant is detected by a case that breaks its killing
   property with the mutant injected (its own generator config, as \`mlasim mutants\` runs it); a
-  known family by a case showing one of its violations, cases drawn from the three ATOM profiles
-  (atom-2026-03, atom-2026-08, atom-2026-11) with \`--small\` shapes (B <= 64, K <= 3). Numerics
-  mutants are found by their own random batches, not by the scenario generator: swarm does not
-  apply (\`n/a\`), one case is one batch. Which case detects a target is deterministic; the CPU
+  known bug by a case showing a violation it names, cases drawn from the three ATOM profiles
+  (atom-2026-03, atom-2026-08, atom-2026-11) with \`--small\` shapes (B <= 64, K <= 3). Mutants
+  with a kill search of their own (planner, decode_update, numerics, semantics, campaign and
+  attribution mutants) are not found through the scenario generator: swarm does not apply
+  (\`n/a\`), one case is one case of that search. Which case detects a target is deterministic; the CPU
   seconds vary with the machine's load.
 
 ## Time to first detection
