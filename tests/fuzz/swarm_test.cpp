@@ -300,7 +300,7 @@ TEST(Effectiveness, CasesToDetectionAreDeterministic) {
   const EffectTarget& family = Target(all, "atom-sparse-mtp-plan-over-running-tokens");
   const SeedSearch off = SearchTarget(family, false, 1, 200);
   EXPECT_TRUE(off.detected);
-  EXPECT_EQ(off.cases, 3);
+  EXPECT_EQ(off.cases, 9);
   EXPECT_EQ(SearchTarget(family, false, 1, 200).cases, off.cases);
   const SeedSearch on = SearchTarget(family, true, 1, 200);
   EXPECT_TRUE(on.detected);
@@ -309,10 +309,10 @@ TEST(Effectiveness, CasesToDetectionAreDeterministic) {
   const SeedSearch cut = SearchTarget(family, false, 1, off.cases - 1);
   EXPECT_FALSE(cut.detected);
   EXPECT_EQ(cut.cases, off.cases - 1);
-  // A numerics mutant: one batch per case.
+  // A numerics mutant: its own kill search, case by case.
   const SeedSearch n = SearchTarget(Target(all, "reduce-merges-a-piece-twice"), false, 1, 200);
   EXPECT_TRUE(n.detected);
-  EXPECT_EQ(n.cases, 1);
+  EXPECT_EQ(n.cases, 3);
 }
 
 TEST(Effectiveness, ReportRowsAndErrors) {
@@ -322,17 +322,13 @@ TEST(Effectiveness, ReportRowsAndErrors) {
   o.only = {"atom-sparse-mtp-plan-over-running-tokens"};
   auto r = EffectivenessReport(o, nullptr);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  // Budget 5: seed 1 detects at case 3 without swarm (CasesToDetectionAreDeterministic), seed 2
-  // not within 5; with swarm neither. Half the seeds censored: the median reads "> 5".
-  EXPECT_NE(r->find("| atom-sparse-mtp-plan-over-running-tokens | known bug | A | off | 1/2 | > 5 "
-                    "| not found |"),
-            std::string::npos)
-      << *r;
-  EXPECT_NE(r->find("| atom-sparse-mtp-plan-over-running-tokens | known bug | A | on | 0/2 **not "
-                    "found within the "
-                    "budget** | > 5 | not found |"),
-            std::string::npos)
-      << *r;
+  // Budget 5: seed 1 detects at case 9 in both modes (CasesToDetectionAreDeterministic), so
+  // neither mode detects within 5 cases on seeds 1 and 2: listed as not found, not left out.
+  for (const char* mode : {"on", "off"})
+    EXPECT_NE(r->find(std::string("| atom-sparse-mtp-plan-over-running-tokens | known bug | A | ") +
+                      mode + " | 0/2 **not found within the budget** | > 5 | not found |"),
+              std::string::npos)
+        << *r;
   auto field = [](EffectivenessOptions bad) {
     auto s = EffectivenessReport(bad, nullptr);
     return s.ok() ? std::string("ok") : s.status().field();
