@@ -45,9 +45,9 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   hit(b == 1 ? "batch:1" : b <= 8 ? "batch:2-8" : b <= 64 ? "batch:9-64" : "batch:65-512");
   // Request shapes, KV model and stated disagreements (docs/scenario.md).
   hit("kv_granularity:" + std::to_string(s.kv_granularity));
-  hit(s.max_split_per_batch == 16   ? "max_split:16"
+  hit(s.max_split_per_batch == 16 ? "max_split:16"
       : s.max_split_per_batch < 0 ? "max_split:none"
-                                    : "max_split:other");
+                                  : "max_split:other");
   bool topk = false;
   for (const sim::RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
   if (topk) hit("topk_lengths");
@@ -62,6 +62,12 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
     if (!o.plan_from.empty()) hit("override:plan_from");
   }
   if (!s.sizing.empty()) hit("override:sizing");
+}
+
+// The options a swarm case left out (fuzz/scenario_gen.h SwarmOmittedNames).
+void CoverSwarm(const std::vector<std::string>& omitted, std::map<std::string, int64_t>& cov) {
+  if (omitted.empty()) ++cov["swarm-out:nothing"];
+  for (const std::string& o : omitted) ++cov["swarm-out:" + o];
 }
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -145,6 +151,7 @@ CampaignIdentity Campaign::Identity() const {
   id.shards = o_.shards;
   id.max_shrink_steps = o_.max_shrink_steps;
   id.kernel = o_.kernel;
+  id.swarm = o_.swarm;
   return id;
 }
 
@@ -171,6 +178,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
     origin.max_shrink_steps = o_.max_shrink_steps;
     origin.replay_flags = o_.replay_flags;
     origin.kernel_inputs = o_.kernel_inputs;
+    origin.swarm = o_.swarm;
     const std::string name = FindingFileName(signature);
     Status st = WriteFileAtomic(Path(name), Path(TempPrefix() + name),
                                 FindingDocument(f, signature, origin).dump(2) + '\n', "--out");
@@ -207,11 +215,14 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>
   const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
   const int size = static_cast<int>(10 + (index % 91));
   sim::Scenario scenario;
+  SwarmDraw swarm;
   {
     std::lock_guard<std::mutex> gen_lock(GeneratorMutex());  // RapidCheck is not thread-safe
     scenario = ScenarioFromSeed(config_, seed, size).value();
+    swarm = SwarmFromSeed(config_, seed, size);
   }
   Cover(scenario, cov);
+  if (config_.swarm) CoverSwarm(SwarmOmittedNames(config_, swarm), cov);
   CaseResult res;
   const std::vector<sim::Violation> broken = Evaluate(scenario, property_, sim::SimMutant::kNone);
   if (broken.empty()) return res;
@@ -378,6 +389,7 @@ StatusOr<CampaignSummary> Campaign::Run() {
   if (o_.small) config_.max_batch = 64;
   MLASIM_RETURN_IF_ERROR(EnableFamilies(o_.generate, &config_));
   config_.contracts = o_.contracts;
+  config_.swarm = o_.swarm;
   for (const std::string& p : o_.profiles) {
     auto e = sim::GetEngineProfile(p, "--profile");
     if (!e.ok()) return e.status();

@@ -23,8 +23,8 @@
 
 #include "fuzz/scenario_gen.h"
 #include "fuzz/search.h"
-#include "sim/contract.h"
 #include "ref/status.h"
+#include "sim/contract.h"
 
 namespace mlasim::fuzz {
 
@@ -54,10 +54,13 @@ struct CampaignOptions {
   // and the parsed contracts (the CLI loads them).
   std::vector<std::string> contract_files;
   std::vector<std::shared_ptr<const sim::Contract>> contracts;
-  std::string out_dir;        // "" = do not write findings
+  std::string out_dir;  // "" = do not write findings
   bool resume = false;
   bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
   int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
+  // Swarm generation (fuzz/scenario_gen.h SwarmKnobs). The CLI's default is on (`--swarm on`);
+  // here false keeps the generator of campaigns before swarm, and their findings.
+  bool swarm = false;
   CampaignMutant mutant = CampaignMutant::kNone;
   // The property whose violations are findings; empty: every violation (or, with ignore_known,
   // UnknownViolations). Tests set a synthetic one; a kernel-under-test campaign (fuzz --gpu)
@@ -93,8 +96,10 @@ struct CampaignSummary {
   bool cut_short = false;            // --seconds ended the campaign before its --cases budget
   std::set<std::string> signatures;  // shown by the shard's committed cases, over every run
   std::map<std::string, CampaignFinding> findings;  // by signature, earlier ones included
-  std::map<std::string, int64_t> coverage;          // feature -> cases of this run exercising it
-  std::vector<std::string> notes;                   // what the run told the user (NoteFn)
+  // feature -> cases of this run exercising it; with swarm, "swarm-out:KNOB.OPTION" counts the
+  // cases that left the option out and "swarm-out:nothing" those that left none out.
+  std::map<std::string, int64_t> coverage;
+  std::vector<std::string> notes;  // what the run told the user (NoteFn)
   int64_t NewFindings() const;
 };
 

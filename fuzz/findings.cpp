@@ -104,7 +104,8 @@ std::string PathText(const std::vector<int>& path) {
   return out + "]";
 }
 
-// `mlasim fuzz --reproduce SEED --size N --shrink-path '[...]' [--profile P]... [--small]`.
+// `mlasim fuzz --reproduce SEED --size N --shrink-path '[...]' [--profile P]... [--small] ...
+// --swarm on|off`.
 std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
   std::string cmd = fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}", f.seed,
                                 f.size, ShellQuote(PathText(f.shrink_path)));
@@ -118,6 +119,8 @@ std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
   }
   for (const std::string& c : origin.contract_files) cmd += " --contract " + ShellQuote(c);
   if (origin.kernel_inputs) cmd += " --gpu sentinel";
+  // Explicit either way: the CLI's default is on, campaigns of older versions generated as off.
+  cmd += origin.swarm ? " --swarm on" : " --swarm off";
   return cmd;
 }
 
@@ -144,6 +147,7 @@ nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
         {"shrink_path", f.shrink_path},
         {"profiles", origin.profiles},
         {"small", origin.small},
+        {"swarm", origin.swarm},
         {"command", ReproduceCommand(f, origin)},
         {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
   if (origin.known)

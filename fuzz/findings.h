@@ -50,6 +50,7 @@ struct FindingOrigin {
   std::vector<std::string> generate;        // --generate families
   std::vector<std::string> contract_files;  // --contract files
   int max_shrink_steps = kDefaultShrinkSteps;
+  bool swarm = false;  // --swarm on|off: the reproduce command always says which
   const sim::KnownBug* known = nullptr;  // the known bug the violation belongs to, if any
   // A kernel-under-test finding: the `mlasim replay` flags that run it through the kernel again
   // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
@@ -59,8 +60,8 @@ struct FindingOrigin {
 
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its
 // `finding` object (signature, seed_index, shrink {steps, max_steps, cut_short}, the violation
-// with that signature, reproduce {seed, size, shrink_path, profiles, small, command, rc_params},
-// and `known` {name, upstream, fixed_in} when the violation belongs to a known bug).
+// with that signature, reproduce {seed, size, shrink_path, profiles, small, swarm, command,
+// rc_params}, and `known` {name, upstream, fixed_in} when the violation belongs to a known bug).
 // `f.broken` must show `signature` (MLASIM_ASSERT).
 nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
                                const FindingOrigin& origin);

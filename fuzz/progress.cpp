@@ -16,6 +16,7 @@ nlohmann::json IdentityJson(const CampaignIdentity& id) {
                       {"ignore_known", id.ignore_known},
                       {"generate", id.generate},
                       {"contracts", id.contract_files},
+                      {"swarm", id.swarm},
                       {"shard", id.shard},
                       {"shards", id.shards},
                       {"max_shrink_steps", id.max_shrink_steps}};
@@ -67,6 +68,10 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
       (std::string(k) == "generate" ? id->generate : id->contract_files)
           .push_back(x.get<std::string>());
     }
+  }
+  if (doc.contains("swarm")) {  // added with swarm generation: absent means off
+    if (!doc["swarm"].is_boolean()) return Bad(field, path, "swarm must be true or false");
+    id->swarm = doc["swarm"].get<bool>();
   }
   const auto& shard = doc["shard"];
   const auto& shards = doc["shards"];

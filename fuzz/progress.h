@@ -29,6 +29,7 @@ struct CampaignIdentity {
   bool ignore_known = false;
   std::vector<std::string> generate;        // generator families (--generate)
   std::vector<std::string> contract_files;  // --contract files, as given
+  bool swarm = false;                       // --swarm (absent in older files: off)
   int32_t shard = 0, shards = 1;
   int max_shrink_steps = 200;
   // A kernel-under-test campaign (fuzz --gpu): the kernel, its config, the mode and head dims

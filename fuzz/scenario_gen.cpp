@@ -8,6 +8,113 @@ namespace {
 
 using sim::Scenario;
 
+// The swarm knobs (SwarmKnobs), in draw order.
+enum Knob : int {
+  kProfile,
+  kModel,
+  kMtpK,
+  kKvDtype,
+  kGraph,
+  kDcp,
+  kDp,
+  kKernel,
+  kAllocator,
+  kKvGranularity,
+  kMaxSplit,
+  kTopkLengths,
+  kHostileIndices,
+  kDisagreements,
+  kPaged,
+  kKnobCount
+};
+
+struct KnobSpec {
+  const char* name;
+  std::vector<std::string> options;
+};
+
+// Every knob with every option it has in some config; KnobOptions narrows them to a config.
+const std::vector<KnobSpec>& KnobSpecs() {
+  static const std::vector<KnobSpec> k = {
+      {"profile", {}},  // the config's profiles
+      {"model", {"sparse", "dense"}},
+      {"mtp_k", {"0", "1", "2+"}},
+      {"kv_dtype", {"fp8", "bf16"}},
+      {"graph", {"capture", "eager"}},
+      {"dcp", {"off", "on"}},
+      {"dp", {"off", "on"}},
+      {"kernel", {"asm", "opus", "hk"}},
+      {"allocator", {"exact", "caching"}},
+      {"kv_granularity", {"16", "32", "64", "8"}},
+      {"max_split", {"16", "none", "1-32"}},
+      {"topk_lengths", {"off", "on"}},
+      {"hostile_indices", {"off", "on"}},
+      {"disagreements",
+       {"off", "launch_grid", "o_rows", "kernel_heads", "planner_cu_count", "sizing", "plan_from"}},
+      {"paged", {"off", "on"}},
+  };
+  return k;
+}
+
+// The options knob `k` has under `cfg`; fewer than two: the knob is not drawn.
+std::vector<std::string> KnobOptions(const GenConfig& cfg, int k) {
+  if (k == kProfile) return cfg.profiles;
+  const bool absent = (k == kModel && cfg.sparse_only) || (k == kDcp && !cfg.allow_dcp) ||
+                      (k == kDp && !cfg.allow_dp) ||
+                      (k == kHostileIndices && !cfg.hostile_indices) ||
+                      (k == kDisagreements && !cfg.disagreements) || (k == kPaged && !cfg.paged);
+  return absent ? std::vector<std::string>{} : KnobSpecs()[k].options;
+}
+
+// One case's left-out options per knob (bit i: option i); all zero without swarm.
+struct Swarm {
+  uint32_t omitted[kKnobCount] = {};
+};
+
+// The swarm draws, first in every case: per drawn knob a uniform mask over its options (each
+// option left out with probability 1/2); a mask leaving every option out leaves none out. Masks
+// shrink towards 0: a shrunk case leaves nothing out. (elementOf, unlike inRange, ignores the
+// RapidCheck size, which would leave nothing out in small cases.)
+Swarm DrawSwarm(const GenConfig& cfg) {
+  Swarm sw;
+  if (!cfg.swarm) return sw;
+  for (int k = 0; k < kKnobCount; ++k) {
+    const size_t n = KnobOptions(cfg, k).size();
+    if (n < 2 || n > 16) continue;
+    const uint32_t all = (1u << n) - 1;
+    std::vector<uint32_t> masks(all + 1);
+    for (uint32_t m = 0; m <= all; ++m) masks[m] = m;
+    const uint32_t m = *rc::gen::elementOf(masks);
+    sw.omitted[k] = m == all ? 0 : m;
+  }
+  return sw;
+}
+
+// A weighted option and its generator.
+template <typename T>
+using Options = std::vector<std::pair<int, rc::Gen<T>>>;
+
+// One knob's draw: with nothing left out, `today` (the draw of --swarm off, byte for byte);
+// otherwise a weighted choice among the options left in (bit i of `omitted` = options[i] out).
+template <typename T>
+T Choose(uint32_t omitted, const rc::Gen<T>& today, const Options<T>& options) {
+  if (omitted == 0) return *today;
+  // Each option left in, as often as its weight (size-independent, shrinks to the first).
+  std::vector<size_t> slots;
+  for (size_t i = 0; i < options.size(); ++i)
+    if (!(omitted >> i & 1u)) slots.insert(slots.end(), static_cast<size_t>(options[i].first), i);
+  MLASIM_ASSERT(!slots.empty(), "a swarm mask leaves at least one option in");
+  return *options[*rc::gen::elementOf(slots)].second;
+}
+
+// An on/off feature: `on_weight` to `off_weight` today; swarm may force either side.
+bool Feature(uint32_t omitted, int off_weight, int on_weight) {
+  return Choose<bool>(omitted,
+                      rc::gen::weightedElement<bool>({{static_cast<size_t>(off_weight), false},
+                                                      {static_cast<size_t>(on_weight), true}}),
+                      {{off_weight, rc::gen::just(false)}, {on_weight, rc::gen::just(true)}});
+}
+
 // L = KV tokens incl. this step's Q verify tokens: weight on the minimum (exactly Q), tails just
 // above it, multiples of the split granularity (16) and page sizes, lengths around top-k.
 rc::Gen<int32_t> GenKvLen(int32_t q, int32_t topk) {
@@ -47,11 +154,20 @@ rc::Gen<std::vector<int32_t>> GenCaptureSizes() {
 
 // Request shapes the engine can be configured with (§3 of the round-2 model): the planner's
 // split granularity and budget, and top-k counts below the indexer's default (an index pool).
-void GenRequestShapes(Scenario& s) {
-  s.kv_granularity = *rc::gen::weightedElement<int32_t>({{8, 16}, {1, 32}, {1, 64}, {1, 8}});
-  s.max_split_per_batch = *rc::gen::weightedOneOf<int32_t>(
+void GenRequestShapes(Scenario& s, const Swarm& sw) {
+  s.kv_granularity =
+      Choose<int32_t>(sw.omitted[kKvGranularity],
+                      rc::gen::weightedElement<int32_t>({{8, 16}, {1, 32}, {1, 64}, {1, 8}}),
+                      {{8, rc::gen::just(16)},
+                       {1, rc::gen::just(32)},
+                       {1, rc::gen::just(64)},
+                       {1, rc::gen::just(8)}});
+  s.max_split_per_batch = Choose<int32_t>(
+      sw.omitted[kMaxSplit],
+      rc::gen::weightedOneOf<int32_t>(
+          {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}}),
       {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}});
-  if (!s.model.sparse || !*rc::gen::weightedElement<bool>({{6, false}, {1, true}})) return;
+  if (!s.model.sparse || !Feature(sw.omitted[kTopkLengths], 6, 1)) return;
   const int32_t q = s.mtp_k + 1;
   for (sim::RequestSpec& r : s.requests) {
     const int32_t L = r.context - r.rejected_prev;
@@ -79,11 +195,13 @@ void GenHostileIndices(Scenario& s) {
 }
 
 // One stated disagreement between what the engine allocates, sizes, plans and launches.
-void GenDisagreement(Scenario& s) {
+// kind: 0 launch grid, 1 o rows, 2 kernel heads, 3 planner CU count, 4 sizing batch, 5 plan from
+// capture.
+void GenDisagreement(Scenario& s, int kind) {
   const bool sparse = s.model.sparse;
   const std::string decode = sparse ? "verify.sparse_decode" : "verify.dense_decode";
   sim::CallOverride o;
-  switch (*rc::gen::inRange<int>(0, 6)) {
+  switch (kind) {
     case 0:
       o.call = decode;
       o.launch_grid = *rc::gen::element(1, 16, 64, 305, 320, 1024);
@@ -115,7 +233,69 @@ void GenDisagreement(Scenario& s) {
   s.calls.push_back(o);
 }
 
+// The --generate families, each drawn only when enabled: with nothing left out, the draws of
+// --swarm off.
+void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+  if (cfg.paged && !s.model.sparse && Feature(sw.omitted[kPaged], 1, 1)) {
+    s.kv_cache.modelled = true;
+    s.kv_cache.page_size = *rc::gen::element(16, 64);
+  }
+  if (cfg.hostile_indices && Feature(sw.omitted[kHostileIndices], 1, 2)) GenHostileIndices(s);
+  if (!cfg.disagreements) return;
+  if (sw.omitted[kDisagreements] == 0) {
+    if (*rc::gen::weightedElement<bool>({{1, false}, {2, true}}))
+      GenDisagreement(s, *rc::gen::inRange<int>(0, 6));
+    return;
+  }
+  // Options: off (weight 3), then the six kinds (weight 1 each): today's 1/3 off, 2/3 spread.
+  Options<int> kinds = {{3, rc::gen::just(-1)}};
+  for (int kind = 0; kind < 6; ++kind) kinds.push_back({1, rc::gen::just(kind)});
+  const int kind = Choose<int>(sw.omitted[kDisagreements], rc::gen::just(-1), kinds);
+  if (kind >= 0) GenDisagreement(s, kind);
+}
+
+// One of the config's profiles, among those the swarm left in.
+std::string PickProfile(const GenConfig& cfg, uint32_t omitted) {
+  if (omitted == 0) return *rc::gen::elementOf(cfg.profiles);
+  std::vector<std::string> left;
+  for (size_t i = 0; i < cfg.profiles.size(); ++i)
+    if (!(omitted >> i & 1u)) left.push_back(cfg.profiles[i]);
+  return *rc::gen::elementOf(left);
+}
+
 }  // namespace
+
+std::vector<SwarmKnob> SwarmKnobs(const GenConfig& config) {
+  std::vector<SwarmKnob> out;
+  if (!config.swarm) return out;
+  for (int k = 0; k < kKnobCount; ++k) {
+    std::vector<std::string> options = KnobOptions(config, k);
+    if (options.size() >= 2 && options.size() <= 16)
+      out.push_back({KnobSpecs()[k].name, std::move(options)});
+  }
+  return out;
+}
+
+SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size) {
+  SwarmDraw d;
+  if (!config.swarm) return d;
+  const Swarm sw =
+      rc::gen::exec([config] { return DrawSwarm(config); })(rc::Random(seed), size).value();
+  for (int k = 0; k < kKnobCount; ++k) {
+    const size_t n = KnobOptions(config, k).size();
+    if (n >= 2 && n <= 16) d.omitted.push_back(sw.omitted[k]);
+  }
+  return d;
+}
+
+std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmDraw& draw) {
+  std::vector<std::string> out;
+  const std::vector<SwarmKnob> knobs = SwarmKnobs(config);
+  for (size_t k = 0; k < knobs.size() && k < draw.omitted.size(); ++k)
+    for (size_t i = 0; i < knobs[k].options.size(); ++i)
+      if (draw.omitted[k] >> i & 1u) out.push_back(knobs[k].name + "." + knobs[k].options[i]);
+  return out;
+}
 
 const std::vector<std::string>& GeneratorFamilies() {
   static const std::vector<std::string> k = {"hostile-indices", "disagreements", "paged"};
@@ -140,20 +320,30 @@ Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config) 
 
 rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
   return rc::gen::exec([cfg] {
+    const Swarm sw = DrawSwarm(cfg);  // first: SwarmFromSeed replays these draws alone
     Scenario s;
     s.name = "fuzz";
-    s.mtp_k = *rc::gen::weightedOneOf<int32_t>(
-        {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, cfg.small ? 4 : 8)}});
+    const int32_t max_k = cfg.small ? 4 : 8;
+    s.mtp_k = Choose<int32_t>(
+        sw.omitted[kMtpK],
+        rc::gen::weightedOneOf<int32_t>(
+            {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, max_k)}}),
+        {{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {4, rc::gen::inRange<int32_t>(2, max_k)}});
     const int32_t q = s.mtp_k + 1;
-    s.model.sparse =
-        cfg.sparse_only ? true : *rc::gen::weightedElement<bool>({{2, true}, {1, false}});
+    s.model.sparse = cfg.sparse_only
+                         ? true
+                         : Choose<bool>(sw.omitted[kModel],
+                                        rc::gen::weightedElement<bool>({{2, true}, {1, false}}),
+                                        {{2, rc::gen::just(true)}, {1, rc::gen::just(false)}});
     s.model.topk = *rc::gen::element(2048, 64, 512);
     s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
     // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
     const int32_t per_rank = *rc::gen::weightedElement<int32_t>(
         {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}});
     s.model.heads = per_rank * s.parallel.tp;
-    s.model.kv_dtype = *rc::gen::element(ref::DType::kFp8, ref::DType::kBf16);
+    s.model.kv_dtype = Choose<ref::DType>(
+        sw.omitted[kKvDtype], rc::gen::element(ref::DType::kFp8, ref::DType::kBf16),
+        {{1, rc::gen::just(ref::DType::kFp8)}, {1, rc::gen::just(ref::DType::kBf16)}});
     s.model.rope_dim = *rc::gen::weightedElement<int32_t>({{5, 64}, {1, 0}});
     const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
         {{6, rc::gen::inRange<int32_t>(1, 9)},
@@ -182,16 +372,16 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
       }
     }
     s.graph.capture_sizes = *GenCaptureSizes();
-    s.graph.eager = *rc::gen::weightedElement<bool>({{9, false}, {1, true}});
+    s.graph.eager = Feature(sw.omitted[kGraph], 9, 1);
     // Engines configured for small batches size every buffer for fewer sequences.
     const int32_t seqs = cfg.small ? 64 : *rc::gen::element(512, 256, 128, 64);
     s.graph.max_num_seqs = std::max(seqs, batch);
     s.graph.max_num_batched_tokens = std::max(16384, batch * q);
-    if (cfg.allow_dcp && *rc::gen::weightedElement<bool>({{6, false}, {1, true}})) {
+    if (cfg.allow_dcp && Feature(sw.omitted[kDcp], 6, 1)) {
       s.parallel.dcp = *rc::gen::element(2, 4, 8);
       s.parallel.dcp_interleave = *rc::gen::element(1, 1, 16, 64);
     }
-    if (cfg.allow_dp && *rc::gen::weightedElement<bool>({{5, false}, {1, true}})) {
+    if (cfg.allow_dp && Feature(sw.omitted[kDp], 5, 1)) {
       s.parallel.dp = *rc::gen::inRange<int32_t>(2, 5);
       s.parallel.dp_scheduled_tokens.push_back(batch * q);
       for (int32_t r = 1; r < s.parallel.dp; ++r)
@@ -202,25 +392,24 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
         {{5, ref::Revision::k2026_08}, {1, ref::Revision::k2026_03}});
     s.cu_count = *rc::gen::weightedOneOf<int32_t>(
         {{2, rc::gen::just(0)}, {3, rc::gen::inRange<int32_t>(2, 65)}});
-    s.kernel = *rc::gen::element<std::string>("asm", "asm", "opus", "hk");
+    s.kernel = Choose<std::string>(sw.omitted[kKernel],
+                                   rc::gen::element<std::string>("asm", "asm", "opus", "hk"),
+                                   {{2, rc::gen::just<std::string>("asm")},
+                                    {1, rc::gen::just<std::string>("opus")},
+                                    {1, rc::gen::just<std::string>("hk")}});
     // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
     // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
     s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
-    s.allocator.model =
-        *rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching);
+    s.allocator.model = Choose<sim::AllocatorModel>(
+        sw.omitted[kAllocator],
+        rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching),
+        {{1, rc::gen::just(sim::AllocatorModel::kExact)},
+         {1, rc::gen::just(sim::AllocatorModel::kCaching)}});
     s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
-    const std::string profile = *rc::gen::elementOf(cfg.profiles);
-    s.engine = *sim::GetEngineProfile(profile, "engine");
+    s.engine = *sim::GetEngineProfile(PickProfile(cfg, sw.omitted[kProfile]), "engine");
     // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
-    GenRequestShapes(s);
-    if (cfg.paged && !s.model.sparse && *rc::gen::weightedElement<bool>({{1, false}, {1, true}})) {
-      s.kv_cache.modelled = true;
-      s.kv_cache.page_size = *rc::gen::element(16, 64);
-    }
-    if (cfg.hostile_indices && *rc::gen::weightedElement<bool>({{1, false}, {2, true}}))
-      GenHostileIndices(s);
-    if (cfg.disagreements && *rc::gen::weightedElement<bool>({{1, false}, {2, true}}))
-      GenDisagreement(s);
+    GenRequestShapes(s, sw);
+    GenFamilies(cfg, sw, s);
     s.contracts = cfg.contracts;
     return s;
   });

@@ -40,7 +40,39 @@ struct GenConfig {
   // with a few hostile index values (-1, -2, INT_MAX, INT_MIN) in the indexer's top-k regions,
   // so a kernel meets the invalid indices its contract must handle.
   bool kernel_inputs = false;
+  // Swarm generation (`mlasim fuzz --swarm on`, SwarmKnobs): every case first leaves a random
+  // subset of the knobs' options out, then generates within what is left. false: the generator
+  // of `--swarm off`, whose cases are those of the generator before swarm, byte for byte.
+  bool swarm = false;
 };
+
+// Swarm testing (Groce, Zhang, Eide, Chen, Regehr, "Swarm Testing", ISSTA 2012): before a case is
+// generated, each option of each knob is left out with probability 1/2 (a knob whose options are
+// all left out keeps them all), so a case draws from a few features at a time and combinations
+// that the weights make rare (DCP with eager mode, bf16 and the HK kernel) come up without
+// hand-tuned weights. Binary knobs (dcp: off, on) leave out either side: leaving out "off"
+// forces the feature on. A knob with one option in `config` (one profile, sparse_only, a
+// --generate family not enabled) is not drawn.
+struct SwarmKnob {
+  std::string name;                  // "kernel"
+  std::vector<std::string> options;  // {"asm", "opus", "hk"}: the order of the omitted bits
+};
+// The knobs `config` draws, in draw order: profile (config.profiles), model, mtp_k, kv_dtype,
+// graph, dcp, dp, kernel, allocator, kv_granularity, max_split, topk_lengths, hostile_indices,
+// disagreements (the call and sizing overrides: launch grid, o rows, kernel heads, planner CU
+// count, sizing batch, plan from capture), paged. Empty when config.swarm is false.
+std::vector<SwarmKnob> SwarmKnobs(const GenConfig& config);
+
+// One case's swarm configuration: omitted[k] bit i set = option i of SwarmKnobs(config)[k] left
+// out; 0 = nothing left out. Empty when config.swarm is false.
+struct SwarmDraw {
+  std::vector<uint32_t> omitted;
+};
+// The swarm configuration of the case ScenarioFromSeed(config, seed, size) generates (its
+// unshrunk value: the draws come first in the generator, so they are the same).
+SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size);
+// "kernel.asm" for every option `draw` leaves out, in knob order.
+std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmDraw& draw);
 
 // The names `--generate` takes, in the order GenConfig lists them.
 const std::vector<std::string>& GeneratorFamilies();

@@ -163,5 +163,68 @@ TEST(CliFuzzMerge, BadInputExitsTwoNamingTheField) {
   EXPECT_NE(flag.err.find("--seed: not used with merge"), std::string::npos) << flag.err;
 }
 
+// Issue 20 §2: --swarm on|off (default on).
+TEST(CliSwarm, FlagParsingAndItsErrors) {
+  for (const char* bad : {"yes", "ON", "1"}) {
+    const Out r = Cli({"fuzz", "--cases", "1", "--swarm", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("mlasim fuzz: error: --swarm: must be on or off"), std::string::npos)
+        << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+  const Out merge = Cli({"fuzz", "--swarm", "off", "merge", "x"});
+  EXPECT_EQ(merge.code, 2);
+  EXPECT_NE(merge.err.find("--swarm: not used with merge"), std::string::npos) << merge.err;
+  for (const char* mode : {"on", "off"}) {
+    const Out r = Cli({"fuzz", "--cases", "2", "--profile", "atom-2026-11", "--ignore-known",
+                       "--small", "--swarm", mode});
+    EXPECT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string("profiles atom-2026-11 swarm ") + mode + "\n"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("swarm-out:") != std::string::npos, std::string(mode) == "on") << r.out;
+  }
+  // The default is on.
+  const Out d = Cli({"fuzz", "--cases", "1", "--profile", "atom-2026-11", "--ignore-known"});
+  EXPECT_NE(d.out.find(" swarm on\n"), std::string::npos) << d.out;
+}
+
+TEST(CliSwarm, ReproduceOffGivesTheCaseOfTheGeneratorBeforeSwarm) {
+  // `mlasim fuzz --reproduce 6 --size 10` of main at f1d66a1 (before swarm), compacted.
+  const std::string before =
+      R"({"allocator":{"live_before_call":[],"model":"caching","page_bytes":65536,"segment_bytes":2097152},"batch":{"contexts":[2],"rejected":[0],"rejected_prev":[0]},"description":"","engine":"atom-2026-08","graph":{"capture_sizes":[6,8],"eager":false,"max_model_len":163840,"max_num_batched_tokens":16384,"max_num_seqs":512},"kernel":"opus","model":{"heads":256,"kv_dtype":"fp8","kv_lora_rank":512,"model_dtype":"bf16","name":"model","rope_dim":64,"sparse":false,"topk":64},"mtp":{"k":1},"name":"fuzz","parallelism":{"dcp":1,"dcp_interleave":1,"dp":1,"dp_scheduled_tokens":[],"tp":4},"planner":"aiter-dispatch","revision":"2026-08","target":"gfx950","zero_kv_reads_index_row":false})";
+  const Out off = Cli({"fuzz", "--reproduce", "6", "--size", "10", "--swarm", "off"});
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_EQ(nlohmann::json::parse(off.out).dump(), before);
+  const Out on = Cli({"fuzz", "--reproduce", "6", "--size", "10"});
+  ASSERT_EQ(on.code, 0) << on.err;
+  EXPECT_NE(nlohmann::json::parse(on.out).dump(), before);
+  EXPECT_EQ(Cli({"fuzz", "--reproduce", "6", "--size", "10", "--swarm", "no"}).code, 2);
+}
+
+TEST(CliEffectiveness, ReportAndBadInput) {
+  const Out r =
+      Cli({"effectiveness", "--seeds", "1", "--cases", "20", "--only",
+           "atom-sparse-mtp-plan-over-running-tokens", "--only", "reduce-merges-a-piece-twice"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| atom-sparse-mtp-plan-over-running-tokens | known bug | A | on | 1/1 |"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| reduce-merges-a-piece-twice | mutant | F | n/a | 1/1 | 3 |"),
+            std::string::npos)
+      << r.out;
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"effectiveness", "--seeds", "0"},
+        std::vector<std::string>{"effectiveness", "--cases", "0"},
+        std::vector<std::string>{"effectiveness", "--signature-cases", "-1"},
+        std::vector<std::string>{"effectiveness", "--only", "nothing"},
+        std::vector<std::string>{"effectiveness", "--small", "maybe"}}) {
+    const Out b = Cli(bad);
+    EXPECT_EQ(b.code, 2) << bad[1];
+    EXPECT_NE(b.err.find("mlasim effectiveness: error: " + bad[1] + ":"), std::string::npos)
+        << b.err;
+  }
+}
+
 }  // namespace
 }  // namespace mlasim::cli

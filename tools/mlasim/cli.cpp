@@ -27,7 +27,7 @@ using RegisterFn = std::unique_ptr<Command> (*)(CLI::App&);
 // Every subcommand, in the order `mlasim --help` lists them.
 constexpr RegisterFn kCommands[] = {
     &RegisterReplay, &RegisterExplainFault, &RegisterFuzz,  &RegisterMutants,
-    &RegisterPlan,   &RegisterNumerics,     &RegisterCheck,
+    &RegisterPlan,   &RegisterNumerics,     &RegisterCheck, &RegisterEffectiveness,
 };
 
 std::string VersionString() {

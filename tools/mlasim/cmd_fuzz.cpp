@@ -39,9 +39,8 @@ constexpr const char* kFuzzExitCodes =
 
 // The flags of a campaign, refused by --reproduce and by merge.
 constexpr const char* kCampaignFlags[] = {
-    "--out",  "--jobs",         "--cases", "--seconds", "--resume",      "--shard",
-    "--seed", "--ignore-known", "--small", "--profile", "--shrink-steps", "--generate",
-    "--contract", "--html",
+    "--out", "--jobs", "--cases", "--seconds", "--resume", "--shard", "--seed", "--ignore-known",
+    "--small", "--profile", "--shrink-steps", "--generate", "--contract", "--html", "--swarm",
     // kernel under test (docs/kernel-under-test.md)
     "--gpu", "--kernel-under-test", "--kernel-config", "--device", "--devices", "--head-dims",
     "--reference", "--kernel-timeout"};
@@ -83,6 +82,11 @@ class FuzzCommand final : public Command {
                      "also generate these families, comma-separated: hostile-indices, "
                      "disagreements, paged (docs/fuzzing.md)")
         ->type_name("LIST");
+    app_->add_option("--swarm", swarm_text_,
+                     "on: every case leaves a random subset of the generator's options out "
+                     "(swarm testing, docs/fuzzing.md); off: the generator without swarm")
+        ->type_name("on|off")
+        ->capture_default_str();
     app_->add_option("--contract", o_.contract_files,
                      "a kernel contract file (docs/contracts.md) every case runs under, in place "
                      "of the built-in one of its call kind; repeatable")
@@ -163,12 +167,16 @@ class FuzzCommand final : public Command {
       return Merge(io);
     }
     if (!profiles_.empty()) o_.profiles = profiles_;
+    if (swarm_text_ != "on" && swarm_text_ != "off")
+      return Fail(io,
+                  InvalidArgumentError("--swarm", "must be on or off (got '" + swarm_text_ + "')"));
+    o_.swarm = swarm_text_ == "on";
     if (const Status st = LoadGenerators(); !st.ok()) return Fail(io, st);
     if (app_->count("--reproduce")) {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
         if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract" ||
-            f == "--gpu")
+            f == "--gpu" || f == "--swarm")
           continue;  // they shape the regenerated case
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
@@ -351,6 +359,7 @@ class FuzzCommand final : public Command {
     if (const Status st = fuzz::EnableFamilies(o_.generate, &cfg); !st.ok()) return Fail(io, st);
     cfg.contracts = o_.contracts;
     cfg.kernel_inputs = app_->count("--gpu") > 0;
+    cfg.swarm = o_.swarm;
     auto s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
     if (!s.ok()) return Fail(io, s.status());
     io.out << sim::ScenarioToJson(*s).dump(2) << '\n';
@@ -390,6 +399,7 @@ class FuzzCommand final : public Command {
   std::vector<std::string> known_from_;
   std::vector<std::string> profiles_;
   std::string generate_text_;
+  std::string swarm_text_ = "on";
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
   int reproduce_size_ = 50;
@@ -406,8 +416,8 @@ std::string Origin(std::optional<uint64_t> seed_index, int steps, bool cut_short
 }
 
 void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const {
-  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}\n", seed_text_, o_.shard, o_.shards,
-                        fmt::join(o_.profiles, ","));
+  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {} swarm {}\n", seed_text_, o_.shard,
+                        o_.shards, fmt::join(o_.profiles, ","), o_.swarm ? "on" : "off");
   io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s, {} job(s))\n", sum.cases,
                         sum.seconds > 0 ? sum.cases / sum.seconds : 0.0, sum.seconds, o_.jobs);
   std::string budget = o_.max_cases >= 0 ? fmt::format(" of {}", o_.max_cases) : "";
@@ -509,6 +519,7 @@ int FuzzCommand::Devices(const Streams& io,
   if (o_.small) d.args.push_back("--small");
   if (!generate_text_.empty()) d.args.insert(d.args.end(), {"--generate", generate_text_});
   for (const std::string& c : o_.contract_files) d.args.insert(d.args.end(), {"--contract", c});
+  d.args.insert(d.args.end(), {"--swarm", o_.swarm ? "on" : "off"});  // each worker generates alike
   auto sum = fuzz::RunDeviceCampaign(d, progress);
   if (::isatty(STDERR_FILENO)) io.err << '\n';
   if (!tmp.empty()) std::filesystem::remove_all(tmp, ec);

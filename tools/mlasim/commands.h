@@ -56,5 +56,6 @@ std::unique_ptr<Command> RegisterFuzz(CLI::App& app);
 std::unique_ptr<Command> RegisterMutants(CLI::App& app);
 std::unique_ptr<Command> RegisterNumerics(CLI::App& app);
 std::unique_ptr<Command> RegisterCheck(CLI::App& app);
+std::unique_ptr<Command> RegisterEffectiveness(CLI::App& app);
 
 }  // namespace mlasim::cli
