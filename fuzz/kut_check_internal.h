@@ -5,6 +5,8 @@
 // kernel call, damage, inputs, numerics).
 #pragma once
 
+#include "sim/kernel_request.h"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -31,11 +33,11 @@ inline constexpr int64_t kMinSentinelRows = 64;  // a 64-row tile stored past th
 inline constexpr int64_t kMaxSentinelBytes = int64_t{64} << 20;
 inline constexpr int32_t kTinyDim = 16;  // head dims of the CPU run saying which outputs exist
 
-// The request as the kernel addresses q (tools/mlasim/scenario_input.h KernelRequest: dense
-// plans tile uni_seqlen_qo rows per request, padding included).
-ref::PlanRequest KernelView(const ref::PlanRequest& r);
-// First q row of the padding requests; INT64_MAX when every request is real.
-int64_t FirstPaddingRow(const ref::PlanRequest& r, int32_t real_requests);
+// The request as the kernel addresses q, and its first padding row (sim/kernel_request.h).
+using sim::FirstPaddingRow;
+inline ref::PlanRequest KernelView(const ref::PlanRequest& r) {
+  return sim::KernelRequest(r);
+}
 // fp32 accumulation, P rounded to bf16, o rounded to bf16 (or kept fp32).
 ref::AttentionPrecision KutPrecision(bool o_bf16);
 

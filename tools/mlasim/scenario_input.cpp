@@ -60,20 +60,5 @@ void ScenarioArgs::Add(CLI::App& app) {
       ->type_name("FILE");
 }
 
-ref::PlanRequest KernelRequest(const ref::PlanRequest& r) {
-  ref::PlanRequest out = r;
-  if (out.topk < 0 && out.uni_seqlen_qo > 0 && !out.kv_indptr.empty()) {
-    out.qo_indptr.resize(out.kv_indptr.size());
-    for (size_t b = 0; b < out.qo_indptr.size(); ++b)
-      out.qo_indptr[b] = static_cast<int32_t>(b) * out.uni_seqlen_qo;
-  }
-  return out;
-}
-
-int64_t FirstPaddingRow(const ref::PlanRequest& r, int32_t real_requests) {
-  const int32_t batch = static_cast<int32_t>(r.qo_indptr.size()) - 1;
-  if (real_requests >= batch || real_requests < 0) return std::numeric_limits<int64_t>::max();
-  return r.qo_indptr[real_requests];
-}
 
 }  // namespace mlasim::cli

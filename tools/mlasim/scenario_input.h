@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "ref/planner.h"
+#include "sim/kernel_request.h"
 #include "sim/scenario.h"
 
 namespace mlasim::cli {
@@ -36,15 +37,8 @@ struct ScenarioArgs {
   }
 };
 
-// The request as the decode kernel addresses q: dense plans tile uni_seqlen_qo rows per request,
-// padding included, so qo_indptr is made uniform (the engine's T1 request lists 0 rows for
-// padding, which the planner ignores); per-token (sparse) requests are returned unchanged. Used
-// by `numerics` and `replay --gpu` to build inputs in the kernel's layout.
-ref::PlanRequest KernelRequest(const ref::PlanRequest& request);
-
-// First q row of the padding requests (requests >= real_requests) of `request` (in the layout
-// of KernelRequest); INT64_MAX when every request is real. Rows from there on are discarded by
-// the engine: their outputs are not compared.
-int64_t FirstPaddingRow(const ref::PlanRequest& request, int32_t real_requests);
+// The request as the decode kernel addresses q (sim/kernel_request.h).
+using sim::FirstPaddingRow;
+using sim::KernelRequest;
 
 }  // namespace mlasim::cli
