@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -23,18 +24,35 @@ int64_t RoundUp(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
-void FillPattern(unsigned char* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) p[i] = gpu::sentinel_byte(static_cast<size_t>(i));
+// One period of the sentinel pattern (byte i depends on i & 0xFF only).
+constexpr int64_t kPatternPeriod = 256;
+const unsigned char* PatternPeriod() {
+  static const auto period = [] {
+    std::array<unsigned char, kPatternPeriod> a{};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = gpu::sentinel_byte(i);
+    return a;
+  }();
+  return period.data();
 }
 
-// Damage of a host sentinel region [p, p + n) as the first / last differing offsets and count.
+void FillPattern(unsigned char* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += kPatternPeriod)
+    std::memcpy(p + i, PatternPeriod(), static_cast<size_t>(std::min(kPatternPeriod, n - i)));
+}
+
+// Damage of a host sentinel region [p, p + n) as the first / last differing offsets and count:
+// whole periods compared at once, bytes only inside a period that differs.
 gpu::SentinelScan ScanHost(const unsigned char* p, int64_t n) {
   gpu::SentinelScan s{-1, -1, 0};
-  for (int64_t i = 0; i < n; ++i) {
-    if (p[i] == gpu::sentinel_byte(static_cast<size_t>(i))) continue;
-    if (s.bad_bytes == 0) s.first_bad_byte = i;
-    s.last_bad_byte = i;
-    ++s.bad_bytes;
+  for (int64_t i0 = 0; i0 < n; i0 += kPatternPeriod) {
+    const int64_t len = std::min(kPatternPeriod, n - i0);
+    if (std::memcmp(p + i0, PatternPeriod(), static_cast<size_t>(len)) == 0) continue;
+    for (int64_t i = i0; i < i0 + len; ++i) {
+      if (p[i] == PatternPeriod()[i - i0]) continue;
+      if (s.bad_bytes == 0) s.first_bad_byte = i;
+      s.last_bad_byte = i;
+      ++s.bad_bytes;
+    }
   }
   return s;
 }
