@@ -20,7 +20,8 @@ campaign() {  # MODE SECONDS
   $M fuzz --gpu "$mode" --kernel-under-test "$KUT" --cases 100000 --seconds "$secs" --seed 1 \
     --small --ignore-known --head-dims "$HEAD_DIMS" --jobs "$JOBS" ${EXTRA:-} \
     --out "$OUT/camp-$mode" > "$OUT/camp-$mode.log" 2>&1
-  echo "== fuzz --gpu $mode: rc=$? in $(( $(date +%s) - t0 )) s"
+  local rc=$?
+  echo "== fuzz --gpu $mode: rc=$rc in $(( $(date +%s) - t0 )) s"
   grep -vE '^coverage' "$OUT/camp-$mode.log" | tail -25
 }
 campaign sentinel "${SECONDS_SENTINEL:-120}"
@@ -32,5 +33,6 @@ for f in "$OUT"/camp-*/*.json; do
   mode=$(basename "$(dirname "$f")"); mode=${mode#camp-}
   $M replay --gpu "$mode" --kernel-under-test "$KUT" --head-dims "$HEAD_DIMS" "$f" \
     > "${f%.json}.replay.log" 2>&1
-  echo "replay $(basename "$f"): rc=$?"
+  rc=$?
+  echo "replay $(basename "$f"): rc=$rc"
 done
