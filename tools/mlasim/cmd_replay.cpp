@@ -235,10 +235,9 @@ class ReplayCommand final : public Command {
         return Fail(io, InvalidArgumentError("--mutant", "no simulator mutant named '" + mutant_ +
                                                              "' (see mlasim mutants --list)"));
     }
-    const bool html = app_->count("--html") > 0, junit = app_->count("--junit") > 0;
-    if (html)
+    if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
-    if (junit)
+    if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
@@ -270,17 +269,9 @@ class ReplayCommand final : public Command {
         io.out << KernelText(pool->description(), gpu_mode_, k);
       }
     }
-    if (html) {
-      sim::ReplayHtmlOptions ho;
-      ho.gpu = gpu ? &gpu_json : nullptr;
-      const Status st = WriteOutputFile("--html", html_out_, sim::ReplayHtml(*report, ho));
-      if (!st.ok()) return Fail(io, st);
-    }
-    if (junit) {
-      const std::string xml = sim::junit::ReplayJunit(*report, gpu ? &kernel_part : nullptr);
-      if (const Status st = WriteOutputFile("--junit", junit_out_, xml); !st.ok())
-        return Fail(io, st);
-    }
+    const Status written =
+        WriteReports(*report, gpu ? &gpu_json : nullptr, gpu ? &kernel_part : nullptr);
+    if (!written.ok()) return Fail(io, written);
     if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
   }
@@ -289,6 +280,20 @@ class ReplayCommand final : public Command {
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
+  }
+  // --html and --junit, after the report (their paths were checked before the replay); `gpu`
+  // and `kernel` with --gpu, else null. Errors: those of WriteOutputFile (a full disk).
+  Status WriteReports(const sim::ReplayReport& r, const nlohmann::json* gpu,
+                      const sim::junit::KernelPart* kernel) const {
+    if (app_->count("--html")) {
+      sim::ReplayHtmlOptions ho;
+      ho.gpu = gpu;
+      MLASIM_RETURN_IF_ERROR(WriteOutputFile("--html", html_out_, sim::ReplayHtml(r, ho)));
+    }
+    if (app_->count("--junit"))
+      MLASIM_RETURN_IF_ERROR(
+          WriteOutputFile("--junit", junit_out_, sim::junit::ReplayJunit(r, kernel)));
+    return OkStatus();
   }
   bool WriteJson(const Streams& io, const char* flag, const std::string& path,
                  const nlohmann::json& j) {
