@@ -56,7 +56,7 @@ struct CampaignOptions {
   std::vector<std::shared_ptr<const sim::Contract>> contracts;
   std::string out_dir;  // "" = do not write findings
   bool resume = false;
-  bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
+  bool kernel_inputs = false;                  // GenConfig::kernel_inputs (fuzz --gpu)
   int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
   // Swarm generation (fuzz/scenario_gen.h SwarmKnobs). The CLI's default is on (`--swarm on`);
   // here false keeps the generator of campaigns before swarm, and their findings.
@@ -85,6 +85,9 @@ struct CampaignFinding {
   bool cut_short = false;     // the shrink step budget ended its shrinking (fuzz/search.h)
   bool earlier = false;       // already in --out when this run started (not new)
   std::string known;          // "known: <name> (...), fixed in <profile>" (sim/known_bugs.h)
+  std::string known_name;     // that known bug's name ("" = none)
+  std::string command;        // the reproduce command (`mlasim fuzz --reproduce ...`)
+  std::string replay;         // `mlasim replay [FLAGS] FILE` when `file` was written, else ""
 };
 
 struct CampaignSummary {
