@@ -128,6 +128,8 @@ TEST_F(CheckCli, ACleanCaseReportsIdenticalPlanAndExitsZero) {
           "logits, attn_lse, lse, kv_indices) and names no kernel (config.kernel) or contract "
           "(--contract)\n"
           "\n"
+          "numerics: not run: the case has no q, kv_buffer (or kv_cache, kv), kv_indices, o\n"
+          "\n"
           "verdict: ok\n");
 }
 
