@@ -101,7 +101,7 @@ TEST_F(CheckScenario, APaddedMtpCaseIsDraftStepZeroOfItsStep) {
     if (v.step == "draft_step_0")
       seen.push_back(v.buffer + " " + sim::AccessName(v.access) + " " +
                      std::to_string(v.first_row) + ".." + std::to_string(v.last_row));
-  EXPECT_EQ(seen, (std::vector<std::string>{"q read 20..31", "o write 20..31"}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"o write 20..31", "q read 20..31"}));
 }
 
 TEST_F(CheckScenario, RowsNoEngineCallHasBecomeAVerifyOverride) {
