@@ -27,20 +27,27 @@ def attention(q, kv, kv_indptr, kv_indices):
     return torch.stack(o), torch.stack(lse)
 
 
-def decode_case(path, corrupt=None):
+def decode_case(path, corrupt=None, dtype=torch.bfloat16):
     plan = mlasim.plan(**WORKED)  # 3 requests, KV 300 / 40 / 700, 8 clusters: split requests
     req = plan.request
     kv_indptr = np.asarray(req.kv_indptr, np.int32)
     tokens = int(kv_indptr[-1])
     g = torch.Generator().manual_seed(7)
-    q = (torch.rand(3, HEADS, D, generator=g) * 2 - 1).to(torch.bfloat16)
-    kv = (torch.rand(tokens + 5, 1, D, generator=g) * 2 - 1).to(torch.bfloat16)
+    q = (torch.rand(3, HEADS, D, generator=g) * 2 - 1).to(dtype)
+    kv = (torch.rand(tokens + 5, 1, D, generator=g) * 2 - 1).to(dtype)
     kv_indices = torch.randperm(tokens + 5, generator=g)[:tokens].to(torch.int32)
     o, lse = attention(q, kv, kv_indptr, kv_indices.long())
-    o = o.to(torch.bfloat16)
+    o = o.to(dtype)
     if corrupt:
         corrupt(o, lse)
-    return mlasim.capture(path, "mla_decode_fwd", config={"planner": plan.planner_config},
+    names = {torch.float16: "fp16", torch.float32: "fp32"}
+    config = {"planner": plan.planner_config}
+    if dtype in names:
+        config["planner"] = mlasim.planner_config(**{**{k: v for k, v in WORKED.items()
+                                                       if k != "kv_lens"},
+                                                    "q_dtype": names[dtype],
+                                                    "kv_dtype": names[dtype]})
+    return mlasim.capture(path, "mla_decode_fwd", config=config,
                           **plan.buffers(), q=q, kv_buffer=kv, kv_indices=kv_indices, o=o,
                           lse=lse, kv_indptr=kv_indptr,
                           qo_indptr=np.asarray(req.qo_indptr, np.int32),
@@ -69,6 +76,17 @@ def test_an_independently_computed_o_and_lse_pass(tmp_path, mlasim_bin):
     assert ("numerics: the captured outputs vs the reference over the captured plan (3 real "
             "rows, 16 heads, D 576 Dv 512, page 1, q bf16, KV bf16, o bf16)\n") in text
     assert "within tolerance" in text and "\nverdict: ok\n" in text
+
+
+@pytest.mark.parametrize("dtype,name", [(torch.float16, "fp16"), (torch.float32, "fp32")])
+def test_fp16_and_fp32_captures_pass_within_their_tolerance(tmp_path, mlasim_bin, dtype, name):
+    r, j = numerics(mlasim_bin, decode_case(tmp_path / "case", dtype=dtype))
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = j["numerics"]
+    assert (n["q_format"], n["kv_format"], n["out_format"]) == (name, name, name)
+    assert n["passed"] and n["o"]["max_abs"] <= n["o"]["atol"] + n["o"]["rtol"]
+    if dtype == torch.float32:  # no rounding of P or o: the fp32 accumulation bound alone
+        assert n["o"]["atol"] < 1e-4 and n["o"]["max_abs"] < 1e-5
 
 
 def test_a_corrupted_o_row_fails_naming_the_row(tmp_path, mlasim_bin):
