@@ -7,6 +7,7 @@ import json
 import subprocess
 
 import numpy as np
+import torch
 
 import mlasim
 from conftest import run_check
@@ -100,3 +101,23 @@ def test_scenario_out_needs_a_decode_call_and_a_writable_file(tmp_path, mlasim_b
     assert r.returncode == 2
     assert r.stderr == (f"mlasim check: error: {bad}/manifest.json:config.engine.tp: must be an "
                         f"integer 1..64\n")
+
+
+def test_a_request_shorter_than_its_verify_tokens_is_no_scenario(tmp_path, mlasim_bin):
+    # KV 2 < Q = 4: the engine never plans such a verify step; the scenario's own rule says so.
+    plan = mlasim.plan(kv_lens=[2, 300, 0], qlen=4, max_seqlen_qo=4, num_heads_per_head_k=16,
+                       cu_count=80)
+    req = plan.request
+    case = mlasim.capture(tmp_path / "case", "mla_decode_fwd",
+                          config={"planner": plan.planner_config, "kernel": "asm"},
+                          **plan.buffers(), q=torch.zeros(8, 16, 576, dtype=torch.bfloat16),
+                          o=torch.zeros(8, 16, 512, dtype=torch.bfloat16),
+                          qo_indptr=np.asarray(req.qo_indptr, np.int32),
+                          kv_indptr=np.asarray(req.kv_indptr, np.int32),
+                          kv_last_page_lens=np.asarray(req.kv_last_page_lens, np.int32))
+    r = run_check(mlasim_bin, case, "--scenario-out", tmp_path / "s.json")
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (f"mlasim check: error: {case}/manifest.json: the case does not make a "
+                        f"valid scenario: $.batch.contexts[0]: context minus rejected_prev must "
+                        f"hold this step's 4 verify tokens (got 2)\n")
+    assert not (tmp_path / "s.json").exists() or (tmp_path / "s.json").read_text() == ""
