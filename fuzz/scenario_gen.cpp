@@ -152,6 +152,47 @@ rc::Gen<std::vector<int32_t>> GenCaptureSizes() {
   });
 }
 
+// The indexer's top-k count of every verify token of every request (sparse models), up to the
+// engine's min(L - Q + j + 1, topk).
+void GenTopkLengths(Scenario& s) {
+  const int32_t q = s.mtp_k + 1;
+  for (sim::RequestSpec& r : s.requests) {
+    const int32_t L = r.context - r.rejected_prev;
+    for (int32_t j = 0; j < q; ++j) {
+      const int32_t full = std::min(L - q + j + 1, s.model.topk);
+      r.topk_lengths.push_back(*rc::gen::inRange<int32_t>(1, std::max(full, 1) + 1));
+    }
+  }
+}
+
+// One request of a step with Q = `q` tokens per request: drafts the previous verify rejected, the
+// KV length (GenKvLen) and the drafts this verify rejects.
+sim::RequestSpec GenRequest(int32_t q, int32_t topk) {
+  sim::RequestSpec r;
+  r.rejected_prev = *rc::gen::weightedOneOf<int32_t>(
+      {{3, rc::gen::just(0)}, {1, rc::gen::inRange<int32_t>(0, q)}});
+  r.context = *GenKvLen(q, topk) + r.rejected_prev;
+  r.rejected = *rc::gen::weightedOneOf<int32_t>(
+      {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}});
+  return r;
+}
+
+// Triage (ReportPins): the report's step with the drawn batch contents and allocator layout.
+Scenario GenPinned(const ReportPins& pins) {
+  Scenario s = pins.base;
+  const int32_t q = s.mtp_k + 1;
+  for (int32_t i = 0; i < pins.batch; ++i) s.requests.push_back(GenRequest(q, s.model.topk));
+  if (s.model.sparse && *rc::gen::weightedElement<bool>({{6, false}, {1, true}})) GenTopkLengths(s);
+  s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
+  if (s.allocator.model == sim::AllocatorModel::kCaching) {
+    const int32_t n = *rc::gen::inRange<int32_t>(0, 4);
+    for (int32_t i = 0; i < n; ++i)
+      s.allocator.live_before_call.push_back(
+          {"live_" + std::to_string(i), 512 * *rc::gen::inRange<int64_t>(1, 4097)});
+  }
+  return s;
+}
+
 // Request shapes the engine can be configured with (§3 of the round-2 model): the planner's
 // split granularity and budget, and top-k counts below the indexer's default (an index pool).
 void GenRequestShapes(Scenario& s, const Swarm& sw) {
@@ -168,14 +209,7 @@ void GenRequestShapes(Scenario& s, const Swarm& sw) {
           {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}}),
       {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}});
   if (!s.model.sparse || !Feature(sw.omitted[kTopkLengths], 6, 1)) return;
-  const int32_t q = s.mtp_k + 1;
-  for (sim::RequestSpec& r : s.requests) {
-    const int32_t L = r.context - r.rejected_prev;
-    for (int32_t j = 0; j < q; ++j) {
-      const int32_t full = std::min(L - q + j + 1, s.model.topk);
-      r.topk_lengths.push_back(*rc::gen::inRange<int32_t>(1, std::max(full, 1) + 1));
-    }
-  }
+  GenTopkLengths(s);
 }
 
 // Hostile values in the index buffer the verify step fills (kv_cache.index_values).
@@ -319,6 +353,7 @@ Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config) 
 }
 
 rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
+  if (cfg.pins) return rc::gen::exec([pins = cfg.pins] { return GenPinned(*pins); });
   return rc::gen::exec([cfg] {
     const Swarm sw = DrawSwarm(cfg);  // first: SwarmFromSeed replays these draws alone
     Scenario s;
@@ -350,15 +385,7 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
          {3, rc::gen::inRange<int32_t>(1, std::min(cfg.max_batch, 65) + 1)},
          {1, rc::gen::inRange<int32_t>(1, cfg.max_batch + 1)}});
     const int32_t topk = s.model.topk;
-    for (int32_t i = 0; i < batch; ++i) {
-      sim::RequestSpec r;
-      r.rejected_prev = *rc::gen::weightedOneOf<int32_t>(
-          {{3, rc::gen::just(0)}, {1, rc::gen::inRange<int32_t>(0, q)}});
-      r.context = *GenKvLen(q, topk) + r.rejected_prev;
-      r.rejected = *rc::gen::weightedOneOf<int32_t>(
-          {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}});
-      s.requests.push_back(r);
-    }
+    for (int32_t i = 0; i < batch; ++i) s.requests.push_back(GenRequest(q, topk));
     if (cfg.kernel_inputs && s.model.sparse &&
         *rc::gen::weightedElement<bool>({{1, false}, {2, true}})) {
       s.kv_cache.modelled = true;

@@ -19,6 +19,17 @@
 
 namespace mlasim::fuzz {
 
+// What a fault report gives (`mlasim triage`, fuzz/triage.h): held fixed in every generated case.
+// The generator then draws only what the report does not give: the batch contents (context
+// lengths, rejected drafts of the previous and this verify, the indexer's top-k counts) with the
+// draws of GenScenario's requests, and the allocator's layout (page size; for the caching model
+// the live tensors allocated before each call). `base` holds everything else, `batch` requests
+// are drawn.
+struct ReportPins {
+  sim::Scenario base;  // requests empty; kernel, allocator model and engine profile set
+  int32_t batch = 1;
+};
+
 struct GenConfig {
   std::vector<std::string> profiles = {"atom-2026-08", "atom-2026-11"};
   bool sparse_only = false;  // the family the #2715 fix covers
@@ -44,6 +55,9 @@ struct GenConfig {
   // subset of the knobs' options out, then generates within what is left. false: the generator
   // of `--swarm off`, whose cases are those of the generator before swarm, byte for byte.
   bool swarm = false;
+  // Triage: set, every case is `pins->base` with the drawn batch and allocator layout (the
+  // fields above are not read).
+  std::shared_ptr<const ReportPins> pins;
 };
 
 // Swarm testing (Groce, Zhang, Eide, Chen, Regehr, "Swarm Testing", ISSTA 2012): before a case is

@@ -128,6 +128,8 @@ TEST_F(CheckCli, ACleanCaseReportsIdenticalPlanAndExitsZero) {
           "logits, attn_lse, lse, kv_indices) and names no kernel (config.kernel) or contract "
           "(--contract)\n"
           "\n"
+          "numerics: not run: the case has no q, kv_buffer (or kv_cache, kv), kv_indices, o\n"
+          "\n"
           "verdict: ok\n");
 }
 
@@ -251,6 +253,8 @@ TEST_F(CheckCli, AFaultAddressIsAttributedToACapturedTensor) {
                           "privilege)\n"
                           "  0x7f200000c806 is 2054 bytes past the end of o (3 rows) = row 3, "
                           "head 2, column 3\n"
+                          "\nnumerics: not run: the case has no q, kv_buffer (or kv_cache, kv), "
+                          "kv_indices\n"
                           "\nverdict: FAILED (1 finding)\n"),
             std::string::npos)
       << past.out;

@@ -26,8 +26,9 @@ using RegisterFn = std::unique_ptr<Command> (*)(CLI::App&);
 
 // Every subcommand, in the order `mlasim --help` lists them.
 constexpr RegisterFn kCommands[] = {
-    &RegisterReplay, &RegisterExplainFault, &RegisterFuzz,  &RegisterMutants,
-    &RegisterPlan,   &RegisterNumerics,     &RegisterCheck, &RegisterEffectiveness,
+    &RegisterReplay,  &RegisterExplainFault,  &RegisterFuzz,
+    &RegisterMutants, &RegisterPlan,          &RegisterNumerics,
+    &RegisterCheck,   &RegisterEffectiveness, &RegisterTriage,
 };
 
 std::string VersionString() {

@@ -16,12 +16,16 @@
 #include "ref/sizing.h"
 #include "sim/fault.h"
 #include "sim/json_input.h"
+#include "sim/scenario_json.h"
 #include "tools/io/case_contracts.h"
 #include "tools/io/case_dir.h"
+#include "tools/io/case_numerics.h"
 #include "tools/io/case_plan.h"
+#include "tools/io/case_scenario.h"
 #include "tools/io/plan_buffers.h"
 #include "tools/io/request_json.h"
 #include "tools/mlasim/commands.h"
+#include "tools/mlasim/html_output.h"
 #include "tools/mlasim/plan_input.h"
 
 namespace mlasim::cli {
@@ -57,12 +61,20 @@ struct FaultSection {
   std::string not_attributed;
 };
 
+// --scenario-out: the engine step that reproduces the captured call.
+struct ScenarioSection {
+  std::string file;  // "" when not asked for
+  io::CaseScenario cs;
+};
+
 struct CheckReport {
   std::string case_dir;
   io::CaseManifest manifest;
   PlanSection plan;
   io::ContractCheckResult contracts;
   FaultSection fault;
+  io::CaseNumericsResult numerics;
+  ScenarioSection scenario;
   std::vector<std::string> findings;  // one line each; exit 1 when any
 };
 
@@ -234,11 +246,17 @@ void CollectFindings(CheckReport& r) {
     r.findings.push_back("contract: " + c.text);
   if (r.fault.attributed && !r.fault.at.inside)
     r.findings.push_back("fault: " + FaultSentence(r.fault));
+  for (const io::OutputNumerics* n : {&r.numerics.o, &r.numerics.lse})
+    if (r.numerics.ran && !n->tensor.empty() && !n->passed)
+      r.findings.push_back(fmt::format(
+          "numerics: {} differs from the reference in {} of {} real rows (first: {})", n->tensor,
+          n->rows_differing_count, n->rows_compared, n->rows_differing.front()));
 }
 
 std::string Verdict(const CheckReport& r) {
   if (!r.findings.empty()) return "failed";
-  const bool any = r.plan.captured.has_value() || r.contracts.checked || r.fault.given;
+  const bool any =
+      r.plan.captured.has_value() || r.contracts.checked || r.fault.given || r.numerics.ran;
   return any ? "ok" : "nothing_checked";
 }
 
@@ -318,6 +336,89 @@ void PrintPlanText(std::ostream& out, const PlanSection& p) {
                        ref::PlanDiagName(d.code), d.message);
 }
 
+std::string RowsText(const io::OutputNumerics& n) {
+  std::string s;
+  for (int64_t row : n.rows_differing) s += (s.empty() ? "" : ", ") + std::to_string(row);
+  if (n.rows_differing_count > static_cast<int64_t>(n.rows_differing.size())) s += ", ...";
+  return s;
+}
+
+std::string OutputText(const io::OutputNumerics& n) {
+  std::string s = fmt::format(
+      "  {:<4} max_abs {:.3g}{} max_rel {:.3g} (atol {:.3g} rtol {:.3g}): {}\n", n.tensor,
+      n.max_abs, n.max_abs_row >= 0 ? fmt::format(" (row {})", n.max_abs_row) : std::string(),
+      n.max_rel, n.atol, n.rtol,
+      n.passed ? "within tolerance"
+               : fmt::format("{} row{} DIFFER", n.rows_differing_count,
+                             n.rows_differing_count == 1 ? "" : "s"));
+  if (n.passed) return s;
+  s += fmt::format(
+      "       rows {}: {} element(s) outside tolerance, {} NaN/Inf in the capture, {} "
+      "NaN in the reference\n",
+      RowsText(n), n.elements_outside, n.nonfinite_elements, n.reference_nonfinite);
+  return s;
+}
+
+std::string NumericsText(const io::CaseNumericsResult& n) {
+  if (!n.ran) return "numerics: not run: " + n.reason + "\n";
+  std::string s = fmt::format(
+      "numerics: the captured outputs vs the reference over the captured plan ({} real rows, {} "
+      "heads, D {} Dv {}, page {}, q {}, KV {}, o {})\n",
+      n.real_rows, n.heads, n.head_dim_qk, n.head_dim_v, n.page_size, n.q_format, n.kv_format,
+      n.out_format);
+  s += OutputText(n.o);
+  if (n.has_lse) s += OutputText(n.lse);
+  return s;
+}
+
+json OutputJson(const io::OutputNumerics& n) {
+  return {{"tensor", n.tensor},
+          {"rows_compared", n.rows_compared},
+          {"elements", n.elements},
+          {"max_abs", n.max_abs},
+          {"max_abs_row", n.max_abs_row},
+          {"max_rel", n.max_rel},
+          {"atol", n.atol},
+          {"rtol", n.rtol},
+          {"elements_outside", n.elements_outside},
+          {"nonfinite_elements", n.nonfinite_elements},
+          {"reference_nonfinite", n.reference_nonfinite},
+          {"rows_differing", n.rows_differing},
+          {"rows_differing_count", n.rows_differing_count},
+          {"passed", n.passed}};
+}
+
+json NumericsJson(const io::CaseNumericsResult& n) {
+  if (!n.ran) return {{"ran", false}, {"reason", n.reason}};
+  json j = {{"ran", true},
+            {"passed", n.passed()},
+            {"real_rows", n.real_rows},
+            {"heads", n.heads},
+            {"head_dim_qk", n.head_dim_qk},
+            {"head_dim_v", n.head_dim_v},
+            {"page_size", n.page_size},
+            {"q_format", n.q_format},
+            {"kv_format", n.kv_format},
+            {"out_format", n.out_format},
+            {"o", OutputJson(n.o)},
+            {"lse", nullptr}};
+  if (n.has_lse) j["lse"] = OutputJson(n.lse);
+  return j;
+}
+
+std::string ScenarioText(const ScenarioSection& s) {
+  const io::CaseScenario& c = s.cs;
+  const int32_t pad = c.padded_requests - c.real_requests;
+  return fmt::format(
+      "scenario: wrote {}: {} requests{}, MTP K {}, kernel {}, engine {}; the captured call is "
+      "{}{} (mlasim replay {})\n",
+      s.file, c.real_requests,
+      pad > 0 ? fmt::format(" padded to {}", c.padded_requests) : std::string(), c.scenario.mtp_k,
+      c.scenario.contracts.empty() ? c.scenario.kernel : "(--contract)", c.scenario.engine.name,
+      c.call, c.overridden ? " with the captured q/o rows as an override" : " of the engine's step",
+      s.file);
+}
+
 void PrintText(std::ostream& out, const CheckReport& r) {
   const io::CaseManifest& m = r.manifest;
   std::vector<std::string> others;
@@ -350,6 +451,8 @@ void PrintText(std::ostream& out, const CheckReport& r) {
                                : "not attributed: " + r.fault.not_attributed)
         << '\n';
   }
+  out << '\n' << NumericsText(r.numerics);
+  if (!r.scenario.file.empty()) out << ScenarioText(r.scenario);
   const std::string verdict = Verdict(r);
   if (verdict == "failed")
     out << fmt::format("\nverdict: FAILED ({} finding{})\n", r.findings.size(),
@@ -426,6 +529,17 @@ json PlanJson(const PlanSection& p) {
   return j;
 }
 
+json ScenarioJson(const ScenarioSection& s) {
+  if (s.file.empty()) return nullptr;
+  return {{"file", s.file},
+          {"call", s.cs.call},
+          {"overridden", s.cs.overridden},
+          {"requests", s.cs.real_requests},
+          {"padded_requests", s.cs.padded_requests},
+          {"mtp_k", s.cs.scenario.mtp_k},
+          {"engine", s.cs.scenario.engine.name}};
+}
+
 json ReportJson(const CheckReport& r) {
   json tensors = json::object();
   for (const io::CaseTensor& t : r.manifest.tensors)
@@ -480,6 +594,8 @@ json ReportJson(const CheckReport& r) {
           {"plan", PlanJson(r.plan)},
           {"contracts", contracts},
           {"fault", fault},
+          {"numerics", NumericsJson(r.numerics)},
+          {"scenario_out", ScenarioJson(r.scenario)},
           {"findings", r.findings},
           {"verdict", Verdict(r)}};
 }
@@ -490,12 +606,15 @@ class CheckCommand final : public Command {
     app_ = parent.add_subcommand(kName,
                                  "Check a case directory captured with mlasim.capture: re-plan and "
                                  "diff the plan, run the plan checker, check the call against its "
-                                 "kernel contract, attribute a fault address");
+                                 "kernel contract, attribute a fault address, compare the "
+                                 "captured outputs with the numerics reference");
     app_->footer(
         "Exit codes: 0 no finding, 1 findings (plan differs, checker errors, a contract "
-        "access outside a captured tensor, fault past a tensor's end), 2 bad input (the message "
+        "access outside a captured tensor, fault past a tensor's end, captured o / lse outside the "
+        "numerics tolerance), 2 bad input (the message "
         "names the file and field).\n"
-        "Example: mlasim check /tmp/case --fault-log rocm.log\n");
+        "Examples: mlasim check /tmp/case --fault-log rocm.log\n"
+        "          mlasim check /tmp/case --scenario-out step.json && mlasim replay step.json\n");
     app_->add_option("CASE_DIR", case_dir_, "directory holding manifest.json and the .npy files")
         ->required();
     app_->add_option("--fault-log", fault_log_,
@@ -511,6 +630,10 @@ class CheckCommand final : public Command {
                      "check the call with this kernel contract file (docs/contracts.md) or "
                      "built-in variant instead of config.contract / config.kernel")
         ->type_name("FILE");
+    app_->add_option("--scenario-out", scenario_out_,
+                     "write the engine step that reproduces the captured decode call as a "
+                     "scenario (docs/scenario.md) for `mlasim replay FILE`")
+        ->type_name("FILE");
     app_->add_flag("--json", json_, "print the report as JSON");
   }
 
@@ -519,6 +642,9 @@ class CheckCommand final : public Command {
   int Run(const Streams& io) override {
     StatusOr<ref::PlannerChoice> choice = ParsePlannerChoice(planner_);
     if (!choice.ok()) return Fail(io, choice.status());
+    if (!scenario_out_.empty())
+      if (Status st = CheckOutputFile("--scenario-out", scenario_out_); !st.ok())
+        return Fail(io, st);
     io::DiskCaseFiles files(case_dir_);
     if (Status st = files.CheckDirectory(); !st.ok()) return Fail(io, st);
     CheckReport r;
@@ -539,6 +665,13 @@ class CheckCommand final : public Command {
     if (!fault_log_.empty())
       if (Status st = RunFaultSection(r.manifest, fault_log_, r.fault); !st.ok())
         return Fail(io, st);
+    StatusOr<io::CaseNumericsResult> numerics = io::CheckCaseNumerics(
+        files, r.manifest, *planner, r.plan.captured ? &*r.plan.captured : nullptr);
+    if (!numerics.ok()) return Fail(io, numerics.status());
+    r.numerics = std::move(*numerics);
+    if (!scenario_out_.empty())
+      if (Status st = WriteScenario(files, r, *planner, *choice, copt); !st.ok())
+        return Fail(io, st);
     CollectFindings(r);
     if (json_)
       io.out << ReportJson(r).dump(2) << '\n';
@@ -548,13 +681,23 @@ class CheckCommand final : public Command {
   }
 
  private:
+  Status WriteScenario(const io::CaseFiles& files, CheckReport& r, const io::CasePlanner& planner,
+                       ref::PlannerChoice choice, const io::CaseContractOptions& copt) {
+    StatusOr<io::CaseScenario> cs = io::ScenarioFromCase(files, r.manifest, planner, choice, copt);
+    if (!cs.ok()) return cs.status();
+    r.scenario.cs = std::move(*cs);
+    r.scenario.file = scenario_out_;
+    return WriteOutputFile("--scenario-out", scenario_out_,
+                           sim::ScenarioToJson(r.scenario.cs.scenario).dump(2) + "\n");
+  }
+
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
   }
 
   CLI::App* app_ = nullptr;
-  std::string case_dir_, fault_log_, contract_;
+  std::string case_dir_, fault_log_, contract_, scenario_out_;
   std::string planner_ = "auto";
   bool json_ = false;
 };

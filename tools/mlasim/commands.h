@@ -57,5 +57,6 @@ std::unique_ptr<Command> RegisterMutants(CLI::App& app);
 std::unique_ptr<Command> RegisterNumerics(CLI::App& app);
 std::unique_ptr<Command> RegisterCheck(CLI::App& app);
 std::unique_ptr<Command> RegisterEffectiveness(CLI::App& app);
+std::unique_ptr<Command> RegisterTriage(CLI::App& app);
 
 }  // namespace mlasim::cli

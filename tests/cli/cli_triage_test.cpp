@@ -1,0 +1,231 @@
+// Tests of `mlasim triage` (tools/mlasim/cmd_triage.cpp, fuzz/triage.h), run in-process: the
+// founding report (61 requests padded to 64, TP 8, MTP K 3, GLM-5.2-like sparse MLA, ATOM before
+// the fix) names the padded-MTP family of ATOM #2715 with a nonzero overrun share, and the fixing
+// profile has none; the same bytes at --jobs 1 and 2; examples written with --out replay to the
+// same family with the report's fields kept; every bad flag exits 2 naming it.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/triage.h"
+#include "sim/known_bugs.h"
+#include "sim/replay.h"
+#include "sim/scenario_json.h"
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+CliResult Triage(std::vector<std::string> args) {
+  args.insert(args.begin(), "triage");
+  std::ostringstream out, err;
+  CliResult r;
+  r.exit_code = RunMlasim(args, out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// The founding report as a user types it, with a small budget.
+std::vector<std::string> Founding(const std::string& profile, const std::string& cases = "24") {
+  return {"--model",        "glm-5.2", "--tp",     "8",      "--mtp-k",   "3",     "--batch", "61",
+          "--graph",        "64",      "--target", "gfx950", "--profile", profile, "--cases", cases,
+          "--shrink-steps", "2",       "--json"};
+}
+
+const json* Family(const json& j, const std::string& name) {
+  for (const json& f : j["families"])
+    if (f["name"] == name) return &f;
+  return nullptr;
+}
+
+TEST(TriageCli, TheFoundingReportNamesThePaddedMtpFamilyAndTheFixRemovesIt) {
+  CliResult r = Triage(Founding("atom-2026-08"));
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["report"]["batch"], 61);
+  EXPECT_EQ(j["report"]["graph"], 64);
+  EXPECT_EQ(j["cases"], 24);
+  ASSERT_EQ(j["combos"].size(), 6u);  // 3 kernels x 2 allocators
+  int64_t overrun = 0, cases = 0;
+  for (const json& c : j["combos"]) {
+    EXPECT_EQ(c["profile"], "atom-2026-08");
+    EXPECT_EQ(c["cases"], 4);
+    overrun += c["overrun"].get<int64_t>();
+    cases += c["cases"].get<int64_t>();
+  }
+  EXPECT_GT(overrun, 0);
+  EXPECT_EQ(cases, 24);
+  const json* f = Family(j, "atom-sparse-mtp-plan-over-running-tokens");
+  ASSERT_NE(f, nullptr) << r.out;
+  EXPECT_EQ((*f)["upstream"], "ATOM #2715");
+  EXPECT_EQ((*f)["fixed_in"], "atom-2026-11");
+  EXPECT_GT((*f)["cases"].get<int64_t>(), 0);
+  // The example keeps the report: 61 requests, K 3, TP 8, graph 64, the pre-fix profile.
+  const json& ex = (*f)["example"]["scenario"];
+  EXPECT_EQ(ex["batch"]["contexts"].size(), 61u);
+  EXPECT_EQ(ex["mtp"]["k"], 3);
+  EXPECT_EQ(ex["parallelism"]["tp"], 8);
+  EXPECT_EQ(ex["graph"]["capture_sizes"], json::array({64}));
+  EXPECT_EQ(ex["engine"], "atom-2026-08");  // the preset's own flags: written as its name
+
+  r = Triage(Founding("atom-2026-11"));
+  const json fixed = json::parse(r.out);
+  for (const json& c : fixed["combos"]) {
+    EXPECT_EQ(c["overrun"], 0) << c.dump();
+    EXPECT_EQ(c["fault"], 0) << c.dump();
+    EXPECT_EQ(c["corrupt"], 0) << c.dump();
+  }
+  EXPECT_EQ(Family(fixed, "atom-sparse-mtp-plan-over-running-tokens"), nullptr) << r.out;
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+}
+
+TEST(TriageCli, SameBytesAtOneAndTwoJobs) {
+  std::vector<std::string> a = Founding("atom-2026-08,atom-2026-11", "18");
+  a.push_back("--jobs");
+  std::vector<std::string> b = a;
+  a.push_back("1");
+  b.push_back("2");
+  const CliResult one = Triage(a), two = Triage(b);
+  EXPECT_EQ(one.exit_code, 1);
+  EXPECT_EQ(one.out, two.out);
+  EXPECT_EQ(one.exit_code, two.exit_code);
+  // Another seed sweeps other batches.
+  a.back() = "1";
+  a.push_back("--seed");
+  a.push_back("2");
+  EXPECT_NE(Triage(a).out, one.out);
+}
+
+TEST(TriageCli, ExamplesWrittenWithOutReplayToTheirFamily) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("mlasim_triage_out_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::vector<std::string> args = Founding("atom-2026-08", "6");
+  args.pop_back();  // text
+  args.push_back("--kernel");
+  args.push_back("asm");
+  args.push_back("--allocator");
+  args.push_back("exact");
+  args.push_back("--out");
+  args.push_back(dir.string());
+  const CliResult r = Triage(args);
+  ASSERT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.out.find("triage: glm-5.2 (64 heads, sparse top-k 2048, KV fp8), TP 8, DP 1, MTP "
+                       "K 3, batch 61 (padded to 64), gfx950 aiter 2026-08; 6 cases, seed 1\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("profile       kernel allocator  cases  overrun    fault  corrupt  "
+                       "refused\n"
+                       "atom-2026-08  asm    exact          6    83.3%    83.3%     0.0%     "
+                       "0.0%\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("  atom-sparse-mtp-plan-over-running-tokens (ATOM #2715), fixed in "
+                       "atom-2026-11: 5 of 6 cases\n    share per profile: atom-2026-08 83.3%\n"
+                       "    example: case 0 shrunk 2 steps -> " +
+                       (dir / "atom-sparse-mtp-plan-over-running-tokens.json").string() +
+                       ": draft_step_0 sparse_decode writes o rows 244..247 of 244 (fault)\n"),
+            std::string::npos)
+      << r.out;
+  const fs::path file = dir / "atom-sparse-mtp-plan-over-running-tokens.json";
+  ASSERT_TRUE(fs::exists(file)) << r.out;
+  StatusOr<sim::Scenario> s = sim::LoadScenarioFile(file.string());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->requests.size(), 61u);
+  StatusOr<sim::ReplayReport> rep = sim::Replay(*s);
+  ASSERT_TRUE(rep.ok());
+  bool named = false;
+  for (const sim::Violation& v : rep->result.violations) {
+    const sim::KnownBug* k = sim::MatchKnownBug(v, *rep);
+    named |= k && k->name == "atom-sparse-mtp-plan-over-running-tokens";
+  }
+  EXPECT_TRUE(named);
+  fs::remove_all(dir);
+}
+
+TEST(TriageCli, BadInputsExitTwoNamingTheFlag) {
+  const std::vector<std::string> base = {"--model", "glm-5.2", "--batch", "61", "--graph", "64"};
+  struct Bad {
+    std::vector<std::string> extra;
+    std::string err;
+  };
+  const std::vector<Bad> bad = {
+      {{"--model", "llama"},
+       "--model: unknown model 'llama' (glm-5.2, deepseek-v3.2, deepseek-v3, kimi-k2)"},
+      {{"--tp", "0"}, "--tp: must be 1..64"},
+      {{"--tp", "3"}, "--tp: 3 does not divide the model's 64 heads"},
+      {{"--dp", "0"}, "--dp: must be 1..64"},
+      {{"--mtp-k", "8"}, "--mtp-k: must be 0..7"},
+      {{"--heads", "0"}, "--heads: must be 1..1024"},
+      {{"--batch", "0"}, "--batch: must be 1..4096"},
+      {{"--graph", "60"},
+       "--graph: must be 61..4096 (at least --batch: the batch is padded up "
+       "to it)"},
+      {{"--eager"}, "--graph: not with --eager"},
+      {{"--target", "gfx1250"}, "--target: "},
+      {{"--revision", "2025-01"}, "--revision: "},
+      {{"--profile", "atom-2027"}, "--profile: "},
+      {{"--versions", "2026-09..2026-10"},
+       "--versions: no engine profile lies in "
+       "2026-09..2026-10"},
+      {{"--versions", "2026"}, "--versions: must be FROM..TO (YYYY-MM, either may be empty)"},
+      {{"--versions", "2026-03..", "--profile", "atom-2026-08"}, "--versions: not with --profile"},
+      {{"--kernel", "triton"}, "--kernel: unknown variant 'triton' (asm, opus, hk)"},
+      {{"--allocator", "slab"}, "--allocator: unknown model 'slab' (exact, caching)"},
+      {{"--cases", "0"}, "--cases: must be 1..100000"},
+      {{"--cases", "100001"}, "--cases: must be 1..100000"},
+      {{"--jobs", "0"}, "--jobs: must be 1..64"},
+      {{"--shrink-steps", "-1"}, "--shrink-steps: must be 0..1000"},
+      {{"--seed", "x"}, "--seed: "},
+      {{"--fault-address", "1234"},
+       "--fault-address: must be a 0x hex address of at most 16 "
+       "digits"},
+  };
+  for (const Bad& b : bad) {
+    std::vector<std::string> args = base;
+    auto given = std::find(args.begin(), args.end(), b.extra[0]);
+    if (given != args.end() && b.extra.size() == 2)
+      *(given + 1) = b.extra[1];  // a flag of the base given another value
+    else
+      args.insert(args.end(), b.extra.begin(), b.extra.end());
+    const CliResult r = Triage(args);
+    EXPECT_EQ(r.exit_code, 2) << b.extra[0] << ": " << r.out;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err.rfind("mlasim triage: error: " + b.err, 0), 0u) << r.err;
+  }
+  // --batch is required.
+  const CliResult r = Triage({"--model", "glm-5.2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
+}
+
+TEST(TriageCli, AFaultAddressIsComparedByItsPageOffset) {
+  std::vector<std::string> args = Founding("atom-2026-08", "6");
+  args.insert(args.end(),
+              {"--kernel", "asm", "--allocator", "exact", "--fault-address", "0x7f3a12340000"});
+  const CliResult r = Triage(args);
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["fault_address"]["address"], "0x7f3a12340000");
+  // Exact allocator: each buffer ends at its mapping's end, so the first faulting byte starts a
+  // page, as does the address (offset 0).
+  EXPECT_GT(j["fault_address"]["faulting_cases"].get<int64_t>(), 0);
+  EXPECT_EQ(j["fault_address"]["same_page_offset"], j["fault_address"]["faulting_cases"]);
+}
+
+}  // namespace
+}  // namespace mlasim::cli
