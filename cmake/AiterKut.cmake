@@ -80,8 +80,12 @@ endforeach()
 set_source_files_properties(${_kut_aiter_src} PROPERTIES LANGUAGE HIP)
 mlasim_kut_library(mlasim_kut_aiter SOURCES ${_kut_aiter_src})
 target_include_directories(mlasim_kut_aiter SYSTEM PRIVATE ${_kut_aiter_inc})
-target_link_libraries(mlasim_kut_aiter PRIVATE ${MLASIM_AITER_JIT_DIR}/module_mla_asm.so
-                                               ${MLASIM_AITER_JIT_DIR}/module_mla_reduce.so)
+# Imported targets, so the modules are linked by path (their names lack the lib prefix -l needs).
+foreach(_m module_mla_asm module_mla_reduce)
+  add_library(mlasim_aiter_${_m} SHARED IMPORTED)
+  set_target_properties(mlasim_aiter_${_m} PROPERTIES IMPORTED_LOCATION ${MLASIM_AITER_JIT_DIR}/${_m}.so)
+  target_link_libraries(mlasim_kut_aiter PRIVATE mlasim_aiter_${_m})
+endforeach()
 set_target_properties(mlasim_kut_aiter PROPERTIES BUILD_RPATH ${MLASIM_AITER_JIT_DIR}
                                                   INSTALL_RPATH ${MLASIM_AITER_JIT_DIR})
 install(TARGETS mlasim_kut_aiter LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

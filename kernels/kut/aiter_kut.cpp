@@ -17,8 +17,9 @@
 // headers the pinned archive lacks (aiter_tensor.h, aiter_stream.h) then come from
 // tests/kut/aiter_shim/. Host code only: it launches nothing itself.
 //
-// Config (--kernel-config): "" or "variant=asm" (the only stage-1 kernel this adapter calls).
-// Shapes: dense only; num_kv_heads 1; head dims 576 / 512; page size a power of two; bf16 or
+// Config (--kernel-config): variant=asm (the only stage-1 kernel this adapter calls), heads=16|any.
+// Shapes: dense only; 16 heads (heads=any: multiples of 8 up to 128); num_kv_heads 1; head
+// dims 576 / 512; page size a power of two; bf16 or
 // fp8 q, bf16 or fp8 KV (fp8 q needs fp8 KV), bf16 o; contiguous rows and heads. aiter's own
 // dispatch (asm_mla.cu) decides which head counts and q lengths have a kernel on the device's
 // arch; a call it has none for fails inside aiter (docs/kut-aiter.md says how that surfaces).
@@ -86,14 +87,35 @@ int Fail(int code, std::string why) {
   return code;
 }
 
-// Config: "" or variant=asm. opus and hk are other aiter entry points, not called here.
-bool ParseConfig(const char* text) {
+// Config (comma-separated): variant=asm (the default and the only stage-1 kernel called here;
+// opus and hk are other aiter entry points) and heads=16|any. heads=16 (default): only 16 heads
+// per call, the shape aiter/mla.py passes to stage 1 unchanged on every arch (it folds 32..128
+// heads into 16 in Python, which this adapter does not). heads=any: multiples of 8 up to 128
+// go to aiter's dispatch as they are (docs/kut-aiter.md: on gfx942, bf16 with 128 heads picks
+// a non-persistent kernel for the persistent arguments).
+struct Config {
+  bool any_heads = false;
+};
+
+bool ParseConfig(const char* text, Config* c) {
   const std::string t = text ? text : "";
-  if (t.empty() || t == "variant=asm") return true;
-  Fail(MLASIM_KUT_UNSUPPORTED,
-       "config is \"\" or variant=asm (this adapter calls aiter's asm stage 1 only; got '" + t +
-           "')");
-  return false;
+  for (size_t at = 0; at < t.size();) {
+    size_t end = t.find(',', at);
+    if (end == std::string::npos) end = t.size();
+    const std::string item = t.substr(at, end - at);
+    at = end + 1;
+    if (item == "variant=asm" || item == "heads=16" || item.empty()) continue;
+    if (item == "heads=any") {
+      c->any_heads = true;
+      continue;
+    }
+    Fail(MLASIM_KUT_UNSUPPORTED,
+         "config items are variant=asm and heads=16|any (this adapter "
+         "calls aiter's asm stage 1 only; got '" +
+             item + "')");
+    return false;
+  }
+  return true;
 }
 
 // A view of `data` with the given shape and strides (elements), as aiter's tensors describe
@@ -142,11 +164,13 @@ bool Dense(const mlasim_kut_tensor& t) {
          (t.heads <= 1 || t.head_stride == int64_t{t.cols} * e);
 }
 
-std::string UnsupportedShape(const mlasim_kut_call& c) {
+std::string UnsupportedShape(const mlasim_kut_call& c, const Config& cfg) {
   if (c.topk >= 0) return "dense calls only (aiter's sparse MLA decode is another entry point)";
   if (c.num_kv_heads != 1) return "num_kv_heads must be 1 (asm_mla.cu checks it)";
   if (c.head_dim_qk != kHeadDimQk || c.head_dim_v != kHeadDimV)
     return "head dims must be 576 / 512 (aiter's asm MLA kernels)";
+  if (!cfg.any_heads && c.num_heads != 16)
+    return "num_heads must be 16 (config heads=any passes other counts to aiter's dispatch)";
   if (c.num_heads < 1 || c.num_heads > kMaxHeads || c.num_heads % 8 != 0)
     return "num_heads must be a multiple of 8 up to 128";
   if (c.page_size < 1 || (c.page_size & (c.page_size - 1)) != 0)
@@ -303,8 +327,9 @@ int RunReduce(const mlasim_kut_call& c, hipStream_t stream) {
 }
 
 int RunChecked(const mlasim_kut_call& c) {
-  if (!ParseConfig(c.config)) return MLASIM_KUT_UNSUPPORTED;
-  for (const std::string& why : {UnsupportedShape(c), UnsupportedTypes(c)})
+  Config cfg;
+  if (!ParseConfig(c.config, &cfg)) return MLASIM_KUT_UNSUPPORTED;
+  for (const std::string& why : {UnsupportedShape(c, cfg), UnsupportedTypes(c)})
     if (!why.empty()) return Fail(MLASIM_KUT_UNSUPPORTED, why);
   if (hipSetDevice(c.device) != hipSuccess) return Fail(MLASIM_KUT_ERROR, "hipSetDevice failed");
   if (const std::string why = UnsupportedOnDevice(c); !why.empty())
@@ -318,7 +343,8 @@ int RunChecked(const mlasim_kut_call& c) {
 }  // namespace
 
 int Describe(const char* config, mlasim_kut_info* info) {
-  if (!ParseConfig(config)) return MLASIM_KUT_UNSUPPORTED;
+  Config cfg;
+  if (!ParseConfig(config, &cfg)) return MLASIM_KUT_UNSUPPORTED;
   const uint32_t bf16_fp8 =
       MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) | MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN);
   info->abi_version = MLASIM_KUT_ABI_VERSION;
@@ -328,8 +354,8 @@ int Describe(const char* config, mlasim_kut_info* info) {
   info->q_dtypes = bf16_fp8;
   info->kv_dtypes = bf16_fp8;
   info->o_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
-  info->heads_multiple = 8;
-  info->max_heads = kMaxHeads;
+  info->heads_multiple = cfg.any_heads ? 8 : 16;
+  info->max_heads = cfg.any_heads ? kMaxHeads : 16;
   info->head_dim_qk_multiple = kHeadDimQk;
   info->max_head_dim_qk = kHeadDimQk;
   info->head_dim_v_multiple = kHeadDimV;
