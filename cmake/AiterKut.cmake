@@ -6,6 +6,8 @@
 # build/third_party/aiter). With it:
 #   kut_aiter_signature (+ 2 mutants)  ctest: the adapter's declaration of aiter's C entry point
 #                                      mla_decode_stage1_asm_fwd matches asm_mla.cu, type by type
+#   kut_aiter.AiterKut.* (ctest)       the adapter's argument mapping, run on the host against
+#                                      fakes of aiter's entry points and the HIP runtime
 #   amd_aiter_kut_check                with AMD_DEVICE_CHECK: clang-15 compiles the adapter's
 #                                      translation unit (host and device) for AMD_CHECK_ARCHS
 #                                      against aiter's headers, warnings as errors; headers the
@@ -44,6 +46,23 @@ add_test(NAME kut_aiter_signature_mutant_retyped
          COMMAND ${CMAKE_COMMAND} ${_sig_args} -DRETYPE_PARAM=13 -P ${_sig_script})
 set_tests_properties(kut_aiter_signature_mutant_dropped kut_aiter_signature_mutant_retyped
                      PROPERTIES WILL_FAIL TRUE)
+
+# The adapter's argument mapping on the host: compiled as plain C++ against aiter's headers (and
+# the shim) and linked with fakes of aiter's entry points and of the HIP runtime calls it makes
+# (tests/third_party/aiter_kut/). Not in HIP builds, where the source is HIP and links libamdhip64.
+find_path(MLASIM_HIP_INCLUDE hip/hip_runtime_api.h PATHS /usr/include /opt/rocm/include)
+if(TARGET GTest::gtest AND NOT GPU_BACKEND STREQUAL "HIP" AND MLASIM_HIP_INCLUDE)
+  set(_fake ${PROJECT_SOURCE_DIR}/tests/third_party/aiter_kut)
+  add_executable(kut_aiter_mapping_test ${_fake}/aiter_kut_mapping_test.cpp ${_fake}/fake_aiter.cpp
+                                        ${_kut_aiter_src})
+  target_compile_definitions(kut_aiter_mapping_test PRIVATE __HIP_PLATFORM_AMD__)
+  target_include_directories(kut_aiter_mapping_test PRIVATE ${PROJECT_SOURCE_DIR} ${_fake})
+  target_include_directories(kut_aiter_mapping_test SYSTEM PRIVATE ${_kut_aiter_inc}
+                             ${PROJECT_SOURCE_DIR}/tests/kut/aiter_shim ${MLASIM_HIP_INCLUDE})
+  target_compile_options(kut_aiter_mapping_test PRIVATE -Wall -Wextra -Werror)
+  target_link_libraries(kut_aiter_mapping_test PRIVATE GTest::gtest GTest::gtest_main)
+  gtest_discover_tests(kut_aiter_mapping_test DISCOVERY_TIMEOUT 60 TEST_PREFIX kut_aiter.)
+endif()
 
 if(AMD_DEVICE_CHECK)
   list(TRANSFORM AMD_CHECK_ARCHS PREPEND "--offload-arch=" OUTPUT_VARIABLE _kut_aiter_archs)
