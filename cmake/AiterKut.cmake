@@ -61,6 +61,7 @@ if(TARGET GTest::gtest AND NOT GPU_BACKEND STREQUAL "HIP" AND MLASIM_HIP_INCLUDE
                              ${PROJECT_SOURCE_DIR}/tests/kut/aiter_shim ${MLASIM_HIP_INCLUDE})
   target_compile_options(kut_aiter_mapping_test PRIVATE -Wall -Wextra -Werror)
   target_link_libraries(kut_aiter_mapping_test PRIVATE GTest::gtest GTest::gtest_main)
+  include(GoogleTest)
   gtest_discover_tests(kut_aiter_mapping_test DISCOVERY_TIMEOUT 60 TEST_PREFIX kut_aiter.)
 endif()
 
