@@ -55,7 +55,7 @@ aiter-src:
 	  echo "##########################################################################################"; \
 	  echo "# WARNING: $(AITER_TARBALL) is missing:"; \
 	  echo "# the aiter adapter (kernels/kut/aiter_kut.cpp) is NOT compile-checked for AMD, its"; \
-	  echo "# signature test does NOT run, and the planner-vs-aiter benchmark is NOT built."; \
+	  echo "# signature and mapping tests do NOT run, and the planner-vs-aiter benchmark is NOT built."; \
 	  echo "##########################################################################################"; fi
 
 # ctest TESTDIR JUNIT: the suite of one build, JUnit XML written even when a test fails.
