@@ -39,6 +39,25 @@ flashinfer-src:
 	  echo "# (The committed FlashInfer corpus is still checked.)"; \
 	  echo "##########################################################################################"; fi
 
+# aiter's MLA sources for the aiter kernel-under-test adapter's AMD compile check and signature
+# test, and the planner-vs-aiter benchmark (docs/kut-aiter.md): `verify` extracts the pinned
+# archive into the build area and passes -DMLASIM_AITER_DIR when it is there, and warns loudly
+# when it is not.
+AITER_TARBALL ?= ../shared/third_party/aiter-mla.tar.xz
+AITER_SRC := build/third_party/aiter
+AITER_ARG = -DMLASIM_AITER_DIR=$(if $(wildcard $(AITER_SRC)/csrc/include/mla_reduce.h),$(CURDIR)/$(AITER_SRC))
+
+.PHONY: aiter-src
+aiter-src:
+	@if [ -f $(AITER_TARBALL) ] && [ ! -f $(AITER_SRC)/csrc/include/mla_reduce.h ]; then \
+	  mkdir -p $(dir $(AITER_SRC)) && tar -xJf $(AITER_TARBALL) -C $(dir $(AITER_SRC)); fi
+	@if [ ! -f $(AITER_SRC)/csrc/include/mla_reduce.h ]; then \
+	  echo "##########################################################################################"; \
+	  echo "# WARNING: $(AITER_TARBALL) is missing:"; \
+	  echo "# the aiter adapter (kernels/kut/aiter_kut.cpp) is NOT compile-checked for AMD, its"; \
+	  echo "# signature and mapping tests do NOT run, and the planner-vs-aiter benchmark is NOT built."; \
+	  echo "##########################################################################################"; fi
+
 # ctest TESTDIR JUNIT: the suite of one build, JUnit XML written even when a test fails.
 define run_ctest
 	@rc=0; $(CTEST) --test-dir $(1) --output-junit $(CURDIR)/$(2) || rc=$$?; \
@@ -47,8 +66,8 @@ endef
 
 # What CI runs: install packages, build everything (the AMD device check is part of the build), test
 # (JUnit XML: build/junit.xml), then the fuzz smoke run.
-verify: deps flashinfer-src
-	$(MAKE) --no-print-directory all CMAKE_ARGS="$(CMAKE_ARGS) $(FLASHINFER_ARG)"
+verify: deps flashinfer-src aiter-src
+	$(MAKE) --no-print-directory all CMAKE_ARGS="$(CMAKE_ARGS) $(FLASHINFER_ARG) $(AITER_ARG)"
 	$(call run_ctest,build,build/junit.xml)
 	$(MAKE) --no-print-directory fuzz-smoke
 

@@ -5,6 +5,7 @@
 #                                 run_mla_decode, `replay --gpu` and `fuzz --gpu` reach the decode
 #                                 kernels only through it
 #   libmlasim_kut_example_*.so    tests/kut/lib/: kernels with deliberate bugs, and broken libraries
+#   (libmlasim_kut_aiter.so       aiter's real kernels: cmake/AiterKut.cmake, docs/kut-aiter.md)
 # All land in <build>/bin beside the mlasim binary, where mlasim looks for libmlasim_kut_gpu.so.
 # The ABI header is installed with the CMake package (include/mlasim/kernels/mlasim_kut.h) and
 # compiled as C99 by the kut_header_c99 test.
