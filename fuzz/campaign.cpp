@@ -178,6 +178,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
     origin.max_shrink_steps = o_.max_shrink_steps;
     origin.replay_flags = o_.replay_flags;
     origin.kernel_inputs = o_.kernel_inputs;
+    origin.kernel_limited = !o_.kernel_limits.LimitsNothing() && !o_.replay_flags.empty();
     origin.swarm = o_.swarm;
     const std::string name = FindingFileName(signature);
     Status st = WriteFileAtomic(Path(name), Path(TempPrefix() + name),
@@ -386,6 +387,7 @@ StatusOr<CampaignSummary> Campaign::Run() {
   config_.profiles = o_.profiles;
   config_.small = o_.small;
   config_.kernel_inputs = o_.kernel_inputs;
+  config_.kernel = o_.kernel_limits;
   if (o_.small) config_.max_batch = 64;
   MLASIM_RETURN_IF_ERROR(EnableFamilies(o_.generate, &config_));
   config_.contracts = o_.contracts;

@@ -108,6 +108,7 @@ StatusOr<std::vector<Violation>> CheckCall(const CallCheckInput& in) {
                            : std::max<int32_t>(static_cast<int32_t>(in.work_indptr.size()) - 1, 0);
   p.derived.num_works = in.work_indptr.empty() ? 0 : std::max(in.work_indptr.back(), 0);
   snap.request.qo_indptr = in.qo_indptr;
+  snap.request.uni_seqlen_qo = 0;  // the call's qo_indptr as passed (sim/kernel_request.h)
   snap.request.kv_indptr = in.kv_indptr;
   snap.request.kv_last_page_lens = in.kv_last_page_lens;
   t.plans.push_back(std::move(snap));
