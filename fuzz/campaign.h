@@ -58,6 +58,7 @@ struct CampaignOptions {
   bool resume = false;
   bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
   KernelLimits kernel_limits;  // GenConfig::kernel: the kernel under test's description
+  std::string kernel_flags;    // "--kernel-under-test PATH [--kernel-config TEXT]" (fuzz --gpu)
   int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
   // Swarm generation (fuzz/scenario_gen.h SwarmKnobs). The CLI's default is on (`--swarm on`);
   // here false keeps the generator of campaigns before swarm, and their findings.

@@ -56,9 +56,10 @@ struct FindingOrigin {
   // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
   std::string replay_flags;
   bool kernel_inputs = false;  // generated with GenConfig::kernel_inputs (reproduce: --gpu)
-  // Generated within a kernel's limits (GenConfig::kernel): the reproduce command then names the
-  // kernel (replay_flags) so that `fuzz --reproduce` generates within the same limits.
-  bool kernel_limited = false;
+  // Generated within a kernel's limits (GenConfig::kernel): "--kernel-under-test PATH
+  // [--kernel-config TEXT]", which the reproduce command adds so that `fuzz --reproduce`
+  // generates within the same limits; "" otherwise.
+  std::string kernel_flags;
 };
 
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its

@@ -203,6 +203,7 @@ TEST(KutCampaign, FindingsOfALimitedKernelReproduceWithinItsLimits) {
     EXPECT_EQ(doc["kv_cache"]["page_size"], 64);
     const std::string cmd = doc["finding"]["reproduce"]["command"].get<std::string>();
     EXPECT_NE(cmd.find(" --gpu sentinel --kernel-under-test "), std::string::npos) << cmd;
+    EXPECT_EQ(cmd.find("--head-dims"), std::string::npos) << cmd;  // not a shaping flag
     EXPECT_NE(cmd.find("example_page64_tile64.so"), std::string::npos) << cmd;
     const Out gen = Cli(Words(cmd));
     ASSERT_EQ(gen.code, 0) << gen.err;

@@ -176,8 +176,8 @@ class FuzzCommand final : public Command {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
         if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract" ||
-            f == "--gpu" || f == "--swarm")
-          continue;  // they shape the regenerated case
+            f == "--gpu" || f == "--swarm" || f == "--kernel-under-test" || f == "--kernel-config")
+          continue;  // they shape the regenerated case (a kernel: its limits)
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
                               flag, "not used with --reproduce (it regenerates one case)"));
@@ -269,6 +269,9 @@ class FuzzCommand final : public Command {
     if (app_->count("--device")) po.devices = {std::to_string(device_)};
     MLASIM_ASSIGN_OR_RETURN(*pool, fuzz::KutPool::Start(po));
     o_.kernel_limits = (*pool)->description().Limits();
+    o_.kernel_flags = "--kernel-under-test " + fuzz::ShellQuote(kut_path_);
+    if (!kut_config_.empty())
+      o_.kernel_flags += " --kernel-config " + fuzz::ShellQuote(kut_config_);
     o_.kernel = fmt::format("{}|{}|{}|{},{}|{}", kut_path_, kut_config_, gpu_mode_,
                             check_.head_dim_qk, check_.head_dim_v, check_.reference);
     o_.replay_flags = ReplayFlags();
