@@ -1,4 +1,6 @@
-# cmake/FlashMla.cmake - the FlashMLA side-by-side benchmark (tests/gpu/flashmla_bench.cu), built
+# cmake/FlashMla.cmake - the FlashMLA side-by-side benchmark (tests/gpu/flashmla_bench.cu) and
+# FlashMLA's dense decode as a kernel under test (kernels/kut/flashmla_kut.cu ->
+# <build>/bin/libmlasim_kut_flashmla.so, docs/kernel-under-test.md "FlashMLA adapter"), built
 # when -DMLASIM_FLASHMLA_DIR points at a FlashMLA checkout with its CUTLASS submodule
 # (deepseek-ai/FlashMLA 9241ae3: extract ../shared/third_party/flashmla.tar.xz into the
 # git-ignored .third_party/). FlashMLA's scheduler, combine and dense bf16 decode are compiled
@@ -29,7 +31,8 @@ set(MLASIM_FLASHMLA_FLAGS -O3 -DNDEBUG -D_USE_MATH_DEFINES -Wno-deprecated-decla
 add_library(flashmla_sm90 STATIC ${_fm_sources})
 # after the project's -std=c++17 on the command line, so it is the one nvcc uses
 set_source_files_properties(${_fm_sources} PROPERTIES COMPILE_OPTIONS -std=c++20)
-set_target_properties(flashmla_sm90 PROPERTIES CUDA_ARCHITECTURES OFF)
+# position-independent: the kernel-under-test library links it into a shared object
+set_target_properties(flashmla_sm90 PROPERTIES CUDA_ARCHITECTURES OFF POSITION_INDEPENDENT_CODE ON)
 target_compile_options(flashmla_sm90 PRIVATE ${MLASIM_FLASHMLA_FLAGS})
 target_include_directories(flashmla_sm90 PUBLIC ${_fm}/csrc ${_fm}/csrc/kerutils/include
                            ${_fm}/csrc/sm90 ${_fm}/csrc/cutlass/include
@@ -40,3 +43,11 @@ set_target_properties(mlasim_flashmla_bench PROPERTIES CUDA_ARCHITECTURES OFF)
 target_compile_options(mlasim_flashmla_bench PRIVATE ${MLASIM_FLASHMLA_FLAGS})
 target_include_directories(mlasim_flashmla_bench PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(mlasim_flashmla_bench PRIVATE flashmla_sm90 mlasim_gpu mlasim_ref)
+
+# FlashMLA's scheduler + dense decode + combine behind the kernel-under-test ABI
+# (mlasim_kut_library: cmake/KernelUnderTest.cmake). Host code only; FlashMLA's device code comes
+# from flashmla_sm90.
+mlasim_kut_library(mlasim_kut_flashmla SOURCES ${PROJECT_SOURCE_DIR}/kernels/kut/flashmla_kut.cu)
+set_target_properties(mlasim_kut_flashmla PROPERTIES CUDA_ARCHITECTURES OFF)
+target_compile_options(mlasim_kut_flashmla PRIVATE ${MLASIM_FLASHMLA_FLAGS})
+target_link_libraries(mlasim_kut_flashmla PRIVATE flashmla_sm90)

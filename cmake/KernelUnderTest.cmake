@@ -4,7 +4,8 @@
 #   libmlasim_kut_gpu.so          mlasim's HIP kernels (kernels/kut/gpu_kut.hip): CUDA / HIP builds;
 #                                 run_mla_decode, `replay --gpu` and `fuzz --gpu` reach the decode
 #                                 kernels only through it
-#   libmlasim_kut_example_*.so    tests/kut/lib/: kernels with deliberate bugs, and broken libraries
+#   libmlasim_kut_example_*.so    tests/kut/lib/: kernels with deliberate bugs, a kernel with
+#                                 FlashMLA's limits (page64), and broken libraries
 #   (libmlasim_kut_aiter.so       aiter's real kernels: cmake/AiterKut.cmake, docs/kut-aiter.md)
 # All land in <build>/bin beside the mlasim binary, where mlasim looks for libmlasim_kut_gpu.so.
 # The ABI header is installed with the CMake package (include/mlasim/kernels/mlasim_kut.h) and
@@ -30,16 +31,20 @@ set(MLASIM_KUT_TARGETS "")
 if(NOT MLASIM_LIBFUZZER)
   mlasim_kut_library(mlasim_kut_cpu SOURCES ${PROJECT_SOURCE_DIR}/kernels/kut/cpu_kut.cpp)
   list(APPEND MLASIM_KUT_TARGETS mlasim_kut_cpu)
-  foreach(bug IN ITEMS tile64 q_overread minus_one)
+  foreach(bug IN ITEMS tile64 q_overread minus_one page64)
     mlasim_kut_library(mlasim_kut_example_${bug}
                        SOURCES ${PROJECT_SOURCE_DIR}/tests/kut/lib/kut_${bug}.cpp)
     list(APPEND MLASIM_KUT_TARGETS mlasim_kut_example_${bug})
   endforeach()
+  mlasim_kut_library(mlasim_kut_example_page64_tile64
+                     SOURCES ${PROJECT_SOURCE_DIR}/tests/kut/lib/kut_page64.cpp
+                     DEFINES MLASIM_KUT_PAGE64_TILE64=1)
+  list(APPEND MLASIM_KUT_TARGETS mlasim_kut_example_page64_tile64)
   # 1 another ABI version, 2 no mlasim_kut_run, 3 crashes in run, 4 crashes in describe, 5 hangs,
   # 6 unknown memory kind, 7 no operation, 8 describe fails, 9 unknown contract, 10 info of
   # another ABI version, 11 every run fails, 12 its first run
-  # fails (tests/kut/lib/kut_broken.cpp)
-  foreach(n RANGE 1 12)
+  # fails, 13 page_size_multiple -1 (tests/kut/lib/kut_broken.cpp)
+  foreach(n RANGE 1 13)
     mlasim_kut_library(mlasim_kut_example_broken${n} SOURCES ${PROJECT_SOURCE_DIR}/tests/kut/lib/kut_broken.cpp
                        DEFINES MLASIM_KUT_BROKEN=${n})
     list(APPEND MLASIM_KUT_TARGETS mlasim_kut_example_broken${n})

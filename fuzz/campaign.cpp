@@ -176,6 +176,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
   origin.max_shrink_steps = o_.max_shrink_steps;
   origin.replay_flags = o_.replay_flags;
   origin.kernel_inputs = o_.kernel_inputs;
+  if (!o_.kernel_limits.LimitsNothing()) origin.kernel_flags = o_.kernel_flags;
   origin.swarm = o_.swarm;
   if (known) {
     cf.known = sim::KnownBugText(*known);
@@ -394,6 +395,7 @@ StatusOr<CampaignSummary> Campaign::Run() {
   config_.profiles = o_.profiles;
   config_.small = o_.small;
   config_.kernel_inputs = o_.kernel_inputs;
+  config_.kernel = o_.kernel_limits;
   if (o_.small) config_.max_batch = 64;
   MLASIM_RETURN_IF_ERROR(EnableFamilies(o_.generate, &config_));
   config_.contracts = o_.contracts;

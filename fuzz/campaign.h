@@ -56,7 +56,9 @@ struct CampaignOptions {
   std::vector<std::shared_ptr<const sim::Contract>> contracts;
   std::string out_dir;  // "" = do not write findings
   bool resume = false;
-  bool kernel_inputs = false;                  // GenConfig::kernel_inputs (fuzz --gpu)
+  bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
+  KernelLimits kernel_limits;  // GenConfig::kernel: the kernel under test's description
+  std::string kernel_flags;    // "--kernel-under-test PATH [--kernel-config TEXT]" (fuzz --gpu)
   int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
   // Swarm generation (fuzz/scenario_gen.h SwarmKnobs). The CLI's default is on (`--swarm on`);
   // here false keeps the generator of campaigns before swarm, and their findings.

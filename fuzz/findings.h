@@ -56,6 +56,10 @@ struct FindingOrigin {
   // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
   std::string replay_flags;
   bool kernel_inputs = false;  // generated with GenConfig::kernel_inputs (reproduce: --gpu)
+  // Generated within a kernel's limits (GenConfig::kernel): "--kernel-under-test PATH
+  // [--kernel-config TEXT]", which the reproduce command adds so that `fuzz --reproduce`
+  // generates within the same limits; "" otherwise.
+  std::string kernel_flags;
 };
 
 // The command that regenerates the shrunk case of `f` (the finding file's reproduce.command):

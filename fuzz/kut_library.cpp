@@ -52,7 +52,22 @@ std::string KutDescription::Unsupported(int32_t op, int32_t heads, int32_t head_
   if (max_page_size > 0 && page_size > max_page_size)
     return "page size " + std::to_string(page_size) + " (the kernel runs up to " +
            std::to_string(max_page_size) + ")";
+  if (!multiple(page_size, page_size_multiple))
+    return "page size " + std::to_string(page_size) + " (the kernel runs multiples of " +
+           std::to_string(page_size_multiple) + ")";
   return "";
+}
+
+KernelLimits KutDescription::Limits() const {
+  KernelLimits k;
+  k.dense = dense || !sparse;  // a kernel that names neither is refused at each call instead
+  k.sparse = sparse;
+  k.fp8_kv = (kv_dtypes & MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN)) != 0;
+  k.bf16_kv = (kv_dtypes & MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16)) != 0;
+  if (!k.fp8_kv && !k.bf16_kv) k.fp8_kv = k.bf16_kv = true;  // fp32 only: holds either
+  k.page_size_multiple = std::max(1, page_size_multiple);
+  k.max_page_size = std::max(0, max_page_size);
+  return k;
 }
 
 nlohmann::json KutDescription::ToJson() const {
@@ -73,6 +88,7 @@ nlohmann::json KutDescription::ToJson() const {
           {"head_dim_v_multiple", head_dim_v_multiple},
           {"max_head_dim_v", max_head_dim_v},
           {"max_page_size", max_page_size},
+          {"page_size_multiple", page_size_multiple},
           {"dense", dense},
           {"sparse", sparse},
           {"decode_contract", decode_contract->doc},
@@ -97,6 +113,7 @@ StatusOr<KutDescription> KutDescription::FromJson(const nlohmann::json& j) {
     d.head_dim_v_multiple = j.at("head_dim_v_multiple").get<int32_t>();
     d.max_head_dim_v = j.at("max_head_dim_v").get<int32_t>();
     d.max_page_size = j.at("max_page_size").get<int32_t>();
+    d.page_size_multiple = j.at("page_size_multiple").get<int32_t>();
     d.dense = j.at("dense").get<bool>();
     d.sparse = j.at("sparse").get<bool>();
   } catch (const std::exception& e) {
@@ -202,6 +219,10 @@ StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
   d.head_dim_v_multiple = std::max(1, info.head_dim_v_multiple);
   d.max_head_dim_v = info.max_head_dim_v;
   d.max_page_size = info.max_page_size;
+  if (info.page_size_multiple < 0)
+    return Bad(path, "describes page_size_multiple " + std::to_string(info.page_size_multiple) +
+                         " (0 or 1: any page size; N: multiples of N)");
+  d.page_size_multiple = std::max(1, info.page_size_multiple);
   d.dense = info.dense != 0;
   d.sparse = info.sparse != 0;
   const std::string dir = fs::path(fs::absolute(load)).parent_path().string();

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fuzz/kernel_limits.h"
 #include "kernels/mlasim_kut.h"
 #include "ref/status.h"
 #include "sim/contract.h"
@@ -30,8 +31,13 @@ struct KutDescription {
   int32_t head_dim_qk_multiple = 1, max_head_dim_qk = 0;
   int32_t head_dim_v_multiple = 1, max_head_dim_v = 0;
   int32_t max_page_size = 0;
+  int32_t page_size_multiple = 1;  // mlasim_kut_info.page_size_multiple (0 there: 1 here)
   bool dense = false, sparse = false;
   std::shared_ptr<const sim::Contract> decode_contract, reduce_contract;
+
+  // The limits the scenario generator keeps a campaign's cases within (fuzz/kernel_limits.h):
+  // dense / sparse, the KV dtypes it takes natively (bf16, fp8 e4m3fn), the page size.
+  KernelLimits Limits() const;
 
   // "" when the kernel runs a call of this shape, else why not (one sentence).
   std::string Unsupported(int32_t op, int32_t heads, int32_t head_dim_qk, int32_t head_dim_v,

@@ -237,6 +237,22 @@ std::map<std::string, double> KutPool::Timing() const {
   return timing_;
 }
 
+std::map<std::string, int64_t> KutPool::CallOutcomes() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return outcomes_;
+}
+
+namespace {
+// "run", "skipped: WHY" or "unsupported: WHY" of one call report (fuzz/kut_check.h).
+std::string Outcome(const json& report) {
+  auto cut = [](std::string s) { return s.size() > 120 ? s.substr(0, 117) + "..." : s; };
+  if (report.contains("skipped")) return "skipped: " + cut(report.value("skipped", ""));
+  for (const json& run : report.value("runs", json::array()))
+    if (run.contains("unsupported")) return "unsupported: " + cut(run.value("unsupported", ""));
+  return "run";
+}
+}  // namespace
+
 std::unique_ptr<KutWorker> KutPool::Take() {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return !idle_.empty() || live_ < o_.workers; });
@@ -359,6 +375,10 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
       if (tag == 'F') fault = j;
       if (tag == 'C') {
         res.calls.push_back(j.value("report", json::object()));
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          outcomes_[Outcome(res.calls.back())] += 1;
+        }
         AddFindings(j.value("findings", json::array()), &res.findings);
       }
       if (tag == 'E') {

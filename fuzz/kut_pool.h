@@ -74,6 +74,10 @@ class KutPool {
   // Seconds the workers spent, by part (replay, inputs, kernel, reference, checks, plans), and
   // "steps": the steps they checked.
   std::map<std::string, double> Timing() const;
+  // Decode calls of the steps checked, by outcome: "run" (the kernel ran it), "skipped: WHY"
+  // (not the kernel's shape, refused by the engine's guard, ...: never called) and
+  // "unsupported: WHY" (the kernel answered MLASIM_KUT_UNSUPPORTED), WHY cut at 120 characters.
+  std::map<std::string, int64_t> CallOutcomes() const;
 
  private:
   explicit KutPool(const KutPoolOptions& o);
@@ -88,10 +92,11 @@ class KutPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<KutWorker>> idle_;
-  int32_t live_ = 0;                      // workers idle or lent out (under mu_)
-  int64_t started_ = 0;                   // workers started (under mu_)
-  int64_t restarts_ = 0;                  // workers replaced after a fault or hang (under mu_)
-  std::map<std::string, double> timing_;  // (under mu_)
+  int32_t live_ = 0;                         // workers idle or lent out (under mu_)
+  int64_t started_ = 0;                      // workers started (under mu_)
+  int64_t restarts_ = 0;                     // workers replaced after a fault or hang (under mu_)
+  std::map<std::string, double> timing_;     // (under mu_)
+  std::map<std::string, int64_t> outcomes_;  // CallOutcomes (under mu_)
 };
 
 // The findings of the kernel under test for one replayed step (the step's scenario runs on a

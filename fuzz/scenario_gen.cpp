@@ -288,6 +288,15 @@ void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
   if (kind >= 0) GenDisagreement(s, kind);
 }
 
+// A dense case whose page size the kernel under test does not run gets the smallest one it runs
+// (a modelled KV cache: page sizes above 1 live there). No draw: the case is otherwise the same.
+void KeepPageSizeRunnable(const KernelLimits& k, Scenario& s) {
+  const int32_t page = k.RunnablePageSize();
+  if (s.model.sparse || k.RunsPageSize(s.kv_cache.page_size) || page == 0) return;
+  s.kv_cache.modelled = true;
+  s.kv_cache.page_size = page;
+}
+
 // One of the config's profiles, among those the swarm left in.
 std::string PickProfile(const GenConfig& cfg, uint32_t omitted) {
   if (omitted == 0) return *rc::gen::elementOf(cfg.profiles);
@@ -370,6 +379,8 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
                          : Choose<bool>(sw.omitted[kModel],
                                         rc::gen::weightedElement<bool>({{2, true}, {1, false}}),
                                         {{2, rc::gen::just(true)}, {1, rc::gen::just(false)}});
+    if (!cfg.kernel.sparse) s.model.sparse = false;  // the kernel's limits: no extra draw
+    if (!cfg.kernel.dense) s.model.sparse = true;
     s.model.topk = *rc::gen::element(2048, 64, 512);
     s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
     // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
@@ -379,6 +390,10 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     s.model.kv_dtype = Choose<ref::DType>(
         sw.omitted[kKvDtype], rc::gen::element(ref::DType::kFp8, ref::DType::kBf16),
         {{1, rc::gen::just(ref::DType::kFp8)}, {1, rc::gen::just(ref::DType::kBf16)}});
+    if (s.model.kv_dtype == ref::DType::kFp8 && !cfg.kernel.fp8_kv)
+      s.model.kv_dtype = ref::DType::kBf16;
+    if (s.model.kv_dtype == ref::DType::kBf16 && !cfg.kernel.bf16_kv)
+      s.model.kv_dtype = ref::DType::kFp8;
     s.model.rope_dim = *rc::gen::weightedElement<int32_t>({{5, 64}, {1, 0}});
     const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
         {{6, rc::gen::inRange<int32_t>(1, 9)},
@@ -437,6 +452,7 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
     GenRequestShapes(s, sw);
     GenFamilies(cfg, sw, s);
+    KeepPageSizeRunnable(cfg.kernel, s);
     s.contracts = cfg.contracts;
     return s;
   });

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/kernel_limits.h"
 #include "ref/status.h"
 #include "sim/scenario.h"
 
@@ -51,6 +52,9 @@ struct GenConfig {
   // with a few hostile index values (-1, -2, INT_MAX, INT_MIN) in the indexer's top-k regions,
   // so a kernel meets the invalid indices its contract must handle.
   bool kernel_inputs = false;
+  // The kernel under test's limits (fuzz/kernel_limits.h): dense / sparse, KV dtype and page size
+  // of every case are kept within them. The default limits nothing (the cases of before).
+  KernelLimits kernel;
   // Swarm generation (`mlasim fuzz --swarm on`, SwarmKnobs): every case first leaves a random
   // subset of the knobs' options out, then generates within what is left. false: the generator
   // of `--swarm off`, whose cases are those of the generator before swarm, byte for byte.

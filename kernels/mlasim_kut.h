@@ -157,9 +157,11 @@ typedef struct mlasim_kut_info {
   int32_t max_page_size;       /* 0: no limit */
   int32_t dense;               /* 1: runs dense (page-table) calls */
   int32_t sparse;              /* 1: runs sparse top-k calls */
-  int32_t reserved0;
+  int32_t page_size_multiple;  /* page_size must be a multiple of it; 0 or 1: any (this field
+                                  was reserved0, always 0, before: such libraries stay valid) */
   /* The access contracts (docs/contracts.md) mlasim checks the kernel against, one per call
-   * kind: JSON text (starting with '{'), "builtin:VARIANT" (asm, opus, hk, mla_reduce_v1), or a
+   * kind: JSON text (starting with '{'), "builtin:VARIANT" (asm, opus, hk, mla_reduce_v1,
+   * flashmla_dense, flashinfer_fa3, in_decode: sim/contracts/), or a
    * file path (relative paths: from the library's folder). NULL: builtin:asm / builtin:
    * mla_reduce_v1. */
   const char* decode_contract;

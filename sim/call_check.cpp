@@ -22,6 +22,19 @@ void Fill(ref::Int32Buffer& b, const std::vector<int32_t>& v, int32_t width) {
   b.row_width = width;
 }
 
+// Whether a contract document names `buffer` outside its prose ("source" / "sources"): a
+// program that plans for itself (FlashMLA's, FlashInfer's) never names aiter's plan buffers.
+bool NamesBuffer(const nlohmann::json& j, const std::string& buffer) {
+  if (j.is_string()) return j.get_ref<const std::string&>().find(buffer) != std::string::npos;
+  if (j.is_array())
+    return std::any_of(j.begin(), j.end(), [&](const auto& x) { return NamesBuffer(x, buffer); });
+  if (!j.is_object()) return false;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it.key() != "source" && it.key() != "sources" && NamesBuffer(it.value(), buffer))
+      return true;
+  return false;
+}
+
 // The tensors each call kind needs to be checked at all (the rest are checked when given).
 Status CheckRequired(const CallCheckInput& in) {
   const bool decode = in.contract->call == CallKind::kDecode;
@@ -46,7 +59,7 @@ Status CheckRequired(const CallCheckInput& in) {
                    {"reduce_final_map", &in.reduce_final_map},
                    {"reduce_partial_map", &in.reduce_partial_map}};
   for (const auto& [name, v] : plan)
-    if (v->empty())
+    if (v->empty() && NamesBuffer(in.contract->doc, name))
       return InvalidArgumentError(name, "missing (empty): the contract loads from it");
   return OkStatus();
 }
@@ -108,6 +121,7 @@ StatusOr<std::vector<Violation>> CheckCall(const CallCheckInput& in) {
                            : std::max<int32_t>(static_cast<int32_t>(in.work_indptr.size()) - 1, 0);
   p.derived.num_works = in.work_indptr.empty() ? 0 : std::max(in.work_indptr.back(), 0);
   snap.request.qo_indptr = in.qo_indptr;
+  snap.request.uni_seqlen_qo = 0;  // the call's qo_indptr as passed (sim/kernel_request.h)
   snap.request.kv_indptr = in.kv_indptr;
   snap.request.kv_last_page_lens = in.kv_last_page_lens;
   t.plans.push_back(std::move(snap));

@@ -63,7 +63,7 @@ constexpr const char* kLaunchVarNames[kLaunchVarCount] = {
     "partial_rows",  "index_rows",        "kv_cache_rows",
     "tokens",        "captured_grid",     "work_indptr_rows",
     "work_info_rows", "reduce_indptr_rows", "reduce_final_map_rows",
-    "reduce_partial_map_rows"};
+    "reduce_partial_map_rows", "batch"};
 
 template <class E, size_t N>
 const char* NameOf(const Named<E> (&table)[N], E v) {

@@ -134,6 +134,7 @@ enum LaunchVar : int32_t {
   kVarReduceIndptrRows,
   kVarReduceFinalMapRows,
   kVarReducePartialMapRows,
+  kVarBatch,            // decode: requests of the call's plan request (kv_indptr entries - 1)
   kLaunchVarCount,
 };
 const char* LaunchVarName(int32_t v);

@@ -8,6 +8,7 @@
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
+#include "sim/kernel_request.h"
 
 namespace mlasim::sim {
 namespace {
@@ -112,6 +113,7 @@ class CallExecutor {
   const TensorArg* roles_[kMaxRoles] = {};
   Allocation* role_allocs_[kMaxRoles] = {};  // their allocations, looked up once per call
   std::vector<std::array<TensorArg, 5>> plan_tensors_;  // per trace plan, built once
+  std::vector<int32_t> kernel_qo_indptr_;  // the bound call's qo_indptr (sim/kernel_request.h)
   LoadSource loads_[kLoadSlotCount];
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
@@ -485,7 +487,8 @@ void CallExecutor::Bind(const Call& c) {
       BindRole(pt[i]);
       plan_load(slot, pt[i].buffer, *rb.second);
     }
-    vec_load(kLoadQoIndptr, kQoIndptr, snap.request.qo_indptr);
+    KernelQoIndptr(snap.request, &kernel_qo_indptr_);  // q rows as the kernel addresses them
+    vec_load(kLoadQoIndptr, kQoIndptr, kernel_qo_indptr_);
     vec_load(kLoadKvIndptr, kKvIndptr, snap.request.kv_indptr);
     vec_load(kLoadKvLastPageLens, kLastPage, snap.request.kv_last_page_lens);
     vars_[kVarClusters] = p.derived.num_clusters;
@@ -497,6 +500,7 @@ void CallExecutor::Bind(const Call& c) {
     vars_[kVarReduceIndptrRows] = p.reduce_indptr.size();
     vars_[kVarReduceFinalMapRows] = p.reduce_final_map.size() / 2;
     vars_[kVarReducePartialMapRows] = p.reduce_partial_map.size();
+    vars_[kVarBatch] = std::max<int64_t>(0, int64_t(snap.request.kv_indptr.size()) - 1);
   }
   if (c.kind == CallKind::kIndexFill) {
     vec_load(kLoadIndptr, c.fill_indptr_buffer, c.fill_indptr);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "ref/planner.h"
 
@@ -13,14 +14,19 @@ namespace mlasim::sim {
 
 // Dense plans tile uni_seqlen_qo rows per request, padding included, so qo_indptr is made
 // uniform (the engine's T1 request lists 0 rows for padding, which the planner ignores);
-// per-token (sparse) requests are returned unchanged.
+// per-token (sparse) requests are returned unchanged. KernelQoIndptr writes that qo_indptr
+// alone (the executor's `qo_indptr[b]` loads, docs/contracts.md).
+inline void KernelQoIndptr(const ref::PlanRequest& r, std::vector<int32_t>* out) {
+  if (r.topk < 0 && r.uni_seqlen_qo > 0 && !r.kv_indptr.empty()) {
+    out->resize(r.kv_indptr.size());
+    for (size_t b = 0; b < out->size(); ++b) (*out)[b] = static_cast<int32_t>(b) * r.uni_seqlen_qo;
+  } else {
+    *out = r.qo_indptr;
+  }
+}
 inline ref::PlanRequest KernelRequest(const ref::PlanRequest& r) {
   ref::PlanRequest out = r;
-  if (out.topk < 0 && out.uni_seqlen_qo > 0 && !out.kv_indptr.empty()) {
-    out.qo_indptr.resize(out.kv_indptr.size());
-    for (size_t b = 0; b < out.qo_indptr.size(); ++b)
-      out.qo_indptr[b] = static_cast<int32_t>(b) * out.uni_seqlen_qo;
-  }
+  KernelQoIndptr(r, &out.qo_indptr);
   return out;
 }
 

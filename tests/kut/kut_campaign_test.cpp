@@ -151,6 +151,69 @@ TEST(KutCampaign, CpuKernelHasNoFindingInEitherMode) {
   }
 }
 
+// A kernel described as FlashMLA's (dense only, bf16 KV, page size a multiple of 64 and at most
+// 64: tests/kut/lib/kut_page64.cpp) gets steps it runs: every decode call it sees is a page-64
+// bf16 dense call (a call outside its description would be an error return, a KUT-fault
+// finding "called outside its description"), and calls do run. Without the limits the same
+// seeds draw sparse, fp8 and page-1 steps (KernelLimitsGen.* in
+// tests/fuzz/kernel_limits_test.cpp). What the campaign does find (aiter's decode_update moving
+// pieces of a 64-token-page plan by tokens, tests/cases/H-decode-update-on-paged-plan.json) is
+// the engine's, seen through the CPU kernel that runs aiter's plan as given.
+TEST(KutCampaign, GeneratesStepsAKernelWithFlashMlasLimitsRuns) {
+  const fs::path log = Tmp("page64.log"), out = Tmp("page64");
+  ::setenv("MLASIM_KUT_PAGE64_LOG", log.c_str(), 1);
+  const Out r = Campaign("sentinel", Lib("example_page64"), out);
+  ::unsetenv("MLASIM_KUT_PAGE64_LOG");
+  ASSERT_NE(r.code, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("cases 32 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("kernel under test: example-page64"), std::string::npos) << r.out;
+  std::ifstream f(log);
+  std::string line;
+  int calls = 0;
+  while (std::getline(f, line)) {
+    EXPECT_EQ(line, "decode page 64 kv 1 sparse 0");
+    ++calls;
+  }
+  EXPECT_GE(calls, 32) << r.out;  // at least one decode call per case
+  const std::regex run("decode calls: ([0-9]+) run, ([0-9]+) skipped, 0 unsupported");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, run)) << r.out;
+  EXPECT_GT(std::stoi(m[1]), 0);
+  EXPECT_LE(std::stoi(m[1]), calls);  // calls whose worker crashed report nothing
+  if (fs::exists(out))
+    for (const auto& [sig, doc] : Findings(out)) {
+      const std::string detail = doc["finding"]["violation"]["detail"].get<std::string>();
+      EXPECT_EQ(detail.find("outside its description"), std::string::npos) << sig << ": " << detail;
+      EXPECT_EQ(doc["kv_cache"]["page_size"], 64) << sig;
+    }
+  fs::remove(log);
+  fs::remove_all(out);
+}
+
+// A finding of a limited kernel reproduces within its limits: the reproduce command names the
+// kernel, and `fuzz --reproduce` with it regenerates the page-64 bf16 dense case.
+TEST(KutCampaign, FindingsOfALimitedKernelReproduceWithinItsLimits) {
+  const fs::path out = Tmp("page64_tile64");
+  const Out r = Campaign("sentinel", Lib("example_page64_tile64"), out);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  const auto findings = Findings(out);
+  ASSERT_FALSE(findings.empty());
+  for (const auto& [sig, doc] : findings) {
+    SCOPED_TRACE(sig);
+    EXPECT_EQ(doc["kv_cache"]["page_size"], 64);
+    const std::string cmd = doc["finding"]["reproduce"]["command"].get<std::string>();
+    EXPECT_NE(cmd.find(" --gpu sentinel --kernel-under-test "), std::string::npos) << cmd;
+    EXPECT_EQ(cmd.find("--head-dims"), std::string::npos) << cmd;  // not a shaping flag
+    EXPECT_NE(cmd.find("example_page64_tile64.so"), std::string::npos) << cmd;
+    const Out gen = Cli(Words(cmd));
+    ASSERT_EQ(gen.code, 0) << gen.err;
+    const nlohmann::json s = nlohmann::json::parse(gen.out);
+    EXPECT_EQ(s["kv_cache"]["page_size"], 64) << gen.out;
+    EXPECT_EQ(s["model"]["kv_dtype"], "bf16") << gen.out;
+  }
+  fs::remove_all(out);
+}
+
 TEST(KutCampaign, FindsAndShrinksAKernelStoringWhole64RowTiles) {
   const fs::path dir = Tmp("tile64");
   const Out r = Campaign("sentinel", Lib("example_tile64"), dir);

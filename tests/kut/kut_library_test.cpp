@@ -93,6 +93,40 @@ TEST(KutLibrary, RefusesAnInfoOfAnotherAbiVersion) {
       << e;
 }
 
+TEST(KutLibrary, RefusesANegativePageSizeMultiple) {
+  const std::string e = OpenError("example_broken13");
+  EXPECT_NE(e.find("describes page_size_multiple -1 (0 or 1: any page size; N: multiples of N)"),
+            std::string::npos)
+      << e;
+}
+
+// page_size_multiple 0 (a library of before, whose field was reserved0) runs any page size; 64
+// (example-page64, FlashMLA's limit) runs 64 alone, with max_page_size 64.
+TEST(KutLibrary, ReadsThePageSizeMultiple) {
+  auto cpu = KutLibrary::Open(Lib("cpu"), "");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  EXPECT_EQ((*cpu)->description().page_size_multiple, 1);
+  EXPECT_TRUE((*cpu)->description().Limits().LimitsNothing());
+  auto p64 = KutLibrary::Open(Lib("example_page64"), "");
+  ASSERT_TRUE(p64.ok()) << p64.status().message();
+  const KutDescription& d = (*p64)->description();
+  EXPECT_EQ(d.name, "example-page64");
+  EXPECT_EQ(d.page_size_multiple, 64);
+  EXPECT_EQ(d.max_page_size, 64);
+  const KernelLimits k = d.Limits();
+  EXPECT_TRUE(k.dense);
+  EXPECT_FALSE(k.sparse);
+  EXPECT_TRUE(k.bf16_kv);
+  EXPECT_FALSE(k.fp8_kv);
+  EXPECT_EQ(k.page_size_multiple, 64);
+  EXPECT_EQ(k.max_page_size, 64);
+  EXPECT_EQ(k.RunnablePageSize(), 64);
+  // The description survives the worker -> parent JSON.
+  auto back = KutDescription::FromJson(d.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->page_size_multiple, 64);
+}
+
 TEST(KutLibrary, CpuKernelRefusesAConfigItDoesNotKnow) {
   const std::string e = OpenError("cpu", "variant=fast");
   EXPECT_NE(e.find("returned 1: unknown variant 'fast' (asm, opus or hk)"), std::string::npos) << e;
@@ -129,6 +163,41 @@ TEST(KutDescription, SaysWhyAShapeIsNotRun) {
   const KutDescription& d = (*lib)->description();
   EXPECT_EQ(d.Unsupported(MLASIM_KUT_OP_DECODE, 16, 1024, 1024, 1, true), "");  // the limit
   EXPECT_NE(d.Unsupported(MLASIM_KUT_OP_DECODE, 16, 1040, 512, 1, true), "");   // one past it
+  auto p64 = KutLibrary::Open(Lib("example_page64"), "");
+  ASSERT_TRUE(p64.ok());
+  const KutDescription& e = (*p64)->description();
+  EXPECT_EQ(e.Unsupported(MLASIM_KUT_OP_DECODE, 16, 64, 64, 64, false), "");
+  EXPECT_EQ(e.Unsupported(MLASIM_KUT_OP_DECODE, 16, 64, 64, 1, false),
+            "page size 1 (the kernel runs multiples of 64)");
+  EXPECT_EQ(e.Unsupported(MLASIM_KUT_OP_DECODE, 16, 64, 64, 32, false),
+            "page size 32 (the kernel runs multiples of 64)");
+  EXPECT_EQ(e.Unsupported(MLASIM_KUT_OP_DECODE, 16, 64, 64, 128, false),
+            "page size 128 (the kernel runs up to 64)");
+  EXPECT_EQ(e.Unsupported(MLASIM_KUT_OP_DECODE, 16, 64, 64, 1, true),
+            "the kernel runs no sparse calls");
+}
+
+// KernelLimits (fuzz/kernel_limits.h): the page size a dense case gets.
+TEST(KernelLimits, RunnablePageSizeBoundaries) {
+  KernelLimits k;
+  EXPECT_EQ(k.RunnablePageSize(), 1);
+  EXPECT_TRUE(k.LimitsNothing());
+  k.page_size_multiple = 64;
+  EXPECT_EQ(k.RunnablePageSize(), 64);
+  EXPECT_FALSE(k.RunsPageSize(32));
+  EXPECT_TRUE(k.RunsPageSize(128));
+  k.max_page_size = 64;
+  EXPECT_FALSE(k.RunsPageSize(128));
+  EXPECT_EQ(k.RunnablePageSize(), 64);
+  k.max_page_size = 63;  // one below the multiple: nothing runs
+  EXPECT_EQ(k.RunnablePageSize(), 0);
+  k.max_page_size = 0;
+  k.page_size_multiple = 3;  // no power of two is a multiple of 3
+  EXPECT_EQ(k.RunnablePageSize(), 0);
+  k.page_size_multiple = 1024;  // the largest page a scenario takes
+  EXPECT_EQ(k.RunnablePageSize(), 1024);
+  k.page_size_multiple = 2048;
+  EXPECT_EQ(k.RunnablePageSize(), 0);
 }
 
 // A library that crashes while describing itself ends the worker that loads it, not this

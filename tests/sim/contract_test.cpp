@@ -305,8 +305,10 @@ TEST(Contract, PlanCallsNameTheModelTheyRun) {
 }
 
 TEST(Contract, BuiltinsParseWithTheirSemantics) {
-  EXPECT_EQ(BuiltinVariants(CallKind::kDecode), (std::vector<std::string>{"asm", "hk", "opus"}));
-  EXPECT_EQ(BuiltinVariants(CallKind::kReduce), (std::vector<std::string>{"mla_reduce_v1"}));
+  EXPECT_EQ(BuiltinVariants(CallKind::kDecode),
+            (std::vector<std::string>{"asm", "flashinfer_fa3", "flashmla_dense", "hk", "opus"}));
+  EXPECT_EQ(BuiltinVariants(CallKind::kReduce),
+            (std::vector<std::string>{"in_decode", "mla_reduce_v1"}));
   EXPECT_EQ(BuiltinVariants(CallKind::kIndexFill),
             (std::vector<std::string>{"indexer_gather", "kv_indices_generate"}));
   const std::pair<const char*, ZeroKv> zero[] = {
@@ -320,7 +322,8 @@ TEST(Contract, BuiltinsParseWithTheirSemantics) {
   }
   auto bad = BuiltinContract(CallKind::kDecode, "flydsl", "$.kernel");
   EXPECT_EQ(bad.status().ToString(),
-            "$.kernel: no built-in decode contract \"flydsl\" (known: asm, hk, opus)");
+            "$.kernel: no built-in decode contract \"flydsl\" (known: asm, flashinfer_fa3, "
+            "flashmla_dense, hk, opus)");
 }
 
 TEST(Contract, WithConstantsIsADataVariantCachedPerValue) {

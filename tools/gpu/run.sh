@@ -2,7 +2,11 @@
 # tools/gpu/run.sh - everything for ONE device call on the H200: configure + build the CUDA
 # backend, run the GPU tests, the performance runs (skipped with PERF=0), `mlasim replay --gpu` on
 # every built-in and tests/cases scenario (sentinel mode) and on the founding case in guard-page
-# mode, and compute-sanitizer memcheck on a small case.
+# mode, and compute-sanitizer memcheck on a small case. With FLASHMLA=1 it then runs
+# tools/gpu/third_party_kut.sh: FlashMLA's dense decode as the kernel under test (build with
+# -DMLASIM_FLASHMLA_DIR, `fuzz --gpu sentinel` 120 s, `--gpu guard` 60 s, every finding replayed;
+# carry .third_party/archives/flashmla.tar.xz); FLASHINFER=1 adds FlashInfer's fa3 kernel (carry
+# flashinfer.tar.xz). FLASHMLA=only runs that step alone (no other build or test).
 # Logs go to $OUT (default ./gpu-out); setup and build in tools/gpu/common.sh.
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -10,6 +14,11 @@ source "$(dirname "$0")/common.sh"
   nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,driver_version --format=csv
   nvcc --version | tail -2; cmake --version | head -1
 } > "$OUT/env.log" 2>&1
+THIRD_PARTY="flashmla$([ "${FLASHINFER:-0}" = 1 ] && echo ' flashinfer')"
+if [ "${FLASHMLA:-0}" = only ]; then
+  KERNELS=$THIRD_PARTY bash "$(dirname "$0")/third_party_kut.sh"
+  exit $?
+fi
 build_cuda mlasim_tests mlasim || exit 1
 T=build-cuda/bin/mlasim_tests
 $T --gtest_filter='Gpu*' 2>&1 | tee "$OUT/gpu-tests.log"
@@ -60,3 +69,6 @@ export -f replay_one; export M OUT
 wait
 cat "$OUT/replay-gpu.log" "$OUT/replay-guard.log" "$OUT/replay-json.log"
 tail -4 "$OUT/memcheck.log" 2>/dev/null
+if [ "${FLASHMLA:-0}" = 1 ]; then
+  KERNELS=$THIRD_PARTY bash "$(dirname "$0")/third_party_kut.sh"
+fi

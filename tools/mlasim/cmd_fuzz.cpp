@@ -189,8 +189,8 @@ class FuzzCommand final : public Command {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
         if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract" ||
-            f == "--gpu" || f == "--swarm")
-          continue;  // they shape the regenerated case
+            f == "--gpu" || f == "--swarm" || f == "--kernel-under-test" || f == "--kernel-config")
+          continue;  // they shape the regenerated case (a kernel: its limits)
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
                               flag, "not used with --reproduce (it regenerates one case)"));
@@ -287,6 +287,10 @@ class FuzzCommand final : public Command {
     po.timeout_seconds = kut_timeout_;
     if (app_->count("--device")) po.devices = {std::to_string(device_)};
     MLASIM_ASSIGN_OR_RETURN(*pool, fuzz::KutPool::Start(po));
+    o_.kernel_limits = (*pool)->description().Limits();
+    o_.kernel_flags = "--kernel-under-test " + fuzz::ShellQuote(kut_path_);
+    if (!kut_config_.empty())
+      o_.kernel_flags += " --kernel-config " + fuzz::ShellQuote(kut_config_);
     o_.kernel = fmt::format("{}|{}|{}|{},{}|{}", kut_path_, kut_config_, gpu_mode_,
                             check_.head_dim_qk, check_.head_dim_v, check_.reference);
     o_.replay_flags = ReplayFlags();
@@ -379,6 +383,12 @@ class FuzzCommand final : public Command {
     cfg.contracts = o_.contracts;
     cfg.kernel_inputs = app_->count("--gpu") > 0;
     cfg.swarm = o_.swarm;
+    if (cfg.kernel_inputs &&
+        app_->count("--kernel-under-test")) {  // its limits (GenConfig::kernel)
+      std::unique_ptr<fuzz::KutPool> pool;
+      if (const Status st = StartKernel(&pool); !st.ok()) return Fail(io, st);
+      cfg.kernel = o_.kernel_limits;
+    }
     auto s = fuzz::ReplayShrinkPath(cfg, reproduce_seed_, reproduce_size_, path);
     if (!s.ok()) return Fail(io, s.status());
     io.out << sim::ScenarioToJson(*s).dump(2) << '\n';
@@ -466,6 +476,17 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
       "replacement(s)\n",
       d.name, kut_path_, kut_config_.empty() ? "" : ", config " + kut_config_, gpu_mode_,
       check_.head_dim_qk, check_.head_dim_v, check_.reference, pool.restarts());
+  // What became of the decode calls: a kernel that runs none of the generated shapes is silent
+  // otherwise.
+  int64_t run = 0, skipped = 0, unsupported = 0, top = 0;
+  std::string top_why;
+  for (const auto& [outcome, n] : pool.CallOutcomes()) {
+    (outcome == "run" ? run : outcome.rfind("skipped", 0) == 0 ? skipped : unsupported) += n;
+    if (outcome != "run" && n > top) top = n, top_why = outcome;
+  }
+  io.out << fmt::format("decode calls: {} run, {} skipped, {} unsupported by the kernel{}\n", run,
+                        skipped, unsupported,
+                        top > 0 ? fmt::format(" (most often {}: {})", top, top_why) : "");
   const std::map<std::string, double> t = pool.Timing();
   if (t.empty() || cases <= 0) return;
   double total = 0;

@@ -4,7 +4,8 @@
 // 6 describes an unknown memory kind, 7 describes no operation, 8 fails mlasim_kut_describe with
 // a message, 9 names a contract that does not exist, 10 writes another ABI version into its info,
 // 11 returns MLASIM_KUT_ERROR from every mlasim_kut_run, 12 only from the first mlasim_kut_run of
-// its process (a kernel that is not deterministic: the shrink's replay no longer sees it).
+// its process (a kernel that is not deterministic: the shrink's replay no longer sees it), 13
+// describes page_size_multiple -1.
 #include <cstdint>
 
 #include "kernels/mlasim_kut.h"
@@ -35,6 +36,7 @@ EXPORT int mlasim_kut_describe(const char*, mlasim_kut_info* info) {
   info->max_head_dim_qk = info->max_head_dim_v = 1024;
   info->dense = info->sparse = 1;
   if (MLASIM_KUT_BROKEN == 9) info->decode_contract = "builtin:no-such-variant";
+  if (MLASIM_KUT_BROKEN == 13) info->page_size_multiple = -1;
   return MLASIM_KUT_OK;
 }
 
