@@ -171,22 +171,25 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
   cf.max_shrink_steps = o_.max_shrink_steps;
   cf.cut_short = f.cut_short;
   const sim::KnownBug* known = KnownBugOf(f, signature);
-  if (known) cf.known = sim::KnownBugText(*known);
-  cf.known_bug = known;
+  FindingOrigin origin;
+  origin.known = known;
+  origin.seed_index = index;
+  origin.profiles = o_.profiles;
+  origin.profiles_are_default = o_.profiles == CampaignOptions{}.profiles;
+  origin.small = o_.small;
+  origin.generate = o_.generate;
+  origin.contract_files = o_.contract_files;
+  origin.max_shrink_steps = o_.max_shrink_steps;
+  origin.replay_flags = o_.replay_flags;
+  origin.kernel_inputs = o_.kernel_inputs;
+  origin.swarm = o_.swarm;
+  origin.shrink = o_.shrink;
+  if (known) {
+    cf.known = sim::KnownBugText(*known);
+    cf.known_name = known->name;
+  }
+  cf.command = ReproduceCommand(f, origin);
   if (!o_.out_dir.empty() && error_.ok()) {
-    FindingOrigin origin;
-    origin.known = known;
-    origin.seed_index = index;
-    origin.profiles = o_.profiles;
-    origin.profiles_are_default = o_.profiles == CampaignOptions{}.profiles;
-    origin.small = o_.small;
-    origin.generate = o_.generate;
-    origin.contract_files = o_.contract_files;
-    origin.max_shrink_steps = o_.max_shrink_steps;
-    origin.replay_flags = o_.replay_flags;
-    origin.kernel_inputs = o_.kernel_inputs;
-    origin.swarm = o_.swarm;
-    origin.shrink = o_.shrink;
     const std::string name = FindingFileName(signature);
     Status st = WriteFileAtomic(Path(name), Path(TempPrefix() + name),
                                 FindingDocument(f, signature, origin).dump(2) + '\n', "--out");
@@ -196,6 +199,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
       return;
     }
     cf.file = Path(name);
+    cf.replay = ReplayCommand(o_.replay_flags, cf.file);
   }
   if (o_.on_finding) o_.on_finding(cf);
   sum_.findings.emplace(signature, std::move(cf));
@@ -314,6 +318,9 @@ Status Campaign::LoadKnownFindings() {
     cf.max_shrink_steps = r.max_shrink_steps;
     cf.cut_short = r.cut_short;
     cf.earlier = true;
+    cf.known_name = r.known_name;
+    cf.command = r.command;
+    cf.replay = ReplayCommand(r.replay_flags, r.path);
     known_.insert(r.signature);
     sum_.findings[r.signature] = std::move(cf);
   }

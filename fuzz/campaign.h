@@ -26,7 +26,6 @@
 #include "fuzz/search.h"
 #include "ref/status.h"
 #include "sim/contract.h"
-#include "sim/known_bugs.h"
 
 namespace mlasim::fuzz {
 
@@ -97,7 +96,9 @@ struct CampaignFinding {
   bool cut_short = false;     // the shrink step budget ended its shrinking (fuzz/search.h)
   bool earlier = false;       // already in --out when this run started (not new)
   std::string known;          // "known: <name> (...), fixed in <profile>" (sim/known_bugs.h)
-  const sim::KnownBug* known_bug = nullptr;  // the same, for findings of this run
+  std::string known_name;     // that known bug's name ("" = none)
+  std::string command;        // the reproduce command (`mlasim fuzz --reproduce ...`)
+  std::string replay;         // `mlasim replay [FLAGS] FILE` when `file` was written, else ""
 };
 
 struct CampaignSummary {

@@ -330,9 +330,9 @@ PolicyCampaign RunPolicyCampaign(bool small, bool swarm, ShrinkPolicy policy, ui
   PolicyCampaign c;
   const double t0 = ProcessCpuSeconds();
   o.on_finding = [&c, t0](const CampaignFinding& f) {
-    if (!f.known_bug || c.known.count(f.known_bug->name)) return;
-    c.known[f.known_bug->name] = SeedSearch{
-        true, static_cast<int64_t>(f.seed_index.value_or(0)) + 1, ProcessCpuSeconds() - t0};
+    if (f.known_name.empty() || c.known.count(f.known_name)) return;
+    c.known[f.known_name] = SeedSearch{true, static_cast<int64_t>(f.seed_index.value_or(0)) + 1,
+                                       ProcessCpuSeconds() - t0};
   };
   auto sum = RunCampaign(o, nullptr);
   MLASIM_ASSERT(sum.ok(), "a campaign of valid options runs");

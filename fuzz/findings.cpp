@@ -104,8 +104,8 @@ std::string PathText(const std::vector<int>& path) {
   return out + "]";
 }
 
-// `mlasim fuzz --reproduce SEED --size N --shrink-path '[...]' [--profile P]... [--small] ...
-// --swarm on|off`.
+}  // namespace
+
 std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
   std::string cmd = fmt::format("mlasim fuzz --reproduce {} --size {} --shrink-path {}", f.seed,
                                 f.size, ShellQuote(PathText(f.shrink_path)));
@@ -124,7 +124,18 @@ std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
   return cmd;
 }
 
-}  // namespace
+std::string OriginText(std::optional<uint64_t> seed_index, int steps, bool cut_short, int budget) {
+  std::string out = seed_index ? fmt::format("seed index {}", *seed_index) : "seed index unknown";
+  out += fmt::format(", {} shrink step{}", steps, steps == 1 ? "" : "s");
+  if (cut_short)
+    out += budget >= 0 ? fmt::format(", cut short by the {}-step budget", budget)
+                       : ", cut short by the shrink step budget";
+  return out;
+}
+
+std::string ReplayCommand(const std::string& replay_flags, const std::string& path) {
+  return "mlasim replay " + (replay_flags.empty() ? "" : replay_flags + " ") + ShellQuote(path);
+}
 
 nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
                                const FindingOrigin& origin) {
@@ -159,8 +170,7 @@ nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
         {"fixed_in", origin.known->fixed_in.empty() ? nlohmann::json()
                                                     : nlohmann::json(origin.known->fixed_in)}};
   if (!origin.replay_flags.empty())
-    doc["finding"]["reproduce"]["replay"] =
-        "mlasim replay " + origin.replay_flags + " " + ShellQuote(file);
+    doc["finding"]["reproduce"]["replay"] = ReplayCommand(origin.replay_flags, file);
   return doc;
 }
 
@@ -195,6 +205,18 @@ Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, Fin
   if (fd.contains("reproduce") && fd["reproduce"].is_object() &&
       fd["reproduce"].value("command", nlohmann::json()).is_string())
     r->command = fd["reproduce"]["command"].get<std::string>();
+  if (fd.contains("known") && fd["known"].is_object() &&
+      fd["known"].value("name", nlohmann::json()).is_string())
+    r->known_name = fd["known"]["name"].get<std::string>();
+  // reproduce.replay is "mlasim replay FLAGS FILE"; FILE (a FindingFileName) has no space.
+  const std::string lead = "mlasim replay ";
+  if (fd.contains("reproduce") && fd["reproduce"].is_object() &&
+      fd["reproduce"].value("replay", nlohmann::json()).is_string()) {
+    const std::string replay = fd["reproduce"]["replay"].get<std::string>();
+    const size_t last = replay.rfind(' ');
+    if (replay.rfind(lead, 0) == 0 && last != std::string::npos && last >= lead.size())
+      r->replay_flags = replay.substr(lead.size(), last - lead.size());
+  }
   return OkStatus();
 }
 

@@ -60,6 +60,20 @@ struct FindingOrigin {
   bool kernel_inputs = false;  // generated with GenConfig::kernel_inputs (reproduce: --gpu)
 };
 
+// The command that regenerates the shrunk case of `f` (the finding file's reproduce.command):
+// `mlasim fuzz --reproduce SEED --size N --shrink-path '[...]'` with the campaign's shaping flags
+// (--profile unless the default, --small, --generate, --contract, --gpu sentinel) and --swarm.
+std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin);
+
+// `mlasim replay [FLAGS ]PATH`: the command that replays a finding file at `path`, through the
+// kernel under test when `replay_flags` (FindingOrigin::replay_flags) are given.
+std::string ReplayCommand(const std::string& replay_flags, const std::string& path);
+
+// Where a finding came from, as summaries print it: "seed index 25, 14 shrink steps" plus ", cut
+// short by the 200-step budget" (`budget` < 0: the budget is not recorded); "seed index unknown"
+// for files of older campaigns.
+std::string OriginText(std::optional<uint64_t> seed_index, int steps, bool cut_short, int budget);
+
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its
 // `finding` object (signature, seed_index, shrink {steps, max_steps, cut_short[, policy]}, the violation
 // with that signature, reproduce {seed, size, shrink_path, profiles, small, swarm, command,
@@ -78,7 +92,10 @@ struct FindingRecord {
   int max_shrink_steps = -1;  // the budget it was shrunk under (-1: not recorded)
   bool cut_short = false;
   std::string detail;
-  std::string command;  // the reproduce command ("" in older files)
+  std::string command;     // the reproduce command ("" in older files)
+  std::string known_name;  // finding.known.name: the known bug it belongs to ("" = none)
+  // The `mlasim replay` flags of reproduce.replay (a kernel-under-test finding; "" otherwise).
+  std::string replay_flags;
   std::string
       scenario;  // the case alone (no name, no finding), compact JSON: what "smallest" ranks
 };

@@ -25,7 +25,6 @@ using nlohmann::json;
 const char* const kPlanBuffers[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map",
                                     "reduce_partial_map"};
 
-
 ref::AttentionPrecision KutPrecision(bool o_bf16) {
   ref::AttentionPrecision p;
   p.accumulate = ref::Accumulate::kFp32;
@@ -123,8 +122,8 @@ json Predicted::Json() const {
 
 namespace {
 
-// The kernel buffer of an allocation a call receives ("" for buffers whose size the harness
-// does not reproduce: the engine's index buffer and the KV cache).
+// The kernel buffer of an allocation a call receives ("" for buffers the harness does not
+// reproduce).
 std::string KutBufferOf(const sim::Call& c, const std::string& allocation) {
   std::string role;
   for (const sim::TensorArg& a : c.args)
@@ -138,7 +137,11 @@ std::string KutBufferOf(const sim::Call& c, const std::string& allocation) {
     }
   if (role == "logits") return "partial_o";
   if (role == "attn_lse") return "partial_lse";
-  if (role == "kv_indices" || role == "indices") return "";  // the engine's buffer, not ours
+  // The engine's index buffer is longer than the harness's page list, but both start at the same
+  // element: only accesses before it compare (as for the KV cache). Sparse calls pass their
+  // per-token lists in another layout (topk_indices), which does not compare.
+  if (role == "kv_indices") return c.sparse ? "" : "kv_indices";
+  if (role == "indices") return "";
   return role;
 }
 
@@ -160,7 +163,7 @@ std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
     for (const bool before : {true, false}) {
       if (before ? v.rows_before_start <= 0 : v.rows_past_end <= 0) continue;
       // The harness's cache is as large as the inputs need: only reads before it compare.
-      if (buf == "kv_cache" && !before) continue;
+      if ((buf == "kv_cache" || buf == "kv_indices") && !before) continue;
       const int64_t first = before ? -v.rows_before_start : std::max(v.first_row, v.rows);
       const int64_t last = before ? -1 : std::max(v.last_row, first);
       std::vector<std::string> names = {buf};

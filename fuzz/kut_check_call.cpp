@@ -302,7 +302,9 @@ bool StepChecker::RunOne(int32_t op, const sim::Call& c, const std::vector<Predi
       {"call", c.index},          {"op", op_name},      {"step", c.step},        {"name", c.name},
       {"table_row", c.table_row}, {"kernel", c.kernel}, {"predicted", predicted}};
   if (before_) before_(running);
-  arena_->PublishForFaults();
+  std::vector<KutRowRange> expected;
+  for (const Predicted& p : pred) expected.push_back({p.buffer, p.first, p.last});
+  arena_->PublishForFaults(expected);
   std::string err;
   const mlasim_kut_call call = Descriptor(op);
   int rc;

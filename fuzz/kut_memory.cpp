@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 #include <stdexcept>
@@ -23,25 +24,42 @@ int64_t RoundUp(int64_t x, int64_t m) {
   return (x + m - 1) / m * m;
 }
 
-void FillPattern(unsigned char* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) p[i] = gpu::sentinel_byte(static_cast<size_t>(i));
+// One period of the sentinel pattern (byte i depends on i & 0xFF only).
+constexpr int64_t kPatternPeriod = 256;
+const unsigned char* PatternPeriod() {
+  static const auto period = [] {
+    std::array<unsigned char, kPatternPeriod> a{};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = gpu::sentinel_byte(i);
+    return a;
+  }();
+  return period.data();
 }
 
-// Damage of a host sentinel region [p, p + n) as the first / last differing offsets and count.
+void FillPattern(unsigned char* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += kPatternPeriod)
+    std::memcpy(p + i, PatternPeriod(), static_cast<size_t>(std::min(kPatternPeriod, n - i)));
+}
+
+// Damage of a host sentinel region [p, p + n) as the first / last differing offsets and count:
+// whole periods compared at once, bytes only inside a period that differs.
 gpu::SentinelScan ScanHost(const unsigned char* p, int64_t n) {
   gpu::SentinelScan s{-1, -1, 0};
-  for (int64_t i = 0; i < n; ++i) {
-    if (p[i] == gpu::sentinel_byte(static_cast<size_t>(i))) continue;
-    if (s.bad_bytes == 0) s.first_bad_byte = i;
-    s.last_bad_byte = i;
-    ++s.bad_bytes;
+  for (int64_t i0 = 0; i0 < n; i0 += kPatternPeriod) {
+    const int64_t len = std::min(kPatternPeriod, n - i0);
+    if (std::memcmp(p + i0, PatternPeriod(), static_cast<size_t>(len)) == 0) continue;
+    for (int64_t i = i0; i < i0 + len; ++i) {
+      if (p[i] == PatternPeriod()[i - i0]) continue;
+      if (s.bad_bytes == 0) s.first_bad_byte = i;
+      s.last_bad_byte = i;
+      ++s.bad_bytes;
+    }
   }
   return s;
 }
 
 // ---- the fault handler's table (host buffers of the call in flight) -------------------------
 struct FaultRange {
-  uintptr_t lo = 0, hi = 0;      // the whole mapping, guard pages included
+  uintptr_t lo = 0, hi = 0;      // the whole mapping, guard pages included (or an expected range)
   uintptr_t start = 0, end = 0;  // the buffer
   int64_t row_bytes = 1, rows = 0;
   char name[32] = {};
@@ -49,6 +67,30 @@ struct FaultRange {
 constexpr int kMaxFaultRanges = 64;
 FaultRange g_ranges[kMaxFaultRanges];
 std::atomic<int> g_range_count{0};
+// The out-of-bounds rows the contract predicts for the call in flight, as address ranges: an
+// address inside one is that buffer's access even when it lands in another buffer's guard page
+// (a read far before or past a buffer skips its own guard).
+FaultRange g_expected[kMaxFaultRanges];
+std::atomic<int> g_expected_count{0};
+
+// The range holding `a`: an expected range first, then a mapping, else the nearest mapping
+// (*dist > 0). -1 when there is none.
+const FaultRange* RangeOf(uintptr_t a, uintptr_t* dist) {
+  *dist = 0;
+  const int expected = g_expected_count.load();
+  for (int i = 0; i < expected; ++i)
+    if (a >= g_expected[i].lo && a < g_expected[i].hi) return &g_expected[i];
+  const FaultRange* best = nullptr;
+  uintptr_t best_dist = ~uintptr_t{0};
+  const int count = g_range_count.load();
+  for (int i = 0; i < count; ++i) {
+    const FaultRange& r = g_ranges[i];
+    const uintptr_t d = a < r.lo ? r.lo - a : a >= r.hi ? a - r.hi + 1 : 0;
+    if (d < best_dist) best = &r, best_dist = d;
+  }
+  *dist = best_dist;
+  return best;
+}
 int g_fault_fd = -1;
 
 // Async-signal-safe formatting: append text / a signed decimal to a fixed buffer.
@@ -82,23 +124,16 @@ void OnFault(int sig, siginfo_t* info, void* uctx) {
 #else
   (void)uctx;
 #endif
-  // The mapping holding the address, else the buffer nearest to it.
-  const int count = g_range_count.load();
-  int best = -1;
-  uintptr_t best_dist = ~uintptr_t{0};
-  for (int i = 0; i < count; ++i) {
-    const FaultRange& r = g_ranges[i];
-    const uintptr_t dist = a < r.lo ? r.lo - a : a >= r.hi ? a - r.hi + 1 : 0;
-    if (dist < best_dist) best = i, best_dist = dist;
-  }
+  uintptr_t best_dist = 0;
+  const FaultRange* best = RangeOf(a, &best_dist);
   Line l;
   l.Add("F {\"signal\":");
   l.Num(sig);
   l.Add(",\"access\":\"");
   l.Add(access);
   l.Add("\"");
-  if (best >= 0) {
-    const FaultRange& r = g_ranges[best];
+  if (best != nullptr) {
+    const FaultRange& r = *best;
     l.Add(",\"buffer\":\"");
     l.Add(r.name);
     l.Add("\",\"side\":\"");
@@ -134,6 +169,7 @@ struct KutArena::Buffer {
   // host: the whole mapping; device: the allocation (or the guarded buffer's pointer)
   unsigned char* base = nullptr;
   int64_t mapped = 0;
+  bool own_mapping = true;  // host: a mapping of its own (else a piece of the arena's reservation)
   bool device_guarded = false;
 };
 
@@ -142,7 +178,7 @@ KutArena::KutArena(Memory memory, bool guard) : memory_(memory), guard_(guard) {
 KutArena::~KutArena() {
   for (auto& b : buffers_) {
     if (memory_ == Memory::kHost) {
-      ::munmap(b->base, static_cast<size_t>(b->mapped));
+      if (b->own_mapping) ::munmap(b->base, static_cast<size_t>(b->mapped));
       continue;
     }
     try {
@@ -153,7 +189,68 @@ KutArena::~KutArena() {
     } catch (...) {  // a destructor must not throw; after a device fault the worker ends anyway
     }
   }
-  if (memory_ == Memory::kHost) g_range_count = 0;
+  if (memory_ == Memory::kHost) {
+    g_range_count = 0;
+    g_expected_count = 0;
+    if (reserve_ != nullptr) ::munmap(reserve_, static_cast<size_t>(reserve_bytes_));
+  }
+}
+
+// Host placement. Each buffer gets a unit [pad][area][pad] of its own, pads unmapped and at
+// least 1 MiB (or the area) wide, so an access a long way past a buffer still lands in that
+// buffer's own unit. Units are cut, in order, from one address reservation per arena: their
+// relative layout depends only on the buffers, not on what the process mapped before, so a fault
+// (or its absence) replays the same way. When the reservation cannot be had or is full, the unit
+// is a mapping of its own.
+void KutArena::PlaceHost(Buffer& b, bool guard) {
+  const KutBufferSpec& s = b.spec;
+  const int64_t page = PageBytes();
+  const int64_t sentinel = s.sentinel_rows * s.row_bytes;
+  // sentinel mode: head and tail sentinels, except a `guard_before` buffer (the KV cache) which
+  // starts right after its unmapped pad so that a read of row -1 faults in either mode
+  const int64_t slack = guard ? 0 : s.guard_before ? sentinel : 2 * sentinel;
+  const int64_t area = RoundUp(std::max<int64_t>(s.bytes + slack, 1), page);
+  const int64_t pad = std::max<int64_t>(RoundUp(area, page), kHostPadBytes);
+  b.mapped = pad + area + pad;
+  b.base = ReserveHost(b.mapped, &b.own_mapping);
+  unsigned char* lo = b.base + pad;
+  if (::mprotect(lo, static_cast<size_t>(area), PROT_READ | PROT_WRITE) != 0) {
+    if (b.own_mapping) ::munmap(b.base, static_cast<size_t>(b.mapped));
+    throw std::runtime_error("mprotect of " + s.name + " failed");
+  }
+  if (s.guard_before)
+    b.data = lo;
+  else
+    b.data = guard ? lo + area - s.bytes : lo + sentinel;
+  b.head = lo;
+  b.head_bytes = b.data - lo;
+  b.tail = b.data + s.bytes;
+  b.tail_bytes = (lo + area) - b.tail;
+  FillPattern(b.head, b.head_bytes);
+  FillPattern(b.tail, b.tail_bytes);
+}
+
+// `bytes` of PROT_NONE address space: the next piece of the arena's reservation, else (*own set)
+// a mapping of its own. Throws std::runtime_error when neither can be had.
+unsigned char* KutArena::ReserveHost(int64_t bytes, bool* own) {
+  if (reserve_ == nullptr && !reserve_failed_) {
+    void* m = ::mmap(nullptr, static_cast<size_t>(kHostReserveBytes), PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    reserve_failed_ = m == MAP_FAILED;
+    if (!reserve_failed_)
+      reserve_ = static_cast<unsigned char*>(m), reserve_bytes_ = kHostReserveBytes;
+  }
+  *own = reserve_ == nullptr || reserve_used_ + bytes > reserve_bytes_;
+  if (!*own) {
+    unsigned char* p = reserve_ + reserve_used_;
+    reserve_used_ += bytes;
+    return p;
+  }
+  void* m = ::mmap(nullptr, static_cast<size_t>(bytes), PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (m == MAP_FAILED)
+    throw std::runtime_error("mmap of " + std::to_string(bytes) + " bytes failed");
+  return static_cast<unsigned char*>(m);
 }
 
 void* KutArena::Add(const KutBufferSpec& s) {
@@ -166,29 +263,7 @@ void* KutArena::Add(const KutBufferSpec& s) {
   const int64_t sentinel = s.sentinel_rows * s.row_bytes;
   const bool guard = guard_ && s.guard;
   if (memory_ == Memory::kHost) {
-    const int64_t page = PageBytes();
-    const int64_t area =
-        RoundUp(std::max<int64_t>(guard ? s.bytes : sentinel * 2 + s.bytes, 1), page);
-    b->mapped = area + 2 * page;
-    void* m = ::mmap(nullptr, static_cast<size_t>(b->mapped), PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (m == MAP_FAILED) throw std::runtime_error("mmap of " + s.name + " failed");
-    b->base = static_cast<unsigned char*>(m);
-    unsigned char* lo = b->base + page;
-    if (::mprotect(lo, static_cast<size_t>(area), PROT_READ | PROT_WRITE) != 0) {
-      ::munmap(m, static_cast<size_t>(b->mapped));
-      throw std::runtime_error("mprotect of " + s.name + " failed");
-    }
-    if (!guard)
-      b->data = lo + sentinel;
-    else
-      b->data = s.guard_before ? lo : lo + area - s.bytes;
-    b->head = lo;
-    b->head_bytes = b->data - lo;
-    b->tail = b->data + s.bytes;
-    b->tail_bytes = (lo + area) - b->tail;
-    FillPattern(b->head, b->head_bytes);
-    FillPattern(b->tail, b->tail_bytes);
+    PlaceHost(*b, guard);
   } else if (guard && s.bytes > 0) {
     const gpu::GuardedAllocation g = gpu::device_alloc_guarded(static_cast<size_t>(s.bytes));
     b->device_guarded = true;
@@ -278,8 +353,10 @@ std::vector<KutDamage> KutArena::ScanAndRefill() {
   return out;
 }
 
-void KutArena::PublishForFaults() const {
+void KutArena::PublishForFaults(const std::vector<KutRowRange>& expected) const {
   if (memory_ != Memory::kHost) return;
+  g_expected_count = 0;
+  g_range_count = 0;
   int n = 0;
   for (const auto& b : buffers_) {
     if (n == kMaxFaultRanges) break;
@@ -293,6 +370,21 @@ void KutArena::PublishForFaults() const {
     std::strncpy(r.name, b->spec.name.c_str(), sizeof r.name - 1);
     r.name[sizeof r.name - 1] = '\0';
   }
+  int e = 0;
+  for (const KutRowRange& x : expected) {
+    const FaultRange* owner = nullptr;
+    for (int i = 0; i < n && owner == nullptr; ++i)
+      if (x.buffer == g_ranges[i].name) owner = &g_ranges[i];
+    if (owner == nullptr || e == kMaxFaultRanges || x.last_row < x.first_row) continue;
+    FaultRange& r = g_expected[e++];
+    r = *owner;
+    const auto at = [&](int64_t row) {
+      return owner->start + static_cast<uintptr_t>(row * owner->row_bytes);  // wraps for row < 0
+    };
+    r.lo = at(x.first_row);
+    r.hi = at(x.last_row + 1);
+  }
+  g_expected_count = e;
   g_range_count = n;
 }
 

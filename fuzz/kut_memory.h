@@ -5,16 +5,19 @@
 // gpu::sentinel_byte) or, in guard mode, at the edge of an unmapped page so that an access past
 // it faults. Host memory (a CPU kernel) or device memory (kernels/gpu_api.h).
 //
-// Host layout of one buffer: [unmapped page][head sentinel][buffer][tail sentinel][unmapped page]
-// in sentinel mode, so an access far past the sentinels faults instead of corrupting the heap;
-// in guard mode the buffer ends at its trailing unmapped page (or, for `guard_before` buffers,
-// starts right after its leading one) and the slack on the other side holds sentinel bytes.
+// Host layout of one buffer: [unmapped pad][head sentinel][buffer][tail sentinel][unmapped pad]
+// in sentinel mode (a `guard_before` buffer, the KV cache, has no head sentinel: it starts at its
+// pad), so an access far past the sentinels faults instead of corrupting the heap; in guard mode
+// the buffer ends at its trailing pad (or, for `guard_before` buffers, starts right after its
+// leading one) and the slack on the other side holds sentinel bytes. Pads are at least 1 MiB and
+// the units are cut in order from one address reservation per arena, so the layout replays.
 // Device: sentinel mode allocates head + buffer + tail; guard mode places the buffer at the end
 // of a guarded mapping (gpu::device_alloc_guarded), so only accesses past the end fault there.
 //
 // A host fault is attributed by the address the kernel touched: RegisterHostFaultHandler()
-// installs a SIGSEGV / SIGBUS handler that finds the buffer whose guard page (or mapping) holds
-// the address and writes one line `F {json}` to a file descriptor, then ends the process.
+// installs a SIGSEGV / SIGBUS handler that finds the buffer whose predicted out-of-bounds rows,
+// else whose unit, holds the address and writes one line `F {json}` to a file descriptor, then
+// ends the process.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +46,12 @@ struct KutDamage {
   int64_t bad_bytes = 0;
 };
 
+// Rows [first_row, last_row] (inclusive, from the buffer's start; negative: before it).
+struct KutRowRange {
+  std::string buffer;
+  int64_t first_row = 0, last_row = 0;
+};
+
 class KutArena {
  public:
   enum class Memory { kHost, kDevice };
@@ -65,17 +74,27 @@ class KutArena {
   // Damaged sentinel regions since the last scan (buffer order), refilled afterwards so that the
   // next call's damage is its own.
   std::vector<KutDamage> ScanAndRefill();
-  // Host arenas: makes these buffers the ones the fault handler attributes faults to.
-  void PublishForFaults() const;
+  // Host arenas: makes these buffers the ones the fault handler attributes faults to, and
+  // `expected` (the out-of-bounds rows the call's contract predicts, rows from each buffer's
+  // start) the ranges it checks first: a predicted access far outside its buffer is attributed to
+  // that buffer, wherever it lands. Ranges naming no buffer of the arena are ignored.
+  void PublishForFaults(const std::vector<KutRowRange>& expected = {}) const;
   bool guard() const { return guard_; }
   Memory memory() const { return memory_; }
 
  private:
   struct Buffer;
   Buffer& Find(const std::string& name) const;
+  void PlaceHost(Buffer& b, bool guard);
+  unsigned char* ReserveHost(int64_t bytes, bool* own);
+  static constexpr int64_t kHostReserveBytes = int64_t{1} << 36;  // 64 GiB of address space
+  static constexpr int64_t kHostPadBytes = int64_t{1} << 20;      // unmapped, around each buffer
   Memory memory_;
   bool guard_;
   std::vector<std::unique_ptr<Buffer>> buffers_;
+  unsigned char* reserve_ = nullptr;  // host: the arena's address reservation
+  int64_t reserve_bytes_ = 0, reserve_used_ = 0;
+  bool reserve_failed_ = false;
 };
 
 // Installs (once per process) the SIGSEGV / SIGBUS handler of host guard and sentinel mode. On a

@@ -291,32 +291,40 @@ void AddFindings(const json& list, std::vector<sim::Violation>* out) {
 
 }  // namespace
 
-// Runs the decode call `call` (the one that faulted) again in fresh workers, one buffer
-// guarded at a time, until one faults: that buffer is the one the kernel ran past.
-json KutPool::AttributeDeviceFault(const json& scenario, int32_t call, const json& fault) {
+// Runs the call `running` names (a decode, or a reduce with the decode before it) again in
+// fresh workers, one buffer guarded at a time, until that same call faults: that buffer is the
+// one it ran past. A fault in another call of the rerun (the decode before a reduce, running past
+// the one guarded buffer where sentinel mode gave it slack) says nothing about this call's fault
+// and moves on to the next buffer.
+json KutPool::AttributeDeviceFault(const json& scenario, const json& running, const json& fault) {
+  const int32_t call = running.value("call", 0);
+  const std::string op = running.value("op", "");
+  const int32_t decode = op == "reduce" ? call - 1 : call;
   for (const char* name : kDeviceGuardOrder) {
     std::string error;
     std::unique_ptr<KutWorker> w = NewWorker(&error);
     if (w == nullptr) break;
     const json req = {{"scenario", scenario},
-                      {"start_call", call},
-                      {"end_call", call + 1},
+                      {"start_call", decode},
+                      {"end_call", decode + 1},
                       {"guard_only", name},
                       {"guard", true}};
     if (!w->Send(req.dump())) continue;
     std::string line;
+    json now;
     while (w->Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
       char tag;
       json j;
       if (!Parse(line, &tag, &j)) continue;
+      if (tag == 'P') now = j;
       if (tag == 'E') break;
-      if (tag == 'F') {
-        json out = fault;
-        out["buffer"] = name;
-        out["side"] = "after";
-        out["device"] = j.value("device", fault.value("device", std::string()));
-        return out;
-      }
+      if (tag != 'F') continue;
+      if (now.value("call", -1) != call || now.value("op", "") != op) break;
+      json out = fault;
+      out["buffer"] = name;
+      out["side"] = "after";
+      out["device"] = j.value("device", fault.value("device", std::string()));
+      return out;
     }
   }
   return fault;
@@ -387,8 +395,7 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
     const int32_t call = running.value("call", 0);
     if (fault.is_null()) fault = {{"signal", 0}, {"ended", how}};
     if (fault.contains("device") && !fault.contains("buffer"))
-      fault = AttributeDeviceFault(scenario, running.value("op", "") == "reduce" ? call - 1 : call,
-                                   fault);
+      fault = AttributeDeviceFault(scenario, running, fault);
     sim::Violation v = FaultFinding(running, fault, desc_.name);
     res.notes.push_back(fmt::format("call {} ({}): the worker ended ({}); {}", call,
                                     running.value("op", ""), how, v.detail));

@@ -80,7 +80,7 @@ class KutPool {
   std::unique_ptr<KutWorker> Take();
   void Give(std::unique_ptr<KutWorker> w);
   std::unique_ptr<KutWorker> NewWorker(std::string* error);
-  nlohmann::json AttributeDeviceFault(const nlohmann::json& scenario, int32_t call,
+  nlohmann::json AttributeDeviceFault(const nlohmann::json& scenario, const nlohmann::json& running,
                                       const nlohmann::json& fault);
 
   KutPoolOptions o_;

@@ -5,6 +5,8 @@
 #include "ref/dtypes.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -29,24 +31,43 @@ bool IsFp8(NumFormat f) {
   return f == NumFormat::kFp8E4m3fn || f == NumFormat::kFp8E4m3fnuz;
 }
 
-// Rounds an integer-valued-or-not double to an integer, ties to even. Exact for |y| < 2^52.
+// Rounds 0 <= y < 2^52 to an integer, ties to even: adding 2^52 leaves no fraction bits, so the
+// addition itself rounds, in the IEEE default mode (round to nearest, ties to even), which this
+// project never changes (and builds without -ffast-math, which could fold the two operations).
 double RoundHalfEven(double y) {
-  const double fl = std::floor(y);
-  const double diff = y - fl;  // exact: y and fl share the binade or fl is smaller
-  if (diff > 0.5) return fl + 1.0;
-  if (diff < 0.5) return fl;
-  return std::fmod(fl, 2.0) == 0.0 ? fl : fl + 1.0;
+  constexpr double kNoFractionBits = 0x1p52;
+  const volatile double shifted = y + kNoFractionBits;  // volatile: keep the rounding addition
+  return shifted - kNoFractionBits;
 }
 
 // |x| rounded to the format's grid with an unbounded exponent range above (overflow is the
 // caller's decision). x must be finite and > 0.
+// 2^k as a double, for k in [-1022, 1023] (a normal power of two: multiplying by it is exact
+// while the product stays normal).
+double Pow2(int k) {
+  const uint64_t bits = static_cast<uint64_t>(k + 1023) << 52;
+  double p;
+  std::memcpy(&p, &bits, sizeof p);
+  return p;
+}
+
+// The binade of a finite a > 0: floor(log2(a)), read from the exponent field (a subnormal double
+// reads as -1023, below every format's smallest normal binade, so the clamp below gives the
+// same result as its true binade would).
+int Binade(double a) {
+  uint64_t bits;
+  std::memcpy(&bits, &a, sizeof bits);
+  return static_cast<int>((bits >> 52) & 0x7ff) - 1023;
+}
+
 double RoundMagnitude(const FormatInfo& f, double a) {
-  int e2 = 0;
-  std::frexp(a, &e2);  // a = m * 2^e2, m in [0.5, 1): the leading bit is 2^(e2 - 1)
-  const int binade = std::max(e2 - 1, f.min_normal_exp);
+  const int binade = std::max(Binade(a), f.min_normal_exp);
   const int quantum_exp = binade - f.mantissa_bits;
-  const double scaled = std::ldexp(a, -quantum_exp);  // exact: a power-of-two scaling
-  return std::ldexp(RoundHalfEven(scaled), quantum_exp);
+  // exact: power-of-two scalings; |a| * 2^-quantum_exp < 2^(mantissa_bits + 1) stays normal, and
+  // the rounded integer times 2^quantum_exp is on the format's grid (quantum_exp >= -1022 for
+  // every format narrower than a double)
+  const double scaled = a * Pow2(-quantum_exp);
+  return RoundHalfEven(scaled) * Pow2(quantum_exp);
 }
 
 double Overflowed(const FormatInfo& f, double x, Fp8Overflow overflow) {

@@ -98,6 +98,8 @@ std::string ClassLegend(const std::vector<Violation>& vs) {
   return out;
 }
 
+}  // namespace
+
 std::string ViolationText(const ReplayReport& r, const Violation& v) {
   std::string out =
       fmt::format("\n  [{}] class {}  {} / {} ({})  {} {}\n", ViolationKindName(v.kind),
@@ -127,6 +129,8 @@ std::string ViolationText(const ReplayReport& r, const Violation& v) {
   if (const KnownBug* k = MatchKnownBug(v, r)) out += "      " + KnownBugText(*k) + "\n";
   return out;
 }
+
+namespace {
 
 std::string CallsText(const ReplayReport& r) {
   std::string out = "\ncalls:\n";

@@ -17,5 +17,10 @@ namespace mlasim::sim {
 nlohmann::json ReportJson(const ReplayReport& r);
 // The human report: the step's shape, the calls with their rows, each violation explained.
 std::string ReportText(const ReplayReport& r);
+// One violation of `r` as the text report explains it (ReportText prints one per violation, the
+// JUnit report one per failing call, sim/junit.h): "\n  [kind] class X  step / call (kernel)
+// access buffer", then lines indented six spaces: the rows, the work items, the consequence on
+// hardware, the detail sentence, the cause and the known bug, when there are.
+std::string ViolationText(const ReplayReport& r, const Violation& v);
 
 }  // namespace mlasim::sim

@@ -177,14 +177,18 @@ TEST(KutCampaign, FindsAndShrinksAKernelReadingARowPastQForZeroKvItems) {
   fs::remove_all(dir);
 }
 
+// In both modes: the KV cache starts at an unmapped page in sentinel mode too, so the read of
+// row -1 faults instead of reading sentinel bytes unseen.
 TEST(KutCampaign, FindsAndShrinksAKernelDereferencingIndexMinusOne) {
-  const fs::path dir = Tmp("minus1");
-  const Out r = Campaign("guard", Lib("example_minus_one"), dir);
-  ASSERT_EQ(r.code, 1) << r.out << r.err;
-  ExpectFoundAndShrunk(dir, "kv_cache|read|KUT-contract");
-  for (const auto& [sig, doc] : Findings(dir))
-    EXPECT_NE(sig.find("|sparse_decode|"), std::string::npos) << sig;  // top-k indices only
-  fs::remove_all(dir);
+  for (const std::string mode : {"guard", "sentinel"}) {
+    const fs::path dir = Tmp("minus1-" + mode);
+    const Out r = Campaign(mode, Lib("example_minus_one"), dir);
+    ASSERT_EQ(r.code, 1) << mode << '\n' << r.out << r.err;
+    ExpectFoundAndShrunk(dir, "kv_cache|read|KUT-contract");
+    for (const auto& [sig, doc] : Findings(dir))
+      EXPECT_NE(sig.find("|sparse_decode|"), std::string::npos) << sig;  // top-k indices only
+    fs::remove_all(dir);
+  }
 }
 
 // A resumed campaign with the same command line finds nothing new: exit 0, the findings listed

@@ -17,6 +17,7 @@
 #include "fuzz/kut_pool.h"
 #include "fuzz/search.h"
 #include "fuzz/summary_html.h"
+#include "fuzz/summary_junit.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
@@ -40,8 +41,8 @@ constexpr const char* kFuzzExitCodes =
 // The flags of a campaign, refused by --reproduce and by merge.
 constexpr const char* kCampaignFlags[] = {
     "--out", "--jobs", "--cases", "--seconds", "--resume", "--shard", "--seed", "--ignore-known",
-    "--small", "--profile", "--shrink-steps", "--generate", "--contract", "--html", "--swarm",
-    "--shrink",
+    "--small", "--profile", "--shrink-steps", "--generate", "--contract", "--html", "--junit",
+    "--swarm", "--shrink",
     // kernel under test (docs/kernel-under-test.md)
     "--gpu", "--kernel-under-test", "--kernel-config", "--device", "--devices", "--head-dims",
     "--reference", "--kernel-timeout"};
@@ -106,6 +107,10 @@ class FuzzCommand final : public Command {
                      "also write the campaign summary as one self-contained HTML page (findings "
                      "over time, coverage; docs/pictures.md)")
         ->type_name("FILE");
+    app_->add_option("--junit", junit_out_,
+                     "also write a JUnit XML report for CI: one failing test case per new "
+                     "finding, a passing \"campaign\" case with the cases run (docs/ci.md)")
+        ->type_name("FILE");
     AddKernelFlags();
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
@@ -127,6 +132,11 @@ class FuzzCommand final : public Command {
         ->add_option("--out", merge_out_,
                      "write the kept findings into OUT (its own findings take part)")
         ->type_name("OUT");
+    merge_
+        ->add_option("--junit", merge_junit_,
+                     "also write a JUnit XML report: one failing test case per kept finding "
+                     "(docs/ci.md)")
+        ->type_name("FILE");
   }
   CLI::App* app() const override { return app_; }
 
@@ -168,8 +178,10 @@ class FuzzCommand final : public Command {
     if (merge_->parsed()) {
       for (const char* flag : kCampaignFlags)
         if (app_->count(flag))
-          return Fail(io,
-                      InvalidArgumentError(flag, "not used with merge (put --out after merge)"));
+          return Fail(io, InvalidArgumentError(
+                              flag, std::string("not used with merge (put ") +
+                                        (std::string(flag) == "--junit" ? "--junit" : "--out") +
+                                        " after merge)"));
       for (const char* flag : {"--reproduce", "--size", "--shrink-path"})
         if (app_->count(flag)) return Fail(io, InvalidArgumentError(flag, "not used with merge"));
       return Merge(io);
@@ -226,6 +238,8 @@ class FuzzCommand final : public Command {
           io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
     if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
+    if (app_->count("--junit"))
+      if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);
     double last_plain = -10;
     auto progress = [&](int64_t cases, int64_t findings, double secs) {
@@ -261,6 +275,10 @@ class FuzzCommand final : public Command {
     if (app_->count("--html")) {  // checked before the campaign; a failure now is a full disk
       const std::string page = fuzz::CampaignHtml(o_, *sum, seed_text_);
       if (Status st = WriteOutputFile("--html", html_out_, page); !st.ok()) return Fail(io, st);
+    }
+    if (app_->count("--junit")) {
+      const std::string xml = fuzz::CampaignJunit(o_, *sum, seed_text_);
+      if (Status st = WriteOutputFile("--junit", junit_out_, xml); !st.ok()) return Fail(io, st);
     }
     if (sum->NewFindings() > 0) return kExitCheckFailed;
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
@@ -399,7 +417,7 @@ class FuzzCommand final : public Command {
   CLI::App* app_ = nullptr;
   CLI::App* merge_ = nullptr;
   std::vector<std::string> merge_dirs_;
-  std::string merge_out_, html_out_;
+  std::string merge_out_, merge_junit_, html_out_, junit_out_;
   fuzz::CampaignOptions o_;
   fuzz::KutCheckOptions check_;
   std::string gpu_mode_, kut_path_, kut_config_, devices_text_, head_dims_text_;
@@ -419,12 +437,7 @@ class FuzzCommand final : public Command {
 
 // "seed index 25, 14 shrink steps[, cut short by the 200-step budget]".
 std::string Origin(std::optional<uint64_t> seed_index, int steps, bool cut_short, int budget) {
-  std::string out = seed_index ? fmt::format("seed index {}", *seed_index) : "seed index unknown";
-  out += fmt::format(", {} shrink step{}", steps, steps == 1 ? "" : "s");
-  if (cut_short)
-    out += budget >= 0 ? fmt::format(", cut short by the {}-step budget", budget)
-                       : ", cut short by the shrink step budget";
-  return out;
+  return fuzz::OriginText(seed_index, steps, cut_short, budget);
 }
 
 void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const {
@@ -563,6 +576,19 @@ int FuzzCommand::Devices(const Streams& io,
     io.out << fmt::format("  {}  ({}{}){}\n", sig, sum->earlier.count(sig) ? "earlier, " : "",
                           Origin(r.seed_index, r.shrink_steps, r.cut_short, r.max_shrink_steps),
                           o_.out_dir.empty() ? "" : "  " + r.path);
+  if (app_->count("--junit")) {  // the campaign's report over the merged findings
+    fuzz::CampaignSummary cs;
+    cs.cases = cs.next_index = sum->cases;
+    cs.cut_short = sum->cut_short;
+    for (const auto& [sig, r] : sum->findings) {
+      fuzz::CampaignFinding f = fuzz::FindingFromRecord(r, sum->earlier.count(sig) > 0);
+      if (o_.out_dir.empty()) f.file = f.replay = "";  // the workers' folders are gone
+      cs.signatures.insert(sig);
+      cs.findings.emplace(sig, f);
+    }
+    const std::string xml = fuzz::CampaignJunit(o_, cs, seed_text_);
+    if (Status st = WriteOutputFile("--junit", junit_out_, xml); !st.ok()) return Fail(io, st);
+  }
   bool failed = false;
   for (const fuzz::DeviceProcess& p : sum->processes) failed = failed || p.taken_out;
   if (failed) return kExitInternal;
@@ -571,6 +597,8 @@ int FuzzCommand::Devices(const Streams& io,
 }
 
 int FuzzCommand::Merge(const Streams& io) {
+  if (merge_->count("--junit"))
+    if (Status st = CheckOutputFile("--junit", merge_junit_); !st.ok()) return Fail(io, st);
   auto m = fuzz::MergeFindingDirs(merge_dirs_, merge_out_);
   if (!m.ok()) return Fail(io, m.status());
   io.out << fmt::format("fuzz merge: {} folder(s), {} shard(s), {} cases\n", merge_dirs_.size(),
@@ -588,6 +616,10 @@ int FuzzCommand::Merge(const Streams& io) {
   for (const std::string& p : m->skipped) io.out << "skipped (no finding object): " << p << '\n';
   if (!merge_out_.empty())
     io.out << fmt::format("wrote {} file(s) into {}\n", m->written.size(), merge_out_);
+  if (merge_->count("--junit")) {
+    const std::string xml = fuzz::MergeJunit(*m, merge_dirs_, merge_out_);
+    if (Status st = WriteOutputFile("--junit", merge_junit_, xml); !st.ok()) return Fail(io, st);
+  }
   return kExitOk;
 }
 

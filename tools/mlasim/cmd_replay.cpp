@@ -16,6 +16,7 @@
 #include "fuzz/kut_pool.h"
 #include "fuzz/signature.h"
 #include "kernels/gpu_api.h"
+#include "sim/junit.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/report_html.h"
@@ -167,6 +168,10 @@ class ReplayCommand final : public Command {
                      "also write the report as one self-contained HTML page (call table, "
                      "memory maps, plan timelines; with --gpu the GPU's rows; docs/pictures.md)")
         ->type_name("FILE");
+    app_->add_option("--junit", junit_out_,
+                     "also write a JUnit XML report for CI: one test case per engine call, "
+                     "failing with the call's violations (docs/ci.md)")
+        ->type_name("FILE");
     gpu_opt_ =
         app_->add_option(
                 "--gpu", gpu_mode_,
@@ -230,9 +235,10 @@ class ReplayCommand final : public Command {
         return Fail(io, InvalidArgumentError("--mutant", "no simulator mutant named '" + mutant_ +
                                                              "' (see mlasim mutants --list)"));
     }
-    const bool html = app_->count("--html") > 0;
-    if (html)
+    if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
+    if (app_->count("--junit"))
+      if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
@@ -242,12 +248,14 @@ class ReplayCommand final : public Command {
       return kExitBadInput;
     bool gpu_agrees = true;
     nlohmann::json gpu_json;
+    sim::junit::KernelPart kernel_part;
     if (json_) {
       nlohmann::json j = sim::ReportJson(*report);
       if (gpu) {
         const fuzz::KutStepResult k = pool->Check(report->scenario);
         gpu_agrees = k.findings.empty() && k.error.empty();
         j["gpu"] = gpu_json = KernelJson(pool->description(), gpu_mode_, k);
+        kernel_part = {k.findings, k.error};
       }
       io.out << j.dump(2) << '\n';
     } else {
@@ -257,15 +265,13 @@ class ReplayCommand final : public Command {
         const fuzz::KutStepResult k = pool->Check(report->scenario);
         gpu_agrees = k.findings.empty() && k.error.empty();
         gpu_json = KernelJson(pool->description(), gpu_mode_, k);
+        kernel_part = {k.findings, k.error};
         io.out << KernelText(pool->description(), gpu_mode_, k);
       }
     }
-    if (html) {
-      sim::ReplayHtmlOptions ho;
-      ho.gpu = gpu ? &gpu_json : nullptr;
-      const Status st = WriteOutputFile("--html", html_out_, sim::ReplayHtml(*report, ho));
-      if (!st.ok()) return Fail(io, st);
-    }
+    const Status written =
+        WriteReports(*report, gpu ? &gpu_json : nullptr, gpu ? &kernel_part : nullptr);
+    if (!written.ok()) return Fail(io, written);
     if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
   }
@@ -274,6 +280,20 @@ class ReplayCommand final : public Command {
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
+  }
+  // --html and --junit, after the report (their paths were checked before the replay); `gpu`
+  // and `kernel` with --gpu, else null. Errors: those of WriteOutputFile (a full disk).
+  Status WriteReports(const sim::ReplayReport& r, const nlohmann::json* gpu,
+                      const sim::junit::KernelPart* kernel) const {
+    if (app_->count("--html")) {
+      sim::ReplayHtmlOptions ho;
+      ho.gpu = gpu;
+      MLASIM_RETURN_IF_ERROR(WriteOutputFile("--html", html_out_, sim::ReplayHtml(r, ho)));
+    }
+    if (app_->count("--junit"))
+      MLASIM_RETURN_IF_ERROR(
+          WriteOutputFile("--junit", junit_out_, sim::junit::ReplayJunit(r, kernel)));
+    return OkStatus();
   }
   bool WriteJson(const Streams& io, const char* flag, const std::string& path,
                  const nlohmann::json& j) {
@@ -347,7 +367,7 @@ class ReplayCommand final : public Command {
   std::string gpu_mode_, kut_path_, kut_config_, head_dims_, reference_ = "auto";
   double kut_timeout_ = 120;
   ScenarioArgs scenario_;
-  std::string mutant_, layout_out_, scenario_out_, html_out_;
+  std::string mutant_, layout_out_, scenario_out_, html_out_, junit_out_;
   bool json_ = false;
 };
 
