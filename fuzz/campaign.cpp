@@ -84,7 +84,8 @@ class Campaign {
   // What one seed index gave; committed in index order so that the findings do not depend on
   // which thread finished first.
   struct CaseResult {
-    std::vector<std::string> signatures;  // the case's targets (sorted)
+    std::vector<std::string> signatures;  // the case's targets under the policy (PolicyTargets)
+    std::vector<std::string> shown;       // every violation's signature (sorted)
     // The shrunk finding of each target no lower index showed when the case ran (a lower index
     // committed later may still have shown it: the commit decides).
     std::map<std::string, Failure> failures;
@@ -109,8 +110,11 @@ class Campaign {
   void SaveProgress();
   void Note(const std::string& line);
   bool Budgeted(int64_t k) const { return o_.max_cases < 0 || k < o_.max_cases; }
-  // The slipping-shrink test mutant (campaign.h): its one injection point.
-  bool Slipping() const { return MLASIM_MUTANT(o_.mutant, kSlippingShrink); }
+  // The policy the campaign runs; the slipping-shrink test mutant (campaign.h) is its one
+  // injection point.
+  ShrinkPolicy Policy() const {
+    return MLASIM_MUTANT(o_.mutant, kSlippingShrink) ? ShrinkPolicy::kFirstFailure : o_.shrink;
+  }
 
   const CampaignOptions& o_;
   const ProgressFn& progress_;
@@ -152,11 +156,13 @@ CampaignIdentity Campaign::Identity() const {
   id.max_shrink_steps = o_.max_shrink_steps;
   id.kernel = o_.kernel;
   id.swarm = o_.swarm;
+  id.shrink = ShrinkPolicyName(o_.shrink);
   return id;
 }
 
 void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint64_t index) {
-  if (sum_.findings.count(signature)) return;  // in --out already (the slipping mutant: found)
+  // In --out already, or (first-failure) an earlier case's shrink slipped to the same signature.
+  if (sum_.findings.count(signature)) return;
   CampaignFinding cf;
   cf.signature = signature;
   cf.seed_index = index;
@@ -178,6 +184,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
   origin.kernel_inputs = o_.kernel_inputs;
   if (!o_.kernel_limits.LimitsNothing()) origin.kernel_flags = o_.kernel_flags;
   origin.swarm = o_.swarm;
+  origin.shrink = o_.shrink;
   if (known) {
     cf.known = sim::KnownBugText(*known);
     cf.known_name = known->name;
@@ -195,6 +202,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
     cf.file = Path(name);
     cf.replay = ReplayCommand(o_.replay_flags, cf.file);
   }
+  if (o_.on_finding) o_.on_finding(cf);
   sum_.findings.emplace(signature, std::move(cf));
   ++new_findings_;
 }
@@ -204,12 +212,12 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
 void Campaign::CommitReadyLocked() {
   for (auto it = pending_.find(committed_); it != pending_.end(); it = pending_.find(committed_)) {
     const CaseResult& r = it->second;
+    sum_.shown.insert(r.shown.begin(), r.shown.end());
     for (const std::string& sig : r.signatures) {
       if (!sum_.signatures.insert(sig).second) continue;  // a lower index showed it
       const auto f = r.failures.find(sig);
       if (f == r.failures.end()) continue;  // in --out before the run: not shrunk again
-      const std::string& filed = Slipping() ? Signature(f->second.broken.front()) : sig;
-      RecordLocked(f->second, filed, SeedIndex(committed_));
+      RecordLocked(f->second, FiledSignature(f->second, Policy()), SeedIndex(committed_));
     }
     pending_.erase(it);
     ++committed_;
@@ -232,9 +240,8 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>
   CaseResult res;
   const std::vector<sim::Violation> broken = Evaluate(scenario, property_, sim::SimMutant::kNone);
   if (broken.empty()) return res;
-  const bool slipping = Slipping();
-  res.signatures =
-      slipping ? std::vector<std::string>{Signature(broken.front())} : Signatures(broken);
+  res.signatures = PolicyTargets(broken, Policy());
+  res.shown = Signatures(broken);
   std::vector<std::string> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -242,9 +249,8 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>
       if (!sum_.signatures.count(sig) && !known_.count(sig)) todo.push_back(sig);
   }
   for (const std::string& sig : todo) {
-    std::optional<Failure> f =
-        ShrinkToSignature(config_, seed, size, property_, sim::SimMutant::kNone,
-                          slipping ? "" : sig, o_.max_shrink_steps);
+    std::optional<Failure> f = ShrinkForPolicy(
+        config_, seed, size, property_, sim::SimMutant::kNone, sig, Policy(), o_.max_shrink_steps);
     if (!f.has_value() && !o_.kernel.empty()) f = Unreproduced(scenario, broken, seed, size, sig);
     MLASIM_ASSERT(f.has_value(), "a replay of the same scenario shows the same violations");
     res.failures.emplace(sig, std::move(*f));

@@ -9,6 +9,7 @@
 // file (fuzz/progress.h), and the budget counts the whole campaign across resumes. --shard I/N
 // splits the seed space: shard I tests seed indices I, I+N, I+2N, ..., so N machines never
 // repeat work and their finding folders merge (`fuzz merge`, fuzz/findings.h).
+// CampaignOptions::shrink (`--shrink first-failure`) runs round 1's rule instead, to measure it.
 #pragma once
 
 #include <cstdint>
@@ -32,10 +33,13 @@ namespace mlasim::fuzz {
 // a test of tests/fuzz/ fail.
 enum class CampaignMutant {
   kNone,
-  // Issue 20's slippage: targets only each case's first violation, shrinks keeping any failure
-  // and files the shrunk case under its own first violation.
+  // Issue 20's slippage: the campaign ignores CampaignOptions::shrink and runs
+  // ShrinkPolicy::kFirstFailure (targets only each case's first violation, shrinks keeping any
+  // failure, files the shrunk case under its own first violation).
   kSlippingShrink,
 };
+
+struct CampaignFinding;
 
 struct CampaignOptions {
   // Budgets of the whole campaign (every run of it: --resume continues them). seconds may be
@@ -63,6 +67,9 @@ struct CampaignOptions {
   // Swarm generation (fuzz/scenario_gen.h SwarmKnobs). The CLI's default is on (`--swarm on`);
   // here false keeps the generator of campaigns before swarm, and their findings.
   bool swarm = false;
+  // How a failing case becomes findings (fuzz/search.h; `--shrink`): per-signature (issue 20
+  // §1), or round 1's first-failure, a measurement and compatibility mode.
+  ShrinkPolicy shrink = ShrinkPolicy::kPerSignature;
   CampaignMutant mutant = CampaignMutant::kNone;
   // The property whose violations are findings; empty: every violation (or, with ignore_known,
   // UnknownViolations). Tests set a synthetic one; a kernel-under-test campaign (fuzz --gpu)
@@ -75,6 +82,10 @@ struct CampaignOptions {
   // Folders whose findings count as found before this run (fuzz --devices: the merged --out of
   // the workers' campaigns), besides --out itself.
   std::vector<std::string> known_dirs;
+  // Called for each finding as it is committed (in seed-index order, on a worker thread, under
+  // the campaign's lock: it must not call back into the campaign): `mlasim effectiveness` times
+  // the reports with it. Never set by the CLI.
+  std::function<void(const CampaignFinding&)> on_finding;
 };
 
 struct CampaignFinding {
@@ -93,13 +104,18 @@ struct CampaignFinding {
 };
 
 struct CampaignSummary {
-  int64_t cases = 0;                 // cases committed by this run
-  double seconds = 0;                // this run
-  int64_t next_index = 0;            // the shard's committed cases over every run of the campaign
-  double campaign_seconds = 0;       // over every run of the campaign
-  int64_t resumed_at = -1;           // next_index this run resumed from (-1: started afresh)
-  bool cut_short = false;            // --seconds ended the campaign before its --cases budget
-  std::set<std::string> signatures;  // shown by the shard's committed cases, over every run
+  int64_t cases = 0;            // cases committed by this run
+  double seconds = 0;           // this run
+  int64_t next_index = 0;       // the shard's committed cases over every run of the campaign
+  double campaign_seconds = 0;  // over every run of the campaign
+  int64_t resumed_at = -1;      // next_index this run resumed from (-1: started afresh)
+  bool cut_short = false;       // --seconds ended the campaign before its --cases budget
+  // The targets of the shard's committed cases, over every run: every violation's signature
+  // (under ShrinkPolicy::kFirstFailure, each case's first violation's).
+  std::set<std::string> signatures;
+  // Every violation's signature of the cases this run committed, whatever the policy (equal to
+  // `signatures` for a per-signature campaign that did not resume).
+  std::set<std::string> shown;
   std::map<std::string, CampaignFinding> findings;  // by signature, earlier ones included
   // feature -> cases of this run exercising it; with swarm, "swarm-out:KNOB.OPTION" counts the
   // cases that left the option out and "swarm-out:nothing" those that left none out.

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 
+#include "fuzz/campaign.h"
 #include "fuzz/mutants.h"
 #include "fuzz/properties.h"
 #include "fuzz/signature.h"
@@ -18,10 +19,18 @@
 namespace mlasim::fuzz {
 namespace {
 
-double ThreadCpuSeconds() {
+double CpuSeconds(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+double ThreadCpuSeconds() {
+  return CpuSeconds(CLOCK_THREAD_CPUTIME_ID);
+}
+// A campaign's worker is another thread: the process clock counts it (the benchmark runs
+// nothing else meanwhile).
+double ProcessCpuSeconds() {
+  return CpuSeconds(CLOCK_PROCESS_CPUTIME_ID);
 }
 
 // Seed index i of base seed s, as a campaign of one shard draws it (fuzz/campaign.cpp RunCase).
@@ -68,23 +77,30 @@ std::string Seconds(double v) {
   return fmt::format("{:.3f}", v);
 }
 
-// One table row: a target under one swarm mode over every seed.
-std::string TargetRow(const EffectTarget& t, const std::string& swarm,
-                      const std::vector<SeedSearch>& runs, int64_t budget) {
+std::string Quoted(const std::vector<std::string>& names) {
+  return names.empty() ? "none" : "`" + fmt::format("{}", fmt::join(names, "`, `")) + "`";
+}
+
+// One policy's cells of a row: seeds reporting, median cases and CPU seconds to the report.
+std::string PolicyCells(const std::vector<SeedSearch>& runs, int64_t budget) {
   std::vector<double> cases, cpu;
   int detected = 0;
-  double spent = 0;
   for (const SeedSearch& r : runs) {
     const double inf = std::numeric_limits<double>::infinity();
     cases.push_back(r.detected ? static_cast<double>(r.cases) : inf);
     cpu.push_back(r.detected ? r.cpu_seconds : inf);
     detected += r.detected ? 1 : 0;
-    spent += r.cpu_seconds;
   }
   const std::string verdict = detected == 0 ? " **not found within the budget**" : "";
-  return fmt::format("| {} | {} | {} | {} | {}/{}{} | {} | {} | {:.2f} |\n", t.name, t.kind,
-                     t.bug_class, swarm, detected, runs.size(), verdict,
-                     Cases(CensoredMedian(cases), budget), Seconds(CensoredMedian(cpu)), spent);
+  return fmt::format("{}/{}{} | {} | {}", detected, runs.size(), verdict,
+                     Cases(CensoredMedian(cases), budget), Seconds(CensoredMedian(cpu)));
+}
+
+// One table row: a target under one swarm mode over every seed, per policy (kReportPolicies).
+std::string TargetRow(const EffectTarget& t, const std::string& swarm,
+                      const std::array<std::vector<SeedSearch>, 2>& runs, int64_t budget) {
+  return fmt::format("| {} | {} | {} | {} | {} | {} |\n", t.name, t.kind, t.bug_class, swarm,
+                     PolicyCells(runs[0], budget), PolicyCells(runs[1], budget));
 }
 
 Status CheckOptions(const EffectivenessOptions& o, const std::vector<EffectTarget>& targets) {
@@ -134,11 +150,95 @@ std::string YieldTable(const EffectivenessOptions& o,
     std::vector<std::string> only;
     std::set_difference(seen[mode].begin(), seen[mode].end(), seen[1 - mode].begin(),
                         seen[1 - mode].end(), std::back_inserter(only));
-    out +=
-        fmt::format("\nSeen only with swarm {} ({}): {}\n", mode == 0 ? "on" : "off", only.size(),
-                    only.empty() ? "none" : "`" + fmt::format("{}", fmt::join(only, "`, `")) + "`");
+    out += fmt::format("\nSeen only with swarm {} ({}): {}\n", mode == 0 ? "on" : "off",
+                       only.size(), Quoted(only));
   }
   return out;
+}
+
+// CPU seconds (this thread) a campaign of `policy` spends shrinking the case of seed index
+// `index` before it reports it: ShrinkForPolicy for each of the case's PolicyTargets.
+double ShrinkSeconds(const EffectTarget& t, bool swarm, uint64_t seed, int64_t index,
+                     ShrinkPolicy policy) {
+  GenConfig config = t.config;
+  config.swarm = swarm;
+  const double t0 = ThreadCpuSeconds();
+  const sim::Scenario s = Generate(config, CaseSeed(seed, index), CaseSize(index));
+  const std::vector<sim::Violation> broken = Evaluate(s, t.detects, t.mutant);
+  MLASIM_ASSERT(!broken.empty(), "the detecting case fails again");
+  for (const std::string& sig : PolicyTargets(broken, policy)) {
+    auto f = ShrinkForPolicy(config, CaseSeed(seed, index), CaseSize(index), t.detects, t.mutant,
+                             sig, policy);
+    MLASIM_ASSERT(f.has_value(), "a replay of the same case shows the same violations");
+  }
+  return ThreadCpuSeconds() - t0;
+}
+
+// The known bugs' campaigns: per swarm mode and policy, one per seed.
+using CampaignGrid = std::map<std::pair<bool, ShrinkPolicy>, std::vector<PolicyCampaign>>;
+
+CampaignGrid RunCampaigns(const EffectivenessOptions& o,
+                          const std::function<void(const std::string&)>& progress) {
+  CampaignGrid grid;
+  for (const bool swarm : {true, false})
+    for (const ShrinkPolicy policy : kReportPolicies) {
+      std::vector<PolicyCampaign>& runs = grid[{swarm, policy}];
+      for (int32_t k = 0; k < o.seeds; ++k)
+        runs.push_back(RunPolicyCampaign(o.small, swarm, policy, o.first_seed + k, o.max_cases));
+      if (progress)
+        progress(fmt::format("campaigns, swarm {}, shrink {} done", swarm ? "on" : "off",
+                             ShrinkPolicyName(policy)));
+    }
+  return grid;
+}
+
+// A known bug's seeds in `runs`: a campaign that never reported it ran its whole budget.
+std::vector<SeedSearch> KnownRuns(const std::vector<PolicyCampaign>& runs,
+                                  const std::string& name) {
+  std::vector<SeedSearch> out;
+  for (const PolicyCampaign& c : runs) {
+    const auto it = c.known.find(name);
+    out.push_back(it != c.known.end() ? it->second : SeedSearch{false, c.cases, c.cpu_seconds});
+  }
+  return out;
+}
+
+// The campaigns' signatures seen against findings reported, per swarm mode and policy.
+std::string CampaignTable(const EffectivenessOptions& o, const CampaignGrid& grid) {
+  std::string out =
+      "| swarm | shrink policy | seeds | cases per seed | signatures seen (all seeds) | findings "
+      "reported (all seeds) | median seen per seed | median reported per seed | median seen "
+      "per CPU-minute | median reported per CPU-minute | CPU s (all seeds) |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  std::string lost;
+  for (const bool swarm : {true, false})
+    for (const ShrinkPolicy policy : kReportPolicies) {
+      std::set<std::string> seen, reported;
+      std::vector<double> seen_n, reported_n, seen_rate, reported_rate;
+      double spent = 0;
+      for (const PolicyCampaign& c : grid.at({swarm, policy})) {
+        seen.insert(c.shown.begin(), c.shown.end());
+        reported.insert(c.reported.begin(), c.reported.end());
+        seen_n.push_back(static_cast<double>(c.shown.size()));
+        reported_n.push_back(static_cast<double>(c.reported.size()));
+        const double minutes = c.cpu_seconds / 60;
+        seen_rate.push_back(minutes > 0 ? seen_n.back() / minutes : 0.0);
+        reported_rate.push_back(minutes > 0 ? reported_n.back() / minutes : 0.0);
+        spent += c.cpu_seconds;
+      }
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} |\n",
+                         swarm ? "on" : "off", ShrinkPolicyName(policy), o.seeds, o.max_cases,
+                         seen.size(), reported.size(), Cases(CensoredMedian(seen_n), 0),
+                         Cases(CensoredMedian(reported_n), 0), CensoredMedian(seen_rate),
+                         CensoredMedian(reported_rate), spent);
+      std::vector<std::string> never;
+      std::set_difference(seen.begin(), seen.end(), reported.begin(), reported.end(),
+                          std::back_inserter(never));
+      lost +=
+          fmt::format("\nSeen but never reported, swarm {}, {} ({}): {}\n", swarm ? "on" : "off",
+                      ShrinkPolicyName(policy), never.size(), Quoted(never));
+    }
+  return out + lost;
 }
 
 }  // namespace
@@ -175,6 +275,7 @@ std::vector<EffectTarget> EffectivenessTargets(bool small) {
     t.bug_class = sim::BugClassLetter(k.bug_class);
     t.config = AtomProfiles(small);
     t.detects = KnownBugProperty(&k);
+    t.known = &k;
     out.push_back(std::move(t));
   }
   return out;
@@ -216,27 +317,90 @@ SignatureYield MeasureSignatures(const GenConfig& config, uint64_t seed, int64_t
   return y;
 }
 
+PolicyCampaign RunPolicyCampaign(bool small, bool swarm, ShrinkPolicy policy, uint64_t seed,
+                                 int64_t cases) {
+  CampaignOptions o;
+  o.seconds = std::numeric_limits<double>::infinity();
+  o.max_cases = cases;
+  o.seed = seed;
+  o.profiles = AtomProfiles(small).profiles;
+  o.small = small;
+  o.swarm = swarm;
+  o.shrink = policy;
+  PolicyCampaign c;
+  const double t0 = ProcessCpuSeconds();
+  o.on_finding = [&c, t0](const CampaignFinding& f) {
+    if (f.known_name.empty() || c.known.count(f.known_name)) return;
+    c.known[f.known_name] = SeedSearch{true, static_cast<int64_t>(f.seed_index.value_or(0)) + 1,
+                                       ProcessCpuSeconds() - t0};
+  };
+  auto sum = RunCampaign(o, nullptr);
+  MLASIM_ASSERT(sum.ok(), "a campaign of valid options runs");
+  c.cpu_seconds = ProcessCpuSeconds() - t0;
+  c.cases = sum->cases;
+  c.shown = sum->shown;
+  for (const auto& [sig, f] : sum->findings) c.reported.insert(sig);
+  return c;
+}
+
+namespace {
+
+// One target's rows: its seeds per swarm mode, under both policies (mutants: a search and the
+// shrinking of the detecting case; known bugs: the campaigns of `grid`).
+std::string TargetRows(const EffectTarget& t, const EffectivenessOptions& o,
+                       const CampaignGrid& grid,
+                       const std::function<void(const std::string&)>& progress) {
+  const std::vector<std::string> modes =
+      t.UsesGenerator() ? std::vector<std::string>{"on", "off"} : std::vector<std::string>{"n/a"};
+  std::string out;
+  for (const std::string& mode : modes) {
+    const bool swarm = mode == "on";
+    std::array<std::vector<SeedSearch>, 2> runs;
+    if (t.known) {
+      for (size_t p = 0; p < kReportPolicies.size(); ++p)
+        runs[p] = KnownRuns(grid.at({swarm, kReportPolicies[p]}), t.name);
+    } else {
+      for (int32_t k = 0; k < o.seeds; ++k) {
+        const uint64_t seed = o.first_seed + k;
+        const SeedSearch found = SearchTarget(t, swarm, seed, o.max_cases);
+        for (size_t p = 0; p < kReportPolicies.size(); ++p) {
+          SeedSearch r = found;
+          if (r.detected && !t.custom)
+            r.cpu_seconds += ShrinkSeconds(t, swarm, seed, r.cases - 1, kReportPolicies[p]);
+          runs[p].push_back(r);
+        }
+      }
+    }
+    if (progress) progress(t.name + " swarm " + mode + " done");
+    out += TargetRow(t, mode, runs, o.max_cases);
+  }
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::string> EffectivenessReport(const EffectivenessOptions& o,
                                           const std::function<void(const std::string&)>& progress) {
   const std::vector<EffectTarget> targets = EffectivenessTargets(o.small);
   MLASIM_RETURN_IF_ERROR(CheckOptions(o, targets));
+  auto selected = [&o](const EffectTarget& t) {
+    return o.only.empty() || std::find(o.only.begin(), o.only.end(), t.name) != o.only.end();
+  };
+  bool any_known = false;
+  for (const EffectTarget& t : targets) any_known = any_known || (t.known && selected(t));
+  const CampaignGrid grid = any_known ? RunCampaigns(o, progress) : CampaignGrid{};
   std::string out =
-      "| target | kind | class | swarm | seeds detecting | median cases to detection | "
-      "median CPU s to detection | CPU s (all seeds) |\n|---|---|---|---|---|---|---|---|\n";
-  for (const EffectTarget& t : targets) {
-    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), t.name) == o.only.end())
-      continue;
-    const std::vector<std::string> modes =
-        t.UsesGenerator() ? std::vector<std::string>{"on", "off"} : std::vector<std::string>{"n/a"};
-    for (const std::string& mode : modes) {
-      std::vector<SeedSearch> runs;
-      for (int32_t k = 0; k < o.seeds; ++k)
-        runs.push_back(SearchTarget(t, mode == "on", o.first_seed + k, o.max_cases));
-      if (progress) progress(t.name + " swarm " + mode + " done");
-      out += TargetRow(t, mode, runs, o.max_cases);
-    }
-  }
-  if (o.signature_cases > 0) out += "\n" + YieldTable(o, progress);
+      "## Time to first report\n\n"
+      "| target | kind | class | swarm | seeds reporting, per-signature | median cases, "
+      "per-signature | median CPU s, per-signature | seeds reporting, first-failure | median "
+      "cases, first-failure | median CPU s, first-failure |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const EffectTarget& t : targets)
+    if (selected(t)) out += TargetRows(t, o, grid, progress);
+  if (any_known)
+    out += "\n## Signatures seen against findings reported\n\n" + CampaignTable(o, grid);
+  if (o.signature_cases > 0)
+    out += "\n## Distinct signatures per CPU-minute, unshrunk\n\n" + YieldTable(o, progress);
   return out;
 }
 

@@ -162,6 +162,8 @@ nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
         {"swarm", origin.swarm},
         {"command", ReproduceCommand(f, origin)},
         {"rc_params", fmt::format("seed={} max_success=1 max_size={}", f.seed, f.size)}}}};
+  if (origin.shrink != ShrinkPolicy::kPerSignature)
+    doc["finding"]["shrink"]["policy"] = ShrinkPolicyName(origin.shrink);
   if (origin.known)
     doc["finding"]["known"] = {
         {"name", origin.known->name},

@@ -50,7 +50,9 @@ struct FindingOrigin {
   std::vector<std::string> generate;        // --generate families
   std::vector<std::string> contract_files;  // --contract files
   int max_shrink_steps = kDefaultShrinkSteps;
-  bool swarm = false;                    // --swarm on|off: the reproduce command always says which
+  bool swarm = false;  // --swarm on|off: the reproduce command always says which
+  // --shrink: recorded as shrink.policy only for first-failure (absent: per-signature).
+  ShrinkPolicy shrink = ShrinkPolicy::kPerSignature;
   const sim::KnownBug* known = nullptr;  // the known bug the violation belongs to, if any
   // A kernel-under-test finding: the `mlasim replay` flags that run it through the kernel again
   // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
@@ -77,7 +79,7 @@ std::string ReplayCommand(const std::string& replay_flags, const std::string& pa
 std::string OriginText(std::optional<uint64_t> seed_index, int steps, bool cut_short, int budget);
 
 // The finding file's document: the shrunk scenario of `f` named after `signature`, and its
-// `finding` object (signature, seed_index, shrink {steps, max_steps, cut_short}, the violation
+// `finding` object (signature, seed_index, shrink {steps, max_steps, cut_short[, policy]}, the violation
 // with that signature, reproduce {seed, size, shrink_path, profiles, small, swarm, command,
 // rc_params}, and `known` {name, upstream, fixed_in} when the violation belongs to a known bug).
 // `f.broken` must show `signature` (MLASIM_ASSERT).

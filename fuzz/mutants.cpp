@@ -502,8 +502,9 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
   }
   r.push_back(Custom(
       "campaign-slipping-shrink", BugClass::kA, MutantKind::kCampaign,
-      "issue 20's slippage: a campaign shrinks keeping any failure and files the "
-      "case under its first violation, so a second bug of the case is lost",
+      "issue 20's slippage: a campaign ignores --shrink per-signature and runs first-failure "
+      "(shrinks keeping any failure, files the case under its first violation), so a second "
+      "bug of the case is lost",
       "two-bugs-reported-apart", "MLASIM_MUTANT in fuzz/campaign.cpp: kSlippingShrink",
       [](uint64_t s) { return CampaignCase(CampaignMutant::kSlippingShrink, 1 + s % 400); }));
   r.push_back(Custom("fault-attributed-to-buffer-below", BugClass::kC, MutantKind::kAttribution,

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "fuzz/search.h"
 #include "sim/json_input.h"
 
 namespace mlasim::fuzz {
@@ -17,6 +18,7 @@ nlohmann::json IdentityJson(const CampaignIdentity& id) {
                       {"generate", id.generate},
                       {"contracts", id.contract_files},
                       {"swarm", id.swarm},
+                      {"shrink", id.shrink},
                       {"shard", id.shard},
                       {"shards", id.shards},
                       {"max_shrink_steps", id.max_shrink_steps}};
@@ -72,6 +74,11 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
   if (doc.contains("swarm")) {  // added with swarm generation: absent means off
     if (!doc["swarm"].is_boolean()) return Bad(field, path, "swarm must be true or false");
     id->swarm = doc["swarm"].get<bool>();
+  }
+  if (doc.contains("shrink")) {  // added with --shrink: absent means per-signature
+    if (!doc["shrink"].is_string() || !ParseShrinkPolicy(doc["shrink"].get<std::string>()).ok())
+      return Bad(field, path, "shrink must be \"per-signature\" or \"first-failure\"");
+    id->shrink = doc["shrink"].get<std::string>();
   }
   const auto& shard = doc["shard"];
   const auto& shards = doc["shards"];

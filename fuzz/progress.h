@@ -30,6 +30,8 @@ struct CampaignIdentity {
   std::vector<std::string> generate;        // generator families (--generate)
   std::vector<std::string> contract_files;  // --contract files, as given
   bool swarm = false;                       // --swarm (absent in older files: off)
+  // --shrink (fuzz/search.h ShrinkPolicyName; absent in older files: per-signature).
+  std::string shrink = "per-signature";
   int32_t shard = 0, shards = 1;
   int max_shrink_steps = 200;
   // A kernel-under-test campaign (fuzz --gpu): the kernel, its config, the mode and head dims
@@ -40,9 +42,11 @@ nlohmann::json IdentityJson(const CampaignIdentity& id);
 
 struct Progress {
   CampaignIdentity identity;
-  int64_t next_index = 0;            // every seed index of the shard below it is committed
-  double seconds_spent = 0;          // over every run of the campaign (resumes add to it)
-  std::set<std::string> signatures;  // shown by the committed cases
+  int64_t next_index = 0;    // every seed index of the shard below it is committed
+  double seconds_spent = 0;  // over every run of the campaign (resumes add to it)
+  // The targets of the committed cases: every violation's signature (under --shrink
+  // first-failure, each case's first violation's).
+  std::set<std::string> signatures;
 };
 
 // ".progress-I-of-N".

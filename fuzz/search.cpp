@@ -93,6 +93,66 @@ std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size
   return ShrinkToSignature(config, seed, size, property, mutant, "", max_shrink_steps);
 }
 
+namespace {
+
+// The two policies as data: what a case's targets are, what a shrink step keeps, and what a
+// finding is filed under.
+struct PolicyRule {
+  ShrinkPolicy policy;
+  const char* name;
+  bool every_violation;     // targets: every violation's signature, or the first violation's
+  bool keeps_target;        // a step is kept when it shows the target, or on any failure
+  bool filed_under_target;  // filed under its target, or the shrunk case's first violation
+};
+constexpr PolicyRule kPolicies[] = {
+    {ShrinkPolicy::kPerSignature, "per-signature", true, true, true},
+    {ShrinkPolicy::kFirstFailure, "first-failure", false, false, false},
+};
+
+const PolicyRule& Rule(ShrinkPolicy policy) {
+  for (const PolicyRule& r : kPolicies)
+    if (r.policy == policy) return r;
+  MLASIM_ASSERT(false, "every ShrinkPolicy has a row in kPolicies");
+  return kPolicies[0];
+}
+
+}  // namespace
+
+const char* ShrinkPolicyName(ShrinkPolicy policy) {
+  return Rule(policy).name;
+}
+
+StatusOr<ShrinkPolicy> ParseShrinkPolicy(const std::string& text) {
+  for (const PolicyRule& r : kPolicies)
+    if (text == r.name) return r.policy;
+  return InvalidArgumentError("--shrink",
+                              "must be per-signature or first-failure (got '" + text + "')");
+}
+
+std::vector<std::string> PolicyTargets(const std::vector<sim::Violation>& broken,
+                                       ShrinkPolicy policy) {
+  MLASIM_ASSERT(!broken.empty(), "only a failing case has targets");
+  if (Rule(policy).every_violation) return Signatures(broken);
+  return {Signature(broken.front())};
+}
+
+std::optional<Failure> ShrinkForPolicy(const GenConfig& config, uint64_t seed, int size,
+                                       const Property& property, sim::SimMutant mutant,
+                                       const std::string& target, ShrinkPolicy policy,
+                                       int max_shrink_steps) {
+  std::optional<Failure> f =
+      ShrinkToSignature(config, seed, size, property, mutant,
+                        Rule(policy).keeps_target ? target : "", max_shrink_steps);
+  if (f) f->target = target;  // what the case was shrunk for, whatever the step rule kept
+  return f;
+}
+
+std::string FiledSignature(const Failure& f, ShrinkPolicy policy) {
+  if (Rule(policy).filed_under_target) return f.target;
+  MLASIM_ASSERT(!f.broken.empty(), "a shrunk failure still fails");
+  return Signature(f.broken.front());
+}
+
 StatusOr<sim::Scenario> ReplayShrinkPath(const GenConfig& config, uint64_t seed, int size,
                                          const std::vector<int>& path) {
   std::lock_guard<std::mutex> gen_lock(GeneratorMutex());

@@ -4,7 +4,9 @@
 // sharding) and keep the shrunk case: generate from a seed, test, and on failure walk RapidCheck's
 // shrink tree greedily (first kept shrink, repeat) within a step bound. Campaigns shrink towards
 // one target signature at a time (a shrink is kept only if it still shows that signature), so a
-// finding is the smallest case of its own bug and never slips to another one.
+// finding is the smallest case of its own bug and never slips to another one. ShrinkPolicy names
+// that rule and round 1's (first failure only, keep any failure), kept as a measurement and
+// compatibility mode (docs/fuzzing.md "Shrink policies").
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "fuzz/scenario_gen.h"
+#include "ref/status.h"
 #include "sim/replay.h"
 
 namespace mlasim::fuzz {
@@ -31,7 +34,9 @@ struct Failure {
   int size = 0;                        // RapidCheck size
   int shrink_steps = 0;
   std::vector<int> shrink_path;  // index of the accepted shrink at each step
-  std::string target;            // the signature kept while shrinking ("" = any failure)
+  // The signature the case was shrunk for ("" = any failure: TestSeed); under
+  // ShrinkPolicy::kFirstFailure the shrink kept any failure, so the case may no longer show it.
+  std::string target;
   // The step budget ended the shrink while a further step would still have been kept: the case
   // is smaller than the one found, but not the smallest this greedy walk reaches.
   bool cut_short = false;
@@ -45,8 +50,7 @@ std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& pro
 // (fuzz/signature.h), shrinks it, keeping a step only when the smaller scenario still shows
 // `target` (other violations may come and go), for at most `max_shrink_steps` accepted steps.
 // nullopt when the scenario does not show `target`. `target` "" keeps any failure of `property`
-// (the mutant registry's kill search; for campaigns it is the slipping rule of issue 20, kept
-// only as a test mutant).
+// (the mutant registry's kill search; for campaigns, ShrinkPolicy::kFirstFailure).
 std::optional<Failure> ShrinkToSignature(const GenConfig& config, uint64_t seed, int size,
                                          const Property& property, sim::SimMutant mutant,
                                          const std::string& target,
@@ -57,6 +61,40 @@ std::optional<Failure> ShrinkToSignature(const GenConfig& config, uint64_t seed,
 std::optional<Failure> TestSeed(const GenConfig& config, uint64_t seed, int size,
                                 const Property& property, sim::SimMutant mutant,
                                 int max_shrink_steps = kDefaultShrinkSteps);
+
+// How a campaign turns a failing case into findings (issue 20 §1, docs/fuzzing.md "Shrink
+// policies"). `mlasim fuzz --shrink per-signature|first-failure`.
+enum class ShrinkPolicy {
+  // Every signature any violation of the case shows is a target; each is shrunk keeping a step
+  // only if the smaller case still shows that signature, and filed under it (the default).
+  kPerSignature,
+  // Round 1's rule, for measurement and compatibility: the case's first violation is its only
+  // target; a step is kept whenever the smaller case still fails in any way, and the finding is
+  // filed under the shrunk case's first violation, which may be another bug (slippage).
+  kFirstFailure,
+};
+
+// "per-signature" or "first-failure".
+const char* ShrinkPolicyName(ShrinkPolicy policy);
+// Parses a ShrinkPolicyName. Errors: InvalidArgument("--shrink", ...) naming the two values.
+StatusOr<ShrinkPolicy> ParseShrinkPolicy(const std::string& text);
+
+// The targets of a case whose property broke with `broken` (non-empty), under `policy`: every
+// distinct signature, sorted (per-signature), or the first violation's (first-failure).
+std::vector<std::string> PolicyTargets(const std::vector<sim::Violation>& broken,
+                                       ShrinkPolicy policy);
+
+// Shrinks the case of `seed` for `target` (one of PolicyTargets of its violations) under
+// `policy`: ShrinkToSignature keeping `target` (per-signature) or keeping any failure
+// (first-failure). nullopt when the case does not show what the policy keeps.
+std::optional<Failure> ShrinkForPolicy(const GenConfig& config, uint64_t seed, int size,
+                                       const Property& property, sim::SimMutant mutant,
+                                       const std::string& target, ShrinkPolicy policy,
+                                       int max_shrink_steps = kDefaultShrinkSteps);
+
+// The signature a shrunk failure is filed (reported) under: its target (per-signature), or the
+// first violation of the shrunk case (first-failure: the shrink may have slipped to another bug).
+std::string FiledSignature(const Failure& f, ShrinkPolicy policy);
 
 // Replays a recorded shrink path from a seed: the same scenario as the one found. Errors:
 // InvalidArgument("--shrink-path") when step k names a shrink the scenario does not have.

@@ -88,9 +88,11 @@ std::string Header(const CampaignOptions& o, const CampaignSummary& s, const std
   const std::string seed_shown = seed.empty() || seed == std::to_string(o.seed)
                                      ? std::to_string(o.seed)
                                      : fmt::format("{} ({})", seed, o.seed);
-  h += Escape(fmt::format("seed {} · shard {}/{} · profiles {}{}{} · {} job(s)", seed_shown,
+  const bool first_failure = o.shrink == ShrinkPolicy::kFirstFailure;
+  h += Escape(fmt::format("seed {} · shard {}/{} · profiles {}{}{}{} · {} job(s)", seed_shown,
                           o.shard, o.shards, profiles, o.small ? " · --small" : "",
-                          o.ignore_known ? " · --ignore-known" : "", o.jobs));
+                          o.ignore_known ? " · --ignore-known" : "",
+                          first_failure ? " · --shrink first-failure" : "", o.jobs));
   h += "</p>\n<p class=\"meta\">";
   h += Escape(fmt::format(
       "budget: {} cases, {} · this run: {} cases in {:.1f} s ({:.0f} cases/s) · campaign: {} "
@@ -103,9 +105,11 @@ std::string Header(const CampaignOptions& o, const CampaignSummary& s, const std
   h += "</p>\n";
   const int64_t fresh = s.NewFindings();
   h += fmt::format("<p class=\"{}\">", fresh > 0 ? "verdict-bad" : "verdict-clean") +
-       Escape(fmt::format("distinct signatures {} · findings {}: {} new, {} earlier",
-                          s.signatures.size(), s.findings.size(), fresh,
-                          static_cast<int64_t>(s.findings.size()) - fresh)) +
+       Escape(fmt::format(
+           "distinct signatures {}{} · findings {}: {} new, {} earlier",
+           first_failure ? s.shown.size() : s.signatures.size(),
+           first_failure ? fmt::format(" ({} first-violation targets)", s.signatures.size()) : "",
+           s.findings.size(), fresh, static_cast<int64_t>(s.findings.size()) - fresh)) +
        "</p>\n";
   if (s.cut_short)
     h += "<p class=\"verdict-bad\">" +

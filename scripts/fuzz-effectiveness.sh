@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/fuzz-effectiveness.sh — issue 20 §3: the fuzzer effectiveness benchmark in one command.
 # Runs `mlasim effectiveness` (fuzz/effectiveness.h) on one thread with the budgets below and
-# writes docs/fuzzing-effectiveness.md: the tables, the exact command, the machine, the budgets and
-# the CPU time the measurement took.
+# writes docs/fuzzing-effectiveness.md: the tables (swarm on and off; shrink policies
+# per-signature and first-failure, before and after issue 20 §1), the exact command, the machine,
+# the budgets and the CPU time the measurement took.
 #
 #   scripts/fuzz-effectiveness.sh                 # build/bin/mlasim, the default budgets
 #   SEEDS=20 CASES=500 SIG_CASES=500 scripts/fuzz-effectiveness.sh
@@ -41,40 +42,41 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 Written by \`scripts/fuzz-effectiveness.sh\`; rerun it to refresh every figure below. In the spirit
 of FuzzBench and Magma: for every registered mutant (\`mlasim mutants --list\`, fuzz/mutants.h) and
 every known bug (sim/known_bugs.h \`KnownBugs\`, docs/findings.md), over $SEEDS base
-seeds, how many generated cases (and how many CPU seconds) pass before the first case that shows
-it, with swarm generation on and off (docs/fuzzing.md); then how many distinct failure signatures
-the generator reaches per CPU-minute.
+seeds, how many generated cases (and how many CPU seconds) pass before a campaign reports it,
+with swarm generation on and off (docs/fuzzing.md) and before and after issue 20 §1: under the
+shrink policy \`per-signature\` (after: every signature of every violation is a finding, shrunk
+keeping that signature) and \`first-failure\` (before: a case's first violation only, shrunk
+keeping any failure, filed under the shrunk case's first violation; docs/fuzzing.md "Shrink
+policies"); then how many distinct signatures those campaigns see and report per CPU-minute.
 
 - **Command** (commit $commit): \`${cmd[*]}\`
 - **Machine**: ${cpu_model:-unknown CPU}, $(nproc) cores (shared with other jobs: CPU seconds are
-  this thread's CPU clock, not wall time), $(uname -sr); one thread.
-- **Budgets**: $SEEDS base seeds (1..$SEEDS) per target and swarm mode; at most $CASES cases per
-  seed (a seed that reaches the budget without detecting counts as not detected, and a median
-  that falls on such seeds reads \`> $CASES\`); the signature yield runs $SIG_CASES cases per seed.
-  The whole measurement took ${cpu_user} s user + ${cpu_sys} s system CPU.
+  CPU clocks, not wall time), $(uname -sr); one thread at a time.
+- **Budgets**: $SEEDS base seeds (1..$SEEDS) per target, swarm mode and policy; at most $CASES cases
+  per seed (a seed that reaches the budget without a report counts as not detected, and a median
+  that falls on such seeds reads \`> $CASES\`); the unshrunk signature yield runs $SIG_CASES cases
+  per seed. The whole measurement took ${cpu_user} s user + ${cpu_sys} s system CPU.
 - **Method**: cases are drawn as a one-shard campaign draws them (seed index i of base seed s:
-  RapidCheck seed \`s * 0x9E3779B97F4A7C15 + i\`, size \`10 + i % 91\`), replayed without shrinking,
-  with the same seeds for swarm on and off. A mutant is detected by a case that breaks its killing
-  property with the mutant injected (its own generator config, as \`mlasim mutants\` runs it); a
-  known bug by a case showing a violation it names, cases drawn from the three ATOM profiles
-  (atom-2026-03, atom-2026-08, atom-2026-11) with \`--small\` shapes (B <= 64, K <= 3). Mutants
-  with a kill search of their own (planner, decode_update, numerics, semantics, campaign and
-  attribution mutants) are not found through the scenario generator: swarm does not apply
-  (\`n/a\`), one case is one case of that search. Which case detects a target is deterministic; the CPU
-  seconds vary with the machine's load.
-
-## Time to first detection
-
-EOF
-  sed -n '1,/^$/p' "$tables" | sed '/^$/d'
-  cat <<EOF
-
-## Distinct signatures per CPU-minute
-
-Every violation's signature (\`step|call|buffer|access|class\`) over $SIG_CASES cases per seed of
-the three ATOM profiles, unshrunk (a campaign also shrinks each new one: docs/fuzzing.md).
+  RapidCheck seed \`s * 0x9E3779B97F4A7C15 + i\`, size \`10 + i % 91\`), with the same seeds for
+  swarm on and off and for both policies.
+  - A **known bug** is reported when a campaign (\`fuzz::RunCampaign\`, one job, the three ATOM
+    profiles atom-2026-03, atom-2026-08, atom-2026-11, \`--small\` shapes: B <= 64, K <= 3, every
+    violation a failure) files a finding that the known bug names; its cases are the reporting
+    case's seed index + 1, its CPU seconds the campaign's process CPU up to that finding,
+    shrinking of every earlier target included. One campaign per seed, swarm mode and policy
+    serves every known bug, and the same campaigns give the table of signatures seen against
+    findings reported.
+  - A **mutant** is detected by the first case that breaks its killing property with the mutant
+    injected (its own generator config, as \`mlasim mutants\` runs it). A campaign reports its
+    first failing case under either policy, so the cases are the same in both columns; the CPU
+    seconds add the search (this thread's CPU clock) and the shrinking that a campaign of that
+    policy does before the report (every target of the case per-signature, one first-failure).
+    Mutants with a kill search of their own (planner, decode_update, numerics, semantics,
+    campaign and attribution mutants) are not found through the scenario generator and shrink
+    nothing: swarm does not apply (\`n/a\`) and both policies read the same.
+  - Which case reports a target is deterministic; the CPU seconds vary with the machine's load.
 
 EOF
-  sed -n '/^$/,$p' "$tables" | sed '1d'
+  cat "$tables"
 } >"$OUT"
 echo "fuzz-effectiveness: wrote $OUT (${cpu_user} s user CPU)" >&2

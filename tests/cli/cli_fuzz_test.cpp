@@ -202,6 +202,51 @@ TEST(CliSwarm, ReproduceOffGivesTheCaseOfTheGeneratorBeforeSwarm) {
   EXPECT_EQ(Cli({"fuzz", "--reproduce", "6", "--size", "10", "--swarm", "no"}).code, 2);
 }
 
+// Issue 20 §1 before and after: --shrink per-signature|first-failure (default per-signature).
+TEST(CliShrink, FirstFailureSaysWhatItSawAndWhatItReportedErrorsExitTwo) {
+  const std::vector<std::string> base = {"fuzz", "--cases", "200",     "--seed",
+                                         "7",    "--small", "--swarm", "off"};
+  auto with = [&base](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return Cli(a);
+  };
+  const Out ps = with({});
+  const Out ps_named = with({"--shrink", "per-signature"});
+  EXPECT_EQ(ps.code, 1) << ps.err;
+  EXPECT_EQ(ps.out.substr(ps.out.find("distinct")),
+            ps_named.out.substr(ps_named.out.find("distinct")));
+  EXPECT_NE(ps.out.find(" swarm off\n"), std::string::npos) << ps.out;
+  const Out ff = with({"--shrink", "first-failure"});
+  EXPECT_EQ(ff.code, 1) << ff.err;
+  EXPECT_NE(ff.out.find(" swarm off shrink first-failure\n"), std::string::npos) << ff.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(ps.out, m, std::regex(R"(\ndistinct signatures (\d+)\n)")));
+  const std::string seen = m[1];
+  ASSERT_TRUE(std::regex_search(
+      ff.out, m,
+      std::regex(R"(\ndistinct signatures (\d+) \(every violation of this run's cases\); (\d+) )"
+                 R"(first-violation targets, each shrunk keeping any failure)"
+                 R"( \(--shrink first-failure\)\nfindings (\d+):)")))
+      << ff.out;
+  EXPECT_EQ(m[1], seen);                        // the same cases, the same signatures shown
+  EXPECT_LT(std::stoi(m[3]), std::stoi(m[2]));  // fewer findings than its own targets
+  EXPECT_LT(std::stoi(m[2]), std::stoi(seen));
+  for (const char* bad : {"first", "per_signature", "First-Failure"}) {
+    const Out r = with({"--shrink", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("mlasim fuzz: error: --shrink: must be per-signature or first-failure"),
+              std::string::npos)
+        << r.err;
+  }
+  const Out merge = Cli({"fuzz", "--shrink", "first-failure", "merge", "x"});
+  EXPECT_EQ(merge.code, 2);
+  EXPECT_NE(merge.err.find("--shrink: not used with merge"), std::string::npos) << merge.err;
+  const Out rep = Cli({"fuzz", "--reproduce", "6", "--size", "10", "--shrink", "first-failure"});
+  EXPECT_EQ(rep.code, 2);
+  EXPECT_NE(rep.err.find("--shrink: not used with --reproduce"), std::string::npos) << rep.err;
+}
+
 TEST(CliEffectiveness, ReportAndBadInput) {
   const Out r =
       Cli({"effectiveness", "--seeds", "1", "--cases", "20", "--only",

@@ -203,8 +203,9 @@ TEST(NoSlip, Seed7ReportsEveryDistinctSignature) {
   // Issue 20: `mlasim fuzz --cases 3000 --seconds 600 --seed 7 --jobs 2` on the default profile
   // saw 10 distinct first-violation signatures and reported 6 findings. Its first 300 cases
   // show 44 distinct signatures over all their violations (39 before underflows below a
-  // buffer's start were reported and q/o width overruns became class C): 44 findings, each replaying to its own signature. The old
-  // driver (the mutant) reports 6 of its 9 first-violation signatures.
+  // buffer's start were reported and q/o width overruns became class C): 44 findings, each
+  // replaying to its own signature. Round 1's rule (--shrink first-failure, and the slipping
+  // mutant) reports 6 of its 9 first-violation signatures.
   CampaignOptions o;
   o.seed = 7;
   o.max_cases = 300;
@@ -217,10 +218,22 @@ TEST(NoSlip, Seed7ReportsEveryDistinctSignature) {
   EXPECT_EQ(s->findings.size(), 44u);
   EXPECT_EQ(EveryTargetIsAFinding(*s), "");
   fs::remove_all(o.out_dir);
+  // Round 1's rule, as `--shrink first-failure` runs it: 44 signatures shown, 9 first-violation
+  // targets, 6 findings.
+  o.shrink = ShrinkPolicy::kFirstFailure;
+  auto ff = RunCampaign(o, nullptr);
+  ASSERT_TRUE(ff.ok());
+  EXPECT_EQ(ff->shown, s->shown);
+  EXPECT_EQ(ff->signatures.size(), 9u);
+  EXPECT_EQ(ff->findings.size(), 6u);
+  EXPECT_NE(EveryTargetIsAFinding(*ff), "");
+  fs::remove_all(o.out_dir);
+  // The slipping mutant ignores the policy asked for: first-failure's findings, byte for byte.
+  o.shrink = ShrinkPolicy::kPerSignature;
   o.mutant = CampaignMutant::kSlippingShrink;
   auto m = RunCampaign(o, nullptr);
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->signatures.size(), 9u);
+  EXPECT_EQ(m->signatures, ff->signatures);
   EXPECT_EQ(m->findings.size(), 6u);
   EXPECT_NE(EveryTargetIsAFinding(*m), "");
   fs::remove_all(o.out_dir);

@@ -13,8 +13,9 @@ class EffectivenessCommand final : public Command {
  public:
   explicit EffectivenessCommand(CLI::App& parent) {
     app_ = parent.add_subcommand(kName,
-                                 "Measure the fuzzer: cases and CPU seconds to the first case "
-                                 "showing each mutant and known bug family, swarm on and off");
+                                 "Measure the fuzzer: cases and CPU seconds to the first report "
+                                 "of each mutant and known bug family, swarm on and off, under "
+                                 "both shrink policies (per-signature, first-failure)");
     app_->footer(
         "Exit codes: 0 measured, 2 bad input.\n"
         "Example: mlasim effectiveness --seeds 10 --cases 200 --signature-cases 300\n");
@@ -23,7 +24,8 @@ class EffectivenessCommand final : public Command {
         ->capture_default_str()
         ->check(UnsignedInteger());
     app_->add_option("--cases", o_.max_cases,
-                     "case budget per target, seed and swarm mode (1..1000000)")
+                     "case budget per target, seed and swarm mode; the known bugs' campaigns run "
+                     "this many cases (1..1000000)")
         ->capture_default_str();
     app_->add_option("--signature-cases", o_.signature_cases,
                      "cases per seed of the distinct-signature yield (0: not measured)")

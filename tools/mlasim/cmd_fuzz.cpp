@@ -42,7 +42,7 @@ constexpr const char* kFuzzExitCodes =
 constexpr const char* kCampaignFlags[] = {
     "--out", "--jobs", "--cases", "--seconds", "--resume", "--shard", "--seed", "--ignore-known",
     "--small", "--profile", "--shrink-steps", "--generate", "--contract", "--html", "--junit",
-    "--swarm",
+    "--swarm", "--shrink",
     // kernel under test (docs/kernel-under-test.md)
     "--gpu", "--kernel-under-test", "--kernel-config", "--device", "--devices", "--head-dims",
     "--reference", "--kernel-timeout"};
@@ -93,6 +93,13 @@ class FuzzCommand final : public Command {
                      "a kernel contract file (docs/contracts.md) every case runs under, in place "
                      "of the built-in one of its call kind; repeatable")
         ->type_name("FILE");
+    app_->add_option("--shrink", shrink_text_,
+                     "per-signature: every signature of every violation is a finding, shrunk "
+                     "keeping that signature; first-failure: round 1's rule (a case's first "
+                     "violation only, shrunk keeping any failure), to measure it "
+                     "(docs/fuzzing.md)")
+        ->type_name("per-signature|first-failure")
+        ->capture_default_str();
     app_->add_option("--shrink-steps", o_.max_shrink_steps,
                      "accepted shrink steps per finding (0..100000)")
         ->capture_default_str();
@@ -184,13 +191,16 @@ class FuzzCommand final : public Command {
       return Fail(io,
                   InvalidArgumentError("--swarm", "must be on or off (got '" + swarm_text_ + "')"));
     o_.swarm = swarm_text_ == "on";
+    auto shrink = fuzz::ParseShrinkPolicy(shrink_text_);
+    if (!shrink.ok()) return Fail(io, shrink.status());
+    o_.shrink = *shrink;
     if (const Status st = LoadGenerators(); !st.ok()) return Fail(io, st);
     if (app_->count("--reproduce")) {
       for (const char* flag : kCampaignFlags) {
         const std::string f = flag;
         if (f == "--profile" || f == "--small" || f == "--generate" || f == "--contract" ||
             f == "--gpu" || f == "--swarm" || f == "--kernel-under-test" || f == "--kernel-config")
-          continue;  // they shape the regenerated case (a kernel: its limits)
+          continue;  // they shape the regenerated case (a kernel: its limits; --shrink does not)
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(
                               flag, "not used with --reproduce (it regenerates one case)"));
@@ -429,6 +439,7 @@ class FuzzCommand final : public Command {
   std::vector<std::string> profiles_;
   std::string generate_text_;
   std::string swarm_text_ = "on";
+  std::string shrink_text_ = "per-signature";
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
   int reproduce_size_ = 50;
@@ -440,8 +451,10 @@ std::string Origin(std::optional<uint64_t> seed_index, int steps, bool cut_short
 }
 
 void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const {
-  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {} swarm {}\n", seed_text_, o_.shard,
-                        o_.shards, fmt::join(o_.profiles, ","), o_.swarm ? "on" : "off");
+  const bool first_failure = o_.shrink == fuzz::ShrinkPolicy::kFirstFailure;
+  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {} swarm {}{}\n", seed_text_, o_.shard,
+                        o_.shards, fmt::join(o_.profiles, ","), o_.swarm ? "on" : "off",
+                        first_failure ? " shrink first-failure" : "");
   io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s, {} job(s))\n", sum.cases,
                         sum.seconds > 0 ? sum.cases / sum.seconds : 0.0, sum.seconds, o_.jobs);
   std::string budget = o_.max_cases >= 0 ? fmt::format(" of {}", o_.max_cases) : "";
@@ -454,7 +467,13 @@ void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& s
         "findings)\n",
         o_.seconds, sum.next_index, o_.max_cases, kExitBudgetCutShort);
   const int64_t fresh = sum.NewFindings();
-  io.out << fmt::format("distinct signatures {}\n", sum.signatures.size());
+  if (first_failure)  // round 1's rule: what the cases showed against what it targeted
+    io.out << fmt::format(
+        "distinct signatures {} (every violation of this run's cases); {} first-violation "
+        "targets, each shrunk keeping any failure (--shrink first-failure)\n",
+        sum.shown.size(), sum.signatures.size());
+  else
+    io.out << fmt::format("distinct signatures {}\n", sum.signatures.size());
   io.out << fmt::format("findings {}: {} new, {} already in {}\n", sum.findings.size(), fresh,
                         sum.findings.size() - fresh, o_.out_dir.empty() ? "--out" : o_.out_dir);
   for (const auto& [sig, f] : sum.findings) {
@@ -555,6 +574,7 @@ int FuzzCommand::Devices(const Streams& io,
   if (!generate_text_.empty()) d.args.insert(d.args.end(), {"--generate", generate_text_});
   for (const std::string& c : o_.contract_files) d.args.insert(d.args.end(), {"--contract", c});
   d.args.insert(d.args.end(), {"--swarm", o_.swarm ? "on" : "off"});  // each worker generates alike
+  d.args.insert(d.args.end(), {"--shrink", fuzz::ShrinkPolicyName(o_.shrink)});
   auto sum = fuzz::RunDeviceCampaign(d, progress);
   if (::isatty(STDERR_FILENO)) io.err << '\n';
   if (!tmp.empty()) std::filesystem::remove_all(tmp, ec);
