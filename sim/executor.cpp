@@ -81,7 +81,7 @@ class CallExecutor {
   inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
   void BindRole(const TensorArg& a);
-  LoadResult BadLoad(const LoadSource& l, int64_t element);
+  [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
   void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
@@ -518,7 +518,9 @@ void CallExecutor::Bind(const Call& c) {
   vars_[kVarKvCacheRows] = rows("kv_cache");
 }
 
-int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
+// Flattened: the interpreter's fast shapes and the loads inline into one function per call site
+// (the stack machine, Expr::EvalStack, stays out of line).
+[[gnu::flatten]] int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
   return e.EvalWith(
       vars_.data(), defined_.data(),
       [this](int32_t slot, int64_t element) { return Load(slot, element); }, defined);

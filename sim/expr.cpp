@@ -422,11 +422,12 @@ bool IsBoolean(Expr::Op op) {
   return op == Op::kLt || op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq ||
          op == Op::kNe || op == Op::kNot || op == Op::kAnd || op == Op::kOr || op == Op::kBool;
 }
-// Operators of two values that Expr::Apply evaluates.
+// Operators of two values that Expr::Apply evaluates (not && ||: they short-circuit).
 bool IsBinary(Expr::Op op) {
   using Op = Expr::Op;
   return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kDiv || op == Op::kMod ||
-         op == Op::kCdiv || op == Op::kMin || op == Op::kMax || IsBoolean(op);
+         op == Op::kCdiv || op == Op::kMin || op == Op::kMax || op == Op::kLt || op == Op::kLe ||
+         op == Op::kGt || op == Op::kGe || op == Op::kEq || op == Op::kNe;
 }
 }  // namespace
 
