@@ -144,12 +144,14 @@ TEST(Expr, ConstantsFoldButNeverDropALoad) {
 // definedness and the same loads, in order, for every variable defined or not and for divisors
 // of 0 and -1.
 TEST(Expr, FastShapesAgreeWithTheStackMachine) {
+  // clang-format off
   const std::vector<std::string> exprs = {
       "a", "7", "a + b", "a / b", "a % b", "cdiv(a, b)", "!b", "a / (b - 3)", "a - b - 1",
       "a + b * 2", "min(a, b, k)", "a && b", "a || b", "a > b && b >= 3", "a < b || b != 3",
       "b == 0 && a / b > 1", "b != 0 || a / b > 1", "a > 10 ? k : b", "b <= 0 ? a + 1 : a / b",
       "buf[b]", "buf[b - 1].y", "buf[a].x", "buf[b - 1].y + 1", "1 + buf[b].x", "buf[b] - a",
       "a - buf[0 - 1]", "buf[a / b]", "buf[b].y / b", "a / b + buf[1]"};
+  // clang-format on
   for (const int64_t b : {int64_t{3}, int64_t{0}, int64_t{-1}, int64_t{2}}) {
     for (int undefined = 0; undefined < 3; ++undefined) {  // none, a, b
       for (const std::string& e : exprs) {
@@ -158,8 +160,8 @@ TEST(Expr, FastShapesAgreeWithTheStackMachine) {
           f->vars[1] = b;
           if (undefined > 0) f->defined[undefined - 1] = 0;
         }
-        const std::string at = e + " with b = " + std::to_string(b) + ", undefined " +
-                               std::to_string(undefined);
+        const std::string at =
+            e + " with b = " + std::to_string(b) + ", undefined " + std::to_string(undefined);
         EXPECT_EQ(fast.Value(e), slow.Value("-(-(" + e + "))")) << at;
         EXPECT_EQ(fast.loads, slow.loads) << at;
       }
