@@ -170,7 +170,33 @@ class ProgramCompiler {
       MLASIM_RETURN_IF_ERROR(One(body[i], path + "[" + std::to_string(i) + "]", scope, &s, depth));
       out->push_back(std::move(s));
     }
+    FindLetRows(out);
     return OkStatus();
+  }
+
+  // Marks each run of two or more lets (without `when`) that load fields of one row with the
+  // same index variable (Statement::let_row). Every let has a slot of its own, so no let of a
+  // run changes the index variable.
+  static void FindLetRows(std::vector<Statement>* body) {
+    auto row_load = [](const Statement& st, Expr::RowLoad* r) {
+      return st.kind == Statement::Kind::kLet && st.when.empty() && st.value.AsRowLoad(r);
+    };
+    for (size_t i = 0; i < body->size();) {
+      Expr::RowLoad first;
+      if (!row_load((*body)[i], &first)) {
+        ++i;
+        continue;
+      }
+      LetRow run{first.buffer, first.index_slot, first.width, {}};
+      size_t j = i;
+      for (Expr::RowLoad r; j < body->size() && row_load((*body)[j], &r); ++j) {
+        if (r.buffer != first.buffer || r.index_slot != first.index_slot || r.width != first.width)
+          break;
+        run.slot_field.emplace_back((*body)[j].slot, r.field);
+      }
+      if (run.slot_field.size() >= 2) (*body)[i].let_row = std::move(run);
+      i = j;
+    }
   }
 
   Status One(const json& j, const std::string& path, ExprScope& scope, Statement* s, int depth) {

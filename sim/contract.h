@@ -82,6 +82,15 @@ enum class AccessUnit : uint8_t { kRows, kHeadRows, kElements, kBytes };
 // Which loop a finding is attributed to: the work items (decode) or tiles (reduce) it lists.
 enum class LoopAttribution : uint8_t { kNone, kWorkgroup, kWorkItem, kTile };
 
+// A run of lets that load fields of one row with the same index variable
+// (`let qo_start = work_info[w].qo_start`, `let qo_end = work_info[w].qo_end`, ...): the
+// executor runs it as one row load. Found when the program is compiled; the lets stay in the
+// program for every other reader.
+struct LetRow {
+  int32_t buffer = -1, index_slot = -1, width = 1;      // Expr::RowLoad of every let of the run
+  std::vector<std::pair<int32_t, int32_t>> slot_field;  // (let slot, field), in program order
+};
+
 // One statement of a contract's program.
 struct Statement {
   enum class Kind : uint8_t { kRead, kWrite, kGather, kLoop, kLet, kIf };
@@ -109,7 +118,8 @@ struct Statement {
   std::string exceeded;    // the sentence of the finding ("the page count underflowed")
   std::string hang_buffer;
   Expr hang_row;
-  Expr value;  // kLet
+  Expr value;      // kLet
+  LetRow let_row;  // kLet: the run of row loads this let starts (empty slot_field: none)
   std::vector<Statement> body;
 };
 

@@ -77,11 +77,12 @@ class CallExecutor {
   void ExecAccess(const Statement& st);
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
+  void ExecLetRow(const LetRow& r);
   int64_t Eval(const Expr& e, bool* defined);
   inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
   void BindRole(const TensorArg& a);
-  LoadResult BadLoad(const LoadSource& l, int64_t element);
+  [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
   void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
@@ -521,7 +522,9 @@ void CallExecutor::Bind(const Call& c) {
   vars_[kVarKvCacheRows] = rows("kv_cache");
 }
 
-int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
+// Flattened: the interpreter's fast shapes and the loads inline into one function per call site
+// (the stack machine, Expr::EvalStack, stays out of line).
+[[gnu::flatten]] int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
   return e.EvalWith(
       vars_.data(), defined_.data(),
       [this](int32_t slot, int64_t element) { return Load(slot, element); }, defined);
@@ -564,7 +567,9 @@ LoadResult CallExecutor::BadLoad(const LoadSource& l, int64_t element) {
 }
 
 void CallExecutor::Exec(const std::vector<Statement>& body) {
-  for (const Statement& st : body) {
+  const size_t n = body.size();
+  for (size_t i = 0; i < n; ++i) {
+    const Statement& st = body[i];
     if (!st.when.empty()) {
       if (st.when.is_constant()) {
         if (st.when.constant_value() == 0) continue;
@@ -576,6 +581,11 @@ void CallExecutor::Exec(const std::vector<Statement>& body) {
     }
     switch (st.kind) {
       case Statement::Kind::kLet: {
+        if (!st.let_row.slot_field.empty()) {
+          ExecLetRow(st.let_row);
+          i += st.let_row.slot_field.size() - 1;  // the run's other lets
+          break;
+        }
         bool defined = true;
         vars_[st.slot] = Eval(st.value, &defined);
         defined_[st.slot] = defined;
@@ -592,6 +602,18 @@ void CallExecutor::Exec(const std::vector<Statement>& body) {
       case Statement::Kind::kGather: ExecGather(st); break;
       case Statement::Kind::kLoop: ExecLoop(st); break;
     }
+  }
+}
+
+// The lets of a LetRow, loaded in their order (each load of a bad element is recorded as it
+// would be one let at a time).
+void CallExecutor::ExecLetRow(const LetRow& r) {
+  const bool index_defined = defined_[r.index_slot] != 0;
+  const int64_t base = vars_[r.index_slot] * r.width;
+  for (const auto& [slot, field] : r.slot_field) {
+    const LoadResult l = index_defined ? Load(r.buffer, base + field) : LoadResult{};
+    vars_[slot] = l.defined ? l.value : 0;
+    defined_[slot] = l.defined;
   }
 }
 
@@ -784,9 +806,7 @@ void CallExecutor::Run(const Call& c) {
 
 }  // namespace
 
-ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt) {
-  ExecutionResult out;
-  AddressSpace as(s.allocator);
+void AllocatePersistent(const Trace& trace, AddressSpace& as) {
   for (const PersistentBuffer& p : trace.persistent) {
     TensorShape sh;
     sh.rows = p.rows;
@@ -794,6 +814,12 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
     sh.dtype = p.dtype;
     as.Allocate(p.name, sh);
   }
+}
+
+ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt) {
+  ExecutionResult out;
+  AddressSpace as(s.allocator);
+  AllocatePersistent(trace, as);
   // Host-prepared inputs are written before any kernel runs.
   for (const char* host : {"kv_indptr", "kv_last_page_lens", "sparse_kv_indptr",
                            "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {

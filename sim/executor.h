@@ -33,4 +33,8 @@ struct ExecuteOptions {
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});
 
+// Allocates the trace's persistent buffers (plan buffers, indptrs, KV cache: Trace::persistent)
+// in `as`, in trace order, as every call of the step sees them.
+void AllocatePersistent(const Trace& trace, AddressSpace& as);
+
 }  // namespace mlasim::sim

@@ -71,8 +71,8 @@ class ExprParser {
   using Op = Expr::Op;
 
   Status Error(const std::string& why) const {
-    return InvalidArgumentError(field_, why + " at character " + std::to_string(pos_) + " of \"" +
-                                            t_ + "\"");
+    return InvalidArgumentError(
+        field_, why + " at character " + std::to_string(pos_) + " of \"" + t_ + "\"");
   }
   void Skip() {
     while (pos_ < t_.size() && std::isspace(static_cast<unsigned char>(t_[pos_]))) ++pos_;
@@ -82,8 +82,8 @@ class ExprParser {
     const size_t n = std::char_traits<char>::length(s);
     if (t_.compare(pos_, n, s) != 0) return false;
     // '<' must not eat the first half of '<='; '!' not of '!='; '=' alone is not an operator.
-    if (n == 1 && pos_ + 1 < t_.size() && t_[pos_ + 1] == '=' && (s[0] == '<' || s[0] == '>' ||
-                                                                  s[0] == '!'))
+    if (n == 1 && pos_ + 1 < t_.size() && t_[pos_ + 1] == '=' &&
+        (s[0] == '<' || s[0] == '>' || s[0] == '!'))
       return false;
     pos_ += n;
     return true;
@@ -207,8 +207,8 @@ class ExprParser {
   std::string Name() {
     Skip();
     const size_t b = pos_;
-    while (pos_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[pos_])) ||
-                                t_[pos_] == '_'))
+    while (pos_ < t_.size() &&
+           (std::isalnum(static_cast<unsigned char>(t_[pos_])) || t_[pos_] == '_'))
       ++pos_;
     return t_.substr(b, pos_ - b);
   }
@@ -273,9 +273,9 @@ class ExprParser {
         pos_ = fat;
         std::string known;
         for (const std::string& x : b.fields) known += (known.empty() ? "" : ", ") + x;
-        return Error("'" + b.name + "' rows have no field '" + f + "'" +
-                     (known.empty() ? " (its rows are plain elements)" : " (fields: " + known +
-                                                                              ")"));
+        return Error(
+            "'" + b.name + "' rows have no field '" + f + "'" +
+            (known.empty() ? " (its rows are plain elements)" : " (fields: " + known + ")"));
       }
       n.width = b.row_width;
       n.field = static_cast<int32_t>(it - b.fields.begin());
@@ -415,6 +415,22 @@ bool Expr::HasLoad(int32_t i) const {
   return n.op == Op::kLoad || HasLoad(n.a) || HasLoad(n.b) || HasLoad(n.c);
 }
 
+namespace {
+// Operators whose value is always 0 or 1.
+bool IsBoolean(Expr::Op op) {
+  using Op = Expr::Op;
+  return op == Op::kLt || op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq ||
+         op == Op::kNe || op == Op::kNot || op == Op::kAnd || op == Op::kOr || op == Op::kBool;
+}
+// Operators of two values that Expr::Apply evaluates (not && ||: they short-circuit).
+bool IsBinary(Expr::Op op) {
+  using Op = Expr::Op;
+  return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kDiv || op == Op::kMod ||
+         op == Op::kCdiv || op == Op::kMin || op == Op::kMax || op == Op::kLt || op == Op::kLe ||
+         op == Op::kGt || op == Op::kGe || op == Op::kEq || op == Op::kNe;
+}
+}  // namespace
+
 bool Expr::Fold(int32_t i, int64_t* value) {
   Node& n = nodes_[i];
   auto make_const = [&](int64_t v) {
@@ -444,7 +460,7 @@ bool Expr::Fold(int32_t i, int64_t* value) {
       if (cb && (is_and ? b != 0 : b == 0)) {
         n.op = Op::kBool;
         n.b = -1;
-        return false;
+        if (IsBoolean(nodes_[n.a].op)) copy_from(n.a);  // already 0 or 1
       }
       return false;
     }
@@ -457,8 +473,9 @@ bool Expr::Fold(int32_t i, int64_t* value) {
       return false;
     }
     case Op::kBool:
-      if (!Fold(n.a, &a)) return false;
-      return make_const(a != 0);
+      if (Fold(n.a, &a)) return make_const(a != 0);
+      if (IsBoolean(nodes_[n.a].op)) copy_from(n.a);
+      return false;
     case Op::kNeg:
     case Op::kNot:
     case Op::kU32:
@@ -466,26 +483,17 @@ bool Expr::Fold(int32_t i, int64_t* value) {
       if (!Fold(n.a, &a)) return false;
       const int64_t v = n.op == Op::kNeg   ? static_cast<int64_t>(0 - static_cast<uint64_t>(a))
                         : n.op == Op::kNot ? a == 0
-                        : n.op == Op::kU32 ? static_cast<int64_t>(static_cast<uint32_t>(a))
-                                           : static_cast<int64_t>(static_cast<int32_t>(
-                                                 static_cast<uint32_t>(a)));
+                        : n.op == Op::kU32
+                            ? static_cast<int64_t>(static_cast<uint32_t>(a))
+                            : static_cast<int64_t>(static_cast<int32_t>(static_cast<uint32_t>(a)));
       return make_const(v);
     }
     default: {
       const bool ca = Fold(n.a, &a), cb = Fold(n.b, &b);
       if (!ca || !cb) return false;
-      // Evaluate the binary node through the bytecode evaluator on two constants.
-      Expr tmp;
-      Node x;
-      x.value = a;
-      tmp.code_.push_back(x);
-      x.value = b;
-      tmp.code_.push_back(x);
-      Node op = n;
-      tmp.code_.push_back(op);
-      bool defined = true;
-      const int64_t v = tmp.Eval(nullptr, nullptr, Loader(), &defined);
-      if (!defined) return false;  // division by zero stays a run-time undefined value
+      bool ok = true;
+      const int64_t v = Apply(n.op, a, b, &ok);
+      if (!ok) return false;  // division by zero stays a run-time undefined value
       return make_const(v);
     }
   }
@@ -518,22 +526,82 @@ Status Expr::Linearize(const std::string& field) {
   if (max_depth > kMaxStack)
     return InvalidArgumentError(field, "expression needs more than " + std::to_string(kMaxStack) +
                                            " values at once; split it with let");
-  // The shapes most contract expressions have, evaluated without the stack machine.
-  auto binary = [](Op op) {
-    return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kLt ||
-           op == Op::kLe || op == Op::kGt || op == Op::kGe || op == Op::kEq || op == Op::kNe ||
-           op == Op::kMin || op == Op::kMax;
-  };
-  const size_t n = code_.size();
-  shape_ = Shape::kGeneric;
-  if (n == 1) shape_ = code_[0].op == Op::kConst ? Shape::kConst : Shape::kVar;
-  if (n == 2 && code_[1].op == Op::kLoad &&
-      (code_[0].op == Op::kVar || code_[0].op == Op::kConst))
-    shape_ = Shape::kLoad;
-  if (n == 3 && code_[0].op == Op::kVar && binary(code_[2].op) &&
-      (code_[1].op == Op::kVar || code_[1].op == Op::kConst))
-    shape_ = code_[1].op == Op::kVar ? Shape::kVarOpVar : Shape::kVarOpConst;
+  ChooseShape();
   return OkStatus();
+}
+
+bool Expr::AsOperand(int32_t i, Operand* out) const {
+  const Node& n = nodes_[i];
+  if (n.op != Op::kConst && n.op != Op::kVar) return false;
+  out->value = n.value;
+  out->var = n.op == Op::kVar;
+  return true;
+}
+
+bool Expr::AsTerm(int32_t i, Term* out) const {
+  const Node& n = nodes_[i];
+  *out = Term();
+  if (AsOperand(i, &out->a)) return true;
+  if ((n.op == Op::kNot || n.op == Op::kBool) && AsOperand(n.a, &out->a)) {
+    out->op = n.op == Op::kNot ? Op::kEq : Op::kNe;  // against the constant 0 in `b`
+    return true;
+  }
+  if (!IsBinary(n.op) || !AsOperand(n.a, &out->a) || !AsOperand(n.b, &out->b)) return false;
+  out->op = n.op;
+  return true;
+}
+
+// The shape of the folded tree (Expr::Shape), with its terms.
+void Expr::ChooseShape() {
+  const Node& n = nodes_[root_];
+  shape_ = Shape::kGeneric;
+  if (n.op == Op::kConst) {
+    shape_ = Shape::kConst;
+  } else if (AsTerm(root_, &terms_[0])) {
+    shape_ = Shape::kTerm;
+  } else if (AsLoad(root_)) {
+    shape_ = Shape::kLoad;
+  } else if (IsBinary(n.op) && nodes_[n.a].op == Op::kLoad) {  // load op term
+    if (AsLoad(n.a) && AsTerm(n.b, &terms_[1])) {
+      shape_ = Shape::kLoad;
+      pair_op_ = n.op;
+      load_left_ = true;
+    }
+  } else if (IsBinary(n.op) && nodes_[n.b].op == Op::kLoad) {  // term op load
+    if (AsLoad(n.b) && AsTerm(n.a, &terms_[1])) {
+      shape_ = Shape::kLoad;
+      pair_op_ = n.op;
+      load_left_ = false;
+    }
+  } else if ((IsBinary(n.op) || n.op == Op::kAnd || n.op == Op::kOr) && AsTerm(n.a, &terms_[0]) &&
+             AsTerm(n.b, &terms_[1])) {
+    shape_ = Shape::kPair;
+    pair_op_ = n.op;
+  } else if (n.op == Op::kSelect && AsTerm(n.a, &terms_[0]) && AsTerm(n.b, &terms_[1]) &&
+             AsTerm(n.c, &terms_[2])) {
+    shape_ = Shape::kSelect;
+  }
+}
+
+// A load whose index is a term: its buffer, width, field and index (terms_[0]).
+bool Expr::AsLoad(int32_t i) {
+  const Node& n = nodes_[i];
+  if (n.op != Op::kLoad || !AsTerm(n.a, &terms_[0])) return false;
+  load_slot_ = static_cast<int32_t>(n.value);
+  load_width_ = n.width;
+  load_field_ = n.field;
+  return true;
+}
+
+bool Expr::AsRowLoad(RowLoad* out) const {
+  const Term& index = terms_[0];
+  if (shape_ != Shape::kLoad || pair_op_ != Op::kConst || index.op != Op::kConst || !index.a.var)
+    return false;
+  out->buffer = load_slot_;
+  out->index_slot = static_cast<int32_t>(index.a.value);
+  out->width = load_width_;
+  out->field = load_field_;
+  return true;
 }
 
 int64_t Expr::Eval(const int64_t* vars, const uint8_t* var_defined, const Loader& load,

@@ -108,16 +108,61 @@ class Expr {
   const std::string& text() const { return text_; }
 
   enum class Op : uint8_t {
-    kConst, kVar, kLoad, kNeg, kNot, kAdd, kSub, kMul, kDiv, kMod, kLt, kLe, kGt, kGe, kEq, kNe,
-    kAnd, kOr, kSelect, kMin, kMax, kCdiv, kU32, kI32,
+    kConst,
+    kVar,
+    kLoad,
+    kNeg,
+    kNot,
+    kAdd,
+    kSub,
+    kMul,
+    kDiv,
+    kMod,
+    kLt,
+    kLe,
+    kGt,
+    kGe,
+    kEq,
+    kNe,
+    kAnd,
+    kOr,
+    kSelect,
+    kMin,
+    kMax,
+    kCdiv,
+    kU32,
+    kI32,
     // bytecode only: jumps (value = target index); a 0/1 normalisation (also from folding)
-    kJumpIfZero, kJumpIfNonZero, kJump, kBool,
+    kJumpIfZero,
+    kJumpIfNonZero,
+    kJump,
+    kBool,
   };
-  // The bytecode's shape: the common ones skip the stack machine.
-  enum class Shape : uint8_t { kConst, kVar, kLoad, kVarOpVar, kVarOpConst, kGeneric };
+  // A variable slot or a constant: an operand of the shapes below.
+  struct Operand {
+    int64_t value = 0;  // the constant, or the variable's slot
+    bool var = false;
+  };
+  // `a op b` on two operands (op kConst: `a` alone); !a and bool(a) are a == 0 and a != 0.
+  struct Term {
+    Op op = Op::kConst;
+    Operand a, b;
+  };
+  // The shapes most contract expressions have after folding, evaluated without the stack
+  // machine: kTerm t[0]; kPair t[0] pair_op t[1] (a binary operator, && or ||); kSelect
+  // t[0] ? t[1] : t[2]; kLoad `L` = buffer `load_slot`, element t[0] * width + field, alone
+  // (pair_op kConst) or with a binary operator: L pair_op t[1] (load_left) or t[1] pair_op L.
+  enum class Shape : uint8_t { kConst, kTerm, kPair, kSelect, kLoad, kGeneric };
+  // A load of a field of row `index_slot` (`work_info[w].kv_end`): what a run of such lets
+  // needs to be run as one row load (sim/contract.h LetRow).
+  struct RowLoad {
+    int32_t buffer = -1, index_slot = -1, width = 1, field = 0;
+  };
+  // This expression as such a load, if it is one (the index a variable, no arithmetic).
+  bool AsRowLoad(RowLoad* out) const;
   struct Node {
     Op op = Op::kConst;
-    int64_t value = 0;   // kConst: value; kVar: slot; kLoad: buffer slot
+    int64_t value = 0;               // kConst: value; kVar: slot; kLoad: buffer slot
     int32_t a = -1, b = -1, c = -1;  // operand node indices (kMin/kMax chain pairwise)
     int32_t width = 1, field = 0;    // kLoad: element = index * width + field
   };
@@ -133,11 +178,34 @@ class Expr {
   // when the node is constant.
   bool Fold(int32_t node, int64_t* value);
   bool HasLoad(int32_t node) const;
+  bool AsOperand(int32_t node, Operand* out) const;
+  bool AsTerm(int32_t node, Term* out) const;
+  bool AsLoad(int32_t node);
+  void ChooseShape();
   Status Linearize(const std::string& field);
+  template <class LoadF>
+  [[gnu::noinline]] int64_t EvalStack(const int64_t* vars, const uint8_t* var_defined, LoadF& load,
+                                      bool* defined) const;
+  static int64_t Value(const Operand& o, const int64_t* vars, const uint8_t* var_defined,
+                       bool* ok) {
+    if (!o.var) return o.value;
+    if (var_defined && !var_defined[o.value]) *ok = false;
+    return vars[o.value];
+  }
+  static int64_t EvalTerm(const Term& t, const int64_t* vars, const uint8_t* var_defined,
+                          bool* ok) {
+    const int64_t a = Value(t.a, vars, var_defined, ok);
+    if (t.op == Op::kConst) return a;
+    return Apply(t.op, a, Value(t.b, vars, var_defined, ok), ok);
+  }
   std::vector<Node> nodes_;  // the parse tree
   int32_t root_ = -1;
-  std::vector<Node> code_;   // the bytecode
+  std::vector<Node> code_;  // the bytecode
   Shape shape_ = Shape::kGeneric;
+  Op pair_op_ = Op::kConst;  // kPair
+  Term terms_[3];            // kTerm, kPair, kSelect, kLoad (the index)
+  int32_t load_slot_ = 0, load_width_ = 1, load_field_ = 0;  // kLoad
+  bool load_left_ = true;                                    // kLoad with pair_op
   std::string text_;
   // + - * < <= > >= == != min max on two values (arithmetic wraps like 64-bit kernel integers).
   static int64_t ApplyBinary(Op op, int64_t a, int64_t b) {
@@ -157,44 +225,68 @@ class Expr {
       default: return 0;
     }
   }
+  // ApplyBinary, and / % cdiv: division by zero (or INT64_MIN / -1) clears *ok (the value is 0).
+  static int64_t Apply(Op op, int64_t a, int64_t b, bool* ok) {
+    if (op != Op::kDiv && op != Op::kMod && op != Op::kCdiv) return ApplyBinary(op, a, b);
+    if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) {
+      *ok = false;
+      return 0;
+    }
+    if (op == Op::kDiv) return a / b;
+    if (op == Op::kMod) return a % b;
+    return a / b + ((a % b != 0) && ((a > 0) == (b > 0)));
+  }
 };
 
 template <class LoadF>
 inline int64_t Expr::EvalWith(const int64_t* vars, const uint8_t* var_defined, LoadF&& load,
-                             bool* defined) const {
-  *defined = true;
-  const size_t n = code_.size();
-  auto var = [&](const Node& x) -> int64_t {
-    if (var_defined && !var_defined[x.value]) *defined = false;
-    return vars[x.value];
-  };
+                              bool* defined) const {
+  bool ok = true;
+  int64_t v = 0;
   switch (shape_) {
-    case Shape::kConst: return code_[0].value;
-    case Shape::kVar: {
-      const int64_t v = var(code_[0]);
-      return *defined ? v : 0;
+    case Shape::kConst: *defined = true; return code_[0].value;
+    case Shape::kTerm: v = EvalTerm(terms_[0], vars, var_defined, &ok); break;
+    case Shape::kPair: {
+      // && and ||: the right side is evaluated only when the left one does not decide.
+      const int64_t a = EvalTerm(terms_[0], vars, var_defined, &ok);
+      if (!ok) break;
+      if (pair_op_ == Op::kAnd || pair_op_ == Op::kOr) {
+        v = pair_op_ == Op::kOr;
+        if ((a != 0) != (pair_op_ == Op::kOr)) v = EvalTerm(terms_[1], vars, var_defined, &ok) != 0;
+        break;
+      }
+      v = Apply(pair_op_, a, EvalTerm(terms_[1], vars, var_defined, &ok), &ok);
+      break;
     }
-    case Shape::kVarOpVar:
-    case Shape::kVarOpConst: {
-      const int64_t a = var(code_[0]);
-      const int64_t b = shape_ == Shape::kVarOpVar ? var(code_[1]) : code_[1].value;
-      if (!*defined) return 0;
-      return ApplyBinary(code_[2].op, a, b);
+    case Shape::kSelect: {
+      const int64_t c = EvalTerm(terms_[0], vars, var_defined, &ok);
+      if (ok) v = EvalTerm(terms_[c != 0 ? 1 : 2], vars, var_defined, &ok);
+      break;
     }
-    default: break;
+    case Shape::kLoad: {
+      // Nothing is loaded when a value evaluated before the load (postfix order) is undefined.
+      const bool pair = pair_op_ != Op::kConst;
+      const int64_t left = pair && !load_left_ ? EvalTerm(terms_[1], vars, var_defined, &ok) : 0;
+      const int64_t idx = EvalTerm(terms_[0], vars, var_defined, &ok);
+      if (!ok) break;
+      const LoadResult r = load(load_slot_, idx * load_width_ + load_field_);
+      ok = r.defined;
+      v = r.value;
+      if (!pair) break;
+      v = load_left_ ? Apply(pair_op_, v, EvalTerm(terms_[1], vars, var_defined, &ok), &ok)
+                     : Apply(pair_op_, left, v, &ok);
+      break;
+    }
+    case Shape::kGeneric: return EvalStack(vars, var_defined, load, defined);
   }
-  if (shape_ == Shape::kLoad) {  // buf[var] / buf[var].field / buf[const]
-    const Node& x = code_[0];
-    if (x.op == Op::kVar && var_defined && !var_defined[x.value]) {
-      *defined = false;
-      return 0;
-    }
-    const int64_t idx = x.op == Op::kConst ? x.value : vars[x.value];
-    const Node& l = code_[1];
-    const LoadResult r = load(static_cast<int32_t>(l.value), idx * l.width + l.field);
-    *defined = r.defined;
-    return r.defined ? r.value : 0;
-  }
+  *defined = ok;
+  return ok ? v : 0;
+}
+
+template <class LoadF>
+int64_t Expr::EvalStack(const int64_t* vars, const uint8_t* var_defined, LoadF& load,
+                        bool* defined) const {
+  const size_t n = code_.size();
   int64_t st[kMaxStack];
   int sp = 0;
   bool ok = true;
@@ -217,7 +309,9 @@ inline int64_t Expr::EvalWith(const int64_t* vars, const uint8_t* var_defined, L
         st[sp - 1] = r.value;
         break;
       }
-      case Op::kNeg: st[sp - 1] = static_cast<int64_t>(0 - static_cast<uint64_t>(st[sp - 1])); break;
+      case Op::kNeg:
+        st[sp - 1] = static_cast<int64_t>(0 - static_cast<uint64_t>(st[sp - 1]));
+        break;
       case Op::kNot: st[sp - 1] = st[sp - 1] == 0; break;
       case Op::kBool: st[sp - 1] = st[sp - 1] != 0; break;
       case Op::kU32: st[sp - 1] = static_cast<int64_t>(static_cast<uint32_t>(st[sp - 1])); break;
@@ -231,26 +325,9 @@ inline int64_t Expr::EvalWith(const int64_t* vars, const uint8_t* var_defined, L
       case Op::kJumpIfNonZero:
         if (st[--sp] != 0) pc = static_cast<size_t>(x.value) - 1;
         break;
-      case Op::kDiv:
-      case Op::kMod:
-      case Op::kCdiv: {
-        const int64_t b = st[--sp], a = st[sp - 1];
-        int64_t r = 0;
-        if (b == 0 || (a == std::numeric_limits<int64_t>::min() && b == -1)) {
-          ok = false;
-        } else if (x.op == Op::kDiv) {
-          r = a / b;
-        } else if (x.op == Op::kMod) {
-          r = a % b;
-        } else {
-          r = a / b + ((a % b != 0) && ((a > 0) == (b > 0)));
-        }
-        st[sp - 1] = r;
-        break;
-      }
       default: {
         const int64_t b = st[--sp];
-        st[sp - 1] = ApplyBinary(x.op, st[sp - 1], b);
+        st[sp - 1] = Apply(x.op, st[sp - 1], b, &ok);
       }
     }
   }

@@ -168,13 +168,7 @@ SvgPicture Message(const Violation& v, const std::string& why) {
 AddressSpace CallAddressSpace(const Scenario& s, const Trace& trace, int32_t call) {
   MLASIM_ASSERT(call >= 0 && call < static_cast<int32_t>(trace.calls.size()), "call index");
   AddressSpace as(s.allocator);
-  for (const PersistentBuffer& p : trace.persistent) {
-    TensorShape sh;
-    sh.rows = p.rows;
-    sh.row_bytes = p.row_bytes;
-    sh.dtype = p.dtype;
-    as.Allocate(p.name, sh);
-  }
+  AllocatePersistent(trace, as);
   // Only decode calls allocate (CallExecutor::AllocateTensors): a reduce, an index fill or a
   // plan call sees the transients of the latest decode call before it, if any.
   int32_t d = call;

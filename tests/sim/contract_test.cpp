@@ -138,6 +138,37 @@ TEST(Expr, ConstantsFoldButNeverDropALoad) {
   EXPECT_FALSE(d->is_constant());
 }
 
+// The interpreter's fast shapes (Expr::Shape: a term, two terms joined by an operator, && or ||,
+// a select, a load alone or with one operator) against the stack machine: `-(-(e))` has the same
+// value as `e` but no fast shape, so the stack machine evaluates it. Same value, same
+// definedness and the same loads, in order, for every variable defined or not and for divisors
+// of 0 and -1.
+TEST(Expr, FastShapesAgreeWithTheStackMachine) {
+  // clang-format off
+  const std::vector<std::string> exprs = {
+      "a", "7", "a + b", "a / b", "a % b", "cdiv(a, b)", "!b", "a / (b - 3)", "a - b - 1",
+      "a + b * 2", "min(a, b, k)", "a && b", "a || b", "a > b && b >= 3", "a < b || b != 3",
+      "b == 0 && a / b > 1", "b != 0 || a / b > 1", "a > 10 ? k : b", "b <= 0 ? a + 1 : a / b",
+      "buf[b]", "buf[b - 1].y", "buf[a].x", "buf[b - 1].y + 1", "1 + buf[b].x", "buf[b] - a",
+      "a - buf[0 - 1]", "buf[a / b]", "buf[b].y / b", "a / b + buf[1]"};
+  // clang-format on
+  for (const int64_t b : {int64_t{3}, int64_t{0}, int64_t{-1}, int64_t{2}}) {
+    for (int undefined = 0; undefined < 3; ++undefined) {  // none, a, b
+      for (const std::string& e : exprs) {
+        Fixture fast, slow;
+        for (Fixture* f : {&fast, &slow}) {
+          f->vars[1] = b;
+          if (undefined > 0) f->defined[undefined - 1] = 0;
+        }
+        const std::string at =
+            e + " with b = " + std::to_string(b) + ", undefined " + std::to_string(undefined);
+        EXPECT_EQ(fast.Value(e), slow.Value("-(-(" + e + "))")) << at;
+        EXPECT_EQ(fast.loads, slow.loads) << at;
+      }
+    }
+  }
+}
+
 TEST(Expr, EveryCompileErrorNamesTheFieldAndTheReason) {
   Fixture f;
   EXPECT_EQ(f.Error("a +"), "$.x: expected a value at character 3 of \"a +\"");
@@ -324,6 +355,30 @@ TEST(Contract, BuiltinsParseWithTheirSemantics) {
   EXPECT_EQ(bad.status().ToString(),
             "$.kernel: no built-in decode contract \"flydsl\" (known: asm, flashinfer_fa3, "
             "flashmla_dense, hk, opus)");
+}
+
+// The work-item prologue of the asm contract (`let partial_qo_loc = work_info[w]
+// .partial_qo_loc` ... `let kv_offset = work_info[w].kv_offset`) is one row load for the
+// executor; `let batch_idx`, apart from it, stays a single let. The lets stay in the program.
+TEST(Contract, TheWorkItemPrologueIsOneRowLoad) {
+  auto c = BuiltinContract(CallKind::kDecode, "asm", "t");
+  ASSERT_TRUE(c.ok());
+  const std::vector<Statement>& item = (*c)->program.at(0).body.at(0).body;
+  ASSERT_EQ(item.at(0).kind, Statement::Kind::kLet);
+  EXPECT_EQ(item[0].var, "partial_qo_loc");
+  const LetRow& row = item[0].let_row;
+  EXPECT_EQ(row.buffer, kLoadWorkInfo);
+  EXPECT_EQ(row.width, 8);
+  EXPECT_EQ(row.index_slot, (*c)->program[0].body[0].slot);  // w
+  std::vector<int32_t> fields;
+  for (size_t i = 0; i < row.slot_field.size(); ++i) {
+    EXPECT_EQ(row.slot_field[i].first, item[i].slot);
+    fields.push_back(row.slot_field[i].second);
+  }
+  // work_info fields: batch_idx, partial_qo_loc, qo_start, qo_end, kv_start, kv_end, kv_offset
+  EXPECT_EQ(fields, (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+  for (size_t i = 1; i < item.size(); ++i) EXPECT_TRUE(item[i].let_row.slot_field.empty()) << i;
+  EXPECT_EQ(item[6].var, "kv_len");
 }
 
 TEST(Contract, WithConstantsIsADataVariantCachedPerValue) {
