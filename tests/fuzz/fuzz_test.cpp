@@ -123,6 +123,13 @@ TEST(MutantRegistry, EveryMutantIsKilledWithinItsBudget) {
     EXPECT_TRUE(r.killed) << m.name << " survived " << r.cases << " cases";
     EXPECT_LE(r.cases, m.budget) << m.name;
     ASSERT_TRUE(!r.killed || r.kill.has_value()) << m.name;
+    // Class labels agree: the violation that kills a mutant carries the registry's class (a
+    // stale plan is E whatever invariant it breaks, a captured launch past work_indptr is C).
+    if (r.killed && r.kill->counterexample) {
+      const sim::Violation& v = r.kill->counterexample->broken.front();
+      EXPECT_EQ(sim::BugClassLetter(v.bug_class), std::string(sim::BugClassLetter(m.bug_class)))
+          << m.name << ": killed by " << Signature(v);
+    }
   }
 }
 
