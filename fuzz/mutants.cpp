@@ -460,6 +460,9 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
        "semantics invalid_index = clamp_to_zero: hostile index values read slot 0"},
       {SimMutant::kContractInvalidIndexWrap, BugClass::kG,
        "semantics invalid_index = wrap: hostile index values read a wrapped slot"},
+      {SimMutant::kContractWhenSkipsPartial0, BugClass::kE,
+       "when clause off by one (partial_qo_loc > 0): the piece at partial row 0 writes no "
+       "logits, the reduce reads partial rows nobody wrote"},
   };
   for (const Row& x : rows) {
     const bool invalid_index = x.m == SimMutant::kContractInvalidIndexFault ||
