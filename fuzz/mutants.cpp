@@ -317,6 +317,47 @@ MutantSpec Numerics(std::string name, BugClass cls, std::string desc, NumericsVa
   return m;
 }
 
+// The engine-step numerics property (fuzz/properties.h NumericsViolations).
+constexpr const char* kStepNumerics = "engine-step-numerics";
+
+// A semantics mutant on ATOM engine steps: generated steps in the world of the contract's
+// invalid-index mutants (hostile index values in the slots a kernel reads, a contract that masks
+// them: sim/mutants.cpp HostileIndices), checked by the engine-step numerics property with the
+// variant's semantics in place of the contract's. The kill's case file is the step in that world
+// (`mlasim numerics FILE --mutant NAME` reproduces it).
+MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, NumericsVariant v,
+                        std::string site) {
+  MutantSpec m;
+  m.name = std::move(name);
+  m.bug_class = cls;
+  m.kind = MutantKind::kSemantics;
+  m.description = std::move(desc);
+  m.property = kStepNumerics;
+  m.site = std::move(site);
+  m.numerics = v;
+  m.kill_case = [v](uint64_t seed, int64_t index) -> std::optional<Kill> {
+    constexpr SimMutant kWorld = SimMutant::kContractInvalidIndexFault;
+    const sim::SemanticsOverride over = SemanticsOf(v);
+    const Property in_world = [over](const sim::ReplayReport& r) {
+      auto w = sim::MutantScenario(r.scenario, kWorld, /*mutated=*/false);
+      if (!w.ok()) return std::vector<sim::Violation>{};
+      sim::ReplayReport step;
+      step.scenario = std::move(*w);
+      return NumericsViolations(step, over);
+    };
+    const int size = static_cast<int>(10 + (index % 90));
+    auto f = TestSeed(AnyProfile(), seed + static_cast<uint64_t>(index), size, in_world,
+                      SimMutant::kNone);
+    if (!f) return std::nullopt;
+    auto w = sim::MutantScenario(f->scenario, kWorld, /*mutated=*/false);
+    if (w.ok()) f->scenario = std::move(*w);
+    return Kill{fmt::format("B={} K={} {}", f->scenario.requests.size(), f->scenario.mtp_k,
+                            Signature(f->broken.front())),
+                std::move(f)};
+  };
+  return m;
+}
+
 NumericsVariant Code(ref::NumericsMutant m) {
   NumericsVariant v;
   v.mutant = m;
@@ -370,7 +411,7 @@ void AddSimulatorMutants(std::vector<MutantSpec>& r) {
                   "a kernel built for 576-column q rows run on a rope-free model (vLLM #56314): q "
                   "read past its end",
                   AnyProfile(), ok, only_known));
-  r.push_back(Sim(SimMutant::kCallLaunchGridCaptured, BugClass::kA,
+  r.push_back(Sim(SimMutant::kCallLaunchGridCaptured, BugClass::kC,
                   "a per-call override: the decode launched with a grid captured for another "
                   "batch (4096 workgroups): work_indptr read past its end",
                   AnyProfile(), ok, only_known));
@@ -419,8 +460,21 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
        "semantics invalid_index = clamp_to_zero: hostile index values read slot 0"},
       {SimMutant::kContractInvalidIndexWrap, BugClass::kG,
        "semantics invalid_index = wrap: hostile index values read a wrapped slot"},
+      {SimMutant::kContractWhenSkipsPartial0, BugClass::kE,
+       "when clause off by one (partial_qo_loc > 0): the piece at partial row 0 writes no "
+       "logits, the reduce reads partial rows nobody wrote"},
   };
-  for (const Row& x : rows) r.push_back(Sim(x.m, x.cls, x.desc, AnyProfile(), ok, only_known, k));
+  for (const Row& x : rows) {
+    const bool invalid_index = x.m == SimMutant::kContractInvalidIndexFault ||
+                               x.m == SimMutant::kContractInvalidIndexClamp ||
+                               x.m == SimMutant::kContractInvalidIndexWrap;
+    if (invalid_index)  // killed where the kernel meets the index: the engine-step numerics
+      r.push_back(Sim(
+          x.m, x.cls, x.desc, AnyProfile(), kStepNumerics,
+          [](const sim::ReplayReport& rep) { return NumericsViolations(rep); }, k));
+    else
+      r.push_back(Sim(x.m, x.cls, x.desc, AnyProfile(), ok, only_known, k));
+  }
 }
 
 void AddCodeMutants(std::vector<MutantSpec>& r) {
@@ -493,12 +547,12 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
   for (const Use& u : uses) {
     NumericsVariant v;
     v.invalid_index = u.use;
-    r.push_back(Numerics(std::string("semantics-invalid-index-") + u.name, BugClass::kG,
-                         std::string("semantics invalid_index = ") + u.value +
-                             ": hostile top-k entries (-1, past the cache, 2147480000, INT_MAX) "
-                             "reach real o rows (FlashMLA's invalid indices)",
-                         v, "data: the contract's semantics.invalid_index",
-                         MutantKind::kSemantics));
+    r.push_back(StepNumerics(std::string("semantics-invalid-index-") + u.name, BugClass::kG,
+                             std::string("semantics invalid_index = ") + u.value +
+                                 ": hostile index values (-1, past the cache, 2147480000, "
+                                 "INT_MAX) in the slots an ATOM step's decode reads reach real o "
+                                 "rows (FlashMLA's invalid indices)",
+                             v, "data: the contract's semantics.invalid_index"));
   }
   r.push_back(Custom(
       "campaign-slipping-shrink", BugClass::kA, MutantKind::kCampaign,
@@ -561,6 +615,14 @@ const char* MutantKindName(MutantKind k) {
     case MutantKind::kAttribution: return "attribution";
   }
   return "?";
+}
+
+sim::SemanticsOverride SemanticsOf(const NumericsVariant& v) {
+  sim::SemanticsOverride o;
+  if (v.invalid_index != ref::InvalidIndexUse::kMasked) o.invalid_index = v.invalid_index;
+  if (v.read_masked_keys) o.read_masked_keys = true;
+  if (v.empty_rows != ref::EmptyRowPolicy::kWriteZero) o.empty_rows = v.empty_rows;
+  return o;
 }
 
 std::optional<std::string> NumericsPropertyFailure(int mutant, uint64_t seed, int cases) {

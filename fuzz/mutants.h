@@ -20,6 +20,7 @@
 #include "fuzz/search.h"
 #include "ref/numerics.h"
 #include "sim/mutants.h"
+#include "sim/step_numerics.h"
 #include "sim/violation.h"
 
 namespace mlasim::fuzz {
@@ -51,6 +52,10 @@ struct NumericsVariant {
   ref::InvalidIndexUse invalid_index = ref::InvalidIndexUse::kMasked;
   bool read_masked_keys = false;
 };
+
+// The contract semantics `v` replaces (the fields it sets to other than their defaults); the
+// code mutant is `v.mutant`.
+sim::SemanticsOverride SemanticsOf(const NumericsVariant& v);
 
 // Cases a mutant's property gets when its entry states no budget of its own (fuzz/mutants.cpp
 // kBudgets lists the others): at least 4x the cases the kill takes from seed 1.

@@ -1,5 +1,7 @@
 #include "fuzz/properties.h"
 
+#include "sim/engine.h"
+
 namespace mlasim::fuzz {
 
 bool IsFoundingSignature(const sim::Violation& v) {
@@ -35,6 +37,29 @@ std::vector<sim::Violation> UnknownViolations(const sim::ReplayReport& r) {
   std::vector<sim::Violation> out;
   for (const sim::Violation& v : r.result.violations)
     if (!IsKnownFamily(v, r)) out.push_back(v);
+  return out;
+}
+
+std::vector<sim::Violation> NumericsViolations(const sim::ReplayReport& r,
+                                               const sim::SemanticsOverride& over) {
+  sim::Scenario s = r.scenario;
+  const sim::NumericsReduction red = sim::ReduceForNumerics(s, kStepNumericsContext, true);
+  auto trace = sim::ExpandStep(s);
+  if (!trace.ok()) return {};  // the reduced step is refused: nothing runs
+  sim::StepNumericsOptions o;
+  o.numerics.head_dim_qk = red.head_dim_qk;
+  o.numerics.head_dim_v = red.head_dim_v;
+  o.numerics.hostile_table_slots = 4;
+  o.numerics.reserve_page_zero = true;
+  o.numerics.q_scale_mode = static_cast<ref::NumericsOptions::QScaleMode>(s.engine.q_fp8_scale);
+  o.override = over;
+  sim::ReplayReport step;
+  step.scenario = std::move(s);
+  step.trace = std::move(*trace);
+  std::vector<sim::Violation> out;
+  for (const sim::DecodeNumerics& n : sim::RunStepNumerics(step.scenario, step.trace, o))
+    for (const sim::Violation& v : n.violations)
+      if (!sim::MatchKnownBug(v, step)) out.push_back(v);
   return out;
 }
 

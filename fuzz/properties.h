@@ -14,6 +14,7 @@
 #include "fuzz/signature.h"  // Signature (campaigns deduplicate by it)
 #include "sim/known_bugs.h"
 #include "sim/replay.h"
+#include "sim/step_numerics.h"
 
 namespace mlasim::fuzz {
 
@@ -32,5 +33,16 @@ std::vector<sim::Violation> FixedProfileViolations(const sim::ReplayReport& r);
 // Any real profile: nothing outside the known bugs (no uninitialised reads, no invalid plans,
 // no unbounded loops, no unwritten real output, no sizing overflow, no other overrun).
 std::vector<sim::Violation> UnknownViolations(const sim::ReplayReport& r);
+
+// The engine-step numerics property (docs/numerics.md "Contract semantics on engine steps"): the
+// step reduced to numerics sizes (contexts and top-k capped at kStepNumericsContext, head dims
+// 80/64), inputs poisoned like FlashMLA's tests, every decode call run by sim::RunStepNumerics
+// with its contract's semantics (then `over`) and the index values of the step's fills. Returns
+// the violations of calls that fail (poison in real rows, consumed padding, outside tolerance)
+// that belong to no known bug. The step is re-expanded from r.scenario: contract edits and
+// scenario changes of a mutant are seen, call-table variables are not.
+inline constexpr int32_t kStepNumericsContext = 48;
+std::vector<sim::Violation> NumericsViolations(const sim::ReplayReport& r,
+                                               const sim::SemanticsOverride& over = {});
 
 }  // namespace mlasim::fuzz

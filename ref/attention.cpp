@@ -57,11 +57,8 @@ Status CheckDenseKv(const MlaInputs& in) {
   if (static_cast<int64_t>(in.kv_indices.size()) < used)
     return InvalidArgumentError("kv_indices", "holds " + S(in.kv_indices.size()) +
                                                   " entries but kv_indptr uses " + S(used));
-  for (int64_t i = 0; i < used; ++i)
-    if (in.kv_indices[i] < 0 || in.kv_indices[i] >= in.num_pages)
-      return InvalidArgumentError(
-          At("kv_indices", i),
-          "page id " + S(in.kv_indices[i]) + " is outside the cache (0.." + S(in.num_pages) + ")");
+  // A page id outside the cache (-1, past the cache, INT_MAX) in a used slot is an invalid
+  // index the engine wrote: its keys are masked, never read (the sparse rule, per page).
   return OkStatus();
 }
 
@@ -101,14 +98,25 @@ class Monolithic {
   }
 
  private:
-  void GatherDenseKeys(int32_t b, int64_t n) {
+  // Keys [0, n) of request b; a key whose page id is outside the cache is masked (never read).
+  // Returns true when one was.
+  bool GatherDenseKeys(int32_t b, int64_t n) {
     const int32_t d = in_.head_dim_qk, page = in_.page_size;
     const int64_t base = in_.kv_indptr[b];
+    bool invalid = false;
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t row = int64_t{in_.kv_indices[base + j / page]} * page + j % page;
-      const float* src = in_.kv_cache.data() + row * d;
-      std::copy(src, src + d, buf_.k.data() + j * d);
+      const int64_t id = in_.kv_indices[base + j / page];
+      T* dst = buf_.k.data() + j * d;
+      buf_.col_valid[j] = id >= 0 && id < in_.num_pages;
+      if (!buf_.col_valid[j]) {
+        std::fill(dst, dst + d, T(0));
+        invalid = true;
+        continue;
+      }
+      const float* src = in_.kv_cache.data() + (id * page + j % page) * d;
+      std::copy(src, src + d, dst);
     }
+    return invalid;
   }
 
   // Rows [r0, r1) of the block whose row r is (token q_first + r / H, head r % H).
@@ -163,10 +171,10 @@ class Monolithic {
     const int64_t lk = DenseKvTokens(in_, b);
     if (lq == 0) return;
     buf_.Resize(0, lk, in_.head_dim_qk, in_.head_dim_v);
-    GatherDenseKeys(b, lk);
+    const bool invalid = GatherDenseKeys(b, lk);
     const int32_t heads = in_.num_heads;
     const bool causal = in_.is_causal;
-    RunRows(in_.qo_indptr[b], lq * heads, lk, false, [&](int64_t r) -> int32_t {
+    RunRows(in_.qo_indptr[b], lq * heads, lk, invalid, [&](int64_t r) -> int32_t {
       const int64_t i = r / heads;
       const int64_t lim = causal ? i + lk - lq + 1 : lk;
       return static_cast<int32_t>(std::clamp<int64_t>(lim, 0, lk));

@@ -151,6 +151,12 @@ const char* InvalidIndexVia(InvalidIndexUse u) {
   return "?";
 }
 constexpr const char* kReadThenMask = "masked_keys = read_then_mask";
+// A hostile index mapped to a row that is loaded and then masked: both fields let it through.
+const char* MappedThenMaskedVia(InvalidIndexUse u) {
+  return u == InvalidIndexUse::kClampToZero
+             ? "invalid_index = clamp_to_zero, masked_keys = read_then_mask"
+             : "invalid_index = wrap, masked_keys = read_then_mask";
+}
 
 template <typename T>
 std::vector<T>& ThreadPartialScratch() {
@@ -490,10 +496,14 @@ class PlanExecutor {
       const int64_t page_id =
           use == InvalidIndexUse::kClampToZero ? 0 : ((index % pages) + pages) % pages;
       r = page_id * in_.page_size + in_page;
-      if (!opt_.read_masked_keys)  // another token's key, used as if it were valid
+      if (!opt_.read_masked_keys) {  // another token's key, used as if it were valid
         poison->NoteVia(PoisonKind::kHostileIndex, table, slot, InvalidIndexVia(use), true, index);
-      else
-        MaskLoaded(r, j, poison);  // loaded, then recognised and masked
+      } else {  // loaded, then recognised and masked: a NaN row there still reaches o (0 x NaN)
+        if (RowIsNaN(r))
+          poison->NoteVia(PoisonKind::kMaskedNaN, table, slot, MappedThenMaskedVia(use), true,
+                          index);
+        MaskLoaded(r, j, poison);
+      }
     }
     const float* src = in_.kv_cache.data() + r * d;
     std::copy(src, src + d, dst);

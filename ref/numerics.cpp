@@ -57,7 +57,25 @@ Status CheckOptions(const PlanRequest& r, const NumericsOptions& o) {
     return InvalidArgumentError("amplitude", "must be finite and > 0");
   if (r.topk >= 0 && r.page_size != 1)
     return InvalidArgumentError("page_size", "sparse top-k numerics are modelled for page_size 1");
+  for (const auto& [element, value] : o.index_values)
+    if (element < 0 || value < INT_MIN || value > INT_MAX)
+      return InvalidArgumentError("index_values", "element " + S(element) + " value " + S(value) +
+                                                      ": elements are >= 0 and values int32");
   return OkStatus();
+}
+
+// The engine's explicit index values (NumericsOptions::index_values) over `table`, for the
+// elements below `used` (the slots a kernel reads).
+void ApplyIndexValues(const NumericsOptions& opt, int64_t used, std::vector<int32_t>& table) {
+  for (const auto& [element, value] : opt.index_values)
+    if (element < used && element < static_cast<int64_t>(table.size()))
+      table[static_cast<size_t>(element)] = static_cast<int32_t>(value);
+}
+
+// True when page-table slot `slot` names a page of the cache (an engine-written invalid id does
+// not: its tokens are never filled, its keys masked by the reference).
+bool SlotNamesAPage(const MlaInputs& in, int64_t slot) {
+  return in.kv_indices[slot] >= 0 && in.kv_indices[slot] < in.num_pages;
 }
 
 // The q row layout: dense requests hold uni_seqlen_qo rows each; sparse ones the request's
@@ -313,6 +331,7 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
   in.kv_indices =
       PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages, opt.reserve_page_zero);
+  if (in.topk < 0) ApplyIndexValues(opt, used_pages, in.kv_indices);
   for (int32_t i = 0; i < opt.hostile_table_slots; ++i)
     in.kv_indices.push_back(HostileIndex(i, in.num_pages));
 
@@ -330,6 +349,7 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
                             Quantize(RandomValues(kv_rng, tokens * d, opt.amplitude), kf,
                                      opt.kv_scale, opt.fp8_overflow));
     for (int64_t j = 0; j < tokens; ++j) {
+      if (!SlotNamesAPage(in, in.kv_indptr[b] + j / in.page_size)) continue;
       const int64_t row =
           int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size +
           j % in.page_size;
@@ -340,6 +360,7 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   if (in.topk >= 0) {
     SplitMix64 topk_rng = SplitMix64::Stream(opt.seed, kSaltTopk);
     FillTopk(topk_rng, opt, in);
+    ApplyIndexValues(opt, static_cast<int64_t>(in.topk_indices.size()), in.topk_indices);
   }
   return in;
 }

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ref/attention.h"
@@ -120,6 +121,14 @@ struct NumericsOptions {
   // slot 0 reads poison). Top-k entries past a token's length always hold hostile values.
   int32_t hostile_table_slots = 0;
   bool reserve_page_zero = false;
+  // Explicit index values the engine's index fill left in the slots a kernel reads (the
+  // scenario's kv_cache.index_values, sim/step_numerics.h DecodeIndexValues): (element, value)
+  // pairs, element = a page-table slot (dense kv_indices) or an element of the flattened
+  // [q_rows, topk] matrix (sparse). Elements past the used slots / the matrix are not read by any
+  // kernel and are ignored. A value outside the cache (-1, past the cache, INT_MAX) is an invalid
+  // index: the reference masks its keys; the plan-driven run does what `invalid_index` says.
+  // Errors: InvalidArgument("index_values") for a negative element or a value outside int32.
+  std::vector<std::pair<int64_t, int64_t>> index_values;
   // q rows [real_rows, q_rows) belong to padding requests: the engine discards their outputs, so
   // o / lse there are not compared (poison findings there are still reported). -1 = every row.
   int64_t real_rows = -1;

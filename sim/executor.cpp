@@ -302,6 +302,11 @@ void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
   const ref::Plan& p = snap.plan;
   const ref::PlanCheckReport report = ref::CheckPlan(snap.request, p);
   const auto tiles = ref::ExpectedTiles(snap.request, p.derived);
+  // A plan kept for other lengths (a reuse, or metadata built elsewhere: plan_from) breaks its
+  // invariants because it is stale: class E (docs/bug-classes.md), whatever invariant the
+  // checker names, as the mutants that make such plans are labelled.
+  const bool stale = c.kind == CallKind::kPlanUpdate &&
+                     (c.kernel == "(reuse)" || c.kernel.rfind("(stale", 0) == 0);
   std::map<ref::PlanDiag, Violation> first;
   for (const ref::PlanDiagnostic& d : report.diagnostics) {
     if (d.severity != ref::Severity::kError || d.code == ref::PlanDiag::kInputReadOutOfRange ||
@@ -315,9 +320,10 @@ void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
       if (d.work >= 0) it->second.work_items.push_back(d.work);
       continue;
     }
-    first.emplace(d.code,
-                  MakePlanInvalid(d.code, {snap.buffer_prefix + d.buffer, 0, 0, d.index, d.index},
-                                  d.work, d.message));
+    Violation v = MakePlanInvalid(d.code, {snap.buffer_prefix + d.buffer, 0, 0, d.index, d.index},
+                                  d.work, d.message);
+    if (stale) v.bug_class = BugClass::kE;
+    first.emplace(d.code, std::move(v));
   }
   for (auto& [code, v] : first) Add(c, std::move(v));
 }

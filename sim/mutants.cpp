@@ -31,6 +31,7 @@ constexpr const char* kNames[] = {
     "contract-invalid-index-fault",
     "contract-invalid-index-clamp-to-zero",
     "contract-invalid-index-wrap",
+    "contract-partial-write-when-off-by-one",
     "engine-launch-grid-captured",
     "engine-decode-plan-from-capture",
     "sizing-main-plan-for-one-request",
@@ -94,6 +95,9 @@ std::vector<SimMutantSpec> Build() {
   edit(SimMutant::kContractReduceIfAnyTile,
        {{CallKind::kReduce, "/program/1/body/2/if", "splits >= 0"}});
   edit(SimMutant::kContractKvLoopUnbounded, {{decode, kWorkBody + "/14/bound", "0"}});
+  edit(SimMutant::kContractWhenSkipsPartial0,
+       {{decode, kWorkBody + "/9/when",
+         "partial_qo_loc > 0 && (kv_len > 0 || zero_kv_writes_output)"}});
   edit(SimMutant::kContractZeroKvSkips, {{decode, "/semantics/zero_kv", "skips"}});
   // An engine that consumes padding rows, with the serial planner (every zero-KV padding
   // request gets a work item): asm writes every padding row, a kernel that skips them does not.

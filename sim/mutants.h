@@ -47,6 +47,7 @@ enum class SimMutant : uint8_t {
   kContractInvalidIndexFault,  // G: hostile index values dereferenced (invalid_index = fault)
   kContractInvalidIndexClamp,  // G: ... clamped to slot 0 (invalid_index = clamp_to_zero)
   kContractInvalidIndexWrap,   // G: ... wrapped (invalid_index = wrap)
+  kContractWhenSkipsPartial0,  // E: a `when` off by one: the piece at partial row 0 writes no logits
   // Scenario features (docs/scenario.md), each a disagreement stated as data.
   kCallLaunchGridCaptured,  // A: a per-call override: the decode launched with a captured grid
   kCallPlanFromCapture,     // E: plan_from: the decode consumes the plan captured at capture

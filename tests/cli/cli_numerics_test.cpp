@@ -268,6 +268,128 @@ TEST(CliNumerics, PoisonedInputsLeaveTheSeedWithinTolerance) {
   EXPECT_EQ(d.code, 0) << d.err << d.out;
 }
 
+// Issue 11: the numerics model the decode contract's invalid_index / masked_keys exactly where
+// the kernel meets an invalid index (the index values of the step's fills): a contract that
+// dereferences, clamps, or clamps then reads-then-masks a NaN row fails with a finding naming
+// the slot, the value, the work item and the field; a contract that skips (masked) is clean.
+TEST(CliNumerics, ContractSemanticsDecideWhereTheKernelMeetsAnInvalidIndex) {
+  Out r = Numerics({Case("G-hostile-sparse-indices-fault.json")});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("\nsemantics: invalid_index fault, masked_keys never_read (decode "
+                       "contract aiter-asm-decode); 3 index value(s) from the step's fills in "
+                       "the slots the kernel reads\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\ncall 3 (verify): 4 poison finding(s) in real rows; first: "
+                       "out_of_range_read: partial_o rows [4,5) heads [0,16) from "
+                       "kv_indices[102] = -1 work 4 (invalid_index = fault)\n"),
+            std::string::npos)
+      << r.out;
+  r = Numerics({Case("G-hostile-sparse-indices-clamped.json")});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("\ncall 3 (verify): 2 poison finding(s) in real rows; first: "
+                       "hostile_index: partial_o rows [4,5) heads [0,16) from kv_indices[102] = "
+                       "-1 work 4 (invalid_index = clamp_to_zero)\n"),
+            std::string::npos)
+      << r.out;
+  r = Numerics({Case("G-hostile-sparse-indices-masked.json")});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("semantics: invalid_index masked, masked_keys never_read (decode "
+                       "contract masking-decode); 2 index value(s)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("verdict: within tolerance (2/2 decode calls ok)"), std::string::npos);
+  // JSON: each call states the semantics it ran and its violations with their class.
+  const auto j =
+      nlohmann::json::parse(Numerics({Case("G-hostile-sparse-indices-fault.json"), "--json"}).out);
+  const auto& call = j["calls"][0];
+  EXPECT_EQ(call["invalid_index"], "fault");
+  EXPECT_EQ(call["masked_keys"], "never_read");
+  EXPECT_EQ(call["index_values"], 3);
+  ASSERT_FALSE(call["violations"].empty());
+  EXPECT_EQ(call["violations"][0]["kind"], "poisoned_output");
+  EXPECT_EQ(call["violations"][0]["class"], "G");
+}
+
+TEST(CliNumerics, ReadThenMaskFailsOnlyWhereTheClampedRowHoldsNaN) {
+  const fs::path file =
+      fs::temp_directory_path() / ("mlasim_clamp_mask_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << R"({"contract": 1, "extends": "asm", "name": "clamp-read-then-mask",
+    "variant": "asm", "semantics": {"invalid_index": "clamp_to_zero",
+    "masked_keys": "read_then_mask"}})";
+  // --poison keeps page 0 NaN: the clamped slot loads it, 0 x NaN reaches o.
+  Out r = Numerics(
+      {Case("G-hostile-sparse-indices-clamped.json"), "--contract", file.string(), "--poison"});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("\ncall 3 (verify): 2 poison finding(s) in real rows; first: masked_nan: "
+                       "partial_o rows [4,5) heads [0,16) from kv_indices[102] = -1 work 4 "
+                       "(invalid_index = clamp_to_zero, masked_keys = read_then_mask)\n"),
+            std::string::npos)
+      << r.out;
+  // Without the poison page 0 is a real token's row: loaded, masked, harmless.
+  r = Numerics({Case("G-hostile-sparse-indices-clamped.json"), "--contract", file.string()});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  fs::remove(file);
+}
+
+TEST(CliNumerics, TheSeedsVerdictUnderItsContract) {
+  // The founding seed runs the asm kernel (invalid_index = fault), but ATOM's fills give its
+  // decodes per-token lists of valid slots: no invalid index is met, the verdict stays.
+  Out r = Numerics({"--builtin", "seed", "--poison"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("semantics: invalid_index fault, masked_keys never_read (decode contract "
+                       "aiter-asm-decode); 0 index value(s)"),
+            std::string::npos)
+      << r.out;
+  // The same step with one -1 in token 0's region of the index buffer fails on that slot.
+  nlohmann::json doc = sim::ScenarioToJson(*sim::BuiltinScenario("seed"));
+  doc["name"] = "seed-with-an-invalid-index";
+  doc["kv_cache"] = {{"index_values", {{{"token", 0}, {"position", 1}, {"value", -1}}}}};
+  const fs::path file =
+      fs::temp_directory_path() / ("mlasim_seed_index_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << doc.dump();
+  r = Numerics({file.string()});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("(invalid_index = fault)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("from kv_indices[1] = -1"), std::string::npos) << r.out;
+  fs::remove(file);
+}
+
+// Known bugs by name (sim/known_bugs.h), as replay and fuzz print them.
+TEST(CliNumerics, AKnownBugIsNamedAndIgnoreKnownHonoursIt) {
+  const std::string h = Case("H-update-fold-mismatch.json");
+  Out r = Numerics({h});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  const std::string known =
+      "known: decode-update-unsupported-plan (docs/findings.md #4 (aiter-mla-metadata.md §9.3)), "
+      "open: no profile fixes it";
+  EXPECT_NE(r.out.find("\ncall 8 (draft_step_1): class F wrong_output: " + known + "\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\ncall 8 (draft_step_1): class G poisoned_output: " + known + "\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nverdict: FAILED (2/3 decode calls ok)\n"), std::string::npos);
+  r = Numerics({h, "--ignore-known"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("\ncall 8 (draft_step_1): class F wrong_output: " + known +
+                       "; ignored (--ignore-known)\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("\nverdict: within tolerance but for known bugs (--ignore-known) (2/3 "
+                       "decode calls ok, 1 failing only with known bugs)\n"),
+            std::string::npos)
+      << r.out;
+  const auto j = nlohmann::json::parse(Numerics({h, "--ignore-known", "--json"}).out);
+  EXPECT_EQ(j["verdict"], "known_bugs_only");
+  EXPECT_EQ(j["calls"][2]["verdict"], "known");
+  EXPECT_EQ(j["calls"][2]["violations"][0]["known"]["name"], "decode-update-unsupported-plan");
+  // A failure of no known family still fails with --ignore-known.
+  r = Numerics({Case("G-hostile-sparse-indices-fault.json"), "--ignore-known"});
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.out.find("known:"), std::string::npos) << r.out;
+}
+
 TEST(CliNumerics, ACounterexampleIsWrittenAsAReplayableCase) {
   const fs::path dir =
       fs::temp_directory_path() / ("mlasim_numerics_out_" + std::to_string(::getpid()));

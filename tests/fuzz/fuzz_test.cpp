@@ -14,6 +14,9 @@
 #include "fuzz/mutants.h"
 #include "fuzz/properties.h"
 #include "fuzz/search.h"
+#include "sim/contract.h"
+#include "sim/mutants.h"
+#include "sim/replay.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -123,7 +126,94 @@ TEST(MutantRegistry, EveryMutantIsKilledWithinItsBudget) {
     EXPECT_TRUE(r.killed) << m.name << " survived " << r.cases << " cases";
     EXPECT_LE(r.cases, m.budget) << m.name;
     ASSERT_TRUE(!r.killed || r.kill.has_value()) << m.name;
+    // Class labels agree: the violation that kills a mutant carries the registry's class (a
+    // stale plan is E whatever invariant it breaks, a captured launch past work_indptr is C).
+    if (r.killed && r.kill->counterexample) {
+      const sim::Violation& v = r.kill->counterexample->broken.front();
+      EXPECT_EQ(sim::BugClassLetter(v.bug_class), std::string(sim::BugClassLetter(m.bug_class)))
+          << m.name << ": killed by " << Signature(v);
+    }
   }
+}
+
+// The features a built-in decode or reduce contract uses (docs/contracts.md): statement kinds,
+// `when`, a loop's `bound`, the launch grid, each semantics field and each constant.
+void ContractFeatures(const nlohmann::json& stmts, std::set<std::string>& out) {
+  for (const nlohmann::json& st : stmts) {
+    for (const char* kind : {"loop", "let", "if", "read", "write", "gather"})
+      if (st.contains(kind)) out.insert(kind);
+    if (st.contains("when")) out.insert("when");
+    if (st.contains("bound")) out.insert("bound");
+    if (st.contains("body")) ContractFeatures(st["body"], out);
+  }
+}
+
+// The feature an edit at `pointer` of contract `doc` breaks: the innermost statement's kind (or
+// `when` / `bound` when the edit is that field), `launch`, or `semantics.<field>`.
+std::string EditedFeature(const nlohmann::json& doc, const std::string& pointer) {
+  std::vector<std::string> t;
+  std::istringstream in(pointer.substr(1));
+  for (std::string part; std::getline(in, part, '/');) t.push_back(part);
+  if (t[0] == "launch") return "launch";
+  if (t[0] == "semantics") return "semantics." + t[1];
+  if (t.back() == "when" || t.back() == "bound") return t.back();
+  for (size_t n = t.size(); n >= 2; --n) {
+    if ((t[n - 2] != "program" && t[n - 2] != "body") || !std::isdigit(t[n - 1][0])) continue;
+    std::string prefix;
+    for (size_t i = 0; i < n; ++i) prefix += "/" + t[i];
+    const nlohmann::json& st = doc.at(nlohmann::json::json_pointer(prefix));
+    for (const char* kind : {"loop", "let", "if", "read", "write", "gather"})
+      if (st.contains(kind)) return kind;
+  }
+  return "?";
+}
+
+TEST(MutantRegistry, EveryContractFeatureHasAMutantThePropertiesKill) {
+  auto seed = sim::BuiltinScenario("seed");
+  ASSERT_TRUE(seed.ok());
+  seed->kernel = "asm";
+  std::map<sim::CallKind, nlohmann::json> docs;
+  std::set<std::string> features;
+  for (auto [call, variant] : {std::pair<sim::CallKind, const char*>{sim::CallKind::kDecode, "asm"},
+                               {sim::CallKind::kReduce, "mla_reduce_v1"}}) {
+    auto c = sim::ContractFor(*seed, call, variant, "test");
+    ASSERT_TRUE(c.ok()) << variant;
+    docs[call] = (*c)->doc;
+    ContractFeatures((*c)->doc["program"], features);
+    features.insert("launch");
+    if ((*c)->doc.contains("semantics"))
+      for (const auto& [k, v] : (*c)->doc["semantics"].items())
+        if (k != "sources") features.insert("semantics." + k);
+    if ((*c)->doc.contains("constants"))
+      for (const auto& [k, v] : (*c)->doc["constants"].items()) features.insert("constant." + k);
+  }
+  // 6 statement kinds, when, bound, launch, 4 semantics fields, 2 constants (the reduce's
+  // program adds nothing new).
+  EXPECT_EQ(features.size(), 15u);
+  std::map<std::string, std::string> covered;  // feature -> a mutant that breaks it
+  for (const MutantSpec& m : MutantRegistry()) {
+    if (m.sim != sim::SimMutant::kNone) {
+      const sim::SimMutantSpec& spec = sim::GetSimMutantSpec(m.sim);
+      for (const sim::ContractEdit& e : spec.contract_edits)
+        covered.emplace(EditedFeature(docs.at(e.call), e.pointer), m.name);
+      for (const auto& [name, value] : spec.contract_constants)
+        covered.emplace("constant." + name, m.name);
+    }
+    if (m.numerics) {
+      if (m.numerics->invalid_index != ref::InvalidIndexUse::kMasked)
+        covered.emplace("semantics.invalid_index", m.name);
+      if (m.numerics->read_masked_keys) covered.emplace("semantics.masked_keys", m.name);
+      if (m.numerics->empty_rows != ref::EmptyRowPolicy::kWriteZero)
+        covered.emplace("semantics.empty_rows", m.name);
+    }
+  }
+  // Killing each within its budget is EveryMutantIsKilledWithinItsBudget.
+  for (const std::string& f : features)
+    EXPECT_TRUE(covered.count(f)) << "no mutant breaks the contract feature " << f;
+  EXPECT_EQ(covered.at("when"), "contract-partial-write-when-off-by-one");
+  EXPECT_EQ(covered.at("gather"), "contract-gather-before-start");
+  EXPECT_EQ(EditedFeature(docs.at(sim::CallKind::kDecode), "/program/0/body/0/body/7/rows/1"),
+            "read");
 }
 
 TEST(MutantRegistry, TheSameCasesGiveTheSameKill) {

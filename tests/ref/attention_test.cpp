@@ -177,8 +177,10 @@ TEST(AttentionMonolithic, RejectsBadInputsNamingTheField) {
   const MlaInputs good = SmallInputs({{5, 9}, 2}, 1);
   auto field = [](MlaInputs in) { return RunMonolithic(in).status().field(); };
   MlaInputs in = good;
+  // A page id outside the cache in a used slot is not bad input but an invalid index the
+  // engine wrote: its keys are masked (docs/numerics.md "Contract semantics on engine steps").
   in.kv_indices[3] = in.num_pages;
-  EXPECT_EQ(field(in), "kv_indices[3]");
+  EXPECT_TRUE(RunMonolithic(in).ok());
   in = good;
   in.q.pop_back();
   EXPECT_EQ(field(in), "q");

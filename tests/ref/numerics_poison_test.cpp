@@ -138,10 +138,117 @@ TEST(NumericsPoisonedInputs, ReadThenMaskLetsTheNaNOfAClampedRowThrough) {
   auto got = RunPlanDriven(c.in, c.r, c.plan, o);
   ASSERT_TRUE(got.ok());
   ASSERT_FALSE(got->poison.empty());
-  EXPECT_EQ(got->poison[0].kind, PoisonKind::kMaskedNaN);
-  EXPECT_EQ(got->poison[0].source, NumericsBuffer::kKvCache);
-  EXPECT_EQ(got->poison[0].source_index, 0);  // cache row 0
-  EXPECT_EQ(got->poison[0].via, "masked_keys = read_then_mask");
+  // The finding names the table slot and its value, not only cache row 0: both contract fields
+  // let the NaN through.
+  const PoisonFinding& f = got->poison[0];
+  EXPECT_EQ(f.kind, PoisonKind::kMaskedNaN);
+  EXPECT_EQ(f.source, NumericsBuffer::kTopkIndices);
+  EXPECT_EQ(f.source_index, 3);
+  EXPECT_TRUE(f.has_value);
+  EXPECT_EQ(f.source_value, -1);
+  EXPECT_GE(f.work, 0);
+  EXPECT_EQ(f.via, "invalid_index = clamp_to_zero, masked_keys = read_then_mask");
+  // Wrap lands on a row of the cache that is not NaN here: loaded, masked, no finding.
+  o.invalid_index = InvalidIndexUse::kWrap;
+  got = RunPlanDriven(c.in, c.r, c.plan, o);
+  ASSERT_TRUE(got.ok());
+  const int64_t wrapped = c.in.num_pages - 1;  // -1 mod cache rows (page size 1)
+  if (!std::isnan(c.in.kv_cache[wrapped * c.in.head_dim_qk]))
+    EXPECT_TRUE(got->poison.empty()) << got->poison[0].ToString();
+}
+
+// The engine's index fill wrote invalid page ids into slots a kernel reads (the scenario's
+// kv_cache.index_values): the reference masks their keys; the plan-driven run does what the
+// contract's invalid_index says, and a finding names the slot, the value, the work item and the
+// field.
+struct EngineIndexCase {
+  // Per-token layout of ATOM's sparse path: dense, page 1, one q row per virtual request.
+  PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {30, 12, 50}, 4);
+  Plan plan = *PlanMlaMetadata(r);
+  NumericsOptions o = Small();
+  EngineIndexCase() {
+    o.reserve_page_zero = true;
+    o.index_values = {{2, -1}, {31, 2147483647}};  // request 0 slot 2, request 1 slot 1
+  }
+};
+
+TEST(NumericsEngineIndexValues, TheReferenceMasksThemAndAMaskingKernelAgrees) {
+  EngineIndexCase c;
+  auto in = BuildMlaInputs(c.r, c.o);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_EQ(in->kv_indices[2], -1);
+  EXPECT_EQ(in->kv_indices[31], INT_MAX);
+  // Masking == the truth: no finding, within tolerance.
+  auto rep = RunPlanNumerics(c.r, c.plan, c.o);
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_TRUE(rep->ok);
+  EXPECT_TRUE(rep->poison.empty()) << rep->poison[0].ToString();
+  // The truth without the masked keys differs from the truth with all keys: masking matters.
+  NumericsOptions plain = c.o;
+  plain.index_values.clear();
+  const auto mono_masked = RunMonolithic(*in);
+  const auto mono_all = RunMonolithic(*BuildMlaInputs(c.r, plain));
+  ASSERT_TRUE(mono_masked.ok() && mono_all.ok());
+  EXPECT_NE(mono_masked->o[0], mono_all->o[0]);
+  EXPECT_EQ(mono_masked->o[16 * 32 * 2], mono_all->o[16 * 32 * 2]);  // request 2: untouched
+}
+
+TEST(NumericsEngineIndexValues, FaultClampAndReadThenMaskEachNameSlotWorkAndField) {
+  EngineIndexCase c;
+  struct Want {
+    InvalidIndexUse use;
+    bool read_masked;
+    PoisonKind kind;
+    const char* via;
+  };
+  const Want wants[] = {
+      {InvalidIndexUse::kFault, false, PoisonKind::kOutOfRangeRead, "invalid_index = fault"},
+      {InvalidIndexUse::kClampToZero, false, PoisonKind::kHostileIndex,
+       "invalid_index = clamp_to_zero"},
+      {InvalidIndexUse::kClampToZero, true, PoisonKind::kMaskedNaN,
+       "invalid_index = clamp_to_zero, masked_keys = read_then_mask"},
+      {InvalidIndexUse::kWrap, false, PoisonKind::kHostileIndex, "invalid_index = wrap"},
+  };
+  for (const Want& w : wants) {
+    NumericsOptions o = c.o;
+    o.invalid_index = w.use;
+    o.read_masked_keys = w.read_masked;
+    auto rep = RunPlanNumerics(c.r, c.plan, o);
+    ASSERT_TRUE(rep.ok()) << w.via;
+    ASSERT_GE(rep->poison.size(), 2u) << w.via;
+    const PoisonFinding& f = rep->poison[0];
+    EXPECT_EQ(f.kind, w.kind) << w.via;
+    EXPECT_EQ(f.output, NumericsBuffer::kO);
+    EXPECT_EQ(f.row_begin, 0) << w.via;  // request 0's q row
+    EXPECT_EQ(f.source, NumericsBuffer::kKvIndices);
+    EXPECT_EQ(f.source_index, 2) << w.via;
+    EXPECT_EQ(f.source_value, -1) << w.via;
+    EXPECT_GE(f.work, 0) << w.via;
+    EXPECT_EQ(f.via, w.via);
+    bool second = false;  // request 1's slot 31 = INT_MAX is named too
+    for (const PoisonFinding& g : rep->poison)
+      second |= g.row_begin == 1 && g.source_index == 31 && g.source_value == INT_MAX;
+    EXPECT_TRUE(second) << w.via;
+  }
+}
+
+TEST(NumericsEngineIndexValues, ErrorsAndIgnoredElements) {
+  EngineIndexCase c;
+  NumericsOptions o = c.o;
+  o.index_values = {{-1, 0}};
+  EXPECT_EQ(BuildMlaInputs(c.r, o).status().field(), "index_values");
+  o.index_values = {{0, int64_t{INT_MAX} + 1}};
+  EXPECT_EQ(BuildMlaInputs(c.r, o).status().field(), "index_values");
+  o.index_values = {{0, int64_t{INT_MIN} - 1}};
+  EXPECT_EQ(BuildMlaInputs(c.r, o).status().field(), "index_values");
+  // Boundaries: INT_MIN / INT_MAX are values; the last used slot (91) is set, the first unused
+  // one (92, read by no kernel) is ignored.
+  o.index_values = {{0, INT_MIN}, {91, INT_MAX}, {92, -1}};
+  auto in = BuildMlaInputs(c.r, o);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_EQ(in->kv_indices[0], INT_MIN);
+  EXPECT_EQ(in->kv_indices[91], INT_MAX);
+  EXPECT_EQ(in->kv_indices.size(), 92u);
 }
 
 TEST(NumericsPoisonedInputs, ReadThenMaskOfALastPagesNaNTail) {
