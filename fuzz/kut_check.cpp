@@ -145,17 +145,23 @@ std::string KutBufferOf(const sim::Call& c, const std::string& allocation) {
   return role;
 }
 
+}  // namespace
+
 bool ProgramTouches(const std::vector<sim::Statement>& program, const std::string& role) {
   for (const sim::Statement& s : program)
     if (s.buffer == role || ProgramTouches(s.body, role)) return true;
   return false;
 }
 
-}  // namespace
-
 std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
   std::vector<Predicted> out;
-  const bool lse_mirrors_o = c.contract && !ProgramTouches(c.contract->program, "lse");
+  // The harness always passes lse; the simulator predicts its rows only when the contract writes
+  // lse and the engine's call passes one. Otherwise lse's rows are o's (every contract writes
+  // them together, per q row).
+  bool call_passes_lse = false;
+  for (const sim::TensorArg& a : c.args) call_passes_lse = call_passes_lse || a.role == "lse";
+  const bool lse_mirrors_o =
+      c.contract && (!call_passes_lse || !ProgramTouches(c.contract->program, "lse"));
   for (const sim::Violation& v : r.result.violations) {
     if (v.call_index != c.index || v.kind != sim::ViolationKind::kOutOfBounds) continue;
     const std::string buf = KutBufferOf(c, v.buffer);

@@ -57,6 +57,8 @@ struct Predicted {
   nlohmann::json Json() const;
 };
 std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c);
+// Whether a contract program (or a loop body in it) names the buffer role.
+bool ProgramTouches(const std::vector<sim::Statement>& program, const std::string& role);
 
 sim::Violation KernelViolation(sim::ViolationKind kind, const char* cls, const sim::Call& c,
                                const std::string& buffer, const std::string& access,

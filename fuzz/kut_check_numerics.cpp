@@ -85,8 +85,11 @@ std::string StepChecker::GpuReference(Reference* out) {
   // plan the plan checker rejects (a known family's, e.g. decode_update's unsupported plans):
   // the kernel follows it, the monolithic reference does not, and the head-dim-16 screen below
   // cannot tell every pair the plan leaves undefined (a dropped key can weigh little at dim 16
-  // and enough at 576); the CPU reference runs the plan itself.
-  if (!ref::ValidateMlaInputs(in_).ok() || PlanCheckerRejects(*snap_)) return CpuReference(out);
+  // and enough at 576); the CPU reference runs the plan itself. A kernel whose contract reads no
+  // work_info (FlashMLA, FlashInfer: they plan for themselves) keeps the monolithic reference.
+  const bool follows_plan = ProgramTouches(d_.decode_contract->program, "work_info");
+  if (!ref::ValidateMlaInputs(in_).ok() || (follows_plan && PlanCheckerRejects(*snap_)))
+    return CpuReference(out);
   PartTimer timer(out_.seconds, "reference");
   ref::NumericsOptions no;
   no.seed = o_.input_seed;
