@@ -310,20 +310,8 @@ Status Campaign::LoadKnownFindings() {
   if (!records.ok()) return records.status();
   all.insert(all.end(), records->begin(), records->end());
   for (const FindingRecord& r : all) {
-    CampaignFinding cf;
-    cf.signature = r.signature;
-    cf.seed_index = r.seed_index;
-    cf.file = r.path;
-    cf.detail = r.detail;
-    cf.shrink_steps = r.shrink_steps;
-    cf.max_shrink_steps = r.max_shrink_steps;
-    cf.cut_short = r.cut_short;
-    cf.earlier = true;
-    cf.known_name = r.known_name;
-    cf.command = r.command;
-    cf.replay = ReplayCommand(r.replay_flags, r.path);
     known_.insert(r.signature);
-    sum_.findings[r.signature] = std::move(cf);
+    sum_.findings[r.signature] = FindingFromRecord(r, true);
   }
   return OkStatus();
 }
@@ -523,6 +511,22 @@ StatusOr<uint64_t> ParseSeed(const std::string& text) {
     return InvalidArgumentError(
         "--seed", "must be a number, 0x-hex, or a 40-hex commit (got '" + text + "')");
   }
+}
+
+CampaignFinding FindingFromRecord(const FindingRecord& r, bool earlier) {
+  CampaignFinding f;
+  f.signature = r.signature;
+  f.seed_index = r.seed_index;
+  f.file = r.path;
+  f.detail = r.detail;
+  f.shrink_steps = r.shrink_steps;
+  f.max_shrink_steps = r.max_shrink_steps;
+  f.cut_short = r.cut_short;
+  f.earlier = earlier;
+  f.known_name = r.known_name;
+  f.command = r.command;
+  f.replay = ReplayCommand(r.replay_flags, r.path);
+  return f;
 }
 
 }  // namespace mlasim::fuzz

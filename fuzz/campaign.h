@@ -40,6 +40,7 @@ enum class CampaignMutant {
 };
 
 struct CampaignFinding;
+struct FindingRecord;  // fuzz/findings.h
 
 struct CampaignOptions {
   // Budgets of the whole campaign (every run of it: --resume continues them). seconds may be
@@ -102,6 +103,10 @@ struct CampaignFinding {
   std::string command;        // the reproduce command (`mlasim fuzz --reproduce ...`)
   std::string replay;         // `mlasim replay [FLAGS] FILE` when `file` was written, else ""
 };
+
+// A finding file read back (fuzz/findings.h) as a campaign finding; `earlier`: it was already in
+// --out when this run started.
+CampaignFinding FindingFromRecord(const FindingRecord& r, bool earlier);
 
 struct CampaignSummary {
   int64_t cases = 0;            // cases committed by this run

@@ -94,22 +94,6 @@ TestCase FindingCase(const CampaignFinding& f) {
   return tc;
 }
 
-CampaignFinding FindingFromRecord(const FindingRecord& r, bool earlier) {
-  CampaignFinding f;
-  f.signature = r.signature;
-  f.seed_index = r.seed_index;
-  f.file = r.path;
-  f.detail = r.detail;
-  f.shrink_steps = r.shrink_steps;
-  f.max_shrink_steps = r.max_shrink_steps;
-  f.cut_short = r.cut_short;
-  f.earlier = earlier;
-  f.known_name = r.known_name;
-  f.command = r.command;
-  f.replay = ReplayCommand(r.replay_flags, r.path);
-  return f;
-}
-
 TestSuite CampaignSuite(const CampaignOptions& o, const CampaignSummary& s,
                         const std::string& seed_text) {
   const int64_t fresh = s.NewFindings();

@@ -26,10 +26,6 @@ namespace mlasim::fuzz {
 // <system-out>: it does not fail the run, as it does not change the exit code.
 sim::junit::TestCase FindingCase(const CampaignFinding& f);
 
-// A finding file read back (a merge, or a --devices campaign's merged folder) as the campaign
-// records it: `earlier` as given, the replay command through `ReplayCommand`.
-CampaignFinding FindingFromRecord(const FindingRecord& r, bool earlier);
-
 // The campaign suite "mlasim fuzz": properties seed (as typed: `seed_text`, else the number),
 // shard, profiles, swarm, small, generate, budget_cases, cases, campaign_cases, signatures,
 // findings, new_findings, cut_short; the test case "fuzz" / "campaign" (passes; its system-out
