@@ -216,6 +216,11 @@ StatusOr<CallTensor> CallTensorFromShape(const std::string& role, const std::vec
   const bool folds = role == "q" || role == "o";
   const int64_t fold = folds ? std::max(fold_ratio, 1) : 1;
   t.rows = shape.empty() ? 1 : shape[0] * fold;
+  if (role == "kv_indices" || role == "indices") {  // flat: the contracts address elements
+    for (size_t i = 1; i < shape.size(); ++i) t.rows *= shape[i];
+    t.heads = t.cols = 1;
+    return t;
+  }
   int64_t heads = 1, cols = 1;
   if (shape.size() >= 3) {
     heads = shape[1];

@@ -85,7 +85,9 @@ StatusOr<std::shared_ptr<const Contract>> ResolveCallContract(CallKind kind,
 // and element size: rows = shape[0] (x fold_ratio for q and o, whose heads fold into rows,
 // aiter-mla-metadata.md §10.3), heads = shape[1] (/ fold_ratio for q and o) for rank >= 3,
 // cols = the product of the remaining dimensions; a 1-d tensor is rows of one element; a 0-d
-// tensor one row. Errors: InvalidArgument (`field`) when q/o heads are not a multiple of the
+// tensor one row. Index arrays (kv_indices, an index fill's indices) are flat whatever their
+// shape: rows = every element (aiter's sparse decode passes a [tokens, topk] matrix as
+// `view(-1)`, and the contracts address its elements). Errors: InvalidArgument (`field`) when q/o heads are not a multiple of the
 // fold ratio, or a dimension is negative.
 StatusOr<CallTensor> CallTensorFromShape(const std::string& role, const std::vector<int64_t>& shape,
                                          int32_t itemsize, int32_t fold_ratio,

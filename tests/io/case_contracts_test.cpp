@@ -332,6 +332,10 @@ TEST(CheckCall, ShapesFoldQAndOHeadsIntoRows) {
   const auto k = sim::CallTensorFromShape("kv_indices", {1040}, 4, 8, "kv_indices");
   EXPECT_EQ(k->rows, 1040);
   EXPECT_EQ(k->cols, 1);
+  const auto m = sim::CallTensorFromShape("kv_indices", {6, 64}, 4, 8, "kv_indices");
+  EXPECT_EQ(m->rows, 384);  // a sparse [tokens, topk] matrix is addressed by element
+  EXPECT_EQ(m->cols, 1);
+  EXPECT_EQ(sim::CallTensorFromShape("indices", {3, 2, 5}, 4, 1, "indices")->rows, 30);
   EXPECT_EQ(sim::CallTensorFromShape("q", {6, 20, 576}, 2, 8, "q").status().field(), "q");
   EXPECT_EQ(sim::CallTensorFromShape("q", {-1, 16, 576}, 2, 1, "q").status().field(), "q");
 }

@@ -164,3 +164,80 @@ def test_bad_numerics_inputs_exit_2_naming_the_field(tmp_path, mlasim_bin, what,
     r = run_check(mlasim_bin, case)
     assert r.returncode == 2, r.stdout
     assert r.stderr == f"mlasim check: error: {case}/manifest.json:{field}: {message}\n"
+
+
+# aiter-native sparse mode (docs/aiter-mla-metadata.md §8.1): 3 requests of L = 2 tokens, per
+# request KV 300 / 40 / 700, top-k 64, page 1 (qlen 2 sizes the buffers for 6 tokens).
+# kv_indices is the flattened [6, 64] matrix of KV-cache rows; token t uses its first
+# min(kv tokens, 64) entries, -1 masked.
+SPARSE = dict(kv_indptr=np.array([0, 300, 340, 1040], np.int32),
+              qo_indptr=np.array([0, 2, 4, 6], np.int32),
+              kv_last_page_lens=np.array([1, 1, 1], np.int32),
+              max_seqlen_qo=1, qlen=2, topk=64, num_heads_per_head_k=16, cu_count=8)
+
+
+def sparse_attention(q, kv, kv_indptr, qo_indptr, matrix, topk):
+    """Non-causal attention of each token over its own index list (aiter's test_mla_sparse)."""
+    o, lse = [], []
+    for b in range(len(qo_indptr) - 1):
+        n = min(int(kv_indptr[b + 1] - kv_indptr[b]), topk)
+        for t in range(qo_indptr[b], qo_indptr[b + 1]):
+            rows = matrix[t, :n]
+            rows = rows[rows >= 0].long()
+            k = kv[rows, 0, :].float()
+            s = q[t].float() @ k.t() / D ** 0.5
+            o.append(torch.softmax(s, dim=-1) @ k[:, :DV])
+            lse.append(torch.logsumexp(s, dim=-1))
+    return torch.stack(o), torch.stack(lse)
+
+
+def sparse_case(path, flat=False, corrupt=None):
+    plan = mlasim.plan(**SPARSE)
+    g = torch.Generator().manual_seed(11)
+    q = (torch.rand(6, HEADS, D, generator=g) * 2 - 1).to(torch.bfloat16)
+    kv = (torch.rand(1100, 1, D, generator=g) * 2 - 1).to(torch.bfloat16)
+    matrix = torch.randint(0, 1100, (6, 64), generator=g, dtype=torch.int32)
+    matrix[1, 3] = -1  # an invalid entry: masked by the kernel and by the reference
+    o, lse = sparse_attention(q, kv, SPARSE["kv_indptr"], SPARSE["qo_indptr"], matrix, 64)
+    o = o.to(torch.bfloat16)
+    if corrupt:
+        corrupt(o, lse)
+    return mlasim.capture(path, "mla_decode_fwd", config={"planner": plan.planner_config},
+                          **plan.buffers(), q=q, kv_buffer=kv,
+                          kv_indices=matrix.reshape(-1) if flat else matrix, o=o, lse=lse,
+                          kv_indptr=SPARSE["kv_indptr"], qo_indptr=SPARSE["qo_indptr"],
+                          kv_last_page_lens=SPARSE["kv_last_page_lens"])
+
+
+@pytest.mark.parametrize("flat", [False, True])
+def test_a_sparse_topk_call_passes_against_an_independent_reference(tmp_path, mlasim_bin, flat):
+    r, j = numerics(mlasim_bin, sparse_case(tmp_path / "case", flat=flat))
+    assert r.returncode == 0, r.stdout + r.stderr
+    n = j["numerics"]
+    assert n["ran"] and n["passed"], n
+    assert n["real_rows"] == 6 and n["o"]["elements"] == 6 * 16 * 512
+    assert n["lse"]["max_abs"] < 1e-4
+
+
+def test_a_corrupted_sparse_row_fails_naming_it(tmp_path, mlasim_bin):
+    def corrupt(o, lse):
+        o[4, 2, 7] += 0.5
+    r, j = numerics(mlasim_bin, sparse_case(tmp_path / "case", corrupt=corrupt))
+    assert r.returncode == 1
+    assert j["numerics"]["o"]["rows_differing"] == [4]
+
+
+def test_a_sparse_matrix_of_the_wrong_width_exits_2(tmp_path, mlasim_bin):
+    plan = mlasim.plan(**SPARSE)
+    case = mlasim.capture(tmp_path / "case", "mla_decode_fwd",
+                          config={"planner": plan.planner_config}, **plan.buffers(),
+                          q=torch.zeros(6, HEADS, D, dtype=torch.bfloat16),
+                          kv_buffer=torch.zeros(1100, 1, D, dtype=torch.bfloat16),
+                          kv_indices=torch.zeros(6, 32, dtype=torch.int32),
+                          o=torch.zeros(6, HEADS, DV, dtype=torch.bfloat16),
+                          kv_indptr=SPARSE["kv_indptr"], qo_indptr=SPARSE["qo_indptr"],
+                          kv_last_page_lens=SPARSE["kv_last_page_lens"])
+    r = run_check(mlasim_bin, case)
+    assert r.returncode == 2, r.stdout
+    assert r.stderr == (f"mlasim check: error: {case}/manifest.json:tensors.kv_indices.shape: "
+                        f"(6, 32) is not [rows, topk = 64]\n")

@@ -165,6 +165,29 @@ Status CheckShapes(const Captured& c, const std::string& mf) {
 
 namespace {
 
+// aiter-native sparse mode (docs/aiter-mla-metadata.md §8.1): kv_indices is the flattened
+// [q rows, topk] matrix of KV-cache rows, row t's first min(kv tokens of its request, topk)
+// entries used. Captured as [rows, topk] or flat [rows * topk]; rows the plan covers past the
+// captured ones read as -1 (masked: the kernel would read past the tensor, which the contract
+// check reports). Errors: a width other than topk, or a flat length that is not whole rows.
+StatusOr<std::vector<int32_t>> SparseIndexMatrix(const CaseFiles& files, const CaseTensor& t,
+                                                 const ref::PlanRequest& r,
+                                                 const CaseLimits& limits) {
+  const std::string entry = files.Display(kCaseManifestName) + ":tensors." + t.name + ".shape";
+  const int64_t topk = r.topk;
+  if (t.shape.size() == 2 && t.shape[1] != topk)
+    return InvalidArgumentError(entry, NpyShapeString(t.shape) + " is not [rows, topk = " +
+                                           std::to_string(topk) + "]");
+  MLASIM_ASSIGN_OR_RETURN(std::vector<int32_t> idx,
+                          ReadInt32Tensor(files, t, {1, 2}, "the top-k index matrix", limits));
+  if (topk > 0 && idx.size() % topk != 0)
+    return InvalidArgumentError(entry, std::to_string(idx.size()) +
+                                           " entries are not whole rows of topk = " +
+                                           std::to_string(topk));
+  idx.resize(static_cast<size_t>(int64_t{r.qo_indptr.back()} * topk), -1);
+  return idx;
+}
+
 // The reference's inputs: the captured q (rows the plan covers past it hold NaN), KV cache,
 // page table and scales.
 StatusOr<ref::MlaInputs> BuildInputs(const CaseFiles& files, const CaseManifest& m,
@@ -198,8 +221,13 @@ StatusOr<ref::MlaInputs> BuildInputs(const CaseFiles& files, const CaseManifest&
   in.qo_indptr = r.qo_indptr;
   in.kv_indptr = r.kv_indptr;
   in.kv_last_page_lens = r.kv_last_page_lens;
-  MLASIM_ASSIGN_OR_RETURN(in.kv_indices,
-                          ReadInt32Tensor(files, *c.idx, {1}, "the page table", limits));
+  if (r.topk >= 0) {
+    MLASIM_ASSIGN_OR_RETURN(in.topk_indices, SparseIndexMatrix(files, *c.idx, r, limits));
+    in.topk = r.topk;
+  } else {
+    MLASIM_ASSIGN_OR_RETURN(in.kv_indices,
+                            ReadInt32Tensor(files, *c.idx, {1}, "the page table", limits));
+  }
   if (Status st = ref::ValidateMlaInputs(in); !st.ok())
     return InvalidArgumentError(mf + ":tensors." + st.field(), st.message());
   return in;
@@ -224,10 +252,6 @@ StatusOr<CaseNumericsResult> CheckCaseNumerics(const CaseFiles& files, const Cas
     return res;
   }
   const ref::PlanRequest& r = *planner.request;
-  if (r.topk >= 0) {
-    res.reason = "a sparse (top-k) call: the numerics of a case reads dense page tables only";
-    return res;
-  }
   MLASIM_RETURN_IF_ERROR(CheckShapes(c, mf));
   if (c.q->shape[1] != int64_t{r.heads_per_head_k} * r.num_heads_k)
     return InvalidArgumentError(mf + ":tensors.q.shape",
