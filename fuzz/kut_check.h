@@ -47,6 +47,11 @@ struct KutCheckOptions {
   std::string guard_only;   // device guard mode: guard this buffer alone ("" = every one)
   uint64_t input_seed = 7;  // ref::NumericsOptions::seed (the seed `replay --gpu` uses)
   int64_t max_tensor_values = int64_t{1} << 27;  // calls with a larger q or KV are not run
+  // The CPU reference's work bound in multiply-adds (q rows x keys x heads x (D + Dv), summed
+  // over requests): a call above it is run and checked for memory, but its numerics are not
+  // compared (a full-size step would keep the single-threaded CPU reference busy for minutes; the
+  // summary counts such calls). 0 = no bound. kCpuReferenceOverBound's text names the default.
+  int64_t max_cpu_reference_macs = int64_t{1} << 31;
 };
 
 // What a worker streams to its parent before each kernel call (for attributing a fault to it):

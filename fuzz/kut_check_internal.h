@@ -25,6 +25,17 @@
 
 namespace mlasim::fuzz::kut_internal {
 
+// Why a call's numerics were not compared when the CPU reference is over its work bound: one
+// fixed text, so the campaign summary counts these calls under one line.
+inline constexpr const char* kCpuReferenceOverBound =
+    "the CPU reference is above its work bound of 2^31 multiply-adds";
+
+// Multiply-adds of monolithic attention over `in`: q rows x visible keys x heads x (D + Dv),
+// summed over requests (dense: the request's pages x page size, whatever the last page holds;
+// sparse: min(pages, topk)); a request whose kv_indptr falls counts no keys. In double, so
+// hostile shapes cannot overflow. Compared with KutCheckOptions::max_cpu_reference_macs.
+double CpuReferenceMacs(const ref::MlaInputs& in);
+
 inline constexpr const char* kContractClass = "KUT-contract";
 inline constexpr const char* kNumericsClass = "KUT-numerics";
 inline constexpr const char* kFaultClass = "KUT-fault";

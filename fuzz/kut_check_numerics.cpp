@@ -37,9 +37,25 @@ bool Close(double a, double b, const ref::Tolerance& t) {
 
 }  // namespace
 
+double CpuReferenceMacs(const ref::MlaInputs& in) {
+  double macs = 0;
+  for (int32_t b = 0; b < in.num_requests(); ++b) {
+    const double pages = static_cast<double>(in.kv_indptr[b + 1]) - in.kv_indptr[b];
+    const double keys =
+        in.topk >= 0 ? std::min(pages, static_cast<double>(in.topk)) : pages * in.page_size;
+    const double rows = static_cast<double>(in.qo_indptr[b + 1]) - in.qo_indptr[b];
+    macs += rows * std::max(keys, 0.0);
+  }
+  return macs * in.num_heads * (in.head_dim_qk + in.head_dim_v);
+}
+
 // The CPU reference at the campaign's dims: the plan-driven run of the same plan (what the plan
-// says the kernel computes); pairs it marks poisoned are not compared.
+// says the kernel computes); pairs it marks poisoned are not compared. Above the work bound
+// (KutCheckOptions::max_cpu_reference_macs) it does not run and says so.
 std::string StepChecker::CpuReference(Reference* out) {
+  const double macs = CpuReferenceMacs(in_);
+  if (o_.max_cpu_reference_macs > 0 && macs > static_cast<double>(o_.max_cpu_reference_macs))
+    return kCpuReferenceOverBound;
   PartTimer timer(out_.seconds, "reference");
   ref::PlanExecOptions exec;
   exec.precision = KutPrecision(true);

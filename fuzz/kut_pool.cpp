@@ -242,6 +242,11 @@ std::map<std::string, int64_t> KutPool::CallOutcomes() const {
   return outcomes_;
 }
 
+std::map<std::string, int64_t> KutPool::NumericsOutcomes() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return numerics_;
+}
+
 namespace {
 // "run", "skipped: WHY" or "unsupported: WHY" of one call report (fuzz/kut_check.h).
 std::string Outcome(const json& report) {
@@ -250,6 +255,17 @@ std::string Outcome(const json& report) {
   for (const json& run : report.value("runs", json::array()))
     if (run.contains("unsupported")) return "unsupported: " + cut(run.value("unsupported", ""));
   return "run";
+}
+
+// "compared" or "not compared: WHY" (cut at 120 characters) of one call report's numerics; ""
+// when the call has none (not run, or not a decode call).
+std::string NumericsOutcome(const json& report) {
+  const auto n = report.find("numerics");
+  if (n == report.end() || !n->is_object()) return "";
+  if (n->value("compared", false)) return "compared";
+  std::string why = n->value("why", std::string("-"));
+  if (why.size() > 120) why = why.substr(0, 117) + "...";
+  return "not compared: " + why;
 }
 }  // namespace
 
@@ -378,6 +394,8 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
         {
           std::lock_guard<std::mutex> lock(mu_);
           outcomes_[Outcome(res.calls.back())] += 1;
+          if (const std::string n = NumericsOutcome(res.calls.back()); !n.empty())
+            numerics_[n] += 1;
         }
         AddFindings(j.value("findings", json::array()), &res.findings);
       }

@@ -78,6 +78,9 @@ class KutPool {
   // (not the kernel's shape, refused by the engine's guard, ...: never called) and
   // "unsupported: WHY" (the kernel answered MLASIM_KUT_UNSUPPORTED), WHY cut at 120 characters.
   std::map<std::string, int64_t> CallOutcomes() const;
+  // Numerics of the decode calls run, by outcome: "compared" or "not compared: WHY" (the
+  // reference's refusal, e.g. above the CPU reference's work bound), WHY cut at 120 characters.
+  std::map<std::string, int64_t> NumericsOutcomes() const;
 
  private:
   explicit KutPool(const KutPoolOptions& o);
@@ -97,6 +100,7 @@ class KutPool {
   int64_t restarts_ = 0;                     // workers replaced after a fault or hang (under mu_)
   std::map<std::string, double> timing_;     // (under mu_)
   std::map<std::string, int64_t> outcomes_;  // CallOutcomes (under mu_)
+  std::map<std::string, int64_t> numerics_;  // NumericsOutcomes (under mu_)
 };
 
 // The findings of the kernel under test for one replayed step (the step's scenario runs on a

@@ -148,6 +148,13 @@ TEST(KutCampaign, CpuKernelHasNoFindingInEitherMode) {
     EXPECT_NE(r.out.find("cases 32 "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("findings 0: 0 new"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("kernel under test: mlasim-cpu"), std::string::npos) << r.out;
+    // Every decode call it ran had its numerics compared: none is above the CPU reference's
+    // work bound at head dims 32,16 (fuzz/kut_check.h max_cpu_reference_macs).
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("numerics: (\\d+) call\\(s\\) compared, "
+                                                       "0 not compared\n")))
+        << r.out;
+    EXPECT_GT(std::stoi(m[1]), 0);
   }
 }
 

@@ -506,6 +506,15 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
   io.out << fmt::format("decode calls: {} run, {} skipped, {} unsupported by the kernel{}\n", run,
                         skipped, unsupported,
                         top > 0 ? fmt::format(" (most often {}: {})", top, top_why) : "");
+  int64_t compared = 0, not_compared = 0, top_n = 0;
+  std::string top_n_why;
+  for (const auto& [outcome, n] : pool.NumericsOutcomes()) {
+    (outcome == "compared" ? compared : not_compared) += n;
+    if (outcome != "compared" && n > top_n) top_n = n, top_n_why = outcome.substr(14);
+  }
+  io.out << fmt::format("numerics: {} call(s) compared, {} not compared{}\n", compared,
+                        not_compared,
+                        top_n > 0 ? fmt::format(" (most often {}: {})", top_n, top_n_why) : "");
   const std::map<std::string, double> t = pool.Timing();
   if (t.empty() || cases <= 0) return;
   double total = 0;
