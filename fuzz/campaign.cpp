@@ -90,10 +90,15 @@ class Campaign {
     // committed later may still have shown it: the commit decides).
     std::map<std::string, Failure> failures;
   };
-  CaseResult RunCase(int64_t k, std::map<std::string, int64_t>& cov);
+  CaseResult RunCase(int64_t k, int32_t slot, std::map<std::string, int64_t>& cov);
   Failure Unreproduced(const sim::Scenario& scenario, const std::vector<sim::Violation>& broken,
                        uint64_t seed, int size, const std::string& sig);
-  void Worker();
+  void Worker(int32_t slot);
+  // What each worker thread is doing (slot -> case), for the slow-case notes of the progress
+  // loop: a case that runs for minutes (a full-size kernel-under-test step, or its shrinking)
+  // otherwise shows only as a frozen case count.
+  void SetInFlight(int32_t slot, int64_t k, const std::string& phase);
+  void NoteSlowCase();
   void CommitReadyLocked();
   void RecordLocked(const Failure& f, const std::string& signature, uint64_t index);
   uint64_t SeedIndex(int64_t k) const {
@@ -127,6 +132,11 @@ class Campaign {
   std::condition_variable done_cv_;
   int live_workers_ = 0;                   // under mu_
   std::map<int64_t, CaseResult> pending_;  // finished but not committed (under mu_)
+  // Signatures a case in flight or pending has shown and shrinks, with the lowest such index
+  // (under mu_): a higher index showing one does not shrink it again, since the commit in index
+  // order keeps the lower index's finding. Without this, every worker whose case showed a
+  // common new signature shrank it at once (12 full-size kernel-under-test shrinks on the H200).
+  std::map<std::string, int64_t> shrinking_;
   int64_t committed_ = 0;                  // every k < committed_ is committed (under mu_)
   Status error_;                           // first failure to write a finding (under mu_)
   std::atomic<int64_t> next_{0};
@@ -136,6 +146,14 @@ class Campaign {
   std::chrono::steady_clock::time_point t0_;
   int64_t start_index_ = 0;
   double spent_before_ = 0;  // seconds of earlier runs of the campaign
+  struct InFlight {
+    int64_t k = -1;  // -1: idle
+    std::chrono::steady_clock::time_point since;
+    std::string phase;
+  };
+  std::mutex flight_mu_;
+  std::vector<InFlight> in_flight_;  // by worker slot (under flight_mu_)
+  double last_slow_note_ = 0;        // Since(t0_) of the last slow-case note (progress thread)
 };
 
 void Campaign::Note(const std::string& line) {
@@ -219,12 +237,15 @@ void Campaign::CommitReadyLocked() {
       if (f == r.failures.end()) continue;  // in --out before the run: not shrunk again
       RecordLocked(f->second, FiledSignature(f->second, Policy()), SeedIndex(committed_));
     }
+    for (auto s = shrinking_.begin(); s != shrinking_.end();)
+      s = s->second <= committed_ ? shrinking_.erase(s) : std::next(s);
     pending_.erase(it);
     ++committed_;
   }
 }
 
-Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>& cov) {
+Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
+                                       std::map<std::string, int64_t>& cov) {
   const uint64_t index = SeedIndex(k);
   const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
   const int size = static_cast<int>(10 + (index % 91));
@@ -245,10 +266,17 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, std::map<std::string, int64_t>
   std::vector<std::string> todo;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const std::string& sig : res.signatures)
-      if (!sum_.signatures.count(sig) && !known_.count(sig)) todo.push_back(sig);
+    for (const std::string& sig : res.signatures) {
+      if (sum_.signatures.count(sig) || known_.count(sig)) continue;
+      // A lower index in flight has shown it: that case's shrink is the one the commit keeps.
+      const auto [it, first] = shrinking_.emplace(sig, k);
+      if (!first && it->second < k) continue;
+      it->second = std::min(it->second, k);
+      todo.push_back(sig);
+    }
   }
   for (const std::string& sig : todo) {
+    SetInFlight(slot, k, "shrinking " + sig);
     std::optional<Failure> f = ShrinkForPolicy(
         config_, seed, size, property_, sim::SimMutant::kNone, sig, Policy(), o_.max_shrink_steps);
     if (!f.has_value() && !o_.kernel.empty()) f = Unreproduced(scenario, broken, seed, size, sig);
@@ -279,12 +307,14 @@ Failure Campaign::Unreproduced(const sim::Scenario& scenario,
   return f;
 }
 
-void Campaign::Worker() {
+void Campaign::Worker(int32_t slot) {
   std::map<std::string, int64_t> cov;
   while (!stop_.load()) {
     const int64_t k = next_.fetch_add(1);
     if (!Budgeted(k) || Since(t0_) >= o_.seconds - spent_before_) break;
-    CaseResult res = RunCase(k, cov);
+    SetInFlight(slot, k, "checking");
+    CaseResult res = RunCase(k, slot, cov);
+    SetInFlight(slot, -1, "");
     {
       std::lock_guard<std::mutex> lock(mu_);
       pending_.emplace(k, std::move(res));
@@ -295,6 +325,34 @@ void Campaign::Worker() {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [k, v] : cov) sum_.coverage[k] += v;
   if (--live_workers_ == 0) done_cv_.notify_all();
+}
+
+void Campaign::SetInFlight(int32_t slot, int64_t k, const std::string& phase) {
+  std::lock_guard<std::mutex> lock(flight_mu_);
+  InFlight& f = in_flight_[static_cast<size_t>(slot)];
+  if (f.k != k) f.since = std::chrono::steady_clock::now();
+  f.k = k;
+  f.phase = phase;
+}
+
+// Every slow_case_note_seconds while some case has run that long: its seed index, age and phase,
+// on the note stream only (stderr; never the summary or --out, which stay timing-free).
+void Campaign::NoteSlowCase() {
+  const double slow = o_.slow_case_note_seconds;
+  if (!note_ || Since(t0_) - last_slow_note_ < slow) return;
+  std::lock_guard<std::mutex> lock(flight_mu_);
+  const InFlight* oldest = nullptr;
+  int32_t busy = 0;
+  for (const InFlight& f : in_flight_) {
+    if (f.k < 0) continue;
+    ++busy;
+    if (!oldest || f.since < oldest->since) oldest = &f;
+  }
+  if (!oldest || Since(oldest->since) < slow) return;
+  last_slow_note_ = Since(t0_);
+  note_(fmt::format("the case at seed index {} has run for {:.0f} s ({}); {} of {} worker(s) busy",
+                    SeedIndex(oldest->k), Since(oldest->since), oldest->phase, busy,
+                    in_flight_.size()));
 }
 
 // Findings already in --out (earlier runs, merged folders, other shards) are not reported again;
@@ -413,7 +471,8 @@ StatusOr<CampaignSummary> Campaign::Run() {
   SaveProgress();  // the first checkpoint, before any case
   std::vector<std::thread> workers;
   live_workers_ = o_.jobs;
-  for (int32_t j = 0; j < o_.jobs; ++j) workers.emplace_back([this] { Worker(); });
+  in_flight_.assign(static_cast<size_t>(o_.jobs), InFlight{});
+  for (int32_t j = 0; j < o_.jobs; ++j) workers.emplace_back([this, j] { Worker(j); });
   // Progress and checkpoints from the calling thread, until every worker has stopped.
   while (true) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -422,6 +481,7 @@ StatusOr<CampaignSummary> Campaign::Run() {
       break;
     lock.unlock();
     if (progress_) progress_(cases_.load(), new_findings_.load(), Since(t0_));
+    NoteSlowCase();
     SaveProgress();
   }
   for (auto& w : workers) w.join();

@@ -80,6 +80,10 @@ struct CampaignOptions {
   // `mlasim replay` flags that replay its findings (recorded in each finding file).
   std::string kernel;
   std::string replay_flags;
+  // Seconds a case may run before the note stream (stderr) names it, its phase (checking,
+  // shrinking SIG) and how many workers are busy, and again every as many seconds while one
+  // does: a full-size kernel-under-test case can take minutes. Never written to the summary.
+  double slow_case_note_seconds = 60;
   // Folders whose findings count as found before this run (fuzz --devices: the merged --out of
   // the workers' campaigns), besides --out itself.
   std::vector<std::string> known_dirs;

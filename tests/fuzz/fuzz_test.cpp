@@ -6,8 +6,10 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "fuzz/campaign.h"
 #include "fuzz/findings.h"
@@ -348,6 +350,38 @@ TEST(Campaign, SameFindingFilesAtAnyJobCount) {
   ASSERT_GE(files[0].size(), 3u);
   EXPECT_EQ(index[0], index[1]);
   EXPECT_EQ(files[0], files[1]);
+}
+
+// A case that runs past slow_case_note_seconds is named on the note stream (its seed index, how
+// long, its phase, the busy workers), and nowhere else: the summary's notes stay timing-free.
+TEST(Campaign, ASlowCaseIsNamedOnTheNoteStream) {
+  for (const double threshold : {0.2, 60.0}) {
+    CampaignOptions o;
+    o.seconds = 120;
+    o.max_cases = 1;
+    o.seed = 3;
+    o.small = true;
+    o.slow_case_note_seconds = threshold;
+    o.property = [](const sim::ReplayReport&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(700));
+      return std::vector<sim::Violation>{};
+    };
+    std::vector<std::string> notes;
+    auto r = RunCampaign(o, nullptr, [&](const std::string& line) { notes.push_back(line); });
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->notes.empty());
+    if (threshold > 1) {
+      EXPECT_TRUE(notes.empty()) << notes.front();
+      continue;
+    }
+    ASSERT_GE(notes.size(), 1u);  // at most once per threshold seconds
+    EXPECT_LE(notes.size(), 3u);
+    for (const std::string& n : notes)
+      EXPECT_TRUE(std::regex_match(
+          n, std::regex("the case at seed index 0 has run for [01] s \\(checking\\); 1 of 1 "
+                        "worker\\(s\\) busy")))
+          << n;
+  }
 }
 
 TEST(Campaign, ResumedRunWritesWhatAnUnbrokenRunWrites) {
