@@ -32,6 +32,7 @@ constexpr const char* kNames[] = {
     "contract-invalid-index-clamp-to-zero",
     "contract-invalid-index-wrap",
     "contract-partial-write-when-off-by-one",
+    "contract-unit-rows-for-head-row-bounds",
     "engine-launch-grid-captured",
     "engine-decode-plan-from-capture",
     "sizing-main-plan-for-one-request",
@@ -98,6 +99,11 @@ std::vector<SimMutantSpec> Build() {
   edit(SimMutant::kContractWhenSkipsPartial0,
        {{decode, kWorkBody + "/9/when",
          "partial_qo_loc > 0 && (kv_len > 0 || zero_kv_writes_output)"}});
+  // The q read's bounds counted in head rows (a kernel addressing one head at a time) under
+  // `unit` rows: `head_rows` would make them right.
+  edit(SimMutant::kContractUnitRowsForHeadRows,
+       {{decode, kWorkBody + "/7/rows", nlohmann::json::array({"qo_start * heads", "qo_end * heads"})},
+        {decode, kWorkBody + "/7/unit", "rows"}});
   edit(SimMutant::kContractZeroKvSkips, {{decode, "/semantics/zero_kv", "skips"}});
   // An engine that consumes padding rows, with the serial planner (every zero-KV padding
   // request gets a work item): asm writes every padding row, a kernel that skips them does not.
@@ -137,7 +143,9 @@ Status ApplyEdits(const std::vector<ContractEdit>& edits, Scenario& s) {
     nlohmann::json doc = base->doc;
     for (const ContractEdit* e : mine) {
       const nlohmann::json::json_pointer p(e->pointer);
-      if (!doc.contains(p))
+      const bool adds = !doc.contains(p) && !e->value.is_null() && doc.contains(p.parent_pointer()) &&
+                        doc.at(p.parent_pointer()).is_object();  // a new member (RFC 6902 add)
+      if (!doc.contains(p) && !adds)
         return InvalidArgumentError("mutant", base->file + " has no " + e->pointer);
       if (e->value.is_null())
         doc.at(p.parent_pointer())

@@ -48,6 +48,7 @@ enum class SimMutant : uint8_t {
   kContractInvalidIndexClamp,  // G: ... clamped to slot 0 (invalid_index = clamp_to_zero)
   kContractInvalidIndexWrap,   // G: ... wrapped (invalid_index = wrap)
   kContractWhenSkipsPartial0,  // E: a `when` off by one: the piece at partial row 0 writes no logits
+  kContractUnitRowsForHeadRows,  // C: q read bounds in head rows (row x heads), `unit` rows
   // Scenario features (docs/scenario.md), each a disagreement stated as data.
   kCallLaunchGridCaptured,  // A: a per-call override: the decode launched with a captured grid
   kCallPlanFromCapture,     // E: plan_from: the decode consumes the plan captured at capture
@@ -60,7 +61,7 @@ const char* SimMutantName(SimMutant m);
 SimMutant SimMutantByName(const std::string& name);
 
 // An edit of a kernel contract's JSON (the document after `extends`): the value at `pointer` (RFC
-// 6901) replaced by `value`, or removed when `value` is null.
+// 6901) replaced by `value`, or removed when `value` is null; a member an object lacks is added.
 struct ContractEdit {
   CallKind call = CallKind::kDecode;
   std::string pointer;

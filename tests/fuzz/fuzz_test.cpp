@@ -158,7 +158,7 @@ std::string EditedFeature(const nlohmann::json& doc, const std::string& pointer)
   for (std::string part; std::getline(in, part, '/');) t.push_back(part);
   if (t[0] == "launch") return "launch";
   if (t[0] == "semantics") return "semantics." + t[1];
-  if (t.back() == "when" || t.back() == "bound") return t.back();
+  if (t.back() == "when" || t.back() == "bound" || t.back() == "unit") return t.back();
   for (size_t n = t.size(); n >= 2; --n) {
     if ((t[n - 2] != "program" && t[n - 2] != "body") || !std::isdigit(t[n - 1][0])) continue;
     std::string prefix;
@@ -189,9 +189,11 @@ TEST(MutantRegistry, EveryContractFeatureHasAMutantThePropertiesKill) {
     if ((*c)->doc.contains("constants"))
       for (const auto& [k, v] : (*c)->doc["constants"].items()) features.insert("constant." + k);
   }
-  // 6 statement kinds, when, bound, launch, 4 semantics fields, 2 constants (the reduce's
+  // A read or write's `unit` (docs/contracts.md), which no built-in statement sets.
+  features.insert("unit");
+  // 6 statement kinds, when, bound, unit, launch, 4 semantics fields, 2 constants (the reduce's
   // program adds nothing new).
-  EXPECT_EQ(features.size(), 15u);
+  EXPECT_EQ(features.size(), 16u);
   std::map<std::string, std::string> covered;  // feature -> a mutant that breaks it
   for (const MutantSpec& m : MutantRegistry()) {
     if (m.sim != sim::SimMutant::kNone) {
@@ -214,6 +216,7 @@ TEST(MutantRegistry, EveryContractFeatureHasAMutantThePropertiesKill) {
     EXPECT_TRUE(covered.count(f)) << "no mutant breaks the contract feature " << f;
   EXPECT_EQ(covered.at("when"), "contract-partial-write-when-off-by-one");
   EXPECT_EQ(covered.at("gather"), "contract-gather-before-start");
+  EXPECT_EQ(covered.at("unit"), "contract-unit-rows-for-head-row-bounds");
   EXPECT_EQ(EditedFeature(docs.at(sim::CallKind::kDecode), "/program/0/body/0/body/7/rows/1"),
             "read");
 }
