@@ -18,6 +18,7 @@
 #include "fuzz/signature.h"
 #include "ref/mutant.h"
 #include "sim/contract.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -363,18 +364,12 @@ void Campaign::SaveProgress() {
 
 Status Campaign::PrepareOutDir() {
   std::error_code ec;
-  fs::create_directories(o_.out_dir, ec);
-  if (ec) return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
+  // Created, and findings must be writable before the campaign starts: a read-only, full or
+  // missing folder is refused naming the cause (sim/os_error.h).
+  MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", o_.out_dir, /*create=*/true));
   if (const int n = RemoveTempFiles(o_.out_dir, TempPrefix()))
     Note(fmt::format("removed {} temp file(s) {}* that a killed run of this shard left in {}", n,
                      TempPrefix(), o_.out_dir));
-  // Findings must be writable before the campaign starts.
-  const std::string probe = Path(TempPrefix() + "probe");
-  Status st = WriteFileAtomic(probe, probe + ".tmp", "probe\n", "--out");
-  if (!st.ok())
-    return InvalidArgumentError(
-        "--out", "cannot write findings into " + o_.out_dir + " (" + st.message() + ")");
-  fs::remove(probe, ec);
   MLASIM_RETURN_IF_ERROR(LoadKnownFindings());
   if (o_.resume) return LoadProgress();
   if (fs::exists(Path(ProgressFileName(o_.shard, o_.shards)), ec))

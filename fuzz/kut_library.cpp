@@ -8,6 +8,7 @@
 
 #include "kernels/gpu_api.h"
 #include "sim/json_input.h"
+#include "sim/os_error.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -161,6 +162,7 @@ StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* re
 StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
                                                        const std::string& config) {
   std::unique_ptr<KutLibrary> lib(new KutLibrary());
+  MLASIM_RETURN_IF_ERROR(sim::CheckReadableFile(kField, path));  // missing, unreadable, a folder
   // A name without a slash would be searched on the library path: load what the user named.
   const std::string load = path.find('/') == std::string::npos ? "./" + path : path;
   lib->handle_ = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);

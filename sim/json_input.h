@@ -23,7 +23,9 @@ namespace mlasim::sim {
 inline constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
 
 // The whole file at `path`, at most `max_bytes` bytes. Errors (field `field`): a directory, a
-// file that cannot be opened or read, or one longer than max_bytes ("larger than 64 MiB").
+// pipe, a file that cannot be opened or read (the cause in words, sim/os_error.h: "x.json does
+// not exist", "permission denied reading x.json"), or one longer than max_bytes ("larger than
+// 64 MiB").
 StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field,
                                    int64_t max_bytes = -1);
 

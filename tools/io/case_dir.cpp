@@ -1,5 +1,7 @@
 #include "tools/io/case_dir.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -8,6 +10,7 @@
 #include <set>
 
 #include "sim/json_input.h"
+#include "sim/os_error.h"
 
 namespace mlasim::io {
 namespace {
@@ -226,10 +229,6 @@ Status CheckNpyAgainstManifest(const CaseFiles& files, CaseTensor& t, const std:
   return CheckNpyDataSize(t.header, size, field);
 }
 
-std::string ErrnoText(int e) {
-  return std::strerror(e);
-}
-
 }  // namespace
 
 const std::vector<CaseDType>& CaseDTypes() {
@@ -278,12 +277,13 @@ std::string HexAddress(uint64_t address) {
 }
 
 Status DiskCaseFiles::CheckDirectory() const {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir_, ec);
-  if (st.type() == fs::file_type::not_found)
-    return InvalidArgumentError(dir_, "no such case directory");
-  if (ec) return InvalidArgumentError(dir_, "cannot access: " + ec.message());
-  if (st.type() != fs::file_type::directory)
+  struct stat st;
+  if (::stat(dir_.c_str(), &st) != 0) {
+    if (errno == ENOENT && sim::OsErrorReason(sim::FileOp::kRead, dir_, ENOENT) == "does not exist")
+      return InvalidArgumentError(dir_, "no such case directory");
+    return sim::OsError(dir_, sim::FileOp::kRead, dir_, errno);  // a missing parent, ENOTDIR
+  }
+  if (!S_ISDIR(st.st_mode))
     return InvalidArgumentError(dir_,
                                 "is not a directory (give the case directory that holds "
                                 "manifest.json)");
@@ -296,26 +296,23 @@ std::string DiskCaseFiles::Display(const std::string& name) const {
 
 StatusOr<int64_t> DiskCaseFiles::Size(const std::string& name) const {
   const std::string path = Display(name);
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) return InvalidArgumentError(path, "no such file");
-  if (ec) return InvalidArgumentError(path, "cannot access: " + ec.message());
-  if (st.type() == fs::file_type::directory)
-    return InvalidArgumentError(path, "is a directory, not a file");
-  if (st.type() != fs::file_type::regular)
-    return InvalidArgumentError(path, "is not a regular file");
-  std::ifstream probe(path, std::ios::binary);
-  if (!probe) return InvalidArgumentError(path, "cannot open: " + ErrnoText(errno));
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return InvalidArgumentError(path, "cannot read its size: " + ec.message());
-  return static_cast<int64_t>(size);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return InvalidArgumentError(path, "no such file");
+    return sim::OsError(path, sim::FileOp::kRead, path, errno);
+  }
+  if (S_ISDIR(st.st_mode)) return sim::OsError(path, sim::FileOp::kRead, path, EISDIR);
+  if (!S_ISREG(st.st_mode)) return InvalidArgumentError(path, "is not a regular file");
+  if (const int err = sim::OpenForReadErrno(path); err != 0)
+    return sim::OsError(path, sim::FileOp::kRead, path, err);  // permission denied reading it
+  return static_cast<int64_t>(st.st_size);
 }
 
 StatusOr<std::string> DiskCaseFiles::Read(const std::string& name, int64_t offset,
                                           int64_t bytes) const {
   const std::string path = Display(name);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgumentError(path, "cannot open: " + ErrnoText(errno));
+  if (!in) return sim::OsError(path, sim::FileOp::kRead, path, sim::OpenForReadErrno(path));
   std::string out(static_cast<size_t>(bytes), '\0');
   in.seekg(offset);
   in.read(out.data(), bytes);

@@ -239,6 +239,10 @@ class ReplayCommand final : public Command {
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
+    for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--layout-out", &layout_out_},
+                                     {"--scenario-out", &scenario_out_}})
+      if (!path->empty())
+        if (Status st = CheckOutputFile(flag, *path); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
@@ -297,18 +301,9 @@ class ReplayCommand final : public Command {
   }
   bool WriteJson(const Streams& io, const char* flag, const std::string& path,
                  const nlohmann::json& j) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      PrintError(io.err, kName, flag, path + " is a directory");
-      return false;
-    }
-    std::ofstream f(path);
-    if (f) {
-      f << j.dump(2) << '\n';
-      f.flush();
-    }
-    if (!f) {  // could not open, or the write failed (a full disk, /dev/full)
-      PrintError(io.err, kName, flag, "cannot write " + path);
+    // A directory, a missing folder, a read-only file system, a full disk: the cause in words.
+    if (Status st = WriteOutputFile(flag, path, j.dump(2) + "\n"); !st.ok()) {
+      Fail(io, st);
       return false;
     }
     return true;

@@ -10,6 +10,7 @@
 #include "fuzz/campaign.h"
 #include "fuzz/signature.h"
 #include "fuzz/triage.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
 #include "tools/mlasim/html_output.h"
@@ -126,12 +127,9 @@ class TriageCommand final : public Command {
 
   int Run(const Streams& io) override {
     if (Status st = BuildOptions(); !st.ok()) return Fail(io, st);
-    if (!out_dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(out_dir_, ec);
-      if (ec || !std::filesystem::is_directory(out_dir_))
-        return Fail(io, InvalidArgumentError("--out", "cannot create directory " + out_dir_));
-    }
+    if (!out_dir_.empty())  // created; a folder that takes no files is refused before the sweep
+      if (Status st = sim::PrepareOutputFolder("--out", out_dir_, /*create=*/true); !st.ok())
+        return Fail(io, st);
     StatusOr<fuzz::TriageResult> r = fuzz::RunTriage(o_);
     if (!r.ok()) return Fail(io, r.status());
     if (!out_dir_.empty())
