@@ -239,8 +239,9 @@ class ReplayCommand final : public Command {
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
-    for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--layout-out", &layout_out_},
-                                     {"--scenario-out", &scenario_out_}})
+    for (const auto& [flag, path] :
+         {std::pair<const char*, const std::string*>{"--layout-out", &layout_out_},
+          {"--scenario-out", &scenario_out_}})
       if (!path->empty())
         if (Status st = CheckOutputFile(flag, *path); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);

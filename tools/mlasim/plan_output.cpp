@@ -296,7 +296,8 @@ Status WritePlanNpy(const std::string& dir, const ref::Plan& plan) {
   // disk is refused before the first file, naming the cause (sim/os_error.h).
   MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--npy", dir, /*create=*/true));
   for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers) {
-    const std::string path = (std::filesystem::path(dir) / (std::string(spec.name) + ".npy")).string();
+    const std::string path =
+        (std::filesystem::path(dir) / (std::string(spec.name) + ".npy")).string();
     MLASIM_RETURN_IF_ERROR(sim::WriteTextFile("--npy", path, NpyBytes(spec, plan)));
   }
   return OkStatus();
