@@ -16,6 +16,7 @@
 #include "fuzz/progress.h"
 #include "fuzz/properties.h"
 #include "fuzz/signature.h"
+#include "ref/int_text.h"
 #include "ref/mutant.h"
 #include "sim/contract.h"
 #include "sim/os_error.h"
@@ -503,6 +504,13 @@ StatusOr<uint64_t> ParseSeed(const std::string& text) {
     if (used != text.size()) throw std::invalid_argument("trailing");
     return v;
   } catch (const std::exception&) {
+    if (ref::IsDecimalBeyond64Bits(text))
+      return InvalidArgumentError("--seed", ref::Beyond64BitsText(text));
+    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    if (hex && text.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos)
+      return InvalidArgumentError("--seed", "'" + text + "' is a hex number above 64 bits (" +
+                                                std::to_string(text.size() - 2) +
+                                                " digits; at most 16)");
     return InvalidArgumentError(
         "--seed", "must be a number, 0x-hex, or a 40-hex commit (got '" + text + "')");
   }

@@ -186,14 +186,19 @@ Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, Fin
   if (fd.contains("seed_index")) {
     if (!fd["seed_index"].is_number_unsigned() &&
         !(fd["seed_index"].is_number_integer() && fd["seed_index"].get<int64_t>() >= 0))
-      return BadFinding(path, "finding.seed_index must be a non-negative integer");
+      return BadFinding(path,
+                        sim::IsIntegerBeyond64Bits(fd["seed_index"])
+                            ? "finding.seed_index " + sim::NotAnIntegerReason(fd["seed_index"])
+                            : "finding.seed_index must be a non-negative integer");
     r->seed_index = fd["seed_index"].get<uint64_t>();
   }
   if (fd.contains("shrink")) {
     const auto& s = fd["shrink"];
     if (!s.is_object() || !sim::IsInt64(s.value("steps", nlohmann::json())) ||
         !s.value("cut_short", nlohmann::json()).is_boolean())
-      return BadFinding(path, "finding.shrink must hold integer steps and boolean cut_short");
+      return BadFinding(path, s.is_object() && sim::IsIntegerBeyond64Bits(s.value("steps", 0))
+                                  ? "finding.shrink.steps " + sim::NotAnIntegerReason(s["steps"])
+                                  : "finding.shrink must hold integer steps and boolean cut_short");
     r->shrink_steps = static_cast<int>(std::clamp<int64_t>(s["steps"].get<int64_t>(), 0, 1 << 30));
     r->cut_short = s["cut_short"].get<bool>();
     if (sim::IsInt64(s.value("max_steps", nlohmann::json())))

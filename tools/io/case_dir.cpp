@@ -9,6 +9,7 @@
 #include <fstream>
 #include <set>
 
+#include "sim/fault.h"
 #include "sim/json_input.h"
 #include "sim/os_error.h"
 
@@ -65,7 +66,7 @@ StatusOr<int64_t> Int(const json& obj, const std::string& key, const std::string
                       const ManifestErrors& err, int64_t lo, int64_t hi) {
   if (!obj.contains(key)) return err(path + key, "required key is missing");
   const json& v = obj.at(key);
-  if (!sim::IsInt64(v)) return err(path + key, "must be an integer");
+  if (!sim::IsInt64(v)) return err(path + key, sim::IntegerRangeReason(v, lo, hi));
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi)
     return err(path + key, "is " + std::to_string(x) + ", outside " + std::to_string(lo) + ".." +
@@ -86,7 +87,7 @@ StatusOr<std::vector<int64_t>> IntArray(const json& obj, const std::string& key,
   std::vector<int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = path + key + "[" + std::to_string(i) + "]";
-    if (!sim::IsInt64(v[i])) return err(p, "must be an integer");
+    if (!sim::IsInt64(v[i])) return err(p, sim::IntegerRangeReason(v[i], lo, hi));
     const int64_t x = v[i].get<int64_t>();
     if (x < lo || x > hi)
       return err(p, "is " + std::to_string(x) + ", outside " + std::to_string(lo) + ".." +
@@ -135,11 +136,13 @@ Status ComputeExtent(CaseTensor& t, const std::string& path, const ManifestError
 
 StatusOr<uint64_t> ParseAddress(const json& obj, const std::string& key, const std::string& path,
                                 const ManifestErrors& err) {
-  MLASIM_ASSIGN_OR_RETURN(const std::string s, String(obj, key, path, err, 18));
-  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  if (s.size() < 3 || s.compare(0, 2, "0x") != 0 || !std::all_of(s.begin() + 2, s.end(), hex))
+  MLASIM_ASSIGN_OR_RETURN(const std::string s, String(obj, key, path, err, 64));
+  StatusOr<uint64_t> address = sim::ParseAddressText(s, path + key);  // says what is wrong
+  if (!address.ok()) return err(path + key, address.status().message());
+  const auto lower = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  if (s.compare(0, 2, "0x") != 0 || !std::all_of(s.begin() + 2, s.end(), lower))
     return err(path + key, "'" + s + "' is not a lowercase 0x hex address of at most 64 bits");
-  return std::stoull(s.substr(2), nullptr, 16);
+  return *address;
 }
 
 StatusOr<CaseTensor> ParseTensor(const std::string& name, const json& e, const std::string& path,
