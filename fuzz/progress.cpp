@@ -41,7 +41,7 @@ std::string ProgressText(const Progress& p) {
 namespace {
 
 Status Bad(const std::string& field, const std::string& path, const std::string& why) {
-  return InvalidArgumentError(field, path + ": " + why);
+  return InvalidArgumentError(field, field == path ? why : path + ": " + why);
 }
 
 // "KEY is an integer above 64 bits (...)" for such a number, else `reason`.

@@ -77,17 +77,17 @@ StatusOr<uint64_t> ParseAddressText(const std::string& raw, const std::string& f
   const std::string shown = "'" + text.substr(0, 64) + (text.size() > 64 ? "...'" : "'");
   const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
   if (text.empty())
-    return InvalidArgumentError(field, "is empty (give a fault address such as 0x7f1000200000)");
+    return InvalidArgumentError(field, "is empty (give an address such as 0x7f1000200000)");
   if (text[0] == '-')
     return InvalidArgumentError(field, shown +
-                                           " is negative: a fault address is an unsigned "
+                                           " is negative: an address is an unsigned "
                                            "64-bit number (0x followed by 1 to 16 hex digits)");
   const bool prefixed = text.size() >= 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
   if (!prefixed) {
     const bool decimal = text.find_first_not_of("0123456789") == std::string::npos;
     const bool bare_hex = std::all_of(text.begin(), text.end(), hex);
     return InvalidArgumentError(
-        field, shown + (decimal    ? " is a decimal number; a fault address is hexadecimal "
+        field, shown + (decimal    ? " is a decimal number; an address is hexadecimal "
                                      "with a 0x prefix (0x7f1000200000)"
                         : bare_hex ? " has no 0x prefix (write 0x" + text.substr(0, 64) + ")"
                                    : " is not a hex address (expected 0x followed by 1 to 16 "

@@ -36,10 +36,14 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
     text.append(buf, static_cast<size_t>(n));
     if (static_cast<int64_t>(text.size()) > max_bytes) {
       ::close(fd);
-      return InvalidArgumentError(
-          field, path + " is larger than " + std::to_string(max_bytes >> 20) +
-                     " MiB (an endless or wrong file?" +
-                     (from_limit ? "; raise it with --limit input_bytes=N" : "") + ")");
+      const std::string size = max_bytes % (int64_t{1} << 20) == 0
+                                   ? std::to_string(max_bytes >> 20) + " MiB"
+                                   : std::to_string(max_bytes) + " bytes";
+      return InvalidArgumentError(field, (field == path ? "is" : path + " is") + " larger than " + size +
+                                             " (an endless or wrong file?" +
+                                             (from_limit ? "; raise it with --limit input_bytes=N"
+                                                         : "") +
+                                             ")");
     }
   }
   ::close(fd);

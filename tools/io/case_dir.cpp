@@ -282,9 +282,10 @@ std::string HexAddress(uint64_t address) {
 Status DiskCaseFiles::CheckDirectory() const {
   struct stat st;
   if (::stat(dir_.c_str(), &st) != 0) {
-    if (errno == ENOENT && sim::OsErrorReason(sim::FileOp::kRead, dir_, ENOENT) == "does not exist")
-      return InvalidArgumentError(dir_, "no such case directory");
-    return sim::OsError(dir_, sim::FileOp::kRead, dir_, errno);  // a missing parent, ENOTDIR
+    if (errno != ENOENT) return sim::OsError(dir_, sim::FileOp::kRead, dir_, errno);  // ENOTDIR
+    // "does not exist", or "does not exist (there is no folder P)" when a parent is missing too.
+    const std::string reason = sim::OsErrorReason(sim::FileOp::kRead, dir_, ENOENT);
+    return InvalidArgumentError(dir_, "no such case directory" + reason.substr(14));
   }
   if (!S_ISDIR(st.st_mode))
     return InvalidArgumentError(dir_,

@@ -416,9 +416,14 @@ StatusOr<GoldenSummary> CheckGoldenFile(
     ++lineno;
     if (too_long)
       return InvalidArgumentError(path + ":" + std::to_string(lineno),
-                                  "line is longer than 64 MiB (not a corpus?)");
+                                  "line is longer than the input_bytes limit, " +
+                                      std::to_string(ref::Limit(ref::LimitId::kInputBytes)) +
+                                      " bytes (not a corpus?; raise it with --limit "
+                                      "input_bytes=N)");
     if (line.empty()) continue;
     StatusOr<json> parsed = sim::ParseJsonStrict(line, path + ":" + std::to_string(lineno));
+    // A line cut short by truncated or corrupt xz data: the xz error says why.
+    MLASIM_RETURN_IF_ERROR((*input)->status());
     if (!parsed.ok()) return parsed.status();
     const json& rec = *parsed;
     if (!rec.is_object() || !rec.contains("input") ||

@@ -254,6 +254,10 @@ class ReplayCommand final : public Command {
     bool gpu_agrees = true;
     nlohmann::json gpu_json;
     sim::junit::KernelPart kernel_part;
+    // With --html or --junit the report waits for them: a file that cannot be written (a full
+    // disk) is an exit 2 with nothing on stdout.
+    std::ostringstream held;
+    std::ostream& out = app_->count("--html") || app_->count("--junit") ? held : io.out;
     if (json_) {
       nlohmann::json j = sim::ReportJson(*report);
       if (gpu) {
@@ -262,21 +266,22 @@ class ReplayCommand final : public Command {
         j["gpu"] = gpu_json = KernelJson(pool->description(), gpu_mode_, k);
         kernel_part = {k.findings, k.error};
       }
-      io.out << j.dump(2) << '\n';
+      out << j.dump(2) << '\n';
     } else {
-      io.out << sim::ReportText(*report);
-      io.out.flush();
+      out << sim::ReportText(*report);
+      out.flush();
       if (gpu) {
         const fuzz::KutStepResult k = pool->Check(report->scenario);
         gpu_agrees = k.findings.empty() && k.error.empty();
         gpu_json = KernelJson(pool->description(), gpu_mode_, k);
         kernel_part = {k.findings, k.error};
-        io.out << KernelText(pool->description(), gpu_mode_, k);
+        out << KernelText(pool->description(), gpu_mode_, k);
       }
     }
     const Status written =
         WriteReports(*report, gpu ? &gpu_json : nullptr, gpu ? &kernel_part : nullptr);
     if (!written.ok()) return Fail(io, written);
+    if (&out == &held) io.out << held.str();
     if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
   }
