@@ -39,11 +39,10 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
       const std::string size = max_bytes % (int64_t{1} << 20) == 0
                                    ? std::to_string(max_bytes >> 20) + " MiB"
                                    : std::to_string(max_bytes) + " bytes";
-      return InvalidArgumentError(field, (field == path ? "is" : path + " is") + " larger than " + size +
-                                             " (an endless or wrong file?" +
-                                             (from_limit ? "; raise it with --limit input_bytes=N"
-                                                         : "") +
-                                             ")");
+      return InvalidArgumentError(
+          field, (field == path ? "is" : path + " is") + " larger than " + size +
+                     " (an endless or wrong file?" +
+                     (from_limit ? "; raise it with --limit input_bytes=N" : "") + ")");
     }
   }
   ::close(fd);
