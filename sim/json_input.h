@@ -50,11 +50,13 @@ inline bool IsInt64(const nlohmann::json& v) {
 
 // True when v is a whole number beyond 64 bits: at least 2^64 or below -2^63. nlohmann stores
 // such numbers as doubles (18446744073709551616, 1e30), so is_number_integer() is false for them.
+// -2^63 - 1 rounds to the double -2^63, which an integer of that text would not be stored as: a
+// double at or below -2^63 is beyond 64 bits.
 inline bool IsIntegerBeyond64Bits(const nlohmann::json& v) {
   if (!v.is_number_float()) return false;
   const double d = v.get<double>();
   return std::isfinite(d) && std::floor(d) == d &&
-         (d >= 18446744073709551616.0 || d < -9223372036854775808.0);
+         (d >= 18446744073709551616.0 || d <= -9223372036854775808.0);
 }
 
 // Why v is not an integer, naming an integer beyond 64 bits as such: "is an integer above 64
