@@ -26,8 +26,10 @@ Row keys (docs/reliability.md, "Bad inputs"):
             {"file": ..., "line": n, "set"|"delete": [...], ...} for one line of a .jsonl file,
             or {"file": ..., "append": "text"}
   setup     [{"mkdir": path}, {"chmod": [path, "000"]}, {"symlink": [target, path]},
-             {"remove": path}, {"replace_with_dir": path}, {"mount_ro": path}]: mount_ro runs the command in a private mount namespace with a
-            read-only tmpfs at {tmp}/path (rows needing it are skipped where that is not allowed)
+             {"remove": path}, {"replace_with_dir": path}, {"mount_ro": path},
+             {"mount_full": path}]: mount_ro / mount_full run the command in a private mount
+            namespace with a read-only, or a full 64 KiB, tmpfs at {tmp}/path (skipped where
+            mounting is not allowed)
   as_user   "nobody": run without root's privileges (setpriv), so permission bits apply
   env       extra environment variables
   exit      the expected exit code
@@ -245,7 +247,7 @@ def run_row(row, ctx):
     for edit in row.get("edits", []):
         apply_edit(tmp, edit)
     prefix = []
-    mount = None
+    mount, mount_full = None, False
     for step in row.get("setup", []):
         if "mkdir" in step:
             os.makedirs(os.path.join(tmp, step["mkdir"]), exist_ok=True)
@@ -258,10 +260,11 @@ def run_row(row, ctx):
             os.makedirs(os.path.join(tmp, step["replace_with_dir"]))
         elif "symlink" in step:
             os.symlink(substitute(step["symlink"][0], where), os.path.join(tmp, step["symlink"][1]))
-        elif "mount_ro" in step:
+        elif "mount_ro" in step or "mount_full" in step:
             if not ctx["mount_ro"]:
                 return "skip", "no private mount namespace here (unshare --mount refused)"
-            mount = os.path.join(tmp, step["mount_ro"])
+            mount = os.path.join(tmp, step.get("mount_ro") or step["mount_full"])
+            mount_full = "mount_full" in step
             os.makedirs(mount, exist_ok=True)
     if row.get("as_user") == "nobody" and os.geteuid() == 0:
         if not shutil.which("setpriv"):
@@ -274,9 +277,13 @@ def run_row(row, ctx):
         prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     argv = [substitute(a, where) for a in row["argv"]]
     cmd = prefix + [ctx["mlasim"]] + argv
-    if mount:
+    if mount and not mount_full:
         cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
                'mount -t tmpfs -o ro,size=64k tmpfs "$0" && exec "$@"', mount] + cmd
+    elif mount:  # a 64 KiB file system, filled to the last block
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs -o size=64k tmpfs "$0" && chmod 777 "$0" && '
+               '{ head -c 1048576 /dev/zero > "$0/fill" 2>/dev/null; exec "$@"; }', mount] + cmd
     env = dict(os.environ)
     env.pop("MLASIM_LIMITS", None)
     env.update({k: substitute(v, where) for k, v in row.get("env", {}).items()})

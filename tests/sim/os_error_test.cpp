@@ -227,6 +227,32 @@ TEST_F(OsErrors, ReadOnlyFileSystemSaysSo) {
   }
 }
 
+TEST_F(OsErrors, FullFolderIsRefusedBeforeAnyWork) {
+  fs::create_directories(P("full"));
+  const std::string dir = P("full");
+  const auto full = [dir] {  // a 64 KiB tmpfs, filled
+    if (!ReadOnlyAt(dir)()) return false;  // (proves mounting works, then remounts below)
+    if (::umount(dir.c_str()) != 0) return false;
+    if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") != 0) return false;
+    const int fd = ::open((dir + "/fill").c_str(), O_WRONLY | O_CREAT, 0644);
+    char block[4096] = {};
+    while (::write(fd, block, sizeof block) > 0) {
+    }
+    ::close(fd);
+    return true;
+  };
+  const auto child =
+      InChild(full, [&] { return Message(PrepareOutputFolder("--out", dir, /*create=*/false)); });
+  const std::string want = "--out: cannot write files in " + dir +
+                           ": no space left on the device (the disk is full)";
+  if (child) {
+    EXPECT_EQ(*child, want);
+  } else {
+    std::cout << "[ note ] ENOSPC in a folder checked from the errno value (cannot mount here)\n";
+    EXPECT_EQ("--out: " + OsErrorText(FileOp::kWriteIn, dir, ENOSPC), want);
+  }
+}
+
 TEST_F(OsErrors, EveryOtherCauseKeepsTheSystemWords) {
   const std::string f = P("x");
   EXPECT_EQ(OsErrorText(FileOp::kRead, f, 0), "cannot read " + f);
