@@ -195,6 +195,21 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
                                 "the log says 'an illegal memory access was encountered' "
                                 "but carries no address; attribute it with `mlasim replay`, "
                                 "whose prediction names the buffer and rows");
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const size_t last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    return InvalidArgumentError(field, "holds no text (an empty log: no fault address)");
+  // One short number-like word and nothing else (a file holding just an address): say what is
+  // wrong with it as an address.
+  const char lead = text[first];
+  if (text.size() <= 80 && text.find_first_of(" \t\r\n", first) > last &&
+      (std::isdigit(static_cast<unsigned char>(lead)) || lead == '-' || lead == '+')) {
+    StatusOr<uint64_t> address = ParseAddressText(text, field);
+    if (!address.ok()) return address.status();
+    r.address = *address;
+    r.source = "address";
+    return r;
+  }
   return InvalidArgumentError(field,
                               "no fault address found (expected a ROCm 'Memory access "
                               "fault ... on address 0x...' line, compute-sanitizer output "

@@ -25,7 +25,8 @@ struct FaultReport {
 
 // Parses log text (possibly wrapped or split mid-word, with timestamp or rank prefixes) or a
 // bare "0x..." address. Errors: InvalidArgument("--log") when no address can be found (plain CUDA
-// "illegal memory access" messages carry none: use the simulator's prediction instead).
+// "illegal memory access" messages carry none: use the simulator's prediction instead), the text
+// is empty, or it is one number-like word that is not an address (ParseAddressText's reason).
 StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string& field);
 
 // Parses a fault address typed by a user (`explain-fault --address`, `triage --fault-address`,
