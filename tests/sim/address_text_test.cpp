@@ -18,7 +18,7 @@ TEST(AddressText, ValidAddressesUpToSixteenDigits) {
   EXPECT_EQ(*ParseAddressText("0x0", "f"), 0u);
   EXPECT_EQ(*ParseAddressText("0x7f1000200000", "f"), 0x7f1000200000u);
   EXPECT_EQ(*ParseAddressText("0XABCdef", "f"), 0xabcdefu);
-  EXPECT_EQ(*ParseAddressText("  0x10\t", "f"), 0x10u);  // blanks around
+  EXPECT_EQ(*ParseAddressText("  0x10\t", "f"), 0x10u);                   // blanks around
   EXPECT_EQ(*ParseAddressText("0xffffffffffffffff", "f"), ~uint64_t{0});  // 16 digits
   EXPECT_EQ(*ParseAddressText("0x00000000000000000001", "f"), 1u);        // leading zeros
 }
@@ -43,7 +43,8 @@ TEST(AddressText, EachMistakeHasItsReason) {
   EXPECT_EQ(Why("0x"), "'0x' has no hex digits after 0x");
   EXPECT_EQ(Why("0xg1"), "'0xg1' is not hexadecimal: 'g' at position 3");
   EXPECT_EQ(Why("0x7f1g"), "'0x7f1g' is not hexadecimal: 'g' at position 6");
-  EXPECT_EQ(Why("0x7f10 please"), "'0x7f10 please' has trailing text ' please' after the address 0x7f10");
+  EXPECT_EQ(Why("0x7f10 please"),
+            "'0x7f10 please' has trailing text ' please' after the address 0x7f10");
   EXPECT_EQ(Why("0x7f10,"), "'0x7f10,' has trailing text ',' after the address 0x7f10");
 }
 

@@ -66,7 +66,8 @@ TEST(JsonInteger, ObjectReaderFieldsSayAbove64Bits) {
   std::vector<int32_t> lens;
   st = r.IntArray("lens", &lens, 0, 100);
   EXPECT_EQ(st.field(), "$.lens[1]");
-  EXPECT_EQ(st.message(), "is an integer above 64 bits (1.8446744073709552e+19; must be in 0..100)");
+  EXPECT_EQ(st.message(),
+            "is an integer above 64 bits (1.8446744073709552e+19; must be in 0..100)");
 }
 
 }  // namespace

@@ -168,8 +168,7 @@ TEST_F(OsErrors, FullDiskSaysSo) {
 TEST_F(OsErrors, UnreadableFileIsPermissionDenied) {
   const std::string f = Write("secret.json", "{}");
   ::chmod(f.c_str(), 0);
-  const auto child =
-      InChild(DropRoot, [&] { return Message(CheckReadableFile("--request", f)); });
+  const auto child = InChild(DropRoot, [&] { return Message(CheckReadableFile("--request", f)); });
   const std::string want = "--request: permission denied reading " + f;
   if (child) {
     EXPECT_EQ(*child, want);
@@ -221,16 +220,16 @@ TEST_F(OsErrors, ReadOnlyFileSystemSaysSo) {
     EXPECT_EQ(*child, want);
   } else {  // no privilege to mount here: the words from the errno value
     std::cout << "[ note ] EROFS checked from the errno value (cannot mount here)\n";
-    EXPECT_EQ(OsErrorText(FileOp::kWriteIn, P("ro"), EROFS),
-              "cannot write files in " + P("ro") + ": " + P("ro") +
-                  " is on a read-only file system");
+    EXPECT_EQ(
+        OsErrorText(FileOp::kWriteIn, P("ro"), EROFS),
+        "cannot write files in " + P("ro") + ": " + P("ro") + " is on a read-only file system");
   }
 }
 
 TEST_F(OsErrors, FullFolderIsRefusedBeforeAnyWork) {
   fs::create_directories(P("full"));
   const std::string dir = P("full");
-  const auto full = [dir] {  // a 64 KiB tmpfs, filled
+  const auto full = [dir] {                // a 64 KiB tmpfs, filled
     if (!ReadOnlyAt(dir)()) return false;  // (proves mounting works, then remounts below)
     if (::umount(dir.c_str()) != 0) return false;
     if (::mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=64k") != 0) return false;
@@ -243,8 +242,8 @@ TEST_F(OsErrors, FullFolderIsRefusedBeforeAnyWork) {
   };
   const auto child =
       InChild(full, [&] { return Message(PrepareOutputFolder("--out", dir, /*create=*/false)); });
-  const std::string want = "--out: cannot write files in " + dir +
-                           ": no space left on the device (the disk is full)";
+  const std::string want =
+      "--out: cannot write files in " + dir + ": no space left on the device (the disk is full)";
   if (child) {
     EXPECT_EQ(*child, want);
   } else {
@@ -256,8 +255,9 @@ TEST_F(OsErrors, FullFolderIsRefusedBeforeAnyWork) {
 TEST_F(OsErrors, EveryOtherCauseKeepsTheSystemWords) {
   const std::string f = P("x");
   EXPECT_EQ(OsErrorText(FileOp::kRead, f, 0), "cannot read " + f);
-  EXPECT_EQ(OsErrorText(FileOp::kRead, f, EIO),
-            "cannot read " + f + ": an input/output error (a failing disk or network file system?)");
+  EXPECT_EQ(
+      OsErrorText(FileOp::kRead, f, EIO),
+      "cannot read " + f + ": an input/output error (a failing disk or network file system?)");
   EXPECT_EQ(OsErrorText(FileOp::kRead, f, ELOOP),
             "cannot read " + f + ": too many levels of symbolic links (a link loop?)");
   EXPECT_EQ(OsErrorText(FileOp::kListFolder, f, EMFILE),
