@@ -16,8 +16,10 @@
 #include "fuzz/progress.h"
 #include "fuzz/properties.h"
 #include "fuzz/signature.h"
+#include "ref/int_text.h"
 #include "ref/mutant.h"
 #include "sim/contract.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -421,18 +423,12 @@ void Campaign::SaveProgress() {
 
 Status Campaign::PrepareOutDir() {
   std::error_code ec;
-  fs::create_directories(o_.out_dir, ec);
-  if (ec) return InvalidArgumentError("--out", "cannot create " + o_.out_dir + ": " + ec.message());
+  // Created, and findings must be writable before the campaign starts: a read-only, full or
+  // missing folder is refused naming the cause (sim/os_error.h).
+  MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", o_.out_dir, /*create=*/true));
   if (const int n = RemoveTempFiles(o_.out_dir, TempPrefix()))
     Note(fmt::format("removed {} temp file(s) {}* that a killed run of this shard left in {}", n,
                      TempPrefix(), o_.out_dir));
-  // Findings must be writable before the campaign starts.
-  const std::string probe = Path(TempPrefix() + "probe");
-  Status st = WriteFileAtomic(probe, probe + ".tmp", "probe\n", "--out");
-  if (!st.ok())
-    return InvalidArgumentError(
-        "--out", "cannot write findings into " + o_.out_dir + " (" + st.message() + ")");
-  fs::remove(probe, ec);
   MLASIM_RETURN_IF_ERROR(LoadKnownFindings());
   if (o_.resume) return LoadProgress();
   if (fs::exists(Path(ProgressFileName(o_.shard, o_.shards)), ec))
@@ -568,6 +564,13 @@ StatusOr<uint64_t> ParseSeed(const std::string& text) {
     if (used != text.size()) throw std::invalid_argument("trailing");
     return v;
   } catch (const std::exception&) {
+    if (ref::IsDecimalBeyond64Bits(text))
+      return InvalidArgumentError("--seed", ref::Beyond64BitsText(text));
+    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    if (hex && text.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos)
+      return InvalidArgumentError("--seed", "'" + text + "' is a hex number above 64 bits (" +
+                                                std::to_string(text.size() - 2) +
+                                                " digits; at most 16)");
     return InvalidArgumentError(
         "--seed", "must be a number, 0x-hex, or a 40-hex commit (got '" + text + "')");
   }

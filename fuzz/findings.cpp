@@ -12,6 +12,7 @@
 #include "fuzz/progress.h"
 #include "fuzz/signature.h"
 #include "sim/json_input.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -62,8 +63,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& tmp, const st
   int fd = OpenUnnamed(dir);
   const bool unnamed = fd >= 0;
   if (!unnamed) fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return InvalidArgumentError(field, "cannot write " + path + ": " + std::strerror(errno));
+  if (fd < 0) return sim::OsError(field, sim::FileOp::kWrite, path, errno);
   int err = WriteAllAndSync(fd, text);
   if (err == 0 && unnamed) {
     const std::string self = "/proc/self/fd/" + std::to_string(fd);
@@ -75,7 +75,7 @@ Status WriteFileAtomic(const std::string& path, const std::string& tmp, const st
   if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());
-    return InvalidArgumentError(field, "cannot write " + path + ": " + std::strerror(err));
+    return sim::OsError(field, sim::FileOp::kWrite, path, err);
   }
   // The rename itself on disk: the folder's entry.
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -186,14 +186,19 @@ Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, Fin
   if (fd.contains("seed_index")) {
     if (!fd["seed_index"].is_number_unsigned() &&
         !(fd["seed_index"].is_number_integer() && fd["seed_index"].get<int64_t>() >= 0))
-      return BadFinding(path, "finding.seed_index must be a non-negative integer");
+      return BadFinding(path,
+                        sim::IsIntegerBeyond64Bits(fd["seed_index"])
+                            ? "finding.seed_index " + sim::NotAnIntegerReason(fd["seed_index"])
+                            : "finding.seed_index must be a non-negative integer");
     r->seed_index = fd["seed_index"].get<uint64_t>();
   }
   if (fd.contains("shrink")) {
     const auto& s = fd["shrink"];
     if (!s.is_object() || !sim::IsInt64(s.value("steps", nlohmann::json())) ||
         !s.value("cut_short", nlohmann::json()).is_boolean())
-      return BadFinding(path, "finding.shrink must hold integer steps and boolean cut_short");
+      return BadFinding(path, s.is_object() && sim::IsIntegerBeyond64Bits(s.value("steps", 0))
+                                  ? "finding.shrink.steps " + sim::NotAnIntegerReason(s["steps"])
+                                  : "finding.shrink must hold integer steps and boolean cut_short");
     r->shrink_steps = static_cast<int>(std::clamp<int64_t>(s["steps"].get<int64_t>(), 0, 1 << 30));
     r->cut_short = s["cut_short"].get<bool>();
     if (sim::IsInt64(s.value("max_steps", nlohmann::json())))
@@ -249,16 +254,17 @@ StatusOr<std::vector<FindingRecord>> ReadFindingDir(const std::string& dir,
                                                     const std::string& field,
                                                     std::vector<std::string>* skipped) {
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    return InvalidArgumentError(
-        field, dir + ": " + (fs::exists(dir, ec) ? "not a directory" : "no such directory"));
+  if (!fs::is_directory(dir, ec)) {  // missing, a file, a component that is a file
+    const int err = fs::exists(dir, ec) ? ENOTDIR : ENOENT;
+    return sim::OsError(field, sim::FileOp::kListFolder, dir, err);
+  }
   std::vector<fs::path> paths;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string n = it->path().filename().string();
     if (n.empty() || n[0] == '.' || it->path().extension() != ".json") continue;
     paths.push_back(it->path());
   }
-  if (ec) return InvalidArgumentError(field, "cannot list " + dir + ": " + ec.message());
+  if (ec) return sim::OsError(field, sim::FileOp::kListFolder, dir, ec);
   std::sort(paths.begin(), paths.end());
   std::vector<FindingRecord> out;
   for (const fs::path& p : paths) {
@@ -290,7 +296,7 @@ Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>*
     if (n.rfind(".progress-", 0) == 0 && n.find(".tmp") == std::string::npos)
       paths.push_back(it->path());
   }
-  if (ec) return InvalidArgumentError("DIR", "cannot list " + dir + ": " + ec.message());
+  if (ec) return sim::OsError("DIR", sim::FileOp::kListFolder, dir, ec);
   std::sort(paths.begin(), paths.end());
   for (const fs::path& p : paths) {
     auto prog = ReadProgressFile(p.string(), p.string());
@@ -360,8 +366,7 @@ StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
     m.shards.push_back(std::move(s));
   }
   if (out_dir.empty()) return m;
-  fs::create_directories(out_dir, ec);
-  if (ec) return InvalidArgumentError("--out", "cannot create " + out_dir + ": " + ec.message());
+  MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", out_dir, /*create=*/true));
   RemoveTempFiles(out_dir, ".tmp-merge-");  // left by a merge killed mid-write
   for (const auto& [sig, r] : m.findings) {
     const fs::path target = fs::path(out_dir) / FindingFileName(sig);

@@ -13,6 +13,7 @@
 
 #include "fuzz/progress.h"
 #include "kernels/gpu_api.h"
+#include "sim/os_error.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -127,9 +128,11 @@ StatusOr<std::map<std::string, FindingRecord>> MergeLowestSeedIndex(
 StatusOr<DeviceCampaignSummary> RunDeviceCampaign(const DeviceCampaignOptions& o,
                                                   const DeviceProgressFn& progress) {
   if (o.devices.empty()) return InvalidArgumentError("--devices", "lists no device");
+  MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", o.out_dir, /*create=*/true));
   std::error_code ec;
-  fs::create_directories(fs::path(o.out_dir) / ".devices", ec);
-  if (ec) return InvalidArgumentError("--out", "cannot create " + o.out_dir + ": " + ec.message());
+  const std::string devices_dir = (fs::path(o.out_dir) / ".devices").string();
+  fs::create_directories(devices_dir, ec);
+  if (ec) return sim::OsError("--out", sim::FileOp::kCreateFolder, devices_dir, ec);
   DeviceCampaignSummary sum;
   auto before = ReadFindingDir(o.out_dir, "--out");
   if (!before.ok()) return before.status();

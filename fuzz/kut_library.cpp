@@ -8,6 +8,7 @@
 
 #include "kernels/gpu_api.h"
 #include "sim/json_input.h"
+#include "sim/os_error.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -161,6 +162,7 @@ StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* re
 StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
                                                        const std::string& config) {
   std::unique_ptr<KutLibrary> lib(new KutLibrary());
+  MLASIM_RETURN_IF_ERROR(sim::CheckReadableFile(kField, path));  // missing, unreadable, a folder
   // A name without a slash would be searched on the library path: load what the user named.
   const std::string load = path.find('/') == std::string::npos ? "./" + path : path;
   lib->handle_ = ::dlopen(load.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -226,10 +228,13 @@ StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
   d.dense = info.dense != 0;
   d.sparse = info.sparse != 0;
   const std::string dir = fs::path(fs::absolute(load)).parent_path().string();
-  MLASIM_ASSIGN_OR_RETURN(d.decode_contract,
-                          ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, dir));
-  MLASIM_ASSIGN_OR_RETURN(d.reduce_contract,
-                          ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, dir));
+  // The library's name in front of a contract that does not resolve: which library said it.
+  auto decode = ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, dir);
+  if (!decode.ok()) return Bad(path, decode.status().message());
+  auto reduce = ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, dir);
+  if (!reduce.ok()) return Bad(path, reduce.status().message());
+  d.decode_contract = *decode;
+  d.reduce_contract = *reduce;
   return lib;
 }
 

@@ -15,6 +15,7 @@
 
 #include "fuzz/kut_memory.h"
 #include "fuzz/properties.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -215,6 +216,8 @@ std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error) {
 StatusOr<std::unique_ptr<KutPool>> KutPool::Start(const KutPoolOptions& options) {
   if (options.workers < 1 || options.workers > 256)
     return InvalidArgumentError("--jobs", "workers must be in 1..256");
+  // A missing, unreadable or non-file library is named with its cause before a worker starts.
+  MLASIM_RETURN_IF_ERROR(sim::CheckReadableFile("--kernel-under-test", options.library));
   std::unique_ptr<KutPool> pool(new KutPool(options));
   std::string error;
   std::unique_ptr<KutWorker> w = pool->NewWorker(&error);

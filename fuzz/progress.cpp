@@ -41,7 +41,13 @@ std::string ProgressText(const Progress& p) {
 namespace {
 
 Status Bad(const std::string& field, const std::string& path, const std::string& why) {
-  return InvalidArgumentError(field, path + ": " + why);
+  return InvalidArgumentError(field, field == path ? why : path + ": " + why);
+}
+
+// "KEY is an integer above 64 bits (...)" for such a number, else `reason`.
+std::string Beyond64Or(const char* key, const nlohmann::json& v, const std::string& reason) {
+  return sim::IsIntegerBeyond64Bits(v) ? std::string(key) + " " + sim::NotAnIntegerReason(v)
+                                       : reason;
 }
 
 // The identity fields, type-checked.
@@ -49,7 +55,7 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
                     CampaignIdentity* id) {
   const auto& seed = doc["seed"];
   if (!seed.is_number_unsigned() && !(seed.is_number_integer() && seed.get<int64_t>() >= 0))
-    return Bad(field, path, "seed must be a non-negative integer");
+    return Bad(field, path, Beyond64Or("seed", seed, "seed must be a non-negative integer"));
   id->seed = seed.get<uint64_t>();
   const auto& profiles = doc["profiles"];
   if (!profiles.is_array()) return Bad(field, path, "profiles must be an array of names");
@@ -85,12 +91,17 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
   if (!sim::IsInt64(shard) || !sim::IsInt64(shards) || shards.get<int64_t>() < 1 ||
       shards.get<int64_t>() > 1000000 || shard.get<int64_t>() < 0 ||
       shard.get<int64_t>() >= shards.get<int64_t>())
-    return Bad(field, path, "shard and shards must satisfy 0 <= shard < shards <= 1000000");
+    return Bad(field, path,
+               Beyond64Or(sim::IsIntegerBeyond64Bits(shard) ? "shard" : "shards",
+                          sim::IsIntegerBeyond64Bits(shard) ? shard : shards,
+                          "shard and shards must satisfy 0 <= shard < shards <= 1000000"));
   id->shard = static_cast<int32_t>(shard.get<int64_t>());
   id->shards = static_cast<int32_t>(shards.get<int64_t>());
   const auto& steps = doc["max_shrink_steps"];
   if (!sim::IsInt64(steps) || steps.get<int64_t>() < 0 || steps.get<int64_t>() > 100000)
-    return Bad(field, path, "max_shrink_steps must be an integer in 0..100000");
+    return Bad(
+        field, path,
+        Beyond64Or("max_shrink_steps", steps, "max_shrink_steps must be an integer in 0..100000"));
   id->max_shrink_steps = static_cast<int>(steps.get<int64_t>());
   if (doc.contains("kernel")) {
     if (!doc["kernel"].is_string()) return Bad(field, path, "kernel must be a string");
@@ -124,7 +135,8 @@ StatusOr<Progress> ReadProgressFile(const std::string& path, const std::string& 
   MLASIM_RETURN_IF_ERROR(ReadIdentity(*doc, path, field, &p.identity));
   const auto& next = (*doc)["next_index"];
   if (!sim::IsInt64(next) || next.get<int64_t>() < 0 || next.get<int64_t>() > kMaxProgressIndex)
-    return Bad(field, path, "next_index must be an integer in 0..2^50");
+    return Bad(field, path,
+               Beyond64Or("next_index", next, "next_index must be an integer in 0..2^50"));
   p.next_index = next.get<int64_t>();
   const auto& secs = (*doc)["seconds_spent"];
   if (!secs.is_number() || !std::isfinite(secs.get<double>()) || secs.get<double>() < 0)

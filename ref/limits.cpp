@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/int_text.h"
 #include "ref/plan_buffers.h"
 #include "ref/sizing.h"
 
@@ -119,6 +120,9 @@ Status SetLimits(const std::string& spec, const std::string& field) {
     const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
     if (text.empty() || ec == std::errc::invalid_argument || ptr != text.data() + text.size())
       return InvalidArgumentError(field, name + ": '" + text + "' is not a decimal integer");
+    if (ec == std::errc::result_out_of_range && IsDecimalBeyond64Bits(text))
+      return InvalidArgumentError(
+          field, name + ": " + Beyond64BitsText(text, "1.." + std::to_string(s->hard_max)));
     if (ec == std::errc::result_out_of_range || v < 1 || v > s->hard_max)
       return InvalidArgumentError(field, name + ": " + text + " is outside 1.." +
                                              std::to_string(s->hard_max) +

@@ -90,6 +90,8 @@ class TableParser {
       *out = Expr::Constant(j->get<int64_t>());
       return OkStatus();
     }
+    if (j->is_number_integer() || IsIntegerBeyond64Bits(*j))  // beyond int64
+      return InvalidArgumentError(r.Path(key), IntegerRangeReason(*j, INT64_MIN, INT64_MAX));
     if (!j->is_string())
       return InvalidArgumentError(r.Path(key), "must be an expression (a string) or an integer");
     MLASIM_ASSIGN_OR_RETURN(*out, Expr::Compile(j->get<std::string>(), scope_, r.Path(key)));

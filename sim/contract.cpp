@@ -146,6 +146,8 @@ class ProgramCompiler {
       *out = Expr::Constant(j.get<int64_t>());
       return OkStatus();
     }
+    if (j.is_number_integer() || IsIntegerBeyond64Bits(j))  // beyond int64
+      return Err(path, IntegerRangeReason(j, INT64_MIN, INT64_MAX));
     if (!j.is_string()) return Err(path, "must be an expression (a string) or an integer");
     MLASIM_ASSIGN_OR_RETURN(*out, Expr::Compile(j.get<std::string>(), scope, file_ + ": " + path));
     return OkStatus();
@@ -467,7 +469,8 @@ StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
     if (!k->is_object()) return InvalidArgumentError(r.Path("constants"), "must be an object");
     for (auto it = k->begin(); it != k->end(); ++it) {
       if (!it.value().is_number_integer() || !IsInt64(it.value()))
-        return InvalidArgumentError(r.Path("constants") + "." + it.key(), "must be an integer");
+        return InvalidArgumentError(r.Path("constants") + "." + it.key(),
+                                    IntegerRangeReason(it.value(), INT64_MIN, INT64_MAX));
       c.constants[it.key()] = it.value().get<int64_t>();
     }
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <regex>
 #include <sstream>
@@ -53,6 +54,11 @@ bool ParseHex(const std::string& digits, uint64_t* out) {
   return true;
 }
 
+// "is an integer above 64 bits (...)" for such a number, else `reason`.
+std::string Beyond64Or(const nlohmann::json& v, const std::string& reason) {
+  return IsIntegerBeyond64Bits(v) ? NotAnIntegerReason(v) : reason;
+}
+
 uint64_t LayoutHex(const nlohmann::json& j) {
   uint64_t v = 0;
   const std::string s = j.get<std::string>();
@@ -61,6 +67,52 @@ uint64_t LayoutHex(const nlohmann::json& j) {
 }
 
 }  // namespace
+
+StatusOr<uint64_t> ParseAddressText(const std::string& raw, const std::string& field) {
+  const auto blank = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
+  size_t b = 0, e = raw.size();
+  while (b < e && blank(raw[b])) ++b;
+  while (e > b && blank(raw[e - 1])) --e;
+  const std::string text = raw.substr(b, e - b);
+  const std::string shown = "'" + text.substr(0, 64) + (text.size() > 64 ? "...'" : "'");
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  if (text.empty())
+    return InvalidArgumentError(field, "is empty (give an address such as 0x7f1000200000)");
+  if (text[0] == '-')
+    return InvalidArgumentError(field, shown +
+                                           " is negative: an address is an unsigned "
+                                           "64-bit number (0x followed by 1 to 16 hex digits)");
+  const bool prefixed = text.size() >= 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+  if (!prefixed) {
+    const bool decimal = text.find_first_not_of("0123456789") == std::string::npos;
+    const bool bare_hex = std::all_of(text.begin(), text.end(), hex);
+    return InvalidArgumentError(
+        field, shown + (decimal    ? " is a decimal number; an address is hexadecimal "
+                                     "with a 0x prefix (0x7f1000200000)"
+                        : bare_hex ? " has no 0x prefix (write 0x" + text.substr(0, 64) + ")"
+                                   : " is not a hex address (expected 0x followed by 1 to 16 "
+                                     "hex digits)"));
+  }
+  size_t end = 2;
+  while (end < text.size() && hex(text[end])) ++end;
+  if (end < text.size()) {
+    const char c = text[end];
+    if (end == 2 || std::isalnum(static_cast<unsigned char>(c)))
+      return InvalidArgumentError(field, shown + " is not hexadecimal: '" + std::string(1, c) +
+                                             "' at position " + std::to_string(end + 1));
+    return InvalidArgumentError(field, shown + " has trailing text '" + text.substr(end, 32) +
+                                           "' after the address " + text.substr(0, end));
+  }
+  if (end == 2) return InvalidArgumentError(field, shown + " has no hex digits after 0x");
+  size_t first = 2;
+  while (first + 1 < end && text[first] == '0') ++first;  // leading zeros do not count
+  if (end - first > 16)
+    return InvalidArgumentError(field, shown + " is above 64 bits (" + std::to_string(end - first) +
+                                           " significant hex digits; at most 16)");
+  uint64_t v = 0;
+  ParseHex(text.substr(first, end - first), &v);
+  return v;
+}
 
 StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string& field) {
   FaultReport r;
@@ -143,6 +195,21 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
                                 "the log says 'an illegal memory access was encountered' "
                                 "but carries no address; attribute it with `mlasim replay`, "
                                 "whose prediction names the buffer and rows");
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const size_t last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos)
+    return InvalidArgumentError(field, "holds no text (an empty log: no fault address)");
+  // One short number-like word and nothing else (a file holding just an address): say what is
+  // wrong with it as an address.
+  const char lead = text[first];
+  if (text.size() <= 80 && text.find_first_of(" \t\r\n", first) > last &&
+      (std::isdigit(static_cast<unsigned char>(lead)) || lead == '-' || lead == '+')) {
+    StatusOr<uint64_t> address = ParseAddressText(text, field);
+    if (!address.ok()) return address.status();
+    r.address = *address;
+    r.source = "address";
+    return r;
+  }
   return InvalidArgumentError(field,
                               "no fault address found (expected a ROCm 'Memory access "
                               "fault ... on address 0x...' line, compute-sanitizer output "
@@ -169,15 +236,16 @@ Status ValidateAccesses(const nlohmann::json& l) {
     for (const char* k : {"first_row", "last_row", "call_index"}) {
       const bool required = std::string(k) != "call_index";
       if ((required || e.contains(k)) && !IsInt64(e.value(k, nlohmann::json())))
-        return InvalidArgumentError(p + "." + k, "must be an integer");
+        return InvalidArgumentError(p + "." + k, NotAnIntegerReason(e.value(k, nlohmann::json())));
     }
     if (e.contains("work_items")) {
       const auto& w = e.at("work_items");
       if (!w.is_array()) return InvalidArgumentError(p + ".work_items", "must be an array");
-      for (const auto& x : w)
-        if (!x.is_number_integer() || !IsInt64(x) || x.get<int64_t>() < INT32_MIN ||
-            x.get<int64_t>() > INT32_MAX)
-          return InvalidArgumentError(p + ".work_items", "must hold 32-bit integers");
+      for (size_t j = 0; j < w.size(); ++j)
+        if (IntegerRangeReason(w[j], INT32_MIN, INT32_MAX) != "")
+          return InvalidArgumentError(
+              p + ".work_items[" + std::to_string(j) + "]",
+              IsIntegerBeyond64Bits(w[j]) ? NotAnIntegerReason(w[j]) : "must be a 32-bit integer");
     }
   }
   return OkStatus();
@@ -205,7 +273,8 @@ Status ValidateLayout(const nlohmann::json& l) {
       return InvalidArgumentError(p + ".base", "must be a lowercase 0x hex address");
     for (const char* k : {"bytes", "row_bytes"})
       if (!e.contains(k) || !IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 0)
-        return InvalidArgumentError(p + "." + k, "must be an integer in 0..2^63-1");
+        return InvalidArgumentError(p + "." + k, Beyond64Or(e.value(k, nlohmann::json()),
+                                                            "must be an integer in 0..2^63-1"));
     if (e.at("row_bytes").get<int64_t>() == 0)
       return InvalidArgumentError(p + ".row_bytes", "must be >= 1");
     for (const char* k : {"mapped_begin", "mapped_end"})
@@ -224,12 +293,14 @@ Status ValidateLayout(const nlohmann::json& l) {
                                   "lies before base + bytes: the mapping must contain the buffer");
     for (const char* k : {"heads", "cols", "elem_bytes"})
       if (e.contains(k) && (!IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 1))
-        return InvalidArgumentError(p + "." + k, "must be an integer in 1..2^63-1");
+        return InvalidArgumentError(p + "." + k,
+                                    Beyond64Or(e.at(k), "must be an integer in 1..2^63-1"));
   }
   if (l.contains("page_bytes") &&
       (!IsInt64(l.at("page_bytes")) || l.at("page_bytes").get<int64_t>() < 1 ||
        l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30)))
-    return InvalidArgumentError("$.page_bytes", "must be an integer in 1..2^30");
+    return InvalidArgumentError("$.page_bytes",
+                                Beyond64Or(l.at("page_bytes"), "must be an integer in 1..2^30"));
   return ValidateAccesses(l);
 }
 

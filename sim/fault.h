@@ -25,8 +25,17 @@ struct FaultReport {
 
 // Parses log text (possibly wrapped or split mid-word, with timestamp or rank prefixes) or a
 // bare "0x..." address. Errors: InvalidArgument("--log") when no address can be found (plain CUDA
-// "illegal memory access" messages carry none: use the simulator's prediction instead).
+// "illegal memory access" messages carry none: use the simulator's prediction instead), the text
+// is empty, or it is one number-like word that is not an address (ParseAddressText's reason).
 StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string& field);
+
+// Parses a fault address typed by a user (`explain-fault --address`, `triage --fault-address`,
+// a case manifest's data_ptr): "0x" then 1 to 16 hex digits of either case (leading zeros do
+// not count), blanks around it allowed. Errors: InvalidArgument(field) saying what is wrong
+// with the text: empty, negative, no 0x prefix (a decimal number named as such), no digits
+// after 0x, a character that is not hexadecimal (which, and where), trailing text after the
+// address, more than 16 significant hex digits (above 64 bits).
+StatusOr<uint64_t> ParseAddressText(const std::string& text, const std::string& field);
 
 // Validates a layout document (the `--layout-out` JSON, or one a user writes from their engine's
 // data_ptr() and byte sizes: docs/cli.md "Layout JSON"). Errors name the JSON path.

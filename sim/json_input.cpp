@@ -1,6 +1,10 @@
 // File: sim/json_input.cpp — bounded file reads and strict JSON (sim/json_input.h).
 #include "sim/json_input.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +12,7 @@
 #include <vector>
 
 #include "ref/limits.h"
+#include "sim/os_error.h"
 
 namespace mlasim::sim {
 
@@ -17,25 +22,31 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
                                    int64_t max_bytes) {
   const bool from_limit = max_bytes < 0;
   if (from_limit) max_bytes = ref::Limit(ref::LimitId::kInputBytes);
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return InvalidArgumentError(field, path + " is a directory, not a file");
-  if (std::filesystem::is_fifo(path, ec) || std::filesystem::is_socket(path, ec))
-    return InvalidArgumentError(field,
-                                path + " is a pipe or socket, not a file (it may never end)");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return InvalidArgumentError(field, "cannot open " + path);
+  MLASIM_RETURN_IF_ERROR(CheckReadableFile(field, path));  // missing, a directory, a pipe
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return OsError(field, FileOp::kRead, path, errno);
   std::string text;
   char buf[1 << 16];
-  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
-    text.append(buf, static_cast<size_t>(f.gcount()));
-    if (static_cast<int64_t>(text.size()) > max_bytes)
+  int err = 0;
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = errno;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+    if (static_cast<int64_t>(text.size()) > max_bytes) {
+      ::close(fd);
+      const std::string size = max_bytes % (int64_t{1} << 20) == 0
+                                   ? std::to_string(max_bytes >> 20) + " MiB"
+                                   : std::to_string(max_bytes) + " bytes";
       return InvalidArgumentError(
-          field, path + " is larger than " + std::to_string(max_bytes >> 20) +
-                     " MiB (an endless or wrong file?" +
+          field, (field == path ? "is" : path + " is") + " larger than " + size +
+                     " (an endless or wrong file?" +
                      (from_limit ? "; raise it with --limit input_bytes=N" : "") + ")");
+    }
   }
-  if (f.bad()) return InvalidArgumentError(field, "cannot read " + path);
+  ::close(fd);
+  if (err != 0) return OsError(field, FileOp::kRead, path, err);
   return text;
 }
 

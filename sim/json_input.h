@@ -5,6 +5,7 @@
 // never resolved silently). Every error is InvalidArgument(field, reason): exit 2 in the CLI.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <istream>
 #include <set>
@@ -23,7 +24,9 @@ namespace mlasim::sim {
 inline constexpr int64_t kMaxInputBytes = int64_t{64} << 20;
 
 // The whole file at `path`, at most `max_bytes` bytes. Errors (field `field`): a directory, a
-// file that cannot be opened or read, or one longer than max_bytes ("larger than 64 MiB").
+// pipe, a file that cannot be opened or read (the cause in words, sim/os_error.h: "x.json does
+// not exist", "permission denied reading x.json"), or one longer than max_bytes ("larger than
+// 64 MiB").
 StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& field,
                                    int64_t max_bytes = -1);
 
@@ -43,6 +46,44 @@ StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::str
 inline bool IsInt64(const nlohmann::json& v) {
   return v.is_number_integer() &&
          !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
+}
+
+// True when v is a whole number beyond 64 bits: at least 2^64 or below -2^63. nlohmann stores
+// such numbers as doubles (18446744073709551616, 1e30), so is_number_integer() is false for them.
+// -2^63 - 1 rounds to the double -2^63, which an integer of that text would not be stored as: a
+// double at or below -2^63 is beyond 64 bits.
+inline bool IsIntegerBeyond64Bits(const nlohmann::json& v) {
+  if (!v.is_number_float()) return false;
+  const double d = v.get<double>();
+  return std::isfinite(d) && std::floor(d) == d &&
+         (d >= 18446744073709551616.0 || d <= -9223372036854775808.0);
+}
+
+// Why v is not an integer, naming an integer beyond 64 bits as such: "is an integer above 64
+// bits (1.8446744073709552e+19; the largest is 18446744073709551615)", "is an integer below
+// -2^63 (-1e+30; the smallest is -9223372036854775808)", else "must be an integer". The one text
+// every JSON integer field uses.
+inline std::string NotAnIntegerReason(const nlohmann::json& v) {
+  if (!IsIntegerBeyond64Bits(v)) return "must be an integer";
+  return v.get<double>() > 0
+             ? "is an integer above 64 bits (" + v.dump() + "; the largest is 18446744073709551615)"
+             : "is an integer below -2^63 (" + v.dump() + "; the smallest is -9223372036854775808)";
+}
+
+// Why v is not an integer in lo..hi, or "" when it is: "must be an integer", "is an integer
+// above 64 bits (1e+30; must be in lo..hi)", "must be in lo..hi (got x)" (x printed exactly,
+// 2^63 .. 2^64-1 included).
+inline std::string IntegerRangeReason(const nlohmann::json& v, int64_t lo, int64_t hi) {
+  const std::string range = "must be in " + std::to_string(lo) + ".." + std::to_string(hi);
+  if (IsIntegerBeyond64Bits(v))
+    return std::string(v.get<double>() > 0 ? "is an integer above 64 bits ("
+                                           : "is an integer below -2^63 (") +
+           v.dump() + "; " + range + ")";
+  if (!v.is_number_integer()) return "must be an integer";
+  if (!IsInt64(v)) return range + " (got " + std::to_string(v.get<uint64_t>()) + ")";
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) return range + " (got " + std::to_string(x) + ")";
+  return "";
 }
 
 // Reads one JSON object field by field, remembering which keys were consumed so that Finish()
@@ -69,16 +110,9 @@ class ObjectReader {
     seen_.insert(key);
     if (!obj_.contains(key)) return Missing(key, required);
     const nlohmann::json& v = obj_.at(key);
-    if (!v.is_number_integer()) return InvalidArgumentError(Path(key), "must be an integer");
-    if (!IsInt64(v))
-      return InvalidArgumentError(Path(key),
-                                  "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
-    const int64_t x = v.get<int64_t>();
-    if (x < lo || x > hi)
-      return InvalidArgumentError(Path(key), "must be in " + std::to_string(lo) + ".." +
-                                                 std::to_string(hi) + " (got " + std::to_string(x) +
-                                                 ")");
-    *out = x;
+    if (std::string why = IntegerRangeReason(v, lo, hi); !why.empty())
+      return InvalidArgumentError(Path(key), why);
+    *out = v.get<int64_t>();
     return OkStatus();
   }
   Status Bool(const std::string& key, bool* out) {
@@ -103,15 +137,9 @@ class ObjectReader {
     out->clear();
     for (size_t i = 0; i < v.size(); ++i) {
       const std::string p = Path(key) + "[" + std::to_string(i) + "]";
-      if (!v[i].is_number_integer()) return InvalidArgumentError(p, "must be an integer");
-      if (!IsInt64(v[i]))
-        return InvalidArgumentError(p,
-                                    "must be in " + std::to_string(lo) + ".." + std::to_string(hi));
-      const int64_t x = v[i].get<int64_t>();
-      if (x < lo || x > hi)
-        return InvalidArgumentError(p, "must be in " + std::to_string(lo) + ".." +
-                                           std::to_string(hi) + " (got " + std::to_string(x) + ")");
-      out->push_back(static_cast<int32_t>(x));
+      if (std::string why = IntegerRangeReason(v[i], lo, hi); !why.empty())
+        return InvalidArgumentError(p, why);
+      out->push_back(static_cast<int32_t>(v[i].get<int64_t>()));
     }
     return OkStatus();
   }

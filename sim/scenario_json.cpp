@@ -115,7 +115,9 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
         const std::string pt = p + "[" + std::to_string(t) + "]";
         if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
             row[t].get<int64_t>() > (1 << 20))
-          return InvalidArgumentError(pt, "must be an integer in 0..1048576");
+          return InvalidArgumentError(pt, IsIntegerBeyond64Bits(row[t])
+                                              ? NotAnIntegerReason(row[t])
+                                              : "must be an integer in 0..1048576");
         req.topk_lengths.push_back(static_cast<int32_t>(row[t].get<int64_t>()));
       }
     }

@@ -293,7 +293,7 @@ std::vector<ManifestBad> BadManifests() {
       {"data_ptr_upper", [&](json& m) { q(m)["data_ptr"] = "0x7F00"; }, ":tensors.q.data_ptr",
        "lowercase 0x hex"},
       {"data_ptr_long", [&](json& m) { q(m)["data_ptr"] = "0x10000000000000000"; },
-       ":tensors.q.data_ptr", "printable characters"},
+       ":tensors.q.data_ptr", "'0x10000000000000000' is above 64 bits (17 significant hex digits"},
       {"data_ptr_int", [&](json& m) { q(m)["data_ptr"] = 4096; }, ":tensors.q.data_ptr",
        "must be a string"},
   };

@@ -335,7 +335,8 @@ TEST_F(CheckCli, BadCaseDirectoriesExitTwoNamingFileAndField) {
   const std::string missing = (dir_ / "nope").string();
   CliResult r = Check({missing});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(r.err, "mlasim check: error: " + missing + ": no such case directory\n");
+  EXPECT_EQ(r.err, "mlasim check: error: " + missing +
+                       ": no such case directory (there is no folder " + dir_.string() + ")\n");
   EXPECT_EQ(r.out, "");
 
   CaseBuilder cut = CleanCase();

@@ -194,19 +194,24 @@ TEST(CliJunit, ReplayBadJunitPathsExitTwoNamingTheFlagBeforeTheReport) {
   Out r = Cli({"replay", "--builtin", "seed", "--junit", "/nonexistent-mlasim/r.xml"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err, "mlasim replay: error: --junit: cannot write /nonexistent-mlasim/r.xml\n");
+  EXPECT_EQ(r.err,
+            "mlasim replay: error: --junit: cannot write /nonexistent-mlasim/r.xml: the folder "
+            "/nonexistent-mlasim does not exist\n");
   r = Cli({"replay", "--builtin", "seed", "--junit", fs::temp_directory_path().string()});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(r.err, "mlasim replay: error: --junit: " + fs::temp_directory_path().string() +
-                       " is a directory\n");
+                       " is a directory, not a file\n");
   r = Cli({"replay", "--builtin", "seed", "--junit", ""});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "mlasim replay: error: --junit: must not be empty\n");
-  if (fs::exists("/dev/full")) {  // opens, then the write fails: after the report
+  if (fs::exists("/dev/full")) {  // opens, then the write fails: the report is held back
     r = Cli({"replay", "--builtin", "seed", "--junit", "/dev/full"});
     EXPECT_EQ(r.code, 2);
-    EXPECT_EQ(r.err, "mlasim replay: error: --junit: cannot write /dev/full\n");
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(r.err,
+              "mlasim replay: error: --junit: cannot write /dev/full: no space left on the device "
+              "(the disk is full)\n");
   }
 }
 
@@ -390,7 +395,9 @@ TEST(CliJunit, FuzzBadJunitPathsAndFlagsExitTwoBeforeTheCampaign) {
   Out r = Cli({"fuzz", "--cases", "30", "--junit", "/nonexistent-mlasim/f.xml"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err, "mlasim fuzz: error: --junit: cannot write /nonexistent-mlasim/f.xml\n");
+  EXPECT_EQ(r.err,
+            "mlasim fuzz: error: --junit: cannot write /nonexistent-mlasim/f.xml: the folder "
+            "/nonexistent-mlasim does not exist\n");
   r = Cli({"fuzz", "--cases", "1", "--junit", ""});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err, "mlasim fuzz: error: --junit: must not be empty\n");
@@ -405,7 +412,9 @@ TEST(CliJunit, FuzzBadJunitPathsAndFlagsExitTwoBeforeTheCampaign) {
            "/nonexistent-mlasim/m.xml"});
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.out, "");
-  EXPECT_EQ(r.err, "mlasim fuzz: error: --junit: cannot write /nonexistent-mlasim/m.xml\n");
+  EXPECT_EQ(r.err,
+            "mlasim fuzz: error: --junit: cannot write /nonexistent-mlasim/m.xml: the folder "
+            "/nonexistent-mlasim does not exist\n");
 }
 
 TEST(CliJunit, MergeReportsEveryKeptFindingAsAFailureInOutsFiles) {

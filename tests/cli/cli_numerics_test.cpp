@@ -433,7 +433,9 @@ TEST(CliNumerics, BadMutantAndOutExitTwo) {
   EXPECT_NE(r.err.find("--mutant: no numerics mutant named"), std::string::npos) << r.err;
   r = Numerics({"--builtin", "seed", "--out", "/nonexistent/dir"});
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("--out: '/nonexistent/dir' is not a directory"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--out: /nonexistent/dir does not exist (there is no folder /nonexistent)"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

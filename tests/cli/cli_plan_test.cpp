@@ -411,11 +411,13 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
        "mlasim numerics: error: --seed: must be a non-negative decimal integer"},
       {{"numerics", "--builtin", "seed", "--seed", "abc"}, "mlasim numerics: error: --seed: "},
       {{"mutants", "--seed", "99999999999999999999999"},
-       "mlasim mutants: error: --seed: must be below 2^64"},
+       "mlasim mutants: error: --seed: '99999999999999999999999' is an integer above 64 bits (the "
+       "largest is 18446744073709551615)"},
       {{"replay", "--builtin", "seed", "--profile", ""},
        "mlasim replay: error: --profile: must not be empty"},
       {{"replay", "--builtin", "seed", "--layout-out", "/dev/full"},
-       "mlasim replay: error: --layout-out: cannot write /dev/full"},
+       "mlasim replay: error: --layout-out: cannot write /dev/full: no space left on the device "
+       "(the disk is full)"},
       {{"fuzz", "--reproduce", "5"}, "mlasim fuzz: error: --size: required with --reproduce"},
       {{"fuzz", "--reproduce", "5", "--size", "20", "--shrink-path", "[1,"},
        "mlasim fuzz: error: --shrink-path: must look like [3,0,1]"},

@@ -193,8 +193,10 @@ TEST(TriageCli, BadInputsExitTwoNamingTheFlag) {
       {{"--shrink-steps", "-1"}, "--shrink-steps: must be 0..1000"},
       {{"--seed", "x"}, "--seed: "},
       {{"--fault-address", "1234"},
-       "--fault-address: must be a 0x hex address of at most 16 "
-       "digits"},
+       "--fault-address: '1234' is a decimal number; an address is hexadecimal with a 0x prefix"},
+      {{"--fault-address", "0x12345678901234567"},
+       "--fault-address: '0x12345678901234567' is above 64 bits (17 significant hex digits; at "
+       "most 16)"},
   };
   for (const Bad& b : bad) {
     std::vector<std::string> args = base;

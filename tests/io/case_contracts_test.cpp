@@ -281,7 +281,8 @@ TEST_F(ContractFile, BadContractFilesAreErrors) {
   const auto r = CheckCase(PaddedCase(32, 32), o);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().field(), "--contract");
-  EXPECT_EQ(r.status().message(), "cannot open /nonexistent/contract.json");
+  EXPECT_EQ(r.status().message(),
+            "/nonexistent/contract.json does not exist (there is no folder /nonexistent)");
 }
 
 // sim::CheckCall's own error returns (the Python binding maps them to ValueError).

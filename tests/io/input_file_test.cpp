@@ -191,7 +191,7 @@ TEST(InputFile, MissingFileAndDirectoryAreErrors) {
   auto a = InputFile::Open(missing);
   ASSERT_FALSE(a.ok());
   EXPECT_EQ(a.status().field(), missing);
-  EXPECT_EQ(a.status().message(), "cannot open the file");
+  EXPECT_EQ(a.status().message(), "does not exist");
   auto b = InputFile::Open(tmp.path().string());
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(), "is a directory, not a file");

@@ -84,7 +84,7 @@ def test_scenario_out_needs_a_decode_call_and_a_writable_file(tmp_path, mlasim_b
     case = capture_step(tmp_path / "case", fixed=False)
     r = run_check(mlasim_bin, case, "--scenario-out", tmp_path)
     assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr == f"mlasim check: error: --scenario-out: {tmp_path} is a directory\n"
+    assert r.stderr == f"mlasim check: error: --scenario-out: {tmp_path} is a directory, not a file\n"
     plan, q, o = MtpEngine(fixed=False).step(batches()[1])
     reduce_case = mlasim.capture(tmp_path / "reduce", "mla_reduce_v1",
                                  config={"planner": plan.planner_config}, **plan.buffers(),

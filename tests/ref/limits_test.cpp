@@ -79,7 +79,11 @@ TEST_F(Limits, SetLimitsErrorsNameTheFieldAndChangeNothing) {
       {"requests=0", "requests: 0 is outside 1..16777216"},
       {"requests=-5", "requests: -5 is outside 1..16777216"},
       {"requests=16777217", "requests: 16777217 is outside 1..16777216"},
-      {"requests=99999999999999999999", "is outside 1..16777216"},
+      {"requests=99999999999999999999",
+       "requests: '99999999999999999999' is an integer above 64 bits (the largest is "
+       "18446744073709551615; must be in 1..16777216)"},
+      {"requests=18446744073709551615", "requests: 18446744073709551615 is outside 1..16777216"},
+      {"requests=18446744073709551616", "requests: '18446744073709551616' is an integer above 64"},
       {"qlen=8,requests=0", "requests: 0 is outside"},
   };
   for (const auto& [spec, want] : cases) {

@@ -200,7 +200,7 @@ TEST(FaultLayout, EveryNewKeyIsCheckedWithItsPath) {
        "$.accesses[0].work_items"},
       {"accesses",
        {{{"buffer", "a"}, {"first_row", 0}, {"last_row", 0}, {"work_items", {int64_t{1} << 31}}}},
-       "$.accesses[0].work_items"},
+       "$.accesses[0].work_items[0]"},
   };
   for (const Bad& b : bad) {
     nlohmann::json l = TwoBuffers();

@@ -1,5 +1,7 @@
 #include "tools/io/case_dir.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -7,7 +9,9 @@
 #include <fstream>
 #include <set>
 
+#include "sim/fault.h"
 #include "sim/json_input.h"
+#include "sim/os_error.h"
 
 namespace mlasim::io {
 namespace {
@@ -62,7 +66,7 @@ StatusOr<int64_t> Int(const json& obj, const std::string& key, const std::string
                       const ManifestErrors& err, int64_t lo, int64_t hi) {
   if (!obj.contains(key)) return err(path + key, "required key is missing");
   const json& v = obj.at(key);
-  if (!sim::IsInt64(v)) return err(path + key, "must be an integer");
+  if (!sim::IsInt64(v)) return err(path + key, sim::IntegerRangeReason(v, lo, hi));
   const int64_t x = v.get<int64_t>();
   if (x < lo || x > hi)
     return err(path + key, "is " + std::to_string(x) + ", outside " + std::to_string(lo) + ".." +
@@ -83,7 +87,7 @@ StatusOr<std::vector<int64_t>> IntArray(const json& obj, const std::string& key,
   std::vector<int64_t> out;
   for (size_t i = 0; i < v.size(); ++i) {
     const std::string p = path + key + "[" + std::to_string(i) + "]";
-    if (!sim::IsInt64(v[i])) return err(p, "must be an integer");
+    if (!sim::IsInt64(v[i])) return err(p, sim::IntegerRangeReason(v[i], lo, hi));
     const int64_t x = v[i].get<int64_t>();
     if (x < lo || x > hi)
       return err(p, "is " + std::to_string(x) + ", outside " + std::to_string(lo) + ".." +
@@ -132,11 +136,13 @@ Status ComputeExtent(CaseTensor& t, const std::string& path, const ManifestError
 
 StatusOr<uint64_t> ParseAddress(const json& obj, const std::string& key, const std::string& path,
                                 const ManifestErrors& err) {
-  MLASIM_ASSIGN_OR_RETURN(const std::string s, String(obj, key, path, err, 18));
-  const auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
-  if (s.size() < 3 || s.compare(0, 2, "0x") != 0 || !std::all_of(s.begin() + 2, s.end(), hex))
+  MLASIM_ASSIGN_OR_RETURN(const std::string s, String(obj, key, path, err, 64));
+  StatusOr<uint64_t> address = sim::ParseAddressText(s, path + key);  // says what is wrong
+  if (!address.ok()) return err(path + key, address.status().message());
+  const auto lower = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  if (s.compare(0, 2, "0x") != 0 || !std::all_of(s.begin() + 2, s.end(), lower))
     return err(path + key, "'" + s + "' is not a lowercase 0x hex address of at most 64 bits");
-  return std::stoull(s.substr(2), nullptr, 16);
+  return *address;
 }
 
 StatusOr<CaseTensor> ParseTensor(const std::string& name, const json& e, const std::string& path,
@@ -226,10 +232,6 @@ Status CheckNpyAgainstManifest(const CaseFiles& files, CaseTensor& t, const std:
   return CheckNpyDataSize(t.header, size, field);
 }
 
-std::string ErrnoText(int e) {
-  return std::strerror(e);
-}
-
 }  // namespace
 
 const std::vector<CaseDType>& CaseDTypes() {
@@ -278,12 +280,14 @@ std::string HexAddress(uint64_t address) {
 }
 
 Status DiskCaseFiles::CheckDirectory() const {
-  std::error_code ec;
-  const fs::file_status st = fs::status(dir_, ec);
-  if (st.type() == fs::file_type::not_found)
-    return InvalidArgumentError(dir_, "no such case directory");
-  if (ec) return InvalidArgumentError(dir_, "cannot access: " + ec.message());
-  if (st.type() != fs::file_type::directory)
+  struct stat st;
+  if (::stat(dir_.c_str(), &st) != 0) {
+    if (errno != ENOENT) return sim::OsError(dir_, sim::FileOp::kRead, dir_, errno);  // ENOTDIR
+    // "does not exist", or "does not exist (there is no folder P)" when a parent is missing too.
+    const std::string reason = sim::OsErrorReason(sim::FileOp::kRead, dir_, ENOENT);
+    return InvalidArgumentError(dir_, "no such case directory" + reason.substr(14));
+  }
+  if (!S_ISDIR(st.st_mode))
     return InvalidArgumentError(dir_,
                                 "is not a directory (give the case directory that holds "
                                 "manifest.json)");
@@ -296,26 +300,23 @@ std::string DiskCaseFiles::Display(const std::string& name) const {
 
 StatusOr<int64_t> DiskCaseFiles::Size(const std::string& name) const {
   const std::string path = Display(name);
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (st.type() == fs::file_type::not_found) return InvalidArgumentError(path, "no such file");
-  if (ec) return InvalidArgumentError(path, "cannot access: " + ec.message());
-  if (st.type() == fs::file_type::directory)
-    return InvalidArgumentError(path, "is a directory, not a file");
-  if (st.type() != fs::file_type::regular)
-    return InvalidArgumentError(path, "is not a regular file");
-  std::ifstream probe(path, std::ios::binary);
-  if (!probe) return InvalidArgumentError(path, "cannot open: " + ErrnoText(errno));
-  const uintmax_t size = fs::file_size(path, ec);
-  if (ec) return InvalidArgumentError(path, "cannot read its size: " + ec.message());
-  return static_cast<int64_t>(size);
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return InvalidArgumentError(path, "no such file");
+    return sim::OsError(path, sim::FileOp::kRead, path, errno);
+  }
+  if (S_ISDIR(st.st_mode)) return sim::OsError(path, sim::FileOp::kRead, path, EISDIR);
+  if (!S_ISREG(st.st_mode)) return InvalidArgumentError(path, "is not a regular file");
+  if (const int err = sim::OpenForReadErrno(path); err != 0)
+    return sim::OsError(path, sim::FileOp::kRead, path, err);  // permission denied reading it
+  return static_cast<int64_t>(st.st_size);
 }
 
 StatusOr<std::string> DiskCaseFiles::Read(const std::string& name, int64_t offset,
                                           int64_t bytes) const {
   const std::string path = Display(name);
   std::ifstream in(path, std::ios::binary);
-  if (!in) return InvalidArgumentError(path, "cannot open: " + ErrnoText(errno));
+  if (!in) return sim::OsError(path, sim::FileOp::kRead, path, sim::OpenForReadErrno(path));
   std::string out(static_cast<size_t>(bytes), '\0');
   in.seekg(offset);
   in.read(out.data(), bytes);

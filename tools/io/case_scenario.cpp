@@ -80,8 +80,10 @@ Status SetModel(const CaseManifest& m, const ref::PlanRequest& r, const std::str
   s.parallel.tp = 1;
   if (const nlohmann::json* e = ConfigObject(m, "engine")) {
     if (auto it = e->find("tp"); it != e->end()) {
-      if (!it->is_number_integer() || it->get<int64_t>() < 1 || it->get<int64_t>() > 64)
-        return InvalidArgumentError(manifest + ":config.engine.tp", "must be an integer 1..64");
+      if (!sim::IsInt64(*it) || it->get<int64_t>() < 1 || it->get<int64_t>() > 64)
+        return InvalidArgumentError(manifest + ":config.engine.tp",
+                                    sim::IsIntegerBeyond64Bits(*it) ? sim::NotAnIntegerReason(*it)
+                                                                    : "must be an integer 1..64");
       s.parallel.tp = it->get<int32_t>();
     }
     if (auto it = e->find("profile"); it != e->end()) {

@@ -233,6 +233,149 @@ std::optional<GoldenMismatch> CheckGoldenRecord(const json& rec) {
 
 namespace {
 
+// Shape checks of a record's expected values: a wrong type or shape is a malformed record (exit
+// 2 naming the JSON path), never a mismatch (exit 1). `Cells`: an array of integers or nulls.
+Status Cells(const json& v, const std::string& path, int64_t width = -1) {
+  if (!v.is_array()) return InvalidArgumentError(path, "must be an array of integers (or nulls)");
+  if (width >= 0 && static_cast<int64_t>(v.size()) != width)
+    return InvalidArgumentError(path, "must hold " + std::to_string(width) + " entries (has " +
+                                          std::to_string(v.size()) + ")");
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!v[i].is_null() && !sim::IsInt64(v[i]))
+      return InvalidArgumentError(path + "[" + std::to_string(i) + "]",
+                                  sim::IsIntegerBeyond64Bits(v[i]) ? sim::NotAnIntegerReason(v[i])
+                                                                   : "must be an integer or null");
+  return OkStatus();
+}
+
+const json* Required(const json& obj, const std::string& key, const std::string& path, Status* st) {
+  if (!obj.contains(key)) {
+    *st = InvalidArgumentError(path + key, "required key is missing");
+    return nullptr;
+  }
+  return &obj.at(key);
+}
+
+// before / after / output: the five buffers as aiter wrote them.
+Status ValidateOutput(const json& out, const std::string& path) {
+  if (!out.is_object()) return InvalidArgumentError(path, "must be an object");
+  Status st;
+  for (const char* k : {"work_indptr", "reduce_indptr", "reduce_partial_map"}) {
+    const json* v = Required(out, k, path + ".", &st);
+    if (!v) return st;
+    MLASIM_RETURN_IF_ERROR(Cells(*v, path + "." + k));
+  }
+  const json* wi = Required(out, "work_info", path + ".", &st);
+  if (!wi) return st;
+  if (!wi->is_array()) return InvalidArgumentError(path + ".work_info", "must be an array of rows");
+  for (size_t w = 0; w < wi->size(); ++w)
+    MLASIM_RETURN_IF_ERROR(
+        Cells((*wi)[w], path + ".work_info[" + std::to_string(w) + "]", ref::kWorkInfoWidth));
+  const json* fm = Required(out, "reduce_final_map", path + ".", &st);
+  if (!fm) return st;
+  if (!fm->is_object())
+    return InvalidArgumentError(path + ".reduce_final_map", "must be an object of rows");
+  for (auto it = fm->begin(); it != fm->end(); ++it) {
+    const std::string key = it.key();
+    const std::string p = path + ".reduce_final_map." + key;
+    if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+      return InvalidArgumentError(p, "the key must be a row number (decimal, at most 9 digits)");
+    MLASIM_RETURN_IF_ERROR(Cells(it.value(), p, ref::kReduceFinalMapWidth));
+  }
+  return OkStatus();
+}
+
+Status ValidateSizes(const json& rec) {
+  Status st;
+  const json* sizes = Required(rec, "sizes", "", &st);
+  if (!sizes) return st;
+  if (sizes->is_null() && rec.contains("error")) return OkStatus();  // aiter's sizing refused
+  if (!sizes->is_object()) return InvalidArgumentError("sizes", "must be an object");
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+    const std::string name = SizeKey(ref::GetPlanBufferSpec(id));
+    const json* v = Required(*sizes, name, "sizes.", &st);
+    if (!v) return st;
+    if (!sim::IsInt64(*v))
+      return InvalidArgumentError("sizes." + name,
+                                  sim::IntegerRangeReason(*v, INT64_MIN, INT64_MAX));
+  }
+  return OkStatus();
+}
+
+// derived: the keys CompareDerived reads, typed (the others are aiter's notes, not compared).
+Status ValidateDerived(const json& rec) {
+  Status st;
+  const json* d = Required(rec, "derived", "", &st);
+  if (!d) return st;
+  if (!d->is_object()) return InvalidArgumentError("derived", "must be an object");
+  for (const char* k :
+       {"num_clusters", "fold_ratio", "packed_qo_len_per_wg", "num_splits", "planner_batches",
+        "planner_heads", "topk_pages", "fixed_overhead_blocks", "tail_done_threshold", "num_works"})
+    if (d->contains(k) && !sim::IsInt64(d->at(k)))
+      return InvalidArgumentError(std::string("derived.") + k,
+                                  sim::IntegerRangeReason(d->at(k), INT64_MIN, INT64_MAX));
+  for (const char* k : {"qo_split", "parallel_planner_used"})
+    if (d->contains(k) && !d->at(k).is_boolean())
+      return InvalidArgumentError(std::string("derived.") + k, "must be true or false");
+  return OkStatus();
+}
+
+// The update chain's keys of input: steps, update_max_seqlen_qo, new_kv_indptr and
+// num_reject_tokens (flat lists for one step, a list per step else).
+Status ValidateUpdateInput(const json& in) {
+  Status st;
+  for (const char* k : {"steps", "update_max_seqlen_qo"}) {
+    const json* v = Required(in, k, "input.", &st);
+    if (!v) return st;
+    const int64_t hi = std::string(k) == "steps" ? 64 : INT32_MAX;
+    if (std::string why = sim::IntegerRangeReason(*v, 1, hi); !why.empty())
+      return InvalidArgumentError(std::string("input.") + k, why);
+  }
+  const int64_t steps = in.at("steps").get<int64_t>();
+  for (const char* k : {"new_kv_indptr", "num_reject_tokens"}) {
+    const json* v = Required(in, k, "input.", &st);
+    if (!v) return st;
+    const std::string p = std::string("input.") + k;
+    if (v->is_null() && std::string(k) == "num_reject_tokens") continue;
+    if (steps == 1) {
+      MLASIM_RETURN_IF_ERROR(Cells(*v, p));
+      continue;
+    }
+    if (!v->is_array() || static_cast<int64_t>(v->size()) != steps)
+      return InvalidArgumentError(p, "must hold one list per step (" + std::to_string(steps) + ")");
+    for (size_t i = 0; i < v->size(); ++i)
+      if (!(*v)[i].is_null() || std::string(k) != "num_reject_tokens")
+        MLASIM_RETURN_IF_ERROR(Cells((*v)[i], p + "[" + std::to_string(i) + "]"));
+  }
+  return OkStatus();
+}
+
+// Every part of a record a check reads, typed: id, error, sizes, derived, output (a plan record)
+// or before / after and the update keys of input (a decode-update record). The request itself is
+// parsed by CheckRecordLimits.
+Status ValidateGoldenRecord(const json& rec) {
+  if (rec.contains("id") && !sim::IsInt64(rec.at("id")))
+    return InvalidArgumentError("id", sim::IntegerRangeReason(rec.at("id"), INT64_MIN, INT64_MAX));
+  if (rec.contains("error") && !rec.at("error").is_string())
+    return InvalidArgumentError("error", "must be a string (aiter's refusal)");
+  if (rec.contains("before")) {
+    if (!rec.at("input").is_object()) return InvalidArgumentError("input", "must be an object");
+    MLASIM_RETURN_IF_ERROR(ValidateUpdateInput(rec.at("input")));
+    MLASIM_RETURN_IF_ERROR(ValidateOutput(rec.at("before"), "before"));
+    Status st;
+    const json* after = Required(rec, "after", "", &st);
+    if (!after) return st;
+    return ValidateOutput(*after, "after");
+  }
+  MLASIM_RETURN_IF_ERROR(ValidateSizes(rec));
+  if (rec.contains("error")) return OkStatus();  // no plan to compare
+  MLASIM_RETURN_IF_ERROR(ValidateDerived(rec));
+  Status st;
+  const json* out = Required(rec, "output", "", &st);
+  if (!out) return st;
+  return ValidateOutput(*out, "output");
+}
+
 // A record's request against mlasim's limits (ref/limits.h) before it is planned: a 2 KB record
 // must not make the planner allocate gigabytes. A record whose input cannot be read is malformed.
 Status CheckRecordLimits(const json& rec, const std::string& where) {
@@ -273,9 +416,14 @@ StatusOr<GoldenSummary> CheckGoldenFile(
     ++lineno;
     if (too_long)
       return InvalidArgumentError(path + ":" + std::to_string(lineno),
-                                  "line is longer than 64 MiB (not a corpus?)");
+                                  "line is longer than the input_bytes limit, " +
+                                      std::to_string(ref::Limit(ref::LimitId::kInputBytes)) +
+                                      " bytes (not a corpus?; raise it with --limit "
+                                      "input_bytes=N)");
     if (line.empty()) continue;
     StatusOr<json> parsed = sim::ParseJsonStrict(line, path + ":" + std::to_string(lineno));
+    // A line cut short by truncated or corrupt xz data: the xz error says why.
+    MLASIM_RETURN_IF_ERROR((*input)->status());
     if (!parsed.ok()) return parsed.status();
     const json& rec = *parsed;
     if (!rec.is_object() || !rec.contains("input") ||
@@ -284,6 +432,8 @@ StatusOr<GoldenSummary> CheckGoldenFile(
           path + ":" + std::to_string(lineno),
           "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
     const std::string where = path + ":" + std::to_string(lineno);
+    if (Status st = ValidateGoldenRecord(rec); !st.ok())
+      return InvalidArgumentError(where + ": " + st.field(), "malformed record: " + st.message());
     try {
       MLASIM_RETURN_IF_ERROR(CheckRecordLimits(rec, where));
     } catch (const json::exception& e) {

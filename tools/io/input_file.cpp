@@ -8,6 +8,8 @@
 #include <fstream>
 #include <streambuf>
 
+#include "sim/os_error.h"
+
 namespace mlasim::io {
 namespace {
 
@@ -122,11 +124,10 @@ class XzInput : public InputFile {
 }  // namespace
 
 StatusOr<std::unique_ptr<InputFile>> InputFile::Open(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return InvalidArgumentError(path, "is a directory, not a file");
+  // Missing, unreadable, a directory or a pipe: the cause in words (sim/os_error.h).
+  MLASIM_RETURN_IF_ERROR(sim::CheckReadableFile(path, path));
   std::ifstream f(path, std::ios::binary);
-  if (!f) return InvalidArgumentError(path, "cannot open the file");
+  if (!f) return sim::OsError(path, sim::FileOp::kRead, path, sim::OpenForReadErrno(path));
   if (!StartsWithXzMagic(f)) return std::unique_ptr<InputFile>(new PlainInput(std::move(f)));
   auto xz = std::make_unique<XzInput>(std::move(f), path);
   MLASIM_RETURN_IF_ERROR(xz->Init());

@@ -22,8 +22,8 @@ inline constexpr uint64_t kMaxXzDecoderBytes = uint64_t{128} << 20;
 
 class InputFile {
  public:
-  // Opens `path`. Errors (field = path): a directory, a file that cannot be opened, an xz
-  // stream whose decoder could not be set up.
+  // Opens `path`. Errors (field = path): a directory, a file that cannot be opened (the cause
+  // in words: sim/os_error.h), an xz stream whose decoder could not be set up.
   static StatusOr<std::unique_ptr<InputFile>> Open(const std::string& path);
 
   virtual ~InputFile() = default;

@@ -14,9 +14,14 @@ Status Type(const std::string& field, const char* want) {
   return InvalidArgumentError(field, std::string("must be ") + want);
 }
 
+// "must be an integer", or "is an integer above 64 bits (...)" for such a number.
+Status NotInt(const std::string& field, const json& v) {
+  return InvalidArgumentError(field, sim::NotAnIntegerReason(v));
+}
+
 Status GetInt(const json& obj, const std::string& key, const std::string& path, int32_t* out) {
   const json& v = obj.at(key);
-  if (!v.is_number_integer()) return Type(path + "." + key, "an integer");
+  if (!v.is_number_integer()) return NotInt(path + "." + key, v);
   if (!sim::IsInt64(v)) return Type(path + "." + key, "a 32-bit integer");
   const int64_t x = v.get<int64_t>();
   if (x < INT32_MIN || x > INT32_MAX) return Type(path + "." + key, "a 32-bit integer");
@@ -32,8 +37,7 @@ Status GetIntArray(const json& obj, const std::string& key, const std::string& p
   out->reserve(v.size());
   for (size_t i = 0; i < v.size(); ++i) {
     const json& e = v[i];
-    if (!e.is_number_integer())
-      return Type(path + "." + key + "[" + std::to_string(i) + "]", "an integer");
+    if (!e.is_number_integer()) return NotInt(path + "." + key + "[" + std::to_string(i) + "]", e);
     if (!sim::IsInt64(e))
       return Type(path + "." + key + "[" + std::to_string(i) + "]", "a 32-bit integer");
     const int64_t x = e.get<int64_t>();

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "ref/int_text.h"
 #include "ref/limits.h"
 
 #include "tools/mlasim/commands.h"
@@ -66,8 +67,16 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
   if (msg.rfind(conv, 0) == 0) {
     const std::string rest = msg.substr(conv.size());
     const size_t eq = rest.find(" = ");
-    if (eq != std::string::npos)
-      return {rest.substr(0, eq), "'" + rest.substr(eq + 3) + "' is not a valid value"};
+    if (eq != std::string::npos) {
+      const std::string value = rest.substr(eq + 3);
+      if (ref::IsDecimalBeyond64Bits(value))
+        return {rest.substr(0, eq), ref::Beyond64BitsText(value)};
+      const bool integer =
+          !value.empty() && value.find_first_not_of("+-0123456789") == std::string::npos;
+      return {rest.substr(0, eq), "'" + value +
+                                      (integer ? "' is outside this option's integer range"
+                                               : "' is not a valid value")};
+    }
   }
   const std::string at_most = "At Most ";  // "--heads: At Most 1 required but received 2"
   if (const size_t p = msg.find(": " + at_most); p != std::string::npos && msg[0] == '-')
@@ -82,7 +91,34 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
       return {msg.substr(0, space), reason == "is required" ? "required" : reason};
     }
   }
+  // A positional argument: "DIR is required", "CASE_DIR is required".
+  const std::string required = " is required";
+  if (msg.size() > required.size() && msg.find(' ') == msg.size() - required.size() &&
+      msg.compare(msg.size() - required.size(), required.size(), required) == 0)
+    return {msg.substr(0, msg.size() - required.size()), "required"};
   return {"", msg};
+}
+
+// Type names of the options whose values are integers (CLI11's defaults and ours).
+bool IntegerOption(const CLI::Option& o) {
+  const std::string t = o.get_type_name();
+  return t == "INT" || t == "UINT" || t == "N" || t == "SEED" || t.rfind("INT=", 0) == 0 ||
+         t.rfind("UINT=", 0) == 0;
+}
+
+// The first integer option of the parsed command (or its parsed subcommands) given a value
+// beyond 64 bits: CLI11 would saturate it (int64) or call it "not a valid value" (int32).
+// {flag, reason}, or two empty strings.
+std::pair<std::string, std::string> FindBeyond64Bits(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {
+    for (const CLI::Option* o : sub->get_options()) {
+      if (!IntegerOption(*o)) continue;
+      for (const std::string& v : o->results())
+        if (ref::IsDecimalBeyond64Bits(v)) return {o->get_name(), ref::Beyond64BitsText(v)};
+    }
+    if (auto found = FindBeyond64Bits(*sub); !found.first.empty()) return found;
+  }
+  return {};
 }
 
 }  // namespace
@@ -120,8 +156,7 @@ CLI::Validator UnsignedInteger() {
       [](std::string& v) -> std::string {
         if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
           return "must be a non-negative decimal integer";
-        if (v.size() > 20 || (v.size() == 20 && v > "18446744073709551615"))
-          return "must be below 2^64";
+        if (ref::IsDecimalBeyond64Bits(v)) return ref::Beyond64BitsText(v);
         return "";
       },
       "UINT64");
@@ -172,9 +207,18 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
     return app.exit(e, out, err);
   } catch (const CLI::ParseError& e) {
     const std::string cmd = SelectedCommand(app);
+    if (const auto [flag, why] = FindBeyond64Bits(app); !flag.empty()) {
+      PrintError(err, cmd, flag, why);
+      return kExitBadInput;
+    }
     const auto [field, reason] = SplitParseError(e.what());
     PrintError(err, cmd, field,
                reason + " (run 'mlasim" + (cmd.empty() ? "" : " " + cmd) + " --help' for usage)");
+    return kExitBadInput;
+  }
+
+  if (const auto [flag, why] = FindBeyond64Bits(app); !flag.empty()) {
+    PrintError(err, SelectedCommand(app), flag, why);
     return kExitBadInput;
   }
 

@@ -64,6 +64,13 @@ class ExplainFaultCommand final : public Command {
       text = *log;
     }
     auto fault = sim::ParseFaultText(text, field);
+    if (!fault.ok() && log_file_.empty()) {
+      // Neither a log line nor a bare address the log reader knows: say what is wrong with the
+      // text as an address (empty, negative, not hex, trailing text, above 64 bits).
+      StatusOr<uint64_t> address = sim::ParseAddressText(address_, "--address");
+      if (!address.ok()) return Fail(io, address.status());
+      fault = sim::FaultReport{*address, false, "address", "", {}};
+    }
     if (!fault.ok()) return Fail(io, fault.status());
     StatusOr<std::string> layout_text = sim::ReadTextFile(layout_file_, "--layout");
     if (!layout_text.ok()) return Fail(io, layout_text.status());

@@ -270,9 +270,8 @@ class FuzzCommand final : public Command {
     auto sum = fuzz::RunCampaign(o_, progress, note);
     if (tty) io.err << '\n';
     if (!sum.ok()) return Fail(io, sum.status());
-    PrintSummary(io, *sum);
-    if (pool) PrintKernelSummary(io, *pool, sum->cases);
-    if (app_->count("--html")) {  // checked before the campaign; a failure now is a full disk
+    // Checked before the campaign; a failure now is a full disk: exit 2, nothing on stdout.
+    if (app_->count("--html")) {
       const std::string page = fuzz::CampaignHtml(o_, *sum, seed_text_);
       if (Status st = WriteOutputFile("--html", html_out_, page); !st.ok()) return Fail(io, st);
     }
@@ -280,6 +279,8 @@ class FuzzCommand final : public Command {
       const std::string xml = fuzz::CampaignJunit(o_, *sum, seed_text_);
       if (Status st = WriteOutputFile("--junit", junit_out_, xml); !st.ok()) return Fail(io, st);
     }
+    PrintSummary(io, *sum);
+    if (pool) PrintKernelSummary(io, *pool, sum->cases);
     if (sum->NewFindings() > 0) return kExitCheckFailed;
     return sum->cut_short ? kExitBudgetCutShort : kExitOk;
   }
@@ -631,6 +632,10 @@ int FuzzCommand::Merge(const Streams& io) {
     if (Status st = CheckOutputFile("--junit", merge_junit_); !st.ok()) return Fail(io, st);
   auto m = fuzz::MergeFindingDirs(merge_dirs_, merge_out_);
   if (!m.ok()) return Fail(io, m.status());
+  if (merge_->count("--junit")) {  // first: a full disk is an exit 2 with nothing on stdout
+    const std::string xml = fuzz::MergeJunit(*m, merge_dirs_, merge_out_);
+    if (Status st = WriteOutputFile("--junit", merge_junit_, xml); !st.ok()) return Fail(io, st);
+  }
   io.out << fmt::format("fuzz merge: {} folder(s), {} shard(s), {} cases\n", merge_dirs_.size(),
                         m->shards.size(), m->cases);
   for (const fuzz::ShardRecord& s : m->shards)
@@ -646,10 +651,6 @@ int FuzzCommand::Merge(const Streams& io) {
   for (const std::string& p : m->skipped) io.out << "skipped (no finding object): " << p << '\n';
   if (!merge_out_.empty())
     io.out << fmt::format("wrote {} file(s) into {}\n", m->written.size(), merge_out_);
-  if (merge_->count("--junit")) {
-    const std::string xml = fuzz::MergeJunit(*m, merge_dirs_, merge_out_);
-    if (Status st = WriteOutputFile("--junit", merge_junit_, xml); !st.ok()) return Fail(io, st);
-  }
   return kExitOk;
 }
 

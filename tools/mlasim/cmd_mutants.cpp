@@ -9,6 +9,7 @@
 
 #include "fuzz/mutants.h"
 #include "fuzz/properties.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
 
@@ -58,11 +59,9 @@ class MutantsCommand final : public Command {
       PrintError(io.err, kName, "--only", "no mutant named '" + only_ + "' (see --list)");
       return kExitBadInput;
     }
-    if (!out_dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(out_dir_, ec);
-      if (ec) {
-        PrintError(io.err, kName, "--out", "cannot create " + out_dir_ + ": " + ec.message());
+    if (!out_dir_.empty()) {  // created; a folder that takes no files is refused now
+      if (Status st = sim::PrepareOutputFolder("--out", out_dir_, /*create=*/true); !st.ok()) {
+        PrintError(io.err, kName, st.field(), st.message());
         return kExitBadInput;
       }
     }
@@ -94,9 +93,8 @@ class MutantsCommand final : public Command {
     doc["description"] = "Counterexample killing mutant " + m.name + " (" + m.description +
                          "); replay it with --mutant " + m.name + " to see the violation";
     const auto path = std::filesystem::path(out_dir_) / (m.name + ".json");
-    std::ofstream file(path);
-    file << doc.dump(2) << '\n';
-    return file ? "  -> " + path.string() : "  (could not write " + path.string() + ")";
+    const Status st = sim::WriteTextFile("--out", path.string(), doc.dump(2) + "\n");
+    return st.ok() ? "  -> " + path.string() : "  (" + st.message() + ")";
   }
 
   CLI::App* app_ = nullptr;

@@ -41,6 +41,7 @@
 #include "sim/contract.h"
 #include "sim/engine.h"
 #include "sim/known_bugs.h"
+#include "sim/os_error.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "sim/step_numerics.h"
@@ -205,8 +206,9 @@ class NumericsCommand final : public Command {
       opt.hostile_table_slots = 4;  // -1, past the cache, 2147480000, INT_MAX
       opt.reserve_page_zero = true;
     }
-    if (!out_dir_.empty() && !std::filesystem::is_directory(out_dir_))
-      return Fail(io, InvalidArgumentError("--out", "'" + out_dir_ + "' is not a directory"));
+    if (!out_dir_.empty())  // must exist and take files (a read-only one is refused now)
+      if (Status st = sim::PrepareOutputFolder("--out", out_dir_, /*create=*/false); !st.ok())
+        return Fail(io, st);
 
     StatusOr<sim::Scenario> s = scenario_.Load();
     if (!s.ok()) return Fail(io, s.status());
@@ -531,9 +533,8 @@ class NumericsCommand final : public Command {
     doc["description"] = "mlasim numerics counterexample" +
                          (mutant_.empty() ? std::string() : " of mutant " + mutant_) +
                          "; reproduce: " + ReproduceCommand(path, red);
-    std::ofstream file(path);
-    file << doc.dump(2) << '\n';
-    return file ? path : "(could not write " + path + ")";
+    const Status st = sim::WriteTextFile("--out", path, doc.dump(2) + "\n");
+    return st.ok() ? path : "(" + st.message() + ")";
   }
 
   static const char* InvalidIndexText(ref::InvalidIndexUse u) {

@@ -239,6 +239,11 @@ class ReplayCommand final : public Command {
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
+    for (const auto& [flag, path] :
+         {std::pair<const char*, const std::string*>{"--layout-out", &layout_out_},
+          {"--scenario-out", &scenario_out_}})
+      if (!path->empty())
+        if (Status st = CheckOutputFile(flag, *path); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
     if (!report.ok()) return Fail(io, report.status());
     if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
@@ -249,6 +254,10 @@ class ReplayCommand final : public Command {
     bool gpu_agrees = true;
     nlohmann::json gpu_json;
     sim::junit::KernelPart kernel_part;
+    // With --html or --junit the report waits for them: a file that cannot be written (a full
+    // disk) is an exit 2 with nothing on stdout.
+    std::ostringstream held;
+    std::ostream& out = app_->count("--html") || app_->count("--junit") ? held : io.out;
     if (json_) {
       nlohmann::json j = sim::ReportJson(*report);
       if (gpu) {
@@ -257,21 +266,22 @@ class ReplayCommand final : public Command {
         j["gpu"] = gpu_json = KernelJson(pool->description(), gpu_mode_, k);
         kernel_part = {k.findings, k.error};
       }
-      io.out << j.dump(2) << '\n';
+      out << j.dump(2) << '\n';
     } else {
-      io.out << sim::ReportText(*report);
-      io.out.flush();
+      out << sim::ReportText(*report);
+      out.flush();
       if (gpu) {
         const fuzz::KutStepResult k = pool->Check(report->scenario);
         gpu_agrees = k.findings.empty() && k.error.empty();
         gpu_json = KernelJson(pool->description(), gpu_mode_, k);
         kernel_part = {k.findings, k.error};
-        io.out << KernelText(pool->description(), gpu_mode_, k);
+        out << KernelText(pool->description(), gpu_mode_, k);
       }
     }
     const Status written =
         WriteReports(*report, gpu ? &gpu_json : nullptr, gpu ? &kernel_part : nullptr);
     if (!written.ok()) return Fail(io, written);
+    if (&out == &held) io.out << held.str();
     if (!gpu_agrees) return kExitCheckFailed;
     return report->clean() ? kExitOk : kExitCheckFailed;
   }
@@ -297,18 +307,9 @@ class ReplayCommand final : public Command {
   }
   bool WriteJson(const Streams& io, const char* flag, const std::string& path,
                  const nlohmann::json& j) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) {
-      PrintError(io.err, kName, flag, path + " is a directory");
-      return false;
-    }
-    std::ofstream f(path);
-    if (f) {
-      f << j.dump(2) << '\n';
-      f.flush();
-    }
-    if (!f) {  // could not open, or the write failed (a full disk, /dev/full)
-      PrintError(io.err, kName, flag, "cannot write " + path);
+    // A directory, a missing folder, a read-only file system, a full disk: the cause in words.
+    if (Status st = WriteOutputFile(flag, path, j.dump(2) + "\n"); !st.ok()) {
+      Fail(io, st);
       return false;
     }
     return true;

@@ -10,6 +10,8 @@
 #include "fuzz/campaign.h"
 #include "fuzz/signature.h"
 #include "fuzz/triage.h"
+#include "sim/fault.h"
+#include "sim/os_error.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
 #include "tools/mlasim/html_output.h"
@@ -126,12 +128,9 @@ class TriageCommand final : public Command {
 
   int Run(const Streams& io) override {
     if (Status st = BuildOptions(); !st.ok()) return Fail(io, st);
-    if (!out_dir_.empty()) {
-      std::error_code ec;
-      std::filesystem::create_directories(out_dir_, ec);
-      if (ec || !std::filesystem::is_directory(out_dir_))
-        return Fail(io, InvalidArgumentError("--out", "cannot create directory " + out_dir_));
-    }
+    if (!out_dir_.empty())  // created; a folder that takes no files is refused before the sweep
+      if (Status st = sim::PrepareOutputFolder("--out", out_dir_, /*create=*/true); !st.ok())
+        return Fail(io, st);
     StatusOr<fuzz::TriageResult> r = fuzz::RunTriage(o_);
     if (!r.ok()) return Fail(io, r.status());
     if (!out_dir_.empty())
@@ -231,14 +230,8 @@ class TriageCommand final : public Command {
     if (!seed.ok()) return InvalidArgumentError("--seed", seed.status().message());
     o_.seed = *seed;
     if (!fault_text_.empty()) {
-      const bool hex =
-          fault_text_.size() > 2 && fault_text_[0] == '0' &&
-          (fault_text_[1] == 'x' || fault_text_[1] == 'X') && fault_text_.size() <= 18 &&
-          fault_text_.find_first_not_of("0123456789abcdefABCDEF", 2) == std::string::npos;
-      if (!hex)
-        return InvalidArgumentError("--fault-address",
-                                    "must be a 0x hex address of at most 16 digits");
-      o_.fault_address = std::stoull(fault_text_.substr(2), nullptr, 16);
+      MLASIM_ASSIGN_OR_RETURN(o_.fault_address,
+                              sim::ParseAddressText(fault_text_, "--fault-address"));
     }
     return fuzz::ValidateTriage(o_);
   }

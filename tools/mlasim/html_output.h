@@ -13,11 +13,12 @@ namespace mlasim::cli {
 
 // OK when `path` can be written: not a directory, and opening it for appending succeeds (which
 // creates a missing file, empty, and leaves an existing one as it is). Errors: InvalidArgument
-// (flag) "PATH is a directory" / "cannot write PATH".
+// (flag) naming the cause (sim/os_error.h): "PATH is a directory, not a file", "cannot write
+// PATH: the folder D does not exist", "... D is on a read-only file system".
 Status CheckOutputFile(const std::string& flag, const std::string& path);
 
-// Writes `text` to `path` (truncating it), flushed. Errors: InvalidArgument (flag) as above, or
-// when a write fails (a full disk, /dev/full).
+// Writes `text` to `path` (truncating it). Errors: InvalidArgument (flag) as above, or when a
+// write fails ("no space left on the device (the disk is full)": a full disk, /dev/full).
 Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text);
 
 }  // namespace mlasim::cli

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ref/int_text.h"
 #include "ref/limits.h"
 #include "ref/planner.h"
 #include "sim/scenario_json.h"
@@ -42,6 +43,9 @@ StatusOr<int64_t> ParseInt(const std::string& field, const std::string& raw, int
   const auto [ptr, ec] = std::from_chars(first, last, v);
   if (text.empty() || ec == std::errc::invalid_argument || ptr != last)
     return InvalidArgumentError(field, name + "'" + raw + "' is not an integer");
+  if (ec == std::errc::result_out_of_range && ref::IsDecimalBeyond64Bits(text))
+    return InvalidArgumentError(
+        field, name + ref::Beyond64BitsText(text, std::to_string(lo) + ".." + std::to_string(hi)));
   if (ec == std::errc::result_out_of_range)
     return InvalidArgumentError(field, name + "'" + raw + "' is out of range (" +
                                            std::to_string(lo) + ".." + std::to_string(hi) + ")");

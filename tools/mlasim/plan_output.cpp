@@ -10,6 +10,8 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xnpy.hpp>
 
+#include "sim/os_error.h"
+
 namespace mlasim::cli {
 namespace {
 
@@ -290,19 +292,13 @@ std::string NpyBytes(const ref::PlanBufferSpec& spec, const ref::Plan& plan) {
 }  // namespace
 
 Status WritePlanNpy(const std::string& dir, const ref::Plan& plan) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
-    return InvalidArgumentError("--npy", "'" + dir + "' exists and is not a directory");
-  fs::create_directories(dir, ec);
-  if (ec) return InvalidArgumentError("--npy", "cannot create '" + dir + "': " + ec.message());
+  // Created with its missing parents; a file of that name, a read-only file system or a full
+  // disk is refused before the first file, naming the cause (sim/os_error.h).
+  MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--npy", dir, /*create=*/true));
   for (const ref::PlanBufferSpec& spec : ref::kPlanBuffers) {
-    const std::string bytes = NpyBytes(spec, plan);
-    const fs::path path = fs::path(dir) / (std::string(spec.name) + ".npy");
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (f) f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (f) f.close();
-    if (!f) return InvalidArgumentError("--npy", "cannot write '" + path.string() + "'");
+    const std::string path =
+        (std::filesystem::path(dir) / (std::string(spec.name) + ".npy")).string();
+    MLASIM_RETURN_IF_ERROR(sim::WriteTextFile("--npy", path, NpyBytes(spec, plan)));
   }
   return OkStatus();
 }

@@ -31,7 +31,8 @@ const std::vector<std::string>& NpyFileNames();
 // Writes the six buffers at their full info_v1 sizes and aiter's dtypes into `dir` (created if
 // missing): work_metadata_ptrs.npy (<u8, (2,)), work_indptr.npy (<i4, (n,)), work_info.npy (<i4,
 // (rows, 8)), reduce_indptr.npy, reduce_final_map.npy (<i4, (rows, 2)), reduce_partial_map.npy.
-// Unwritten and undefined cells hold ref::Plan::kPoison (0xA5A5A5A5). Errors name "--npy".
+// Unwritten and undefined cells hold ref::Plan::kPoison (0xA5A5A5A5). Errors name "--npy" and
+// the cause (sim/os_error.h: a file of that name, a read-only file system, a full disk).
 Status WritePlanNpy(const std::string& dir, const ref::Plan& plan);
 
 }  // namespace mlasim::cli
