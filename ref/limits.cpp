@@ -55,6 +55,18 @@ const LimitSpec kLimits[static_cast<int>(LimitId::kCount)] = {
      "none (walked, not stored)"},
     {LimitId::kLoopTrips, "loop_trips", int64_t{1} << 26, int64_t{1} << 31,
      "iterations of one contract loop (more is reported as a hang)", "time only"},
+    // nlohmann's DOM is built without recursion (sim/json_input.cpp), but copying, comparing
+    // and dumping a document recurse once per level: about 800 bytes of stack a level under
+    // AddressSanitizer, so 4096 levels stay within 4 MiB of an 8 MiB stack.
+    {LimitId::kJsonDepth, "json_depth", 512, 4096,
+     "nesting of arrays and objects in one JSON input",
+     "stack only: about 800 bytes a level when a document is copied or dumped"},
+    // A parsed value costs 16 bytes (an array element) to about 100 (an empty object: its map),
+    // so 2^23 values keep a tree under 1 GiB whatever the input; a 64 MiB `[{},{},...]` (22
+    // million objects) took 2.1 GB.
+    {LimitId::kJsonValues, "json_values", int64_t{1} << 23, int64_t{1} << 28,
+     "values in one JSON input (numbers, strings, arrays, objects)",
+     "about 100 bytes a value at most: under 1 GiB at the default"},
 };
 
 namespace {
@@ -141,12 +153,15 @@ void ResetLimits() {
 
 Status TooLarge(const std::string& field, int64_t got, LimitId id, const std::string& what) {
   const LimitSpec& s = kLimits[static_cast<int>(id)];
-  std::string how = s.hard_max > Limit(id) ? " (raise it with --limit " + std::string(s.name) +
-                                                 "=N or MLASIM_LIMITS=" + s.name + "=N, up to " +
-                                                 std::to_string(s.hard_max) + ")"
-                                           : " (limit " + std::string(s.name) +
-                                                 ", which cannot be raised: it keeps "
-                                                 "int32 arithmetic exact)";
+  const std::string name = s.name;
+  std::string how;
+  if (s.hard_max > Limit(id))
+    how = " (raise it with --limit " + name + "=N or MLASIM_LIMITS=" + name + "=N, up to " +
+          std::to_string(s.hard_max) + ")";
+  else if (s.hard_max > s.default_value)  // raised as far as it goes
+    how = " (" + name + " is at its hard maximum)";
+  else
+    how = " (limit " + name + ", which cannot be raised: it keeps int32 arithmetic exact)";
   return InvalidArgumentError(field, what + " is " + std::to_string(got) +
                                          ", above mlasim's limit of " + std::to_string(Limit(id)) +
                                          how);
