@@ -158,6 +158,46 @@ StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* re
   return std::make_shared<const sim::Contract>(std::move(*parsed));
 }
 
+StatusOr<KutDescription> DescriptionFromInfo(const mlasim_kut_info& info, const std::string& path,
+                                             const std::string& config,
+                                             const std::string& library_dir) {
+  KutDescription d;
+  d.path = path;
+  d.config = config;
+  d.name = info.name ? info.name : "(unnamed)";
+  d.ops = info.ops;
+  if (!(d.ops &
+        (MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE))))
+    return Bad(path, "describes no operation (ops must name decode and / or reduce)");
+  if (info.memory != MLASIM_KUT_MEMORY_HOST && info.memory != MLASIM_KUT_MEMORY_DEVICE)
+    return Bad(path, "describes memory " + std::to_string(info.memory) +
+                         " (MLASIM_KUT_MEMORY_HOST or MLASIM_KUT_MEMORY_DEVICE)");
+  d.host_memory = info.memory == MLASIM_KUT_MEMORY_HOST;
+  d.q_dtypes = info.q_dtypes;
+  d.kv_dtypes = info.kv_dtypes;
+  d.o_dtypes = info.o_dtypes;
+  d.heads_multiple = std::max(1, info.heads_multiple);
+  d.max_heads = info.max_heads;
+  d.head_dim_qk_multiple = std::max(1, info.head_dim_qk_multiple);
+  d.max_head_dim_qk = info.max_head_dim_qk;
+  d.head_dim_v_multiple = std::max(1, info.head_dim_v_multiple);
+  d.max_head_dim_v = info.max_head_dim_v;
+  d.max_page_size = info.max_page_size;
+  if (info.page_size_multiple < 0)
+    return Bad(path, "describes page_size_multiple " + std::to_string(info.page_size_multiple) +
+                         " (0 or 1: any page size; N: multiples of N)");
+  d.page_size_multiple = std::max(1, info.page_size_multiple);
+  d.dense = info.dense != 0;
+  d.sparse = info.sparse != 0;
+  MLASIM_ASSIGN_OR_RETURN(
+      d.decode_contract,
+      ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, library_dir));
+  MLASIM_ASSIGN_OR_RETURN(
+      d.reduce_contract,
+      ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, library_dir));
+  return d;
+}
+
 StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
                                                        const std::string& config) {
   std::unique_ptr<KutLibrary> lib(new KutLibrary());
@@ -197,39 +237,8 @@ StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
     return Bad(path, "mlasim_kut_describe wrote abi_version " + std::to_string(info.abi_version) +
                          " into its mlasim_kut_info, expected " +
                          std::to_string(MLASIM_KUT_ABI_VERSION));
-  KutDescription& d = lib->desc_;
-  d.path = path;
-  d.config = config;
-  d.name = info.name ? info.name : "(unnamed)";
-  d.ops = info.ops;
-  if (!(d.ops &
-        (MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE))))
-    return Bad(path, "describes no operation (ops must name decode and / or reduce)");
-  if (info.memory != MLASIM_KUT_MEMORY_HOST && info.memory != MLASIM_KUT_MEMORY_DEVICE)
-    return Bad(path, "describes memory " + std::to_string(info.memory) +
-                         " (MLASIM_KUT_MEMORY_HOST or MLASIM_KUT_MEMORY_DEVICE)");
-  d.host_memory = info.memory == MLASIM_KUT_MEMORY_HOST;
-  d.q_dtypes = info.q_dtypes;
-  d.kv_dtypes = info.kv_dtypes;
-  d.o_dtypes = info.o_dtypes;
-  d.heads_multiple = std::max(1, info.heads_multiple);
-  d.max_heads = info.max_heads;
-  d.head_dim_qk_multiple = std::max(1, info.head_dim_qk_multiple);
-  d.max_head_dim_qk = info.max_head_dim_qk;
-  d.head_dim_v_multiple = std::max(1, info.head_dim_v_multiple);
-  d.max_head_dim_v = info.max_head_dim_v;
-  d.max_page_size = info.max_page_size;
-  if (info.page_size_multiple < 0)
-    return Bad(path, "describes page_size_multiple " + std::to_string(info.page_size_multiple) +
-                         " (0 or 1: any page size; N: multiples of N)");
-  d.page_size_multiple = std::max(1, info.page_size_multiple);
-  d.dense = info.dense != 0;
-  d.sparse = info.sparse != 0;
   const std::string dir = fs::path(fs::absolute(load)).parent_path().string();
-  MLASIM_ASSIGN_OR_RETURN(d.decode_contract,
-                          ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, dir));
-  MLASIM_ASSIGN_OR_RETURN(d.reduce_contract,
-                          ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, dir));
+  MLASIM_ASSIGN_OR_RETURN(lib->desc_, DescriptionFromInfo(info, path, config, dir));
   return lib;
 }
 

@@ -56,6 +56,14 @@ StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* re
                                                                   sim::CallKind call,
                                                                   const std::string& library_dir);
 
+// The description a library's mlasim_kut_describe wrote into `info`, checked: some op, a known
+// memory kind, page_size_multiple >= 0, contracts that resolve (ResolveKutContract, relative
+// paths from `library_dir`). Errors: InvalidArgument("--kernel-under-test", "PATH: ...").
+// KutLibrary::Open runs it after the ABI checks; the kut_description fuzz harness runs it alone.
+StatusOr<KutDescription> DescriptionFromInfo(const mlasim_kut_info& info, const std::string& path,
+                                             const std::string& config,
+                                             const std::string& library_dir);
+
 class KutLibrary {
  public:
   // dlopen(path, RTLD_NOW | RTLD_LOCAL), then the ABI version, the three required symbols and

@@ -257,6 +257,34 @@ Status CheckRecordLimits(const json& rec, const std::string& where) {
 
 }  // namespace
 
+Status CheckGoldenLine(const std::string& line, const std::string& where, GoldenSummary* sum,
+                       const std::function<void(const GoldenMismatch&)>& on_mismatch) {
+  StatusOr<json> parsed = sim::ParseJsonStrict(line, where);
+  if (!parsed.ok()) return parsed.status();
+  const json& rec = *parsed;
+  if (!rec.is_object() || !rec.contains("input") ||
+      !(rec.contains("output") || rec.contains("after") || rec.contains("error")))
+    return InvalidArgumentError(
+        where,
+        "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
+  try {
+    MLASIM_RETURN_IF_ERROR(CheckRecordLimits(rec, where));
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(where, std::string("malformed record: ") + e.what());
+  }
+  ++sum->records;
+  auto m = CheckGoldenRecord(rec);
+  if (m &&
+      m->buffer == "record")  // malformed (a missing or mistyped key): bad input, not a mismatch
+    return InvalidArgumentError(where, m->detail);
+  if (m) {
+    on_mismatch(*m);
+  } else {
+    ++sum->matched;
+  }
+  return OkStatus();
+}
+
 StatusOr<GoldenSummary> CheckGoldenFile(
     const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch) {
   std::error_code ec;
@@ -275,30 +303,8 @@ StatusOr<GoldenSummary> CheckGoldenFile(
       return InvalidArgumentError(path + ":" + std::to_string(lineno),
                                   "line is longer than 64 MiB (not a corpus?)");
     if (line.empty()) continue;
-    StatusOr<json> parsed = sim::ParseJsonStrict(line, path + ":" + std::to_string(lineno));
-    if (!parsed.ok()) return parsed.status();
-    const json& rec = *parsed;
-    if (!rec.is_object() || !rec.contains("input") ||
-        !(rec.contains("output") || rec.contains("after") || rec.contains("error")))
-      return InvalidArgumentError(
-          path + ":" + std::to_string(lineno),
-          "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
-    const std::string where = path + ":" + std::to_string(lineno);
-    try {
-      MLASIM_RETURN_IF_ERROR(CheckRecordLimits(rec, where));
-    } catch (const json::exception& e) {
-      return InvalidArgumentError(where, std::string("malformed record: ") + e.what());
-    }
-    ++sum.records;
-    auto m = CheckGoldenRecord(rec);
-    if (m &&
-        m->buffer == "record")  // malformed (a missing or mistyped key): bad input, not a mismatch
-      return InvalidArgumentError(where, m->detail);
-    if (m) {
-      on_mismatch(*m);
-    } else {
-      ++sum.matched;
-    }
+    MLASIM_RETURN_IF_ERROR(
+        CheckGoldenLine(line, path + ":" + std::to_string(lineno), &sum, on_mismatch));
   }
   MLASIM_RETURN_IF_ERROR((*input)->status());  // truncated or corrupt .xz: not a short corpus
   return sum;
