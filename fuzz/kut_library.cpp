@@ -96,34 +96,51 @@ nlohmann::json KutDescription::ToJson() const {
 }
 
 StatusOr<KutDescription> KutDescription::FromJson(const nlohmann::json& j) {
+  // Every field typed and in range before it is stored: the line comes from a worker process
+  // that loaded an untrusted library (a missing key or 1e30 in a uint32 must be an error).
   KutDescription d;
-  try {
-    d.path = j.at("path").get<std::string>();
-    d.config = j.at("config").get<std::string>();
-    d.name = j.at("name").get<std::string>();
-    d.ops = j.at("ops").get<uint32_t>();
-    d.host_memory = j.at("memory").get<std::string>() == "host";
-    d.q_dtypes = j.at("q_dtypes").get<uint32_t>();
-    d.kv_dtypes = j.at("kv_dtypes").get<uint32_t>();
-    d.o_dtypes = j.at("o_dtypes").get<uint32_t>();
-    d.heads_multiple = j.at("heads_multiple").get<int32_t>();
-    d.max_heads = j.at("max_heads").get<int32_t>();
-    d.head_dim_qk_multiple = j.at("head_dim_qk_multiple").get<int32_t>();
-    d.max_head_dim_qk = j.at("max_head_dim_qk").get<int32_t>();
-    d.head_dim_v_multiple = j.at("head_dim_v_multiple").get<int32_t>();
-    d.max_head_dim_v = j.at("max_head_dim_v").get<int32_t>();
-    d.max_page_size = j.at("max_page_size").get<int32_t>();
-    d.page_size_multiple = j.at("page_size_multiple").get<int32_t>();
-    d.dense = j.at("dense").get<bool>();
-    d.sparse = j.at("sparse").get<bool>();
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(kField, std::string("malformed kernel description: ") + e.what());
+  sim::ObjectReader r(j, "$");
+  Status st = r.Check();
+  for (auto [key, out] :
+       {std::pair{"path", &d.path}, std::pair{"config", &d.config}, std::pair{"name", &d.name}})
+    if (st.ok()) st = r.String(key, out, true);
+  std::string memory;
+  if (st.ok()) st = r.String("memory", &memory, true);
+  if (st.ok() && memory != "host" && memory != "device")
+    st = InvalidArgumentError(r.Path("memory"), "must be \"host\" or \"device\"");
+  d.host_memory = memory == "host";
+  for (auto [key, out] :
+       {std::pair{"ops", &d.ops}, std::pair{"q_dtypes", &d.q_dtypes},
+        std::pair{"kv_dtypes", &d.kv_dtypes}, std::pair{"o_dtypes", &d.o_dtypes}}) {
+    int64_t v = 0;
+    if (st.ok()) st = r.Int64(key, &v, 0, UINT32_MAX, true);
+    *out = static_cast<uint32_t>(v);
   }
+  for (auto [key, out] :
+       {std::pair{"heads_multiple", &d.heads_multiple}, std::pair{"max_heads", &d.max_heads},
+        std::pair{"head_dim_qk_multiple", &d.head_dim_qk_multiple},
+        std::pair{"max_head_dim_qk", &d.max_head_dim_qk},
+        std::pair{"head_dim_v_multiple", &d.head_dim_v_multiple},
+        std::pair{"max_head_dim_v", &d.max_head_dim_v},
+        std::pair{"max_page_size", &d.max_page_size},
+        std::pair{"page_size_multiple", &d.page_size_multiple}})
+    if (st.ok()) st = r.Int(key, out, INT32_MIN, INT32_MAX, true);
+  for (auto [key, out] : {std::pair{"dense", &d.dense}, std::pair{"sparse", &d.sparse}}) {
+    if (st.ok() && !r.Has(key)) st = InvalidArgumentError(r.Path(key), "required key is missing");
+    if (st.ok()) st = r.Bool(key, out);
+  }
+  if (!st.ok())
+    return InvalidArgumentError(
+        kField, "malformed kernel description: " + st.field() + ": " + st.message());
   for (auto [key, slot] : {std::pair{"decode_contract", &d.decode_contract},
                            std::pair{"reduce_contract", &d.reduce_contract}}) {
-    auto c = sim::ParseContract(j.at(key), d.path + " (" + key + ")");
-    if (!c.ok()) return InvalidArgumentError(kField, c.status().message());
-    *slot = std::make_shared<const sim::Contract>(std::move(*c));
+    const nlohmann::json* c = r.Child(key);
+    if (c == nullptr)
+      return InvalidArgumentError(kField, std::string("malformed kernel description: $.") + key +
+                                              ": required key is missing");
+    auto parsed = sim::ParseContract(*c, d.path + " (" + key + ")");
+    if (!parsed.ok()) return InvalidArgumentError(kField, parsed.status().message());
+    *slot = std::make_shared<const sim::Contract>(std::move(*parsed));
   }
   return d;
 }
