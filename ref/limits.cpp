@@ -46,11 +46,14 @@ const LimitSpec kLimits[static_cast<int>(LimitId::kCount)] = {
      "int32 elements of one plan's buffers",
      "64 MiB of values + 16 MiB of cell states per plan at the default"},
     {LimitId::kInputBytes, "input_bytes", 64 * kMiB, 1024 * kMiB, "bytes of one JSON input file",
-     "the file and its parsed tree: about 10x its size"},
+     "the file's text; its parsed tree is bounded by json_values"},
     {LimitId::kScenarioTokens, "scenario_tokens", 1 << 24, 1 << 28,
      "tokens of one scenario value (contexts, rows)", "bounded by plan_elements per plan"},
-    {LimitId::kTensorValues, "tensor_values", int64_t{1} << 28, int64_t{1} << 31,
-     "values of one numerics tensor", "1 GiB of fp32 per tensor at the default"},
+    // q, KV and o of one call at 2^28 values each (1 GiB of fp32) took 6.8 GB with their
+    // reference copies and partial buffers, 1.9 GB at 2^26 (fp64 accumulation); 2^25 keeps a
+    // call near 1 GB (docs/limits.md, scripts/memory-bound.sh).
+    {LimitId::kTensorValues, "tensor_values", int64_t{1} << 25, int64_t{1} << 31,
+     "values of one numerics tensor", "128 MiB of fp32 per tensor at the default"},
     {LimitId::kLaunchGrid, "launch_grid", 1 << 20, 1 << 24, "workgroups of one launch",
      "none (walked, not stored)"},
     {LimitId::kLoopTrips, "loop_trips", int64_t{1} << 26, int64_t{1} << 31,
