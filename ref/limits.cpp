@@ -65,11 +65,18 @@ const LimitSpec kLimits[static_cast<int>(LimitId::kCount)] = {
      "nesting of arrays and objects in one JSON input",
      "stack only: about 800 bytes a level when a document is copied or dumped"},
     // A parsed value costs 16 bytes (an array element) to about 100 (an empty object: its map),
-    // so 2^23 values keep a tree under 1 GiB whatever the input; a 64 MiB `[{},{},...]` (22
-    // million objects) took 2.1 GB.
-    {LimitId::kJsonValues, "json_values", int64_t{1} << 23, int64_t{1} << 28,
+    // so 2^22 values keep a tree near 400 MB whatever the input, and a reader may copy it (a
+    // 64 MiB `[{},{},...]`, 22 million objects, took 2.1 GB). 2^22 holds a plan request of 2^20
+    // requests (3 values each).
+    {LimitId::kJsonValues, "json_values", int64_t{1} << 22, int64_t{1} << 28,
      "values in one JSON input (numbers, strings, arrays, objects)",
-     "about 100 bytes a value at most: under 1 GiB at the default"},
+     "about 100 bytes a value at most: about 400 MB at the default"},
+    // A compiled statement holds its path, source and expressions: about 4 KB with its share of
+    // the tree. A 32 MiB contract of 900,000 nested reads took 3.8 GB and 4 minutes to replay
+    // (scripts/memory-bound.sh); the built-in contracts have at most a few dozen statements.
+    {LimitId::kContractStatements, "contract_statements", 4096, 1 << 20,
+     "statements of one contract's program (nested ones included)",
+     "about 4 KB a statement: 16 MiB at the default"},
 };
 
 namespace {

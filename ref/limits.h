@@ -43,6 +43,7 @@ enum class LimitId : int32_t {
   kLoopTrips,       // iterations of one contract loop before it is reported as a hang
   kJsonDepth,       // nesting of arrays and objects in one JSON input (sim/json_input.h)
   kJsonValues,      // values (of any kind, containers too) in one JSON input
+  kContractStatements,  // statements of one contract's program, nested ones included
   kCount,
 };
 

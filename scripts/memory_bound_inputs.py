@@ -244,12 +244,18 @@ def contract_inputs():
     per_middle = len(compact(middle)) + 1
     doc = json.loads(json.dumps(base))
     lets = doc["program"][0]["body"][0]["body"][:5]  # partial, q0, q1, k0, k1
-    room = LIMIT // 2  # half: 64 MiB of statements holds more values than json_values allows
+    room = LIMIT // 4  # a quarter: 64 MiB of statements holds more values than json_values allows
     doc["program"][0]["body"][0]["body"] = lets + [middle] * min(251, room // per_middle)
     text = compact(doc)
     p = write("contract-many-statements.json", text)
-    case("contract 32 MiB of nested statements", "mlasim replay --builtin seed --contract " + p,
+    case("contract 16 MiB of nested statements", "mlasim replay --builtin seed --contract " + p,
          p)
+    # Just under contract_statements (4096): 5 lets and 15 loops of 255 reads.
+    doc = json.loads(json.dumps(base))
+    loop = {"loop": "i", "from": 0, "to": 2, "body": [read] * 255}
+    doc["program"][0]["body"][0]["body"] = lets + [loop] * 15
+    p = write("contract-statements-limit.json", compact(doc))
+    case("contract of 3845 statements", "mlasim replay --builtin seed --contract " + p, p)
     doc = json.loads(json.dumps(base))
     doc["program"] = [{"loop": "c", "from": 0, "to": 1 << 26, "attribute": "workgroup",
                        "body": [{"write": "o", "rows": ["c", "c + 1"]}]}]

@@ -180,7 +180,7 @@ TEST_F(JsonStrict, AMillionLevelsAreRefusedNotOverflowed) {
 }
 
 TEST_F(JsonStrict, ValuesAtTheLimitParseOnePastItAreRefused) {
-  EXPECT_EQ(ref::Limit(ref::LimitId::kJsonValues), 8388608);
+  EXPECT_EQ(ref::Limit(ref::LimitId::kJsonValues), 4194304);
   ASSERT_TRUE(ref::SetLimits("json_values=5").ok());
   auto ok = ParseJsonStrict("[1, 2, [], {}]", "f");  // 5 values: the containers count
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
