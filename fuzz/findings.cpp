@@ -231,7 +231,11 @@ Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, Fin
 StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path) {
   auto text = sim::ReadTextFile(path, path);
   if (!text.ok()) return text.status();
-  auto doc = sim::ParseJsonStrict(*text, path);
+  return ParseFindingText(std::move(*text), path);
+}
+
+StatusOr<std::optional<FindingRecord>> ParseFindingText(std::string text, const std::string& path) {
+  auto doc = sim::ParseJsonStrict(text, path);
   if (!doc.ok()) return BadFinding(path, doc.status().message());
   if (!doc->is_object() || !doc->contains("finding")) return std::optional<FindingRecord>();
   const nlohmann::json& fd = (*doc)["finding"];
@@ -240,7 +244,7 @@ StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path) 
     return BadFinding(path, "finding.signature must be a non-empty string");
   FindingRecord r;
   r.path = path;
-  r.text = std::move(*text);
+  r.text = std::move(text);
   r.signature = fd["signature"].get<std::string>();
   MLASIM_RETURN_IF_ERROR(ReadFindingDetails(fd, path, &r));
   nlohmann::json scenario = *doc;

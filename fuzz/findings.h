@@ -109,6 +109,10 @@ struct FindingRecord {
 // or with a seed_index or shrink object of the wrong type.
 StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path);
 
+// The same from the file's text (`path` names it in errors and becomes FindingRecord::path): what
+// ReadFindingFile does after reading, and what the finding_file fuzz harness runs.
+StatusOr<std::optional<FindingRecord>> ParseFindingText(std::string text, const std::string& path);
+
 // Every finding file (visible *.json) of `dir`, by file name. Errors: `dir` unreadable (field
 // `field`), or a file ReadFindingFile refuses. `skipped` (if given) gets the JSON files that
 // hold no finding.

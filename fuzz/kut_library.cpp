@@ -97,34 +97,51 @@ nlohmann::json KutDescription::ToJson() const {
 }
 
 StatusOr<KutDescription> KutDescription::FromJson(const nlohmann::json& j) {
+  // Every field typed and in range before it is stored: the line comes from a worker process
+  // that loaded an untrusted library (a missing key or 1e30 in a uint32 must be an error).
   KutDescription d;
-  try {
-    d.path = j.at("path").get<std::string>();
-    d.config = j.at("config").get<std::string>();
-    d.name = j.at("name").get<std::string>();
-    d.ops = j.at("ops").get<uint32_t>();
-    d.host_memory = j.at("memory").get<std::string>() == "host";
-    d.q_dtypes = j.at("q_dtypes").get<uint32_t>();
-    d.kv_dtypes = j.at("kv_dtypes").get<uint32_t>();
-    d.o_dtypes = j.at("o_dtypes").get<uint32_t>();
-    d.heads_multiple = j.at("heads_multiple").get<int32_t>();
-    d.max_heads = j.at("max_heads").get<int32_t>();
-    d.head_dim_qk_multiple = j.at("head_dim_qk_multiple").get<int32_t>();
-    d.max_head_dim_qk = j.at("max_head_dim_qk").get<int32_t>();
-    d.head_dim_v_multiple = j.at("head_dim_v_multiple").get<int32_t>();
-    d.max_head_dim_v = j.at("max_head_dim_v").get<int32_t>();
-    d.max_page_size = j.at("max_page_size").get<int32_t>();
-    d.page_size_multiple = j.at("page_size_multiple").get<int32_t>();
-    d.dense = j.at("dense").get<bool>();
-    d.sparse = j.at("sparse").get<bool>();
-  } catch (const std::exception& e) {
-    return InvalidArgumentError(kField, std::string("malformed kernel description: ") + e.what());
+  sim::ObjectReader r(j, "$");
+  Status st = r.Check();
+  for (auto [key, out] :
+       {std::pair{"path", &d.path}, std::pair{"config", &d.config}, std::pair{"name", &d.name}})
+    if (st.ok()) st = r.String(key, out, true);
+  std::string memory;
+  if (st.ok()) st = r.String("memory", &memory, true);
+  if (st.ok() && memory != "host" && memory != "device")
+    st = InvalidArgumentError(r.Path("memory"), "must be \"host\" or \"device\"");
+  d.host_memory = memory == "host";
+  for (auto [key, out] :
+       {std::pair{"ops", &d.ops}, std::pair{"q_dtypes", &d.q_dtypes},
+        std::pair{"kv_dtypes", &d.kv_dtypes}, std::pair{"o_dtypes", &d.o_dtypes}}) {
+    int64_t v = 0;
+    if (st.ok()) st = r.Int64(key, &v, 0, UINT32_MAX, true);
+    *out = static_cast<uint32_t>(v);
   }
+  for (auto [key, out] :
+       {std::pair{"heads_multiple", &d.heads_multiple}, std::pair{"max_heads", &d.max_heads},
+        std::pair{"head_dim_qk_multiple", &d.head_dim_qk_multiple},
+        std::pair{"max_head_dim_qk", &d.max_head_dim_qk},
+        std::pair{"head_dim_v_multiple", &d.head_dim_v_multiple},
+        std::pair{"max_head_dim_v", &d.max_head_dim_v},
+        std::pair{"max_page_size", &d.max_page_size},
+        std::pair{"page_size_multiple", &d.page_size_multiple}})
+    if (st.ok()) st = r.Int(key, out, INT32_MIN, INT32_MAX, true);
+  for (auto [key, out] : {std::pair{"dense", &d.dense}, std::pair{"sparse", &d.sparse}}) {
+    if (st.ok() && !r.Has(key)) st = InvalidArgumentError(r.Path(key), "required key is missing");
+    if (st.ok()) st = r.Bool(key, out);
+  }
+  if (!st.ok())
+    return InvalidArgumentError(
+        kField, "malformed kernel description: " + st.field() + ": " + st.message());
   for (auto [key, slot] : {std::pair{"decode_contract", &d.decode_contract},
                            std::pair{"reduce_contract", &d.reduce_contract}}) {
-    auto c = sim::ParseContract(j.at(key), d.path + " (" + key + ")");
-    if (!c.ok()) return InvalidArgumentError(kField, c.status().message());
-    *slot = std::make_shared<const sim::Contract>(std::move(*c));
+    const nlohmann::json* c = r.Child(key);
+    if (c == nullptr)
+      return InvalidArgumentError(kField, std::string("malformed kernel description: $.") + key +
+                                              ": required key is missing");
+    auto parsed = sim::ParseContract(*c, d.path + " (" + key + ")");
+    if (!parsed.ok()) return InvalidArgumentError(kField, parsed.status().message());
+    *slot = std::make_shared<const sim::Contract>(std::move(*parsed));
   }
   return d;
 }
@@ -157,6 +174,47 @@ StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* re
     return InvalidArgumentError(kField, what + " is a " + sim::CallKindName(parsed->call) +
                                             " contract, not a " + sim::CallKindName(call) + " one");
   return std::make_shared<const sim::Contract>(std::move(*parsed));
+}
+
+StatusOr<KutDescription> DescriptionFromInfo(const mlasim_kut_info& info, const std::string& path,
+                                             const std::string& config,
+                                             const std::string& library_dir) {
+  KutDescription d;
+  d.path = path;
+  d.config = config;
+  d.name = info.name ? info.name : "(unnamed)";
+  d.ops = info.ops;
+  if (!(d.ops &
+        (MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE))))
+    return Bad(path, "describes no operation (ops must name decode and / or reduce)");
+  if (info.memory != MLASIM_KUT_MEMORY_HOST && info.memory != MLASIM_KUT_MEMORY_DEVICE)
+    return Bad(path, "describes memory " + std::to_string(info.memory) +
+                         " (MLASIM_KUT_MEMORY_HOST or MLASIM_KUT_MEMORY_DEVICE)");
+  d.host_memory = info.memory == MLASIM_KUT_MEMORY_HOST;
+  d.q_dtypes = info.q_dtypes;
+  d.kv_dtypes = info.kv_dtypes;
+  d.o_dtypes = info.o_dtypes;
+  d.heads_multiple = std::max(1, info.heads_multiple);
+  d.max_heads = info.max_heads;
+  d.head_dim_qk_multiple = std::max(1, info.head_dim_qk_multiple);
+  d.max_head_dim_qk = info.max_head_dim_qk;
+  d.head_dim_v_multiple = std::max(1, info.head_dim_v_multiple);
+  d.max_head_dim_v = info.max_head_dim_v;
+  d.max_page_size = info.max_page_size;
+  if (info.page_size_multiple < 0)
+    return Bad(path, "describes page_size_multiple " + std::to_string(info.page_size_multiple) +
+                         " (0 or 1: any page size; N: multiples of N)");
+  d.page_size_multiple = std::max(1, info.page_size_multiple);
+  d.dense = info.dense != 0;
+  d.sparse = info.sparse != 0;
+  // The library's name in front of a contract that does not resolve: which library said it.
+  auto decode = ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, library_dir);
+  if (!decode.ok()) return Bad(path, decode.status().message());
+  auto reduce = ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, library_dir);
+  if (!reduce.ok()) return Bad(path, reduce.status().message());
+  d.decode_contract = *decode;
+  d.reduce_contract = *reduce;
+  return d;
 }
 
 StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
@@ -199,42 +257,8 @@ StatusOr<std::unique_ptr<KutLibrary>> KutLibrary::Open(const std::string& path,
     return Bad(path, "mlasim_kut_describe wrote abi_version " + std::to_string(info.abi_version) +
                          " into its mlasim_kut_info, expected " +
                          std::to_string(MLASIM_KUT_ABI_VERSION));
-  KutDescription& d = lib->desc_;
-  d.path = path;
-  d.config = config;
-  d.name = info.name ? info.name : "(unnamed)";
-  d.ops = info.ops;
-  if (!(d.ops &
-        (MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE))))
-    return Bad(path, "describes no operation (ops must name decode and / or reduce)");
-  if (info.memory != MLASIM_KUT_MEMORY_HOST && info.memory != MLASIM_KUT_MEMORY_DEVICE)
-    return Bad(path, "describes memory " + std::to_string(info.memory) +
-                         " (MLASIM_KUT_MEMORY_HOST or MLASIM_KUT_MEMORY_DEVICE)");
-  d.host_memory = info.memory == MLASIM_KUT_MEMORY_HOST;
-  d.q_dtypes = info.q_dtypes;
-  d.kv_dtypes = info.kv_dtypes;
-  d.o_dtypes = info.o_dtypes;
-  d.heads_multiple = std::max(1, info.heads_multiple);
-  d.max_heads = info.max_heads;
-  d.head_dim_qk_multiple = std::max(1, info.head_dim_qk_multiple);
-  d.max_head_dim_qk = info.max_head_dim_qk;
-  d.head_dim_v_multiple = std::max(1, info.head_dim_v_multiple);
-  d.max_head_dim_v = info.max_head_dim_v;
-  d.max_page_size = info.max_page_size;
-  if (info.page_size_multiple < 0)
-    return Bad(path, "describes page_size_multiple " + std::to_string(info.page_size_multiple) +
-                         " (0 or 1: any page size; N: multiples of N)");
-  d.page_size_multiple = std::max(1, info.page_size_multiple);
-  d.dense = info.dense != 0;
-  d.sparse = info.sparse != 0;
   const std::string dir = fs::path(fs::absolute(load)).parent_path().string();
-  // The library's name in front of a contract that does not resolve: which library said it.
-  auto decode = ResolveKutContract(info.decode_contract, sim::CallKind::kDecode, dir);
-  if (!decode.ok()) return Bad(path, decode.status().message());
-  auto reduce = ResolveKutContract(info.reduce_contract, sim::CallKind::kReduce, dir);
-  if (!reduce.ok()) return Bad(path, reduce.status().message());
-  d.decode_contract = *decode;
-  d.reduce_contract = *reduce;
+  MLASIM_ASSIGN_OR_RETURN(lib->desc_, DescriptionFromInfo(info, path, config, dir));
   return lib;
 }
 

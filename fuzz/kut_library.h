@@ -43,7 +43,10 @@ struct KutDescription {
   std::string Unsupported(int32_t op, int32_t heads, int32_t head_dim_qk, int32_t head_dim_v,
                           int32_t page_size, bool sparse_call) const;
   // The description as JSON (the contracts as their resolved documents) and back: what a worker
-  // sends its parent. FromJson errors: InvalidArgument("--kernel-under-test").
+  // sends its parent. FromJson errors: InvalidArgument("--kernel-under-test", "malformed kernel
+  // description: $.KEY: why") for a missing, mistyped or out-of-range field (a uint32 mask above
+  // 2^32 - 1, an int32 limit past int32, memory other than "host" or "device"), and a contract
+  // that does not parse.
   nlohmann::json ToJson() const;
   static StatusOr<KutDescription> FromJson(const nlohmann::json& j);
 };
@@ -55,6 +58,14 @@ struct KutDescription {
 StatusOr<std::shared_ptr<const sim::Contract>> ResolveKutContract(const char* reference,
                                                                   sim::CallKind call,
                                                                   const std::string& library_dir);
+
+// The description a library's mlasim_kut_describe wrote into `info`, checked: some op, a known
+// memory kind, page_size_multiple >= 0, contracts that resolve (ResolveKutContract, relative
+// paths from `library_dir`). Errors: InvalidArgument("--kernel-under-test", "PATH: ...").
+// KutLibrary::Open runs it after the ABI checks; the kut_description fuzz harness runs it alone.
+StatusOr<KutDescription> DescriptionFromInfo(const mlasim_kut_info& info, const std::string& path,
+                                             const std::string& config,
+                                             const std::string& library_dir);
 
 class KutLibrary {
  public:

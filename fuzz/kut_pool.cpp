@@ -15,6 +15,7 @@
 
 #include "fuzz/kut_memory.h"
 #include "fuzz/properties.h"
+#include "sim/json_input.h"
 #include "sim/os_error.h"
 #include "sim/scenario_json.h"
 
@@ -153,8 +154,11 @@ std::vector<std::string> WorkerArgs(const KutPoolOptions& o) {
 // The prefix and JSON of a protocol line; false for other output.
 bool Parse(const std::string& line, char* tag, json* j) {
   if (line.size() < 3 || line[1] != ' ' || std::strchr("DXPCEF", line[0]) == nullptr) return false;
-  *j = json::parse(line.begin() + 2, line.end(), nullptr, false);
-  if (j->is_discarded()) return false;
+  // Strict and bounded (ref/limits.h json_depth, json_values): the line comes from a process
+  // that loaded an untrusted library, which may write to its stdout.
+  auto parsed = sim::ParseJsonStrict(line.substr(2), "worker");
+  if (!parsed.ok()) return false;
+  *j = std::move(*parsed);
   *tag = line[0];
   return true;
 }

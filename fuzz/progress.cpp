@@ -115,7 +115,12 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
 StatusOr<Progress> ReadProgressFile(const std::string& path, const std::string& field) {
   auto text = sim::ReadTextFile(path, field);
   if (!text.ok()) return text.status();
-  auto doc = sim::ParseJsonStrict(*text, field);
+  return ParseProgressText(*text, path, field);
+}
+
+StatusOr<Progress> ParseProgressText(const std::string& text, const std::string& path,
+                                     const std::string& field) {
+  auto doc = sim::ParseJsonStrict(text, field);
   if (!doc.ok()) return Bad(field, path, doc.status().message());
   if (!doc->is_object()) return Bad(field, path, "not a progress file (not a JSON object)");
   for (const char* k : {"format", "seed", "profiles", "small", "ignore_known", "shard", "shards",

@@ -62,4 +62,9 @@ inline constexpr int64_t kMaxProgressIndex = int64_t{1} << 50;
 // 0..2^50, seconds_spent negative or not finite.
 StatusOr<Progress> ReadProgressFile(const std::string& path, const std::string& field);
 
+// The same from the file's text (`path` only names it in errors): what ReadProgressFile does
+// after reading, and what the progress_file fuzz harness runs.
+StatusOr<Progress> ParseProgressText(const std::string& text, const std::string& path,
+                                     const std::string& field);
+
 }  // namespace mlasim::fuzz

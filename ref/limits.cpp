@@ -47,15 +47,37 @@ const LimitSpec kLimits[static_cast<int>(LimitId::kCount)] = {
      "int32 elements of one plan's buffers",
      "64 MiB of values + 16 MiB of cell states per plan at the default"},
     {LimitId::kInputBytes, "input_bytes", 64 * kMiB, 1024 * kMiB, "bytes of one JSON input file",
-     "the file and its parsed tree: about 10x its size"},
+     "the file's text; its parsed tree is bounded by json_values"},
     {LimitId::kScenarioTokens, "scenario_tokens", 1 << 24, 1 << 28,
      "tokens of one scenario value (contexts, rows)", "bounded by plan_elements per plan"},
-    {LimitId::kTensorValues, "tensor_values", int64_t{1} << 28, int64_t{1} << 31,
-     "values of one numerics tensor", "1 GiB of fp32 per tensor at the default"},
+    // q, KV and o of one call at 2^28 values each (1 GiB of fp32) took 6.8 GB with their
+    // reference copies and partial buffers, 1.9 GB at 2^26 (fp64 accumulation); 2^25 keeps a
+    // call near 1 GB (docs/limits.md, scripts/memory-bound.sh).
+    {LimitId::kTensorValues, "tensor_values", int64_t{1} << 25, int64_t{1} << 31,
+     "values of one numerics tensor", "128 MiB of fp32 per tensor at the default"},
     {LimitId::kLaunchGrid, "launch_grid", 1 << 20, 1 << 24, "workgroups of one launch",
      "none (walked, not stored)"},
     {LimitId::kLoopTrips, "loop_trips", int64_t{1} << 26, int64_t{1} << 31,
      "iterations of one contract loop (more is reported as a hang)", "time only"},
+    // nlohmann's DOM is built without recursion (sim/json_input.cpp), but copying, comparing
+    // and dumping a document recurse once per level: about 800 bytes of stack a level under
+    // AddressSanitizer, so 4096 levels stay within 4 MiB of an 8 MiB stack.
+    {LimitId::kJsonDepth, "json_depth", 512, 4096,
+     "nesting of arrays and objects in one JSON input",
+     "stack only: about 800 bytes a level when a document is copied or dumped"},
+    // A parsed value costs 16 bytes (an array element) to about 100 (an empty object: its map),
+    // so 2^22 values keep a tree near 400 MB whatever the input, and a reader may copy it (a
+    // 64 MiB `[{},{},...]`, 22 million objects, took 2.1 GB). 2^22 holds a plan request of 2^20
+    // requests (3 values each).
+    {LimitId::kJsonValues, "json_values", int64_t{1} << 22, int64_t{1} << 28,
+     "values in one JSON input (numbers, strings, arrays, objects)",
+     "about 100 bytes a value at most: about 400 MB at the default"},
+    // A compiled statement holds its path, source and expressions: about 4 KB with its share of
+    // the tree. A 32 MiB contract of 900,000 nested reads took 3.8 GB and 4 minutes to replay
+    // (scripts/memory-bound.sh); the built-in contracts have at most a few dozen statements.
+    {LimitId::kContractStatements, "contract_statements", 4096, 1 << 20,
+     "statements of one contract's program (nested ones included)",
+     "about 4 KB a statement: 16 MiB at the default"},
 };
 
 namespace {
@@ -145,12 +167,15 @@ void ResetLimits() {
 
 Status TooLarge(const std::string& field, int64_t got, LimitId id, const std::string& what) {
   const LimitSpec& s = kLimits[static_cast<int>(id)];
-  std::string how = s.hard_max > Limit(id) ? " (raise it with --limit " + std::string(s.name) +
-                                                 "=N or MLASIM_LIMITS=" + s.name + "=N, up to " +
-                                                 std::to_string(s.hard_max) + ")"
-                                           : " (limit " + std::string(s.name) +
-                                                 ", which cannot be raised: it keeps "
-                                                 "int32 arithmetic exact)";
+  const std::string name = s.name;
+  std::string how;
+  if (s.hard_max > Limit(id))
+    how = " (raise it with --limit " + name + "=N or MLASIM_LIMITS=" + name + "=N, up to " +
+          std::to_string(s.hard_max) + ")";
+  else if (s.hard_max > s.default_value)  // raised as far as it goes
+    how = " (" + name + " is at its hard maximum)";
+  else
+    how = " (limit " + name + ", which cannot be raised: it keeps int32 arithmetic exact)";
   return InvalidArgumentError(field, what + " is " + std::to_string(got) +
                                          ", above mlasim's limit of " + std::to_string(Limit(id)) +
                                          how);

@@ -41,6 +41,9 @@ enum class LimitId : int32_t {
   kTensorValues,    // values of one numerics tensor (q, KV, o)
   kLaunchGrid,      // workgroups of a launch (`plan --launch-grid`, contract grids)
   kLoopTrips,       // iterations of one contract loop before it is reported as a hang
+  kJsonDepth,       // nesting of arrays and objects in one JSON input (sim/json_input.h)
+  kJsonValues,      // values (of any kind, containers too) in one JSON input
+  kContractStatements,  // statements of one contract's program, nested ones included
   kCount,
 };
 
@@ -73,7 +76,9 @@ Status SetLimitsFromEnvironment();
 void ResetLimits();
 
 // InvalidArgument(field, "<what> is <got>, above mlasim's limit of <limit> (raise it with
-// --limit <name>=N or MLASIM_LIMITS=<name>=N, up to <hard max>)").
+// --limit <name>=N or MLASIM_LIMITS=<name>=N, up to <hard max>)"); at the hard maximum "(<name>
+// is at its hard maximum)", or, for a limit whose default is its hard maximum, why it cannot be
+// raised.
 Status TooLarge(const std::string& field, int64_t got, LimitId id, const std::string& what);
 
 // A request's own numbers against the limits, before anything proportional to them is allocated

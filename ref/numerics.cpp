@@ -23,7 +23,7 @@ enum Salt : uint64_t { kSaltQ = 1, kSaltKv = 2, kSaltPages = 3, kSaltTopk = 4 };
 // independent roundings stays below lambda * sqrt(n) * u except with probability ~exp(-lambda^2/2).
 constexpr double kLambda = 8.0;
 
-// Largest q or KV tensor BuildMlaInputs makes (2^28 floats = 1 GiB).
+// Largest q or KV tensor BuildMlaInputs makes (2^25 floats = 128 MiB at the default).
 // Values of one tensor: ref/limits.h tensor_values.
 int64_t MaxTensorElements() {
   return Limit(LimitId::kTensorValues);

@@ -398,14 +398,15 @@ void Checker::CheckReduceIndptr() {
 }
 
 void Checker::CheckPartialRows() {
-  struct Rows {
-    int32_t begin, end, work;
+  struct Rows {  // int64: captured buffers hold any int32, and loc + length may overflow int32
+    int64_t begin, end;
+    int32_t work;
   };
   std::vector<Rows> rows;
   for (int32_t w = 0; w < num_works_; ++w) {
     const int32_t loc = p_.work(w, kPartialQoLoc);
     if (loc < 0 || !p_.work_info.written(int64_t{w} * kWorkInfoWidth + kPartialQoLoc)) continue;
-    rows.push_back({loc, loc + p_.work(w, kQoEnd) - p_.work(w, kQoStart), w});
+    rows.push_back({loc, int64_t{loc} + p_.work(w, kQoEnd) - p_.work(w, kQoStart), w});
   }
   std::sort(rows.begin(), rows.end(), [](const Rows& a, const Rows& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.work < b.work;

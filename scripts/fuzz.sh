@@ -73,6 +73,10 @@ report() {
   cov=$(grep -aoE 'cov: [0-9]+' "$log" | tail -1 | cut -d' ' -f2)
   # Fork mode prints no final stats; its last status line is "#RUNS: cov: ... oom/timeout/crash".
   [[ -n "$runs" ]] || runs=$(grep -aoE '^#[0-9]+: cov' "$log" | tail -1 | tr -dc '0-9')
+  # ... nor its jobs' memory: /usr/bin/time's maximum over the process tree (long, when present).
+  if [[ -z "$rss" && -s "$dir/time.txt" ]]; then
+    rss=$(($(tail -1 "$dir/time.txt") / 1024))
+  fi
   printf 'fuzz: %-14s rc=%d %8s runs %6s s  cov %5s  peak %5s MB  %s\n' "$h" "$rc" \
     "${runs:-?}" "$(awk -v m="$ms" 'BEGIN { printf "%.1f", m / 1000 }')" "${cov:-?}" \
     "${rss:-?}" "$log"
@@ -125,7 +129,9 @@ long() {
     t0=$(date +%s%N)
     # Fork mode keeps going after a crash, an out-of-memory or a timeout, saving each input as
     # $dir/artifacts/{crash,oom,timeout,leak}-<sha1>. The working corpus persists between runs.
-    "$BIN/${h}_fuzz" -fork="$jobs" -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
+    local timer=()
+    [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -f %M -o "$dir/time.txt")
+    "${timer[@]}" "$BIN/${h}_fuzz" -fork="$jobs" -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 \
       -seed="$seed" -max_total_time="$seconds" -rss_limit_mb="$RSS_MB" -max_len=8192 \
       -timeout=10 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" "$dir/corpus" \
       "$SEEDS/$h" > "$dir/log" 2>&1 || rc=$?
@@ -133,8 +139,9 @@ long() {
     "$BIN/${h}_fuzz" -merge=1 -rss_limit_mb="$RSS_MB" -max_len=8192 -timeout=10 \
       "$dir/minimized" "$SEEDS/$h" "$dir/corpus" > "$dir/merge.log" 2>&1 || rc=$?
     report "$h" "$rc" "$dir/log" "$dir" $((($(date +%s%N) - t0) / 1000000))
-    echo "  oom/timeout/crash: $(grep -aoE 'oom/timeout/crash: [0-9/]+' "$dir/log" | tail -1 |
-      cut -d' ' -f2);" "$(ls "$dir/artifacts" | wc -l) artifact(s) in $dir/artifacts/," \
+    echo "  $(grep -aoE 'ft: [0-9]+ corp: [0-9]+' "$dir/log" | tail -1), oom/timeout/crash:" \
+      "$(grep -aoE 'oom/timeout/crash: [0-9/]+' "$dir/log" | tail -1 | cut -d' ' -f2);" \
+      "$(ls "$dir/artifacts" | wc -l) artifact(s) in $dir/artifacts/," \
       "$(ls "$dir/minimized" | wc -l) input(s) in $dir/minimized/ (fold: make fuzz-fold)"
   done
 }

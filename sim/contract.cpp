@@ -6,6 +6,7 @@
 #include <mutex>
 #include <utility>
 
+#include "ref/limits.h"
 #include "sim/json_input.h"
 
 namespace mlasim::sim {
@@ -168,6 +169,12 @@ class ProgramCompiler {
     if (!body.is_array()) return Err(path, "must be an array of statements");
     if (body.size() > 256) return Err(path, "at most 256 statements");
     for (size_t i = 0; i < body.size(); ++i) {
+      // The whole program against the limits table (ref/limits.h): a statement costs kilobytes
+      // compiled and runs per work item.
+      if (++statements_ > ref::Limit(ref::LimitId::kContractStatements))
+        return ref::TooLarge(file_ + ": " + path + "[" + std::to_string(i) + "]", statements_,
+                             ref::LimitId::kContractStatements,
+                             "statements in the contract's program");
       Statement s;
       MLASIM_RETURN_IF_ERROR(One(body[i], path + "[" + std::to_string(i) + "]", scope, &s, depth));
       out->push_back(std::move(s));
@@ -308,6 +315,7 @@ class ProgramCompiler {
   }
 
   Contract* c_;
+  int64_t statements_ = 0;  // compiled so far, nested ones included
   std::string file_;
 };
 
@@ -449,10 +457,12 @@ const std::vector<std::string>& CallRoles(CallKind call) {
 }
 
 StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
-  MLASIM_ASSIGN_OR_RETURN(json doc, ResolveExtends(input, file, 0));
   Contract c;
+  // The resolved document straight into the contract: one copy of a tree that may hold
+  // json_values values, not two (ref/limits.h, scripts/memory-bound.sh).
+  MLASIM_ASSIGN_OR_RETURN(c.doc, ResolveExtends(input, file, 0));
+  const json& doc = c.doc;
   c.file = file;
-  c.doc = doc;
   ObjectReader r(doc, file + ": $");
   MLASIM_RETURN_IF_ERROR(r.Check());
   int64_t version = 0;

@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ref/limits.h"
@@ -72,52 +73,136 @@ bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_
   }
 }
 
-StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field) {
-  // Frames of the containers being parsed: an object's keys so far, an array's element index.
-  struct Frame {
-    bool array = false;
-    std::set<std::string> keys;
-    std::string key;
-    int64_t index = -1;
-  };
-  std::vector<Frame> frames;
-  std::string duplicate;  // JSON path of the first duplicate key
-  auto path = [&frames](const std::string& last) {
-    std::string p = "$";
-    for (size_t i = 0; i + 1 < frames.size(); ++i)
-      p += frames[i].array ? "[" + std::to_string(frames[i].index) + "]" : "." + frames[i].key;
-    return p + "." + last;
-  };
-  const json::parser_callback_t cb = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
-    using E = json::parse_event_t;
-    if ((event == E::object_start || event == E::array_start || event == E::value) &&
-        !frames.empty() && frames.back().array)
-      ++frames.back().index;
-    if (event == E::object_start || event == E::array_start) {
-      frames.emplace_back();
-      frames.back().array = event == E::array_start;
-    } else if (event == E::object_end || event == E::array_end) {
-      if (!frames.empty()) frames.pop_back();
-    } else if (event == E::key && !frames.empty()) {
-      const std::string k = parsed.is_string() ? parsed.get<std::string>() : parsed.dump();
-      if (!frames.back().keys.insert(k).second && duplicate.empty()) duplicate = path(k);
-      frames.back().key = k;
-    }
+namespace {
+
+// Builds the document from nlohmann's SAX events (json::sax_parse) with an explicit stack: linear
+// time, no recursion, whatever the nesting. (nlohmann's callback parser, used before, scans the
+// parent container for discarded values at every end of an object or array: an array of N
+// objects cost O(N^2), a 1 MiB `[{},{},...]` minutes.) It notes the JSON path of the first
+// duplicate key, and stops at nesting deeper than the json_depth limit and at more values than
+// the json_values limit (ref/limits.h).
+class StrictDomBuilder {
+ public:
+  StrictDomBuilder(int64_t max_depth, int64_t max_values)
+      : max_depth_(max_depth), max_values_(max_values) {}
+
+  bool null() { return Put(json(nullptr)); }
+  bool boolean(bool v) { return Put(json(v)); }
+  bool number_integer(json::number_integer_t v) { return Put(json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return Put(json(v)); }
+  bool number_float(json::number_float_t v, const json::string_t& /*text*/) { return Put(json(v)); }
+  bool string(json::string_t& v) { return Put(json(std::move(v))); }
+  bool binary(json::binary_t& v) { return Put(json::binary(std::move(v))); }  // not in JSON text
+  bool start_object(std::size_t /*unknown*/) { return Open(json::value_t::object); }
+  bool start_array(std::size_t /*unknown*/) { return Open(json::value_t::array); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool key(json::string_t& k) {
+    Frame& f = frames_.back();
+    auto [it, inserted] = f.value->get_ref<json::object_t&>().emplace(std::move(k), json());
+    if (!inserted && duplicate_.empty()) duplicate_ = PathTo(it->first);
+    f.member = it;  // a duplicate's value replaces the first one; the parse fails anyway
     return true;
+  }
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/,
+                   const json::exception& e) {
+    error_ = e.what();
+    return false;
+  }
+
+  json& root() { return root_; }
+  const std::string& error() const { return error_; }
+  const std::string& duplicate() const { return duplicate_; }
+  bool too_deep() const { return too_deep_; }
+  bool too_many() const { return too_many_; }
+
+ private:
+  struct Frame {
+    json* value;                      // the open array or object
+    json::object_t::iterator member;  // object: the member of the last key
   };
-  json doc;
-  try {
-    doc = json::parse(text, cb);
-  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
-    std::string what = e.what();
+
+  // Places `v` in the innermost open container (or as the document) and returns where it is.
+  json* Place(json&& v) {
+    if (frames_.empty()) {
+      root_ = std::move(v);
+      return &root_;
+    }
+    Frame& f = frames_.back();
+    if (f.value->is_array()) {
+      auto& a = f.value->get_ref<json::array_t&>();
+      a.push_back(std::move(v));
+      return &a.back();
+    }
+    f.member->second = std::move(v);
+    return &f.member->second;
+  }
+  // Every value counts against json_values before it is stored: the tree costs about 100
+  // bytes a value (an empty object in an array), whatever the text's size.
+  bool Count() {
+    if (++values_ <= max_values_) return true;
+    too_many_ = true;
+    return false;
+  }
+  bool Put(json&& v) {
+    if (!Count()) return false;
+    Place(std::move(v));
+    return true;
+  }
+  bool Open(json::value_t t) {
+    if (static_cast<int64_t>(frames_.size()) >= max_depth_) {
+      too_deep_ = true;
+      return false;
+    }
+    if (!Count()) return false;
+    frames_.push_back(Frame{Place(json(t)), {}});
+    return true;
+  }
+  bool Close() {
+    frames_.pop_back();
+    return true;
+  }
+  // "$.a[3].b" for key `last` of the innermost object: each outer frame adds its member's key or
+  // its last element's index (the element being parsed is always an array's last one).
+  std::string PathTo(const std::string& last) const {
+    std::string p = "$";
+    for (size_t i = 0; i + 1 < frames_.size(); ++i) {
+      const json& v = *frames_[i].value;
+      p += v.is_array() ? "[" + std::to_string(v.size() - 1) + "]" : "." + frames_[i].member->first;
+    }
+    return p + "." + last;
+  }
+
+  int64_t max_depth_, max_values_, values_ = 0;
+  json root_;
+  std::vector<Frame> frames_;
+  std::string error_, duplicate_;
+  bool too_deep_ = false, too_many_ = false;
+};
+
+}  // namespace
+
+StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field) {
+  const int64_t max_depth = ref::Limit(ref::LimitId::kJsonDepth);
+  const int64_t max_values = ref::Limit(ref::LimitId::kJsonValues);
+  StrictDomBuilder dom(max_depth, max_values);
+  const bool ok = json::sax_parse(text, &dom);
+  if (dom.too_deep())
+    return ref::TooLarge(field, max_depth + 1, ref::LimitId::kJsonDepth,
+                         "JSON nesting depth (arrays and objects)");
+  if (dom.too_many())
+    return ref::TooLarge(field, max_values + 1, ref::LimitId::kJsonValues,
+                         "JSON values (numbers, strings, arrays, objects, ...)");
+  if (!ok) {  // parse errors, and numbers out of range (1e400)
+    std::string what = dom.error();
     const size_t cut = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
     if (cut != std::string::npos) what = what.substr(cut + 2);
     return InvalidArgumentError(field, "malformed JSON: " + what);
   }
-  if (!duplicate.empty())
+  if (!dom.duplicate().empty())
     return InvalidArgumentError(
-        field, "duplicate key " + duplicate + " (JSON objects must not repeat a key)");
-  return doc;
+        field, "duplicate key " + dom.duplicate() + " (JSON objects must not repeat a key)");
+  return std::move(dom.root());
 }
 
 }  // namespace mlasim::sim

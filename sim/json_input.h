@@ -37,7 +37,10 @@ bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_
 
 // Parses JSON text strictly: malformed text, numbers beyond a double (1e400) and duplicate
 // object keys (which nlohmann would silently resolve to the last value) are errors. (Integers up
-// to 2^64 - 1 parse; the typed readers refuse those beyond their field's range.) Error field: `field`; the reason names the problem and, for a duplicate, its JSON
+// to 2^64 - 1 parse; the typed readers refuse those beyond their field's range.) Bounded by the
+// limits table (ref/limits.h): nesting deeper than json_depth and more values than json_values
+// are refused as they are met (ref::TooLarge: the limit and how to raise it). Linear time, no
+// recursion. Error field: `field`; the reason names the problem and, for a duplicate, its JSON
 // path ("$.requests[1].context").
 StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::string& field);
 

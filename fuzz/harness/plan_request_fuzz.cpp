@@ -6,6 +6,7 @@
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "ref/planner.h"
+#include "sim/json_input.h"
 #include "tools/io/request_json.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -16,9 +17,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return 0;
-  auto r = mlasim::io::ParsePlanRequest(doc, "input", true);
+  auto doc = mlasim::sim::ParseJsonStrict(text, "--request");  // as mlasim plan --request reads it
+  if (!doc.ok()) return 0;
+  auto r = mlasim::io::ParsePlanRequest(*doc, "input", true);
   // The limits every path applies (ref/limits.h): the harness plans only what mlasim plan would.
   if (!r.ok() || !mlasim::ref::CheckPlanInputLimits(*r).ok()) return 0;
   auto plan = mlasim::ref::PlanMlaMetadata(*r);

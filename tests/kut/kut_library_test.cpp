@@ -4,7 +4,9 @@
 // campaign goes on and reports it. Also the flag errors and boundaries of `fuzz --gpu` and
 // `replay --gpu`, and the CPU kernel's own checks of a call descriptor.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <functional>
 
 #include <cstdlib>
 #include <filesystem>
@@ -125,6 +127,41 @@ TEST(KutLibrary, ReadsThePageSizeMultiple) {
   auto back = KutDescription::FromJson(d.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->page_size_multiple, 64);
+}
+
+// The worker's description line is read field by field: a missing or mistyped field is an error
+// naming it, never an exception out of the campaign (a missing contract threw before; issue 19's
+// kut_description fuzz harness found it), nor a float cast past uint32.
+TEST(KutLibrary, FromJsonRefusesAMalformedDescriptionNamingTheField) {
+  auto cpu = KutLibrary::Open(Lib("cpu"), "");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().message();
+  const nlohmann::json good = (*cpu)->description().ToJson();
+  ASSERT_TRUE(KutDescription::FromJson(good).ok());
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& j) { j.erase("decode_contract"); }, "$.decode_contract: required key"},
+      {[](nlohmann::json& j) { j.erase("reduce_contract"); }, "$.reduce_contract: required key"},
+      {[](nlohmann::json& j) { j.erase("path"); }, "$.path: required key is missing"},
+      {[](nlohmann::json& j) { j["ops"] = 1e30; }, "$.ops: is an integer above 64 bits"},
+      {[](nlohmann::json& j) { j["ops"] = 1.5; }, "$.ops: must be an integer"},
+      {[](nlohmann::json& j) { j["ops"] = -1; }, "$.ops: must be in 0..4294967295 (got -1)"},
+      {[](nlohmann::json& j) { j["kv_dtypes"] = 4294967296; },
+       "$.kv_dtypes: must be in 0..4294967295 (got 4294967296)"},
+      {[](nlohmann::json& j) { j["max_heads"] = 2147483648; },
+       "$.max_heads: must be in -2147483648..2147483647 (got 2147483648)"},
+      {[](nlohmann::json& j) { j["memory"] = "gpu"; }, "$.memory: must be \"host\" or \"device\""},
+      {[](nlohmann::json& j) { j.erase("dense"); }, "$.dense: required key is missing"},
+      {[](nlohmann::json& j) { j["sparse"] = 1; }, "$.sparse: must be true or false"},
+      {[](nlohmann::json& j) { j = nlohmann::json::array(); }, "$: must be an object"},
+  };
+  for (const auto& [edit, want] : cases) {
+    nlohmann::json j = good;
+    edit(j);
+    auto d = KutDescription::FromJson(j);
+    ASSERT_FALSE(d.ok()) << want;
+    EXPECT_EQ(d.status().field(), "--kernel-under-test");
+    EXPECT_EQ(d.status().message().rfind("malformed kernel description: " + want, 0), 0u)
+        << d.status().message();
+  }
 }
 
 TEST(KutLibrary, CpuKernelRefusesAConfigItDoesNotKnow) {

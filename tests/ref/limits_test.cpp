@@ -120,6 +120,10 @@ TEST_F(Limits, TooLargeSaysHowToRaiseOrWhyNot) {
             "value is 5, above mlasim's limit of 1073741824 (limit indptr, which cannot be "
             "raised: it keeps int32 arithmetic exact)");
   EXPECT_EQ(TooLarge("x", 1, LimitId::kRequests, "y").field(), "x");
+  ASSERT_TRUE(SetLimits("requests=16777216").ok());  // raised as far as it goes
+  EXPECT_EQ(TooLarge("kv_indptr", 16777217, LimitId::kRequests, "request count").message(),
+            "request count is 16777217, above mlasim's limit of 16777216 (requests is at its "
+            "hard maximum)");
 }
 
 TEST_F(Limits, RequestCountAtTheLimitPassesOnePastItIsRefused) {

@@ -15,6 +15,26 @@ using test::Prefix;
 using test::Rows;
 using test::WorkRows;
 
+// A captured plan may hold any int32: a partial row at INT32_MAX ends past int32, and the checker
+// says so (it computed the end in int32 before, which overflowed and hid the row; issue 19's
+// case_check fuzz harness found it).
+TEST(PlanChecker, PartialRowsNearInt32MaxAreCheckedInInt64) {
+  const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
+  auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+  ASSERT_TRUE(plan.ok());
+  plan->work_info.data[0 * kWorkInfoWidth + kPartialQoLoc] = INT32_MAX;  // work 0: q rows [0, 1)
+  const PlanCheckReport rep = CheckPlan(r, *plan);
+  bool found = false;
+  for (const PlanDiagnostic& d : rep.diagnostics) {
+    if (d.code != PlanDiag::kPartialRowsExceedLogits) continue;
+    found = true;
+    EXPECT_EQ(d.index, int64_t{INT32_MAX});
+    EXPECT_EQ(d.message.rfind("work 0 writes partial rows [2147483647,2147483648) but", 0), 0u)
+        << d.message;
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST(PlannerWorkedExample, Decode_6_1) {
   // §6.1: kv [300, 40, 700], qlen 1, 16 heads, 8 clusters, page 1, gran 16.
   const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/limits.h"
 #include "sim/call_table.h"
 #include "sim/contract.h"
 #include "sim/json_input.h"
@@ -322,6 +323,29 @@ TEST(Contract, LoopsNestEightDeepNotNine) {
                                          0),
             0u)
       << ContractError(nest(9));
+}
+
+// The statements of the whole program, nested ones included, against contract_statements
+// (ref/limits.h): the limit parses, one more is refused naming the statement past it. A 32 MiB
+// contract of 900,000 nested reads took 3.8 GB before (scripts/memory-bound.sh).
+TEST(Contract, StatementsAtTheLimitCompileOnePastItIsRefused) {
+  auto program = [](int reads) {  // a loop holding `reads` reads: reads + 1 statements
+    json body = json::array();
+    for (int i = 0; i < reads; ++i) body.push_back(json{{"read", "q"}, {"rows", {"c", "c + 1"}}});
+    json doc = Minimal();
+    doc["program"] = json::array({json{{"loop", "c"}, {"from", 0}, {"to", "grid"},
+                                       {"body", body}}});
+    return doc;
+  };
+  EXPECT_EQ(ref::Limit(ref::LimitId::kContractStatements), 4096);
+  ASSERT_TRUE(ref::SetLimits("contract_statements=100").ok());
+  EXPECT_EQ(ContractError(program(99)), "");  // 100 statements
+  EXPECT_EQ(ContractError(program(100)),
+            "user.json: $.program[0].body[99]: statements in the contract's "
+            "program is 101, above mlasim's limit of 100 (raise it with --limit "
+            "contract_statements=N or MLASIM_LIMITS=contract_statements=N, up to 1048576)");
+  ref::ResetLimits();
+  EXPECT_EQ(ContractError(program(255)), "");  // the default holds any one body
 }
 
 TEST(Contract, PlanCallsNameTheModelTheyRun) {

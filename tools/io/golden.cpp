@@ -400,6 +400,36 @@ Status CheckRecordLimits(const json& rec, const std::string& where) {
 
 }  // namespace
 
+Status CheckGoldenLine(const std::string& line, const std::string& where, GoldenSummary* sum,
+                       const std::function<void(const GoldenMismatch&)>& on_mismatch) {
+  StatusOr<json> parsed = sim::ParseJsonStrict(line, where);
+  if (!parsed.ok()) return parsed.status();
+  const json& rec = *parsed;
+  if (!rec.is_object() || !rec.contains("input") ||
+      !(rec.contains("output") || rec.contains("after") || rec.contains("error")))
+    return InvalidArgumentError(
+        where,
+        "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
+  if (Status st = ValidateGoldenRecord(rec); !st.ok())
+    return InvalidArgumentError(where + ": " + st.field(), "malformed record: " + st.message());
+  try {
+    MLASIM_RETURN_IF_ERROR(CheckRecordLimits(rec, where));
+  } catch (const json::exception& e) {
+    return InvalidArgumentError(where, std::string("malformed record: ") + e.what());
+  }
+  ++sum->records;
+  auto m = CheckGoldenRecord(rec);
+  if (m &&
+      m->buffer == "record")  // malformed (a missing or mistyped key): bad input, not a mismatch
+    return InvalidArgumentError(where, m->detail);
+  if (m) {
+    on_mismatch(*m);
+  } else {
+    ++sum->matched;
+  }
+  return OkStatus();
+}
+
 StatusOr<GoldenSummary> CheckGoldenFile(
     const std::string& path, const std::function<void(const GoldenMismatch&)>& on_mismatch) {
   std::error_code ec;
@@ -421,33 +451,11 @@ StatusOr<GoldenSummary> CheckGoldenFile(
                                       " bytes (not a corpus?; raise it with --limit "
                                       "input_bytes=N)");
     if (line.empty()) continue;
-    StatusOr<json> parsed = sim::ParseJsonStrict(line, path + ":" + std::to_string(lineno));
-    // A line cut short by truncated or corrupt xz data: the xz error says why.
-    MLASIM_RETURN_IF_ERROR((*input)->status());
-    if (!parsed.ok()) return parsed.status();
-    const json& rec = *parsed;
-    if (!rec.is_object() || !rec.contains("input") ||
-        !(rec.contains("output") || rec.contains("after") || rec.contains("error")))
-      return InvalidArgumentError(
-          path + ":" + std::to_string(lineno),
-          "not a golden record (an object with \"input\" and \"output\", \"after\" or \"error\")");
     const std::string where = path + ":" + std::to_string(lineno);
-    if (Status st = ValidateGoldenRecord(rec); !st.ok())
-      return InvalidArgumentError(where + ": " + st.field(), "malformed record: " + st.message());
-    try {
-      MLASIM_RETURN_IF_ERROR(CheckRecordLimits(rec, where));
-    } catch (const json::exception& e) {
-      return InvalidArgumentError(where, std::string("malformed record: ") + e.what());
-    }
-    ++sum.records;
-    auto m = CheckGoldenRecord(rec);
-    if (m &&
-        m->buffer == "record")  // malformed (a missing or mistyped key): bad input, not a mismatch
-      return InvalidArgumentError(where, m->detail);
-    if (m) {
-      on_mismatch(*m);
-    } else {
-      ++sum.matched;
+    if (Status st = CheckGoldenLine(line, where, &sum, on_mismatch); !st.ok()) {
+      // A line cut short by truncated or corrupt xz data: the xz error says why.
+      MLASIM_RETURN_IF_ERROR((*input)->status());
+      return st;
     }
   }
   MLASIM_RETURN_IF_ERROR((*input)->status());  // truncated or corrupt .xz: not a short corpus

@@ -38,6 +38,14 @@ struct GoldenSummary {
   int64_t matched = 0;
 };
 
+// Checks one line of a golden corpus (what CheckGoldenFile does per line; `where` is
+// "<path>:<line>", the field of every error): strict JSON, a record's shape, its request against
+// the limits (ref/limits.h), then CheckGoldenRecord. Counts it in `sum` (records; matched when it
+// matches) or calls `on_mismatch`. Errors: InvalidArgument(where...) for malformed JSON, a line
+// that is not a record, a request beyond a limit and a malformed record.
+Status CheckGoldenLine(const std::string& line, const std::string& where, GoldenSummary* sum,
+                       const std::function<void(const GoldenMismatch&)>& on_mismatch);
+
 // Reads a .jsonl file, plain or xz-compressed (tools/io/input_file.h), and checks every line,
 // calling `on_mismatch` for each mismatch in file order. Errors: InvalidArgument(path) when the
 // file cannot be read or its xz data is truncated or corrupt, and

@@ -1,0 +1,223 @@
+// Strict JSON (sim/json_input.h ParseJsonStrict): the document it builds is nlohmann's own, the
+// JSON path of the first duplicate key, nlohmann's parse errors, linear time on many small
+// containers (correctness only is asserted, never time), and the json_depth and json_values limits
+// at their boundaries (the limit, one past it) through the function and the CLI.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "ref/limits.h"
+#include "sim/json_input.h"
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+class JsonStrict : public ::testing::Test {
+ protected:
+  void SetUp() override { ref::ResetLimits(); }
+  void TearDown() override { ref::ResetLimits(); }
+};
+
+// `n` arrays nested: "[[...]]".
+std::string Nested(int64_t n) {
+  return std::string(static_cast<size_t>(n), '[') + std::string(static_cast<size_t>(n), ']');
+}
+
+// `n` objects nested: {"a":{"a":...{}}}.
+std::string NestedObjects(int64_t n) {
+  std::string s;
+  for (int64_t i = 1; i < n; ++i) s += "{\"a\":";
+  s += "{}";
+  s += std::string(static_cast<size_t>(n - 1), '}');
+  return s;
+}
+
+std::string MessageOf(const std::string& text) {
+  auto j = ParseJsonStrict(text, "f");
+  EXPECT_FALSE(j.ok()) << text.substr(0, 80);
+  if (j.ok()) return "";
+  EXPECT_EQ(j.status().field(), "f");
+  return j.status().message();
+}
+
+TEST_F(JsonStrict, NamesTheFirstDuplicateKeyByItsFullPath) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"a": [0, 0, 0, {"b": 1, "b": 2}]})", "$.a[3].b"},
+      {R"([{}, {"k": 1, "k": 2}])", "$[1].k"},
+      {R"({"x": {"y": [[{"z": [{"q": 1, "q": [1]}]}]]}})", "$.x.y[0][0].z[0].q"},
+      {R"({"a": 1, "a": 2, "b": 1, "b": 2})", "$.a"},               // the first one
+      {R"({"b": {"c": 1, "c": 2}, "a": 1, "a": 2})", "$.b.c"},      // in document order
+      {R"([{"k": 1}, {"k": 1}, {"k": 1, "k": 2}])", "$[2].k"},      // per object
+      {R"({"a\"b": 1, "a\"b": 2})", "$.a\"b"},                      // the key unescaped
+      {R"({"": 1, "": 2})", "$."},                                  // the empty key
+      {R"({"m": {"k": {"z": 0}, "k": 1}})", "$.m.k"},               // after a nested object
+      {R"({"a": [[], [[], {"k": {}, "k": {}}]]})", "$.a[1][1].k"},  // arrays in arrays
+  };
+  for (const auto& [text, path] : cases) {
+    SCOPED_TRACE(text);
+    EXPECT_EQ(MessageOf(text),
+              "duplicate key " + std::string(path) + " (JSON objects must not repeat a key)");
+  }
+}
+
+TEST_F(JsonStrict, AParseErrorAfterADuplicateIsReportedAsTheParseError) {
+  EXPECT_EQ(MessageOf(R"({"a": 1, "a": 2)"),
+            "malformed JSON: parse error at line 1, column 16: syntax error while parsing object - "
+            "unexpected end of input; expected '}'");
+}
+
+TEST_F(JsonStrict, ParseErrorsAreNlohmannsWithoutItsPrefix) {
+  EXPECT_EQ(MessageOf("{\"a\": "),
+            "malformed JSON: parse error at line 1, column 7: syntax error while parsing value - "
+            "unexpected end of input; expected '[', '{', or a literal");
+  EXPECT_EQ(MessageOf("[1e400]"), "malformed JSON: number overflow parsing '1e400'");
+  EXPECT_EQ(MessageOf("{} x"),
+            "malformed JSON: parse error at line 1, column 4: syntax error while parsing value - "
+            "invalid literal; last read: '{} x'; expected end of input");
+  EXPECT_EQ(MessageOf(""),
+            "malformed JSON: parse error at line 1, column 1: syntax error while parsing value - "
+            "unexpected end of input; expected '[', '{', or a literal");
+}
+
+TEST_F(JsonStrict, BuildsTheSameDocumentAsNlohmann) {
+  const std::string text =
+      R"({"n": null, "t": true, "f": false, "i": -5, "u": 18446744073709551615,
+          "big": 18446744073709551616, "d": 1.5, "s": "x\u00e9\n", "e": "",
+          "a": [1, [2, {}], [], [[[]]]], "o": {"p": {}, "q": [null]}})";
+  auto j = ParseJsonStrict(text, "f");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  EXPECT_EQ(*j, json::parse(text));
+  EXPECT_EQ(j->dump(), json::parse(text).dump());
+  EXPECT_TRUE((*j)["u"].is_number_unsigned());
+  EXPECT_EQ((*j)["u"].get<uint64_t>(), UINT64_MAX);
+  EXPECT_TRUE((*j)["big"].is_number_float());  // past 2^64 - 1: nlohmann's double, as before
+  EXPECT_TRUE((*j)["i"].is_number_integer() && !(*j)["i"].is_number_unsigned());
+  for (const char* scalar : {"0", "-1", "\"s\"", "null", "true", "2.5"}) {
+    auto v = ParseJsonStrict(scalar, "f");
+    ASSERT_TRUE(v.ok()) << scalar;
+    EXPECT_EQ(*v, json::parse(scalar)) << scalar;
+  }
+  // Every built-in contract and call table, read both ways.
+  int files = 0;
+  for (const char* dir : {"sim/contracts", "sim/engines", "tests/cases"})
+    for (const auto& e : fs::directory_iterator(fs::path(MLASIM_SOURCE_DIR) / dir)) {
+      if (e.path().extension() != ".json") continue;
+      std::ifstream f(e.path());
+      std::stringstream ss;
+      ss << f.rdbuf();
+      auto mine = ParseJsonStrict(ss.str(), e.path().string());
+      ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+      EXPECT_EQ(*mine, json::parse(ss.str())) << e.path();
+      ++files;
+    }
+  EXPECT_GT(files, 20);
+}
+
+// A mebibyte of `[{},{},...]` took 75 s (26 s of CPU) with nlohmann's callback parser, whose
+// end_object scans the parent array: quadratic. Asserted here: the result, not the time.
+TEST_F(JsonStrict, AMebibyteOfEmptyObjectsParsesToThemAll) {
+  const int64_t n = (int64_t{1} << 20) / 3;  // "{}," each
+  std::string text = "[";
+  for (int64_t i = 0; i < n; ++i) text += i ? ",{}" : "{}";
+  text += "]";
+  ASSERT_EQ(text.size(), 1048576u);
+  auto j = ParseJsonStrict(text, "f");
+  ASSERT_TRUE(j.ok()) << j.status().ToString();
+  ASSERT_TRUE(j->is_array());
+  ASSERT_EQ(j->size(), 349525u);
+  for (const json& v : *j) ASSERT_TRUE(v.is_object() && v.empty());
+  // The path of a duplicate at the end of it.
+  text.pop_back();
+  text += ",{\"k\":1,\"k\":2}]";
+  EXPECT_EQ(MessageOf(text), "duplicate key $[349525].k (JSON objects must not repeat a key)");
+}
+
+TEST_F(JsonStrict, DepthAtTheLimitParsesOnePastItIsRefused) {
+  EXPECT_EQ(ref::Limit(ref::LimitId::kJsonDepth), 512);
+  const std::string too_deep =
+      "JSON nesting depth (arrays and objects) is 513, above mlasim's limit of 512 (raise it "
+      "with --limit json_depth=N or MLASIM_LIMITS=json_depth=N, up to 4096)";
+  for (auto nested : {Nested, NestedObjects}) {
+    auto ok = ParseJsonStrict(nested(512), "f");
+    ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+    EXPECT_EQ(ok->dump(), nested(512));  // and it copies and dumps
+    EXPECT_EQ(MessageOf(nested(513)), too_deep);
+  }
+  // At the hard maximum.
+  ASSERT_TRUE(ref::SetLimits("json_depth=4096").ok());
+  auto deepest = ParseJsonStrict(Nested(4096), "f");
+  ASSERT_TRUE(deepest.ok()) << deepest.status().ToString();
+  const json copy = *deepest;  // copying recurses once a level
+  EXPECT_EQ(copy, *deepest);
+  EXPECT_EQ(MessageOf(Nested(4097)),
+            "JSON nesting depth (arrays and objects) is 4097, above mlasim's limit of 4096 "
+            "(json_depth is at its hard maximum)");
+  EXPECT_FALSE(ref::SetLimits("json_depth=4097").ok());
+  // Lowered to 1: a scalar is depth 0, a container 1.
+  ASSERT_TRUE(ref::SetLimits("json_depth=1").ok());
+  EXPECT_TRUE(ParseJsonStrict("7", "f").ok());
+  EXPECT_FALSE(ParseJsonStrict("[1, {}]", "f").ok());
+  EXPECT_TRUE(ParseJsonStrict("[1, 2]", "f").ok());
+  EXPECT_TRUE(ParseJsonStrict(R"({"a": 1})", "f").ok());
+  EXPECT_EQ(MessageOf(R"({"a": []})").substr(0, 43), "JSON nesting depth (arrays and objects) is ");
+}
+
+// A million levels (2 MB of text, under the 64 MiB input limit) would overflow the stack of a
+// recursive copy or dump; the parse stops at level 513 instead.
+TEST_F(JsonStrict, AMillionLevelsAreRefusedNotOverflowed) {
+  EXPECT_EQ(MessageOf(Nested(1000000)).substr(0, 46),
+            "JSON nesting depth (arrays and objects) is 513");
+  EXPECT_EQ(MessageOf(std::string(1000000, '[')).substr(0, 46),
+            "JSON nesting depth (arrays and objects) is 513");
+}
+
+TEST_F(JsonStrict, ValuesAtTheLimitParseOnePastItAreRefused) {
+  EXPECT_EQ(ref::Limit(ref::LimitId::kJsonValues), 4194304);
+  ASSERT_TRUE(ref::SetLimits("json_values=5").ok());
+  auto ok = ParseJsonStrict("[1, 2, [], {}]", "f");  // 5 values: the containers count
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->size(), 4u);
+  ASSERT_TRUE(ParseJsonStrict(R"({"a": 1, "b": "x", "c": null, "d": false})", "f").ok());
+  const std::string too_many =
+      "JSON values (numbers, strings, arrays, objects, ...) is 6, above mlasim's limit of 5 "
+      "(raise it with --limit json_values=N or MLASIM_LIMITS=json_values=N, up to 268435456)";
+  EXPECT_EQ(MessageOf("[1, 2, [], {}, 5]"), too_many);
+  EXPECT_EQ(MessageOf("[1, 2, [], {}, []]"), too_many);
+  EXPECT_EQ(MessageOf(R"({"a": 1, "b": "x", "c": null, "d": false, "e": {}})"), too_many);
+  ASSERT_TRUE(ref::SetLimits("json_values=1").ok());
+  EXPECT_TRUE(ParseJsonStrict("\"one\"", "f").ok());
+  EXPECT_TRUE(ParseJsonStrict("{}", "f").ok());
+  EXPECT_EQ(MessageOf("[0]").substr(0, 55),
+            "JSON values (numbers, strings, arrays, objects, ...) is");
+}
+
+// Through the CLI: exit 2, the field, the limit and how to raise it; raising it parses.
+TEST_F(JsonStrict, CliRefusesTooDeepInputWithExit2AndTakesTheRaisedLimit) {
+  const fs::path dir = fs::temp_directory_path() / "mlasim_json_input_test";
+  fs::create_directories(dir);
+  const fs::path deep = dir / "deep.json";
+  std::ofstream(deep) << "{\"x\": " << Nested(600) << "}";
+  std::ostringstream out, err;
+  EXPECT_EQ(cli::RunMlasim({"plan", "--request", deep.string()}, out, err), 2);
+  EXPECT_NE(err.str().find("deep.json': JSON nesting depth (arrays and objects) is 513, above "
+                           "mlasim's limit of 512 (raise it with --limit json_depth=N"),
+            std::string::npos)
+      << err.str();
+  std::ostringstream out2, err2;  // raised: the depth passes, the request itself is then read
+  EXPECT_EQ(
+      cli::RunMlasim({"--limit", "json_depth=601", "plan", "--request", deep.string()}, out2, err2),
+      2);
+  EXPECT_EQ(err2.str().find("nesting depth"), std::string::npos) << err2.str();
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mlasim::sim
