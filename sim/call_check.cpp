@@ -178,6 +178,9 @@ std::string CallViolationText(const std::string& call, const Contract& contract,
 StatusOr<CallKind> CallKindOf(const std::string& call, const std::string& kind,
                               const std::string& field) {
   if (!kind.empty()) return ParseCallKind(kind, field);
+  // aiter's planner entry points first: decode_update_mla_metadata_v1 is no decode.
+  if (call.find("metadata") != std::string::npos)
+    return call.find("update") != std::string::npos ? CallKind::kPlanUpdate : CallKind::kPlanBuild;
   if (call.find("reduce") != std::string::npos) return CallKind::kReduce;
   if (call.find("decode") != std::string::npos) return CallKind::kDecode;
   return InvalidArgumentError(

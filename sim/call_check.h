@@ -65,9 +65,11 @@ std::string CallViolationText(const std::string& call, const Contract& contract,
                               size_t max_items = 8);
 
 // The call kind of the engine call named `call`: ParseCallKind(kind) when `kind` is given, else
-// from the name (one containing "reduce" is a reduce, one containing "decode" a decode:
-// aiter's mla_decode_fwd, mla_decode_stage1_asm_fwd, mla_reduce_v1). Errors: InvalidArgument
-// (`field`) naming the call when neither decides.
+// from the name: one containing "metadata" is aiter's planner (a plan update when it also
+// contains "update": decode_update_mla_metadata_v1; else a plan build: get_mla_metadata_v1),
+// then one containing "reduce" is a reduce, one containing "decode" a decode (mla_decode_fwd,
+// mla_decode_stage1_asm_fwd, mla_reduce_v1). Errors: InvalidArgument (`field`) naming the call
+// when none decides.
 StatusOr<CallKind> CallKindOf(const std::string& call, const std::string& kind,
                               const std::string& field);
 

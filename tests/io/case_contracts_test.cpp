@@ -344,6 +344,10 @@ TEST(CheckCall, ShapesFoldQAndOHeadsIntoRows) {
 TEST(CheckCall, CallKindsFollowFromNames) {
   EXPECT_EQ(*sim::CallKindOf("mla_decode_fwd", "", "f"), sim::CallKind::kDecode);
   EXPECT_EQ(*sim::CallKindOf("mla_reduce_v1", "", "f"), sim::CallKind::kReduce);
+  // aiter's planner entry points are plan calls, "decode" in a name notwithstanding.
+  EXPECT_EQ(*sim::CallKindOf("decode_update_mla_metadata_v1", "", "f"),
+            sim::CallKind::kPlanUpdate);
+  EXPECT_EQ(*sim::CallKindOf("get_mla_metadata_v1", "", "f"), sim::CallKind::kPlanBuild);
   EXPECT_EQ(*sim::CallKindOf("anything", "reduce", "f"), sim::CallKind::kReduce);
   EXPECT_EQ(sim::CallKindOf("fwd", "", "f").status().field(), "f");
   EXPECT_EQ(sim::ResolveCallContract(sim::CallKind::kPlanBuild, "", "f").status().field(), "f");

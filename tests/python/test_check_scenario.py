@@ -80,22 +80,52 @@ def test_rows_the_engine_would_not_allocate_become_an_override(tmp_path, mlasim_
     assert [x for x in rp["violations"] if x["step"] == "verify"] == []
 
 
-def test_scenario_out_needs_a_decode_call_and_a_writable_file(tmp_path, mlasim_bin):
+def test_a_reduce_case_replays_as_the_reduce_after_its_decode(tmp_path, mlasim_bin):
+    # The captured reduce of draft step 0 (its o of the 20 scheduled tokens, no partial rows):
+    # the scenario's call is that step's reduce, which the replay finds clean (the step's decode
+    # overruns, the known dense family: not the reduce's doing); the case alone cannot be
+    # contract-checked without its logits, and says so.
+    plan, q, o = MtpEngine(fixed=False).step(batches()[1])
+    req = plan.request
+    case = mlasim.capture(tmp_path / "reduce", "mla_reduce_v1",
+                          config={"planner": plan.planner_config}, **plan.buffers(), o=o,
+                          kv_indptr=np.asarray(req.kv_indptr, np.int32),
+                          qo_indptr=np.asarray(req.qo_indptr, np.int32),
+                          kv_last_page_lens=np.asarray(req.kv_last_page_lens, np.int32))
+    out = tmp_path / "step.json"
+    r = run_check(mlasim_bin, case, "--scenario-out", out, "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["scenario_out"] == {
+        "file": str(out), "call": "draft_step_0.dense_reduce", "overridden": False,
+        "requests": 5, "padded_requests": 8, "mtp_k": 3, "engine": "atom-2026-08"}
+    assert not report["contracts"]["checked"] and report["contracts"]["findings"] == []
+    assert report["contracts"]["reason"].startswith("the case lacks tensors.logits")
+    rp = replay(mlasim_bin, out, "--json")
+    v = json.loads(rp.stdout)["violations"]
+    assert [x for x in v if (x["step"], x["call"]) == ("draft_step_0", "dense_reduce")] == []
+    assert sorted(f"{x['step']}|{x['call']}|{x['buffer']}|{x['access']}" for x in v
+                  if x["step"] == "draft_step_0") == ["draft_step_0|dense_decode|o|write",
+                                                      "draft_step_0|dense_decode|q|read"]
+
+
+def test_scenario_out_needs_a_kernel_call_and_a_writable_file(tmp_path, mlasim_bin):
     case = capture_step(tmp_path / "case", fixed=False)
     r = run_check(mlasim_bin, case, "--scenario-out", tmp_path)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"mlasim check: error: --scenario-out: {tmp_path} is a directory, not a file\n"
     plan, q, o = MtpEngine(fixed=False).step(batches()[1])
-    reduce_case = mlasim.capture(tmp_path / "reduce", "mla_reduce_v1",
+    update_case = mlasim.capture(tmp_path / "update", "decode_update_mla_metadata_v1",
                                  config={"planner": plan.planner_config}, **plan.buffers(),
                                  kv_indptr=np.asarray(plan.request.kv_indptr, np.int32),
                                  qo_indptr=np.asarray(plan.request.qo_indptr, np.int32),
                                  kv_last_page_lens=np.asarray(plan.request.kv_last_page_lens,
                                                               np.int32))
-    r = run_check(mlasim_bin, reduce_case, "--scenario-out", tmp_path / "s.json")
+    r = run_check(mlasim_bin, update_case, "--scenario-out", tmp_path / "s.json")
     assert r.returncode == 2
-    assert r.stderr == (f"mlasim check: error: {reduce_case}/manifest.json:call: --scenario-out "
-                        f"reproduces decode calls; 'mla_reduce_v1' is a reduce\n")
+    assert r.stderr == (f"mlasim check: error: {update_case}/manifest.json:call: --scenario-out "
+                        f"reproduces decode and reduce calls; 'decode_update_mla_metadata_v1' is "
+                        f"a plan_update\n")
     bad = capture_step(tmp_path / "bad", fixed=False, extra_config={"engine": {"tp": 0}})
     r = run_check(mlasim_bin, bad, "--scenario-out", tmp_path / "s.json")
     assert r.returncode == 2

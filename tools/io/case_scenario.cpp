@@ -145,6 +145,16 @@ const sim::Call* FindCall(const sim::Trace& t, const ref::PlanRequest& r, int64_
   return nullptr;
 }
 
+// The reduce that merges `decode`'s split pieces: the first reduce call after it in its step,
+// over the same plan; null when the step has none.
+const sim::Call* ReduceAfter(const sim::Trace& t, const sim::Call& decode) {
+  for (const sim::Call& c : t.calls)
+    if (c.index > decode.index && c.kind == sim::CallKind::kReduce && c.step == decode.step &&
+        c.plan == decode.plan)
+      return &c;
+  return nullptr;
+}
+
 }  // namespace
 
 StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManifest& m,
@@ -161,10 +171,11 @@ StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManife
       sim::CallKind kind,
       sim::CallKindOf(m.call, kind_name,
                       manifest + (kind_name.empty() ? ":call" : ":config.call_kind")));
-  if (kind != sim::CallKind::kDecode)
-    return InvalidArgumentError(
-        manifest + ":call",
-        "--scenario-out reproduces decode calls; '" + m.call + "' is a " + sim::CallKindName(kind));
+  if (kind != sim::CallKind::kDecode && kind != sim::CallKind::kReduce)
+    return InvalidArgumentError(manifest + ":call",
+                                "--scenario-out reproduces decode and reduce calls; '" + m.call +
+                                    "' is a " + sim::CallKindName(kind));
+  const bool reduce = kind == sim::CallKind::kReduce;
   const ref::PlanRequest& r = *planner.request;
   CaseScenario out;
   sim::Scenario& s = out.scenario;
@@ -204,16 +215,29 @@ StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManife
   const int64_t rows = r.qo_indptr.back();
   const int64_t q_rows = q && !q->shape.empty() ? q->shape[0] : rows;
   const int64_t o_rows = o && !o->shape.empty() ? o->shape[0] : q_rows;
-  if (const sim::Call* c = FindCall(*trace, r, q_rows, o_rows)) {
+  // A reduce case: the decode call it follows has the captured o rows (a reduce captures no q,
+  // so the decode's q rows are the engine's, the plan's when the engine's differ).
+  const sim::Call* c = FindCall(*trace, r, q_rows, o_rows);
+  if (!c && reduce) {
+    for (const sim::Call& d : trace->calls)
+      if (!c && d.kind == sim::CallKind::kDecode && d.plan >= 0 && d.o_rows == o_rows &&
+          SameRequest(trace->plans[d.plan].request, r) && ReduceAfter(*trace, d))
+        c = &d;
+  }
+  if (c && reduce) c = ReduceAfter(*trace, *c);
+  if (c) {
     out.call = c->step + "." + c->name;
     return out;
   }
-  sim::CallOverride ov;
-  ov.call = "verify.dense_decode";
-  ov.q_rows = q_rows;
-  ov.o_rows = o_rows;
-  s.calls.push_back(ov);
-  out.call = ov.call;
+  for (const char* name : {"verify.dense_decode", "verify.dense_reduce"}) {
+    if (!reduce && name == std::string("verify.dense_reduce")) break;
+    sim::CallOverride ov;
+    ov.call = name;
+    ov.q_rows = q_rows;
+    ov.o_rows = o_rows;
+    s.calls.push_back(ov);
+    out.call = ov.call;
+  }
   out.overridden = true;
   StatusOr<sim::Trace> again = sim::ExpandStep(s);
   if (!again.ok())
