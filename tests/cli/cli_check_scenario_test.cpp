@@ -134,9 +134,9 @@ TEST_F(CheckScenario, CasesAScenarioCannotDescribeExitTwoNamingTheField) {
   profile.manifest["config"]["engine"] = {{"profile", "atom-2030-01"}};
   CaseBuilder tp = Case(Padded(), 20);
   tp.manifest["config"]["engine"] = {{"tp", "8"}};
-  CaseBuilder reduce = Case(Padded(), 20);
-  reduce.manifest["call"] = "mla_reduce_v1";
-  reduce.manifest["config"].erase("kernel");
+  CaseBuilder update = Case(Padded(), 20);
+  update.manifest["call"] = "decode_update_mla_metadata_v1";
+  update.manifest["config"].erase("kernel");
   CaseBuilder bare;
   bare.Add("q", "bfloat16", {4, 16, 576}, std::string(4 * 16 * 576 * 2, '\0'));
   const std::vector<Bad> bad = {
@@ -148,7 +148,8 @@ TEST_F(CheckScenario, CasesAScenarioCannotDescribeExitTwoNamingTheField) {
                     "passes q in the KV dtype (ATOM#287)"},
       {profile, mf + ":config.engine.profile: "},
       {tp, mf + ":config.engine.tp: must be an integer 1..64"},
-      {reduce, mf + ":call: --scenario-out reproduces decode calls; 'mla_reduce_v1' is a reduce"},
+      {update, mf + ":call: --scenario-out reproduces decode and reduce calls; "
+                     "'decode_update_mla_metadata_v1' is a plan_update"},
       {bare, mf + ": --scenario-out needs the planner request: the case has no "},
   };
   for (const Bad& x : bad) {
