@@ -34,6 +34,7 @@ Row keys (docs/reliability.md, "Bad inputs"):
   env       extra environment variables
   exit      the expected exit code
   stderr    a fragment, or a list of fragments, that stderr must contain
+  note      free text for the reader (why a fragment stops where it does)
 """
 import concurrent.futures
 import json
