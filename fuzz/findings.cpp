@@ -30,13 +30,7 @@ namespace {
 
 // Writes all of `text` to `fd` and flushes it to disk: 0, or the errno.
 int WriteAllAndSync(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EIO;
-    done += static_cast<size_t>(n);
-  }
+  if (const int err = sim::WriteAll(fd, text); err != 0) return err;
   return ::fsync(fd) == 0 ? 0 : errno;
 }
 

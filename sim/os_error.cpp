@@ -230,9 +230,6 @@ Status CheckOutputFile(const std::string& field, const std::string& path) {
   return OkStatus();
 }
 
-namespace {
-
-// Writes all of `text` to `fd`: 0, or the errno.
 int WriteAll(int fd, const std::string& text) {
   size_t done = 0;
   while (done < text.size()) {
@@ -243,8 +240,6 @@ int WriteAll(int fd, const std::string& text) {
   }
   return 0;
 }
-
-}  // namespace
 
 Status WriteTextFile(const std::string& field, const std::string& path, const std::string& text) {
   if (path.empty()) return InvalidArgumentError(field, "needs a file name");

@@ -76,4 +76,8 @@ Status WriteTextFile(const std::string& field, const std::string& path, const st
 // folder out does not exist", "a/b is not a directory").
 Status PrepareOutputFolder(const std::string& field, const std::string& dir, bool create);
 
+// Writes all of `text` to the file descriptor `fd`, retrying short writes and EINTR: 0, or the
+// errno of the failed write (EIO for a write that wrote nothing).
+int WriteAll(int fd, const std::string& text);
+
 }  // namespace mlasim::sim

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/harness/chunks.h"
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "ref/planner.h"
@@ -28,17 +29,6 @@ namespace {
 using mlasim::Status;
 namespace io = mlasim::io;
 namespace ref = mlasim::ref;
-
-std::vector<std::string> Chunks(const uint8_t* data, size_t size) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at + 2 <= size && out.size() < 64) {
-    const size_t n = std::min<size_t>(size - at - 2, data[at] | (size_t{data[at + 1]} << 8));
-    out.emplace_back(reinterpret_cast<const char*>(data) + at + 2, n);
-    at += 2 + n;
-  }
-  return out;
-}
 
 Status Limits(const ref::PlanRequest& r, const ref::PlanDerived& d) {
   MLASIM_RETURN_IF_ERROR(ref::CheckRequestLimits(r));

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz/harness/chunks.h"
 #include "ref/plan_check.h"
 #include "tools/io/case_dir.h"
 #include "tools/io/case_plan.h"
@@ -16,17 +17,6 @@
 #include "tools/io/plan_buffers.h"
 
 namespace {
-
-std::vector<std::string> Chunks(const uint8_t* data, size_t size) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at + 2 <= size && out.size() < 64) {
-    const size_t n = std::min<size_t>(size - at - 2, data[at] | (size_t{data[at + 1]} << 8));
-    out.emplace_back(reinterpret_cast<const char*>(data) + at + 2, n);
-    at += 2 + n;
-  }
-  return out;
-}
 
 }  // namespace
 
