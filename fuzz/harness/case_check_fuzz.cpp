@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "fuzz/harness/chunks.h"
+#include "fuzz/harness_chunks.h"
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "ref/planner.h"

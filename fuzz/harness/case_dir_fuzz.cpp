@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "fuzz/harness/chunks.h"
+#include "fuzz/harness_chunks.h"
 #include "ref/plan_check.h"
 #include "tools/io/case_dir.h"
 #include "tools/io/case_plan.h"
