@@ -1,6 +1,7 @@
-// fuzz/harness_chunks.h (beside fuzz/harness/, which holds only *_fuzz.cpp) - splits one libFuzzer input into up to 64 byte strings, each a
+// fuzz/harness_chunks.h - splits one libFuzzer input into up to 64 byte strings, each a
 // little-endian 16-bit length and that many bytes (the last one cut at the input's end): the
-// files of a case folder, for the harnesses that build one (case_dir_fuzz, case_check_fuzz).
+// files of a case folder, for case_dir_fuzz and case_check_fuzz. It lies beside fuzz/harness/,
+// which holds only *_fuzz.cpp files.
 #pragma once
 
 #include <algorithm>
