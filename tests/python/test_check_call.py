@@ -175,3 +175,46 @@ def test_microseconds_per_call_at_b256():
         times.append((time.perf_counter() - t0) / 200 * 1e6)
     print(f"\ncheck_call mla_decode_fwd asm, B=256, {plan.num_works} works: "
           f"median {sorted(times)[2]:.1f} us per call")
+
+
+def test_a_fault_inside_the_tensor_after_o_is_attributed_to_the_overrun(tmp_path, mlasim_bin):
+    # A caching allocator (torch's, on CUDA or ROCm) places q right after o in one segment: the
+    # padding items' o rows 20..31 are q's bytes, and the fault address lies inside q. `check`
+    # attributes it to the contract finding whose rows hold it (o row 20, head 1), not to q.
+    plan, q, o = MtpEngine(fixed=False).step(batches()[1])
+    req = plan.request
+    case = mlasim.capture(tmp_path / "case", "mla_decode_fwd",
+                          config={"planner": plan.planner_config, "kernel": "asm"},
+                          **plan.buffers(), q=q, o=o,
+                          qo_indptr=np.asarray(req.qo_indptr, np.int32),
+                          kv_indptr=np.asarray(req.kv_indptr, np.int32),
+                          kv_last_page_lens=np.asarray(req.kv_last_page_lens, np.int32))
+    manifest_path = tmp_path / "case" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    o_ptr, o_bytes = 0x7f0000000000, 20 * HEADS * O_COLS * 2
+    manifest["tensors"]["o"]["data_ptr"] = hex(o_ptr)
+    manifest["tensors"]["q"]["data_ptr"] = hex(o_ptr + o_bytes)  # adjacent, as in one segment
+    manifest_path.write_text(json.dumps(manifest))
+    address = o_ptr + o_bytes + 1024 + 6
+    log = tmp_path / "fault.log"
+    log.write_text(f"Memory access fault by GPU node-2 (Agent handle: 0x1) on address "
+                   f"{address:#x}. Reason: Page not present or supervisor privilege.\n")
+    r = run_check(mlasim_bin, case, "--fault-log", log)
+    assert r.returncode == 1, r.stderr
+    overrun = (f"{address:#x} is row 20 (head 1, column 3) of o, one of the rows 20..31 past its "
+               f"end that mla_decode_fwd writes: the contract finding above reaches the fault")
+    assert (f"  {address:#x} is inside q at byte 1030 = row 0, head 0, column 515 (20 rows)\n"
+            f"  {overrun}\n") in r.stdout
+    assert r.stdout.endswith("verdict: FAILED (3 findings)\n")  # o, q and the fault
+    report = json.loads(run_check(mlasim_bin, case, "--fault-log", log, "--json").stdout)
+    assert report["findings"][-1] == f"fault: {overrun}"
+    fault = report["fault"]
+    assert (fault["tensor"], fault["inside"]) == ("q", True)
+    assert fault["overrun"] == {"tensor": "o", "access": "write", "row": 20, "head": 1,
+                                "column": 3, "text": overrun}
+    # An address in no out-of-range row (inside q, past o's rows 20..31) is q's alone.
+    far = o_ptr + 32 * HEADS * O_COLS * 2 + 8
+    log.write_text(f"Memory access fault by GPU node-2 (Agent handle: 0x1) on address "
+                   f"{far:#x}. Reason: Page not present or supervisor privilege.\n")
+    r = run_check(mlasim_bin, case, "--fault-log", log, "--json")
+    assert json.loads(r.stdout)["fault"]["overrun"] is None

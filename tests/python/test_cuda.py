@@ -110,8 +110,12 @@ def test_capture_of_cuda_tensors_keeps_device_addresses_and_check_places_a_fault
                    f"{address:#x}. Reason: Page not present or supervisor privilege.\n")
     r = run_check(mlasim_bin, case, "--fault-log", log)
     assert r.returncode == 1, r.stderr
-    assert (f"  {address:#x} is 1024 bytes past the end of o (20 rows) = row 20, head 1, "
-            f"column 0") in r.stdout
+    # Whatever the allocator put after o (CUDA's caching allocator: often another of these
+    # tensors), the address is in the rows the padding items write past o's end.
+    assert (f"  {address:#x} is row 20 (head 1, column 0) of o, one of the rows 20..31 past its "
+            f"end that mla_decode_fwd writes: the contract finding above reaches the fault\n"
+            ) in r.stdout
+    print("\n" + next(line for line in r.stdout.splitlines() if line.startswith(f"  {address:#x}")))
     assert "mla_decode_fwd (aiter-asm-decode) writes o rows 20..31 of 20" in r.stdout
 
 

@@ -53,12 +53,19 @@ struct PlanSection {
   ref::PlanCheckReport check;
 };
 
+// The fault address inside rows a contract finding says the call touches outside a tensor.
+struct OverrunHit {
+  const io::ContractFinding* finding = nullptr;
+  int64_t row = 0, head = -1, column = -1;  // the tensor's row (kernel view); head, column: 3-d
+};
+
 struct FaultSection {
   bool given = false;
   sim::FaultReport fault;
   bool attributed = false;
   sim::Attribution at;
   std::string not_attributed;
+  std::optional<OverrunHit> overrun;  // set when a contract finding's rows hold the address
 };
 
 // --scenario-out: the engine step that reproduces the captured call.
@@ -203,6 +210,53 @@ Status RunFaultSection(const io::CaseManifest& m, const std::string& log_file, F
   return OkStatus();
 }
 
+// Finds the contract finding whose out-of-range rows of a row-major captured tensor hold
+// `address`. With a caching allocator (torch's, on CUDA or ROCm) the rows past a tensor's end are
+// the next tensor's bytes, and the fault comes where the run crosses into unmapped memory: the
+// address is attributed to the access that goes out of range, not to the tensor it lands in.
+std::optional<OverrunHit> FaultInOverrun(const io::CaseManifest& m,
+                                         const std::vector<io::ContractFinding>& findings,
+                                         uint64_t address) {
+  for (const io::ContractFinding& c : findings) {
+    for (const io::CaseTensor& t : m.tensors) {
+      if (t.name != c.tensor || t.data_ptr == 0 || t.shape.empty() || t.strides[0] <= 0)
+        continue;
+      const int64_t row_bytes = t.strides[0] * t.itemsize;
+      const int64_t offset = static_cast<int64_t>(address - t.data_ptr);  // two's complement
+      const int64_t row = offset >= 0 ? offset / row_bytes : -((-offset + row_bytes - 1) / row_bytes);
+      if (row < c.first_row || row >= c.end_row) continue;
+      OverrunHit hit{&c, row, -1, -1};
+      const int64_t within = offset - row * row_bytes;
+      if (t.shape.size() == 3 && t.strides[2] == 1 && t.strides[1] == t.shape[2] &&
+          t.shape[2] > 0) {
+        hit.head = within / (t.shape[2] * t.itemsize);
+        hit.column = within % (t.shape[2] * t.itemsize) / t.itemsize;
+      }
+      return hit;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string OverrunSentence(const FaultSection& f, const std::string& call) {
+  const OverrunHit& h = *f.overrun;
+  const io::ContractFinding& c = *h.finding;
+  const std::string where = h.head >= 0 ? fmt::format(" (head {}, column {})", h.head, h.column)
+                                        : std::string();
+  const bool under = c.rows_before_start > 0;
+  return fmt::format("{} is row {}{} of {}, one of the rows {}..{} {} its {} that {} {}: the "
+                     "contract finding above reaches the fault",
+                     io::HexAddress(f.fault.address), h.row, where, c.tensor, c.first_row,
+                     c.end_row - 1, under ? "before" : "past", under ? "start" : "end", call,
+                     c.access == "read" ? "reads" : "writes");
+}
+
+void AttributeToOverrun(const io::CaseManifest& m, const io::ContractCheckResult& contracts,
+                        FaultSection& f) {
+  if (f.given && !f.fault.null_address)
+    f.overrun = FaultInOverrun(m, contracts.findings, f.fault.address);
+}
+
 // The attribution in the captured tensors' terms (sim::Attribution's own text speaks of mapped
 // pages, which a case does not record).
 std::string FaultSentence(const FaultSection& f) {
@@ -244,7 +298,9 @@ void CollectFindings(CheckReport& r) {
                            d.message);
   for (const io::ContractFinding& c : r.contracts.findings)
     r.findings.push_back("contract: " + c.text);
-  if (r.fault.attributed && !r.fault.at.inside)
+  if (r.fault.overrun)
+    r.findings.push_back("fault: " + OverrunSentence(r.fault, r.manifest.call));
+  else if (r.fault.attributed && !r.fault.at.inside)
     r.findings.push_back("fault: " + FaultSentence(r.fault));
   for (const io::OutputNumerics* n : {&r.numerics.o, &r.numerics.lse})
     if (r.numerics.ran && !n->tensor.empty() && !n->passed)
@@ -450,6 +506,7 @@ void PrintText(std::ostream& out, const CheckReport& r) {
         << (r.fault.attributed ? FaultSentence(r.fault)
                                : "not attributed: " + r.fault.not_attributed)
         << '\n';
+    if (r.fault.overrun) out << "  " << OverrunSentence(r.fault, r.manifest.call) << '\n';
   }
   out << '\n' << NumericsText(r.numerics);
   if (!r.scenario.file.empty()) out << ScenarioText(r.scenario);
@@ -585,6 +642,11 @@ json ReportJson(const CheckReport& r) {
     } else {
       fault["reason_not_attributed"] = r.fault.not_attributed;
     }
+    fault["overrun"] = nullptr;
+    if (const std::optional<OverrunHit>& h = r.fault.overrun)
+      fault["overrun"] = {{"tensor", h->finding->tensor}, {"access", h->finding->access},
+                          {"row", h->row}, {"head", h->head}, {"column", h->column},
+                          {"text", OverrunSentence(r.fault, r.manifest.call)}};
   }
   return {{"case", r.case_dir},
           {"call", r.manifest.call},
@@ -665,6 +727,7 @@ class CheckCommand final : public Command {
     if (!fault_log_.empty())
       if (Status st = RunFaultSection(r.manifest, fault_log_, r.fault); !st.ok())
         return Fail(io, st);
+    AttributeToOverrun(r.manifest, r.contracts, r.fault);
     StatusOr<io::CaseNumericsResult> numerics = io::CheckCaseNumerics(
         files, r.manifest, *planner, r.plan.captured ? &*r.plan.captured : nullptr);
     if (!numerics.ok()) return Fail(io, numerics.status());
