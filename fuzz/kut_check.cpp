@@ -421,10 +421,24 @@ sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json&
   const std::string access = fault.value("access", "unknown");
   if (fault.contains("device")) {
     const std::string what = fault["device"].get<std::string>();
-    if (buffer.empty())
+    if (buffer.empty()) {
+      // A device fault names no address. When the contract predicts out-of-range accesses in
+      // this call, the fault is what they do on hardware (guard mode puts an unmapped page past
+      // each guarded buffer): the finding is the first predicted violation, so a known family
+      // stays known; otherwise it is a fault the model does not explain.
+      for (const auto& p : running.value("predicted", nlohmann::json::array()))
+        for (const auto& vj : p.value("violations", nlohmann::json::array())) {
+          auto v = ViolationFromJson(vj);
+          if (!v.ok()) continue;
+          v->detail += fmt::format("; observed on {}: the device faulted in this call ({}), as "
+                                   "this predicted access out of range would",
+                                   kernel, what);
+          return *v;
+        }
       return kut_internal::KernelViolation(
           sim::ViolationKind::kKernelFault, kFaultClass, c, "", "run",
           fmt::format("{} failed on the device in the {} call: {}", kernel, op, what));
+    }
   }
   // An address outside every guard page names no buffer in the signature: the nearest one
   // depends on where the allocations happened to land (address-space layout), not on the case.

@@ -86,7 +86,9 @@ KutStepReport CheckStep(const KutLibrary& lib, const sim::Scenario& s, const Kut
 
 // The prediction list of a `running` hook record and a fault in it, as the finding: the
 // simulator's violation when the contract predicts an access of that buffer on that side, else a
-// KUT-contract violation. `fault`: the `F` record of fuzz/kut_memory.h (host) or {"device":
+// KUT-contract violation. A device fault that names no buffer is the call's first predicted
+// violation when it has one (the fault is what that access does on hardware), else KUT-fault.
+// `fault`: the `F` record of fuzz/kut_memory.h (host) or {"device":
 // error, "buffer": guarded buffer or ""} (device), or {"hang": seconds}.
 sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json& fault,
                             const std::string& kernel);
