@@ -91,9 +91,9 @@ std::string StepChecker::Prepare(const sim::Call& c, const sim::Call* /*reduce*/
   snap_ = &r_.trace.plans.at(c.plan);
   req_ = KernelView(snap_->request);
   if (!(d_.ops & Bit(MLASIM_KUT_OP_DECODE))) return "the kernel runs no decode calls";
-  if (snap_->plan.derived.fold_ratio != 1)
-    return fmt::format("a head-folded plan (fold ratio {}): the harness lays q out unfolded",
-                       snap_->plan.derived.fold_ratio);
+  if (std::string why = FoldedPlanSkip(d_.decode_contract.get(), snap_->plan.derived.fold_ratio);
+      !why.empty())
+    return why;
   const std::string why =
       d_.Unsupported(MLASIM_KUT_OP_DECODE, req_.heads_per_head_k, o_.head_dim_qk, o_.head_dim_v,
                      req_.page_size, req_.topk >= 0);

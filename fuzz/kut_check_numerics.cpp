@@ -103,7 +103,7 @@ std::string StepChecker::GpuReference(Reference* out) {
   // cannot tell every pair the plan leaves undefined (a dropped key can weigh little at dim 16
   // and enough at 576); the CPU reference runs the plan itself. A kernel whose contract reads no
   // work_info (FlashMLA, FlashInfer: they plan for themselves) keeps the monolithic reference.
-  const bool follows_plan = ProgramTouches(d_.decode_contract->program, "work_info");
+  const bool follows_plan = sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo);
   if (!ref::ValidateMlaInputs(in_).ok() || (follows_plan && PlanCheckerRejects(*snap_)))
     return CpuReference(out);
   PartTimer timer(out_.seconds, "reference");

@@ -595,4 +595,13 @@ StatusOr<std::shared_ptr<const Contract>> ContractFor(const Scenario& s, CallKin
   return BuiltinContract(call, variant, field);
 }
 
+bool ProgramLoads(const std::vector<Statement>& program, int32_t slot) {
+  for (const Statement& s : program) {
+    for (const Expr* e : {&s.begin, &s.end, &s.when, &s.page_size, &s.bound, &s.hang_row, &s.value})
+      if (e->LoadsFrom(slot)) return true;
+    if (ProgramLoads(s.body, slot)) return true;
+  }
+  return false;
+}
+
 }  // namespace mlasim::sim

@@ -180,6 +180,11 @@ struct Contract {
   nlohmann::json doc;                   // the contract after `extends` was resolved
 };
 
+// Whether any expression of `program` (nested bodies included: bounds, conditions, lets, rows)
+// loads from buffer slot `slot` (LoadSlot): e.g. kLoadWorkInfo for a kernel that walks aiter's
+// work_info, which FlashMLA's and FlashInfer's contracts (they plan by themselves) never do.
+bool ProgramLoads(const std::vector<Statement>& program, int32_t slot);
+
 // Parses a contract document. `extends: NAME` starts from the built-in contract NAME (a variant
 // name or a contract name) and merges this document over it (objects merge key by key; any other
 // value, the program included, replaces). Errors: InvalidArgument naming the JSON path (the

@@ -593,6 +593,12 @@ bool Expr::AsLoad(int32_t i) {
   return true;
 }
 
+bool Expr::LoadsFrom(int32_t buffer) const {
+  for (const Node& n : code_)
+    if (n.op == Op::kLoad && n.value == buffer) return true;
+  return false;
+}
+
 bool Expr::AsRowLoad(RowLoad* out) const {
   const Term& index = terms_[0];
   if (shape_ != Shape::kLoad || pair_op_ != Op::kConst || index.op != Op::kConst || !index.a.var)

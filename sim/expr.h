@@ -160,6 +160,9 @@ class Expr {
   };
   // This expression as such a load, if it is one (the index a variable, no arithmetic).
   bool AsRowLoad(RowLoad* out) const;
+  // Whether the expression loads from buffer slot `buffer` on any path (a side of && || ?: that
+  // a given evaluation does not take included).
+  bool LoadsFrom(int32_t buffer) const;
   struct Node {
     Op op = Op::kConst;
     int64_t value = 0;               // kConst: value; kVar: slot; kLoad: buffer slot
