@@ -66,6 +66,7 @@ class CallExecutor {
   void ReportPlanCheck(const Call& c, const PlanSnapshot& snap);
   // Kernel calls: the contract's program over the call's tensors.
   void KernelCall(const Call& c);
+  void ReportDialectFindings(const Call& c);
   void AllocateTensors(const Call& c);
   void ReportGuardRefusal(const Call& c);
   void ReportUnwrittenOutput(const Call& c);
@@ -328,8 +329,19 @@ void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
   for (auto& [code, v] : first) Add(c, std::move(v));
 }
 
+// The dialect plan checker's findings on a FlashMLA / FlashInfer plan (sim/trace.h).
+void CallExecutor::ReportDialectFindings(const Call& c) {
+  for (const DialectFinding& f : c.dialect_findings)
+    Add(c, MakeDialectPlanInvalid(f.bug_class, f.code, {f.buffer, 0, 0, f.row, f.row}, f.request,
+                                  f.message));
+}
+
 void CallExecutor::PlanCall(const Call& c) {
   const PlanSnapshot& snap = t_.plans[c.plan];
+  if (snap.dialect) {  // aiter's buffers and checker do not apply
+    ReportDialectFindings(c);
+    return;
+  }
   MarkPlanWrites(snap);
   ReportPlanOverflow(c, snap);
   ReportPlannerInputReads(c, snap.plan);
@@ -423,6 +435,7 @@ void CallExecutor::KernelCall(const Call& c) {
   Exec(contract_->program);
   FlushInvalid(c);
   Flush(c);
+  ReportDialectFindings(c);
   if (c.kind == CallKind::kReduce) ReportUnwrittenOutput(c);
 }
 
