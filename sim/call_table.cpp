@@ -29,7 +29,8 @@ constexpr const char* kVarNames[kEngineVarCount] = {
     "max_model_len", "kv_width", "plan_over_scheduled",
     "draft_rows_padded", "plan_rows_guard", "dcp_slice_rebuild_inputs",
     "incremental_update", "update_uses_verify_width", "plan_over_padded",
-    "pad_kv_len", "num_splits_pad", "metadata_captured"};
+    "pad_kv_len", "num_splits_pad", "metadata_captured", "backend_flashmla",
+    "backend_flashinfer"};
 
 class TableParser {
  public:
@@ -314,6 +315,11 @@ Status ParseGraphFlags(ObjectReader& r, EngineProfile* e) {
   MLASIM_RETURN_IF_ERROR(r.String("flashmla_revision", &e->flashmla_revision));
   if (r.Has("flashmla_revision") && !ref::flashmla::ParseRevision(e->flashmla_revision).ok())
     return InvalidArgumentError(r.Path("flashmla_revision"), "must be \"9241ae3\" or \"414a2f3\"");
+  MLASIM_RETURN_IF_ERROR(r.String("attention_backend", &e->attention_backend));
+  const auto& known = PlannerNames();
+  if (std::find(known.begin(), known.end(), e->attention_backend) == known.end())
+    return InvalidArgumentError(r.Path("attention_backend"),
+                                "must be \"aiter\", \"flashmla\" or \"flashinfer\"");
   return OkStatus();
 }
 
@@ -436,7 +442,8 @@ const std::vector<std::string>& InputBuilders() {
 
 const std::vector<std::string>& NamedIndptrs() {
   static const std::vector<std::string> k = {"verify_kv_indptr", "sparse_kv_indptr",
-                                             "draft_kv_indptr", "draft_sparse_indptr"};
+                                             "draft_kv_indptr", "draft_sparse_indptr",
+                                             "engine_kv_indptr"};
   return k;
 }
 

@@ -54,6 +54,8 @@ enum EngineVar : int32_t {
   kEvPadKvLen,               // profile: pad_kv_len (tokens of each padding request)
   kEvNumSplitsPad,           // profile: num_splits_pad none 0, zero 1, last 2
   kEvMetadataCaptured,       // profile: metadata == captured
+  kEvBackendFlashmla,        // profile: attention_backend == flashmla
+  kEvBackendFlashinfer,      // profile: attention_backend == flashinfer
   kEngineVarCount,
 };
 const char* EngineVarName(int32_t v);
@@ -152,7 +154,7 @@ StatusOr<std::shared_ptr<const CallTable>> BuiltinCallTable(
 // "engine" object: the keys sparse_mtp_plan_tokens, draft_rows, plan_rows_guard,
 // dcp_slice_rebuild_inputs, incremental_update, update_uses_verify_width, o_padding,
 // lse_padding, q_fp8_scale, plan_batch, pad_kv_len, num_splits_pad, metadata,
-// flashmla_revision), each optional.
+// flashmla_revision, attention_backend), each optional.
 // `extra_keys` are other keys the object may hold (skipped here). Errors name `path`.
 Status ParseEngineFlags(const nlohmann::json& j, const std::string& path, EngineProfile* e,
                         const std::vector<std::string>& extra_keys = {});

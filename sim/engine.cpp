@@ -255,7 +255,9 @@ Status StepBuilder::EvalVariables() {
       {kEvPlanOverPadded, e.plan_batch == EngineProfile::PlanBatch::kPadded},
       {kEvPadKvLen, e.pad_kv_len},
       {kEvNumSplitsPad, static_cast<int64_t>(e.num_splits_pad)},
-      {kEvMetadataCaptured, e.metadata == EngineProfile::Metadata::kCaptured}};
+      {kEvMetadataCaptured, e.metadata == EngineProfile::Metadata::kCaptured},
+      {kEvBackendFlashmla, e.attention_backend == "flashmla"},
+      {kEvBackendFlashinfer, e.attention_backend == "flashinfer"}};
   for (const auto& [v, x] : base) vars_[v] = x;
   for (const TableVariable& v : table_.variables) vars_[v.slot] = Eval(v.value, v.name);
   sh_.sparse_plan_tokens = static_cast<int32_t>(Var("sparse_plan_tokens"));
@@ -395,6 +397,11 @@ std::vector<int32_t> StepBuilder::Indptr(const std::string& name, int32_t tokens
   if (name == "verify_kv_indptr") return verify_kv_indptr_;
   if (name == "sparse_kv_indptr") return sparse_kv_indptr_;
   if (name == "draft_kv_indptr") return DraftPaged(draft_, tokens).indptr;
+  if (name == "engine_kv_indptr") {  // R requests: the real lengths, padding at pad_kv_len
+    std::vector<int32_t> lens(sh_.R, s_.engine.pad_kv_len);
+    for (int32_t i = 0; i < sh_.B; ++i) lens[i] = sh_.kv_lens[i];
+    return Paged(lens, page_, 0).indptr;
+  }
   MLASIM_ASSERT(name == "draft_sparse_indptr", "unknown indptr " + name);
   return DraftSparseIndptr(draft_, tokens);
 }

@@ -28,7 +28,7 @@ bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
          a.lse_padding == b.lse_padding && a.q_fp8_scale == b.q_fp8_scale &&
          a.plan_batch == b.plan_batch && a.pad_kv_len == b.pad_kv_len &&
          a.num_splits_pad == b.num_splits_pad && a.metadata == b.metadata &&
-         a.flashmla_revision == b.flashmla_revision;
+         a.flashmla_revision == b.flashmla_revision && a.attention_backend == b.attention_backend;
 }  // 16M tokens per request is beyond any deployment
 
 Status ParseModel(const json& j, ModelSpec* m) {
@@ -517,6 +517,8 @@ json ScenarioToJson(const Scenario& s) {
     out["engine"]["metadata"] = MetadataName(s.engine.metadata);
   if (!base.ok() || s.engine.flashmla_revision != ref_flags.flashmla_revision)
     out["engine"]["flashmla_revision"] = s.engine.flashmla_revision;
+  if (!base.ok() || s.engine.attention_backend != ref_flags.attention_backend)
+    out["engine"]["attention_backend"] = s.engine.attention_backend;
   // A preset with no flag changed is written as its name, so that editing the name changes it.
   if (plain) out["engine"] = preset;
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;
