@@ -99,6 +99,8 @@ class StepBuilder {
   DialectShape Dialect() const;
   Status DialectPlanRow(const CallRow& row, const std::string& step);
   void DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Call* c) const;
+  std::vector<int32_t> LaunchLens(const CallRow& row, const PlanSnapshot& snap) const;
+  int32_t LaunchSnapshot(const CallRow& row, int32_t plan);
   // The named input builders and indptrs of call tables (InputBuilders(), NamedIndptrs()).
   ref::PlanRequest BuildInputs(const CallRow& row) const;
   std::vector<int32_t> Indptr(const std::string& name, int32_t tokens) const;
@@ -963,11 +965,35 @@ Status StepBuilder::DialectPlanRow(const CallRow& row, const std::string& step) 
 
 // The dialect plan as this launch consumes it: the launched requests (the row's `launch`, else
 // the planned batch) with this step's lengths, padding requests at pad_kv_len.
-void StepBuilder::DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Call* c) const {
+std::vector<int32_t> StepBuilder::LaunchLens(const CallRow& row, const PlanSnapshot& snap) const {
   const int32_t n = row.launch.empty() ? snap.dialect->batch()
                                        : static_cast<int32_t>(Eval(row.launch, "launch"));
   std::vector<int32_t> lens(std::max(n, 0), s_.engine.pad_kv_len);
   for (int32_t i = 0; i < n && i < sh_.B; ++i) lens[i] = sh_.kv_lens[i];
+  return lens;
+}
+
+// The kernel receives the launch's request arrays (q, the page table, seqlens of the launched
+// requests); the plan only schedules them. The snapshot a dialect decode binds: the plan with
+// the launch's requests, so the access contract walks what the kernel is handed.
+int32_t StepBuilder::LaunchSnapshot(const CallRow& row, int32_t plan) {
+  PlanSnapshot launch = t_.plans[plan];
+  const std::vector<int32_t> lens = LaunchLens(row, launch);
+  ref::PlanRequest& r = launch.request;
+  const PagedLens paged = Paged(lens, page_, 0);
+  r.qo_indptr.assign(lens.size() + 1, 0);
+  for (size_t i = 0; i < lens.size(); ++i) r.qo_indptr[i + 1] = r.qo_indptr[i] + sh_.Q;
+  r.kv_indptr = paged.indptr;
+  r.kv_last_page_lens = paged.last;
+  launch.q_rows_covered = r.qo_indptr.back();
+  launch.name += "@launch";
+  t_.plans.push_back(std::move(launch));
+  return static_cast<int32_t>(t_.plans.size() - 1);
+}
+
+void StepBuilder::DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Call* c) const {
+  const std::vector<int32_t> lens = LaunchLens(row, snap);
+  const int32_t n = static_cast<int32_t>(lens.size());
   const int32_t tail =
       row.num_splits_tail.empty() ? 0 : static_cast<int32_t>(Eval(row.num_splits_tail, "tail"));
   const bool captured = snap.name.find("(captured)") != std::string::npos;
@@ -1000,6 +1026,7 @@ Status StepBuilder::DecodeRow(const CallRow& row, const std::string& step) {
   if (o && !o->plan_from.empty()) {
     MLASIM_ASSIGN_OR_RETURN(plan, PlanFrom(*o, step, row));
   }
+  if (t_.plans[plan].dialect) plan = LaunchSnapshot(row, plan);
   Decode(step, row, plan, static_cast<int32_t>(Eval(row.q_rows, "q_rows")),
          Eval(row.sparse, "sparse") != 0, Eval(row.graph, "graph") != 0,
          static_cast<int32_t>(Eval(row.max_seqlen_q, "max_seqlen_q")), guard);

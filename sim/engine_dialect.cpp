@@ -171,8 +171,8 @@ std::vector<DialectFinding> FlashInferLaunch(const DialectPlan& p,
   options.page_size = page_size;
   std::vector<DialectFinding> out;
   for (const fi::MLAPlanDiagnostic& d : fi::CheckMLAPlan(launch, p.flashinfer, options).diagnostics)
-    out.push_back({fi::MLAPlanDiagName(d.code), "int_workspace", d.index, d.request, d.message,
-                   cls});
+    out.push_back({fi::MLAPlanDiagName(d.code), "int_workspace",
+                   d.index >= 0 ? d.index : d.request, d.request, d.message, cls});
   return out;
 }
 
