@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "ref/flashmla/sched.h"
 #include "sim/json_input.h"
 
 namespace mlasim::sim {
@@ -27,7 +28,9 @@ constexpr const char* kVarNames[kEngineVarCount] = {
     "topk",    "max_num_seqs", "max_num_batched_tokens",
     "max_model_len", "kv_width", "plan_over_scheduled",
     "draft_rows_padded", "plan_rows_guard", "dcp_slice_rebuild_inputs",
-    "incremental_update", "update_uses_verify_width"};
+    "incremental_update", "update_uses_verify_width", "plan_over_padded",
+    "pad_kv_len", "num_splits_pad", "metadata_captured", "backend_flashmla",
+    "backend_flashinfer"};
 
 class TableParser {
  public:
@@ -146,10 +149,11 @@ class TableParser {
     PlanBufferSet b;
     MLASIM_RETURN_IF_ERROR(r.String("prefix", &b.prefix, true));
     MLASIM_RETURN_IF_ERROR(r.String("source", &b.source));
+    if (r.Has("planner")) MLASIM_RETURN_IF_ERROR(Name(r, "planner", PlannerNames(), &b.planner));
     MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &b.when));
     MLASIM_RETURN_IF_ERROR(ExprAt(r, "sizing_batch", &b.sizing_batch, true));
     MLASIM_RETURN_IF_ERROR(ExprAt(r, "qlen", &b.qlen, true));
-    MLASIM_RETURN_IF_ERROR(ExprAt(r, "topk", &b.topk, true));
+    MLASIM_RETURN_IF_ERROR(ExprAt(r, "topk", &b.topk, b.planner == "aiter"));
     t_->plan_buffers.push_back(std::move(b));
     return r.Finish();
   }
@@ -193,6 +197,19 @@ class TableParser {
     return r.Finish();
   }
 
+  // A plan build writes buffers sized by its own planner's host sizing.
+  Status PlannerOfCapacity(ObjectReader& r, const CallRow& c) {
+    for (const PlanBufferSet& b : t_->plan_buffers) {
+      if (b.prefix != c.capacity) continue;
+      if (b.planner == c.planner) return OkStatus();
+      return InvalidArgumentError(r.Path("capacity"), "\"" + c.capacity + "\" is sized by the " +
+                                                          b.planner + " planner, the row runs " +
+                                                          c.planner);
+    }
+    return InvalidArgumentError(r.Path("capacity"),
+                                "no plan_buffers set \"" + c.capacity + "\"");
+  }
+
   Status Row(const json& j, const std::string& path, CallRow* c) {
     ObjectReader r(j, path);
     MLASIM_RETURN_IF_ERROR(r.Check());
@@ -219,8 +236,11 @@ class TableParser {
         if (c->kind == CallKind::kPlanUpdate) {
           MLASIM_RETURN_IF_ERROR(Name(r, "plan", kHandles, &c->plan));
         } else {
+          if (r.Has("planner"))
+            MLASIM_RETURN_IF_ERROR(Name(r, "planner", PlannerNames(), &c->planner));
           MLASIM_RETURN_IF_ERROR(r.String("buffers", &c->buffers, true));
           MLASIM_RETURN_IF_ERROR(r.String("capacity", &c->capacity, true));
+          MLASIM_RETURN_IF_ERROR(PlannerOfCapacity(r, *c));
         }
         if (const json* sets = r.Child("sets")) {
           if (!sets->is_array()) return InvalidArgumentError(r.Path("sets"), "must be an array");
@@ -249,6 +269,8 @@ class TableParser {
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "graph", &c->graph, true));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "max_seqlen_q", &c->max_seqlen_q, true));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "guard", &c->guard));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "launch", &c->launch));
+        MLASIM_RETURN_IF_ERROR(ExprAt(r, "num_splits_tail", &c->num_splits_tail));
         break;
       case CallKind::kReduce:
         return InvalidArgumentError(r.Path("kind"),
@@ -263,7 +285,62 @@ class TableParser {
   ExprScope scope_;
 };
 
+// One of `names` (index = the enum's value) under `key`, when present.
+template <class E>
+Status Choice(ObjectReader& r, const char* key, std::initializer_list<const char*> names,
+              E* out) {
+  std::string v;
+  MLASIM_RETURN_IF_ERROR(r.String(key, &v));
+  if (!r.Has(key)) return OkStatus();
+  std::string known;
+  int i = 0;
+  for (const char* n : names) {
+    if (v == n) {
+      *out = static_cast<E>(i);
+      return OkStatus();
+    }
+    known += std::string(known.empty() ? "" : " or ") + "\"" + n + "\"";
+    ++i;
+  }
+  return InvalidArgumentError(r.Path(key), "must be " + known);
+}
+
+// The flags of engines that plan around CUDA graphs (vLLM, SGLang; docs/engines.md).
+Status ParseGraphFlags(ObjectReader& r, EngineProfile* e) {
+  MLASIM_RETURN_IF_ERROR(Choice(r, "plan_batch", {"real", "padded"}, &e->plan_batch));
+  MLASIM_RETURN_IF_ERROR(r.Int("pad_kv_len", &e->pad_kv_len, 0, kMaxPadKvLen));
+  MLASIM_RETURN_IF_ERROR(
+      Choice(r, "num_splits_pad", {"none", "zero", "last"}, &e->num_splits_pad));
+  MLASIM_RETURN_IF_ERROR(Choice(r, "metadata", {"replanned", "captured"}, &e->metadata));
+  MLASIM_RETURN_IF_ERROR(r.String("flashmla_revision", &e->flashmla_revision));
+  if (r.Has("flashmla_revision") && !ref::flashmla::ParseRevision(e->flashmla_revision).ok())
+    return InvalidArgumentError(r.Path("flashmla_revision"), "must be \"9241ae3\" or \"414a2f3\"");
+  MLASIM_RETURN_IF_ERROR(r.String("attention_backend", &e->attention_backend));
+  const auto& known = PlannerNames();
+  if (std::find(known.begin(), known.end(), e->attention_backend) == known.end())
+    return InvalidArgumentError(r.Path("attention_backend"),
+                                "must be \"aiter\", \"flashmla\" or \"flashinfer\"");
+  return OkStatus();
+}
+
 }  // namespace
+
+const char* PlanBatchName(EngineProfile::PlanBatch b) {
+  return b == EngineProfile::PlanBatch::kReal ? "real" : "padded";
+}
+const char* NumSplitsPadName(EngineProfile::NumSplitsPad p) {
+  return p == EngineProfile::NumSplitsPad::kNone   ? "none"
+         : p == EngineProfile::NumSplitsPad::kZero ? "zero"
+                                                   : "last";
+}
+const char* MetadataName(EngineProfile::Metadata m) {
+  return m == EngineProfile::Metadata::kCaptured ? "captured" : "replanned";
+}
+
+const std::vector<std::string>& PlannerNames() {
+  static const std::vector<std::string> k = {"aiter", "flashmla", "flashinfer"};
+  return k;
+}
 
 Status ParseEngineFlags(const json& j, const std::string& path, EngineProfile* e,
                         const std::vector<std::string>& extra_keys) {
@@ -308,6 +385,7 @@ Status ParseEngineFlags(const json& j, const std::string& path, EngineProfile* e
     else
       return InvalidArgumentError(r.Path(key), "must be \"consumed\" or \"dropped\"");
   }
+  MLASIM_RETURN_IF_ERROR(ParseGraphFlags(r, e));
   std::string scale;
   MLASIM_RETURN_IF_ERROR(r.String("q_fp8_scale", &scale));
   if (r.Has("q_fp8_scale")) {
@@ -356,15 +434,16 @@ const char* EngineVarName(int32_t v) {
 }
 
 const std::vector<std::string>& InputBuilders() {
-  static const std::vector<std::string> k = {"verify_padded", "verify_real_cprr", "per_token",
-                                             "dcp_rebuild",   "draft_sparse",     "draft_fresh",
-                                             "draft_update"};
+  static const std::vector<std::string> k = {
+      "verify_padded", "verify_real_cprr", "per_token",    "dcp_rebuild",  "draft_sparse",
+      "draft_fresh",   "draft_update",     "engine_batch", "capture_batch"};
   return k;
 }
 
 const std::vector<std::string>& NamedIndptrs() {
   static const std::vector<std::string> k = {"verify_kv_indptr", "sparse_kv_indptr",
-                                             "draft_kv_indptr", "draft_sparse_indptr"};
+                                             "draft_kv_indptr", "draft_sparse_indptr",
+                                             "engine_kv_indptr"};
   return k;
 }
 

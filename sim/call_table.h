@@ -50,6 +50,12 @@ enum EngineVar : int32_t {
   kEvDcpSliceRebuildInputs,
   kEvIncrementalUpdate,
   kEvUpdateUsesVerifyWidth,
+  kEvPlanOverPadded,         // profile: plan_batch == padded
+  kEvPadKvLen,               // profile: pad_kv_len (tokens of each padding request)
+  kEvNumSplitsPad,           // profile: num_splits_pad none 0, zero 1, last 2
+  kEvMetadataCaptured,       // profile: metadata == captured
+  kEvBackendFlashmla,        // profile: attention_backend == flashmla
+  kEvBackendFlashinfer,      // profile: attention_backend == flashinfer
   kEngineVarCount,
 };
 const char* EngineVarName(int32_t v);
@@ -68,6 +74,11 @@ struct CallRow {
   std::string inputs, buffers, capacity;
   Expr tokens, q_entries, real;
   std::vector<std::string> sets;
+  // plan_build: the planner dialect it runs (PlannerNames(): "aiter", the default, as ATOM
+  // calls get_mla_metadata_v1; "flashmla": get_mla_metadata / the decode scheduler of
+  // ref/flashmla; "flashinfer": MLAPlan of ref/flashinfer). Its buffers (`capacity`) must be a
+  // plan-buffer set of the same planner.
+  std::string planner = "aiter";
   std::string plan;  // plan_update: the handle it patches; decode: the handle it consumes
   Expr rejects;      // plan_update: pass num_reject_tokens
   Expr reuse;        // plan_build: reuse the plan named `reuse_plan` instead of building
@@ -78,6 +89,11 @@ struct CallRow {
   // decode (+ its reduce): q/o rows, sparse (per-token index lists), max_seqlen_q, and the
   // engine's host-side plan-rows guard, when it runs before this launch.
   Expr q_rows, sparse, max_seqlen_q, guard;
+  // decode of a flashmla / flashinfer plan: the requests the kernel is launched over (the
+  // graph's batch; empty: the plan's own), and how the engine extends num_splits from the
+  // planned batch to the launched one (0: not at all, the kernel reads past the planned
+  // entries; 1: zeros; 2: the last planned value).
+  Expr launch, num_splits_tail;
 };
 
 struct StepSpec {
@@ -99,6 +115,11 @@ struct TableVariable {
 struct PlanBufferSet {
   std::string prefix;  // allocation-name prefix ("main.")
   std::string source;
+  // The planner whose host sizing sizes the set: "aiter" (get_mla_metadata_info_v1; topk
+  // required), "flashmla" (ref/flashmla/sizing.h: tile_scheduler_metadata [num_sm_parts, 8] and
+  // num_splits [sizing_batch + 1]), "flashinfer" (ref/flashinfer MLAPlanWorkspaceSize: the int
+  // and float workspaces).
+  std::string planner = "aiter";
   Expr when, sizing_batch, qlen, topk;  // get_mla_metadata_info_v1 inputs
 };
 
@@ -132,7 +153,8 @@ StatusOr<std::shared_ptr<const CallTable>> BuiltinCallTable(
 // Reads the flags of an engine profile (a preset's `flags`, or the overrides of a scenario's
 // "engine" object: the keys sparse_mtp_plan_tokens, draft_rows, plan_rows_guard,
 // dcp_slice_rebuild_inputs, incremental_update, update_uses_verify_width, o_padding,
-// lse_padding, q_fp8_scale), each optional.
+// lse_padding, q_fp8_scale, plan_batch, pad_kv_len, num_splits_pad, metadata,
+// flashmla_revision, attention_backend), each optional.
 // `extra_keys` are other keys the object may hold (skipped here). Errors name `path`.
 Status ParseEngineFlags(const nlohmann::json& j, const std::string& path, EngineProfile* e,
                         const std::vector<std::string>& extra_keys = {});
@@ -142,6 +164,7 @@ const std::vector<EngineProfile>& BuiltinProfiles();
 
 // The plan-input builders, indptrs and plan handles a table may name (sim/engine.cpp).
 const std::vector<std::string>& InputBuilders();
+const std::vector<std::string>& PlannerNames();  // "aiter", "flashmla", "flashinfer"
 const std::vector<std::string>& NamedIndptrs();
 
 }  // namespace mlasim::sim

@@ -9,6 +9,7 @@
 #include "ref/planner.h"
 #include "ref/sizing.h"
 #include "sim/call_table.h"
+#include "sim/engine_dialect.h"
 
 namespace mlasim::sim {
 namespace {
@@ -94,6 +95,12 @@ class StepBuilder {
   Status UpdateRow(const CallRow& row, const std::string& step);
   Status FillRow(const CallRow& row, const std::string& step);
   Status DecodeRow(const CallRow& row, const std::string& step);
+  // Planner dialects other than aiter's (sim/engine_dialect.h).
+  DialectShape Dialect() const;
+  Status DialectPlanRow(const CallRow& row, const std::string& step);
+  void DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Call* c) const;
+  std::vector<int32_t> LaunchLens(const CallRow& row, const PlanSnapshot& snap) const;
+  int32_t LaunchSnapshot(const CallRow& row, int32_t plan);
   // The named input builders and indptrs of call tables (InputBuilders(), NamedIndptrs()).
   ref::PlanRequest BuildInputs(const CallRow& row) const;
   std::vector<int32_t> Indptr(const std::string& name, int32_t tokens) const;
@@ -126,6 +133,9 @@ class StepBuilder {
   std::shared_ptr<const Contract> decode_, reduce_;
   std::map<std::string, std::shared_ptr<const Contract>> fills_;
   std::map<std::string, ref::MetadataSizes> capacity_;
+  std::map<std::string, DialectSizing> dialect_capacity_;  // flashmla / flashinfer sets
+  std::map<std::string, std::shared_ptr<const Contract>> dialect_decode_;  // by planner
+  std::shared_ptr<const Contract> dialect_reduce_;
   std::map<std::string, int32_t> handles_;  // plan handle -> index into t_.plans
   int32_t page_ = 1;                        // KV page size, tokens
   std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pages; pads repeat)
@@ -243,7 +253,13 @@ Status StepBuilder::EvalVariables() {
       {kEvPlanRowsGuard, e.plan_rows_guard},
       {kEvDcpSliceRebuildInputs, e.dcp_slice_rebuild_inputs},
       {kEvIncrementalUpdate, e.incremental_update},
-      {kEvUpdateUsesVerifyWidth, e.update_uses_verify_width}};
+      {kEvUpdateUsesVerifyWidth, e.update_uses_verify_width},
+      {kEvPlanOverPadded, e.plan_batch == EngineProfile::PlanBatch::kPadded},
+      {kEvPadKvLen, e.pad_kv_len},
+      {kEvNumSplitsPad, static_cast<int64_t>(e.num_splits_pad)},
+      {kEvMetadataCaptured, e.metadata == EngineProfile::Metadata::kCaptured},
+      {kEvBackendFlashmla, e.attention_backend == "flashmla"},
+      {kEvBackendFlashinfer, e.attention_backend == "flashinfer"}};
   for (const auto& [v, x] : base) vars_[v] = x;
   for (const TableVariable& v : table_.variables) vars_[v.slot] = Eval(v.value, v.name);
   sh_.sparse_plan_tokens = static_cast<int32_t>(Var("sparse_plan_tokens"));
@@ -259,6 +275,14 @@ Status StepBuilder::ResolveContracts() {
   MLASIM_ASSIGN_OR_RETURN(reduce_, ContractFor(s_, CallKind::kReduce, "mla_reduce_v1", "contract"));
   for (const StepSpec& st : table_.steps) {
     for (const CallRow& row : st.calls) {
+      if (row.kind == CallKind::kPlanBuild && row.planner != "aiter" &&
+          !dialect_decode_.count(row.planner)) {
+        const char* variant = row.planner == "flashmla" ? "flashmla_dense" : "flashinfer_fa3";
+        MLASIM_ASSIGN_OR_RETURN(dialect_decode_[row.planner],
+                                ContractFor(s_, CallKind::kDecode, variant, "$.kernel"));
+        MLASIM_ASSIGN_OR_RETURN(dialect_reduce_,
+                                ContractFor(s_, CallKind::kReduce, "in_decode", "contract"));
+      }
       if (row.kind != CallKind::kIndexFill || fills_.count(row.kernel)) continue;
       MLASIM_ASSIGN_OR_RETURN(fills_[row.kernel],
                               ContractFor(s_, CallKind::kIndexFill, row.kernel, "contract"));
@@ -273,6 +297,16 @@ Status StepBuilder::AllocateBuffers() {
     if (!When(b.when)) continue;
     int32_t qlen = static_cast<int32_t>(Eval(b.qlen, b.prefix + "qlen"));
     int32_t batch = static_cast<int32_t>(Eval(b.sizing_batch, b.prefix + "sizing_batch"));
+    if (b.planner != "aiter") {  // the dialect's own host sizing (sim/engine_dialect.h)
+      auto z = SizeDialect(b.planner, batch, qlen, Dialect());
+      if (!z.ok())
+        return InvalidArgumentError("$", "the engine's " + b.prefix + " buffers cannot be sized"
+                                         " by the " + b.planner + " planner: " +
+                                         z.status().ToString());
+      for (const PersistentBuffer& p : DialectBuffers(b.prefix, *z)) t_.persistent.push_back(p);
+      dialect_capacity_[b.prefix] = std::move(*z);
+      continue;
+    }
     ref::PlanRequest sizing = BaseRequest(qlen);
     sizing.topk = static_cast<int32_t>(Eval(b.topk, b.prefix + "topk"));
     // The scenario's sizing inputs where they differ from the planner's (class D).
@@ -365,6 +399,11 @@ std::vector<int32_t> StepBuilder::Indptr(const std::string& name, int32_t tokens
   if (name == "verify_kv_indptr") return verify_kv_indptr_;
   if (name == "sparse_kv_indptr") return sparse_kv_indptr_;
   if (name == "draft_kv_indptr") return DraftPaged(draft_, tokens).indptr;
+  if (name == "engine_kv_indptr") {  // R requests: the real lengths, padding at pad_kv_len
+    std::vector<int32_t> lens(sh_.R, s_.engine.pad_kv_len);
+    for (int32_t i = 0; i < sh_.B; ++i) lens[i] = sh_.kv_lens[i];
+    return Paged(lens, page_, 0).indptr;
+  }
   MLASIM_ASSERT(name == "draft_sparse_indptr", "unknown indptr " + name);
   return DraftSparseIndptr(draft_, tokens);
 }
@@ -372,6 +411,29 @@ std::vector<int32_t> StepBuilder::Indptr(const std::string& name, int32_t tokens
 ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
   const std::string& in = row.inputs;
   const int32_t B = sh_.B, R = sh_.R, Q = sh_.Q;
+  if (in == "engine_batch" || in == "capture_batch") {
+    // vLLM / SGLang (docs/engines.md): `tokens` requests of Q query tokens each. engine_batch:
+    // the step's B real requests, then padding requests of pad_kv_len tokens; capture_batch:
+    // the batch the graph was captured with (the scenario's capture.contexts, else R requests
+    // of Q tokens, as CapturePlans assumes).
+    const bool capture = in == "capture_batch";
+    const int32_t n = capture ? (s_.capture_contexts.empty()
+                                     ? R
+                                     : static_cast<int32_t>(s_.capture_contexts.size()))
+                              : static_cast<int32_t>(Eval(row.tokens, "tokens"));
+    std::vector<int32_t> lens(std::max(n, 0), s_.engine.pad_kv_len);
+    for (int32_t i = 0; i < n; ++i) {
+      if (capture) lens[i] = s_.capture_contexts.empty() ? Q : s_.capture_contexts[i];
+      else if (i < B) lens[i] = sh_.kv_lens[i];
+    }
+    ref::PlanRequest r = BaseRequest(Q);
+    const PagedLens paged = Paged(lens, page_, 0);
+    r.qo_indptr.assign(lens.size() + 1, 0);
+    for (size_t i = 0; i < lens.size(); ++i) r.qo_indptr[i + 1] = r.qo_indptr[i] + Q;
+    r.kv_indptr = paged.indptr;
+    r.kv_last_page_lens = paged.last;
+    return r;
+  }
   if (in == "verify_padded" || in == "verify_real_cprr") {
     // T1: the main plan over R requests with uni q length Q; pads have 0 KV (§2, §4).
     ref::PlanRequest main = BaseRequest(Q);
@@ -577,6 +639,9 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
                          bool sparse, bool graph, int32_t max_seqlen_q, bool guard) {
   const PlanSnapshot& snap = t_.plans[plan];
   const CallOverride* o = Override(step, row.call);
+  const bool dialect = snap.dialect != nullptr;
+  const auto& decode = dialect ? dialect_decode_.at(snap.dialect->planner) : decode_;
+  const auto& reduce = dialect ? dialect_reduce_ : reduce_;
   const int32_t heads = sh_.kernel_heads;
   const int32_t fold = snap.plan.derived.fold_ratio;
   const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
@@ -620,8 +685,8 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.name = row.call;
   c.table_row = row.row;
   c.kind = CallKind::kDecode;
-  c.kernel = decode_->variant;
-  c.contract = decode_;
+  c.kernel = decode->variant;
+  c.contract = decode;
   c.graph_replay = graph;
   c.plan = plan;
   c.page_size = page_;
@@ -635,7 +700,11 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.args.push_back(
       tensor("o", "o", o_alloc * fold, vh, s_.model.kv_lora_rank, ob, s_.model.model_dtype));
   view(c.args.back(), view_heads, s_.model.kv_lora_rank);
-  const int64_t partial_rows = int64_t{snap.plan.sizes.reduce_partial_map} * max_seqlen_q;
+  // A dialect's split accumulators: FlashMLA's lse_accum / o_accum rows (b + num_sm_parts).
+  const int64_t partial_rows =
+      (dialect ? std::max(snap.dialect->flashmla_accum_rows, 1)
+               : int64_t{snap.plan.sizes.reduce_partial_map}) *
+      max_seqlen_q;
   c.args.push_back(
       tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4, ref::DType::kFp32));
   c.args.push_back(tensor("attn_lse", "attn_lse", partial_rows, vh, 1, 4, ref::DType::kFp32));
@@ -680,12 +749,14 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   }
   c.note = "q/o " + std::to_string(q_rows) + " rows, plan covers " +
            std::to_string(snap.q_rows_covered) + " rows";
+  if (dialect) DialectLaunch(row, snap, &c);
   t_.calls.push_back(c);
   Call r = c;
+  r.dialect_findings.clear();
   r.name = row.call.substr(0, row.call.find("_decode")) + "_reduce";
   r.kind = CallKind::kReduce;
-  r.kernel = reduce_->variant;
-  r.contract = reduce_;
+  r.kernel = reduce->variant;
+  r.contract = reduce;
   r.launch_grid = -1;
   // The reduce reads no KV indices and no KV cache.
   r.args.erase(std::remove_if(r.args.begin(), r.args.end(),
@@ -793,6 +864,7 @@ std::shared_ptr<const IndexContent> StepBuilder::FillContent(const CallRow& row,
 // ---------------------------------------------------------------------------------------------
 
 Status StepBuilder::PlanRow(const CallRow& row, const std::string& step) {
+  if (row.planner != "aiter") return DialectPlanRow(row, step);
   ref::PlanRequest request = BuildInputs(row);
   const int32_t real = static_cast<int32_t>(Eval(row.real, "real"));
   const CallOverride* o = Override(step, row.call);
@@ -835,6 +907,102 @@ Status StepBuilder::PlanRow(const CallRow& row, const std::string& step) {
   return OkStatus();
 }
 
+DialectShape StepBuilder::Dialect() const {
+  DialectShape d;
+  d.flashmla_revision = s_.engine.flashmla_revision;
+  d.heads = sh_.kernel_heads;
+  d.num_sms = s_.cu_count > 0 ? s_.cu_count : kDefaultNumSms;
+  d.head_dim_o = s_.model.kv_lora_rank;
+  return d;
+}
+
+// A plan build of the flashmla or flashinfer dialect: the planner over the row's batch into the
+// buffers its own sizing gave; what it writes past them is reported with the call (class D).
+Status StepBuilder::DialectPlanRow(const CallRow& row, const std::string& step) {
+  const CallOverride* o = Override(step, row.call);
+  if (o && !o->plan_from.empty())
+    return InvalidArgumentError("$.calls", o->call + ": plan_from applies to aiter plans; " +
+                                               row.call + " runs the " + row.planner +
+                                               " planner (use the capture_batch input)");
+  ref::PlanRequest request = BuildInputs(row);
+  const DialectSizing& z = dialect_capacity_.at(row.capacity);
+  auto plan = PlanDialect(z, request, Dialect());
+  if (!plan.ok())
+    return InvalidArgumentError(plan.status().field() == "batch_size" ? "$.batch.contexts" : "$",
+                                "the engine's " + row.call + " at " + step +
+                                    " is refused by the " + row.planner +
+                                    " planner: " + plan.status().ToString());
+  const bool captured = row.inputs == "capture_batch";
+  PlanSnapshot snap;
+  snap.name = row.call + (captured ? "(captured)" : "");
+  snap.buffer_prefix = row.buffers;
+  snap.request = std::move(request);
+  snap.plan.derived.fold_ratio = 1;
+  snap.real_requests = static_cast<int32_t>(Eval(row.real, "real"));
+  snap.q_rows_covered = snap.request.qo_indptr.back();
+  auto dialect = std::make_shared<DialectPlan>(std::move(*plan));
+  Call c;
+  c.step = step;
+  c.name = row.call;
+  c.table_row = row.row;
+  c.kind = CallKind::kPlanBuild;
+  c.kernel = row.planner == "flashmla" ? "get_mla_metadata" : "MLAPlan";
+  c.dialect_findings = CheckDialectCapacity(*dialect, z);
+  for (DialectFinding& f : c.dialect_findings) f.buffer = row.buffers + f.buffer;
+  snap.dialect = std::move(dialect);
+  t_.plans.push_back(std::move(snap));
+  const int32_t index = static_cast<int32_t>(t_.plans.size() - 1);
+  c.plan = index;
+  c.plan_rows = t_.plans.back().q_rows_covered;
+  c.note = "plans " + std::to_string(t_.plans.back().dialect->batch()) + " requests (" +
+           std::to_string(t_.plans.back().real_requests) + " real" +
+           (captured ? ", at graph capture" : "") + ") into " + row.buffers + "*";
+  t_.calls.push_back(std::move(c));
+  built_[step + "." + row.call] = index;
+  SetHandles(row, index);
+  return OkStatus();
+}
+
+// The dialect plan as this launch consumes it: the launched requests (the row's `launch`, else
+// the planned batch) with this step's lengths, padding requests at pad_kv_len.
+std::vector<int32_t> StepBuilder::LaunchLens(const CallRow& row, const PlanSnapshot& snap) const {
+  const int32_t n = row.launch.empty() ? snap.dialect->batch()
+                                       : static_cast<int32_t>(Eval(row.launch, "launch"));
+  std::vector<int32_t> lens(std::max(n, 0), s_.engine.pad_kv_len);
+  for (int32_t i = 0; i < n && i < sh_.B; ++i) lens[i] = sh_.kv_lens[i];
+  return lens;
+}
+
+// The kernel receives the launch's request arrays (q, the page table, seqlens of the launched
+// requests); the plan only schedules them. The snapshot a dialect decode binds: the plan with
+// the launch's requests, so the access contract walks what the kernel is handed.
+int32_t StepBuilder::LaunchSnapshot(const CallRow& row, int32_t plan) {
+  PlanSnapshot launch = t_.plans[plan];
+  const std::vector<int32_t> lens = LaunchLens(row, launch);
+  ref::PlanRequest& r = launch.request;
+  const PagedLens paged = Paged(lens, page_, 0);
+  r.qo_indptr.assign(lens.size() + 1, 0);
+  for (size_t i = 0; i < lens.size(); ++i) r.qo_indptr[i + 1] = r.qo_indptr[i] + sh_.Q;
+  r.kv_indptr = paged.indptr;
+  r.kv_last_page_lens = paged.last;
+  launch.q_rows_covered = r.qo_indptr.back();
+  launch.name += "@launch";
+  t_.plans.push_back(std::move(launch));
+  return static_cast<int32_t>(t_.plans.size() - 1);
+}
+
+void StepBuilder::DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Call* c) const {
+  const std::vector<int32_t> lens = LaunchLens(row, snap);
+  const int32_t n = static_cast<int32_t>(lens.size());
+  const int32_t tail =
+      row.num_splits_tail.empty() ? 0 : static_cast<int32_t>(Eval(row.num_splits_tail, "tail"));
+  const bool captured = snap.name.find("(captured)") != std::string::npos;
+  c->dialect_findings = CheckDialectLaunch(*snap.dialect, lens, sh_.Q, page_, tail,
+                                           captured ? BugClass::kE : BugClass::kA);
+  for (DialectFinding& f : c->dialect_findings) f.buffer = snap.buffer_prefix + f.buffer;
+  c->note += ", launched over " + std::to_string(n) + " requests";
+}
+
 Status StepBuilder::UpdateRow(const CallRow& row, const std::string& step) {
   int32_t plan = -1;
   const int32_t real = static_cast<int32_t>(Eval(row.real, "real"));
@@ -858,6 +1026,7 @@ Status StepBuilder::DecodeRow(const CallRow& row, const std::string& step) {
   if (o && !o->plan_from.empty()) {
     MLASIM_ASSIGN_OR_RETURN(plan, PlanFrom(*o, step, row));
   }
+  if (t_.plans[plan].dialect) plan = LaunchSnapshot(row, plan);
   Decode(step, row, plan, static_cast<int32_t>(Eval(row.q_rows, "q_rows")),
          Eval(row.sparse, "sparse") != 0, Eval(row.graph, "graph") != 0,
          static_cast<int32_t>(Eval(row.max_seqlen_q, "max_seqlen_q")), guard);

@@ -66,6 +66,7 @@ class CallExecutor {
   void ReportPlanCheck(const Call& c, const PlanSnapshot& snap);
   // Kernel calls: the contract's program over the call's tensors.
   void KernelCall(const Call& c);
+  void ReportDialectFindings(const Call& c);
   void AllocateTensors(const Call& c);
   void ReportGuardRefusal(const Call& c);
   void ReportUnwrittenOutput(const Call& c);
@@ -328,8 +329,36 @@ void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
   for (auto& [code, v] : first) Add(c, std::move(v));
 }
 
+// The dialect plan checker's findings on a FlashMLA / FlashInfer plan (sim/trace.h).
+// One finding per diagnostic code: the first one's sentence, rows first..last over all of
+// them, every row (scheduler row, work or request) among the work items.
+void CallExecutor::ReportDialectFindings(const Call& c) {
+  std::map<std::string, Violation> first;
+  std::vector<std::string> order;
+  for (const DialectFinding& f : c.dialect_findings) {
+    auto it = first.find(f.code);
+    if (it == first.end()) {
+      order.push_back(f.code);
+      first.emplace(f.code, MakeDialectPlanInvalid(f.bug_class, f.code,
+                                                   {f.buffer, 0, 0, f.row, f.row}, -1, f.message));
+      it = first.find(f.code);
+    }
+    Violation& v = it->second;
+    if (f.row >= 0) {
+      v.work_items.push_back(static_cast<int32_t>(f.row));
+      v.first_row = v.first_row < 0 ? f.row : std::min(v.first_row, f.row);
+      v.last_row = std::max(v.last_row, f.row);
+    }
+  }
+  for (const std::string& code : order) Add(c, std::move(first.at(code)));
+}
+
 void CallExecutor::PlanCall(const Call& c) {
   const PlanSnapshot& snap = t_.plans[c.plan];
+  if (snap.dialect) {  // aiter's buffers and checker do not apply
+    ReportDialectFindings(c);
+    return;
+  }
   MarkPlanWrites(snap);
   ReportPlanOverflow(c, snap);
   ReportPlannerInputReads(c, snap.plan);
@@ -423,6 +452,7 @@ void CallExecutor::KernelCall(const Call& c) {
   Exec(contract_->program);
   FlushInvalid(c);
   Flush(c);
+  ReportDialectFindings(c);
   if (c.kind == CallKind::kReduce) ReportUnwrittenOutput(c);
 }
 

@@ -154,6 +154,19 @@ struct EngineProfile {
   // included (their values then change the real rows' quantisation), or over the real rows only.
   enum class QScale : uint8_t { kStatic, kPerTensorPadded, kPerTensorReal };
   QScale q_fp8_scale = QScale::kStatic;
+  // vLLM / SGLang under CUDA graphs (docs/engines.md): which batch the planner runs over (the B
+  // real requests, or the graph's padded batch R), the KV length the padding requests carry
+  // when they are planned, how the engine extends num_splits from the planned batch to the
+  // launched one, whether the metadata a replay consumes is rebuilt or the one built at capture,
+  // and the FlashMLA revision the engine links.
+  enum class PlanBatch : uint8_t { kReal, kPadded } plan_batch = PlanBatch::kPadded;
+  int32_t pad_kv_len = 0;  // tokens, 0..kMaxPadKvLen
+  enum class NumSplitsPad : uint8_t { kNone, kZero, kLast } num_splits_pad = NumSplitsPad::kNone;
+  enum class Metadata : uint8_t { kReplanned, kCaptured } metadata = Metadata::kReplanned;
+  std::string flashmla_revision = "9241ae3";
+  // The engine's MLA attention backend, which selects its planner rows: "aiter" (ATOM),
+  // "flashmla" or "flashinfer" (PlannerNames()).
+  std::string attention_backend = "aiter";  // "9241ae3" or "414a2f3" (ref/flashmla/sched.h)
   std::string padding_source;  // where the padding policy and the q scale come from
   std::string summary;         // what the preset encodes and its source
 };
@@ -195,6 +208,10 @@ struct Scenario {
 
 const char* PaddingName(EngineProfile::Padding p);  // "consumed" | "dropped"
 const char* QScaleName(EngineProfile::QScale q);    // "static" | "per_tensor_padded" | ...
+const char* PlanBatchName(EngineProfile::PlanBatch b);        // "real" | "padded"
+const char* NumSplitsPadName(EngineProfile::NumSplitsPad p);  // "none" | "zero" | "last"
+const char* MetadataName(EngineProfile::Metadata m);          // "replanned" | "captured"
+inline constexpr int32_t kMaxPadKvLen = 1 << 20;  // pad_kv_len bound (tokens)
 
 // Engine presets by name: "atom-2026-03", "atom-2026-08" (before the fix), "atom-2026-11" (after).
 StatusOr<EngineProfile> GetEngineProfile(const std::string& name, const std::string& field);

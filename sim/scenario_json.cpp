@@ -25,7 +25,10 @@ bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
          a.dcp_slice_rebuild_inputs == b.dcp_slice_rebuild_inputs &&
          a.incremental_update == b.incremental_update &&
          a.update_uses_verify_width == b.update_uses_verify_width && a.o_padding == b.o_padding &&
-         a.lse_padding == b.lse_padding && a.q_fp8_scale == b.q_fp8_scale;
+         a.lse_padding == b.lse_padding && a.q_fp8_scale == b.q_fp8_scale &&
+         a.plan_batch == b.plan_batch && a.pad_kv_len == b.pad_kv_len &&
+         a.num_splits_pad == b.num_splits_pad && a.metadata == b.metadata &&
+         a.flashmla_revision == b.flashmla_revision && a.attention_backend == b.attention_backend;
 }  // 16M tokens per request is beyond any deployment
 
 Status ParseModel(const json& j, ModelSpec* m) {
@@ -503,6 +506,19 @@ json ScenarioToJson(const Scenario& s) {
     out["engine"]["lse_padding"] = PaddingName(s.engine.lse_padding);
   if (!base.ok() || s.engine.q_fp8_scale != ref_flags.q_fp8_scale)
     out["engine"]["q_fp8_scale"] = QScaleName(s.engine.q_fp8_scale);
+  // The CUDA-graph flags of vLLM / SGLang profiles (docs/engines.md), likewise.
+  if (!base.ok() || s.engine.plan_batch != ref_flags.plan_batch)
+    out["engine"]["plan_batch"] = PlanBatchName(s.engine.plan_batch);
+  if (!base.ok() || s.engine.pad_kv_len != ref_flags.pad_kv_len)
+    out["engine"]["pad_kv_len"] = s.engine.pad_kv_len;
+  if (!base.ok() || s.engine.num_splits_pad != ref_flags.num_splits_pad)
+    out["engine"]["num_splits_pad"] = NumSplitsPadName(s.engine.num_splits_pad);
+  if (!base.ok() || s.engine.metadata != ref_flags.metadata)
+    out["engine"]["metadata"] = MetadataName(s.engine.metadata);
+  if (!base.ok() || s.engine.flashmla_revision != ref_flags.flashmla_revision)
+    out["engine"]["flashmla_revision"] = s.engine.flashmla_revision;
+  if (!base.ok() || s.engine.attention_backend != ref_flags.attention_backend)
+    out["engine"]["attention_backend"] = s.engine.attention_backend;
   // A preset with no flag changed is written as its name, so that editing the name changes it.
   if (plain) out["engine"] = preset;
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;

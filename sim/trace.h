@@ -10,10 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "ref/flashinfer/mla_plan.h"
+#include "ref/flashmla/sched.h"
 #include "ref/metadata.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
 #include "sim/scenario.h"
+#include "sim/violation.h"
 
 namespace mlasim::sim {
 
@@ -44,8 +47,33 @@ struct PersistentBuffer {
 
 // A plan as it stands when a call uses it. Updates in place produce a new snapshot over the same
 // allocations.
+// A plan of another planner dialect than aiter's (CallRow::planner): FlashMLA's decode
+// scheduler (tile_scheduler_metadata rows + num_splits) or FlashInfer's MLAPlan, with the input
+// it was made for (the batch it planned: B real requests, or B plus padding requests).
+struct DialectPlan {
+  std::string planner;  // "flashmla" | "flashinfer"
+  ref::flashmla::SchedInput flashmla_input;
+  ref::flashmla::SchedMeta flashmla;
+  int32_t flashmla_accum_rows = 0;  // lse_accum / o_accum rows the API allocates: b + parts
+  ref::flashinfer::MLAPlanInput flashinfer_input;
+  ref::flashinfer::MLAPlanResult flashinfer;
+  int32_t batch() const;  // requests planned
+};
+
+// A finding of the dialect's plan checker (ref/flashmla/check.h, ref/flashinfer/check.h) on a
+// plan as a decode launch consumes it.
+struct DialectFinding {
+  std::string code;     // the checker's diagnostic name ("NumSplitsShape", "TileWithoutWork")
+  std::string buffer;   // "num_splits", "tile_scheduler_metadata", "mla_work_lists", ...
+  int64_t row = -1;     // scheduler row / work item, -1 when not applicable
+  int32_t request = -1;  // request, -1 when not applicable
+  std::string message;
+  BugClass bug_class = BugClass::kA;  // A: planned for another batch than launched; E: stale
+};
+
 struct PlanSnapshot {
   std::string name;           // "main", "sparse_mtp", "draft_sparse_1", ...
+  std::shared_ptr<const DialectPlan> dialect;  // null: an aiter plan (`plan`)
   std::string buffer_prefix;  // allocation names: <prefix>work_indptr, <prefix>work_info, ...
   ref::PlanRequest request;   // the request it serves now (after an update: the new lengths)
   ref::Plan plan;
@@ -96,6 +124,9 @@ struct Call {
   bool guard_checked = false;  // the engine's plan-rows <= q-rows guard ran before this call
   bool guard_refused = false;  // ... and refused the call (it did not launch)
   std::string note;            // one sentence on what the call does
+  // decode of a dialect plan: the plan checker's findings on the plan as this launch consumes it
+  // (its launched batch, the padding requests' lengths, num_splits as the engine extends it).
+  std::vector<DialectFinding> dialect_findings;
 };
 
 // Step-level numbers (atom-mtp-flow.md §1).

@@ -220,6 +220,16 @@ Violation MakePlanInvalid(ref::PlanDiag diag, const RowSpan& span, int32_t work,
   return v;
 }
 
+Violation MakeDialectPlanInvalid(BugClass c, const std::string& diag, const RowSpan& span,
+                                 int32_t request, std::string message) {
+  Violation v = Base(ViolationKind::kPlanInvalid, c, span, Access::kRead,
+                     Consequence::kPlanInvalid);
+  v.consequence_of = diag;
+  if (request >= 0) v.work_items.push_back(request);
+  v.detail = std::move(message);
+  return v;
+}
+
 Violation MakeInconsistentBatch(const std::string& buffer, int64_t qo_entries, int64_t kv_entries) {
   RowSpan span{buffer, std::min(qo_entries, kv_entries), 0, std::min(qo_entries, kv_entries),
                std::max(qo_entries, kv_entries) - 1};

@@ -149,6 +149,13 @@ Violation MakePlanBufferOverflow(const RowSpan& span);
 // Bytes no call wrote this step read (class E, kStaleRead).
 Violation MakeUninitializedRead(const RowSpan& span, std::vector<int32_t> works);
 
+// A FlashMLA or FlashInfer plan checker's diagnostic `diag` ("NumSplitsShape", ...) on a plan
+// a call consumes (sim/trace.h DialectFinding): class `c` (A: planned for another batch than
+// launched; E: built at capture for another batch; D: larger than its buffer), consequence
+// plan_invalid:<diag>; `request` (-1: none) becomes the work item listed.
+Violation MakeDialectPlanInvalid(BugClass c, const std::string& diag, const RowSpan& span,
+                                 int32_t request, std::string message);
+
 // The plan checker's diagnostic `diag` on a plan a call consumes (class PlanDiagClass(diag)).
 Violation MakePlanInvalid(ref::PlanDiag diag, const RowSpan& span, int32_t work,
                           std::string message);

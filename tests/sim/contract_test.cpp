@@ -443,9 +443,10 @@ TEST(CallTable, TheAtomTableAndItsProfiles) {
   EXPECT_EQ((*t)->steps.size(), 3u);
   std::vector<std::string> names;
   for (const EngineProfile& e : BuiltinProfiles()) names.push_back(e.name);
+  names.resize(3);  // then sglang's and vllm's (tests/sim/engines_test.cpp)
   EXPECT_EQ(names, (std::vector<std::string>{"atom-2026-03", "atom-2026-08", "atom-2026-11"}));
-  EXPECT_EQ(BuiltinCallTable("vllm").status().ToString(),
-            "engine.table: no built-in call table \"vllm\" (known: atom)");
+  EXPECT_EQ(BuiltinCallTable("nope").status().ToString(),
+            "engine.table: no built-in call table \"nope\" (known: atom, sglang, vllm)");
   EXPECT_EQ(BuiltinCallTable("atom", {{"nope", "1"}}).status().ToString(),
             "builtin:atom.json: variables: no variable \"nope\" to override");
   auto bad_override = BuiltinCallTable("atom", {{"draft_rows", "R +"}});

@@ -10,6 +10,7 @@
 #include "fuzz/campaign.h"
 #include "fuzz/signature.h"
 #include "fuzz/triage.h"
+#include "sim/call_table.h"
 #include "sim/fault.h"
 #include "sim/os_error.h"
 #include "sim/scenario_json.h"
@@ -44,6 +45,15 @@ std::string Percent(int64_t n, int64_t d) {
   return d == 0 ? std::string("-") : fmt::format("{:.1f}%", 100.0 * n / d);
 }
 
+// Triage sweeps ATOM's versions (aiter's planner and kernels): the profiles of the atom call
+// table, not the vLLM / SGLang ones (docs/engines.md), which pass --profile explicitly.
+std::vector<std::string> AtomProfiles() {
+  std::vector<std::string> out;
+  for (const sim::EngineProfile& e : sim::BuiltinProfiles())
+    if (e.table == "atom") out.push_back(e.name);
+  return out;
+}
+
 // The engine presets whose date (atom-YYYY-MM) lies in FROM..TO (either side may be empty).
 StatusOr<std::vector<std::string>> ProfilesInRange(const std::string& range) {
   const size_t dots = range.find("..");
@@ -55,7 +65,7 @@ StatusOr<std::vector<std::string>> ProfilesInRange(const std::string& range) {
         (d.size() != 7 || d[4] != '-' || d.find_first_not_of("0123456789-") != std::string::npos))
       return InvalidArgumentError("--versions", "'" + d + "' is not a YYYY-MM date");
   std::vector<std::string> out;
-  for (const std::string& p : sim::EngineProfileNames()) {
+  for (const std::string& p : AtomProfiles()) {
     const std::string date = p.substr(p.find('-') + 1);
     if ((from.empty() || date >= from) && (to.empty() || date <= to)) out.push_back(p);
   }
@@ -215,7 +225,7 @@ class TriageCommand final : public Command {
       if (!p.ok()) return p.status();
       o_.profiles = *p;
     } else {
-      o_.profiles = profiles_.empty() ? sim::EngineProfileNames() : SplitList(profiles_);
+      o_.profiles = profiles_.empty() ? AtomProfiles() : SplitList(profiles_);
     }
     o_.kernels =
         kernels_.empty() ? std::vector<std::string>{"asm", "opus", "hk"} : SplitList(kernels_);
