@@ -12,7 +12,8 @@
 # the adapter (its calls run, are not UNSUPPORTED, the numerics compare; its draft step 0 is
 # ATOM's known overflow, docs/findings.md #2, which the contract predicts); runs `mlasim fuzz --gpu
 # sentinel` for SENTINEL_SECONDS (120) and `--gpu guard` for GUARD_SECONDS (60), head dims
-# 576,512, --jobs JOBS (8), seed SEED (1), known families ignored, findings in
+# 576,512, --jobs JOBS (8), seed SEED (1), known families ignored, FUZZ_FLAGS (more flags for both
+# campaigns, e.g. "--shrink-steps 4" to bound the shrink a found case gets), findings in
 # $OUT/NAME-fuzz-MODE/; and replays every finding through the adapter in its mode. Prints the
 # summary lines. Called by tools/gpu/run.sh with FLASHMLA=1 (and FLASHINFER=1), or alone:
 #   KERNELS="flashmla flashinfer" bash tools/gpu/third_party_kut.sh      # builds on the device
@@ -83,7 +84,7 @@ campaigns() {  # NAME LIBRARY
     stamp "$name: fuzz --gpu $mode, $secs s"
     t0=$(date +%s)
     timeout $((secs + 240)) "$M" fuzz --gpu $mode "${kut[@]}" --seconds "$secs" --jobs "$JOBS" \
-      --seed "$SEED" --ignore-known --out "$dir" > "$OUT/$name-fuzz-$mode.log" \
+      --seed "$SEED" --ignore-known ${FUZZ_FLAGS:-} --out "$dir" > "$OUT/$name-fuzz-$mode.log" \
       2> "$OUT/$name-fuzz-$mode.err"
     echo "$name fuzz --gpu $mode rc=$? in $(( $(date +%s) - t0 )) s (0: nothing new, 1: new findings)"
     cat "$OUT/$name-fuzz-$mode.log"
