@@ -153,14 +153,6 @@ bool ProgramTouches(const std::vector<sim::Statement>& program, const std::strin
   return false;
 }
 
-std::string FoldedPlanSkip(const sim::Contract* decode, int32_t fold_ratio) {
-  const bool walks_work_info =
-      decode == nullptr || sim::ProgramLoads(decode->program, sim::kLoadWorkInfo);
-  if (fold_ratio == 1 || !walks_work_info) return "";
-  return fmt::format("a head-folded plan (fold ratio {}): the harness lays q out unfolded",
-                     fold_ratio);
-}
-
 std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
   std::vector<Predicted> out;
   // The harness always passes lse; the simulator predicts its rows only when the contract writes

@@ -70,11 +70,6 @@ struct Predicted {
 std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c);
 // Whether a contract program (or a loop body in it) names the buffer role.
 bool ProgramTouches(const std::vector<sim::Statement>& program, const std::string& role);
-// Why a decode call over a head-folded plan (fold_ratio > 1) is not run, or "": the harness lays
-// q out unfolded ([rows, heads, D]), which a kernel that walks aiter's work_info (its contract
-// reads it) would index in the folded view; a kernel that plans by itself from qo_indptr /
-// kv_indptr (FlashMLA's, FlashInfer's adapters) runs it. A null contract is taken as reading it.
-std::string FoldedPlanSkip(const sim::Contract* decode, int32_t fold_ratio);
 
 sim::Violation KernelViolation(sim::ViolationKind kind, const char* cls, const sim::Call& c,
                                const std::string& buffer, const std::string& access,
