@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 
 #include "kernels/gpu_api.h"
 #include "params.h"  // FlashMLA csrc/params.h
+#include "ref/flashmla/sched.h"
 #include "ref/planner.h"
 #include "sm90/decode/dense/splitkv_mla.h"
 #include "smxx/decode/combine/combine.h"
@@ -236,6 +238,43 @@ void CompareDense(const DecodeShape& s, double copy, int num_sms) {
   }
 }
 
+// mlasim's reference model of that scheduler (ref/flashmla/sched.h, on the host) on the same
+// inputs: its rows and num_splits are checked equal to what the kernel just wrote, then it is
+// timed (median of 5 x 40 calls, wall clock) against the kernel's time per launch `f_us`.
+void CompareReferenceScheduler(const DecodeShape& s, int parts, const DecodingSchedMeta* meta,
+                               const int* num_splits, double f_us) {
+  namespace fm = mlasim::ref::flashmla;
+  fm::SchedInput in;
+  in.batch_size = s.batch;
+  in.num_sm_parts = parts;
+  in.seqlens_k.assign(static_cast<size_t>(s.batch), s.ctx);
+  const auto ref_meta = fm::GetDecodingSchedMeta(in);
+  std::vector<int32_t> words(static_cast<size_t>(parts) * fm::kRowWords);
+  std::vector<int32_t> splits(static_cast<size_t>(s.batch) + 1);
+  Check(cudaMemcpy(words.data(), meta, words.size() * 4, cudaMemcpyDeviceToHost), "meta");
+  Check(cudaMemcpy(splits.data(), num_splits, splits.size() * 4, cudaMemcpyDeviceToHost),
+        "num_splits");
+  bool equal = ref_meta.ok() && ref_meta->num_splits == splits;
+  for (int p = 0; equal && p < parts; ++p) {
+    const std::vector<int32_t> w = fm::RowWords(fm::Revision::k9241ae3, ref_meta->rows[p]);
+    equal = std::equal(w.begin(), w.end(), words.begin() + int64_t{p} * fm::kRowWords);
+  }
+  std::vector<double> us;
+  for (int k = 0; k < 5; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 40; ++i) {
+      auto m = fm::GetDecodingSchedMeta(in);
+      if (!m.ok()) throw std::runtime_error(m.status().ToString());
+    }
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                     .count() / 40);
+  }
+  std::sort(us.begin(), us.end());
+  std::printf("[bench] %-58s %9.2f us per call (%.3fx FlashMLA's time), outputs %s\n",
+              ("mlasim reference scheduler (host), B=" + std::to_string(s.batch)).c_str(), us[2],
+              us[2] / f_us, equal ? "equal" : "DIFFER");
+}
+
 // FlashMLA's scheduler against mlasim's GPU planner (aiter's dispatch) on the same batch: B
 // requests of ctx tokens, 16 heads, qlen 1, one part / cluster per SM.
 void ComparePlanners(const DecodeShape& s, int num_sms) {
@@ -254,6 +293,7 @@ void ComparePlanners(const DecodeShape& s, int num_sms) {
                " parts)")
                   .c_str(),
               f_us);
+  CompareReferenceScheduler(s, parts, meta, num_splits, f_us);
   const mlasim::ref::PlanRequest r = mlasim::perf::UniformRequest(s);
   for (auto choice :
        {mlasim::ref::PlannerChoice::kAiterDispatch, mlasim::ref::PlannerChoice::kSerial}) {
