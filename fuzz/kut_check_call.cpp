@@ -91,14 +91,14 @@ std::string StepChecker::Prepare(const sim::Call& c, const sim::Call* /*reduce*/
   snap_ = &r_.trace.plans.at(c.plan);
   req_ = KernelView(snap_->request);
   if (!(d_.ops & Bit(MLASIM_KUT_OP_DECODE))) return "the kernel runs no decode calls";
-  // The simulator evaluates a call over a head-folded plan in aiter's folded view (q rows x
-  // fold, heads / fold) for every contract; the harness lays q out unfolded. Running such a call
-  // through a kernel that plans by itself (FlashMLA, FlashInfer) compares its unfolded writes
-  // with folded predictions: every draft-step overrun became a KUT-contract finding on the H200
-  // (docs/gpu-results.md, 2026-12-02 session 4). Skipped until the simulator has the unfolded view.
-  if (snap_->plan.derived.fold_ratio != 1)
-    return fmt::format("a head-folded plan (fold ratio {}): the simulator predicts in aiter's "
-                       "folded view, the harness lays q out unfolded",
+  // A kernel that walks aiter's work_info views q of a head-folded plan folded (rows x fold,
+  // heads / fold); the harness lays q out unfolded, so such calls are not run. A kernel that
+  // plans by itself (its contract never loads work_info: FlashMLA, FlashInfer) sees [tokens,
+  // heads], and so does the simulator for it (sim::Call::view_fold 1).
+  if (snap_->plan.derived.fold_ratio != 1 &&
+      sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo))
+    return fmt::format("a head-folded plan (fold ratio {}): the kernel walks aiter's work_info "
+                       "in the folded view, the harness lays q out unfolded",
                        snap_->plan.derived.fold_ratio);
   const std::string why =
       d_.Unsupported(MLASIM_KUT_OP_DECODE, req_.heads_per_head_k, o_.head_dim_qk, o_.head_dim_v,

@@ -643,7 +643,10 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   const auto& decode = dialect ? dialect_decode_.at(snap.dialect->planner) : decode_;
   const auto& reduce = dialect ? dialect_reduce_ : reduce_;
   const int32_t heads = sh_.kernel_heads;
-  const int32_t fold = snap.plan.derived.fold_ratio;
+  // aiter's kernels view q/o of a head-folded plan as [rows * R, heads / R]; a kernel whose
+  // contract never loads work_info plans by itself and sees [tokens, heads].
+  const int32_t fold =
+      ProgramLoads(decode->program, kLoadWorkInfo) ? snap.plan.derived.fold_ratio : 1;
   const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
   const int32_t qb = Bytes(s_.model.kv_dtype), ob = Bytes(s_.model.model_dtype);
   const int32_t vh = heads / fold;  // heads per (folded) row
@@ -693,6 +696,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.q_rows = static_cast<int32_t>(q_alloc);
   c.o_rows = static_cast<int32_t>(o_alloc);
   c.plan_rows = snap.q_rows_covered;
+  c.view_fold = fold;
   c.sparse = sparse;
   c.max_seqlen_q = max_seqlen_q;
   c.args.push_back(tensor("q", "q", q_alloc * fold, vh, kv_width, qb, s_.model.kv_dtype));

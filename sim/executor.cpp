@@ -411,7 +411,7 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   const TensorArg* o = Tensor("o");
   if (!oa || !o) return;
   const PlanSnapshot& snap = t_.plans[c.plan];
-  const int32_t fold = snap.plan.derived.fold_ratio;
+  const int32_t fold = c.view_fold;
   const int64_t real_rows =
       int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
       fold;

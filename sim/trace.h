@@ -106,6 +106,10 @@ struct Call {
   int32_t q_rows = 0;      // decode/reduce: q rows as allocated
   int32_t o_rows = 0;      // decode/reduce: o rows as allocated (= q_rows unless overridden)
   int32_t plan_rows = 0;   // q rows the plan covers
+  // decode/reduce: the head fold of the kernel's q/o view: the plan's fold_ratio for a kernel
+  // that walks aiter's work_info (rows x fold of heads / fold), 1 for one that plans by itself
+  // from qo_indptr / kv_indptr (FlashMLA, FlashInfer: [tokens, heads]).
+  int32_t view_fold = 1;
   int64_t fill_begin = 0;  // kIndexFill: element range written in args[0]
   int64_t fill_end = 0;
   std::vector<std::pair<int64_t, int64_t>> fill_regions;  // kIndexFill: per-token regions

@@ -33,9 +33,13 @@ namespace mlasim::kut_cpu {
 enum class ZeroKv { kReadsQWritesOutput, kReadsQOnly, kSkips };
 
 struct Config {
-  std::string variant = "asm";  // asm | opus | hk: the built-in decode contract it follows
+  std::string variant = "asm";  // asm | opus | hk | self: the built-in decode contract it follows
   ZeroKv zero_kv = ZeroKv::kReadsQWritesOutput;
   bool write_empty_rows = true;  // a row with no visible key gets o = 0, lse = -inf
+  // variant=self: the kernel plans by itself, one request per item from qo_indptr / kv_indptr,
+  // aiter's plan buffers unread (FlashMLA's and FlashInfer's way; their contracts say so), so
+  // campaigns run it over head-folded plans too.
+  bool self_planning = false;
 };
 
 // The deliberate bugs of the example kernels (tests/kut/lib/); all off in mlasim's CPU kernel.
@@ -45,13 +49,13 @@ struct Bugs {
   bool deref_minus_one = false;         // a -1 index (top-k entry or page id) is read as is
 };
 
-// Parses "variant=asm|opus|hk" (empty: asm). False with `why` set for anything else.
+// Parses "variant=asm|opus|hk|self" (empty: asm). False with `why` set for anything else.
 inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
   const std::string t = text ? text : "";
   if (t.empty()) return true;
   const std::string key = "variant=";
   if (t.compare(0, key.size(), key) != 0) {
-    *why = "config must be variant=asm|opus|hk (got '" + t + "')";
+    *why = "config must be variant=asm|opus|hk|self (got '" + t + "')";
     return false;
   }
   cfg->variant = t.substr(key.size());
@@ -64,8 +68,12 @@ inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
   } else if (cfg->variant == "hk") {
     cfg->zero_kv = ZeroKv::kReadsQOnly;
     cfg->write_empty_rows = false;
+  } else if (cfg->variant == "self") {
+    cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
+    cfg->write_empty_rows = true;
+    cfg->self_planning = true;
   } else {
-    *why = "unknown variant '" + cfg->variant + "' (asm, opus or hk)";
+    *why = "unknown variant '" + cfg->variant + "' (asm, opus, hk or self)";
     return false;
   }
   return true;
@@ -146,6 +154,12 @@ class DecodeRun {
       : c_(c), cfg_(cfg), bugs_(bugs) {}
 
   void Run() {
+    if (cfg_.self_planning) {  // one item per request: its q rows, its whole page list
+      for (int32_t b = 0; b + 1 < c_.qo_indptr.rows; ++b)
+        RunWork(Work{b, -1, I32(c_.qo_indptr, b), I32(c_.qo_indptr, b + 1),
+                     I32(c_.kv_indptr, b), I32(c_.kv_indptr, b + 1), 0});
+      return;
+    }
     const int64_t grid = c_.work_indptr.rows - 1;
     for (int64_t cl = 0; cl < grid; ++cl) {
       const int32_t w0 = I32(c_.work_indptr, cl), w1 = I32(c_.work_indptr, cl + 1);
@@ -162,10 +176,13 @@ class DecodeRun {
 
   void RunWork(int32_t w) {
     const int64_t base = int64_t{w} * 8;
-    const Work wk{I32(c_.work_info, base),     I32(c_.work_info, base + 1),
-                  I32(c_.work_info, base + 2), I32(c_.work_info, base + 3),
-                  I32(c_.work_info, base + 4), I32(c_.work_info, base + 5),
-                  I32(c_.work_info, base + 6)};
+    RunWork(Work{I32(c_.work_info, base), I32(c_.work_info, base + 1),
+                 I32(c_.work_info, base + 2), I32(c_.work_info, base + 3),
+                 I32(c_.work_info, base + 4), I32(c_.work_info, base + 5),
+                 I32(c_.work_info, base + 6)});
+  }
+
+  void RunWork(const Work& wk) {
     const bool zero_kv = wk.k1 <= wk.k0;
     if (zero_kv) {
       if (cfg_.zero_kv == ZeroKv::kSkips) return;
@@ -367,7 +384,8 @@ inline int Describe(const char* name, const char* config, mlasim_kut_info* info)
   // The built-in contract of the variant, with the one thing this kernel does differently: an
   // index outside the cache is masked (never read), where aiter's asm kernel reads it.
   static thread_local std::string contract;
-  contract = "{\"extends\": \"" + cfg.variant + "\", \"name\": \"" + name + "-" + cfg.variant +
+  const std::string base = cfg.self_planning ? "flashmla_dense" : cfg.variant;
+  contract = "{\"extends\": \"" + base + "\", \"name\": \"" + name + "-" + cfg.variant +
              "\", \"semantics\": {\"invalid_index\": \"masked\", \"sources\": "
              "{\"invalid_index\": \"kernels/kut/cpu_kernel.h: a key whose cache row is outside "
              "the cache is never read\"}}}";
@@ -392,6 +410,11 @@ inline int Describe(const char* name, const char* config, mlasim_kut_info* info)
   info->sparse = 1;
   info->decode_contract = contract.c_str();
   info->reduce_contract = "builtin:mla_reduce_v1";
+  if (cfg.self_planning) {  // FlashMLA's contract: no reduce call, dense page lists only
+    info->ops = MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE);
+    info->sparse = 0;
+    info->reduce_contract = "builtin:in_decode";
+  }
   return MLASIM_KUT_OK;
 }
 

@@ -222,6 +222,39 @@ TEST(FlashMlaContract, AStepReplaysWithDraftStepZerosKnownOverflowOnly) {
   EXPECT_TRUE(eager->result.violations.empty()) << eager->result.violations.size();
 }
 
+// At 64 heads per rank (tp 2) aiter's planner folds heads (fold_ratio > 1), and aiter's kernels
+// view q/o as [rows x fold, heads / fold]. FlashMLA plans by itself and sees [tokens, heads]:
+// its calls keep the unfolded view (Call::view_fold 1), so the step shows exactly the draft
+// step's overrun in token rows, as FlashMLA showed it on the H200 (docs/gpu-results.md,
+// session 4), and no output row of a real token counts as unwritten. Before, the folded view
+// gave "o rows 8..23 unwritten" and missed the overrun.
+TEST(FlashMlaContract, AHeadFoldedPlanKeepsTheUnfoldedViewForAKernelThatPlansByItself) {
+  auto s = LoadScenarioFile(kCase);
+  ASSERT_TRUE(s.ok());
+  s->parallel.tp = 2;  // 128 heads / 2 = 64 per rank
+  auto r = ReplayUnderFlashMla(*s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int32_t plan_fold = 0;
+  for (const Call& c : r->trace.calls) {
+    if (c.kind != CallKind::kDecode) continue;
+    plan_fold = r->trace.plans.at(c.plan).plan.derived.fold_ratio;
+    EXPECT_EQ(c.view_fold, 1);
+    for (const TensorArg& a : c.args)
+      if (a.role == "q" || a.role == "o") EXPECT_EQ(a.heads, 64) << a.role;
+  }
+  ASSERT_GT(plan_fold, 1);  // the case is a folded one
+  EXPECT_EQ(r->result.violations.size(), 2u);
+  ExpectRows(Find(*r, "draft_step_0", "q", Access::kRead), 6, 6, 7);
+  ExpectRows(Find(*r, "draft_step_0", "o", Access::kWrite), 6, 6, 7);
+  // aiter's asm kernel walks work_info: its view stays folded.
+  s->contracts.clear();
+  s->kernel = "asm";
+  auto a = Replay(*s);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  for (const Call& c : a->trace.calls)
+    if (c.kind == CallKind::kDecode) EXPECT_EQ(c.view_fold, plan_fold);
+}
+
 TEST(FlashMlaContract, OAllocatedForFewerRowsIsWrittenPastItsEnd) {
   auto s = LoadScenarioFile(kCase);
   ASSERT_TRUE(s.ok());

@@ -158,6 +158,31 @@ TEST(KutCampaign, CpuKernelHasNoFindingInEitherMode) {
   }
 }
 
+// mlasim's CPU kernel planning by itself (`--kernel-config variant=self`: one item per request
+// from qo_indptr / kv_indptr, FlashMLA's contract, aiter's plan unread) runs every decode call,
+// head-folded plans included, with no finding and every call's numerics compared against the
+// monolithic reference. With the simulator's folded view of q/o for such a kernel (the view
+// aiter's kernels have), the draft step's overrun showed as false `KUT-contract` findings on o
+// and lse, as FlashMLA's did on the H200 (docs/gpu-results.md, 2026-12-02 session 4).
+TEST(KutCampaign, ASelfPlanningKernelRunsHeadFoldedPlansWithNoFinding) {
+  for (const std::string mode : {"sentinel", "guard"}) {
+    const Out r = Cli({"fuzz", "--gpu", mode, "--kernel-under-test", Lib("cpu"), "--kernel-config",
+                       "variant=self", "--cases", "32", "--seed", "1", "--small",
+                       "--ignore-known", "--head-dims", "32,16", "--jobs", "2"});
+    EXPECT_EQ(r.code, 0) << mode << '\n' << r.out << r.err;
+    EXPECT_NE(r.out.find("findings 0: 0 new"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("config variant=self"), std::string::npos) << r.out;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(
+        r.out, m, std::regex("decode calls: (\\d+) run, 0 skipped, 0 unsupported by the kernel\n")))
+        << r.out;
+    EXPECT_GT(std::stoi(m[1]), 0);
+    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("numerics: (\\d+) call\\(s\\) compared, "
+                                                       "0 not compared\n")))
+        << r.out;
+  }
+}
+
 // A kernel described as FlashMLA's (dense only, bf16 KV, page size a multiple of 64 and at most
 // 64: tests/kut/lib/kut_page64.cpp) gets steps it runs: every decode call it sees is a page-64
 // bf16 dense call (a call outside its description would be an error return, a KUT-fault

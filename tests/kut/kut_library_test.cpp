@@ -166,7 +166,7 @@ TEST(KutLibrary, FromJsonRefusesAMalformedDescriptionNamingTheField) {
 
 TEST(KutLibrary, CpuKernelRefusesAConfigItDoesNotKnow) {
   const std::string e = OpenError("cpu", "variant=fast");
-  EXPECT_NE(e.find("returned 1: unknown variant 'fast' (asm, opus or hk)"), std::string::npos) << e;
+  EXPECT_NE(e.find("returned 1: unknown variant 'fast' (asm, opus, hk or self)"), std::string::npos) << e;
 }
 
 // The CPU kernel checks the descriptor's version and size before it reads anything else.
