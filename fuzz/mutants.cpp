@@ -475,6 +475,9 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
       {SimMutant::kContractWhenSkipsPartial0, BugClass::kE,
        "when clause off by one (partial_qo_loc > 0): the piece at partial row 0 writes no "
        "logits, the reduce reads partial rows nobody wrote"},
+      {SimMutant::kContractExtendsWrongBase, BugClass::kI,
+       "extends names the wrong base: a user's asm contract starts from hk and inherits its "
+       "zero_kv (reads q only), so zero-KV padding rows an engine consumes stay garbage"},
       {SimMutant::kContractUnitRowsForHeadRows, BugClass::kC,
        "read statement's unit: q bounds counted in head rows (row x heads) read as rows, heads "
        "times past the work item's q rows"},
