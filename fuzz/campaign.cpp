@@ -179,6 +179,8 @@ CampaignIdentity Campaign::Identity() const {
   id.kernel = o_.kernel;
   id.swarm = o_.swarm;
   id.shrink = ShrinkPolicyName(o_.shrink);
+  // The numerics run only in simulator campaigns (a kernel under test has its own).
+  id.step_numerics_every = o_.kernel.empty() ? o_.step_numerics_every : 0;
   return id;
 }
 

@@ -496,10 +496,10 @@ TEST(CampaignStepNumerics, EveryNthCaseRunsTheEngineStepNumerics) {
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   EXPECT_EQ(on->cases, 400);
   EXPECT_EQ(on->step_numerics, 25);
-  ASSERT_EQ(on->findings.size(), 2u);
-  EXPECT_EQ(on->findings.begin()->first, "draft_step_0|sparse_decode|o|write|B");
-  EXPECT_EQ(on->findings.begin()->second.seed_index, std::optional<uint64_t>(96));
-  EXPECT_EQ(std::next(on->findings.begin())->first, "verify|sparse_decode|o|write|B");
+  // The numerics of seed index 96 (DCP 2, hk, K 2) show o rows of a real token never written:
+  // docs/findings.md #5, a known family (KnownBugs.NeverWrittenRowsUnderDcpAreTheDcpFamily);
+  // before the known-bug pattern named that form, this campaign reported it as 2 new findings.
+  EXPECT_EQ(on->findings.size(), 0u);
   o.step_numerics_every = 1;
   o.max_cases = 3;
   auto every = RunCampaign(o, nullptr);
