@@ -478,8 +478,8 @@ namespace {
 
 // Issue 11: campaigns run the engine-step numerics on every Nth case by seed index (its shrinks
 // included), deterministically; the summary counts the cases it ran on. Seed 7, 400 cases,
-// swarm on, --ignore-known: every 16th case gives 25 numerics steps and the two never-written
-// sparse o rows of seed index 96 (an hk step); without the numerics the same cases are clean.
+// swarm on, --ignore-known: every 16th case gives 25 numerics steps; the never-written sparse
+// o rows they show at seed index 96 (an hk step with DCP 2) are the known DCP family.
 TEST(CampaignStepNumerics, EveryNthCaseRunsTheEngineStepNumerics) {
   CampaignOptions o;
   o.seconds = std::numeric_limits<double>::infinity();
