@@ -91,6 +91,7 @@ class Campaign {
     // The shrunk finding of each target no lower index showed when the case ran (a lower index
     // committed later may still have shown it: the commit decides).
     std::map<std::string, Failure> failures;
+    bool step_numerics = false;  // the engine-step numerics joined its property
   };
   CaseResult RunCase(int64_t k, int32_t slot, std::map<std::string, int64_t>& cov);
   Failure Unreproduced(const sim::Scenario& scenario, const std::vector<sim::Violation>& broken,
@@ -128,6 +129,7 @@ class Campaign {
   const NoteFn& note_;
   GenConfig config_;
   Property property_;
+  Property numerics_property_;  // property_ and the engine-step numerics (step_numerics_every)
   CampaignSummary sum_;
   std::set<std::string> known_;  // signatures of findings in --out before the run (read-only)
   std::mutex mu_;
@@ -177,6 +179,8 @@ CampaignIdentity Campaign::Identity() const {
   id.kernel = o_.kernel;
   id.swarm = o_.swarm;
   id.shrink = ShrinkPolicyName(o_.shrink);
+  // The numerics run only in simulator campaigns (a kernel under test has its own).
+  id.step_numerics_every = o_.kernel.empty() ? o_.step_numerics_every : 0;
   return id;
 }
 
@@ -221,6 +225,11 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
     }
     cf.file = Path(name);
     cf.replay = ReplayCommand(o_.replay_flags, cf.file);
+    const sim::Violation* v = FindSignature(f.broken, signature);
+    if (v && (v->kind == sim::ViolationKind::kPoisonedOutput ||
+              v->kind == sim::ViolationKind::kWrongOutput))  // an engine-step numerics finding
+      cf.replay = fmt::format("mlasim numerics --poison --max-context {} {}", kStepNumericsContext,
+                              cf.file);
   }
   if (o_.on_finding) o_.on_finding(cf);
   sum_.findings.emplace(signature, std::move(cf));
@@ -232,6 +241,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
 void Campaign::CommitReadyLocked() {
   for (auto it = pending_.find(committed_); it != pending_.end(); it = pending_.find(committed_)) {
     const CaseResult& r = it->second;
+    sum_.step_numerics += r.step_numerics ? 1 : 0;
     sum_.shown.insert(r.shown.begin(), r.shown.end());
     for (const std::string& sig : r.signatures) {
       if (!sum_.signatures.insert(sig).second) continue;  // a lower index showed it
@@ -261,7 +271,9 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
   Cover(scenario, cov);
   if (config_.swarm) CoverSwarm(SwarmOmittedNames(config_, swarm), cov);
   CaseResult res;
-  const std::vector<sim::Violation> broken = Evaluate(scenario, property_, sim::SimMutant::kNone);
+  res.step_numerics = numerics_property_ && index % static_cast<uint64_t>(o_.step_numerics_every) == 0;
+  const Property& property = res.step_numerics ? numerics_property_ : property_;
+  const std::vector<sim::Violation> broken = Evaluate(scenario, property, sim::SimMutant::kNone);
   if (broken.empty()) return res;
   res.signatures = PolicyTargets(broken, Policy());
   res.shown = Signatures(broken);
@@ -280,7 +292,7 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
   for (const std::string& sig : todo) {
     SetInFlight(slot, k, "shrinking " + sig);
     std::optional<Failure> f = ShrinkForPolicy(
-        config_, seed, size, property_, sim::SimMutant::kNone, sig, Policy(), o_.max_shrink_steps);
+        config_, seed, size, property, sim::SimMutant::kNone, sig, Policy(), o_.max_shrink_steps);
     if (!f.has_value() && !o_.kernel.empty()) f = Unreproduced(scenario, broken, seed, size, sig);
     MLASIM_ASSERT(f.has_value(), "a replay of the same scenario shows the same violations");
     res.failures.emplace(sig, std::move(*f));
@@ -457,6 +469,14 @@ StatusOr<CampaignSummary> Campaign::Run() {
     property_ = o_.ignore_known
                     ? Property(UnknownViolations)
                     : Property([](const sim::ReplayReport& r) { return r.result.violations; });
+  if (o_.step_numerics_every < 0)
+    return InvalidArgumentError("--step-numerics-every", "must be >= 0 (0: never)");
+  if (o_.step_numerics_every > 0 && o_.kernel.empty())
+    numerics_property_ = [base = property_](const sim::ReplayReport& r) {
+      std::vector<sim::Violation> v = base(r);
+      for (sim::Violation& n : NumericsViolations(r)) v.push_back(std::move(n));
+      return v;
+    };
   if (!o_.out_dir.empty()) MLASIM_RETURN_IF_ERROR(PrepareOutDir());
   next_ = start_index_;
   committed_ = start_index_;

@@ -72,6 +72,11 @@ struct CampaignOptions {
   // §1), or round 1's first-failure, a measurement and compatibility mode.
   ShrinkPolicy shrink = ShrinkPolicy::kPerSignature;
   CampaignMutant mutant = CampaignMutant::kNone;
+  // The engine-step numerics property (fuzz/properties.h NumericsViolations: contexts capped at
+  // kStepNumericsContext, head dims 80/64, poisoned inputs) joins the property on every case
+  // whose seed index is a multiple of this (its shrinks included); 0: never. Not for
+  // kernel-under-test campaigns (their property is the device's).
+  int64_t step_numerics_every = 0;
   // The property whose violations are findings; empty: every violation (or, with ignore_known,
   // UnknownViolations). Tests set a synthetic one; a kernel-under-test campaign (fuzz --gpu)
   // sets KutProperty (fuzz/kut_pool.h).
@@ -130,6 +135,8 @@ struct CampaignSummary {
   // cases that left the option out and "swarm-out:nothing" those that left none out.
   std::map<std::string, int64_t> coverage;
   std::vector<std::string> notes;  // what the run told the user (NoteFn)
+  // Cases of this run whose engine-step numerics ran (CampaignOptions::step_numerics_every).
+  int64_t step_numerics = 0;
   int64_t NewFindings() const;
 };
 

@@ -271,6 +271,14 @@ GenConfig AnyProfile(bool sparse_only = false) {
   return c;
 }
 
+// Generated steps of both ATOM profiles with the `paged` generator family (dense steps over
+// pages of 16 or 64 tokens).
+GenConfig PagedSteps() {
+  GenConfig c = AnyProfile();
+  c.paged = true;
+  return c;
+}
+
 MutantSpec Sim(SimMutant m, BugClass cls, std::string desc, GenConfig config,
                std::string property_name, Property p, MutantKind kind = MutantKind::kSimulator) {
   MutantSpec s;
@@ -323,10 +331,11 @@ constexpr const char* kStepNumerics = "engine-step-numerics";
 // A semantics mutant on ATOM engine steps: generated steps in the world of the contract's
 // invalid-index mutants (hostile index values in the slots a kernel reads, a contract that masks
 // them: sim/mutants.cpp HostileIndices), checked by the engine-step numerics property with the
-// variant's semantics in place of the contract's. The kill's case file is the step in that world
-// (`mlasim numerics FILE --mutant NAME` reproduces it).
+// variant's semantics in place of the contract's, on steps the contract's own semantics pass (a
+// step that fails without the mutant kills nothing). The kill's case file is the step in that
+// world (`mlasim numerics FILE --mutant NAME` reproduces it).
 MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, NumericsVariant v,
-                        std::string site) {
+                        std::string site, GenConfig config) {
   MutantSpec m;
   m.name = std::move(name);
   m.bug_class = cls;
@@ -335,7 +344,8 @@ MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, Numeri
   m.property = kStepNumerics;
   m.site = std::move(site);
   m.numerics = v;
-  m.kill_case = [v](uint64_t seed, int64_t index) -> std::optional<Kill> {
+  m.config = config;
+  m.kill_case = [v, config](uint64_t seed, int64_t index) -> std::optional<Kill> {
     constexpr SimMutant kWorld = SimMutant::kContractInvalidIndexFault;
     const sim::SemanticsOverride over = SemanticsOf(v);
     const Property in_world = [over](const sim::ReplayReport& r) {
@@ -343,10 +353,12 @@ MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, Numeri
       if (!w.ok()) return std::vector<sim::Violation>{};
       sim::ReplayReport step;
       step.scenario = std::move(*w);
+      // Only a step the unmutated semantics pass can kill: the violations are the mutant's.
+      if (!NumericsViolations(step).empty()) return std::vector<sim::Violation>{};
       return NumericsViolations(step, over);
     };
     const int size = static_cast<int>(10 + (index % 90));
-    auto f = TestSeed(AnyProfile(), seed + static_cast<uint64_t>(index), size, in_world,
+    auto f = TestSeed(config, seed + static_cast<uint64_t>(index), size, in_world,
                       SimMutant::kNone);
     if (!f) return std::nullopt;
     auto w = sim::MutantScenario(f->scenario, kWorld, /*mutated=*/false);
@@ -463,6 +475,9 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
       {SimMutant::kContractWhenSkipsPartial0, BugClass::kE,
        "when clause off by one (partial_qo_loc > 0): the piece at partial row 0 writes no "
        "logits, the reduce reads partial rows nobody wrote"},
+      {SimMutant::kContractExtendsWrongBase, BugClass::kI,
+       "extends names the wrong base: a user's asm contract starts from hk and inherits its "
+       "zero_kv (reads q only), so zero-KV padding rows an engine consumes stay garbage"},
       {SimMutant::kContractUnitRowsForHeadRows, BugClass::kC,
        "read statement's unit: q bounds counted in head rows (row x heads) read as rows, heads "
        "times past the work item's q rows"},
@@ -524,20 +539,24 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
   r.push_back(Numerics("causal-rule-off-by-one", BugClass::kH,
                        "the MTP causal rule lets a row see one key too many",
                        Code(NM::kCausalOffByOne), plan + "kCausalOffByOne"));
+  // Both die on generated ATOM steps in the hostile-index world (docs/fuzzing.md "Mutants"):
+  // a row whose every key slot holds an invalid index (masked) has no key, which empty_rows =
+  // nan writes as 0/0; a masked key that holds NaN exists only past a request's last token in
+  // its last page, so read_then_mask needs dense steps over pages of more than one token (the
+  // `paged` generator family), where that tail is poisoned.
   NumericsVariant nan_rows;
   nan_rows.empty_rows = ref::EmptyRowPolicy::kNan;
-  r.push_back(Numerics("semantics-empty-rows-nan", BugClass::kF,
-                       "semantics empty_rows = nan: a split piece whose rows see no key writes "
-                       "0/0 = NaN, which the reduce merges (aiter #4711)",
-                       nan_rows, "data: the contract's semantics.empty_rows",
-                       MutantKind::kSemantics));
+  r.push_back(StepNumerics("semantics-empty-rows-nan", BugClass::kF,
+                           "semantics empty_rows = nan: a split piece whose rows see no key "
+                           "writes 0/0 = NaN, which the reduce merges (aiter #4711)",
+                           nan_rows, "data: the contract's semantics.empty_rows", AnyProfile()));
   NumericsVariant masked;
   masked.read_masked_keys = true;
-  r.push_back(Numerics("semantics-masked-keys-read-then-mask", BugClass::kI,
-                       "semantics masked_keys = read_then_mask: the NaN tail of a request's last "
-                       "page is loaded and masked, 0 x NaN reaches o (FlashMLA's poisoned tails)",
-                       masked, "data: the contract's semantics.masked_keys",
-                       MutantKind::kSemantics));
+  r.push_back(StepNumerics("semantics-masked-keys-read-then-mask", BugClass::kI,
+                           "semantics masked_keys = read_then_mask: the NaN tail of a request's "
+                           "last page is loaded and masked, 0 x NaN reaches o (FlashMLA's "
+                           "poisoned tails)",
+                           masked, "data: the contract's semantics.masked_keys", PagedSteps()));
   // Hostile top-k entries (-1, past the cache, 2147480000, INT_MAX) used instead of masked.
   struct Use {
     ref::InvalidIndexUse use;
@@ -555,7 +574,7 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
                                  ": hostile index values (-1, past the cache, 2147480000, "
                                  "INT_MAX) in the slots an ATOM step's decode reads reach real o "
                                  "rows (FlashMLA's invalid indices)",
-                             v, "data: the contract's semantics.invalid_index"));
+                             v, "data: the contract's semantics.invalid_index", AnyProfile()));
   }
   r.push_back(Custom(
       "campaign-slipping-shrink", BugClass::kA, MutantKind::kCampaign,

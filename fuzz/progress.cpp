@@ -21,7 +21,8 @@ nlohmann::json IdentityJson(const CampaignIdentity& id) {
                       {"shrink", id.shrink},
                       {"shard", id.shard},
                       {"shards", id.shards},
-                      {"max_shrink_steps", id.max_shrink_steps}};
+                      {"max_shrink_steps", id.max_shrink_steps},
+                      {"step_numerics_every", id.step_numerics_every}};
   if (!id.kernel.empty()) j["kernel"] = id.kernel;
   return j;
 }
@@ -103,6 +104,14 @@ Status ReadIdentity(const nlohmann::json& doc, const std::string& path, const st
         field, path,
         Beyond64Or("max_shrink_steps", steps, "max_shrink_steps must be an integer in 0..100000"));
   id->max_shrink_steps = static_cast<int>(steps.get<int64_t>());
+  if (doc.contains("step_numerics_every")) {  // added with campaign numerics: absent means 0
+    const auto& every = doc["step_numerics_every"];
+    if (!sim::IsInt64(every) || every.get<int64_t>() < 0)
+      return Bad(field, path,
+                 Beyond64Or("step_numerics_every", every,
+                            "step_numerics_every must be a non-negative integer"));
+    id->step_numerics_every = every.get<int64_t>();
+  }
   if (doc.contains("kernel")) {
     if (!doc["kernel"].is_string()) return Bad(field, path, "kernel must be a string");
     id->kernel = doc["kernel"].get<std::string>();

@@ -34,6 +34,8 @@ struct CampaignIdentity {
   std::string shrink = "per-signature";
   int32_t shard = 0, shards = 1;
   int max_shrink_steps = 200;
+  // --step-numerics-every (absent in older files: 0, the numerics never ran).
+  int64_t step_numerics_every = 0;
   // A kernel-under-test campaign (fuzz --gpu): the kernel, its config, the mode and head dims
   // (fuzz/kut_pool.h); "" for a simulator campaign (the key is then absent from the file).
   std::string kernel;

@@ -58,8 +58,10 @@ std::vector<KnownBug> Build() {
                "docs/findings.md #5",
                "",
                "with DCP a token that owns no KV on this rank is a zero-KV work item; OPUS and HK "
-               "write nothing for it, so its o/LSE rows stay stale for the cross-rank merge",
-               {{K::kUnwrittenOutput}, {}, "", KnownBugWhen::kDcp}});
+               "write nothing for it, so its o/LSE rows stay stale for the cross-rank merge "
+               "(the replay's unwritten rows; the engine-step numerics' never-written rows)",
+               {{K::kUnwrittenOutput, K::kPoisonedOutput}, {"*|*|*|write|B"}, "",
+                KnownBugWhen::kDcp}});
   v.push_back(
       {"sparse-main-plan-sized-is-sparse",
        BugClass::kD,

@@ -33,6 +33,7 @@ constexpr const char* kNames[] = {
     "contract-invalid-index-wrap",
     "contract-partial-write-when-off-by-one",
     "contract-unit-rows-for-head-row-bounds",
+    "contract-extends-wrong-base",
     "engine-launch-grid-captured",
     "engine-decode-plan-from-capture",
     "sizing-main-plan-for-one-request",
@@ -104,6 +105,17 @@ std::vector<SimMutantSpec> Build() {
   edit(SimMutant::kContractUnitRowsForHeadRows,
        {{decode, kWorkBody + "/7/rows", nlohmann::json::array({"qo_start * heads", "qo_end * heads"})},
         {decode, kWorkBody + "/7/unit", "rows"}});
+  // `extends`: a user's contract for an asm build that only names itself starts from hk instead
+  // of asm, so it inherits hk's zero_kv (reads q only) and empty_rows (unwritten): on an engine
+  // that consumes padding rows the zero-KV padding rows stay garbage. With `extends: asm` the
+  // same document is asm's behaviour and the step is clean.
+  at(SimMutant::kContractExtendsWrongBase).contract_edits = {{decode, "/extends", "hk", true}};
+  at(SimMutant::kContractExtendsWrongBase).setting.serial_planner = true;
+  at(SimMutant::kContractExtendsWrongBase).setting.engine_flags = {{"o_padding", "consumed"}};
+  at(SimMutant::kContractExtendsWrongBase).setting.user_decode_contract = {
+      {"extends", "asm"},
+      {"name", "user-asm-build"},
+      {"source", "a user's contract: aiter's asm decode as built here (mutant world)"}};
   edit(SimMutant::kContractZeroKvSkips, {{decode, "/semantics/zero_kv", "skips"}});
   // An engine that consumes padding rows, with the serial planner (every zero-KV padding
   // request gets a work item): asm writes every padding row, a kernel that skips them does not.
@@ -167,6 +179,23 @@ Status ApplyEdits(const std::vector<ContractEdit>& edits, Scenario& s) {
   return OkStatus();
 }
 
+// The world's user decode contract, with the as-written edits of `edits`, replacing the
+// scenario's decode contract (as `--contract` does).
+Status ApplyUserContract(const MutantSetting& m, const std::vector<ContractEdit>& edits,
+                         Scenario& s) {
+  if (m.user_decode_contract.is_null()) return OkStatus();
+  nlohmann::json doc = m.user_decode_contract;
+  for (const ContractEdit& e : edits)
+    if (e.as_written) doc[nlohmann::json::json_pointer(e.pointer)] = e.value;
+  MLASIM_ASSIGN_OR_RETURN(Contract c, ParseContract(doc, "mutant:user-contract.json"));
+  std::vector<std::shared_ptr<const Contract>> kept;
+  for (const auto& x : s.contracts)
+    if (x->call != CallKind::kDecode) kept.push_back(x);
+  kept.push_back(std::make_shared<const Contract>(std::move(c)));
+  s.contracts = std::move(kept);
+  return OkStatus();
+}
+
 Status ApplySetting(const MutantSetting& m, Scenario& s) {
   if (!m.kernel.empty() && s.contracts.empty()) s.kernel = m.kernel;
   if (m.serial_planner) s.serial_planner = true;
@@ -214,7 +243,11 @@ StatusOr<Scenario> MutantScenario(const Scenario& s, SimMutant m, bool mutated) 
     }
     for (const SizingOverride& z : spec.sizing) out.sizing.push_back(z);
   }
-  MLASIM_RETURN_IF_ERROR(ApplyEdits(edits, out));
+  MLASIM_RETURN_IF_ERROR(ApplyUserContract(spec.setting, edits, out));
+  std::vector<ContractEdit> parsed;
+  for (const ContractEdit& e : edits)
+    if (!e.as_written) parsed.push_back(e);
+  MLASIM_RETURN_IF_ERROR(ApplyEdits(parsed, out));
   return out;
 }
 

@@ -49,6 +49,7 @@ enum class SimMutant : uint8_t {
   kContractInvalidIndexWrap,   // G: ... wrapped (invalid_index = wrap)
   kContractWhenSkipsPartial0,  // E: a `when` off by one: the piece at partial row 0 writes no logits
   kContractUnitRowsForHeadRows,  // C: q read bounds in head rows (row x heads), `unit` rows
+  kContractExtendsWrongBase,   // I: a user's contract extends hk, not asm (inherits its zero_kv)
   // Scenario features (docs/scenario.md), each a disagreement stated as data.
   kCallLaunchGridCaptured,  // A: a per-call override: the decode launched with a captured grid
   kCallPlanFromCapture,     // E: plan_from: the decode consumes the plan captured at capture
@@ -62,10 +63,13 @@ SimMutant SimMutantByName(const std::string& name);
 
 // An edit of a kernel contract's JSON (the document after `extends`): the value at `pointer` (RFC
 // 6901) replaced by `value`, or removed when `value` is null; a member an object lacks is added.
+// An edit with `as_written` applies to the world's user contract as written
+// (MutantSetting::user_decode_contract), before its `extends` is resolved.
 struct ContractEdit {
   CallKind call = CallKind::kDecode;
   std::string pointer;
   nlohmann::json value;
+  bool as_written = false;
 };
 
 // The world a mutant is searched in, applied with and without it (so the property must hold
@@ -78,6 +82,9 @@ struct MutantSetting {
   nlohmann::json engine_flags = nlohmann::json::object();
   std::vector<KvCacheSpec::IndexValue> hostile_indices;
   std::vector<ContractEdit> contract_edits;
+  // A user's decode contract as written (`--contract FILE`), parsed after the as-written edits;
+  // null: none.
+  nlohmann::json user_decode_contract;
 };
 
 // What a simulator mutant changes, as data: call-table variables replaced by other expressions

@@ -187,6 +187,40 @@ TEST(StepNumerics, EveryInvalidIndexMutantDiesInTheEngineStepNumerics) {
   }
 }
 
+// Issue 11: the masked-keys and empty-rows semantics mutants die in the engine-step numerics on
+// generated ATOM steps, not only in unit batches: seed 1 kills them at cases 2 and 4, with their
+// own classes, on steps the contract's semantics pass. Masked keys need dense steps over pages
+// of 16 or 64 tokens (the `paged` family: a last page's poisoned tail).
+TEST(StepNumerics, MaskedKeysAndEmptyRowsMutantsDieOnPagedEngineSteps) {
+  const std::pair<const char*, std::pair<sim::BugClass, int64_t>> expected[] = {
+      {"semantics-empty-rows-nan", {sim::BugClass::kF, 2}},
+      {"semantics-masked-keys-read-then-mask", {sim::BugClass::kI, 4}}};
+  for (const auto& [name, want] : expected) {
+    const MutantSpec* m = FindMutant(name);
+    ASSERT_NE(m, nullptr) << name;
+    EXPECT_EQ(m->property, "engine-step-numerics") << name;
+    const bool masked = std::string(name) == "semantics-masked-keys-read-then-mask";
+    EXPECT_EQ(m->config.paged, masked) << name;
+    EXPECT_EQ(m->bug_class, want.first) << name;
+    const MutantResult r = RunMutant(*m, 1, m->budget);
+    ASSERT_TRUE(r.killed) << name << " survived " << r.cases << " cases";
+    EXPECT_EQ(r.cases, want.second) << name;
+    ASSERT_TRUE(r.kill && r.kill->counterexample) << name;
+    const Failure& f = *r.kill->counterexample;
+    if (masked) {
+      EXPECT_GT(f.scenario.kv_cache.page_size, 1) << name;
+      EXPECT_FALSE(f.scenario.model.sparse) << name;
+    }
+    ASSERT_FALSE(f.broken.empty()) << name;
+    EXPECT_EQ(f.broken.front().kind, sim::ViolationKind::kPoisonedOutput) << name;
+    EXPECT_EQ(f.broken.front().bug_class, m->bug_class) << name << ": class labels agree";
+    sim::ReplayReport step;
+    step.scenario = f.scenario;  // the step in its world
+    EXPECT_TRUE(NumericsViolations(step).empty()) << name;
+    EXPECT_FALSE(NumericsViolations(step, SemanticsOf(*m->numerics)).empty()) << name;
+  }
+}
+
 TEST(StepNumerics, ThePropertyHoldsOnGeneratedStepsOfEveryRealProfile) {
   // A kill means something only if the unmutated engine passes: generated steps of the real
   // profiles with hostile index values read by a masking kernel (the invalid-index mutants'

@@ -52,9 +52,15 @@ constexpr const char* kKernelFlags[] = {"--kernel-under-test", "--kernel-config"
                                         "--devices",           "--head-dims",     "--reference",
                                         "--kernel-timeout"};
 
+// Campaigns run the engine-step numerics on every 64th case by default: a numerics step costs
+// about 40 replays, so this about doubles the CPU per case (every 16th: 3.2x; docs/fuzzing.md
+// "Engine-step numerics in campaigns").
+constexpr int64_t kDefaultStepNumericsEvery = 64;
+
 class FuzzCommand final : public Command {
  public:
   explicit FuzzCommand(CLI::App& parent) {
+    o_.step_numerics_every = kDefaultStepNumericsEvery;
     app_ = parent.add_subcommand(kName,
                                  "Fuzz generated engine steps; keep one shrunk, replayable "
                                  "case per distinct failure signature");
@@ -80,6 +86,11 @@ class FuzzCommand final : public Command {
     app_->add_flag("--ignore-known", o_.ignore_known,
                    "do not report the documented families (fuzz/properties.h)");
     app_->add_flag("--small", o_.small, "B <= 64 and K <= 3: throughput runs");
+    app_->add_option("--step-numerics-every", o_.step_numerics_every,
+                     "run the engine-step numerics (contexts capped at 48, head dims 80/64, "
+                     "poisoned inputs) on every Nth case, by seed index; 0: never (default 64; "
+                     "not with --gpu)")
+        ->type_name("N");
     app_->add_option("--generate", generate_text_,
                      "also generate these families, comma-separated: hostile-indices, "
                      "disagreements, paged (docs/fuzzing.md)")
@@ -483,6 +494,9 @@ void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& s
                           f.file.empty() ? "" : "  " + f.file);
     if (!f.known.empty()) io.out << "    " << f.known << '\n';
   }
+  if (o_.step_numerics_every > 0 && o_.kernel.empty())
+    io.out << fmt::format("engine-step numerics: {} of {} cases (every {}th seed index)\n",
+                          sum.step_numerics, sum.cases, o_.step_numerics_every);
   io.out << "coverage:";
   for (const auto& [k, v] : sum.coverage) io.out << ' ' << k << '=' << v;
   io.out << '\n';
