@@ -38,6 +38,13 @@ struct LoadSource {
   const std::string* buffer = nullptr;  // allocation name
 };
 
+// Whether element `e` of `l` loads without a finding: in the buffer, and written (a cell the
+// planner wrote from an out-of-range input read, Cell::kUndefined, holds the value the model
+// computed; the read that made it is reported with the planner call).
+inline bool Loadable(const LoadSource& l, int64_t e) {
+  return e >= 0 && e < l.size && (!l.cells || l.cells[e] != Cell::kUnwritten);
+}
+
 // Aggregate keys of underflows: kept apart from overruns of the same buffer.
 constexpr int kBefore = 100;
 
@@ -79,6 +86,7 @@ class CallExecutor {
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
   void ExecLetRow(const LetRow& r);
+  inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
   int64_t Eval(const Expr& e, bool* defined);
   inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
@@ -568,11 +576,7 @@ void CallExecutor::Bind(const Call& c) {
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
   const LoadSource& l = loads_[slot];
-  if (element >= 0 && element < l.size && (!l.cells || l.cells[element] != Cell::kUnwritten)) {
-    // A cell the planner wrote from an out-of-range input read (Cell::kUndefined) holds the value
-    // the model computed; the read that made it is reported with the planner call.
-    return {l.data[element], true};
-  }
+  if (Loadable(l, element)) return {l.data[element], true};
   return BadLoad(l, element);
 }
 
@@ -801,7 +805,9 @@ void CallExecutor::ExecLoop(const Statement& st) {
   const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
   if (trips > max_trips) return ReportHang(st, trips, max_trips);
   const int32_t saved_who = who_;
+  const bool csr = st.csr.loads > 0 && opt_.csr_walks;
   for (int64_t i = from; i < to; ++i) {
+    if (csr && CsrIdle(st.csr, i)) continue;
     vars_[st.slot] = i;
     defined_[st.slot] = 1;
     if (st.attribute == LoopAttribution::kWorkItem || st.attribute == LoopAttribution::kTile)
@@ -809,6 +815,21 @@ void CallExecutor::ExecLoop(const Statement& st) {
     Exec(st.body);
   }
   who_ = saved_who;
+}
+
+// Whether iteration `v` of a CSR walk would only load its elements (CsrWalk): each of them
+// loadable, and the gate <= 0. The element index as Expr computes it.
+bool CallExecutor::CsrIdle(const CsrWalk& w, int64_t v) const {
+  const LoadSource& l = loads_[w.buffer];
+  int64_t gate = w.constant;
+  for (int32_t k = 0; k < w.loads; ++k) {
+    const int64_t index = static_cast<int64_t>(static_cast<uint64_t>(v) +
+                                               static_cast<uint64_t>(w.offset[k]));
+    const int64_t e = index * w.width + w.field;
+    if (!Loadable(l, e)) return false;
+    gate += w.coef[k] * l.data[e];
+  }
+  return gate <= 0;
 }
 
 void CallExecutor::CaptureLayout(const Call& c, bool has_violation) {

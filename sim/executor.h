@@ -29,6 +29,9 @@ struct ExecutionResult {
 struct ExecuteOptions {
   SimMutant mutant = SimMutant::kNone;  // sim/mutants.h; applied by ExpandStep (via Replay)
   bool capture_layout = true;           // build ExecutionResult::layout (fuzzing skips it)
+  // Skip the idle iterations of CSR walks (sim/contract.h CsrWalk); false runs every iteration
+  // as written. Same findings either way (tests compare the two).
+  bool csr_walks = true;
 };
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});

@@ -610,6 +610,45 @@ bool Expr::AsRowLoad(RowLoad* out) const {
   return true;
 }
 
+bool Expr::AsOffsetLoad(OffsetLoad* out) const {
+  const Term& index = terms_[0];
+  if (shape_ != Shape::kLoad) return false;
+  OffsetLoad r;
+  r.buffer = load_slot_;
+  r.width = load_width_;
+  r.field = load_field_;
+  if (index.op == Op::kConst && index.a.var) {  // v
+    r.index_slot = static_cast<int32_t>(index.a.value);
+  } else if ((index.op == Op::kAdd || index.op == Op::kSub) && index.a.var && !index.b.var) {
+    r.index_slot = static_cast<int32_t>(index.a.value);  // v + k, v - k
+    r.offset = index.op == Op::kAdd ? index.b.value
+                                    : static_cast<int64_t>(0 - static_cast<uint64_t>(index.b.value));
+  } else if (index.op == Op::kAdd && !index.a.var && index.b.var) {  // k + v
+    r.index_slot = static_cast<int32_t>(index.b.value);
+    r.offset = index.a.value;
+  } else {
+    return false;
+  }
+  if (pair_op_ != Op::kConst) {  // L - var
+    const Term& t = terms_[1];
+    if (pair_op_ != Op::kSub || !load_left_ || t.op != Op::kConst || !t.a.var) return false;
+    r.minus_slot = static_cast<int32_t>(t.a.value);
+  }
+  *out = r;
+  return true;
+}
+
+bool Expr::AsOneTerm(Term* out) const {
+  if (shape_ == Shape::kConst) {
+    *out = Term();
+    out->a.value = code_[0].value;
+    return true;
+  }
+  if (shape_ != Shape::kTerm) return false;
+  *out = terms_[0];
+  return true;
+}
+
 int64_t Expr::Eval(const int64_t* vars, const uint8_t* var_defined, const Loader& load,
                    bool* defined) const {
   return EvalWith(vars, var_defined, load, defined);

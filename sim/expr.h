@@ -160,6 +160,18 @@ class Expr {
   };
   // This expression as such a load, if it is one (the index a variable, no arithmetic).
   bool AsRowLoad(RowLoad* out) const;
+  // A load `buffer[index_slot + offset]` (element (index + offset) * width + field; the index
+  // written `v`, `v + k`, `k + v` or `v - k`), alone or minus a variable (`reduce_indptr[t + 1]
+  // - first`: minus_slot, else -1): a bound of a CSR walk (sim/contract.h CsrWalk).
+  struct OffsetLoad {
+    int32_t buffer = -1, index_slot = -1, width = 1, field = 0, minus_slot = -1;
+    int64_t offset = 0;
+  };
+  // This expression as such a load, if it is one.
+  bool AsOffsetLoad(OffsetLoad* out) const;
+  // This expression as one term on variables and constants (a constant, a variable, `a op b`),
+  // if it is one (Shape kConst or kTerm).
+  bool AsOneTerm(Term* out) const;
   // Whether the expression loads from buffer slot `buffer` on any path (a side of && || ?: that
   // a given evaluation does not take included).
   bool LoadsFrom(int32_t buffer) const;
