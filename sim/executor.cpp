@@ -807,7 +807,10 @@ void CallExecutor::ExecLoop(const Statement& st) {
   const int32_t saved_who = who_;
   const bool csr = st.csr.loads > 0 && opt_.csr_walks;
   for (int64_t i = from; i < to; ++i) {
-    if (csr && CsrIdle(st.csr, i)) continue;
+    if (csr && CsrIdle(st.csr, i)) {
+      ++out_.csr_skipped;
+      continue;
+    }
     vars_[st.slot] = i;
     defined_[st.slot] = 1;
     if (st.attribute == LoopAttribution::kWorkItem || st.attribute == LoopAttribution::kTile)

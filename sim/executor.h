@@ -23,6 +23,7 @@ struct ExecutionResult {
       0;                     // o rows of padding that no call wrote (EngineProfile::o_padding)
   int32_t layout_call = -1;  // call whose transient allocations `layout` shows
   nlohmann::json layout;     // address-space layout (persistent + that call's tensors)
+  int64_t csr_skipped = 0;   // idle iterations of CSR walks skipped (ExecuteOptions::csr_walks)
 };
 
 // Every kernel call runs under its Call::contract (sim/contract.h), resolved by the engine.
