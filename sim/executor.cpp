@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -251,20 +252,34 @@ std::vector<std::pair<std::string, const ref::Int32Buffer*>> PlanBuffers(const P
           {s.buffer_prefix + "reduce_partial_map", &p.reduce_partial_map}};
 }
 
+// Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
+// Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
+// eight at a time, a written run ends at the next kUnwritten byte (memchr).
+template <class F>
+void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
+  static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
+                "cells are bytes, kUnwritten is 0");
+  const auto* c = reinterpret_cast<const unsigned char*>(b.cells.data());
+  const int64_t n = std::min<int64_t>(b.size(), static_cast<int64_t>(b.cells.size()));
+  for (int64_t i = 0; i < n;) {
+    for (uint64_t word = 0; i + 8 <= n; i += 8) {
+      std::memcpy(&word, c + i, 8);
+      if (word != 0) break;
+    }
+    while (i < n && c[i] == 0) ++i;
+    if (i >= n) break;
+    const void* zero = std::memchr(c + i, 0, static_cast<size_t>(n - i));
+    const int64_t j = zero ? static_cast<const unsigned char*>(zero) - c : n;
+    f(i, j);
+    i = j;
+  }
+}
+
 void CallExecutor::MarkPlanWrites(const PlanSnapshot& snap) {
   for (const auto& [name, b] : PlanBuffers(snap)) {
     Allocation* alloc = as_.FindMutable(name);
     if (!alloc) continue;
-    for (int64_t i = 0; i < b->size();) {
-      if (b->cells[i] == Cell::kUnwritten) {
-        ++i;
-        continue;
-      }
-      int64_t j = i;
-      while (j < b->size() && b->cells[j] != Cell::kUnwritten) ++j;
-      alloc->written.Add(i * 4, j * 4);
-      i = j;
-    }
+    ForEachWrittenRun(*b, [&](int64_t i, int64_t j) { alloc->written.Add(i * 4, j * 4); });
   }
 }
 
