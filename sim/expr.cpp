@@ -581,6 +581,29 @@ void Expr::ChooseShape() {
              AsTerm(n.c, &terms_[2])) {
     shape_ = Shape::kSelect;
   }
+  if (shape_ == Shape::kGeneric && AsTree()) shape_ = Shape::kTree;
+}
+
+// The root as a tree of operands that each have a fast shape (Shape::kTree), if they all do.
+// Unary operators stay with the stack machine (and so does `-(-(e))`, what tests compare with).
+bool Expr::AsTree() {
+  const Node& n = nodes_[root_];
+  const bool select = n.op == Op::kSelect;
+  if (!select && !IsBinary(n.op) && n.op != Op::kAnd && n.op != Op::kOr) return false;
+  std::vector<Expr> children;
+  for (const int32_t operand : {n.a, n.b, n.c}) {
+    if (operand < 0 || (operand == n.c && !select)) continue;
+    Expr child;
+    child.nodes_ = nodes_;  // folded already
+    child.root_ = operand;
+    child.Emit(operand);
+    child.ChooseShape();
+    if (child.shape_ == Shape::kGeneric) return false;
+    children.push_back(std::move(child));
+  }
+  tree_op_ = n.op;
+  children_ = std::move(children);
+  return true;
 }
 
 // A load whose index is a term: its buffer, width, field and index (terms_[0]).
