@@ -124,6 +124,126 @@ void Merge(json* base, const json& over) {
   }
 }
 
+// Affine forms over the elements a CSR walk loads per iteration (CsrWalk): coef . values +
+// constant, with small coefficients and constant so that every value is exact in 64 bits.
+struct Affine {
+  int64_t coef[2] = {0, 0};
+  int64_t constant = 0;
+};
+
+// Recognises a CSR walk in a loop's body (CsrWalk): its lets, then its last statement's gate.
+class CsrFinder {
+ public:
+  explicit CsrFinder(const Statement& loop) : loop_(loop) {}
+
+  bool Find(CsrWalk* out) {
+    const std::vector<Statement>& body = loop_.body;
+    if (body.empty()) return false;
+    for (size_t i = 0; i + 1 < body.size(); ++i) {
+      const Statement& st = body[i];
+      Affine a;
+      if (st.kind != Statement::Kind::kLet || !st.when.empty() || !Of(st.value, &a)) return false;
+      lets_[st.slot] = a;
+    }
+    Affine gate;
+    if (!Gate(body.back(), &gate) || w_.loads == 0 || (gate.coef[0] == 0 && gate.coef[1] == 0))
+      return false;
+    w_.coef[0] = gate.coef[0];
+    w_.coef[1] = gate.coef[1];
+    w_.constant = gate.constant;
+    *out = w_;
+    return true;
+  }
+
+ private:
+  static constexpr int64_t kMaxCoef = 4, kMaxConstant = int64_t{1} << 40;
+
+  // The gate of the last statement: it does something only when gate > 0.
+  bool Gate(const Statement& st, Affine* gate) {
+    if (!st.when.empty()) return false;
+    Affine a, b;
+    if (st.kind == Statement::Kind::kLoop)  // runs when to - from > 0
+      return Of(st.begin, &a) && Of(st.end, &b) && Combine(b, a, -1, 0, gate);
+    if (st.kind != Statement::Kind::kIf) return false;
+    Expr::Term t;
+    if (!st.value.AsOneTerm(&t) || !Operand(t.a, &a) || !Operand(t.b, &b)) return false;
+    switch (t.op) {  // integers: x >= y is x - y + 1 > 0
+      case Expr::Op::kGt: return Combine(a, b, -1, 0, gate);
+      case Expr::Op::kGe: return Combine(a, b, -1, 1, gate);
+      case Expr::Op::kLt: return Combine(b, a, -1, 0, gate);
+      case Expr::Op::kLe: return Combine(b, a, -1, 1, gate);
+      default: return false;
+    }
+  }
+
+  // A let value or a loop bound: buffer[v + k] (minus an earlier let), an earlier let, a constant.
+  bool Of(const Expr& e, Affine* out) {
+    Expr::OffsetLoad l;
+    if (e.AsOffsetLoad(&l)) {
+      int k = 0;
+      if (l.index_slot != loop_.slot || !Element(l, &k)) return false;
+      Affine a;
+      a.coef[k] = 1;
+      if (l.minus_slot < 0) {
+        *out = a;
+        return true;
+      }
+      const auto it = lets_.find(l.minus_slot);
+      return it != lets_.end() && Combine(a, it->second, -1, 0, out);
+    }
+    Expr::Term t;
+    return e.AsOneTerm(&t) && t.op == Expr::Op::kConst && Operand(t.a, out);
+  }
+
+  bool Operand(const Expr::Operand& o, Affine* out) {
+    if (!o.var) {
+      *out = Affine();
+      out->constant = o.value;
+      return Bounded(*out);
+    }
+    const auto it = lets_.find(static_cast<int32_t>(o.value));
+    if (it == lets_.end()) return false;
+    *out = it->second;
+    return true;
+  }
+
+  // The slot of element buffer[v + l.offset] among this walk's (at most two).
+  bool Element(const Expr::OffsetLoad& l, int* k) {
+    if (w_.loads == 0) {
+      w_.buffer = l.buffer;
+      w_.width = l.width;
+      w_.field = l.field;
+    }
+    if (l.buffer != w_.buffer || l.width != w_.width || l.field != w_.field) return false;
+    if (l.offset < -kMaxConstant || l.offset > kMaxConstant) return false;
+    for (*k = 0; *k < w_.loads; ++*k)
+      if (w_.offset[*k] == l.offset) return true;
+    if (w_.loads == 2) return false;
+    w_.offset[w_.loads++] = l.offset;
+    return true;
+  }
+
+  // out = a + sign * b + constant, if it stays small.
+  static bool Combine(const Affine& a, const Affine& b, int64_t sign, int64_t constant,
+                      Affine* out) {
+    Affine r;
+    for (int k = 0; k < 2; ++k) r.coef[k] = a.coef[k] + sign * b.coef[k];
+    r.constant = a.constant + sign * b.constant + constant;
+    if (!Bounded(r)) return false;
+    *out = r;
+    return true;
+  }
+  static bool Bounded(const Affine& a) {
+    for (int64_t c : a.coef)
+      if (c < -kMaxCoef || c > kMaxCoef) return false;
+    return a.constant >= -kMaxConstant && a.constant <= kMaxConstant;
+  }
+
+  const Statement& loop_;
+  CsrWalk w_;
+  std::map<int32_t, Affine> lets_;  // let slot -> its value
+};
+
 // Compiles a program, assigning variable slots as it goes.
 class ProgramCompiler {
  public:
@@ -285,7 +405,9 @@ class ProgramCompiler {
     inner.Var(s->var, s->slot);
     const json* body = r.Child("body");
     if (!body) return Err(path + ".body", "required key is missing");
-    return Body(*body, path + ".body", inner, &s->body, depth + 1);
+    MLASIM_RETURN_IF_ERROR(Body(*body, path + ".body", inner, &s->body, depth + 1));
+    CsrFinder(*s).Find(&s->csr);
+    return OkStatus();
   }
 
   Status Var(ObjectReader& r, const char* key, const std::string& path, std::string* out) {

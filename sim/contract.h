@@ -91,6 +91,25 @@ struct LetRow {
   std::vector<std::pair<int32_t, int32_t>> slot_field;  // (let slot, field), in program order
 };
 
+// A loop over `v` whose body walks one range of an indptr buffer (a CSR walk): the decode's
+// `loop w from work_indptr[c] to work_indptr[c + 1]` inside `loop c`, the reduce's `let first =
+// reduce_indptr[t]`, `let splits = reduce_indptr[t + 1] - first`, `if splits >= 2` inside `loop
+// t`. Found when the program is compiled: the loop's body is lets (without `when`) that load
+// `buffer[v + offset]`, or that minus an earlier such let, then one statement without `when`: a
+// loop or an `if` whose bounds or condition depend only on those lets, those loads and
+// constants, so that it does nothing when
+//     gate = coef[0] * buffer[e0] + coef[1] * buffer[e1] + constant <= 0,
+// e_i = (v + offset[i]) * width + field. The executor skips an iteration whose elements are
+// loadable (in the buffer and written) and whose gate is <= 0: the walk would have loaded those
+// elements, without a finding, and nothing else. Any other iteration runs the body as written.
+// Empty `loads`: not a CSR walk.
+struct CsrWalk {
+  int32_t buffer = -1, width = 1, field = 0;
+  int32_t loads = 0;  // elements per iteration (1 or 2): offset[0 .. loads)
+  int64_t offset[2] = {0, 0};
+  int64_t coef[2] = {0, 0}, constant = 0;
+};
+
 // One statement of a contract's program.
 struct Statement {
   enum class Kind : uint8_t { kRead, kWrite, kGather, kLoop, kLet, kIf };
@@ -120,6 +139,7 @@ struct Statement {
   Expr hang_row;
   Expr value;      // kLet
   LetRow let_row;  // kLet: the run of row loads this let starts (empty slot_field: none)
+  CsrWalk csr;     // kLoop: the CSR walk its body is (loads 0: none)
   std::vector<Statement> body;
 };
 

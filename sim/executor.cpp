@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <map>
 #include <memory>
 
@@ -37,6 +38,13 @@ struct LoadSource {
   int32_t width = 1;                    // elements per row
   const std::string* buffer = nullptr;  // allocation name
 };
+
+// Whether element `e` of `l` loads without a finding: in the buffer, and written (a cell the
+// planner wrote from an out-of-range input read, Cell::kUndefined, holds the value the model
+// computed; the read that made it is reported with the planner call).
+inline bool Loadable(const LoadSource& l, int64_t e) {
+  return e >= 0 && e < l.size && (!l.cells || l.cells[e] != Cell::kUnwritten);
+}
 
 // Aggregate keys of underflows: kept apart from overruns of the same buffer.
 constexpr int kBefore = 100;
@@ -79,6 +87,7 @@ class CallExecutor {
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
   void ExecLetRow(const LetRow& r);
+  inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
   int64_t Eval(const Expr& e, bool* defined);
   inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
@@ -243,20 +252,34 @@ std::vector<std::pair<std::string, const ref::Int32Buffer*>> PlanBuffers(const P
           {s.buffer_prefix + "reduce_partial_map", &p.reduce_partial_map}};
 }
 
+// Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
+// Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
+// eight at a time, a written run ends at the next kUnwritten byte (memchr).
+template <class F>
+void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
+  static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
+                "cells are bytes, kUnwritten is 0");
+  const auto* c = reinterpret_cast<const unsigned char*>(b.cells.data());
+  const int64_t n = std::min<int64_t>(b.size(), static_cast<int64_t>(b.cells.size()));
+  for (int64_t i = 0; i < n;) {
+    for (uint64_t word = 0; i + 8 <= n; i += 8) {
+      std::memcpy(&word, c + i, 8);
+      if (word != 0) break;
+    }
+    while (i < n && c[i] == 0) ++i;
+    if (i >= n) break;
+    const void* zero = std::memchr(c + i, 0, static_cast<size_t>(n - i));
+    const int64_t j = zero ? static_cast<const unsigned char*>(zero) - c : n;
+    f(i, j);
+    i = j;
+  }
+}
+
 void CallExecutor::MarkPlanWrites(const PlanSnapshot& snap) {
   for (const auto& [name, b] : PlanBuffers(snap)) {
     Allocation* alloc = as_.FindMutable(name);
     if (!alloc) continue;
-    for (int64_t i = 0; i < b->size();) {
-      if (b->cells[i] == Cell::kUnwritten) {
-        ++i;
-        continue;
-      }
-      int64_t j = i;
-      while (j < b->size() && b->cells[j] != Cell::kUnwritten) ++j;
-      alloc->written.Add(i * 4, j * 4);
-      i = j;
-    }
+    ForEachWrittenRun(*b, [&](int64_t i, int64_t j) { alloc->written.Add(i * 4, j * 4); });
   }
 }
 
@@ -568,11 +591,7 @@ void CallExecutor::Bind(const Call& c) {
 
 LoadResult CallExecutor::Load(int32_t slot, int64_t element) {
   const LoadSource& l = loads_[slot];
-  if (element >= 0 && element < l.size && (!l.cells || l.cells[element] != Cell::kUnwritten)) {
-    // A cell the planner wrote from an out-of-range input read (Cell::kUndefined) holds the value
-    // the model computed; the read that made it is reported with the planner call.
-    return {l.data[element], true};
-  }
+  if (Loadable(l, element)) return {l.data[element], true};
   return BadLoad(l, element);
 }
 
@@ -801,7 +820,12 @@ void CallExecutor::ExecLoop(const Statement& st) {
   const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
   if (trips > max_trips) return ReportHang(st, trips, max_trips);
   const int32_t saved_who = who_;
+  const bool csr = st.csr.loads > 0 && opt_.csr_walks;
   for (int64_t i = from; i < to; ++i) {
+    if (csr && CsrIdle(st.csr, i)) {
+      ++out_.csr_skipped;
+      continue;
+    }
     vars_[st.slot] = i;
     defined_[st.slot] = 1;
     if (st.attribute == LoopAttribution::kWorkItem || st.attribute == LoopAttribution::kTile)
@@ -809,6 +833,21 @@ void CallExecutor::ExecLoop(const Statement& st) {
     Exec(st.body);
   }
   who_ = saved_who;
+}
+
+// Whether iteration `v` of a CSR walk would only load its elements (CsrWalk): each of them
+// loadable, and the gate <= 0. The element index as Expr computes it.
+bool CallExecutor::CsrIdle(const CsrWalk& w, int64_t v) const {
+  const LoadSource& l = loads_[w.buffer];
+  int64_t gate = w.constant;
+  for (int32_t k = 0; k < w.loads; ++k) {
+    const int64_t index = static_cast<int64_t>(static_cast<uint64_t>(v) +
+                                               static_cast<uint64_t>(w.offset[k]));
+    const int64_t e = index * w.width + w.field;
+    if (!Loadable(l, e)) return false;
+    gate += w.coef[k] * l.data[e];
+  }
+  return gate <= 0;
 }
 
 void CallExecutor::CaptureLayout(const Call& c, bool has_violation) {

@@ -23,12 +23,16 @@ struct ExecutionResult {
       0;                     // o rows of padding that no call wrote (EngineProfile::o_padding)
   int32_t layout_call = -1;  // call whose transient allocations `layout` shows
   nlohmann::json layout;     // address-space layout (persistent + that call's tensors)
+  int64_t csr_skipped = 0;   // idle iterations of CSR walks skipped (ExecuteOptions::csr_walks)
 };
 
 // Every kernel call runs under its Call::contract (sim/contract.h), resolved by the engine.
 struct ExecuteOptions {
   SimMutant mutant = SimMutant::kNone;  // sim/mutants.h; applied by ExpandStep (via Replay)
   bool capture_layout = true;           // build ExecutionResult::layout (fuzzing skips it)
+  // Skip the idle iterations of CSR walks (sim/contract.h CsrWalk); false runs every iteration
+  // as written. Same findings either way (tests compare the two).
+  bool csr_walks = true;
 };
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});

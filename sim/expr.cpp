@@ -581,6 +581,29 @@ void Expr::ChooseShape() {
              AsTerm(n.c, &terms_[2])) {
     shape_ = Shape::kSelect;
   }
+  if (shape_ == Shape::kGeneric && AsTree()) shape_ = Shape::kTree;
+}
+
+// The root as a tree of operands that each have a fast shape (Shape::kTree), if they all do.
+// Unary operators stay with the stack machine (and so does `-(-(e))`, what tests compare with).
+bool Expr::AsTree() {
+  const Node& n = nodes_[root_];
+  const bool select = n.op == Op::kSelect;
+  if (!select && !IsBinary(n.op) && n.op != Op::kAnd && n.op != Op::kOr) return false;
+  std::vector<Expr> children;
+  for (const int32_t operand : {n.a, n.b, n.c}) {
+    if (operand < 0 || (operand == n.c && !select)) continue;
+    Expr child;
+    child.nodes_ = nodes_;  // folded already
+    child.root_ = operand;
+    child.Emit(operand);
+    child.ChooseShape();
+    if (child.shape_ == Shape::kGeneric) return false;
+    children.push_back(std::move(child));
+  }
+  tree_op_ = n.op;
+  children_ = std::move(children);
+  return true;
 }
 
 // A load whose index is a term: its buffer, width, field and index (terms_[0]).
@@ -607,6 +630,45 @@ bool Expr::AsRowLoad(RowLoad* out) const {
   out->index_slot = static_cast<int32_t>(index.a.value);
   out->width = load_width_;
   out->field = load_field_;
+  return true;
+}
+
+bool Expr::AsOffsetLoad(OffsetLoad* out) const {
+  const Term& index = terms_[0];
+  if (shape_ != Shape::kLoad) return false;
+  OffsetLoad r;
+  r.buffer = load_slot_;
+  r.width = load_width_;
+  r.field = load_field_;
+  if (index.op == Op::kConst && index.a.var) {  // v
+    r.index_slot = static_cast<int32_t>(index.a.value);
+  } else if ((index.op == Op::kAdd || index.op == Op::kSub) && index.a.var && !index.b.var) {
+    r.index_slot = static_cast<int32_t>(index.a.value);  // v + k, v - k
+    r.offset = index.op == Op::kAdd ? index.b.value
+                                    : static_cast<int64_t>(0 - static_cast<uint64_t>(index.b.value));
+  } else if (index.op == Op::kAdd && !index.a.var && index.b.var) {  // k + v
+    r.index_slot = static_cast<int32_t>(index.b.value);
+    r.offset = index.a.value;
+  } else {
+    return false;
+  }
+  if (pair_op_ != Op::kConst) {  // L - var
+    const Term& t = terms_[1];
+    if (pair_op_ != Op::kSub || !load_left_ || t.op != Op::kConst || !t.a.var) return false;
+    r.minus_slot = static_cast<int32_t>(t.a.value);
+  }
+  *out = r;
+  return true;
+}
+
+bool Expr::AsOneTerm(Term* out) const {
+  if (shape_ == Shape::kConst) {
+    *out = Term();
+    out->a.value = code_[0].value;
+    return true;
+  }
+  if (shape_ != Shape::kTerm) return false;
+  *out = terms_[0];
   return true;
 }
 

@@ -152,7 +152,11 @@ class Expr {
   // machine: kTerm t[0]; kPair t[0] pair_op t[1] (a binary operator, && or ||); kSelect
   // t[0] ? t[1] : t[2]; kLoad `L` = buffer `load_slot`, element t[0] * width + field, alone
   // (pair_op kConst) or with a binary operator: L pair_op t[1] (load_left) or t[1] pair_op L.
-  enum class Shape : uint8_t { kConst, kTerm, kPair, kSelect, kLoad, kGeneric };
+  // kTree: a binary operator, && || or ?: whose operands (children_) have fast shapes of their
+  // own (or are trees): `c ? kv_end * page : (kv_end - 1) * page + kv_last_page_lens[b]`.
+  enum class Shape : uint8_t { kConst, kTerm, kPair, kSelect, kLoad, kTree, kGeneric };
+  // How Eval evaluates this expression (kGeneric: the stack machine).
+  Shape shape() const { return shape_; }
   // A load of a field of row `index_slot` (`work_info[w].kv_end`): what a run of such lets
   // needs to be run as one row load (sim/contract.h LetRow).
   struct RowLoad {
@@ -160,6 +164,18 @@ class Expr {
   };
   // This expression as such a load, if it is one (the index a variable, no arithmetic).
   bool AsRowLoad(RowLoad* out) const;
+  // A load `buffer[index_slot + offset]` (element (index + offset) * width + field; the index
+  // written `v`, `v + k`, `k + v` or `v - k`), alone or minus a variable (`reduce_indptr[t + 1]
+  // - first`: minus_slot, else -1): a bound of a CSR walk (sim/contract.h CsrWalk).
+  struct OffsetLoad {
+    int32_t buffer = -1, index_slot = -1, width = 1, field = 0, minus_slot = -1;
+    int64_t offset = 0;
+  };
+  // This expression as such a load, if it is one.
+  bool AsOffsetLoad(OffsetLoad* out) const;
+  // This expression as one term on variables and constants (a constant, a variable, `a op b`),
+  // if it is one (Shape kConst or kTerm).
+  bool AsOneTerm(Term* out) const;
   // Whether the expression loads from buffer slot `buffer` on any path (a side of && || ?: that
   // a given evaluation does not take included).
   bool LoadsFrom(int32_t buffer) const;
@@ -185,6 +201,7 @@ class Expr {
   bool AsTerm(int32_t node, Term* out) const;
   bool AsLoad(int32_t node);
   void ChooseShape();
+  bool AsTree();
   Status Linearize(const std::string& field);
   template <class LoadF>
   [[gnu::noinline]] int64_t EvalStack(const int64_t* vars, const uint8_t* var_defined, LoadF& load,
@@ -209,6 +226,8 @@ class Expr {
   Term terms_[3];            // kTerm, kPair, kSelect, kLoad (the index)
   int32_t load_slot_ = 0, load_width_ = 1, load_field_ = 0;  // kLoad
   bool load_left_ = true;                                    // kLoad with pair_op
+  Op tree_op_ = Op::kConst;                                  // kTree: the root's operator
+  std::vector<Expr> children_;                               // kTree: its operands, in order
   std::string text_;
   // + - * < <= > >= == != min max on two values (arithmetic wraps like 64-bit kernel integers).
   static int64_t ApplyBinary(Op op, int64_t a, int64_t b) {
@@ -278,6 +297,28 @@ inline int64_t Expr::EvalWith(const int64_t* vars, const uint8_t* var_defined, L
       if (!pair) break;
       v = load_left_ ? Apply(pair_op_, v, EvalTerm(terms_[1], vars, var_defined, &ok), &ok)
                      : Apply(pair_op_, left, v, &ok);
+      break;
+    }
+    case Shape::kTree: {
+      // As the stack machine: operands left to right, the side of && || ?: not taken is not
+      // evaluated, and the first undefined operand makes the value undefined (nothing after it
+      // is loaded).
+      bool d = true;
+      const int64_t a = children_[0].EvalWith(vars, var_defined, load, &d);
+      if (!d) {
+        ok = false;
+        break;
+      }
+      if (tree_op_ == Op::kSelect) {
+        v = children_[a != 0 ? 1 : 2].EvalWith(vars, var_defined, load, &ok);
+      } else if (tree_op_ == Op::kAnd || tree_op_ == Op::kOr) {
+        v = tree_op_ == Op::kOr;
+        if ((a != 0) != (tree_op_ == Op::kOr))
+          v = children_[1].EvalWith(vars, var_defined, load, &ok) != 0;
+      } else {
+        const int64_t b = children_[1].EvalWith(vars, var_defined, load, &ok);
+        if (ok) v = Apply(tree_op_, a, b, &ok);
+      }
       break;
     }
     case Shape::kGeneric: return EvalStack(vars, var_defined, load, defined);

@@ -151,7 +151,12 @@ TEST(Expr, FastShapesAgreeWithTheStackMachine) {
       "a + b * 2", "min(a, b, k)", "a && b", "a || b", "a > b && b >= 3", "a < b || b != 3",
       "b == 0 && a / b > 1", "b != 0 || a / b > 1", "a > 10 ? k : b", "b <= 0 ? a + 1 : a / b",
       "buf[b]", "buf[b - 1].y", "buf[a].x", "buf[b - 1].y + 1", "1 + buf[b].x", "buf[b] - a",
-      "a - buf[0 - 1]", "buf[a / b]", "buf[b].y / b", "a / b + buf[1]"};
+      "a - buf[0 - 1]", "buf[a / b]", "buf[b].y / b", "a / b + buf[1]",
+      // trees (Shape::kTree): operators, && || ?: over operands with shapes of their own
+      "a != 0 || b == 1 ? a * b : (a - 1) * b + buf[b].x", "(a + b) * (a - b)",
+      "buf[a] + buf[b - 1]", "buf[b] - buf[a] / b", "(b == 0 || buf[b] > 5) && a / b > 1",
+      "buf[b] ? a / b : buf[a]", "b ? buf[b].y : buf[0 - b]", "a > b + 1 || buf[b] < a - 1",
+      "min(a - b, buf[b], k * 2)", "(a / b) / (b - 1) + b"};
   // clang-format on
   for (const int64_t b : {int64_t{3}, int64_t{0}, int64_t{-1}, int64_t{2}}) {
     for (int undefined = 0; undefined < 3; ++undefined) {  // none, a, b
@@ -168,6 +173,32 @@ TEST(Expr, FastShapesAgreeWithTheStackMachine) {
       }
     }
   }
+}
+
+// What the interpreter runs for the expressions of the built-in decode contract: the gather's
+// end position is a tree of fast shapes, not the stack machine; `-(-(e))` stays with the stack
+// machine (the test above compares against it).
+TEST(Expr, TheGatherEndPositionIsATree) {
+  auto c = BuiltinContract(CallKind::kDecode, "asm", "t");
+  ASSERT_TRUE(c.ok());
+  const Statement* gather = nullptr;
+  for (const Statement& st : (*c)->program.at(0).body.at(0).body)
+    if (st.kind == Statement::Kind::kGather) gather = &st;
+  ASSERT_NE(gather, nullptr);
+  EXPECT_EQ(gather->end.shape(), Expr::Shape::kTree) << gather->end.text();
+  EXPECT_EQ(gather->begin.shape(), Expr::Shape::kTerm);
+  Fixture f;
+  auto neg = Expr::Compile("-(-(a + b * 2))", f.scope, "t");
+  ASSERT_TRUE(neg.ok());
+  EXPECT_EQ(neg->shape(), Expr::Shape::kGeneric);
+  auto pair = Expr::Compile("(a + b) * (a - b)", f.scope, "t");  // two terms: a pair
+  ASSERT_TRUE(pair.ok());
+  EXPECT_EQ(pair->shape(), Expr::Shape::kPair);
+  auto tree = Expr::Compile("(a + b) * (a - b) + buf[b]", f.scope, "t");
+  ASSERT_TRUE(tree.ok());
+  EXPECT_EQ(tree->shape(), Expr::Shape::kTree);
+  EXPECT_EQ(f.Value("(a + b) * (a - b) + buf[b]"), 13 * 7 + 8);
+  EXPECT_EQ(f.loads, (std::vector<int64_t>{3}));
 }
 
 TEST(Expr, EveryCompileErrorNamesTheFieldAndTheReason) {
