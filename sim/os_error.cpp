@@ -224,9 +224,15 @@ Status CheckReadableFile(const std::string& field, const std::string& path) {
 Status CheckOutputFile(const std::string& field, const std::string& path) {
   if (path.empty()) return InvalidArgumentError(field, "needs a file name");
   if (IsDirectory(path)) return OsError(field, FileOp::kWrite, path, EISDIR);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_EXCL tells whether this probe made the file: a probe leaves no empty file behind (a command
+  // that fails after it writes nothing), and an existing file keeps its contents until the write.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  const bool created = fd >= 0;
+  if (!created && errno == EEXIST)
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return OsError(field, FileOp::kWrite, path, errno);
   ::close(fd);
+  if (created) ::unlink(path.c_str());
   return OkStatus();
 }
 

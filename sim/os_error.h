@@ -59,9 +59,10 @@ int OpenForReadErrno(const std::string& path);
 // a pipe or socket (which may never end). Errors: InvalidArgument(field, OsErrorText(...)).
 Status CheckReadableFile(const std::string& field, const std::string& path);
 
-// OK when `path` can be written: not a directory, and opening it for appending succeeds (which
-// creates a missing file, empty, and leaves an existing one as it is): checked before a command
-// does its work, so a bad path costs nothing. Errors: InvalidArgument(field) naming the cause.
+// OK when `path` can be written: not a directory, and it can be opened for writing (a missing
+// file is created and removed again, an existing one is left as it is): checked before a command
+// does its work, so a bad path costs nothing and a failed command leaves no empty file.
+// Errors: InvalidArgument(field) naming the cause.
 Status CheckOutputFile(const std::string& field, const std::string& path);
 
 // Writes `text` to `path` (created, or truncated), with write(2) until every byte is written.

@@ -301,3 +301,45 @@ TEST_F(OsErrors, WrittenFilesHoldEveryByte) {
 
 }  // namespace
 }  // namespace mlasim::sim
+
+namespace mlasim::sim {
+namespace {
+
+// The output probe (CheckOutputFile) leaves nothing behind: a command that fails after it (mlasim
+// check --scenario-out on a case it cannot turn into a scenario) left an empty file that replay
+// then called malformed JSON. An existing file keeps its contents until the command writes.
+class OutputProbe : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("mlasim_probe_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(OutputProbe, AMissingFileIsProbedWithoutBeingCreated) {
+  const std::string path = (dir_ / "step.json").string();
+  EXPECT_TRUE(CheckOutputFile("--scenario-out", path).ok());
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST_F(OutputProbe, AnExistingFileKeepsItsContents) {
+  const std::string path = (dir_ / "step.json").string();
+  std::ofstream(path) << "{\"old\": 1}";
+  EXPECT_TRUE(CheckOutputFile("--scenario-out", path).ok());
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "{\"old\": 1}");
+}
+
+TEST_F(OutputProbe, AMissingFolderIsStillAnError) {
+  const Status st = CheckOutputFile("--scenario-out", (dir_ / "no" / "step.json").string());
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.field(), "--scenario-out");
+}
+
+}  // namespace
+}  // namespace mlasim::sim

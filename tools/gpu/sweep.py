@@ -9,8 +9,11 @@ dotted KEY to each value of the list (the product of all grids is run). Keys und
 list must match the batch size (rejected, rejected_prev) are resized with zeros when
 batch.contexts changes. After `--` comes the replay command; the scenario file is appended. Prints
 one line per variation: the settings, the exit code and the lines of the replay that carry a
-verdict or a numerics comparison (filter: --match REGEX). Deterministic order; files and logs in
---out (default ./sweep-out)."""
+verdict or a numerics comparison (filter: --match REGEX; numerics lines come only from a --gpu
+replay), and for a variation the command refused (exit >= 2) its last error line. Deterministic
+order; files and logs in --out (default ./sweep-out). Exit 0 when every variation ran (each
+replay's own exit 0 or 1), 1 when some were refused (exit >= 2: a bad key or value), 2 for bad
+arguments."""
 import argparse
 import concurrent.futures
 import copy
@@ -18,6 +21,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -37,19 +41,30 @@ def set_path(doc, key, value):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("base")
-    ap.add_argument("--grid", action="append", default=[], metavar="KEY=JSON_LIST")
-    ap.add_argument("--jobs", type=int, default=4)
-    ap.add_argument("--out", default="sweep-out")
-    ap.add_argument("--match", default=DEFAULT_MATCH)
-    ap.add_argument("--timeout", type=int, default=300)
+    ap = argparse.ArgumentParser(
+        usage="%(prog)s BASE.json [--grid KEY=JSON_LIST ...] [options] -- REPLAY COMMAND ...",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("base", help="a scenario or a finding file")
+    ap.add_argument("--grid", action="append", default=[], metavar="KEY=JSON_LIST",
+                    help="a dotted scenario key and the JSON list of its values")
+    ap.add_argument("--jobs", type=int, default=4, help="variations run at once (>= 1)")
+    ap.add_argument("--out", default="sweep-out", help="folder for the scenarios and logs")
+    ap.add_argument("--match", default=DEFAULT_MATCH, help="regex of the report lines printed")
+    ap.add_argument("--timeout", type=int, default=300, help="seconds per variation")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)
     a = ap.parse_args(argv[:cut])
     cmd = argv[cut + 1:]
     if not cmd:
         ap.error("the replay command after -- is missing")
+    if a.jobs < 1 or a.timeout < 1:
+        ap.error("--jobs and --timeout must be >= 1")
+    if shutil.which(cmd[0]) is None:
+        ap.error(f"the replay command '{cmd[0]}' is not an executable (give its path)")
+    try:
+        re.compile(a.match)
+    except re.error as e:
+        ap.error(f"--match: {e}")
     try:
         base = json.load(open(a.base))
     except (OSError, ValueError) as e:
@@ -59,14 +74,20 @@ def main():
     axes = []
     for g in a.grid:
         key, sep, values = g.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            ap.error(f"--grid {g}: expected KEY=[v1, v2, ...] with a dotted KEY")
         try:
             values = json.loads(values)
         except ValueError as e:
             ap.error(f"--grid {g}: the values are not JSON ({e})")
-        if not sep or not isinstance(values, list) or not values:
+        if not isinstance(values, list) or not values:
             ap.error(f"--grid {g}: expected KEY=[v1, v2, ...]")
         axes.append([(key, v) for v in values])
-    os.makedirs(a.out, exist_ok=True)
+    try:
+        os.makedirs(a.out, exist_ok=True)
+    except OSError as e:
+        print(f"sweep.py: --out {a.out}: {e.strerror}", file=sys.stderr)
+        return 2
     match = re.compile(a.match)
 
     def run(i, combo):
@@ -85,14 +106,21 @@ def main():
         with open(path[:-5] + ".log", "w") as f:
             f.write(text)
         lines = [l.strip() for l in text.splitlines() if match.search(l)]
+        if rc >= 2 and text.strip():
+            lines.append("refused: " + text.strip().splitlines()[-1].strip())
         label = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in combo)
-        return f"[{i}] {label} rc={rc}\n" + "".join(f"    {l}\n" for l in lines)
+        return rc, f"[{i}] {label} rc={rc}\n" + "".join(f"    {l}\n" for l in lines)
 
     combos = list(itertools.product(*axes)) if axes else [()]
+    refused = 0
     with concurrent.futures.ThreadPoolExecutor(a.jobs) as ex:
-        for line in ex.map(lambda ic: run(*ic), enumerate(combos)):
+        for rc, line in ex.map(lambda ic: run(*ic), enumerate(combos)):
             print(line, end="", flush=True)
-    return 0
+            refused += rc >= 2
+    if refused:
+        print(f"sweep.py: {refused} of {len(combos)} variation(s) refused (exit >= 2)",
+              file=sys.stderr)
+    return 1 if refused else 0
 
 
 if __name__ == "__main__":

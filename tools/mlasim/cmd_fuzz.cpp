@@ -324,6 +324,10 @@ class FuzzCommand final : public Command {
     if (gpu_mode_ != "sentinel" && gpu_mode_ != "guard")
       return InvalidArgumentError("--gpu", "must be sentinel or guard (got '" + gpu_mode_ + "')");
     check_.guard = gpu_mode_ == "guard";
+    if (app_->count("--step-numerics-every") && o_.step_numerics_every > 0)
+      return InvalidArgumentError("--step-numerics-every",
+                                  "the engine-step numerics run in simulator campaigns; a --gpu "
+                                  "campaign compares the kernel's numerics on every call");
     if (!head_dims_text_.empty()) {
       int d = 0, dv = 0;
       char tail = 0;
