@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "sim/contract.h"
 #include "sim/known_bugs.h"
 
@@ -179,12 +183,25 @@ nlohmann::json ReportJson(const ReplayReport& r) {
               {"classes", ClassesJson(r.result.violations)}};
 }
 
+// The decode kernel(s) the step's calls ran, in call order: the scenario's, unless an engine
+// profile's call table runs a planner dialect's (vllm-flashmla: flashmla_dense).
+std::string DecodeKernels(const ReplayReport& r) {
+  std::vector<std::string> seen;
+  for (const Call& c : r.trace.calls)
+    if (c.kind == CallKind::kDecode && std::find(seen.begin(), seen.end(), c.kernel) == seen.end())
+      seen.push_back(c.kernel);
+  if (seen.empty()) return DecodeVariant(r.scenario);
+  std::string out;
+  for (const std::string& k : seen) out += (out.empty() ? "" : ",") + k;
+  return out;
+}
+
 std::string ReportText(const ReplayReport& r) {
   const StepShape& sh = r.trace.shape;
   const Scenario& s = r.scenario;
   std::string out;
   out += fmt::format("case {}  profile {}  kernel {}  target {}  allocator {}\n", s.name,
-                     s.engine.name, DecodeVariant(s), ref::ArchName(s.target),
+                     s.engine.name, DecodeKernels(r), ref::ArchName(s.target),
                      s.allocator.model == AllocatorModel::kExact ? "exact" : "caching");
   out += fmt::format(
       "step: B = {} requests, Q = K+1 = {}, rung R = {} ({}), scheduled_tokens = {}, "

@@ -11,6 +11,7 @@
 #include "sim/call_table.h"
 #include "sim/engine.h"
 #include "sim/replay.h"
+#include "sim/report.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::sim {
@@ -133,6 +134,20 @@ TEST(EngineProfiles, VllmFlashMlaBeforeTheFixPlansBAndLaunchesR) {
                   {"flashmla.tile_scheduler_metadata", "RequestNotConsumed", 3, 3, {3}, "A"}});
   // No padding (R = B = 4): the same profile is clean.
   ExpectFindings(Step("vllm-flashmla-2025-07", {300, 65, 1000, 7}, {4}), {});
+}
+
+// The report's header names the decode kernel the profile's calls ran (FlashMLA's, FlashInfer's),
+// not the scenario's aiter variant, which such a step never launches.
+TEST(EngineProfiles, TheReportNamesTheKernelTheCallsRan) {
+  for (const auto& [profile, kernel] : {std::pair<const char*, const char*>{"vllm-flashmla-2025-07",
+                                                                            "flashmla_dense"},
+                                        {"sglang-flashinfer", "flashinfer_fa3"}}) {
+    auto r = Replay(Step(profile, {300, 65, 1000}, {4}));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::string text = ReportText(*r);
+    const std::string first = text.substr(0, text.find('\n'));
+    EXPECT_NE(first.find(std::string("  kernel ") + kernel + "  "), std::string::npos) << first;
+  }
 }
 
 // Every current profile plans the launched batch R = 4, padding at its stated length: clean.
