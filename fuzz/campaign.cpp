@@ -32,13 +32,18 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   auto hit = [&cov](const std::string& k) { ++cov[k]; };
   hit(s.model.sparse ? "model:sparse" : "model:dense");
   hit("mtp_k:" + std::to_string(s.mtp_k));
-  hit(std::string("kernel:") + sim::DecodeVariant(s));
+  // An engine whose backend is a planner dialect (vllm-flashmla, sglang-flashinfer) runs that
+  // dialect's planner and kernel, whatever the scenario's aiter fields say.
+  const std::string& backend = s.engine.attention_backend;
+  const bool aiter = backend.empty() || backend == "aiter";
+  hit("kernel:" + (aiter ? sim::DecodeVariant(s) : backend));
   hit(std::string("target:") + ref::ArchName(s.target));
   hit(std::string("revision:") + ref::RevisionName(s.revision));
   hit(s.allocator.model == sim::AllocatorModel::kExact ? "allocator:exact" : "allocator:caching");
   hit("profile:" + s.engine.name);
   hit(s.graph.eager ? "graph:eager" : "graph:capture");
-  hit(s.serial_planner ? "planner:serial" : "planner:aiter-dispatch");
+  hit(!aiter ? "planner:" + backend
+             : s.serial_planner ? "planner:serial" : "planner:aiter-dispatch");
   if (s.parallel.dcp > 1) hit("dcp");
   if (s.parallel.dp > 1) hit("dp");
   const int32_t per_rank = s.model.heads / s.parallel.tp;

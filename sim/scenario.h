@@ -163,10 +163,10 @@ struct EngineProfile {
   int32_t pad_kv_len = 0;  // tokens, 0..kMaxPadKvLen
   enum class NumSplitsPad : uint8_t { kNone, kZero, kLast } num_splits_pad = NumSplitsPad::kNone;
   enum class Metadata : uint8_t { kReplanned, kCaptured } metadata = Metadata::kReplanned;
-  std::string flashmla_revision = "9241ae3";
+  std::string flashmla_revision = "9241ae3";  // or "414a2f3" (ref/flashmla/sched.h)
   // The engine's MLA attention backend, which selects its planner rows: "aiter" (ATOM),
   // "flashmla" or "flashinfer" (PlannerNames()).
-  std::string attention_backend = "aiter";  // "9241ae3" or "414a2f3" (ref/flashmla/sched.h)
+  std::string attention_backend = "aiter";
   std::string padding_source;  // where the padding policy and the q scale come from
   std::string summary;         // what the preset encodes and its source
 };
