@@ -296,8 +296,9 @@ void Checker::CheckTileReduce(int32_t t) {
   const std::vector<int32_t>& ws = pieces_[t];
   const Int32Buffer& ri = p_.reduce_indptr;
   if (int64_t{t} + 1 >= ri.size() || !ri.written(t) || !ri.written(t + 1)) return;  // reported
-  const int32_t g0 = ri.data[t], g1 = ri.data[t + 1];
-  const int32_t n = static_cast<int32_t>(ws.size());
+  // 64-bit: the group's entries of hostile indptr values (-5, INT32_MAX) do not fit in int32.
+  const int64_t g0 = ri.data[t], g1 = ri.data[t + 1];
+  const int64_t n = static_cast<int64_t>(ws.size());
   if (n == 1) {
     if (g1 != g0)
       Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
@@ -314,7 +315,7 @@ void Checker::CheckTileReduce(int32_t t) {
             " has " + S(g1 - g0) + " entries");
     return;
   }
-  if (!CheckReduceGroup(t, g0)) return;
+  if (!CheckReduceGroup(t, static_cast<int32_t>(g0))) return;
   CheckFinalMapRow(t, e);
 }
 
