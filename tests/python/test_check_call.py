@@ -48,6 +48,17 @@ def batches():
     return [[200 + 13 * i for i in range(61)], [90, 4000, 17, 600, 33], [128] * 16]
 
 
+def capture_step(path, plan, q, o):
+    """Captures one asm decode call of an MtpEngine step: plan buffers, planner arrays, q, o."""
+    req = plan.request
+    return mlasim.capture(path, "mla_decode_fwd",
+                          config={"planner": plan.planner_config, "kernel": "asm"},
+                          **plan.buffers(), q=q, o=o,
+                          qo_indptr=np.asarray(req.qo_indptr, np.int32),
+                          kv_indptr=np.asarray(req.kv_indptr, np.int32),
+                          kv_last_page_lens=np.asarray(req.kv_last_page_lens, np.int32))
+
+
 def test_the_padded_mtp_step_overruns_q_and_o_and_check_call_names_it():
     engine = MtpEngine(fixed=False)
     raised = []
@@ -101,12 +112,7 @@ def test_capture_then_mlasim_check_reports_the_same_finding(tmp_path, mlasim_bin
     with pytest.raises(mlasim.PlanViolation) as e:
         mlasim.check_call("mla_decode_fwd", "asm", plan=plan, q=q, o=o)
     req = plan.request
-    case = mlasim.capture(tmp_path / "case", "mla_decode_fwd",
-                          config={"planner": plan.planner_config, "kernel": "asm"},
-                          **plan.buffers(), q=q, o=o,
-                          qo_indptr=np.asarray(req.qo_indptr, np.int32),
-                          kv_indptr=np.asarray(req.kv_indptr, np.int32),
-                          kv_last_page_lens=np.asarray(req.kv_last_page_lens, np.int32))
+    case = capture_step(tmp_path / "case", plan, q, o)
     r = run_check(mlasim_bin, case)
     assert r.returncode == 1, r.stderr
     lines = r.stdout.splitlines()
@@ -182,13 +188,7 @@ def test_a_fault_inside_the_tensor_after_o_is_attributed_to_the_overrun(tmp_path
     # padding items' o rows 20..31 are q's bytes, and the fault address lies inside q. `check`
     # attributes it to the contract finding whose rows hold it (o row 20, head 1), not to q.
     plan, q, o = MtpEngine(fixed=False).step(batches()[1])
-    req = plan.request
-    case = mlasim.capture(tmp_path / "case", "mla_decode_fwd",
-                          config={"planner": plan.planner_config, "kernel": "asm"},
-                          **plan.buffers(), q=q, o=o,
-                          qo_indptr=np.asarray(req.qo_indptr, np.int32),
-                          kv_indptr=np.asarray(req.kv_indptr, np.int32),
-                          kv_last_page_lens=np.asarray(req.kv_last_page_lens, np.int32))
+    case = capture_step(tmp_path / "case", plan, q, o)
     manifest_path = tmp_path / "case" / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
     o_ptr, o_bytes = 0x7f0000000000, 20 * HEADS * O_COLS * 2
