@@ -13,7 +13,9 @@ set(_fm ${MLASIM_FLASHMLA_DIR})
 set(_fm_sources
   ${_fm}/csrc/smxx/decode/get_decoding_sched_meta/get_decoding_sched_meta.cu
   ${_fm}/csrc/smxx/decode/combine/combine.cu
-  ${_fm}/csrc/sm90/decode/dense/instantiations/bf16.cu)
+  ${_fm}/csrc/sm90/decode/dense/instantiations/bf16.cu
+  ${_fm}/csrc/sm90/decode/sparse_fp8/instantiations/v32_persistent_h64.cu
+  ${_fm}/csrc/sm90/decode/sparse_fp8/instantiations/v32_persistent_h128.cu)
 foreach(f IN LISTS _fm_sources ITEMS ${_fm}/csrc/params.h ${_fm}/csrc/cutlass/include/cutlass/cutlass.h)
   if(NOT EXISTS ${f})
     message(FATAL_ERROR "MLASIM_FLASHMLA_DIR=${_fm}: ${f} is missing (a FlashMLA checkout with "
@@ -51,3 +53,11 @@ mlasim_kut_library(mlasim_kut_flashmla SOURCES ${PROJECT_SOURCE_DIR}/kernels/kut
 set_target_properties(mlasim_kut_flashmla PROPERTIES CUDA_ARCHITECTURES OFF)
 target_compile_options(mlasim_kut_flashmla PRIVATE ${MLASIM_FLASHMLA_FLAGS})
 target_link_libraries(mlasim_kut_flashmla PRIVATE flashmla_sm90)
+# FlashMLA's sparse fp8 decode (DeepSeek V3.2 layout, 64 / 128 heads) + scheduler + combine behind
+# the same ABI (kernels/kut/flashmla_sparse_kut.cu -> libmlasim_kut_flashmla_sparse.so,
+# docs/kernel-under-test.md "FlashMLA sparse adapter").
+mlasim_kut_library(mlasim_kut_flashmla_sparse SOURCES
+                   ${PROJECT_SOURCE_DIR}/kernels/kut/flashmla_sparse_kut.cu)
+set_target_properties(mlasim_kut_flashmla_sparse PROPERTIES CUDA_ARCHITECTURES OFF)
+target_compile_options(mlasim_kut_flashmla_sparse PRIVATE ${MLASIM_FLASHMLA_FLAGS})
+target_link_libraries(mlasim_kut_flashmla_sparse PRIVATE flashmla_sm90)

@@ -17,9 +17,15 @@ struct KernelLimits {
   bool fp8_kv = true, bf16_kv = true;  // KV-cache dtypes of the modelled engine it takes
   int32_t page_size_multiple = 1;      // dense steps: tokens per page a multiple of it (>= 1)
   int32_t max_page_size = 0;           // dense steps: at most this many tokens per page (0: any)
+  int32_t heads_multiple = 1;          // q heads per rank a multiple of it (>= 1)
+  int32_t max_heads = 0;               // q heads per rank at most this (0: any)
 
   bool LimitsNothing() const {
-    return dense && sparse && fp8_kv && bf16_kv && page_size_multiple <= 1 && max_page_size == 0;
+    return dense && sparse && fp8_kv && bf16_kv && page_size_multiple <= 1 && max_page_size == 0 &&
+           heads_multiple <= 1 && max_heads == 0;
+  }
+  bool RunsHeads(int32_t h) const {
+    return (heads_multiple <= 1 || h % heads_multiple == 0) && (max_heads <= 0 || h <= max_heads);
   }
   // The smallest power-of-two page size (scenarios take powers of two, docs/scenario.md
   // "kv_cache") that is a multiple of page_size_multiple and at most max_page_size (0 when none

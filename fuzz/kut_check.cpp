@@ -153,7 +153,8 @@ bool ProgramTouches(const std::vector<sim::Statement>& program, const std::strin
   return false;
 }
 
-std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
+std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c,
+                               int64_t harness_kv_rows) {
   std::vector<Predicted> out;
   // The harness always passes lse; the simulator predicts its rows only when the contract writes
   // lse and the engine's call passes one. Otherwise lse's rows are o's (every contract writes
@@ -168,9 +169,13 @@ std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
     if (buf.empty()) continue;
     for (const bool before : {true, false}) {
       if (before ? v.rows_before_start <= 0 : v.rows_past_end <= 0) continue;
-      // The harness's cache is as large as the inputs need: only reads before it compare.
-      if ((buf == "kv_cache" || buf == "kv_indices") && !before) continue;
-      const int64_t first = before ? -v.rows_before_start : std::max(v.first_row, v.rows);
+      // The harness's cache is as large as the inputs need: reads before it compare, and reads
+      // of rows past its end too (an index value past both caches).
+      const bool past_harness_kv =
+          buf == "kv_cache" && harness_kv_rows >= 0 && v.last_row >= harness_kv_rows;
+      if ((buf == "kv_cache" || buf == "kv_indices") && !before && !past_harness_kv) continue;
+      const int64_t end = buf == "kv_cache" && !before ? harness_kv_rows : v.rows;
+      const int64_t first = before ? -v.rows_before_start : std::max(v.first_row, end);
       const int64_t last = before ? -1 : std::max(v.last_row, first);
       std::vector<std::string> names = {buf};
       if (buf == "o" && lse_mirrors_o && v.access == sim::Access::kWrite) names.push_back("lse");
@@ -181,6 +186,7 @@ std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c) {
         if (it == out.end()) {
           out.push_back(Predicted{n, sim::AccessName(v.access), before, first, last, {}});
           it = out.end() - 1;
+          it->attribution_only = past_harness_kv && !before;
         }
         it->first = std::min(it->first, first);
         it->last = std::max(it->last, last);
@@ -419,26 +425,31 @@ sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json&
   const std::string buffer = fault.value("buffer", "");
   const std::string side = fault.value("side", "unknown");
   const std::string access = fault.value("access", "unknown");
-  if (fault.contains("device")) {
-    const std::string what = fault["device"].get<std::string>();
-    if (buffer.empty()) {
-      // A device fault names no address. When the contract predicts out-of-range accesses in
-      // this call, the fault is what they do on hardware (guard mode puts an unmapped page past
-      // each guarded buffer): the finding is the first predicted violation, so a known family
-      // stays known; otherwise it is a fault the model does not explain.
-      for (const auto& p : running.value("predicted", nlohmann::json::array()))
-        for (const auto& vj : p.value("violations", nlohmann::json::array())) {
-          auto v = ViolationFromJson(vj);
-          if (!v.ok()) continue;
-          v->detail += fmt::format("; observed on {}: the device faulted in this call ({}), as "
-                                   "this predicted access out of range would",
-                                   kernel, what);
-          return *v;
-        }
-      return kut_internal::KernelViolation(
-          sim::ViolationKind::kKernelFault, kFaultClass, c, "", "run",
-          fmt::format("{} failed on the device in the {} call: {}", kernel, op, what));
-    }
+  // A device fault names no address, and a worker that ended without a fault report (killed
+  // before its handler ran, or an exit from the kernel's own code) names nothing. When the
+  // contract predicts out-of-range accesses in this call, that is what they do on hardware
+  // (guard mode puts an unmapped page past each guarded buffer): the finding is the first
+  // predicted violation, so a known family stays known; otherwise it is a fault the model does
+  // not explain.
+  const bool device = fault.contains("device") && buffer.empty();
+  if (device || fault.contains("ended")) {
+    const std::string what = device ? fault["device"].get<std::string>()
+                                    : "its worker ended without a fault report: " +
+                                          fault["ended"].get<std::string>();
+    for (const auto& p : running.value("predicted", nlohmann::json::array()))
+      for (const auto& vj : p.value("violations", nlohmann::json::array())) {
+        auto v = ViolationFromJson(vj);
+        if (!v.ok()) continue;
+        v->detail += fmt::format("; observed on {}: {} in this call ({}), as this predicted "
+                                 "access out of range would",
+                                 kernel, device ? "the device faulted" : "the kernel failed",
+                                 what);
+        return *v;
+      }
+    return kut_internal::KernelViolation(
+        sim::ViolationKind::kKernelFault, kFaultClass, c, "", "run",
+        device ? fmt::format("{} failed on the device in the {} call: {}", kernel, op, what)
+               : fmt::format("{} failed in the {} call: {}", kernel, op, what));
   }
   // An address outside every guard page names no buffer in the signature: the nearest one
   // depends on where the allocations happened to land (address-space layout), not on the case.

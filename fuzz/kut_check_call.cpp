@@ -70,7 +70,10 @@ void StepChecker::CheckDecode(const sim::Call& c, const sim::Call* reduce) {
     Emit(std::move(rep));
     return;
   }
-  const std::vector<Predicted> pd = Predict(r_, c);
+  int64_t kv_rows = -1;
+  for (const Tensor& t : tensors_)
+    if (t.name == "kv_cache") kv_rows = t.rows;
+  const std::vector<Predicted> pd = Predict(r_, c, kv_rows);
   const std::vector<Predicted> pr = reduce ? Predict(r_, *reduce) : std::vector<Predicted>();
   Allocate(pd, pr);
   bool ok = RunOne(MLASIM_KUT_OP_DECODE, c, pd, rep);
@@ -380,7 +383,7 @@ void StepChecker::CompareDamage(const sim::Call& c, const std::vector<Predicted>
     const bool guarded_side = o_.guard && (o_.guard_only.empty() || o_.guard_only == p.buffer) &&
                               (d_.host_memory ? p.before == (t && t->guard_before) : !p.before);
     const bool observable = o_.guard ? guarded_side : p.access == "write";
-    if (matched[i] || !observable) continue;
+    if (matched[i] || !observable || p.attribution_only) continue;
     rep.findings.push_back(KernelViolation(
         sim::ViolationKind::kKernelContract, kContractClass, c, p.buffer, p.access,
         fmt::format("{}: its contract predicts a {} of {} {} {}, which {} did not do", d_.name,

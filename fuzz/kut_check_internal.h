@@ -65,9 +65,17 @@ struct Predicted {
   bool before = false;
   int64_t first = 0, last = 0;       // rows, counted as KutDamage counts them
   std::vector<sim::Violation> from;  // the simulator's violations behind it
+  // Only to explain a fault: the kernel may read its own copy of the buffer (FlashMLA's sparse
+  // adapter converts the KV cache), so no guard page is expected to see it.
+  bool attribution_only = false;
   nlohmann::json Json() const;
 };
-std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c);
+// The simulator's out-of-range accesses of call `c`, per kernel buffer. `harness_kv_rows`: the
+// rows of the harness's KV cache (-1: unknown). The harness's cache and page list are as large
+// as the inputs need, not the engine's: only their reads before the start compare, and reads of
+// KV rows past the harness's cache too (a hostile index value, the same in both).
+std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c,
+                               int64_t harness_kv_rows = -1);
 // Whether a contract program (or a loop body in it) names the buffer role.
 bool ProgramTouches(const std::vector<sim::Statement>& program, const std::string& role);
 

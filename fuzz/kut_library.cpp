@@ -68,6 +68,8 @@ KernelLimits KutDescription::Limits() const {
   if (!k.fp8_kv && !k.bf16_kv) k.fp8_kv = k.bf16_kv = true;  // fp32 only: holds either
   k.page_size_multiple = std::max(1, page_size_multiple);
   k.max_page_size = std::max(0, max_page_size);
+  k.heads_multiple = std::max(1, heads_multiple);
+  k.max_heads = std::max(0, max_heads);
   return k;
 }
 

@@ -472,6 +472,9 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
        "semantics invalid_index = clamp_to_zero: hostile index values read slot 0"},
       {SimMutant::kContractInvalidIndexWrap, BugClass::kG,
        "semantics invalid_index = wrap: hostile index values read a wrapped slot"},
+      {SimMutant::kContractInvalidIndexMinusOne, BugClass::kG,
+       "semantics invalid_index = minus_one_masked: -1 is skipped, the other hostile values "
+       "(2147480000, INT_MAX) are dereferenced outside the KV cache (FlashMLA's sparse decode)"},
       {SimMutant::kContractWhenSkipsPartial0, BugClass::kE,
        "when clause off by one (partial_qo_loc > 0): the piece at partial row 0 writes no "
        "logits, the reduce reads partial rows nobody wrote"},
@@ -485,7 +488,8 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
   for (const Row& x : rows) {
     const bool invalid_index = x.m == SimMutant::kContractInvalidIndexFault ||
                                x.m == SimMutant::kContractInvalidIndexClamp ||
-                               x.m == SimMutant::kContractInvalidIndexWrap;
+                               x.m == SimMutant::kContractInvalidIndexWrap ||
+                               x.m == SimMutant::kContractInvalidIndexMinusOne;
     if (invalid_index)  // killed where the kernel meets the index: the engine-step numerics
       r.push_back(Sim(
           x.m, x.cls, x.desc, AnyProfile(), kStepNumerics,
@@ -565,7 +569,9 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
   };
   const Use uses[] = {{ref::InvalidIndexUse::kFault, "fault", "fault"},
                       {ref::InvalidIndexUse::kClampToZero, "clamp-to-zero", "clamp_to_zero"},
-                      {ref::InvalidIndexUse::kWrap, "wrap", "wrap"}};
+                      {ref::InvalidIndexUse::kWrap, "wrap", "wrap"},
+                      {ref::InvalidIndexUse::kMinusOneMasked, "minus-one-masked",
+                       "minus_one_masked"}};
   for (const Use& u : uses) {
     NumericsVariant v;
     v.invalid_index = u.use;

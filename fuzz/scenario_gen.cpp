@@ -297,6 +297,20 @@ void KeepPageSizeRunnable(const KernelLimits& k, Scenario& s) {
   s.kv_cache.page_size = page;
 }
 
+// Heads per rank the kernel under test runs: `drawn` when it runs it, else the smallest count it
+// runs above it (else the largest below) among those the generator draws; `drawn` when it runs
+// none of them. No draw: the case is otherwise the same.
+int32_t RunnableHeads(const KernelLimits& k, int32_t drawn) {
+  if (k.RunsHeads(drawn)) return drawn;
+  int32_t above = 0, below = 0;
+  for (int32_t h : {8, 16, 24, 32, 48, 64, 128}) {
+    if (!k.RunsHeads(h)) continue;
+    if (h > drawn && above == 0) above = h;
+    if (h < drawn) below = h;
+  }
+  return above != 0 ? above : below != 0 ? below : drawn;
+}
+
 // One of the config's profiles, among those the swarm left in.
 std::string PickProfile(const GenConfig& cfg, uint32_t omitted) {
   if (omitted == 0) return *rc::gen::elementOf(cfg.profiles);
@@ -384,8 +398,9 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     s.model.topk = *rc::gen::element(2048, 64, 512);
     s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
     // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
-    const int32_t per_rank = *rc::gen::weightedElement<int32_t>(
-        {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}});
+    const int32_t per_rank = RunnableHeads(
+        cfg.kernel, *rc::gen::weightedElement<int32_t>(
+                        {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}}));
     s.model.heads = per_rank * s.parallel.tp;
     s.model.kv_dtype = Choose<ref::DType>(
         sw.omitted[kKvDtype], rc::gen::element(ref::DType::kFp8, ref::DType::kBf16),

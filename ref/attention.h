@@ -160,6 +160,7 @@ enum class InvalidIndexUse : uint8_t {
   kFault,        // dereferenced as is: a row outside the cache (NaN: poison)
   kClampToZero,  // row 0 read instead
   kWrap,         // row (index mod cache rows) read instead
+  kMinusOneMasked,  // -1 masked, any other index dereferenced as is (FlashMLA's sparse decode)
 };
 
 struct PlanExecOptions {

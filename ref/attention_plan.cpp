@@ -147,6 +147,7 @@ const char* InvalidIndexVia(InvalidIndexUse u) {
     case InvalidIndexUse::kFault: return "invalid_index = fault";
     case InvalidIndexUse::kClampToZero: return "invalid_index = clamp_to_zero";
     case InvalidIndexUse::kWrap: return "invalid_index = wrap";
+    case InvalidIndexUse::kMinusOneMasked: return "invalid_index = minus_one_masked";
   }
   return "?";
 }
@@ -478,7 +479,12 @@ class PlanExecutor {
         g_.sparse ? NumericsBuffer::kTopkIndices : NumericsBuffer::kKvIndices;
     int64_t r = row;
     if (row < 0 || row >= cache_rows) {
-      const InvalidIndexUse use = opt_.invalid_index;
+      // minus_one_masked: -1 is skipped as masked is, any other value read as fault reads it.
+      const InvalidIndexUse declared = opt_.invalid_index;
+      const InvalidIndexUse use =
+          declared != InvalidIndexUse::kMinusOneMasked ? declared
+          : index == -1                                ? InvalidIndexUse::kMasked
+                                                       : InvalidIndexUse::kFault;
       if (use == InvalidIndexUse::kMasked) {  // recognised, never read
         std::fill(dst, dst + d, T(0));
         buf_.col_valid[j] = 0;
@@ -486,7 +492,7 @@ class PlanExecutor {
         return;
       }
       if (use == InvalidIndexUse::kFault) {  // a row outside the cache: no defined value
-        poison->NoteVia(PoisonKind::kOutOfRangeRead, table, slot, InvalidIndexVia(use), true,
+        poison->NoteVia(PoisonKind::kOutOfRangeRead, table, slot, InvalidIndexVia(declared), true,
                         index);
         std::fill(dst, dst + d, std::numeric_limits<T>::quiet_NaN());
         return;

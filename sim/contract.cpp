@@ -45,7 +45,8 @@ constexpr Named<MaskedKeys> kMaskedKeys[] = {{MaskedKeys::kNeverRead, "never_rea
 constexpr Named<InvalidIndex> kInvalidIndex[] = {{InvalidIndex::kFault, "fault"},
                                                  {InvalidIndex::kClampToZero, "clamp_to_zero"},
                                                  {InvalidIndex::kWrap, "wrap"},
-                                                 {InvalidIndex::kMasked, "masked"}};
+                                                 {InvalidIndex::kMasked, "masked"},
+                                                 {InvalidIndex::kMinusOneMasked, "minus_one_masked"}};
 constexpr Named<EmptyRows> kEmptyRows[] = {{EmptyRows::kZeroAndNegInfLse, "zero_and_neg_inf_lse"},
                                            {EmptyRows::kNan, "nan"},
                                            {EmptyRows::kUnwritten, "unwritten"}};

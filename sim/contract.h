@@ -53,6 +53,8 @@ enum class InvalidIndex : uint8_t {
   kClampToZero,  // read slot 0 instead (a wrong but mapped row)
   kWrap,         // read slot (index mod cache rows)
   kMasked,       // recognised and skipped
+  kMinusOneMasked,  // -1 recognised and skipped; any other index read as is (FlashMLA's sparse
+                    // decode: only -1 marks an invalid top-k slot)
 };
 // Output of a row that sees no key at all.
 enum class EmptyRows : uint8_t {

@@ -759,6 +759,9 @@ void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_pa
     return;
   }
   switch (contract_->semantics.invalid_index) {
+    case InvalidIndex::kMinusOneMasked:
+      if (value == -1) return;
+      [[fallthrough]];  // any other value is dereferenced as is
     case InvalidIndex::kFault:
       TouchIn(alloc, kv, false, value * page + row_in_page, value * page + row_in_page + 1, who_);
       return;

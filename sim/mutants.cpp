@@ -31,6 +31,7 @@ constexpr const char* kNames[] = {
     "contract-invalid-index-fault",
     "contract-invalid-index-clamp-to-zero",
     "contract-invalid-index-wrap",
+    "contract-invalid-index-minus-one-masked",
     "contract-partial-write-when-off-by-one",
     "contract-unit-rows-for-head-row-bounds",
     "contract-extends-wrong-base",
@@ -124,7 +125,8 @@ std::vector<SimMutantSpec> Build() {
   for (auto [id, use] :
        {std::pair<SimMutant, const char*>{SimMutant::kContractInvalidIndexFault, "fault"},
         {SimMutant::kContractInvalidIndexClamp, "clamp_to_zero"},
-        {SimMutant::kContractInvalidIndexWrap, "wrap"}}) {
+        {SimMutant::kContractInvalidIndexWrap, "wrap"},
+        {SimMutant::kContractInvalidIndexMinusOne, "minus_one_masked"}}) {
     at(id).setting = HostileIndices();
     at(id).contract_edits = {{decode, "/semantics/invalid_index", use}};
   }

@@ -47,6 +47,7 @@ enum class SimMutant : uint8_t {
   kContractInvalidIndexFault,  // G: hostile index values dereferenced (invalid_index = fault)
   kContractInvalidIndexClamp,  // G: ... clamped to slot 0 (invalid_index = clamp_to_zero)
   kContractInvalidIndexWrap,   // G: ... wrapped (invalid_index = wrap)
+  kContractInvalidIndexMinusOne,  // G: ... only -1 masked, others read (minus_one_masked)
   kContractWhenSkipsPartial0,  // E: a `when` off by one: the piece at partial row 0 writes no logits
   kContractUnitRowsForHeadRows,  // C: q read bounds in head rows (row x heads), `unit` rows
   kContractExtendsWrongBase,   // I: a user's contract extends hk, not asm (inherits its zero_kv)

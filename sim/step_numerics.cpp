@@ -155,6 +155,9 @@ void ApplyDecodeSemantics(const DecodeSemantics& s, ref::NumericsOptions* o) {
     case InvalidIndex::kClampToZero: o->invalid_index = ref::InvalidIndexUse::kClampToZero; break;
     case InvalidIndex::kWrap: o->invalid_index = ref::InvalidIndexUse::kWrap; break;
     case InvalidIndex::kMasked: o->invalid_index = ref::InvalidIndexUse::kMasked; break;
+    case InvalidIndex::kMinusOneMasked:
+      o->invalid_index = ref::InvalidIndexUse::kMinusOneMasked;
+      break;
   }
   o->read_masked_keys = s.masked_keys == MaskedKeys::kReadThenMask;
   if (s.empty_rows == EmptyRows::kNan) o->empty_rows = ref::EmptyRowPolicy::kNan;

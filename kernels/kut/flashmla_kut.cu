@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/mlasim_kut.h"
+#include "kernels/kut/cuda_adapter.h"
 #include "params.h"  // FlashMLA csrc/params.h
 #include "sm90/decode/dense/splitkv_mla.h"
 #include "smxx/decode/combine/combine.h"
@@ -48,27 +48,9 @@ constexpr int32_t kDv = 512;   // Config::HEAD_DIM_V
 constexpr int32_t kMaxHeads = 128;
 constexpr int32_t kMaxSmParts = 160;  // the combine's largest NUM_SPLITS instantiation
 
-thread_local std::string g_error;
+using kut_cuda::Fail;
+using kut_cuda::Scratch;
 
-int Fail(int code, std::string why) {
-  g_error = std::move(why);
-  return code;
-}
-
-// Device buffers the adapter owns, grown on demand and kept for the next call.
-struct Scratch {
-  void* p = nullptr;
-  size_t bytes = 0;
-  bool Reserve(size_t want) {
-    if (want <= bytes) return true;
-    if (p != nullptr) cudaFree(p);
-    p = nullptr;
-    bytes = 0;
-    if (cudaMalloc(&p, want) != cudaSuccess) return false;
-    bytes = want;
-    return true;
-  }
-};
 struct Buffers {
   Scratch block_table, seqlens, meta, num_splits, lse_accum, o_accum;
 };
@@ -82,27 +64,6 @@ struct Translated {
   int32_t batch = 0, s_q = 0, max_pages = 1;
   std::vector<int32_t> seqlens, block_table;
 };
-
-bool Aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-// Int32 elements [0, n) of `t` to the host; false (with the reason) when `t` holds fewer.
-bool Download(const mlasim_kut_tensor& t, int64_t first, int64_t n, const char* name,
-              std::vector<int32_t>* out) {
-  out->assign(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
-  if (n <= 0) return true;
-  if (t.data == nullptr || first < 0 || (first + n) * 4 > static_cast<int64_t>(t.bytes))
-    return Fail(MLASIM_KUT_UNSUPPORTED, std::string(name) + " holds fewer than the " +
-                                            std::to_string(first + n) +
-                                            " elements the call's indptrs name"),
-           false;
-  const auto* src = static_cast<const unsigned char*>(t.data) + first * 4;
-  if (cudaMemcpy(out->data(), src, static_cast<size_t>(n) * 4, cudaMemcpyDeviceToHost) !=
-      cudaSuccess)
-    return Fail(MLASIM_KUT_ERROR, std::string("copying ") + name + " to the host failed"), false;
-  return true;
-}
 
 // Shapes, dtypes and strides FlashMLA's dense decode can run; "" when it can.
 std::string Unrunnable(const mlasim_kut_call& c) {
@@ -125,15 +86,10 @@ std::string Unrunnable(const mlasim_kut_call& c) {
   const bool kv_ok = c.kv_cache.row_stride == kD * 2;
   if (!q_ok || !o_ok || !lse_ok || !kv_ok)
     return "strides other than contiguous [rows, heads, dim] q / o / lse and [tokens, 576] KV";
-  if (!Aligned16(c.q.data) || !Aligned16(c.o.data) || !Aligned16(c.kv_cache.data))
+  if (!kut_cuda::Aligned16(c.q.data) || !kut_cuda::Aligned16(c.o.data) ||
+      !kut_cuda::Aligned16(c.kv_cache.data))
     return "q, o or the KV cache not 16-byte aligned (TMA needs it)";
-  int major = 0, minor = 0;
-  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, c.device);
-  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, c.device);
-  if (major != 9 || minor != 0)
-    return "a device of compute capability " + s(major) + "." + s(minor) +
-           " (FlashMLA's dense decode is sm_90a)";
-  return "";
+  return kut_cuda::NotSm90(c.device, "FlashMLA's dense decode");
 }
 
 // qo_indptr / kv_indptr / kv_last_page_lens / kv_indices into FlashMLA's s_q, seqlens_k and
@@ -141,10 +97,11 @@ std::string Unrunnable(const mlasim_kut_call& c) {
 int Translate(const mlasim_kut_call& c, Translated* t) {
   const int32_t B = c.batch;
   std::vector<int32_t> qo, kv, last, pages;
-  if (!Download(c.qo_indptr, 0, B + 1, "qo_indptr", &qo) ||
-      !Download(c.kv_indptr, 0, B + 1, "kv_indptr", &kv) ||
-      !Download(c.kv_last_page_lens, 0, B, "kv_last_page_lens", &last))
-    return MLASIM_KUT_UNSUPPORTED;
+  int code = MLASIM_KUT_OK;
+  if (!kut_cuda::Download(c.qo_indptr, 0, B + 1, "qo_indptr", &qo, &code) ||
+      !kut_cuda::Download(c.kv_indptr, 0, B + 1, "kv_indptr", &kv, &code) ||
+      !kut_cuda::Download(c.kv_last_page_lens, 0, B, "kv_last_page_lens", &last, &code))
+    return code;
   t->batch = B;
   t->s_q = qo[1] - qo[0];
   if (qo[0] != 0 || t->s_q < 1)
@@ -165,20 +122,12 @@ int Translate(const mlasim_kut_call& c, Translated* t) {
   }
   if (int64_t{qo[B]} * c.num_heads > (int64_t{1} << 31) / kD)
     return Fail(MLASIM_KUT_UNSUPPORTED, "more q rows than FlashMLA's int strides hold");
-  if (!Download(c.kv_indices, kv[0], kv[B] - kv[0], "kv_indices", &pages))
-    return MLASIM_KUT_UNSUPPORTED;
+  if (!kut_cuda::Download(c.kv_indices, kv[0], kv[B] - kv[0], "kv_indices", &pages, &code))
+    return code;
   t->block_table.assign(static_cast<size_t>(B) * t->max_pages, 0);
   for (int32_t b = 0; b < B; ++b)
     std::copy(pages.begin() + (kv[b] - kv[0]), pages.begin() + (kv[b + 1] - kv[0]),
               t->block_table.begin() + static_cast<int64_t>(b) * t->max_pages);
-  return MLASIM_KUT_OK;
-}
-
-int Upload(Scratch& s, const std::vector<int32_t>& v, cudaStream_t stream) {
-  if (!s.Reserve(std::max<size_t>(v.size(), 1) * 4))
-    return Fail(MLASIM_KUT_ERROR, "cudaMalloc of an adapter buffer failed");
-  if (cudaMemcpyAsync(s.p, v.data(), v.size() * 4, cudaMemcpyHostToDevice, stream) != cudaSuccess)
-    return Fail(MLASIM_KUT_ERROR, "copying an adapter buffer to the device failed");
   return MLASIM_KUT_OK;
 }
 
@@ -199,8 +148,9 @@ int Launch(const mlasim_kut_call& c, const Translated& t) {
       !o.lse_accum.Reserve(4 * splits * q_seq) || !o.o_accum.Reserve(4 * splits * q_seq * kDv))
     return Fail(MLASIM_KUT_ERROR,
                 "cudaMalloc of FlashMLA's scheduler or accumulator buffers failed");
-  if (int rc = Upload(o.seqlens, t.seqlens, stream); rc != MLASIM_KUT_OK) return rc;
-  if (int rc = Upload(o.block_table, t.block_table, stream); rc != MLASIM_KUT_OK) return rc;
+  if (int rc = kut_cuda::Upload(o.seqlens, t.seqlens, stream); rc != MLASIM_KUT_OK) return rc;
+  if (int rc = kut_cuda::Upload(o.block_table, t.block_table, stream); rc != MLASIM_KUT_OK)
+    return rc;
   auto* seqlens = static_cast<int*>(o.seqlens.p);
   auto* meta = static_cast<DecodingSchedMeta*>(o.meta.p);
   auto* num_splits = static_cast<int*>(o.num_splits.p);
@@ -244,14 +194,9 @@ int Launch(const mlasim_kut_call& c, const Translated& t) {
 }
 
 int Run(const mlasim_kut_call* call) {
-  if (call == nullptr || call->abi_version != MLASIM_KUT_ABI_VERSION ||
-      call->struct_bytes != sizeof(mlasim_kut_call))
-    return Fail(MLASIM_KUT_ERROR, "a call of another ABI version or struct size");
+  bool done = false;  // a reduce call is a no-op: the combine ran in the decode call
+  if (int rc = kut_cuda::EnterDecode(call, &done); rc != MLASIM_KUT_OK || done) return rc;
   const mlasim_kut_call& c = *call;
-  if (c.op == MLASIM_KUT_OP_REDUCE) return MLASIM_KUT_OK;  // the combine ran in the decode call
-  if (c.op != MLASIM_KUT_OP_DECODE) return Fail(MLASIM_KUT_UNSUPPORTED, "unknown operation");
-  if (cudaSetDevice(c.device) != cudaSuccess)
-    return Fail(MLASIM_KUT_ERROR, "cudaSetDevice(" + std::to_string(c.device) + ") failed");
   if (const std::string why = Unrunnable(c); !why.empty()) return Fail(MLASIM_KUT_UNSUPPORTED, why);
   if (c.batch < 0) return Fail(MLASIM_KUT_UNSUPPORTED, "a negative batch");
   if (c.batch == 0) return MLASIM_KUT_OK;  // no request: FlashMLA is not called (it needs b > 0)
@@ -284,16 +229,4 @@ int Describe(const char* config, mlasim_kut_info* info) {
 }  // namespace
 }  // namespace mlasim::kut_flashmla
 
-#define MLASIM_KUT_EXPORT extern "C" __attribute__((visibility("default")))
-MLASIM_KUT_EXPORT uint32_t mlasim_kut_abi_version(void) {
-  return MLASIM_KUT_ABI_VERSION;
-}
-MLASIM_KUT_EXPORT int mlasim_kut_describe(const char* config, mlasim_kut_info* info) {
-  return mlasim::kut_flashmla::Describe(config, info);
-}
-MLASIM_KUT_EXPORT int mlasim_kut_run(const mlasim_kut_call* call) {
-  return mlasim::kut_flashmla::Run(call);
-}
-MLASIM_KUT_EXPORT const char* mlasim_kut_last_error(void) {
-  return mlasim::kut_flashmla::g_error.c_str();
-}
+MLASIM_KUT_CUDA_ADAPTER_EXPORTS(mlasim::kut_flashmla)

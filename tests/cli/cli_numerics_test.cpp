@@ -292,6 +292,15 @@ TEST(CliNumerics, ContractSemanticsDecideWhereTheKernelMeetsAnInvalidIndex) {
                        "-1 work 4 (invalid_index = clamp_to_zero)\n"),
             std::string::npos)
       << r.out;
+  // FlashMLA's V3.2 sparse decode skips -1 alone: the first poison comes from the INT_MAX in
+  // the next slot, not from the -1 the fault contract names.
+  r = Numerics({Case("G-hostile-sparse-indices-minus-one-masked.json")});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("\ncall 3 (verify): 4 poison finding(s) in real rows; first: "
+                       "out_of_range_read: partial_o rows [4,5) heads [0,16) from "
+                       "kv_indices[103] = 2147483647 work 4 (invalid_index = minus_one_masked)\n"),
+            std::string::npos)
+      << r.out;
   r = Numerics({Case("G-hostile-sparse-indices-masked.json")});
   EXPECT_EQ(r.code, 0) << r.err << r.out;
   EXPECT_NE(r.out.find("semantics: invalid_index masked, masked_keys never_read (decode "

@@ -93,5 +93,60 @@ TEST(KernelLimitsGen, SparseOnlyAndFp8OnlyKernels) {
   }
 }
 
+// FlashMLA's sparse decode (kernels/kut/flashmla_sparse_kut.cu): sparse, fp8, 64 or 128 heads
+// per rank. Every case and every shrink keeps a runnable head count; the same seeds without the
+// limits draw 16 heads (the common count) and never only 64 / 128.
+TEST(KernelLimitsGen, HeadLimitsHoldForEveryCaseAndShrink) {
+  GenConfig c;
+  c.kernel_inputs = true;
+  c.kernel.dense = false;
+  c.kernel.bf16_kv = false;
+  c.kernel.heads_multiple = 64;
+  c.kernel.max_heads = 128;
+  GenConfig plain;
+  plain.kernel_inputs = true;
+  int h64 = 0, h128 = 0, plain16 = 0;
+  for (uint64_t seed = 0; seed < 80; ++seed) {
+    SCOPED_TRACE(seed);
+    const rc::Shrinkable<sim::Scenario> x = ScenarioFromSeed(c, seed, 50);
+    const sim::Scenario& s = x.value();
+    const int32_t per_rank = s.model.heads / s.parallel.tp;
+    EXPECT_TRUE(per_rank == 64 || per_rank == 128) << per_rank;
+    h64 += per_rank == 64;
+    h128 += per_rank == 128;
+    const sim::Scenario p = ScenarioFromSeed(plain, seed, 50).value();
+    plain16 += p.model.heads / p.parallel.tp == 16;
+    if (seed % 10 != 0) continue;
+    int n = 0;
+    for (auto shrinks = x.shrinks(); n < 20; ++n) {
+      auto next = shrinks.next();
+      if (!next) break;
+      const int32_t h = next->value().model.heads / next->value().parallel.tp;
+      EXPECT_TRUE(h == 64 || h == 128) << "shrink " << n << ": " << h;
+    }
+  }
+  EXPECT_GT(h64, 0);
+  EXPECT_GT(h128, 0);
+  EXPECT_GT(plain16, 0);
+}
+
+TEST(KernelLimitsGen, RunsHeadsAtItsBoundaries) {
+  KernelLimits k;
+  EXPECT_TRUE(k.RunsHeads(1));
+  EXPECT_TRUE(k.RunsHeads(24));
+  k.heads_multiple = 64;
+  k.max_heads = 128;
+  EXPECT_FALSE(k.LimitsNothing());
+  EXPECT_FALSE(k.RunsHeads(63));
+  EXPECT_TRUE(k.RunsHeads(64));
+  EXPECT_FALSE(k.RunsHeads(65));
+  EXPECT_TRUE(k.RunsHeads(128));
+  EXPECT_FALSE(k.RunsHeads(192));  // a multiple past the maximum
+  KernelLimits only_max;
+  only_max.max_heads = 32;
+  EXPECT_TRUE(only_max.RunsHeads(32));
+  EXPECT_FALSE(only_max.RunsHeads(33));
+}
+
 }  // namespace
 }  // namespace mlasim::fuzz

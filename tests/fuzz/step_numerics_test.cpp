@@ -150,8 +150,9 @@ TEST(StepNumerics, OneClassTablePerFinding) {
 TEST(StepNumerics, EveryInvalidIndexMutantDiesInTheEngineStepNumerics) {
   const char* names[] = {
       "contract-invalid-index-fault",          "contract-invalid-index-clamp-to-zero",
-      "contract-invalid-index-wrap",           "semantics-invalid-index-fault",
-      "semantics-invalid-index-clamp-to-zero", "semantics-invalid-index-wrap"};
+      "contract-invalid-index-wrap",           "contract-invalid-index-minus-one-masked",
+      "semantics-invalid-index-fault",         "semantics-invalid-index-clamp-to-zero",
+      "semantics-invalid-index-wrap",          "semantics-invalid-index-minus-one-masked"};
   for (const char* name : names) {
     const MutantSpec* m = FindMutant(name);
     ASSERT_NE(m, nullptr) << name;

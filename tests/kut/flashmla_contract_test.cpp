@@ -268,6 +268,76 @@ TEST(FlashMlaContract, OAllocatedForFewerRowsIsWrittenPastItsEnd) {
   EXPECT_EQ(Find(*r, "verify", "q", Access::kRead), nullptr);  // q holds the 8 rows
 }
 
+// FlashMLA's sparse fp8 decode (sim/contracts/flashmla-sparse-decode.json, the contract
+// libmlasim_kut_flashmla_sparse.so names): the file is the built-in; its semantics skip only -1.
+TEST(FlashMlaSparseContract, TheFileIsTheBuiltinTheAdapterNames) {
+  auto file = LoadContractFile(kContracts + "flashmla-sparse-decode.json");
+  auto builtin = BuiltinContract(CallKind::kDecode, "flashmla_sparse", "t");
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ASSERT_TRUE(builtin.ok()) << builtin.status().ToString();
+  EXPECT_EQ(file->doc, (*builtin)->doc);
+  EXPECT_EQ(file->name, "flashmla-sparse-fp8-decode");
+  EXPECT_EQ(file->semantics.invalid_index, InvalidIndex::kMinusOneMasked);
+  EXPECT_EQ(file->semantics.zero_kv, ZeroKv::kReadsQWritesOutput);
+  EXPECT_EQ(file->semantics.masked_keys, MaskedKeys::kNeverRead);
+  EXPECT_FALSE(ProgramLoads(file->program, kLoadWorkInfo));  // it plans by itself
+}
+
+// Three tokens (s_q 1): 5 index entries, none, 7. q holds 2 rows, the index buffer 11 entries:
+// token 2 alone reads q row 2 and index element 11 past their ends; o and lse fit. Index
+// entries are elements (page size 1).
+TEST(FlashMlaSparseContract, OneCallTouchesEachTokensRowsAndEntries) {
+  CallCheckInput in;
+  in.call = "flashmla_sparse";
+  in.contract = *BuiltinContract(CallKind::kDecode, "flashmla_sparse", "t");
+  in.qo_indptr = {0, 1, 2, 3};
+  in.kv_indptr = {0, 5, 5, 12};
+  in.kv_last_page_lens = {1, 1, 1};
+  in.tensors = {{"q", 2, 64, 576, 2},
+                {"o", 3, 64, 512, 2},
+                {"lse", 3, 64, 1, 4},
+                {"kv_indices", 11, 1, 1, 4},
+                {"kv_cache", 4096, 1, 576, 1}};
+  auto v = CheckCall(in);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_EQ(v->size(), 2u);
+  EXPECT_EQ((*v)[0].buffer, "q");
+  EXPECT_EQ((*v)[0].access, Access::kRead);
+  EXPECT_EQ((*v)[0].first_row, 2);
+  EXPECT_EQ((*v)[0].last_row, 2);
+  EXPECT_EQ((*v)[1].buffer, "kv_indices");
+  EXPECT_EQ((*v)[1].first_row, 11);
+  EXPECT_EQ((*v)[1].last_row, 11);
+  for (const Violation& x : *v) EXPECT_EQ(x.work_items, std::vector<int32_t>{2});
+  // One more row of q and one more entry: nothing outside.
+  in.tensors[0].rows = 3;
+  in.tensors[3].rows = 12;
+  auto none = CheckCall(in);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+}
+
+// tests/kut/cases/flashmla-sparse-v32.json (the step third_party_kut.sh replays through the
+// adapter) under the sparse contract: ATOM's per-token sparse plans (s_q 1) over the 6 scheduled
+// tokens, both sparse decodes run FlashMLA's contract, and the step is clean.
+TEST(FlashMlaSparseContract, TheAdaptersKnownStepIsClean) {
+  auto s = LoadScenarioFile(std::string(MLASIM_SOURCE_DIR) +
+                            "/tests/kut/cases/flashmla-sparse-v32.json");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  s->contracts = {*BuiltinContract(CallKind::kDecode, "flashmla_sparse", "t"), Reduce()};
+  auto r = Replay(*s);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int decodes = 0;
+  for (const Call& c : r->trace.calls) {
+    if (c.kind != CallKind::kDecode) continue;
+    ++decodes;
+    EXPECT_EQ(c.kernel, "flashmla_sparse");
+    EXPECT_EQ(r->trace.plans.at(c.plan).request.max_seqlen_qo, 1);
+  }
+  EXPECT_EQ(decodes, 2);  // verify and draft_step_0
+  EXPECT_TRUE(r->result.violations.empty()) << r->result.violations.size();
+}
+
 // CheckCall demands aiter's plan buffers only from a contract that names them.
 TEST(FlashMlaContract, PlanBuffersAreRequiredOnlyByContractsThatNameThem) {
   CallCheckInput in = ShortBuffers();

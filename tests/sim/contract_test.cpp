@@ -392,7 +392,8 @@ TEST(Contract, PlanCallsNameTheModelTheyRun) {
 
 TEST(Contract, BuiltinsParseWithTheirSemantics) {
   EXPECT_EQ(BuiltinVariants(CallKind::kDecode),
-            (std::vector<std::string>{"asm", "flashinfer_fa3", "flashmla_dense", "hk", "opus"}));
+            (std::vector<std::string>{"asm", "flashinfer_fa3", "flashmla_dense", "flashmla_sparse",
+                                      "hk", "opus"}));
   EXPECT_EQ(BuiltinVariants(CallKind::kReduce),
             (std::vector<std::string>{"in_decode", "mla_reduce_v1"}));
   EXPECT_EQ(BuiltinVariants(CallKind::kIndexFill),
@@ -409,7 +410,7 @@ TEST(Contract, BuiltinsParseWithTheirSemantics) {
   auto bad = BuiltinContract(CallKind::kDecode, "flydsl", "$.kernel");
   EXPECT_EQ(bad.status().ToString(),
             "$.kernel: no built-in decode contract \"flydsl\" (known: asm, flashinfer_fa3, "
-            "flashmla_dense, hk, opus)");
+            "flashmla_dense, flashmla_sparse, hk, opus)");
 }
 
 // The work-item prologue of the asm contract (`let partial_qo_loc = work_info[w]

@@ -2,15 +2,18 @@
 # tools/gpu/third_party_kut.sh - the real third-party MLA kernels as kernels under test on the H200
 # (docs/kernel-under-test.md "FlashMLA adapter", "FlashInfer adapter"), in one device call, every
 # log under $OUT (default ./gpu-out). KERNELS (default "flashmla") lists the adapters to run:
-#   flashmla    FlashMLA's dense bf16 decode + combine (kernels/kut/flashmla_kut.cu)
-#   flashinfer  FlashInfer's fa3 MLA decode (kernels/kut/flashinfer_kut.cu)
+#   flashmla         FlashMLA's dense bf16 decode + combine (kernels/kut/flashmla_kut.cu)
+#   flashmla_sparse  FlashMLA's sparse fp8 V3.2 decode + combine (kernels/kut/flashmla_sparse_kut.cu)
+#   flashinfer       FlashInfer's fa3 MLA decode (kernels/kut/flashinfer_kut.cu)
 # For each: unless LIB_<NAME> (and MLASIM) name carried binaries, it extracts the checkout into
 # .third_party/ (from ../shared/third_party/NAME.tar.xz or the carried
 # .third_party/archives/NAME.tar.xz), configures build-cuda with -DMLASIM_FLASHMLA_DIR /
 # -DMLASIM_FLASHINFER_DIR and builds mlasim and the adapter (NAME-build.log; FlashMLA's dense
-# decode alone is ~2 min of nvcc); replays tests/kut/cases/flashmla-dense-page64.json through
-# the adapter (its calls run, are not UNSUPPORTED, the numerics compare; its draft step 0 is
-# ATOM's known overflow, docs/findings.md #2, which the contract predicts); runs `mlasim fuzz --gpu
+# decode alone is ~2 min of nvcc); replays one known case through the adapter (dense kernels:
+# tests/kut/cases/flashmla-dense-page64.json, whose draft step 0 is ATOM's known overflow,
+# docs/findings.md #2, which the contract predicts; flashmla_sparse:
+# tests/kut/cases/flashmla-sparse-v32.json; their calls run, are not UNSUPPORTED, the numerics
+# compare); runs `mlasim fuzz --gpu
 # sentinel` for SENTINEL_SECONDS (120) and `--gpu guard` for GUARD_SECONDS (60), head dims
 # 576,512, --jobs JOBS (8), seed SEED (1), known families ignored, FUZZ_FLAGS (more flags for both
 # campaigns, e.g. "--shrink-steps 4" to bound the shrink a found case gets), findings in
@@ -44,11 +47,11 @@ checkout() {  # NAME: the extracted checkout's folder, extracting it when missin
 build() {  # NAME: configure build-cuda with the checkout and build mlasim + the adapter
   local name=$1 option dir t0 rc
   case $name in
-    flashmla) option=MLASIM_FLASHMLA_DIR ;;
+    flashmla|flashmla_sparse) option=MLASIM_FLASHMLA_DIR ;;
     flashinfer) option=MLASIM_FLASHINFER_DIR ;;
-    *) echo "third_party_kut: unknown kernel '$name' (flashmla, flashinfer)"; return 2 ;;
+    *) echo "third_party_kut: unknown kernel '$name' (flashmla, flashmla_sparse, flashinfer)"; return 2 ;;
   esac
-  dir=$(checkout "$name") || {
+  dir=$(checkout "${name%_sparse}") || {
     echo "third_party_kut: no $name checkout (carry .third_party/archives/$name.tar.xz)"
     return 2
   }
@@ -69,13 +72,17 @@ campaigns() {  # NAME LIBRARY
   local name=$1 lib mode secs dir f t0
   lib=$(realpath "$2")
   local kut=(--kernel-under-test "$lib" --head-dims 576,512)
+  local case=tests/kut/cases/flashmla-dense-page64.json
+  local expect="expected 1: draft step 0 writes o / lse rows 6..7 past the 6-row buffers, docs/findings.md #2; verify clean, numerics within tolerance"
+  if [ "$name" = flashmla_sparse ]; then
+    case=tests/kut/cases/flashmla-sparse-v32.json
+    expect="expected 0: every sparse decode runs, numerics within tolerance"
+  fi
   stamp "$name: one known step"
-  timeout 120 "$M" replay tests/kut/cases/flashmla-dense-page64.json --gpu sentinel "${kut[@]}" \
-    > "$OUT/$name-replay-case.log" 2>&1
-  echo "$name replay flashmla-dense-page64 rc=$? (expected 1: draft step 0 writes o / lse rows 6..7" \
-    "past the 6-row buffers, docs/findings.md #2; verify clean, numerics within tolerance)"
+  timeout 120 "$M" replay "$case" --gpu sentinel "${kut[@]}" > "$OUT/$name-replay-case.log" 2>&1
+  echo "$name replay $(basename "$case" .json) rc=$? ($expect)"
   grep -E '^gpu|unsupported|skipped|KUT-|numerics' "$OUT/$name-replay-case.log" | head -20
-  timeout 120 "$M" replay tests/kut/cases/flashmla-dense-page64.json --gpu sentinel "${kut[@]}" \
+  timeout 120 "$M" replay "$case" --gpu sentinel "${kut[@]}" \
     --json > "$OUT/$name-replay-case.json" 2> "$OUT/$name-replay-case.json.err"
   for mode in sentinel guard; do
     secs=$SENTINEL_SECONDS

@@ -543,6 +543,7 @@ class NumericsCommand final : public Command {
       case ref::InvalidIndexUse::kFault: return "fault";
       case ref::InvalidIndexUse::kClampToZero: return "clamp_to_zero";
       case ref::InvalidIndexUse::kWrap: return "wrap";
+      case ref::InvalidIndexUse::kMinusOneMasked: return "minus_one_masked";
     }
     return "?";
   }
