@@ -10,6 +10,7 @@
 #include "fuzz/kut_check_internal.h"
 #include "kernels/gpu_api.h"
 #include "ref/plan_check.h"
+#include "sim/step_numerics.h"
 
 namespace mlasim::fuzz::kut_internal {
 namespace {
@@ -59,9 +60,9 @@ std::string StepChecker::CpuReference(Reference* out) {
   PartTimer timer(out_.seconds, "reference");
   ref::PlanExecOptions exec;
   exec.precision = KutPrecision(true);
-  exec.empty_rows = d_.decode_contract->semantics.zero_kv == sim::ZeroKv::kReadsQWritesOutput
-                        ? ref::EmptyRowPolicy::kWriteZero
-                        : ref::EmptyRowPolicy::kSkip;
+  // The decode contract's two fields, as the engine-step numerics read them (sim/step_numerics.h).
+  exec.empty_rows = sim::EmptyRowPolicyOf(d_.decode_contract->semantics.empty_rows);
+  exec.zero_kv = sim::ZeroKvPolicyOf(d_.decode_contract->semantics.zero_kv);
   if (!sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo)) {
     // A kernel that plans by itself (FlashMLA, FlashInfer): aiter's plan is not what it runs,
     // so the truth is the monolithic attention of each request, every pair compared.

@@ -82,15 +82,18 @@ std::string BatchText(const ref::PlanRequest& r, uint64_t seed) {
 
 // ---- numerics: plan-driven == monolithic on small batches ----------------------------------
 
-// Poison expected by the contract: o rows of zero-KV requests that no work item wrote.
-bool ExpectedPoison(const ref::PlanRequest& r, const ref::PoisonFinding& f) {
+// Poison expected by the contract: o rows of zero-KV requests that no work item wrote (the
+// parallel planner gives them none); with zero-KV items skipped (zero_kv = skips), any row that
+// sees no key (also a row before the causal diagonal whose tile the planner trimmed to no key).
+bool ExpectedPoison(const ref::PlanRequest& r, const ref::PoisonFinding& f, bool skip_zero_kv) {
   if (f.kind != ref::PoisonKind::kNeverWritten || f.output != ref::NumericsBuffer::kO ||
       f.row_begin < 0)
     return false;
   const int32_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
   for (int64_t row = f.row_begin; row < f.row_end; ++row) {
     const int32_t b = static_cast<int32_t>(row / per);
-    if (r.kv_indptr[b + 1] != r.kv_indptr[b]) return false;
+    if (skip_zero_kv ? ref::RowSeesAKey(r, row) : r.kv_indptr[b + 1] != r.kv_indptr[b])
+      return false;
   }
   return true;
 }
@@ -108,6 +111,7 @@ std::optional<std::string> NumericsCase(const NumericsVariant& v, uint64_t s) {
   o.head_dim_v = 64;
   o.mutant = v.mutant;
   o.empty_rows = v.empty_rows;
+  o.zero_kv = v.zero_kv;
   o.invalid_index = v.invalid_index;
   o.read_masked_keys = v.read_masked_keys;
   o.hostile_table_slots = 4;
@@ -116,7 +120,7 @@ std::optional<std::string> NumericsCase(const NumericsVariant& v, uint64_t s) {
   if (!rep.ok() || !plan->input_violations.empty()) return std::nullopt;
   std::string why;
   for (const ref::PoisonFinding& f : rep->poison)
-    if (why.empty() && !ExpectedPoison(r, f))
+    if (why.empty() && !ExpectedPoison(r, f, v.zero_kv == ref::ZeroKvPolicy::kSkip))
       why = "poison in rows of requests that have keys: " + f.ToString();
   if (rep->monolithic_nan > 0) why = "NaN in the monolithic result";
   if (why.empty() && rep->unexplained_nan > 0)
@@ -543,6 +547,17 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
   r.push_back(Numerics("causal-rule-off-by-one", BugClass::kH,
                        "the MTP causal rule lets a row see one key too many",
                        Code(NM::kCausalOffByOne), plan + "kCausalOffByOne"));
+  // OPUS's semantics (zero_kv = skips, empty_rows = zero_and_neg_inf_lse): with one policy for
+  // both fields again, taken from zero_kv, the piece rows of a paged MTP tail that see no key
+  // are skipped too and the reduce merges unwritten partial rows.
+  NumericsVariant merged = Code(NM::kEmptyRowsFollowZeroKv);
+  merged.zero_kv = ref::ZeroKvPolicy::kSkip;
+  r.push_back(Numerics("empty-rows-follow-zero-kv", BugClass::kF,
+                       "one policy for two contract fields: rows with no visible key follow "
+                       "zero_kv, so a kernel that skips zero-KV items (OPUS) is modelled as "
+                       "skipping the keyless rows of split pieces too (the CPU numerics before "
+                       "issue 11's zero_kv knob)",
+                       merged, plan + "kEmptyRowsFollowZeroKv"));
   // Both die on generated ATOM steps in the hostile-index world (docs/fuzzing.md "Mutants"):
   // a row whose every key slot holds an invalid index (masked) has no key, which empty_rows =
   // nan writes as 0/0; a masked key that holds NaN exists only past a request's last token in
@@ -613,6 +628,7 @@ constexpr Budget kBudgets[] = {
     {"engine-decode-plan-from-capture", 60},        // 15
     {"planner-undersized-partial-map", 40},         // 10
     {"campaign-slipping-shrink", 30},               // 7
+    {"empty-rows-follow-zero-kv", 40},              // 10
 };
 
 std::vector<MutantSpec> Build() {
@@ -650,6 +666,7 @@ sim::SemanticsOverride SemanticsOf(const NumericsVariant& v) {
   if (v.invalid_index != ref::InvalidIndexUse::kMasked) o.invalid_index = v.invalid_index;
   if (v.read_masked_keys) o.read_masked_keys = true;
   if (v.empty_rows != ref::EmptyRowPolicy::kWriteZero) o.empty_rows = v.empty_rows;
+  if (v.zero_kv != ref::ZeroKvPolicy::kRun) o.zero_kv = v.zero_kv;
   return o;
 }
 

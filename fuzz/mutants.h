@@ -51,6 +51,7 @@ struct NumericsVariant {
   ref::EmptyRowPolicy empty_rows = ref::EmptyRowPolicy::kWriteZero;
   ref::InvalidIndexUse invalid_index = ref::InvalidIndexUse::kMasked;
   bool read_masked_keys = false;
+  ref::ZeroKvPolicy zero_kv = ref::ZeroKvPolicy::kRun;
 };
 
 // The contract semantics `v` replaces (the fields it sets to other than their defaults); the

@@ -5,7 +5,6 @@
 #pragma once
 
 #include "kernels/gpu_api.h"
-#include "ref/attention.h"
 #include "sim/contract.h"
 
 namespace mlasim::gpu {
@@ -18,13 +17,6 @@ inline ZeroKvVariant ZeroKvVariantOf(const sim::DecodeSemantics& s) {
     case sim::ZeroKv::kReadsQOnly: return ZeroKvVariant::kHk;
   }
   return ZeroKvVariant::kAsm;
-}
-
-// The CPU plan-driven run's policy for zero-KV work items, per the contract: those that write
-// their output write o = 0 (lse = -inf), the others leave it.
-inline ref::EmptyRowPolicy EmptyRowPolicyOf(const sim::DecodeSemantics& s) {
-  return s.zero_kv == sim::ZeroKv::kReadsQWritesOutput ? ref::EmptyRowPolicy::kWriteZero
-                                                       : ref::EmptyRowPolicy::kSkip;
 }
 
 }  // namespace mlasim::gpu

@@ -141,16 +141,29 @@ enum class NumericsMutant : uint8_t {
   kPartialRowOffByOne,   // split pieces write partial rows at partial_qo_loc + r + 1
   kUnnormalizedPartial,  // split pieces write sum_j p_j v_j without dividing by sum_j p_j
   kCausalOffByOne,       // the causal rule lets row i see key i + Lk - Lq + 1
+  // One policy for two contract fields again: rows with no visible key follow zero_kv (skipped
+  // wherever zero-KV items are), as the numerics did before zero_kv had its own knob.
+  kEmptyRowsFollowZeroKv,
   kCount,
 };
 const char* NumericsMutantName(NumericsMutant m);
 
-// What a kernel does with a row that has no visible key (empty work item, fully masked row): the
-// contract's empty_rows (sim/contract.h EmptyRows).
+// What a kernel does with a row that has no visible key (a fully masked row, a piece row before
+// the causal diagonal, every row of a zero-KV item that runs): the contract's empty_rows
+// (sim/contract.h EmptyRows).
 enum class EmptyRowPolicy : uint8_t {
   kWriteZero,  // o = 0, lse = -inf (our contract; §11.5 recommendation)
-  kSkip,       // writes nothing: OPUS/HK zero-length works (§11.5); the rows stay poison
+  kSkip,       // writes nothing (HK's fully masked warps, §11.4); the rows stay poison
   kNan,        // 0 / 0: o = NaN, lse = -inf; a split piece's NaN reaches the reduce (aiter #4711)
+};
+
+// What a zero-KV work item (kv_end <= kv_start: no key position at all) does: the contract's
+// zero_kv (sim/contract.h ZeroKv). Independent of EmptyRowPolicy: OPUS skips zero-KV items but
+// writes O = 0 for the masked rows of the items it runs.
+enum class ZeroKvPolicy : uint8_t {
+  kRun,   // runs like any item (asm, reads_q_writes_output): every row has no key, so it holds
+          // what the EmptyRowPolicy says
+  kSkip,  // writes nothing (skips, reads_q_only: OPUS, HK, §11.5); its rows stay poison
 };
 
 // What a kernel does with an index outside the KV cache (a sparse top-k entry, or a page id of a
@@ -172,6 +185,7 @@ struct PlanExecOptions {
   // last page, and rows an invalid index was clamped or wrapped to, are loaded and multiplied by
   // a zero weight, so a NaN there reaches the output through 0 x NaN); false = never read.
   bool read_masked_keys = false;
+  ZeroKvPolicy zero_kv = ZeroKvPolicy::kRun;
 };
 
 // Buffers named in poison findings.

@@ -170,7 +170,16 @@ class PlanExecutor {
  public:
   PlanExecutor(const MlaInputs& in, const Plan& plan, const PlanExecOptions& opt, const Geometry& g,
                PlanDrivenResult& res)
-      : in_(in), plan_(plan), opt_(opt), g_(g), res_(res) {}
+      : in_(in), plan_(plan), opt_(opt), g_(g), res_(res), empty_rows_(EmptyRows(opt)) {}
+
+  // The policy of rows without a visible key: the contract's empty_rows, independent of zero_kv
+  // (kEmptyRowsFollowZeroKv: one policy for both fields, taken from zero_kv).
+  static EmptyRowPolicy EmptyRows(const PlanExecOptions& opt) {
+    if (MLASIM_MUTANT(opt.mutant, kEmptyRowsFollowZeroKv))
+      return opt.zero_kv == ZeroKvPolicy::kSkip ? EmptyRowPolicy::kSkip
+                                                : EmptyRowPolicy::kWriteZero;
+    return opt.empty_rows;
+  }
 
   void Run() {
     const int64_t row_elems = int64_t{g_.group_heads} * in_.head_dim_v;
@@ -354,6 +363,10 @@ class PlanExecutor {
     int32_t f[7];
     if (!ReadWork(w, f)) return;
     ++res_.works_run;
+    // A zero-KV item (no key position at all) returns before touching q or o when its
+    // contract's zero_kv says so; otherwise it runs, and its rows (none sees a key) hold what
+    // empty_rows says.
+    if (f[kKvEnd] <= f[kKvStart] && opt_.zero_kv == ZeroKvPolicy::kSkip) return;
     const int64_t q0 = f[kQoStart], q1 = f[kQoEnd];
     const PoisonSource work_field = {true, PoisonKind::kOutOfRangeRead, NumericsBuffer::kWorkInfo,
                                      int64_t{w} * 8};
@@ -385,7 +398,7 @@ class PlanExecutor {
       p.p_format = opt_.precision.p_format;
       const bool split = f[kPartialQoLoc] >= 0;
       p.normalize = !(split && MLASIM_MUTANT(opt_.mutant, kUnnormalizedPartial));
-      p.empty_rows_nan = opt_.empty_rows == EmptyRowPolicy::kNan;
+      p.empty_rows_nan = empty_rows_ == EmptyRowPolicy::kNan;
       AttendBlock(buf_, p);
       const int64_t first_row = q0 + r0 / g_.group_heads;
       const int64_t nrows = m / g_.group_heads;
@@ -566,7 +579,7 @@ class PlanExecutor {
   // `poison`, or (when the contract writes 0/0 for rows with no key) the NaN of block row group
   // i's empty heads.
   PoisonSource WithEmptyRowNaN(const PoisonSource& poison, int64_t i) const {
-    if (poison.any || opt_.empty_rows != EmptyRowPolicy::kNan) return poison;
+    if (poison.any || empty_rows_ != EmptyRowPolicy::kNan) return poison;
     PoisonSource src = poison;
     for (int32_t h = 0; h < g_.group_heads; ++h)
       if (buf_.row_empty[i * g_.group_heads + h])
@@ -579,7 +592,7 @@ class PlanExecutor {
     const NumFormat out = opt_.precision.out_format;
     for (int64_t i = 0; i < nrows; ++i) {
       const int64_t row = first_row + i;
-      if (GroupEmpty(i) && opt_.empty_rows == EmptyRowPolicy::kSkip) continue;
+      if (GroupEmpty(i) && empty_rows_ == EmptyRowPolicy::kSkip) continue;
       T* dst = o_.data() + row * hg * dv;
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
       RoundOutput(dst, int64_t{hg} * dv, out);
@@ -605,7 +618,7 @@ class PlanExecutor {
       }
       if (GroupEmpty(i)) {
         ++res_.partial_rows_without_key;
-        if (opt_.empty_rows == EmptyRowPolicy::kSkip) continue;
+        if (empty_rows_ == EmptyRowPolicy::kSkip) continue;
       }
       const int64_t slot = PartialSlotForWrite(prow);
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, PartialO(slot));
@@ -753,6 +766,7 @@ class PlanExecutor {
   const PlanExecOptions& opt_;
   const Geometry& g_;
   PlanDrivenResult& res_;
+  const EmptyRowPolicy empty_rows_;  // EmptyRows(opt_)
   BlockBuffers<T>& buf_ = internal::ThreadBlockBuffers<T>();
   bool has_invalid_ = false;
   int64_t key_first_ = 0;   // request key index of the work's first key (dense)

@@ -405,6 +405,16 @@ void CheckPadding(const AttentionOutput& got, const std::vector<uint8_t>& pair_m
 
 }  // namespace
 
+bool RowSeesAKey(const PlanRequest& r, int64_t row) {
+  const int64_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
+  const int64_t b = row / std::max<int64_t>(per, 1);
+  const int64_t pages = int64_t{r.kv_indptr[b + 1]} - r.kv_indptr[b];
+  if (r.topk >= 0) return std::min<int64_t>(pages, r.topk) > 0;
+  const int64_t keys = pages == 0 ? 0 : (pages - 1) * r.page_size + r.kv_last_page_lens[b];
+  if (keys <= 0) return false;
+  return !r.is_causal || row % per + keys - per >= 0;
+}
+
 StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
                                          const NumericsOptions& options) {
   MLASIM_ASSIGN_OR_RETURN(const MlaInputs in, BuildMlaInputs(request, options));
@@ -421,6 +431,7 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   PlanExecOptions exec;
   exec.precision = options.precision;
   exec.empty_rows = options.empty_rows;
+  exec.zero_kv = options.zero_kv;
   exec.mutant = options.mutant;
   exec.invalid_index = options.invalid_index;
   exec.read_masked_keys = options.read_masked_keys;

@@ -110,7 +110,9 @@ struct NumericsOptions {
   int32_t spare_pages = 2;               // NaN-filled pages no request owns
   int32_t invalid_topk_per_mille = 125;  // sparse: share of entries within a token's length
                                          // that are invalid (-1, INT_MAX, negative, ...)
+  // The kernel contract's empty_rows and zero_kv (PlanExecOptions; sim/contract.h).
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
+  ZeroKvPolicy zero_kv = ZeroKvPolicy::kRun;
   // The kernel contract's handling of indices outside the cache and of masked keys
   // (PlanExecOptions; sim/contract.h DecodeSemantics).
   InvalidIndexUse invalid_index = InvalidIndexUse::kMasked;
@@ -193,6 +195,15 @@ struct NumericsReport {
 // ("kv_indptr") when q or the KV cache would exceed 2^28 values (1 GiB): run such scenarios at
 // reduced sizes.
 StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& options);
+
+// Whether caller q row `row` of `request` sees at least one key position in the monolithic
+// attention: its request has keys (dense: (pages - 1) * page_size + last page length; sparse:
+// min(pages, topk)) and, dense causal, the row's diagonal reaches key 0 (row i of Lq rows sees
+// key j iff j <= i + Lk - Lq, §11.3). Rows are the planner's: dense requests hold uni_seqlen_qo
+// rows each, sparse ones qo_indptr[1] - qo_indptr[0]. Such a row's only correct output is o = 0,
+// lse = -inf; a kernel that skips zero-KV items (zero_kv = skips) leaves it unwritten. `row` must
+// lie in [0, q rows).
+bool RowSeesAKey(const PlanRequest& request, int64_t row);
 
 // Runs one decode step both ways and compares. `plan` must be a plan for `request` (typically
 // PlanMlaMetadata(request)); a plan with wrong contents is fine (it shows up as errors and

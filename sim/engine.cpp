@@ -555,6 +555,10 @@ Status StepBuilder::UpdatePlan(const std::string& step, const CallRow& row, int3
   u.target = s_.target;
   u.revision = s_.revision;
   u.heads_per_head_k = sh_.kernel_heads;
+  // The page size stays 1 on purpose, whatever the step's pages: aiter asserts page_size == 1,
+  // and the model asks what an engine that patches a paged plan anyway gets (the update moves
+  // pieces by tokens over lengths in pages; docs/findings.md #7, the known family
+  // decode-update-on-paged-plan, tests/cases/H-decode-update-on-paged-plan.json).
   u.q_dtype = u.kv_dtype = s_.model.kv_dtype;
   u.max_seqlen_qo = s_.engine.update_uses_verify_width ? sh_.Q : 1;
   u.qo_indptr = snap.request.qo_indptr;

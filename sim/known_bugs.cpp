@@ -53,6 +53,14 @@ std::vector<KnownBug> Build() {
                "decode_update patches a plan it cannot update (another fold decision than the "
                "planner's, or per-token q tiles); everything at draft steps >= 1 follows from it",
                {{}, {}, "", KnownBugWhen::kUpdateHazardLater}});
+  v.push_back({"decode-update-on-paged-plan",
+               BugClass::kH,
+               "docs/findings.md #7 (aiter-mla-metadata.md §9.2)",
+               "",
+               "decode_update patches a dense plan over pages of more than one token (aiter "
+               "asserts page_size == 1): it adds tokens to lengths counted in pages, so the last "
+               "piece starts before its request; everything at draft steps >= 1 follows from it",
+               {{}, {}, "", KnownBugWhen::kPagedUpdateLater}});
   v.push_back({"dcp-token-without-local-kv",
                BugClass::kB,
                "docs/findings.md #5",
@@ -99,6 +107,8 @@ bool WhenHolds(KnownBugWhen w, const Violation& v, const ReplayReport& r) {
     case KnownBugWhen::kSparse: return r.scenario.model.sparse;
     case KnownBugWhen::kUpdateHazardLater:
       return v.step != "verify" && v.step != "draft_step_0" && HasUpdateHazard(r);
+    case KnownBugWhen::kPagedUpdateLater:
+      return v.step != "verify" && v.step != "draft_step_0" && HasPagedUpdate(r);
   }
   return false;
 }
@@ -125,6 +135,12 @@ bool HasUpdateHazard(const ReplayReport& r) {
     for (int32_t f : p.plan.update_fold_ratios)
       if (f != p.plan.derived.fold_ratio) return true;
   }
+  return false;
+}
+
+bool HasPagedUpdate(const ReplayReport& r) {
+  for (const PlanSnapshot& p : r.trace.plans)
+    if (!p.plan.update_fold_ratios.empty() && p.request.page_size > 1) return true;
   return false;
 }
 

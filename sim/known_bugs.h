@@ -22,6 +22,7 @@ enum class KnownBugWhen : uint8_t {
   kDcp,                // decode context parallel (dcp > 1)
   kSparse,             // a sparse (DSA top-k) model
   kUpdateHazardLater,  // a dense draft step >= 1 patches a plan decode_update cannot update
+  kPagedUpdateLater,   // a dense draft step >= 1 patches a plan over pages of > 1 token
 };
 
 // A violation matches when every part matches: its kind is one of `kinds` (empty: any), its
@@ -60,5 +61,10 @@ bool SignatureMatches(const std::string& pattern, const std::string& signature);
 // True when the step's dense draft steps patch a plan decode_update cannot handle: a fold
 // decision that differs from the planner's or per-token q tiles (aiter-mla-metadata.md §9.3).
 bool HasUpdateHazard(const ReplayReport& r);
+
+// True when a decode_update of the step patched a plan over KV pages of more than one token,
+// which aiter asserts against (page_size == 1, aiter-mla-metadata.md §9.2): it moves pieces by
+// tokens while the plan counts pages (docs/findings.md #7).
+bool HasPagedUpdate(const ReplayReport& r);
 
 }  // namespace mlasim::sim

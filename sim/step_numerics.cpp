@@ -160,7 +160,21 @@ void ApplyDecodeSemantics(const DecodeSemantics& s, ref::NumericsOptions* o) {
       break;
   }
   o->read_masked_keys = s.masked_keys == MaskedKeys::kReadThenMask;
-  if (s.empty_rows == EmptyRows::kNan) o->empty_rows = ref::EmptyRowPolicy::kNan;
+  o->empty_rows = EmptyRowPolicyOf(s.empty_rows);
+  o->zero_kv = ZeroKvPolicyOf(s.zero_kv);
+}
+
+ref::EmptyRowPolicy EmptyRowPolicyOf(EmptyRows e) {
+  switch (e) {
+    case EmptyRows::kZeroAndNegInfLse: return ref::EmptyRowPolicy::kWriteZero;
+    case EmptyRows::kNan: return ref::EmptyRowPolicy::kNan;
+    case EmptyRows::kUnwritten: return ref::EmptyRowPolicy::kSkip;
+  }
+  return ref::EmptyRowPolicy::kWriteZero;
+}
+
+ref::ZeroKvPolicy ZeroKvPolicyOf(ZeroKv z) {
+  return z == ZeroKv::kReadsQWritesOutput ? ref::ZeroKvPolicy::kRun : ref::ZeroKvPolicy::kSkip;
 }
 
 std::vector<std::pair<int64_t, int64_t>> DecodeIndexValues(const Trace& t, const Call& decode) {
@@ -210,7 +224,7 @@ std::vector<DecodeNumerics> RunStepNumerics(const Scenario& s, const Trace& t,
   using P = EngineProfile::Padding;
   // One run per (plan snapshot, semantics, index values): draft step 0 reusing the verify plan
   // gets the same report.
-  using Key = std::tuple<int32_t, int, bool, int, std::vector<std::pair<int64_t, int64_t>>>;
+  using Key = std::tuple<int32_t, int, bool, int, int, std::vector<std::pair<int64_t, int64_t>>>;
   std::map<Key, size_t> done;
   std::vector<DecodeNumerics> out;
   for (const Call& call : t.calls) {
@@ -234,13 +248,20 @@ std::vector<DecodeNumerics> RunStepNumerics(const Scenario& s, const Trace& t,
     if (o.override.invalid_index) opt.invalid_index = *o.override.invalid_index;
     if (o.override.read_masked_keys) opt.read_masked_keys = *o.override.read_masked_keys;
     if (o.override.empty_rows) opt.empty_rows = *o.override.empty_rows;
+    if (o.override.zero_kv) opt.zero_kv = *o.override.zero_kv;
     opt.index_values = DecodeIndexValues(t, call);
     if (padded) opt.real_rows = pad_row;
     r.invalid_index = opt.invalid_index;
     r.read_masked_keys = opt.read_masked_keys;
+    r.empty_rows = opt.empty_rows;
+    r.zero_kv = opt.zero_kv;
     r.index_values = static_cast<int64_t>(opt.index_values.size());
-    const Key key{call.plan, static_cast<int>(opt.invalid_index), opt.read_masked_keys,
-                  static_cast<int>(opt.empty_rows), opt.index_values};
+    const Key key{call.plan,
+                  static_cast<int>(opt.invalid_index),
+                  opt.read_masked_keys,
+                  static_cast<int>(opt.empty_rows),
+                  static_cast<int>(opt.zero_kv),
+                  opt.index_values};
     if (const auto it = done.find(key); it != done.end()) {
       r.rep = out[it->second].rep;
       r.error = out[it->second].error;

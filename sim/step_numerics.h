@@ -4,9 +4,10 @@
 // and the engine-step numerics property (fuzz/properties.h NumericsViolations) run them: one
 // description for both. Each decode call runs ref::RunPlanNumerics on the plan snapshot it
 // consumes, with
-//   - its kernel contract's semantics (docs/contracts.md "Semantics"): invalid_index, masked_keys
-//     and empty_rows = nan decide what the plan-driven run does where the kernel meets an
-//     invalid index, a masked key or a row without keys (ApplyDecodeSemantics);
+//   - its kernel contract's semantics (docs/contracts.md "Semantics"): invalid_index, masked_keys,
+//     empty_rows and zero_kv decide what the plan-driven run does where the kernel meets an
+//     invalid index, a masked key, a row without keys or a zero-KV work item
+//     (ApplyDecodeSemantics);
 //   - the index values the step's index fills left in the buffer it reads (the scenario's
 //     kv_cache.index_values: -1, past the cache, INT_MAX in slots the kernel reads;
 //     DecodeIndexValues);
@@ -49,10 +50,16 @@ struct NumericsReduction {
 // depends on them).
 NumericsReduction ReduceForNumerics(Scenario& s, int32_t max_context, bool small_dims);
 
-// The numerics knobs of a decode contract's semantics: invalid_index (kFault / kClampToZero /
-// kWrap / kMasked), masked_keys = read_then_mask, empty_rows = nan. zero_kv and the other
-// empty_rows values stay the caller's (`mlasim numerics --empty-rows`).
+// The numerics knobs of a decode contract's semantics, every field (one description, read by the
+// simulator, the GPU runner and these numerics): invalid_index (kFault / kClampToZero / kWrap /
+// kMasked), masked_keys = read_then_mask, empty_rows (zero_and_neg_inf_lse -> kWriteZero, nan ->
+// kNan, unwritten -> kSkip) and zero_kv (reads_q_writes_output -> kRun, reads_q_only and skips
+// -> kSkip: neither writes). A SemanticsOverride replaces fields afterwards.
 void ApplyDecodeSemantics(const DecodeSemantics& s, ref::NumericsOptions* o);
+
+// The CPU numerics' policies for a contract's empty_rows and zero_kv (ApplyDecodeSemantics).
+ref::EmptyRowPolicy EmptyRowPolicyOf(EmptyRows e);
+ref::ZeroKvPolicy ZeroKvPolicyOf(ZeroKv z);
 
 // The explicit values (element, value) that the index fills of `t` before `decode` left in the
 // index buffer `decode` reads as kv_indices (the newest fill of an element decides; an element a
@@ -68,17 +75,18 @@ std::vector<std::pair<int64_t, int64_t>> DecodeIndexValues(const Trace& t, const
 // untainted finding (the poison it carries).
 BugClass PoisonFindingClass(const ref::PoisonFinding& f);
 
-// Semantics that replace a contract's (a semantics mutant, `mlasim numerics --mutant`); unset
-// fields keep the contract's.
+// Semantics that replace a contract's (a semantics mutant, `mlasim numerics --mutant`,
+// `--empty-rows`, `--zero-kv`); unset fields keep the contract's.
 struct SemanticsOverride {
   std::optional<ref::InvalidIndexUse> invalid_index;
   std::optional<bool> read_masked_keys;
   std::optional<ref::EmptyRowPolicy> empty_rows;
+  std::optional<ref::ZeroKvPolicy> zero_kv;
 };
 
 struct StepNumericsOptions {
-  // Seed, head dims, precision, poisoning, empty rows (the zero-KV policy); the semantics fields
-  // are set per call from its decode contract (ApplyDecodeSemantics), then `override`.
+  // Seed, head dims, precision, poisoning; the semantics fields are set per call from its decode
+  // contract (ApplyDecodeSemantics), then `override`.
   ref::NumericsOptions numerics;
   SemanticsOverride override;
 };
@@ -92,6 +100,8 @@ struct DecodeNumerics {
   ref::NumericsReport rep;
   ref::InvalidIndexUse invalid_index = ref::InvalidIndexUse::kMasked;  // the semantics it ran
   bool read_masked_keys = false;
+  ref::EmptyRowPolicy empty_rows = ref::EmptyRowPolicy::kWriteZero;
+  ref::ZeroKvPolicy zero_kv = ref::ZeroKvPolicy::kRun;
   int64_t index_values = 0;      // explicit index values placed in its page table
   int64_t padding_findings = 0;  // findings whose o rows all belong to padding requests
   int64_t real_findings = 0;     // every other finding

@@ -11,8 +11,8 @@
 // s_j = (q . k_j) * softmax_scale * q_scale * kv_scale, P = exp(s - max) rounded to bf16 before
 // P V (the row sum from the unrounded weights), o = P V * kv_scale / l stored in the o dtype, the
 // natural-log LSE in fp32; split pieces store fp32 partial rows and their LSE. A row with no
-// visible key: o = 0, lse = -inf (asm), or nothing written (opus, hk: their contracts'
-// empty_rows), the policy of ref::EmptyRowPolicy.
+// visible key: o = 0, lse = -inf (asm, opus), or nothing written (hk): its contract's
+// empty_rows (ref::EmptyRowPolicy); what a zero-KV item does is its zero_kv (ref::ZeroKvPolicy).
 //
 // Header-only and self-contained (the C ABI, <cmath>, <cstring>): each example kernel of
 // tests/kut/lib/ is this kernel with one deliberate bug switched on (`Bugs`), built as its own .so.
@@ -62,9 +62,9 @@ inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
   if (cfg->variant == "asm") {
     cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
     cfg->write_empty_rows = true;
-  } else if (cfg->variant == "opus") {
+  } else if (cfg->variant == "opus") {  // aiter-decode-opus.json: empty_rows zero_and_neg_inf_lse
     cfg->zero_kv = ZeroKv::kSkips;
-    cfg->write_empty_rows = false;
+    cfg->write_empty_rows = true;
   } else if (cfg->variant == "hk") {
     cfg->zero_kv = ZeroKv::kReadsQOnly;
     cfg->write_empty_rows = false;

@@ -112,6 +112,38 @@ TEST(CliNumerics, SeedAndFullDimsChangeTheInputsNotTheVerdict) {
   EXPECT_EQ(nlohmann::json::parse(f.out)["reduction"]["head_dim_qk"], 576);
 }
 
+// The decode contract's zero_kv and empty_rows reach each call (OPUS: zero-KV items skipped,
+// keyless rows written), and --zero-kv / --empty-rows replace them, in the header and the JSON.
+TEST(CliNumerics, ZeroKvAndEmptyRowsComeFromTheContractUnlessGiven) {
+  const std::vector<std::string> opus = {"--builtin", "dense-mtp", "--profile",     "atom-2026-11",
+                                         "--kernel",  "opus",      "--max-context", "64"};
+  Out r = Numerics(opus);
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("semantics: invalid_index fault, masked_keys never_read, empty_rows "
+                       "write-zero, zero_kv skip (decode contract aiter-opus-decode)"),
+            std::string::npos)
+      << r.out;
+  std::vector<std::string> args = opus;
+  args.push_back("--json");
+  auto j = nlohmann::json::parse(Numerics(args).out);
+  EXPECT_EQ(j["empty_rows"], "contract");
+  EXPECT_EQ(j["zero_kv"], "contract");
+  for (const auto& call : j["calls"]) {
+    if (!call["launched"].get<bool>()) continue;
+    EXPECT_EQ(call["zero_kv"], "skip");
+    EXPECT_EQ(call["empty_rows"], "write-zero");
+  }
+  for (const char* flag : {"--zero-kv", "run", "--empty-rows", "nan"}) args.push_back(flag);
+  j = nlohmann::json::parse(Numerics(args).out);
+  EXPECT_EQ(j["empty_rows"], "nan");
+  EXPECT_EQ(j["zero_kv"], "run");
+  for (const auto& call : j["calls"]) {
+    if (!call["launched"].get<bool>()) continue;
+    EXPECT_EQ(call["zero_kv"], "run");
+    EXPECT_EQ(call["empty_rows"], "nan");
+  }
+}
+
 TEST(CliNumerics, BadInputExitsTwoNamingTheField) {
   struct BadCase {
     std::vector<std::string> args;
@@ -125,6 +157,7 @@ TEST(CliNumerics, BadInputExitsTwoNamingTheField) {
       {{"--builtin", "seed", "--kernel", "nope"}, "--kernel: "},
       {{"--builtin", "seed", "--accumulate", "fp16"}, "--accumulate: "},
       {{"--builtin", "seed", "--empty-rows", "maybe"}, "--empty-rows: "},
+      {{"--builtin", "seed", "--zero-kv", "writes"}, "--zero-kv: "},
       {{Case("bad/heads-is-a-string.json")}, "$.model.heads: "},
       {{Case("no-such-file.json")}, ""},
   };
@@ -275,9 +308,9 @@ TEST(CliNumerics, PoisonedInputsLeaveTheSeedWithinTolerance) {
 TEST(CliNumerics, ContractSemanticsDecideWhereTheKernelMeetsAnInvalidIndex) {
   Out r = Numerics({Case("G-hostile-sparse-indices-fault.json")});
   EXPECT_EQ(r.code, 1) << r.err << r.out;
-  EXPECT_NE(r.out.find("\nsemantics: invalid_index fault, masked_keys never_read (decode "
-                       "contract aiter-asm-decode); 3 index value(s) from the step's fills in "
-                       "the slots the kernel reads\n"),
+  EXPECT_NE(r.out.find("\nsemantics: invalid_index fault, masked_keys never_read, empty_rows "
+                       "write-zero, zero_kv run (decode contract aiter-asm-decode); 3 index "
+                       "value(s) from the step's fills in the slots the kernel reads\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("\ncall 3 (verify): 4 poison finding(s) in real rows; first: "
@@ -303,8 +336,9 @@ TEST(CliNumerics, ContractSemanticsDecideWhereTheKernelMeetsAnInvalidIndex) {
       << r.out;
   r = Numerics({Case("G-hostile-sparse-indices-masked.json")});
   EXPECT_EQ(r.code, 0) << r.err << r.out;
-  EXPECT_NE(r.out.find("semantics: invalid_index masked, masked_keys never_read (decode "
-                       "contract masking-decode); 2 index value(s)"),
+  EXPECT_NE(r.out.find("semantics: invalid_index masked, masked_keys never_read, empty_rows "
+                       "write-zero, zero_kv run (decode contract masking-decode); 2 index "
+                       "value(s)"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("verdict: within tolerance (2/2 decode calls ok)"), std::string::npos);
@@ -346,8 +380,9 @@ TEST(CliNumerics, TheSeedsVerdictUnderItsContract) {
   // decodes per-token lists of valid slots: no invalid index is met, the verdict stays.
   Out r = Numerics({"--builtin", "seed", "--poison"});
   EXPECT_EQ(r.code, 0) << r.err << r.out;
-  EXPECT_NE(r.out.find("semantics: invalid_index fault, masked_keys never_read (decode contract "
-                       "aiter-asm-decode); 0 index value(s)"),
+  EXPECT_NE(r.out.find("semantics: invalid_index fault, masked_keys never_read, empty_rows "
+                       "write-zero, zero_kv run (decode contract aiter-asm-decode); 0 index "
+                       "value(s)"),
             std::string::npos)
       << r.out;
   // The same step with one -1 in token 0's region of the index buffer fails on that slot.
@@ -413,7 +448,7 @@ TEST(CliNumerics, ACounterexampleIsWrittenAsAReplayableCase) {
   std::ifstream in(file);
   const auto doc = nlohmann::json::parse(in);
   const std::string desc = doc["description"];
-  EXPECT_NE(desc.find("--max-context 128 --seed 1 --accumulate fp32 --empty-rows write-zero "
+  EXPECT_NE(desc.find("--max-context 128 --seed 1 --accumulate fp32 "
                       "--mutant reduce-merges-a-piece-twice"),
             std::string::npos)
       << desc;

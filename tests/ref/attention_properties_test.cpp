@@ -135,25 +135,30 @@ int64_t RequestKeys(const PlanRequest& r, int32_t b) {
   return pages == 0 ? 0 : (pages - 1) * r.page_size + r.kv_last_page_lens[b];
 }
 
-// The only poison the contract expects: o rows of zero-KV requests that no work item wrote.
+// The only poison the contract expects: o rows of zero-KV requests that no work item wrote; with
+// zero-KV items skipped (zero_kv = skips), any row that sees no key (also a row before the
+// causal diagonal whose tile the planner trimmed to no key: the kernel writes nothing there).
 bool PoisonIsExpected(const NumericsCase& c, const PoisonFinding& f) {
   if (f.kind != PoisonKind::kNeverWritten || f.output != NumericsBuffer::kO || f.row_begin < 0)
     return false;
   const PlanRequest& r = c.request;
   const int32_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
+  const bool skip = c.options.zero_kv == ZeroKvPolicy::kSkip;
   for (int64_t row = f.row_begin; row < f.row_end; ++row)
-    if (RequestKeys(r, static_cast<int32_t>(row / per)) != 0) return false;
+    if (skip ? RowSeesAKey(r, row) : RequestKeys(r, static_cast<int32_t>(row / per)) != 0)
+      return false;
   return true;
 }
 
 // A broken variant of the plan-driven path: a code mutant, or kernel semantics that let poison
-// through (the contract's empty_rows, invalid_index, masked_keys; sim/contract.h).
+// through (the contract's empty_rows, invalid_index, masked_keys, zero_kv; sim/contract.h).
 struct Variant {
   const char* name;
   NumericsMutant mutant = NumericsMutant::kNone;
   EmptyRowPolicy empty_rows = EmptyRowPolicy::kWriteZero;
   InvalidIndexUse invalid_index = InvalidIndexUse::kMasked;
   bool read_masked_keys = false;
+  ZeroKvPolicy zero_kv = ZeroKvPolicy::kRun;
 };
 
 // The property body; `v` breaks the plan-driven path.
@@ -163,6 +168,7 @@ void PlanDrivenEqualsMonolithic(const Variant& v) {
   c.options.empty_rows = v.empty_rows;
   c.options.invalid_index = v.invalid_index;
   c.options.read_masked_keys = v.read_masked_keys;
+  c.options.zero_kv = v.zero_kv;
   auto plan = PlanMlaMetadata(c.request);
   if (!plan.ok()) {
     RC_ASSERT(plan.status().field() == "heads_per_head_k");  // aiter refuses the head count
@@ -204,6 +210,15 @@ TEST(AttentionProperties, PlanDrivenEqualsMonolithic) {
                         [] { PlanDrivenEqualsMonolithic(Variant{"none"}); }));
 }
 
+// OPUS's semantics (zero_kv = skips, empty_rows = zero_and_neg_inf_lse): zero-KV items write
+// nothing (never-written rows of zero-KV requests, expected), every other row as the reference.
+TEST(AttentionProperties, PlanDrivenEqualsMonolithicWhenZeroKvItemsAreSkipped) {
+  Variant opus{"opus"};
+  opus.zero_kv = ZeroKvPolicy::kSkip;
+  EXPECT_TRUE(rc::check("plan-driven == monolithic, zero-KV items skipped",
+                        [opus] { PlanDrivenEqualsMonolithic(opus); }));
+}
+
 // Test names and failure messages show the variant's name.
 void PrintTo(const Variant& v, std::ostream* os) {
   *os << v.name;
@@ -236,7 +251,11 @@ INSTANTIATE_TEST_SUITE_P(
                 InvalidIndexUse::kWrap},
         // the NaN tail of a request's last page loaded, then masked (masked_keys = read_then_mask)
         Variant{"masked_keys_read_then_mask", NumericsMutant::kNone, EmptyRowPolicy::kWriteZero,
-                InvalidIndexUse::kMasked, true}),
+                InvalidIndexUse::kMasked, true},
+        // one policy for zero_kv and empty_rows again, under OPUS's semantics: keyless piece
+        // rows are skipped like zero-KV items
+        Variant{"empty_rows_follow_zero_kv", NumericsMutant::kEmptyRowsFollowZeroKv,
+                EmptyRowPolicy::kWriteZero, InvalidIndexUse::kMasked, false, ZeroKvPolicy::kSkip}),
     [](const ::testing::TestParamInfo<Variant>& info) { return std::string(info.param.name); });
 
 }  // namespace

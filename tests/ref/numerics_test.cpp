@@ -324,6 +324,83 @@ TEST(NumericsReduce, RowWithoutKeyInAnyPieceFollowsAiterFormula) {
   EXPECT_EQ(got->poison[0].via, "empty_rows = nan");
 }
 
+// zero_kv and empty_rows are two contract fields with two knobs (docs/numerics.md "The contract
+// modelled"): a zero-KV work item follows zero_kv, a row without a visible key in an item that
+// runs follows empty_rows. Request 0: 2 keys, 4 causal q rows, split into pieces [0,1) and [1,2)
+// (rows 0 and 1 see no key in either piece, row 2 none in piece 1); request 1: no KV, one
+// zero-KV item over q rows [4,8). OPUS (zero_kv skips, empty_rows zero) is the case where one
+// policy for both fields cannot be right either way.
+TEST(NumericsPoison, ZeroKvAndEmptyRowsAreTwoPolicies) {
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 4, {2, 0}, 1);
+  const Plan plan =
+      HandPlan(16, {{0, 0, 0, 4, 0, 1, 1, 0}, {0, 4, 0, 4, 1, 2, 0, 0}, {1, -1, 4, 8, 2, 2, 0, 0}},
+               {0, 2}, {0, 4}, {0, 4});
+  NumericsOptions o = SmallDims();
+  o.precision.accumulate = Accumulate::kFp64;
+  auto in = BuildMlaInputs(r, o);
+  ASSERT_TRUE(in.ok());
+  const AttentionOutput mono = *RunMonolithic(*in, o.precision);
+  using Z = ZeroKvPolicy;
+  using E = EmptyRowPolicy;
+  // The findings of the three empty-row policies on request 0, and of the zero-KV item.
+  const std::vector<std::string> nan_rows = {
+      "empty_row_nan: partial_o rows [0,2) heads [0,16) from o work 0 (empty_rows = nan)",
+      "empty_row_nan: partial_o rows [4,7) heads [0,16) from o work 1 (empty_rows = nan)",
+      "tainted_read: o rows [0,2) heads [0,16) from partial_o[0] tile 0",
+      "tainted_read: o rows [2,3) heads [0,16) from partial_o[6] tile 0"};  // piece 1's row 2
+  const std::vector<std::string> skipped_rows = {
+      "unwritten_read: o rows [0,2) heads [0,16) from partial_o[0] tile 0",
+      "unwritten_read: o rows [2,3) heads [0,16) from partial_o[6] tile 0"};
+  const std::string zero_kv_nan =
+      "empty_row_nan: o rows [4,8) heads [0,16) from o work 2 (empty_rows = nan)";
+  const std::string zero_kv_unwritten = "never_written: o rows [4,8) heads [0,16) from o[4]";
+  struct Want {
+    Z zero_kv;
+    E empty_rows;
+    std::vector<std::string> findings;
+    double o_zero_kv_row;    // o[4][0][0]: the zero-KV request's first value
+    double lse_zero_kv_row;  // lse[4][0]
+    bool request0_clean;     // rows 0..3 of request 0 as aiter's reduce gives them
+  };
+  std::vector<Want> wants = {
+      {Z::kRun, E::kWriteZero, {}, 0.0, -kInf, true},
+      {Z::kRun, E::kNan, nan_rows, kNaN, -kInf, false},
+      {Z::kRun, E::kSkip, skipped_rows, kNaN, kNaN, false},
+      {Z::kSkip, E::kWriteZero, {}, kNaN, kNaN, true},
+      {Z::kSkip, E::kNan, nan_rows, kNaN, kNaN, false},
+      {Z::kSkip, E::kSkip, skipped_rows, kNaN, kNaN, false},
+  };
+  wants[1].findings.insert(wants[1].findings.begin() + 2, zero_kv_nan);
+  wants[2].findings.push_back(zero_kv_unwritten);
+  for (int i = 3; i < 6; ++i) wants[i].findings.push_back(zero_kv_unwritten);
+  for (const Want& w : wants) {
+    PlanExecOptions exec{o.precision, w.empty_rows};
+    exec.zero_kv = w.zero_kv;
+    const std::string label = std::string("zero_kv ") + (w.zero_kv == Z::kRun ? "run" : "skip") +
+                              ", empty_rows " + std::to_string(static_cast<int>(w.empty_rows));
+    auto got = RunPlanDriven(*in, r, plan, exec);
+    ASSERT_TRUE(got.ok()) << label;
+    std::vector<std::string> findings;
+    for (const PoisonFinding& f : got->poison) findings.push_back(f.ToString());
+    EXPECT_EQ(findings, w.findings) << label;
+    const double o4 = got->out.o[4 * 16 * 32], lse4 = got->out.lse[4 * 16];
+    EXPECT_TRUE(std::isnan(w.o_zero_kv_row) ? std::isnan(o4) : o4 == w.o_zero_kv_row)
+        << label << ": " << o4;
+    EXPECT_TRUE(std::isnan(w.lse_zero_kv_row) ? std::isnan(lse4) : lse4 == w.lse_zero_kv_row)
+        << label << ": " << lse4;
+    if (w.request0_clean) {
+      EXPECT_EQ(got->out.lse[0], kInf) << label;  // no key in any piece: aiter's L = +inf
+      EXPECT_EQ(got->out.o[0], 0.0) << label;
+      for (int64_t x = 2 * 16 * 32; x < 4 * 16 * 32; ++x)
+        ASSERT_NEAR(got->out.o[x], mono.o[x], 1e-12) << label << " element " << x;
+    } else {
+      EXPECT_TRUE(std::isnan(got->out.o[0])) << label;
+      EXPECT_TRUE(std::isnan(got->out.o[2 * 16 * 32])) << label;  // row 2: piece 1 had no key
+      EXPECT_NEAR(got->out.o[3 * 16 * 32], mono.o[3 * 16 * 32], 1e-12) << label;
+    }
+  }
+}
+
 TEST(NumericsPoison, GarbagePlansBecomeFindingsNotCrashes) {
   const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
   const Plan good = *PlanMlaMetadata(r, {PlannerChoice::kSerial});

@@ -9,7 +9,8 @@
 //      flags are kept (the plan's shape depends on them).
 //   3. sim::ExpandStep, then sim::RunStepNumerics: for every decode call ref::RunPlanNumerics on
 //      its plan snapshot's request and plan, with the call's kernel contract semantics
-//      (invalid_index, masked_keys, empty_rows = nan) and the index values the step's fills left
+//      (invalid_index, masked_keys, empty_rows, zero_kv; --empty-rows and --zero-kv override the
+//      last two) and the index values the step's fills left
 //      in the slots it reads (docs/numerics.md "Contract semantics on engine steps").
 //   4. Findings in padding rows are expected when the engine drops its padding rows (engine
 //      profile o_padding = dropped); anything else fails, as do consumed padding rows that hold
@@ -153,8 +154,14 @@ class NumericsCommand final : public Command {
         ->check(UnsignedInteger());
     app_->add_option("--accumulate", accumulate_, "fp32 (default) or fp64")->type_name("TYPE");
     app_->add_option("--empty-rows", empty_rows_,
-                     "what a zero-length work writes: write-zero (o = 0, lse = -inf; default) or "
-                     "skip (nothing, as OPUS/HK zero-length works)")
+                     "replace the decode contract's empty_rows (what a row with no visible key "
+                     "holds): write-zero (o = 0, lse = -inf), nan (0/0) or skip (nothing); "
+                     "default: the contract's")
+        ->type_name("POLICY");
+    app_->add_option("--zero-kv", zero_kv_,
+                     "replace the decode contract's zero_kv (what a zero-KV work item does): run "
+                     "(its rows are written as empty rows) or skip (nothing, as OPUS and HK); "
+                     "default: the contract's")
         ->type_name("POLICY");
     app_->add_option("--mutant", mutant_,
                      "break the plan-driven path with this numerics or semantics mutant of the "
@@ -193,15 +200,9 @@ class NumericsCommand final : public Command {
       opt.precision.accumulate = ref::Accumulate::kFp64;
     else
       return Fail(io, InvalidArgumentError("--accumulate", "must be fp32 or fp64"));
-    if (empty_rows_ == "write-zero")
-      opt.empty_rows = ref::EmptyRowPolicy::kWriteZero;
-    else if (empty_rows_ == "skip")
-      opt.empty_rows = ref::EmptyRowPolicy::kSkip;
-    else
-      return Fail(io, InvalidArgumentError("--empty-rows", "must be write-zero or skip"));
-
     sim::SemanticsOverride over;
     if (Status st = ApplyMutant(opt, over); !st.ok()) return Fail(io, st);
+    if (Status st = ApplyPolicyOverrides(over); !st.ok()) return Fail(io, st);
     if (poison_) {
       opt.hostile_table_slots = 4;  // -1, past the cache, 2147480000, INT_MAX
       opt.reserve_page_zero = true;
@@ -313,6 +314,8 @@ class NumericsCommand final : public Command {
                         {"consumed_and_bad", r.n.padding_consumed_bad()}};
         j["invalid_index"] = InvalidIndexText(r.n.invalid_index);
         j["masked_keys"] = r.n.read_masked_keys ? "read_then_mask" : "never_read";
+        j["empty_rows"] = EmptyRowsText(r.n.empty_rows);
+        j["zero_kv"] = ZeroKvText(r.n.zero_kv);
         j["index_values"] = r.n.index_values;
         json vs = json::array();
         for (size_t i = 0; i < r.n.violations.size(); ++i) {
@@ -341,7 +344,8 @@ class NumericsCommand final : public Command {
             {"kernel", sim::DecodeVariant(s)},
             {"seed", opt.seed},
             {"accumulate", opt.precision.accumulate == ref::Accumulate::kFp64 ? "fp64" : "fp32"},
-            {"empty_rows", EmptyRowsText(opt.empty_rows)},
+            {"empty_rows", empty_rows_.empty() ? "contract" : empty_rows_},
+            {"zero_kv", zero_kv_.empty() ? "contract" : zero_kv_},
             {"mutant", mutant_.empty() ? nlohmann::json() : nlohmann::json(mutant_)},
             {"poison", poison_},
             {"ignore_known", ignore_known_},
@@ -493,6 +497,30 @@ class NumericsCommand final : public Command {
     return o.str();
   }
 
+  // --empty-rows and --zero-kv: explicit replacements of the decode contracts' values (applied
+  // after a semantics mutant's). Errors: InvalidArgument naming the flag.
+  Status ApplyPolicyOverrides(sim::SemanticsOverride& over) const {
+    if (!empty_rows_.empty()) {
+      if (empty_rows_ == "write-zero")
+        over.empty_rows = ref::EmptyRowPolicy::kWriteZero;
+      else if (empty_rows_ == "nan")
+        over.empty_rows = ref::EmptyRowPolicy::kNan;
+      else if (empty_rows_ == "skip")
+        over.empty_rows = ref::EmptyRowPolicy::kSkip;
+      else
+        return InvalidArgumentError("--empty-rows", "must be write-zero, nan or skip");
+    }
+    if (!zero_kv_.empty()) {
+      if (zero_kv_ == "run")
+        over.zero_kv = ref::ZeroKvPolicy::kRun;
+      else if (zero_kv_ == "skip")
+        over.zero_kv = ref::ZeroKvPolicy::kSkip;
+      else
+        return InvalidArgumentError("--zero-kv", "must be run or skip");
+    }
+    return OkStatus();
+  }
+
   // --mutant: a registry entry with a numerics variant (fuzz/mutants.h MutantSpec::numerics).
   Status ApplyMutant(ref::NumericsOptions& opt, sim::SemanticsOverride& over) const {
     if (mutant_.empty()) return OkStatus();
@@ -512,10 +540,11 @@ class NumericsCommand final : public Command {
 
   // The command line that reproduces this run on the written case file.
   std::string ReproduceCommand(const std::string& file, const sim::NumericsReduction& red) const {
-    std::string cmd = fmt::format(
-        "mlasim numerics {} --max-context {} --seed {} --accumulate {} "
-        "--empty-rows {}{}",
-        file, red.max_context, seed_, accumulate_, empty_rows_, small_dims_ ? "" : " --full-dims");
+    std::string cmd =
+        fmt::format("mlasim numerics {} --max-context {} --seed {} --accumulate {}{}", file,
+                    red.max_context, seed_, accumulate_, small_dims_ ? "" : " --full-dims");
+    if (!empty_rows_.empty()) cmd += " --empty-rows " + empty_rows_;
+    if (!zero_kv_.empty()) cmd += " --zero-kv " + zero_kv_;
     if (poison_) cmd += " --poison";
     if (!mutant_.empty()) cmd += " --mutant " + mutant_;
     if (ignore_known_) cmd += " --ignore-known";
@@ -554,11 +583,12 @@ class NumericsCommand final : public Command {
     for (const CallResult& r : results) {
       if (!r.n.launched || !r.n.error.empty()) continue;
       return fmt::format(
-          "semantics: invalid_index {}, masked_keys {} (decode contract {}); {} index value(s) "
-          "from the step's fills in the slots the kernel reads\n",
+          "semantics: invalid_index {}, masked_keys {}, empty_rows {}, zero_kv {} (decode contract "
+          "{}); {} index value(s) from the step's fills in the slots the kernel reads\n",
           InvalidIndexText(r.n.invalid_index),
-          r.n.read_masked_keys ? "read_then_mask" : "never_read",
-          r.n.call->contract ? r.n.call->contract->name : "none", r.n.index_values);
+          r.n.read_masked_keys ? "read_then_mask" : "never_read", EmptyRowsText(r.n.empty_rows),
+          ZeroKvText(r.n.zero_kv), r.n.call->contract ? r.n.call->contract->name : "none",
+          r.n.index_values);
     }
     return "";
   }
@@ -572,6 +602,10 @@ class NumericsCommand final : public Command {
     return "?";
   }
 
+  static const char* ZeroKvText(ref::ZeroKvPolicy p) {
+    return p == ref::ZeroKvPolicy::kRun ? "run" : "skip";
+  }
+
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
@@ -580,7 +614,7 @@ class NumericsCommand final : public Command {
   CLI::App* app_ = nullptr;
   ScenarioArgs scenario_;
   std::string accumulate_ = "fp32";
-  std::string empty_rows_ = "write-zero";
+  std::string empty_rows_, zero_kv_;  // empty: the decode contract's
   int32_t max_context_ = 512;
   bool small_dims_ = true;
   uint64_t seed_ = 1;
