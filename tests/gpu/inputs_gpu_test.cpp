@@ -108,20 +108,20 @@ void ExpectSameBytes(const ref::PlanRequest& r) {
 
 TEST(GpuInputs, DeviceBytesAreTheHostBytes) {
   SKIP_WITHOUT_GPU();
-  ref::PlanRequest r = test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 20, 129}, 4, 16);
+  ref::PlanRequest r = ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 20, 129}, 4, 16);
   ExpectSameBytes(r);  // bf16 q and KV
   r.q_dtype = ref::DType::kFp16;
   r.kv_dtype = ref::DType::kFp8;  // e4m3fn on gfx950
   ExpectSameBytes(r);
   r.target = ref::Arch::kGfx942;  // e4m3fnuz: off e4m3fn's grid below 2^-6 (0xFF bytes there)
   ExpectSameBytes(r);
-  ExpectSameBytes(test::SparseRequest(ref::Arch::kGfx950, 16, 2, {10, 40}, 8, 4));
-  ExpectSameBytes(test::DenseRequest(ref::Arch::kGfx950, 128, 4, {1000, 3, 64}, 8, 64));
+  ExpectSameBytes(ref::test::SparseRequest(ref::Arch::kGfx950, 16, 2, {10, 40}, 8, 4));
+  ExpectSameBytes(ref::test::DenseRequest(ref::Arch::kGfx950, 128, 4, {1000, 3, 64}, 8, 64));
 }
 
 TEST(GpuInputs, UnusedKvRowsHoldNaN) {
   SKIP_WITHOUT_GPU();
-  const Built b = Build(test::DenseRequest(ref::Arch::kGfx950, 16, 1, {20, 3}, 4, 16), 16, 16);
+  const Built b = Build(ref::test::DenseRequest(ref::Arch::kGfx950, 16, 1, {20, 3}, 4, 16), 16, 16);
   const gpu::GeneratedTensor kv = KvTensor(b);
   const std::vector<unsigned char> bytes = DeviceBytes(kv, v::kDtypeBf16, kv.rows * kv.cols);
   int64_t nan_rows = 0;
@@ -133,12 +133,12 @@ TEST(GpuInputs, UnusedKvRowsHoldNaN) {
       ASSERT_EQ(bytes[at] | bytes[at + 1] << 8, 0x7fc0) << row;
     }
   }
-  EXPECT_EQ(nan_rows, 64 - 23);  // 4 pages of 16 rows (1 spare), 23 tokens
+  EXPECT_EQ(nan_rows, 80 - 23);  // 5 pages of 16 rows (2 spare), 23 tokens
 }
 
 TEST(GpuInputs, StatsAreTheHostsChoice) {
   SKIP_WITHOUT_GPU();
-  ref::PlanRequest r = test::DenseRequest(ref::Arch::kGfx942, 16, 2, {37, 20}, 4, 16);
+  ref::PlanRequest r = ref::test::DenseRequest(ref::Arch::kGfx942, 16, 2, {37, 20}, 4, 16);
   r.kv_dtype = ref::DType::kFp8;
   const Built b = Build(r);
   const gpu::GeneratedStats qs = gpu::inspect_generated(QTensor(b), 0);
@@ -170,7 +170,7 @@ TEST(GpuInputs, StatsAreTheHostsChoice) {
 
 TEST(GpuInputs, DiffFindsEveryChangedByte) {
   SKIP_WITHOUT_GPU();
-  const Built b = Build(test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 20}, 4, 16));
+  const Built b = Build(ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 20}, 4, 16));
   const gpu::GeneratedTensor q = QTensor(b);
   const int64_t n = q.rows * q.cols;
   void* d = gpu::device_alloc(static_cast<size_t>(n * 2));
@@ -197,8 +197,8 @@ TEST(GpuInputs, DiffFindsEveryChangedByte) {
 TEST(GpuInputs, ReferenceOverGeneratedInputsIsTheUploadedOne) {
   SKIP_WITHOUT_GPU();
   for (const ref::PlanRequest& r :
-       {test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 300}, 4, 16),
-        test::SparseRequest(ref::Arch::kGfx950, 16, 2, {10, 40}, 8, 4)}) {
+       {ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 300}, 4, 16),
+        ref::test::SparseRequest(ref::Arch::kGfx950, 16, 2, {10, 40}, 8, 4)}) {
     const Built b = Build(r);
     ref::NumericsOptions o;
     o.seed = 7;
