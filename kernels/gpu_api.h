@@ -250,7 +250,7 @@ GeneratedStats inspect_generated(const GeneratedTensor& t, int32_t abs_max_cols)
 void fill_generated(const GeneratedTensor& t, int32_t dtype, void* dev_dst, int64_t elements);
 
 // Compares `elements` elements of `dtype` at dev_src with what fill_generated writes: the bytes
-// that differ and the first of them (-1 when none).
+// that differ and the first of them (-1 when none). Errors as fill_generated.
 struct GeneratedDiff {
   int64_t changed_bytes = 0;
   int64_t first_byte = -1;
