@@ -15,6 +15,7 @@
 #include "fuzz/signature.h"
 #include "kernels/gpu_api.h"
 #include "ref/numerics.h"
+#include "ref/input_values.h"
 #include "ref/planner.h"
 
 namespace mlasim::fuzz {
@@ -40,61 +41,33 @@ int ElemBytes(int32_t dtype) {
                                                                    : 2;
 }
 namespace {
-bool EncodeBf16(float f, uint16_t* out) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return *out = 0x7fc0, true;
-  if ((u & 0xffffu) != 0) return false;
-  return *out = static_cast<uint16_t>(u >> 16), true;
-}
-// The e4m3fn code of f when f is an e4m3fn value (3 fraction bits, exponent -6..8, 448 the
-// largest, subnormals m x 2^-9), NaN included; false otherwise.
-bool EncodeE4m3fn(float f, uint8_t* out) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint8_t sign = static_cast<uint8_t>((u >> 24) & 0x80u);
-  const uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return *out = sign | 0x7f, true;
-  if (a == 0) return *out = sign, true;
-  const int e = static_cast<int>(a >> 23) - 127;
-  const uint32_t man = a & 0x7fffffu;
-  if (e >= -6) {
-    if (e > 8 || (man & 0xfffffu) != 0) return false;
-    const uint32_t m = man >> 20, biased = static_cast<uint32_t>(e + 7);
-    if (biased == 15 && m == 7) return false;  // 480 is NaN's code
-    return *out = static_cast<uint8_t>(sign | (biased << 3) | m), true;
-  }
-  if (e < -9 || (a >> 23) == 0) return false;
-  const int shift = e + 9;  // subnormal m x 2^-9, m = 1..7
-  const uint32_t full = 0x800000u | man;
-  if ((full & ((1u << (23 - shift)) - 1)) != 0) return false;
-  return *out = static_cast<uint8_t>(sign | (full >> (23 - shift))), true;
-}
-// Encodes `v` as `dtype`; false when a value is not exactly representable.
+// Encodes `v` as `dtype` (ref/input_values.h, the encoder the device generator uses); false when
+// a value is not exactly representable.
 bool Encode(const std::vector<float>& v, int32_t dtype, std::vector<unsigned char>* out) {
-  out->resize(v.size() * static_cast<size_t>(ElemBytes(dtype)));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dtype == MLASIM_KUT_FP32) {
-      std::memcpy(out->data() + 4 * i, &v[i], 4);
-    } else if (dtype == MLASIM_KUT_BF16) {
-      uint16_t x;
-      if (!EncodeBf16(v[i], &x)) return false;
-      std::memcpy(out->data() + 2 * i, &x, 2);
-    } else if (!EncodeE4m3fn(v[i], out->data() + i)) {
-      return false;
-    }
-  }
+  const int eb = ElemBytes(dtype);
+  out->resize(v.size() * static_cast<size_t>(eb));
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!ref::values::EncodeExact(v[i], dtype, out->data() + eb * i)) return false;
   return true;
+}
+// The storage types tried for values of the model's format, narrowest first.
+std::vector<int32_t> DtypeOrder(ref::NumFormat model) {
+  std::vector<int32_t> order = {MLASIM_KUT_BF16, MLASIM_KUT_FP32};
+  if (model == ref::NumFormat::kFp8E4m3fn || model == ref::NumFormat::kFp8E4m3fnuz)
+    order.insert(order.begin(), MLASIM_KUT_FP8_E4M3FN);
+  return order;
 }
 }  // namespace
 
 int32_t PickDtype(uint32_t supported, ref::NumFormat model, const std::vector<float>& values,
                   std::vector<unsigned char>* bytes) {
-  std::vector<int32_t> order = {MLASIM_KUT_BF16, MLASIM_KUT_FP32};
-  if (model == ref::NumFormat::kFp8E4m3fn || model == ref::NumFormat::kFp8E4m3fnuz)
-    order.insert(order.begin(), MLASIM_KUT_FP8_E4M3FN);
-  for (int32_t d : order)
+  for (int32_t d : DtypeOrder(model))
     if ((supported & MLASIM_KUT_DTYPE_BIT(d)) && Encode(values, d, bytes)) return d;
+  return 0;
+}
+int32_t PickDtype(uint32_t supported, ref::NumFormat model, uint32_t exact) {
+  for (int32_t d : DtypeOrder(model))
+    if ((supported & MLASIM_KUT_DTYPE_BIT(d)) && (exact & MLASIM_KUT_DTYPE_BIT(d))) return d;
   return 0;
 }
 double Decode(const unsigned char* p, int32_t dtype) {

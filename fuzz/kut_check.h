@@ -46,6 +46,10 @@ struct KutCheckOptions {
   int32_t end_call = -1;    // >= 0: calls from this index on are not run
   std::string guard_only;   // device guard mode: guard this buffer alone ("" = every one)
   uint64_t input_seed = 7;  // ref::NumericsOptions::seed (the seed `replay --gpu` uses)
+  // A device kernel with a GPU: q and the KV cache are generated on the device (kernels/
+  // gpu_api.h fill_generated), the same bytes the host would build, never built on the host
+  // unless a CPU reference needs them. false: built on the host and uploaded.
+  bool device_inputs = true;
   int64_t max_tensor_values = int64_t{1} << 27;  // calls with a larger q or KV are not run
   // The CPU reference's work bound in multiply-adds (q rows x keys x heads x (D + Dv), summed
   // over requests): a call above it is run and checked for memory, but its numerics are not

@@ -116,18 +116,68 @@ std::string StepChecker::Prepare(const sim::Call& c, const sim::Call* /*reduce*/
   if (std::max(kv_values, q_values) > o_.max_tensor_values)
     return fmt::format("{} values in one tensor, more than the harness limit of {}",
                        std::max(kv_values, q_values), o_.max_tensor_values);
+  ref::NumericsOptions no = InputOptions();
+  device_inputs_ = o_.device_inputs && !d_.host_memory && gpu_;
+  no.fill_values = !device_inputs_;
+  auto in = ref::BuildMlaInputs(req_, no, &source_);
+  if (in.ok() && device_inputs_ && !source_.plain) {  // values the device does not reproduce
+    device_inputs_ = false;
+    no.fill_values = true;
+    in = ref::BuildMlaInputs(req_, no, &source_);
+  }
+  if (!in.ok())
+    return "the numerics cannot model the request the engine hands this call (" +
+           in.status().ToString() + "); the simulator's findings cover it";
+  in_ = std::move(*in);
+  host_values_ = !device_inputs_;
+  ApplyIndexValues(c);
+  return BuildTensors(c);
+}
+
+// The inputs' options: the campaign's seed and head dims, default scales (values rounded once).
+ref::NumericsOptions StepChecker::InputOptions() const {
   ref::NumericsOptions no;
   no.seed = o_.input_seed;
   no.head_dim_qk = o_.head_dim_qk;
   no.head_dim_v = o_.head_dim_v;
   no.precision = KutPrecision(true);
-  auto in = ref::BuildMlaInputs(req_, no);
-  if (!in.ok())
-    return "the numerics cannot model the request the engine hands this call (" +
-           in.status().ToString() + "); the simulator's findings cover it";
-  in_ = std::move(*in);
-  ApplyIndexValues(c);
-  return BuildTensors(c);
+  return no;
+}
+
+// Builds q's and the cache's values on the host when they were generated on the device (a CPU
+// reference needs them): the same values, bit for bit. Returns why not, or "".
+std::string StepChecker::EnsureHostValues() {
+  if (host_values_) return "";
+  auto full = ref::BuildMlaInputs(req_, InputOptions());
+  if (!full.ok()) return "the host inputs: " + full.status().ToString();
+  in_.q = std::move(full->q);
+  in_.kv_cache = std::move(full->kv_cache);
+  host_values_ = true;
+  return "";
+}
+
+// q and the cache as device-generated tensors (the values of source_), their storage types
+// from what the generated values fit exactly (0 when the kernel takes none that fits).
+void StepChecker::BuildGeneratedInputs(const sim::Call& c, Tensor& q, Tensor& kv) {
+  const int32_t H = in_.num_heads, D = in_.head_dim_qk, Dv = in_.head_dim_v;
+  q.generated = kv.generated = true;
+  q.gen.state = source_.q_state;
+  kv.gen.state = source_.kv_state;
+  q.gen.amplitude = kv.gen.amplitude = source_.amplitude;
+  q.gen.format = static_cast<int32_t>(source_.q_format);
+  kv.gen.format = static_cast<int32_t>(source_.kv_format);
+  q.gen.rows = in_.q_rows();  // the q rows the numerics model; the call's may be fewer or more
+  q.gen.cols = H * D;
+  q.elements = c.q_rows * int64_t{H} * D;  // rows past the modelled ones are zero
+  kv.gen.rows = int64_t{in_.num_pages} * in_.page_size;
+  kv.gen.cols = D;
+  kv.gen.row_stream = source_.kv_row_token;
+  kv.elements = kv.gen.rows * D;
+  const gpu::GeneratedStats qs = gpu::inspect_generated(q.gen, 0);
+  const gpu::GeneratedStats ks = gpu::inspect_generated(kv.gen, Dv);
+  kv_abs_max_ = ks.abs_max;
+  q.dtype = PickDtype(d_.q_dtypes, source_.q_format, qs.exact_dtypes);
+  kv.dtype = PickDtype(d_.kv_dtypes, source_.kv_format, ks.exact_dtypes);
 }
 
 // A modelled KV cache (docs/scenario.md "kv_cache"): the hostile values the last index fill of
@@ -162,15 +212,20 @@ std::string StepChecker::BuildTensors(const sim::Call& c) {
     tensors_.push_back(std::move(t));
   };
   Tensor q = MakeTensor("q", c.q_rows, H, D, 0, true);
-  q.dtype = PickDtype(d_.q_dtypes, ref::FormatForDType(req_.q_dtype, req_.target), in_.q, &q.bytes);
   Tensor kv = MakeTensor("kv_cache", int64_t{in_.num_pages} * in_.page_size, 1, D, 0, true);
-  kv.dtype = PickDtype(d_.kv_dtypes, ref::FormatForDType(req_.kv_dtype, req_.target), in_.kv_cache,
-                       &kv.bytes);
+  if (device_inputs_) {
+    BuildGeneratedInputs(c, q, kv);
+  } else {
+    q.dtype =
+        PickDtype(d_.q_dtypes, ref::FormatForDType(req_.q_dtype, req_.target), in_.q, &q.bytes);
+    kv.dtype = PickDtype(d_.kv_dtypes, ref::FormatForDType(req_.kv_dtype, req_.target),
+                         in_.kv_cache, &kv.bytes);
+  }
   kv.guard_before = true;
   if (q.dtype == 0 || kv.dtype == 0)
     return "the kernel takes no q / KV type that holds the inputs exactly (" +
            std::string(ref::NumFormatName(ref::FormatForDType(req_.kv_dtype, req_.target))) + ")";
-  q.bytes.resize(static_cast<size_t>(q.rows * q.row_bytes()), 0);
+  if (!q.generated) q.bytes.resize(static_cast<size_t>(q.rows * q.row_bytes()), 0);
   tensors_.push_back(std::move(q));
   tensors_.push_back(std::move(kv));
   ints("kv_indices", in_.kv_indices, 1);
@@ -217,7 +272,9 @@ void StepChecker::Allocate(const std::vector<Predicted>& a, const std::vector<Pr
     KutBufferSpec spec{t.name, t.rows * t.row_bytes(), rb, rows, t.guard_before};
     spec.guard = o_.guard_only.empty() || o_.guard_only == t.name;
     arena_->Add(spec);
-    if (t.input || t.name == "access_log")
+    if (t.generated)
+      gpu::fill_generated(t.gen, t.dtype, arena_->Data(t.name), t.elements);
+    else if (t.input || t.name == "access_log")
       arena_->Upload(t.name, t.bytes.data(), t.bytes.size());
     else
       arena_->Fill(t.name, 0xFF);  // NaN in every output element
@@ -397,7 +454,20 @@ void StepChecker::CompareDamage(const sim::Call& c, const std::vector<Predicted>
 void StepChecker::CheckInputs(const sim::Call& c, KutCallReport& rep) {
   std::vector<unsigned char> now;
   for (const Tensor& t : tensors_) {
-    if (!t.input || t.bytes.empty() || (!d_.host_memory && t.name == "kv_cache")) continue;
+    if (!d_.host_memory && t.name == "kv_cache") continue;
+    if (t.generated) {  // compared on the device with what was generated
+      const gpu::GeneratedDiff diff =
+          gpu::diff_generated(t.gen, t.dtype, arena_->Data(t.name), t.elements);
+      if (diff.changed_bytes == 0) continue;
+      rep.findings.push_back(KernelViolation(
+          sim::ViolationKind::kKernelContract, kContractClass, c, t.name, "write",
+          fmt::format("{} wrote inside its input {} ({} bytes changed, the first in row {})",
+                      d_.name, t.name, diff.changed_bytes,
+                      diff.first_byte / std::max<int64_t>(1, t.row_bytes()))));
+      gpu::fill_generated(t.gen, t.dtype, arena_->Data(t.name), t.elements);
+      continue;
+    }
+    if (!t.input || t.bytes.empty()) continue;
     now.resize(t.bytes.size());
     arena_->Download(t.name, now.data(), now.size());
     if (std::memcmp(now.data(), t.bytes.data(), now.size()) == 0) continue;

@@ -20,6 +20,7 @@
 
 #include "fuzz/kut_check.h"
 #include "fuzz/kut_memory.h"
+#include "kernels/gpu_api.h"
 #include "ref/attention.h"
 #include "ref/numerics.h"
 
@@ -57,6 +58,9 @@ int ElemBytes(int32_t dtype);
 // values encoded in `bytes`; 0 when no type the kernel takes holds every value exactly.
 int32_t PickDtype(uint32_t supported, ref::NumFormat model, const std::vector<float>& values,
                   std::vector<unsigned char>* bytes);
+// The same for values generated on the device: `exact` has bit d set when dtype d holds every
+// value (gpu::GeneratedStats::exact_dtypes).
+int32_t PickDtype(uint32_t supported, ref::NumFormat model, uint32_t exact);
 double Decode(const unsigned char* p, int32_t dtype);  // bf16 or fp32
 
 // An out-of-bounds access the simulator predicts for a call, on a kernel buffer.
@@ -109,6 +113,11 @@ struct Tensor {
   bool input = true;
   bool guard_before = false;
   std::vector<unsigned char> bytes;
+  // Generated on the device (StepChecker::device_inputs_): `elements` values of `gen` instead
+  // of `bytes`.
+  bool generated = false;
+  int64_t elements = 0;
+  gpu::GeneratedTensor gen;
   int64_t row_bytes() const { return int64_t{heads} * cols * ElemBytes(dtype); }
 };
 inline Tensor MakeTensor(std::string name, int64_t rows, int32_t heads, int32_t cols, int32_t dtype,
@@ -138,6 +147,9 @@ class StepChecker {
   void CheckDecode(const sim::Call& c, const sim::Call* reduce);
   std::string Prepare(const sim::Call& c, const sim::Call* reduce);
   std::string BuildTensors(const sim::Call& c);
+  void BuildGeneratedInputs(const sim::Call& c, Tensor& q, Tensor& kv);
+  ref::NumericsOptions InputOptions() const;
+  std::string EnsureHostValues();
   void ApplyIndexValues(const sim::Call& c);
   void Allocate(const std::vector<Predicted>& a, const std::vector<Predicted>& b);
   mlasim_kut_call Descriptor(int32_t op) const;
@@ -169,6 +181,12 @@ class StepChecker {
   const sim::PlanSnapshot* snap_ = nullptr;
   ref::PlanRequest req_;
   ref::MlaInputs in_;
+  // q and the KV cache are generated on the device (a device kernel with a GPU and
+  // KutCheckOptions::device_inputs): in_ holds no values until a host reference needs them.
+  bool device_inputs_ = false;
+  bool host_values_ = true;  // in_.q and in_.kv_cache hold the values
+  ref::MlaValueSource source_;
+  double kv_abs_max_ = 0;  // max |stored V| over the generated cache (tolerances)
   std::vector<Tensor> tensors_;
   std::unique_ptr<KutArena> arena_;
   int64_t rows_compared_ = 0;

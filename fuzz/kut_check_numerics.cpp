@@ -58,6 +58,7 @@ std::string StepChecker::CpuReference(Reference* out) {
   if (o_.max_cpu_reference_macs > 0 && macs > static_cast<double>(o_.max_cpu_reference_macs))
     return kCpuReferenceOverBound;
   PartTimer timer(out_.seconds, "reference");
+  if (const std::string why = EnsureHostValues(); !why.empty()) return why;
   ref::PlanExecOptions exec;
   exec.precision = KutPrecision(true);
   // The decode contract's two fields, as the engine-step numerics read them (sim/step_numerics.h).
@@ -117,7 +118,8 @@ std::string StepChecker::GpuReference(Reference* out) {
   // and enough at 576); the CPU reference runs the plan itself. A kernel whose contract reads no
   // work_info (FlashMLA, FlashInfer: they plan for themselves) keeps the monolithic reference.
   const bool follows_plan = sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo);
-  if (!ref::ValidateMlaInputs(in_).ok() || (follows_plan && PlanCheckerRejects(*snap_)))
+  const Status valid = host_values_ ? ref::ValidateMlaInputs(in_) : ref::ValidateMlaShape(in_);
+  if (!valid.ok() || (follows_plan && PlanCheckerRejects(*snap_)))
     return CpuReference(out);
   PartTimer timer(out_.seconds, "reference");
   ref::NumericsOptions no;
@@ -132,7 +134,14 @@ std::string StepChecker::GpuReference(Reference* out) {
   auto mono = ref::RunMonolithic(*tiny, exec.precision);
   if (!driven.ok() || !mono.ok()) return "the head-dim-16 CPU runs failed";
   const ref::OutputTolerances tt = ref::TolerancesFor(*tiny, *mono, exec.precision);
-  const ref::AttentionOutput full = gpu::reference_attention(in_);
+  // Device-generated inputs: the reference generates its own fp32 copy of them on the device (a
+  // kernel that wrote inside its inputs does not change the reference).
+  const Tensor *qt = nullptr, *kt = nullptr;
+  for (const Tensor& t : tensors_)
+    if (t.generated) (t.name == "q" ? qt : kt) = &t;
+  const ref::AttentionOutput full = host_values_ || !qt || !kt
+                                        ? gpu::reference_attention(in_)
+                                        : gpu::reference_attention(in_, qt->gen, kt->gen);
   const int32_t H = in_.num_heads;
   out->name = "gpu";
   out->skip = ref::PoisonPairMask(driven->poison, in_.q_rows(), H);
@@ -150,7 +159,8 @@ std::string StepChecker::GpuReference(Reference* out) {
       defined = Close(driven->out.o[pair * kTinyDim + x], mono->o[pair * kTinyDim + x], tt.o);
     if (!defined) out->skip[pair] = 1;
   }
-  out->tol = ref::TolerancesFor(in_, full, exec.precision);
+  out->tol = host_values_ ? ref::TolerancesFor(in_, full, exec.precision)
+                          : ref::TolerancesFor(in_, full, exec.precision, kv_abs_max_);
   out->o = full.o;
   out->lse = full.lse;
   return "";

@@ -147,6 +147,7 @@ std::vector<std::string> WorkerArgs(const KutPoolOptions& o) {
                                 "--reference",
                                 c.reference};
   if (!c.gpu_plans) a.push_back("--no-gpu-plans");
+  if (!c.device_inputs) a.push_back("--host-inputs");
   if (!o.config.empty()) a.insert(a.end(), {"--kernel-config", o.config});
   return a;
 }

@@ -216,6 +216,55 @@ DecodeResult run_mla_decode(const ref::MlaInputs& inputs, const ref::Plan& plan,
 // std::runtime_error for device errors.
 ref::AttentionOutput reference_attention(const ref::MlaInputs& inputs);
 
+// ---------------------------------------------------------------------------------------------
+// Inputs generated on the device (kernels/inputs.hip) from the counter-based streams of
+// ref/input_values.h, bit for bit what ref::BuildMlaInputs builds on the host (its
+// ref::MlaValueSource says where each value comes from), without a host round trip.
+struct GeneratedTensor {
+  uint64_t state = 0;       // the stream (ref::MlaValueSource q_state / kv_state)
+  double amplitude = 1.0;   // values uniform in [-amplitude, amplitude) before rounding
+  int32_t format = 1;       // ref::values::Format (ref::NumFormat's value) the values round to
+  int64_t rows = 0;         // rows of the tensor
+  int32_t cols = 0;         // values per row
+  // Empty: row r holds stream values [r * cols, (r + 1) * cols). Else one entry per row: row r
+  // holds stream row row_stream[r] (values row_stream[r] * cols + x), or NaN where it is < 0.
+  std::vector<int64_t> row_stream;
+};
+
+// What a generated tensor holds: which storage types hold every value exactly (bit d set, d a
+// kernels/mlasim_kut.h dtype: MLASIM_KUT_BF16, FP16, FP32, FP8_E4M3FN, as ref::values::
+// EncodeExact says), and max |v| over the finite values of columns [0, abs_max_cols).
+struct GeneratedStats {
+  uint32_t exact_dtypes = 0;
+  float abs_max = 0;
+};
+// Throws std::invalid_argument for a bad shape (negative rows, cols < 0, row_stream of another
+// length), std::runtime_error for device errors.
+GeneratedStats inspect_generated(const GeneratedTensor& t, int32_t abs_max_cols);
+
+// Writes the first `elements` values of `t` (row-major), encoded as `dtype` (a kernels/
+// mlasim_kut.h dtype), to device memory `dev_dst`; elements past rows x cols are zero bytes.
+// A value the dtype does not hold exactly is written as 0xFF bytes (check inspect_generated
+// first). Throws std::invalid_argument for another dtype, a null dev_dst with elements > 0 or a
+// bad shape, std::runtime_error for device errors.
+void fill_generated(const GeneratedTensor& t, int32_t dtype, void* dev_dst, int64_t elements);
+
+// Compares `elements` elements of `dtype` at dev_src with what fill_generated writes: the bytes
+// that differ and the first of them (-1 when none). Errors as fill_generated.
+struct GeneratedDiff {
+  int64_t changed_bytes = 0;
+  int64_t first_byte = -1;
+};
+GeneratedDiff diff_generated(const GeneratedTensor& t, int32_t dtype, const void* dev_src,
+                             int64_t elements);
+
+// reference_attention over generated inputs: `shape` holds everything but q and kv_cache (as
+// ref::BuildMlaInputs leaves them with fill_values false; ref::ValidateMlaShape), `q` and `kv`
+// generate them on the device as fp32 (the stored values: the same numbers reference_attention
+// reads from the host). Same results and errors as reference_attention.
+ref::AttentionOutput reference_attention(const ref::MlaInputs& shape, const GeneratedTensor& q,
+                                         const GeneratedTensor& kv);
+
 // Device-to-device copy bandwidth in GB/s (read + write bytes / time) over `bytes`.
 double measure_copy_bandwidth(std::size_t bytes, int iterations);
 

@@ -92,6 +92,19 @@ DecodeResult run_mla_decode(const ref::MlaInputs&, const ref::Plan&, const Decod
 ref::AttentionOutput reference_attention(const ref::MlaInputs&) {
   no_backend_call();
 }
+ref::AttentionOutput reference_attention(const ref::MlaInputs&, const GeneratedTensor&,
+                                         const GeneratedTensor&) {
+  no_backend_call();
+}
+GeneratedStats inspect_generated(const GeneratedTensor&, int32_t) {
+  no_backend_call();
+}
+void fill_generated(const GeneratedTensor&, int32_t, void*, int64_t) {
+  no_backend_call();
+}
+GeneratedDiff diff_generated(const GeneratedTensor&, int32_t, const void*, int64_t) {
+  no_backend_call();
+}
 double measure_copy_bandwidth(std::size_t, int) {
   no_backend_call();
 }

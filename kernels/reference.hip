@@ -6,9 +6,12 @@
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
 
 #include "kernels/gpu_api.h"
+#include "ref/input_values.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace mlasim::gpu {
@@ -130,27 +133,71 @@ T* upload(const std::vector<T>& v, std::vector<void*>& owned) {
   return p;
 }
 
+// Runs the reference over `in`'s shape with q and the cache already on the device (fp32;
+// `dq`, `dkv`), every other buffer uploaded into `owned`.
+ref::AttentionOutput run_reference(const ref::MlaInputs& in, const float* dq, const float* dkv,
+                                   std::vector<void*>& owned);
+
+// Device buffers freed at the end of a scope.
+struct FreeAll {
+  std::vector<void*>& v;
+  ~FreeAll() {
+    for (void* p : v) (void)hipFree(p);
+  }
+};
+
+void check_dims(const ref::MlaInputs& in) {
+  if (in.head_dim_qk > kMaxD || in.head_dim_v > kMaxDv)
+    throw std::invalid_argument("reference_attention: head dims above 1024 / 512");
+}
+
 }  // namespace
 
 ref::AttentionOutput reference_attention(const ref::MlaInputs& in) {
   const Status st = ref::ValidateMlaInputs(in);
   if (!st.ok()) throw std::invalid_argument("reference_attention: " + st.ToString());
-  if (in.head_dim_qk > kMaxD || in.head_dim_v > kMaxDv)
-    throw std::invalid_argument("reference_attention: head dims above 1024 / 512");
+  check_dims(in);
+  std::vector<void*> owned;
+  const FreeAll free_all{owned};
+  const float* dq = upload(in.q, owned);
+  const float* dkv = upload(in.kv_cache, owned);
+  return run_reference(in, dq, dkv, owned);
+}
+
+ref::AttentionOutput reference_attention(const ref::MlaInputs& in, const GeneratedTensor& q,
+                                         const GeneratedTensor& kv) {
+  const Status st = ref::ValidateMlaShape(in);
+  if (!st.ok()) throw std::invalid_argument("reference_attention: " + st.ToString());
+  check_dims(in);
+  const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
+  const int64_t kv_elems = int64_t{in.num_pages} * in.page_size * in.head_dim_qk;
+  if (q.rows * q.cols != q_elems || kv.rows * kv.cols != kv_elems)
+    throw std::invalid_argument("reference_attention: generated q / KV of " +
+                                std::to_string(q.rows * q.cols) + " / " +
+                                std::to_string(kv.rows * kv.cols) + " values, the shape needs " +
+                                std::to_string(q_elems) + " / " + std::to_string(kv_elems));
+  std::vector<void*> owned;
+  const FreeAll free_all{owned};
+  auto* dq = static_cast<float*>(device_alloc(std::max<int64_t>(q_elems, 1) * sizeof(float)));
+  owned.push_back(dq);
+  auto* dkv = static_cast<float*>(device_alloc(std::max<int64_t>(kv_elems, 1) * sizeof(float)));
+  owned.push_back(dkv);
+  fill_generated(q, ref::values::kDtypeFp32, dq, q_elems);
+  fill_generated(kv, ref::values::kDtypeFp32, dkv, kv_elems);
+  return run_reference(in, dq, dkv, owned);
+}
+
+namespace {
+
+ref::AttentionOutput run_reference(const ref::MlaInputs& in, const float* dq, const float* dkv,
+                                   std::vector<void*>& owned) {
   const int64_t rows = in.q_rows();
   std::vector<int32_t> row_req(static_cast<size_t>(rows));
   for (int32_t b = 0; b < in.num_requests(); ++b)
     for (int32_t r = in.qo_indptr[b]; r < in.qo_indptr[b + 1]; ++r) row_req[r] = b;
-  std::vector<void*> owned;
-  struct Free {
-    std::vector<void*>& v;
-    ~Free() {
-      for (void* p : v) (void)hipFree(p);
-    }
-  } free_all{owned};
   RefParams P{};
-  P.q = upload(in.q, owned);
-  P.kv = upload(in.kv_cache, owned);
+  P.q = dq;
+  P.kv = dkv;
   P.kv_indices = upload(in.kv_indices, owned);
   P.kv_indptr = upload(in.kv_indptr, owned);
   P.lpl = upload(in.kv_last_page_lens, owned);
@@ -182,5 +229,7 @@ ref::AttentionOutput reference_attention(const ref::MlaInputs& in) {
   out.lse.assign(lse.begin(), lse.end());
   return out;
 }
+
+}  // namespace
 
 }  // namespace mlasim::gpu

@@ -215,7 +215,19 @@ double MlaInputs::effective_sm_scale() const {
   return sm_scale > 0 ? sm_scale : 1.0 / std::sqrt(static_cast<double>(head_dim_qk));
 }
 
+namespace {
+Status ValidateMla(const MlaInputs& in, bool values);
+}  // namespace
+
 Status ValidateMlaInputs(const MlaInputs& in) {
+  return ValidateMla(in, true);
+}
+Status ValidateMlaShape(const MlaInputs& in) {
+  return ValidateMla(in, false);
+}
+
+namespace {
+Status ValidateMla(const MlaInputs& in, bool values) {
   MLASIM_RETURN_IF_ERROR(CheckDims(in));
   IndptrRule from_zero;
   from_zero.starts_at_zero = true;  // offsets into this call's own q and page arrays
@@ -226,17 +238,18 @@ Status ValidateMlaInputs(const MlaInputs& in) {
         "kv_indptr", "must have as many entries as qo_indptr (B+1 = " + S(in.qo_indptr.size()) +
                          "), got " + S(in.kv_indptr.size()));
   const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
-  if (static_cast<int64_t>(in.q.size()) != q_elems)
+  if (values && static_cast<int64_t>(in.q.size()) != q_elems)
     return InvalidArgumentError("q", "must hold q_rows * num_heads * head_dim_qk = " + S(q_elems) +
                                          " values, got " + S(in.q.size()));
   const int64_t kv_elems = int64_t{in.num_pages} * in.page_size * in.head_dim_qk;
-  if (static_cast<int64_t>(in.kv_cache.size()) != kv_elems)
+  if (values && static_cast<int64_t>(in.kv_cache.size()) != kv_elems)
     return InvalidArgumentError("kv_cache",
                                 "must hold num_pages * page_size * head_dim_qk = " + S(kv_elems) +
                                     " values, got " + S(in.kv_cache.size()));
   if (in.topk < -1) return InvalidArgumentError("topk", "must be -1 (dense) or >= 0 (sparse)");
   return in.topk >= 0 ? CheckSparseKv(in) : CheckDenseKv(in);
 }
+}  // namespace
 
 StatusOr<AttentionOutput> RunMonolithic(const MlaInputs& inputs,
                                         const AttentionPrecision& precision) {

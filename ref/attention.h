@@ -125,6 +125,9 @@ struct AttentionOutput {
 // Checks shapes and values; errors are InvalidArgument naming the field ("kv_indices[7]",
 // "topk_indices", "head_dim_v", ...). Every call below validates first.
 Status ValidateMlaInputs(const MlaInputs& inputs);
+// The same without the sizes of q and kv_cache: for inputs whose values live on a device
+// (NumericsOptions::fill_values false), checked before they are generated there.
+Status ValidateMlaShape(const MlaInputs& inputs);
 
 // The monolithic reference: for every request, attention of all its q rows over all its KV at
 // once. Errors: those of ValidateMlaInputs.

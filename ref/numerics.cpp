@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "ref/input_values.h"
 #include "ref/limits.h"
 #include "ref/planner.h"
 
@@ -35,9 +36,11 @@ bool IsUniform(const std::vector<int32_t>& indptr, int32_t per) {
   return true;
 }
 
-std::vector<float> RandomValues(SplitMix64& rng, int64_t n, double amplitude) {
+// Values [first, first + n) of the stream whose state is `state` (ref/input_values.h).
+std::vector<float> RandomValues(uint64_t state, int64_t first, int64_t n, double amplitude) {
   std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = static_cast<float>(amplitude * rng.Symmetric());
+  for (int64_t i = 0; i < n; ++i)
+    v[i] = values::StreamValue(state, static_cast<uint64_t>(first + i), amplitude);
   return v;
 }
 
@@ -263,8 +266,8 @@ namespace {
 // given one, or max |q| / the format's max over all rows or over the real rows only. Rows past
 // the real ones never exceed the real rows' range when the scale comes from those alone.
 Status QuantizeQ(const NumericsOptions& opt, NumFormat qf, int64_t q_elems, MlaInputs& in) {
-  SplitMix64 q_rng = SplitMix64::Stream(opt.seed, kSaltQ);
-  std::vector<float> values = RandomValues(q_rng, q_elems, opt.amplitude);
+  std::vector<float> values =
+      RandomValues(values::StreamState(opt.seed, kSaltQ), 0, q_elems, opt.amplitude);
   using Mode = NumericsOptions::QScaleMode;
   const bool fp8 = qf == NumFormat::kFp8E4m3fn || qf == NumFormat::kFp8E4m3fnuz;
   double scale = opt.q_scale;
@@ -290,6 +293,12 @@ Status QuantizeQ(const NumericsOptions& opt, NumFormat qf, int64_t q_elems, MlaI
 }  // namespace
 
 StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& opt) {
+  MlaValueSource source;
+  return BuildMlaInputs(request, opt, &source);
+}
+
+StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& opt,
+                                   MlaValueSource* source) {
   MLASIM_RETURN_IF_ERROR(ValidatePlanRequest(request));
   MLASIM_RETURN_IF_ERROR(CheckOptions(request, opt));
   MlaInputs in;
@@ -335,26 +344,50 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   for (int32_t i = 0; i < opt.hostile_table_slots; ++i)
     in.kv_indices.push_back(HostileIndex(i, in.num_pages));
 
-  MLASIM_RETURN_IF_ERROR(QuantizeQ(opt, qf, q_elems, in));
+  source->q_state = values::StreamState(opt.seed, kSaltQ);
+  source->kv_state = values::StreamState(opt.seed, kSaltKv);
+  source->amplitude = opt.amplitude;
+  source->q_format = qf;
+  source->kv_format = kf;
+  source->q_values = q_elems;
+  source->plain = opt.q_scale == 1.0 && opt.kv_scale == 1.0 &&
+                  opt.q_scale_mode == NumericsOptions::QScaleMode::kStatic &&
+                  opt.fp8_overflow == Fp8Overflow::kNaN && qf != NumFormat::kFp64 &&
+                  kf != NumFormat::kFp64;
+  if (opt.fill_values) MLASIM_RETURN_IF_ERROR(QuantizeQ(opt, qf, q_elems, in));
 
-  // The cache: NaN everywhere (unused page tails, spare pages), then each request's tokens.
+  // The cache: NaN everywhere (unused page tails, spare pages), then each request's tokens, the
+  // KV stream's rows in token order (a later token overwrites an earlier one in the same row).
   const int32_t d = in.head_dim_qk;
-  in.kv_cache.assign(static_cast<size_t>(pages * in.page_size * d), std::nanf(""));
-  SplitMix64 kv_rng = SplitMix64::Stream(opt.seed, kSaltKv);
+  source->kv_row_token.assign(static_cast<size_t>(pages * in.page_size), -1);
+  int64_t token = 0;
   for (int32_t b = 0; b < batch; ++b) {
     const int64_t np = in.kv_indptr[b + 1] - in.kv_indptr[b];
     const int64_t tokens =
         in.topk >= 0 ? np : (np == 0 ? 0 : (np - 1) * in.page_size + in.kv_last_page_lens[b]);
-    MLASIM_ASSIGN_OR_RETURN(QuantizedTensor kv,
-                            Quantize(RandomValues(kv_rng, tokens * d, opt.amplitude), kf,
-                                     opt.kv_scale, opt.fp8_overflow));
     for (int64_t j = 0; j < tokens; ++j) {
       if (!SlotNamesAPage(in, in.kv_indptr[b] + j / in.page_size)) continue;
       const int64_t row =
           int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size +
           j % in.page_size;
-      std::copy(kv.stored.begin() + j * d, kv.stored.begin() + (j + 1) * d,
-                in.kv_cache.begin() + row * d);
+      source->kv_row_token[static_cast<size_t>(row)] = token + j;
+    }
+    token += std::max<int64_t>(tokens, 0);
+  }
+  // ref::Quantize's errors (a bad scale or format), as when each request's tokens were quantised
+  if (batch > 0) MLASIM_RETURN_IF_ERROR(Quantize({}, kf, opt.kv_scale, opt.fp8_overflow).status());
+  if (opt.fill_values) {
+    in.kv_cache.assign(static_cast<size_t>(pages * in.page_size * d), std::nanf(""));
+    for (size_t row = 0; row < source->kv_row_token.size(); ++row) {
+      const int64_t t = source->kv_row_token[row];
+      if (t < 0) continue;
+      float* out = in.kv_cache.data() + row * d;
+      for (int32_t x = 0; x < d; ++x) {
+        const float v = values::StreamValue(source->kv_state, static_cast<uint64_t>(t * d + x),
+                                            opt.amplitude);
+        out[x] = static_cast<float>(RoundTo(kf, static_cast<double>(v) / opt.kv_scale,
+                                            opt.fp8_overflow));
+      }
     }
   }
   if (in.topk >= 0) {
@@ -388,6 +421,14 @@ OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& t
   for (double l : truth.lse)
     if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
   return DeriveTolerances(precision, MaxKeys(inputs), VMax(inputs), lse_max);
+}
+
+OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& truth,
+                               const AttentionPrecision& precision, double stored_v_max) {
+  double lse_max = 0;
+  for (double l : truth.lse)
+    if (std::isfinite(l)) lse_max = std::max(lse_max, std::fabs(l));
+  return DeriveTolerances(precision, MaxKeys(inputs), stored_v_max * inputs.kv_scale, lse_max);
 }
 
 namespace {

@@ -93,6 +93,10 @@ OutputTolerances DeriveTolerances(const AttentionPrecision& precision, int64_t m
 // rows, times kv_scale), lse_max from the finite LSE of `truth` (the monolithic result).
 OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& truth,
                                const AttentionPrecision& precision);
+// The same for inputs whose cache is not on the host: `stored_v_max` is max |stored V| over the
+// finite values of the V columns of every cache row (before kv_scale).
+OutputTolerances TolerancesFor(const MlaInputs& inputs, const AttentionOutput& truth,
+                               const AttentionPrecision& precision, double stored_v_max);
 
 struct NumericsOptions {
   uint64_t seed = 1;
@@ -144,6 +148,28 @@ struct NumericsOptions {
   double padding_q_amplitude = 1.0;
   NumericsMutant mutant = NumericsMutant::kNone;
   std::optional<OutputTolerances> tolerance;  // unset = DeriveTolerances
+  // false: BuildMlaInputs leaves q and kv_cache empty (everything else as usual) and says in its
+  // MlaValueSource where their values come from: a device generates them (kernels/gpu_api.h
+  // fill_generated) bit for bit as the CPU would.
+  bool fill_values = true;
+};
+
+// Where BuildMlaInputs takes the values of q and the KV cache from (ref/input_values.h): q
+// element i (row-major [q_rows, H, D]) is value i of the q stream, KV cache element (row r,
+// column x) is value kv_row_token[r] * D + x of the KV stream or NaN where kv_row_token[r] < 0
+// (unused page tails, spare pages); each value is then divided by its scale and rounded to its
+// format (ref::Quantize).
+struct MlaValueSource {
+  uint64_t q_state = 0;   // values::StreamState(seed, q salt)
+  uint64_t kv_state = 0;  // values::StreamState(seed, KV salt)
+  double amplitude = 1.0;
+  NumFormat q_format = NumFormat::kFp32;
+  NumFormat kv_format = NumFormat::kFp32;
+  int64_t q_values = 0;               // q_rows * num_heads * head_dim_qk
+  std::vector<int64_t> kv_row_token;  // [num_pages * page_size]
+  // The stored values are values::RoundToFormat(values::StreamValue(...)) alone: scales 1, a
+  // static q scale, fp8 overflow to NaN (what a device generator reproduces).
+  bool plain = false;
 };
 
 struct NumericsReport {
@@ -195,6 +221,9 @@ struct NumericsReport {
 // ("kv_indptr") when q or the KV cache would exceed 2^28 values (1 GiB): run such scenarios at
 // reduced sizes.
 StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& options);
+// The same, also saying where q's and the cache's values come from (`source`, not null).
+StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& options,
+                                   MlaValueSource* source);
 
 // Whether caller q row `row` of `request` sees at least one key position in the monolithic
 // attention: its request has keys (dense: (pages - 1) * page_size + last page length; sparse:

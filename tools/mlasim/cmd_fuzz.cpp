@@ -181,6 +181,10 @@ class FuzzCommand final : public Command {
     app_->add_flag("--kut-worker", kut_worker_, "internal: a kernel worker process")->group("");
     app_->add_flag("--no-gpu-plans", no_gpu_plans_, "internal: skip the GPU planner check")
         ->group("");
+    app_->add_flag("--host-inputs", host_inputs_,
+                   "internal: build q and the KV cache on the host and upload them (the "
+                   "measurement baseline of device-generated inputs)")
+        ->group("");
     app_->add_option("--known-from", known_from_, "internal: findings found before")->group("");
   }
 
@@ -344,6 +348,7 @@ class FuzzCommand final : public Command {
       return InvalidArgumentError("--reference", "must be auto, cpu or gpu");
     check_.reference = kut_reference_;
     check_.gpu_plans = !no_gpu_plans_;
+    check_.device_inputs = !host_inputs_;
     if (!(kut_timeout_ > 0) || kut_timeout_ > 86400)
       return InvalidArgumentError("--kernel-timeout", "must be in (0, 86400] seconds");
     if (app_->count("--device") && (device_ < 0 || device_ > 1023))
@@ -448,6 +453,7 @@ class FuzzCommand final : public Command {
   fuzz::KutCheckOptions check_;
   std::string gpu_mode_, kut_path_, kut_config_, devices_text_, head_dims_text_;
   std::string kut_reference_ = "auto";
+  bool host_inputs_ = false;
   double kut_timeout_ = 120;
   int device_ = 0;
   bool kut_worker_ = false, no_gpu_plans_ = false;
