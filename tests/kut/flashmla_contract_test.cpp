@@ -301,13 +301,14 @@ TEST(FlashMlaSparseContract, OneCallTouchesEachTokensRowsAndEntries) {
   auto v = CheckCall(in);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   ASSERT_EQ(v->size(), 2u);
-  EXPECT_EQ((*v)[0].buffer, "q");
+  EXPECT_EQ((*v)[0].buffer, "kv_indices");
   EXPECT_EQ((*v)[0].access, Access::kRead);
-  EXPECT_EQ((*v)[0].first_row, 2);
-  EXPECT_EQ((*v)[0].last_row, 2);
-  EXPECT_EQ((*v)[1].buffer, "kv_indices");
-  EXPECT_EQ((*v)[1].first_row, 11);
-  EXPECT_EQ((*v)[1].last_row, 11);
+  EXPECT_EQ((*v)[0].first_row, 11);
+  EXPECT_EQ((*v)[0].last_row, 11);
+  EXPECT_EQ((*v)[1].buffer, "q");
+  EXPECT_EQ((*v)[1].access, Access::kRead);
+  EXPECT_EQ((*v)[1].first_row, 2);
+  EXPECT_EQ((*v)[1].last_row, 2);
   for (const Violation& x : *v) EXPECT_EQ(x.work_items, std::vector<int32_t>{2});
   // One more row of q and one more entry: nothing outside.
   in.tensors[0].rows = 3;

@@ -286,7 +286,7 @@ TEST(Contract, EveryErrorNamesTheFileTheJsonPathAndTheReason) {
        "skips (got \"maybe\")"},
       {R"({"semantics": {"invalid_index": "ignore"}})",
        "user.json: $.semantics.invalid_index: must be one of fault, clamp_to_zero, wrap, "
-       "masked (got \"ignore\")"},
+       "masked, minus_one_masked (got \"ignore\")"},
       {R"({"semantics": {"sources": {"colour": "x"}}})",
        "user.json: $.semantics.sources.colour: unknown semantics field"},
       {R"({"constants": {"tile": "64"}})", "user.json: $.constants.tile: must be an integer"},
