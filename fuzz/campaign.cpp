@@ -58,6 +58,20 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   bool topk = false;
   for (const sim::RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
   if (topk) hit("topk_lengths");
+  // Verify q lengths (batch.q_lens): ragged when some request's differs from Q; q_len:0 when a
+  // request has none, q_len:max when one has Q.
+  if (sim::StatesQLens(s)) {
+    bool ragged = false, zero = false, full = false;
+    for (const sim::RequestSpec& r : s.requests) {
+      const int32_t q = sim::QLen(s, r);
+      ragged = ragged || q != s.mtp_k + 1;
+      zero = zero || q == 0;
+      full = full || q == s.mtp_k + 1;
+    }
+    hit(ragged ? "q_lens:ragged" : "q_lens:uniform");
+    if (zero) hit("q_len:0");
+    if (full) hit("q_len:max");
+  }
   if (s.kv_cache.modelled) hit("kv_cache:page_" + std::to_string(s.kv_cache.page_size));
   if (!s.kv_cache.index_values.empty()) hit("hostile_indices");
   for (const sim::CallOverride& o : s.calls) {

@@ -389,6 +389,13 @@ void AddSimulatorMutants(std::vector<MutantSpec>& r) {
           "the founding fault: the sparse MTP plan covers the graph-padded tokens and draft "
           "step 0 reuses it with unpadded q/o (seed-fault.md, ATOM #2715)",
           FixedSparse(), "fixed-profile-clean", fixed_clean));
+  GenConfig ragged = FixedSparse();
+  ragged.ragged_q = true;
+  r.push_back(Sim(SimMutant::kPerTokenPlanIgnoresQLens, BugClass::kA,
+                  "the engine ignores ragged q lengths: the sparse per-token MTP plan covers "
+                  "B x Q tokens while q and o hold the T_s = sum(q_lens) ragged tokens (generated "
+                  "with the ragged-q family; uniform batches cannot tell)",
+                  ragged, "fixed-profile-clean", fixed_clean));
   r.push_back(Sim(SimMutant::kDraftRowsScheduled, BugClass::kA,
                   "draft steps 1..K-1 run at B rows over plans covering R (pre-DraftGraph ATOM "
                   "with the incremental update; atom-mtp-flow.md §6 row Ds)",

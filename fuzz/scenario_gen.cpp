@@ -25,6 +25,7 @@ enum Knob : int {
   kHostileIndices,
   kDisagreements,
   kPaged,
+  kQLens,
   kKnobCount
 };
 
@@ -52,6 +53,7 @@ const std::vector<KnobSpec>& KnobSpecs() {
       {"disagreements",
        {"off", "launch_grid", "o_rows", "kernel_heads", "planner_cu_count", "sizing", "plan_from"}},
       {"paged", {"off", "on"}},
+      {"q_lens", {"uniform", "ragged"}},
   };
   return k;
 }
@@ -62,7 +64,8 @@ std::vector<std::string> KnobOptions(const GenConfig& cfg, int k) {
   const bool absent = (k == kModel && cfg.sparse_only) || (k == kDcp && !cfg.allow_dcp) ||
                       (k == kDp && !cfg.allow_dp) ||
                       (k == kHostileIndices && !cfg.hostile_indices) ||
-                      (k == kDisagreements && !cfg.disagreements) || (k == kPaged && !cfg.paged);
+                      (k == kDisagreements && !cfg.disagreements) || (k == kPaged && !cfg.paged) ||
+                      (k == kQLens && !cfg.ragged_q);
   return absent ? std::vector<std::string>{} : KnobSpecs()[k].options;
 }
 
@@ -215,9 +218,8 @@ void GenRequestShapes(Scenario& s, const Swarm& sw) {
 // Hostile values in the index buffer the verify step fills (kv_cache.index_values).
 void GenHostileIndices(Scenario& s) {
   s.kv_cache.modelled = true;
-  const int32_t q = s.mtp_k + 1;
-  const int32_t tokens = s.model.sparse ? static_cast<int32_t>(s.requests.size()) * q
-                                        : static_cast<int32_t>(s.requests.size());
+  const int32_t tokens =
+      s.model.sparse ? sim::ScheduledTokens(s) : static_cast<int32_t>(s.requests.size());
   const int32_t n = *rc::gen::inRange<int32_t>(0, 4);
   for (int32_t i = 0; i < n; ++i) {
     sim::KvCacheSpec::IndexValue v;
@@ -226,6 +228,22 @@ void GenHostileIndices(Scenario& s) {
     v.value = *rc::gen::element<int64_t>(-1, 2147483647, 2147480000, -2147483648LL, 1 << 24);
     s.kv_cache.index_values.push_back(v);
   }
+}
+
+// Ragged verify q lengths (batch.q_lens): each request's q_i = Q - d_i, d_i in 0..Q, so 0-length
+// requests occur and every d_i shrinks to 0, i.e. towards the uniform Q (and a shrunk K makes
+// them shorter). Per-token top-k counts and the DP rank's token count follow the new lengths.
+void GenRaggedQ(Scenario& s) {
+  const int32_t q = s.mtp_k + 1;
+  // inRange at the nominal size: the whole range whatever the case's RapidCheck size (small
+  // cases would otherwise stay uniform), shrinking towards d = 0. (elementOf does not shrink.)
+  const rc::Gen<int32_t> d = rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int32_t>(0, q + 1));
+  for (sim::RequestSpec& r : s.requests) {
+    r.q_len = q - *d;
+    if (!r.topk_lengths.empty()) r.topk_lengths.resize(static_cast<size_t>(r.q_len));
+  }
+  if (!s.parallel.dp_scheduled_tokens.empty())
+    s.parallel.dp_scheduled_tokens[0] = sim::ScheduledTokens(s);
 }
 
 // One stated disagreement between what the engine allocates, sizes, plans and launches.
@@ -270,6 +288,8 @@ void GenDisagreement(Scenario& s, int kind) {
 // The --generate families, each drawn only when enabled: with nothing left out, the draws of
 // --swarm off.
 void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+  // First, so that the hostile index values draw their tokens among the ragged ones.
+  if (cfg.ragged_q && Feature(sw.omitted[kQLens], 1, 1)) GenRaggedQ(s);
   if (cfg.paged && !s.model.sparse && Feature(sw.omitted[kPaged], 1, 1)) {
     s.kv_cache.modelled = true;
     s.kv_cache.page_size = *rc::gen::element(16, 64);
@@ -355,7 +375,8 @@ std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmD
 }
 
 const std::vector<std::string>& GeneratorFamilies() {
-  static const std::vector<std::string> k = {"hostile-indices", "disagreements", "paged"};
+  static const std::vector<std::string> k = {"hostile-indices", "disagreements", "paged",
+                                             "ragged-q"};
   return k;
 }
 
@@ -367,10 +388,12 @@ Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config) 
       config->disagreements = true;
     else if (n == "paged")
       config->paged = true;
+    else if (n == "ragged-q")
+      config->ragged_q = true;
     else
       return InvalidArgumentError("--generate", "unknown family \"" + n +
                                                     "\" (known: hostile-indices, disagreements, "
-                                                    "paged)");
+                                                    "paged, ragged-q)");
   }
   return OkStatus();
 }

@@ -42,10 +42,12 @@ struct GenConfig {
   // per case): a modelled KV cache with hostile index values (-1, past the cache, 2^31 - 1,
   // 2147480000); the per-call disagreements of docs/scenario.md "calls" and "sizing" (launch
   // grids, q/o rows, the kernel's row view, planner vs sizing inputs, metadata from capture);
-  // dense steps over pages of 16 or 64 tokens.
+  // dense steps over pages of 16 or 64 tokens; ragged per-request verify q lengths 0..Q
+  // (batch.q_lens).
   bool hostile_indices = false;
   bool disagreements = false;
   bool paged = false;
+  bool ragged_q = false;
   // Contracts that replace the built-in ones in every generated case (`fuzz --contract`).
   std::vector<std::shared_ptr<const sim::Contract>> contracts;
   // Kernel-under-test campaigns (fuzz --gpu, docs/kernel-under-test.md): sparse steps may model the KV cache
@@ -78,7 +80,8 @@ struct SwarmKnob {
 // The knobs `config` draws, in draw order: profile (config.profiles), model, mtp_k, kv_dtype,
 // graph, dcp, dp, kernel, allocator, kv_granularity, max_split, topk_lengths, hostile_indices,
 // disagreements (the call and sizing overrides: launch grid, o rows, kernel heads, planner CU
-// count, sizing batch, plan from capture), paged. Empty when config.swarm is false.
+// count, sizing batch, plan from capture), paged, q_lens (uniform, ragged). Empty when
+// config.swarm is false.
 std::vector<SwarmKnob> SwarmKnobs(const GenConfig& config);
 
 // One case's swarm configuration: omitted[k] bit i set = option i of SwarmKnobs(config)[k] left

@@ -109,6 +109,10 @@ class StepBuilder {
   // pages, as ATOM computes them; larger pages: each real request grown by s tokens).
   PagedLens DraftPaged(int32_t s, int32_t n) const;
   std::vector<int32_t> DraftSparseIndptr(int32_t s, int32_t n) const;
+  // The request of verify token t (B for the padding tokens from T_s on).
+  int32_t TokenRequest(int32_t t) const {
+    return t < static_cast<int32_t>(token_request_.size()) ? token_request_[t] : sh_.B;
+  }
   // Trace plumbing.
   Status BuildPlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
                    int32_t real, int32_t* plan_index);
@@ -141,6 +145,7 @@ class StepBuilder {
   std::vector<int32_t> verify_kv_indptr_;   // R+1 entries (pages; pads repeat)
   std::vector<int32_t> verify_last_page_;   // R entries (pads 0)
   std::vector<int32_t> sparse_kv_indptr_;   // T_r+1 entries (pads repeat)
+  std::vector<int32_t> token_request_;      // T_s entries: each verify token's request
   std::vector<int64_t> kv_slot_base_;       // first KV-cache row of each request (kv_cache)
   // Plans the engine built at graph capture, by "<step>.<call>" (plan_from "capture").
   std::map<std::string, PlanSnapshot> captured_;
@@ -197,7 +202,8 @@ void StepBuilder::ComputeShape() {
   const int32_t B = static_cast<int32_t>(s_.requests.size());
   sh_.B = B;
   sh_.Q = s_.mtp_k + 1;
-  sh_.scheduled_tokens = B * sh_.Q;
+  for (const RequestSpec& r : s_.requests) sh_.q_lens.push_back(QLen(s_, r));
+  sh_.scheduled_tokens = ScheduledTokens(s_);
   sh_.R = ChooseRung(s_, B, &sh_.graph);
   sh_.running_tokens = sh_.R * sh_.Q;
   sh_.heads_per_rank = s_.model.heads / s_.parallel.tp;
@@ -217,13 +223,21 @@ void StepBuilder::ComputeShape() {
   PagedLens verify = Paged(lens, page_, 0);
   verify_kv_indptr_ = std::move(verify.indptr);
   verify_last_page_ = std::move(verify.last);
-  sparse_kv_indptr_.assign(sh_.running_tokens + 1, 0);
-  for (int32_t t = 0; t < sh_.running_tokens; ++t) {
-    const int32_t b = t / sh_.Q, j = t % sh_.Q;
-    int32_t count = b < B ? std::min(sh_.kv_lens[b] - sh_.Q + j + 1, s_.model.topk) : 0;
-    if (b < B && !s_.requests[b].topk_lengths.empty()) count = s_.requests[b].topk_lengths[j];
-    sparse_kv_indptr_[t + 1] = sparse_kv_indptr_[t] + std::max(count, 0);
+  // One entry per token: request b's q_b tokens are the last q_b of its KV (token j sees
+  // L - q_b + j + 1 keys, capped at top-k), then the padding tokens up to T_r with 0.
+  sparse_kv_indptr_.assign(1, 0);
+  sparse_kv_indptr_.reserve(std::max(sh_.running_tokens, sh_.scheduled_tokens) + 1);
+  for (int32_t b = 0; b < B; ++b) {
+    const int32_t qb = sh_.q_lens[b];
+    for (int32_t j = 0; j < qb; ++j) {
+      token_request_.push_back(b);
+      int32_t count = std::min(sh_.kv_lens[b] - qb + j + 1, s_.model.topk);
+      if (!s_.requests[b].topk_lengths.empty()) count = s_.requests[b].topk_lengths[j];
+      sparse_kv_indptr_.push_back(sparse_kv_indptr_.back() + std::max(count, 0));
+    }
   }
+  while (static_cast<int32_t>(sparse_kv_indptr_.size()) <= sh_.running_tokens)
+    sparse_kv_indptr_.push_back(sparse_kv_indptr_.back());
 }
 
 Status StepBuilder::EvalVariables() {
@@ -439,7 +453,11 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
     ref::PlanRequest main = BaseRequest(Q);
     main.qo_indptr.assign(R + 1, 0);
     main.kv_indptr = verify_kv_indptr_;
-    for (int32_t i = 1; i <= R; ++i) main.qo_indptr[i] = std::min(i, B) * Q;
+    // Request i's rows start at qo_indptr[i] (ragged under batch.q_lens). The engine still
+    // passes uni_seqlen_qo = max_seqlen_qo = Q, so aiter's planner tiles Q rows per request
+    // at i x Q whatever qo_indptr says (aiter-mla-metadata.md §4.3).
+    for (int32_t i = 1; i <= R; ++i)
+      main.qo_indptr[i] = main.qo_indptr[i - 1] + (i <= B ? sh_.q_lens[i - 1] : 0);
     main.kv_last_page_lens = verify_last_page_;
     if (in == "verify_real_cprr") {
       // T4': with DCP the dense MTP verify plans the B real requests (cprr; PR #1746).
@@ -855,7 +873,7 @@ std::shared_ptr<const IndexContent> StepBuilder::FillContent(const CallRow& row,
   const bool per_token = row.indptr == "sparse_kv_indptr";
   const int32_t n = std::min<int32_t>(tokens, static_cast<int32_t>(indptr.size()) - 1);
   for (int32_t t = 0; t < n; ++t) {
-    const int32_t request = per_token ? t / sh_.Q : t;
+    const int32_t request = per_token ? TokenRequest(t) : t;
     if (indptr[t + 1] <= indptr[t] || request >= sh_.B) continue;
     content->segments.push_back({indptr[t], indptr[t + 1], kv_slot_base_[request]});
   }
@@ -1059,6 +1077,12 @@ Status StepBuilder::RunStep(const StepSpec& step, const std::string& name) {
 }
 
 Status StepBuilder::Run() {
+  const std::string& backend = s_.engine.attention_backend;
+  if (StatesQLens(s_) && !backend.empty() && backend != "aiter")
+    return InvalidArgumentError(
+        "$.batch.q_lens", "per-request q lengths are modelled for aiter engines (atom-*); the " +
+                              s_.engine.name + " profile's " + backend +
+                              " planner takes one q length per batch here");
   ComputeShape();
   MLASIM_RETURN_IF_ERROR(EvalVariables());
   MLASIM_RETURN_IF_ERROR(ResolveContracts());

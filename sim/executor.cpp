@@ -72,6 +72,7 @@ class CallExecutor {
   void ReportPlannerInputReads(const Call& c, const ref::Plan& p);
   void ReportInconsistentBatch(const Call& c, const PlanSnapshot& snap);
   void ReportPlanCheck(const Call& c, const PlanSnapshot& snap);
+  void ReportRaggedUniPlan(const Call& c, const PlanSnapshot& snap);
   // Kernel calls: the contract's program over the call's tensors.
   void KernelCall(const Call& c);
   void ReportDialectFindings(const Call& c);
@@ -451,9 +452,40 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
     Add(c, MakeUnwrittenOutput({"o", o->rows, o->row_bytes, pad_first, pad_last}, true));
 }
 
+// A dense plan built with uni_seqlen_qo > 0 tiles request b at rows [b x uni, (b + 1) x uni)
+// whatever qo_indptr says (aiter-mla-metadata.md §4.3); a ragged qo_indptr (batch.q_lens) puts
+// some real request's q rows elsewhere: the kernel then reads and writes other requests' rows,
+// silently (class H: a shape the uniform path does not support, dispatched without an error).
+void CallExecutor::ReportRaggedUniPlan(const Call& c, const PlanSnapshot& snap) {
+  const ref::PlanRequest& r = snap.request;
+  const int32_t uni = r.uni_seqlen_qo;
+  if (r.topk >= 0 || uni <= 0) return;
+  // The step's real requests (a plan built at capture counts the capture batch's as real).
+  const int32_t real = std::min({snap.real_requests, t_.shape.B,
+                                 static_cast<int32_t>(r.qo_indptr.size()) - 1});
+  std::vector<int32_t> differ;
+  for (int32_t b = 0; b < real; ++b)
+    if (r.qo_indptr[b] != b * uni || r.qo_indptr[b + 1] - r.qo_indptr[b] != uni)
+      differ.push_back(b);
+  if (differ.empty()) return;
+  const int32_t b = differ.front();
+  const std::string u = std::to_string(uni);
+  Violation v = MakeDialectPlanInvalid(
+      BugClass::kH, "uni_seqlen_qo_ragged", {"qo_indptr", int64_t{real} + 1, 4, b, differ.back()},
+      -1,
+      "the plan tiles uni_seqlen_qo = " + u + " q rows per request at b x " + u +
+          "; qo_indptr gives request " + std::to_string(b) + " rows [" +
+          std::to_string(r.qo_indptr[b]) + ", " + std::to_string(r.qo_indptr[b + 1]) + ") (" +
+          std::to_string(differ.size()) + " of " + std::to_string(real) +
+          " real requests differ)");
+  v.work_items = std::move(differ);
+  Add(c, std::move(v));
+}
+
 void CallExecutor::KernelCall(const Call& c) {
   if (c.kind == CallKind::kDecode) {
     AllocateTensors(c);
+    if (c.plan >= 0 && !t_.plans[c.plan].dialect) ReportRaggedUniPlan(c, t_.plans[c.plan]);
     skip_reduce_ = false;
     if (c.guard_refused) {
       ReportGuardRefusal(c);

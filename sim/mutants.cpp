@@ -38,6 +38,7 @@ constexpr const char* kNames[] = {
     "engine-launch-grid-captured",
     "engine-decode-plan-from-capture",
     "sizing-main-plan-for-one-request",
+    "engine-per-token-plan-ignores-q-lens",
 };
 static_assert(std::size(kNames) == static_cast<size_t>(SimMutant::kCount));
 
@@ -72,6 +73,8 @@ std::vector<SimMutantSpec> Build() {
   at(SimMutant::kNone);
   at(SimMutant::kFoundingFault).table_variables = {{"sparse_plan_tokens", "T_r"}};
   at(SimMutant::kDraftRowsScheduled).table_variables = {{"draft_rows", "B"}};
+  // B x Q = T_s only when every request has Q tokens: a ragged batch (batch.q_lens) kills it.
+  at(SimMutant::kPerTokenPlanIgnoresQLens).table_variables = {{"sparse_plan_tokens", "B * Q"}};
   at(SimMutant::kKernelAssumes576Rows).table_variables = {{"kernel_q_cols", "576"}};
   at(SimMutant::kSizingScheduledBatch).table_variables = {{"sizing_batch", "B"}};
   at(SimMutant::kSizingPartialMapPerTile).table_variables = {{"sizing_batch", "B"},

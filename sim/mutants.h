@@ -55,6 +55,7 @@ enum class SimMutant : uint8_t {
   kCallLaunchGridCaptured,  // A: a per-call override: the decode launched with a captured grid
   kCallPlanFromCapture,     // E: plan_from: the decode consumes the plan captured at capture
   kSizingForOneRequest,     // D: a sizing override: main plan buffers sized for one request
+  kPerTokenPlanIgnoresQLens,  // A: the per-token MTP plan covers B x Q tokens, not the ragged T_s
   kCount,
 };
 

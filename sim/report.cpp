@@ -162,7 +162,7 @@ nlohmann::json ReportJson(const ReplayReport& r) {
   json vs = json::array();
   for (const Violation& v : r.result.violations) vs.push_back(ViolationJson(r, v));
   const EngineProfile& e = r.scenario.engine;
-  return json{{"case", r.scenario.name},
+  json out = json{{"case", r.scenario.name},
               {"profile", e.name},
               {"kernel", DecodeVariant(r.scenario)},
               {"verdict", r.clean() ? "clean" : "violations"},
@@ -181,6 +181,8 @@ nlohmann::json ReportJson(const ReplayReport& r) {
               {"padding", {{"o", PaddingName(e.o_padding)}, {"lse", PaddingName(e.lse_padding)}}},
               {"violations", vs},
               {"classes", ClassesJson(r.result.violations)}};
+  if (StatesQLens(r.scenario)) out["q_lens"] = sh.q_lens;  // batch.q_lens, when stated
+  return out;
 }
 
 // The decode kernel(s) the step's calls ran, in call order: the scenario's, unless an engine
@@ -208,6 +210,11 @@ std::string ReportText(const ReplayReport& r) {
       "running_tokens = {}, kernel heads {}\n",
       sh.B, sh.Q, sh.R, sh.graph ? "graph replay" : "eager", sh.scheduled_tokens, sh.running_tokens,
       sh.kernel_heads);
+  if (StatesQLens(s)) {
+    std::string lens;
+    for (const int32_t q : sh.q_lens) lens += (lens.empty() ? "" : ", ") + std::to_string(q);
+    out += fmt::format("q lengths (batch.q_lens): [{}]\n", lens);
+  }
   out += fmt::format("padding rows: o {}, lse {} (docs/numerics.md, padding policy)\n",
                      PaddingName(s.engine.o_padding), PaddingName(s.engine.lse_padding));
   out += CallsText(r);

@@ -43,6 +43,10 @@ struct RequestSpec {
   // Sparse models: the indexer's top-k count of each of the request's Q verify tokens; empty =
   // the engine's min(L - Q + j + 1, topk) (atom-mtp-flow.md §4).
   std::vector<int32_t> topk_lengths;
+  // Query tokens of this request in the verify step, 0..Q (batch.q_lens): the engine's
+  // qo_indptr then advances by it. -1 = Q, the uniform length every MTP verify has. (Last, so
+  // that aggregate initialisers of the fields above keep their meaning.)
+  int32_t q_len = -1;
 };
 
 // The KV cache and what the index buffers hold (docs/scenario.md "kv_cache"). Without it the
@@ -205,6 +209,23 @@ struct Scenario {
   AllocatorSpec allocator;
   EngineProfile engine;
 };
+
+// Request i's verify q length (RequestSpec::q_len, -1 = Q = K + 1).
+inline int32_t QLen(const Scenario& s, const RequestSpec& r) {
+  return r.q_len < 0 ? s.mtp_k + 1 : r.q_len;
+}
+// True when the scenario states per-request q lengths (batch.q_lens), uniform or not.
+inline bool StatesQLens(const Scenario& s) {
+  for (const RequestSpec& r : s.requests)
+    if (r.q_len >= 0) return true;
+  return false;
+}
+// Scheduled tokens T_s: the sum of the q lengths (B x Q when uniform).
+inline int32_t ScheduledTokens(const Scenario& s) {
+  int32_t t = 0;
+  for (const RequestSpec& r : s.requests) t += QLen(s, r);
+  return t;
+}
 
 const char* PaddingName(EngineProfile::Padding p);  // "consumed" | "dropped"
 const char* QScaleName(EngineProfile::QScale q);    // "static" | "per_tensor_padded" | ...

@@ -72,8 +72,9 @@ Status ParseParallel(const json& j, ParallelSpec* p) {
 Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   ObjectReader r(j, "$.batch");
   MLASIM_RETURN_IF_ERROR(r.Check());
-  std::vector<int32_t> ctx, prev, rej;
+  std::vector<int32_t> ctx, prev, rej, qlens;
   MLASIM_RETURN_IF_ERROR(r.IntArray("contexts", &ctx, 0, MaxTokens()));
+  MLASIM_RETURN_IF_ERROR(r.IntArray("q_lens", &qlens, 0, MaxTokens()));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected_prev", &prev, 0, 64));
   MLASIM_RETURN_IF_ERROR(r.IntArray("rejected", &rej, 0, 64));
   const json* topk = r.Child("topk_lengths");
@@ -87,13 +88,23 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   if (r.Has("rejected") && rej.size() != ctx.size())
     return InvalidArgumentError("$.batch.rejected",
                                 "needs one entry per request (" + std::to_string(ctx.size()) + ")");
+  if (r.Has("q_lens") && qlens.size() != ctx.size())
+    return InvalidArgumentError("$.batch.q_lens",
+                                "needs one entry per request (" + std::to_string(ctx.size()) + ")");
   const int32_t q = k + 1;
   for (size_t i = 0; i < ctx.size(); ++i) {
     RequestSpec req;
     req.context = ctx[i];
     req.rejected_prev = prev.empty() ? 0 : prev[i];
     req.rejected = rej.empty() ? 0 : rej[i];
+    req.q_len = qlens.empty() ? -1 : qlens[i];
     const std::string idx = "[" + std::to_string(i) + "]";
+    if (req.q_len > q)
+      return InvalidArgumentError("$.batch.q_lens" + idx,
+                                  "at most Q = K + 1 = " + std::to_string(q) +
+                                      " q tokens per request (got " + std::to_string(req.q_len) +
+                                      ")");
+    const int32_t qi = req.q_len < 0 ? q : req.q_len;
     if (req.rejected > k)
       return InvalidArgumentError("$.batch.rejected" + idx,
                                   "at most K = " + std::to_string(k) + " drafts can be rejected");
@@ -111,9 +122,10 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
         return InvalidArgumentError("$.batch.topk_lengths", "needs one array per request (" +
                                                                 std::to_string(ctx.size()) + ")");
       const json& row = (*topk)[i];
-      if (!row.is_array() || static_cast<int32_t>(row.size()) != q)
+      if (!row.is_array() || static_cast<int32_t>(row.size()) != qi)
         return InvalidArgumentError(
-            p, "needs one count per verify token (Q = " + std::to_string(q) + ")");
+            p, "needs one count per verify token (" +
+                   std::string(req.q_len < 0 ? "Q = " : "q_lens = ") + std::to_string(qi) + ")");
       for (size_t t = 0; t < row.size(); ++t) {
         const std::string pt = p + "[" + std::to_string(t) + "]";
         if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
@@ -418,10 +430,10 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   if (static_cast<int32_t>(s.requests.size()) > s.graph.max_num_seqs)
     return InvalidArgumentError("$.batch.contexts", "more requests than graph.max_num_seqs");
   if (!s.parallel.dp_scheduled_tokens.empty() &&
-      s.parallel.dp_scheduled_tokens[0] != static_cast<int32_t>(s.requests.size()) * q)
+      s.parallel.dp_scheduled_tokens[0] != ScheduledTokens(s))
     return InvalidArgumentError("$.parallelism.dp_scheduled_tokens[0]",
                                 "this rank's entry must equal its scheduled tokens (" +
-                                    std::to_string(s.requests.size() * q) + ")");
+                                    std::to_string(ScheduledTokens(s)) + ")");
   return s;
 }
 
@@ -528,6 +540,11 @@ json ScenarioToJson(const Scenario& s) {
                       {"kv_granularity", s.kv_granularity},
                       {"max_split_per_batch", s.max_split_per_batch}};
   bool topk = false;
+  if (StatesQLens(s)) {
+    json lens = json::array();
+    for (const RequestSpec& r : s.requests) lens.push_back(QLen(s, r));
+    out["batch"]["q_lens"] = lens;
+  }
   for (const RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
   if (topk) {
     json lens = json::array();

@@ -146,6 +146,9 @@ struct StepShape {
   int32_t sparse_plan_tokens = 0;  // tokens the sparse per-token MTP plan covers
   int32_t draft_rows = 0;          // rows of draft steps 1..K-1
   std::vector<int32_t> kv_lens;    // L_i
+  // q_i: each request's verify q tokens (batch.q_lens; Q each unless stated), summing to T_s;
+  // qo_indptr of the verify step advances by them.
+  std::vector<int32_t> q_lens;
 };
 
 struct Trace {

@@ -93,7 +93,7 @@ class FuzzCommand final : public Command {
         ->type_name("N");
     app_->add_option("--generate", generate_text_,
                      "also generate these families, comma-separated: hostile-indices, "
-                     "disagreements, paged (docs/fuzzing.md)")
+                     "disagreements, paged, ragged-q (docs/fuzzing.md)")
         ->type_name("LIST");
     app_->add_option("--swarm", swarm_text_,
                      "on: every case leaves a random subset of the generator's options out "
