@@ -289,7 +289,12 @@ void GenDisagreement(Scenario& s, int kind) {
 // --swarm off.
 void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
   // First, so that the hostile index values draw their tokens among the ragged ones.
-  if (cfg.ragged_q && Feature(sw.omitted[kQLens], 1, 1)) GenRaggedQ(s);
+  // Only for aiter engines: the vLLM / SGLang profiles' planners take one q length per batch
+  // and replay refuses a stated batch.q_lens there (a refused case would check nothing).
+  const std::string& backend = s.engine.attention_backend;
+  if (cfg.ragged_q && (backend.empty() || backend == "aiter") &&
+      Feature(sw.omitted[kQLens], 1, 1))
+    GenRaggedQ(s);
   if (cfg.paged && !s.model.sparse && Feature(sw.omitted[kPaged], 1, 1)) {
     s.kv_cache.modelled = true;
     s.kv_cache.page_size = *rc::gen::element(16, 64);

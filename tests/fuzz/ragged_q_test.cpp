@@ -226,6 +226,19 @@ TEST(RaggedQGenerator, DrawsZeroToQPerRequestAndKeepsTheDrawsOfOtherFamiliesOff)
     EXPECT_FALSE(sim::StatesQLens(ScenarioFromSeed(plain, seed, 50).value()));
 }
 
+// The vLLM / SGLang profiles refuse a stated batch.q_lens (their planners take one q length per
+// batch): the family leaves their cases uniform, so every generated case replays, none refused.
+TEST(RaggedQGenerator, LeavesNonAiterProfilesUniformSoTheirCasesRun) {
+  GenConfig c = RaggedConfig();
+  c.profiles = {"vllm-flashmla", "sglang-flashinfer"};
+  c.sparse_only = false;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    const sim::Scenario s = ScenarioFromSeed(c, seed, 50).value();
+    EXPECT_FALSE(sim::StatesQLens(s)) << seed;
+    EXPECT_TRUE(sim::Replay(s).ok()) << seed;
+  }
+}
+
 // The lengths shrink towards the uniform Q: among the shrinks of a ragged case is one that only
 // raises request lengths (every other field, top-k counts aside, the same).
 TEST(RaggedQGenerator, LengthsShrinkTowardsTheUniformQ) {

@@ -86,12 +86,17 @@ class MutantsCommand final : public Command {
   }
 
  private:
-  // The shrunk scenario as a case file; `mlasim replay FILE --mutant NAME` shows the violation.
+  // The shrunk scenario as a case file; `mlasim replay|numerics FILE --mutant NAME` shows it.
   std::string WriteCase(const fuzz::MutantSpec& m, const fuzz::Failure& f) const {
     auto doc = sim::ScenarioToJson(f.scenario);
     doc["name"] = "mutant-" + m.name;
-    doc["description"] = "Counterexample killing mutant " + m.name + " (" + m.description +
-                         "); replay it with --mutant " + m.name + " to see the violation";
+    // Semantics and numerics mutants live in the numerics (`mlasim numerics --mutant`); the
+    // others in the simulator (`mlasim replay --mutant`).
+    const bool numerics =
+        m.kind == fuzz::MutantKind::kSemantics || m.kind == fuzz::MutantKind::kNumerics;
+    doc["description"] = "Counterexample killing mutant " + m.name + " (" + m.description + "); " +
+                         (numerics ? "mlasim numerics FILE" : "mlasim replay FILE") +
+                         " --mutant " + m.name + " shows the violation";
     const auto path = std::filesystem::path(out_dir_) / (m.name + ".json");
     const Status st = sim::WriteTextFile("--out", path.string(), doc.dump(2) + "\n");
     return st.ok() ? "  -> " + path.string() : "  (" + st.message() + ")";
