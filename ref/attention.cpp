@@ -310,6 +310,7 @@ const char* PoisonKindName(PoisonKind k) {
     case PoisonKind::kHostileIndex: return "hostile_index";
     case PoisonKind::kMaskedNaN: return "masked_nan";
     case PoisonKind::kEmptyRowNaN: return "empty_row_nan";
+    case PoisonKind::kRacingWrite: return "racing_write";
   }
   return "?";
 }

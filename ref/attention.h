@@ -216,6 +216,8 @@ enum class PoisonKind : uint8_t {
   kHostileIndex,     // used a key an invalid index (-1, past the cache, INT_MAX) was mapped to
   kMaskedNaN,        // a masked key's NaN reached the output through 0 x NaN (read then mask)
   kEmptyRowNaN,      // a row with no visible key written as 0 / 0 (empty_rows = nan)
+  kRacingWrite,      // a row two work items (or two reduce tiles) of one launch both write: the
+                     // value that lands depends on their order on hardware, which is not defined
 };
 const char* PoisonKindName(PoisonKind k);
 

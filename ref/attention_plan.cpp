@@ -186,6 +186,7 @@ class PlanExecutor {
     o_.assign(static_cast<size_t>(g_.folded_rows * row_elems), T(0));
     lse_.assign(static_cast<size_t>(g_.folded_rows * g_.group_heads), T(0));
     o_state_.assign(static_cast<size_t>(g_.folded_rows), RowState::kUnwritten);
+    o_writer_.assign(static_cast<size_t>(g_.folded_rows), kNoWriter);
     ReservePartialSlots(SplitRowsInPlan());
     RunClusters();
     Reduce();
@@ -275,6 +276,7 @@ class PlanExecutor {
     auto [it, fresh] = part_slot_.emplace(prow, static_cast<int64_t>(part_state_.size()));
     if (fresh) {
       part_state_.push_back(RowState::kUnwritten);
+      part_writer_.push_back(kNoWriter);
       if (static_cast<int64_t>(part_state_.size()) > part_capacity_)
         ReservePartialSlots(std::max<int64_t>(2 * part_capacity_, 16));
     }
@@ -494,10 +496,9 @@ class PlanExecutor {
     if (row < 0 || row >= cache_rows) {
       // minus_one_masked: -1 is skipped as masked is, any other value read as fault reads it.
       const InvalidIndexUse declared = opt_.invalid_index;
-      const InvalidIndexUse use =
-          declared != InvalidIndexUse::kMinusOneMasked ? declared
-          : index == -1                                ? InvalidIndexUse::kMasked
-                                                       : InvalidIndexUse::kFault;
+      const InvalidIndexUse use = declared != InvalidIndexUse::kMinusOneMasked ? declared
+                                  : index == -1 ? InvalidIndexUse::kMasked
+                                                : InvalidIndexUse::kFault;
       if (use == InvalidIndexUse::kMasked) {  // recognised, never read
         std::fill(dst, dst + d, T(0));
         buf_.col_valid[j] = 0;
@@ -597,7 +598,8 @@ class PlanExecutor {
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
       RoundOutput(dst, int64_t{hg} * dv, out);
       for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = buf_.lse[i * hg + h];
-      const PoisonSource src = WithEmptyRowNaN(poison, i);
+      PoisonSource src = WithEmptyRowNaN(poison, i);
+      NoteRacingWrite(&o_writer_[row], w, &src);
       o_state_[row] = src.any ? RowState::kTainted : RowState::kWritten;
       if (src.any) AddOFinding(src.kind, row, src, w, -1);
     }
@@ -623,7 +625,8 @@ class PlanExecutor {
       const int64_t slot = PartialSlotForWrite(prow);
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, PartialO(slot));
       std::copy(buf_.lse.begin() + i * hg, buf_.lse.begin() + (i + 1) * hg, PartialLse(slot));
-      const PoisonSource src = WithEmptyRowNaN(poison, i);
+      PoisonSource src = WithEmptyRowNaN(poison, i);
+      NoteRacingWrite(&part_writer_[slot], w, &src);
       part_state_[slot] = src.any ? RowState::kTainted : RowState::kWritten;
       if (src.any) AddPartialFinding(src.kind, prow, src, w);
     }
@@ -734,8 +737,34 @@ class PlanExecutor {
       RoundOutput(out, dv, opt_.precision.out_format);
       lse_[row * hg + h] = big_l;
     }
+    // The decode launch ended before the reduce began: overwriting a decode's row is ordered; a
+    // row two tiles of this launch write is not.
+    int32_t* writer = &o_writer_[row];
+    if (*writer >= 0) *writer = kNoWriter;
+    NoteRacingWrite(writer, TileWriter(t), &poison, FinalMapIndex(t));
+    if (poison.any && poison.kind == PoisonKind::kRacingWrite) out_kind = PoisonKind::kRacingWrite;
     o_state_[row] = poison.any ? RowState::kTainted : RowState::kWritten;
     if (poison.any) AddOFinding(out_kind, row, poison, -1, t);
+  }
+
+  // ---- rows written twice in one launch ------------------------------------------------------
+  // Who wrote a row last in the current launch: a work item (w >= 0), a reduce tile
+  // (TileWriter(t) < -1), or nobody (kNoWriter). A second, different writer in the same launch
+  // makes the row's value depend on the hardware's order (a racing write): the row is tainted,
+  // whatever value this sequential run leaves in it. The finding names the later writer's
+  // work_info row or reduce_final_map entry (unless the row already read other poison, which
+  // stays its first cause).
+  static constexpr int32_t kNoWriter = -1;
+  static int32_t TileWriter(int32_t t) { return -2 - t; }
+  static int64_t FinalMapIndex(int32_t t) { return int64_t{t} * 2; }
+  void NoteRacingWrite(int32_t* writer, int32_t who, PoisonSource* src, int64_t source_index = -1) {
+    const bool race = *writer != kNoWriter && *writer != who;
+    *writer = who;
+    if (!race) return;
+    const bool tile = who < kNoWriter;
+    src->Note(PoisonKind::kRacingWrite,
+              tile ? NumericsBuffer::kReduceFinalMap : NumericsBuffer::kWorkInfo,
+              tile ? source_index : int64_t{who} * 8);
   }
 
   // ---- back to the caller's layout -----------------------------------------------------------
@@ -772,10 +801,12 @@ class PlanExecutor {
   int64_t key_first_ = 0;   // request key index of the work's first key (dense)
   std::vector<T> o_, lse_;  // folded final buffers [folded_rows, H', Dv], [folded_rows, H']
   std::vector<RowState> o_state_;
+  std::vector<int32_t> o_writer_;  // NoteRacingWrite's last writer of each folded row
   std::unordered_map<int64_t, int64_t> part_slot_;    // partial row -> storage slot
   std::vector<T>& part_ = ThreadPartialScratch<T>();  // partial o + lse slots
   int64_t part_capacity_ = 0;                         // slots usable in this call
   std::vector<RowState> part_state_;
+  std::vector<int32_t> part_writer_;  // NoteRacingWrite's last writer of each partial slot
   std::vector<const T*> pl_, pl_o_;
   int64_t dropped_ = 0;
 };

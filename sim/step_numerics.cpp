@@ -200,6 +200,7 @@ BugClass PoisonFindingClass(const ref::PoisonFinding& f) {
     case K::kHostileIndex: return BugClass::kG;
     case K::kMaskedNaN: return ViaInvalidIndex(f) ? BugClass::kG : BugClass::kI;
     case K::kEmptyRowNaN: return BugClass::kF;
+    case K::kRacingWrite: return BugClass::kF;
     case K::kNeverWritten: return BugClass::kB;
     case K::kTaintedRead: return BugClass::kF;
     case K::kOutOfRangeWrite: return f.output == B::kPartialO ? BugClass::kF : BugClass::kC;

@@ -18,6 +18,7 @@
 // tests/kut/lib/ is this kernel with one deliberate bug switched on (`Bugs`), built as its own .so.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -40,6 +41,10 @@ struct Config {
   // aiter's plan buffers unread (FlashMLA's and FlashInfer's way; their contracts say so), so
   // campaigns run it over head-folded plans too.
   bool self_planning = false;
+  // order=reverse: workgroups (and a self-planning kernel's requests) run last first. Hardware
+  // fixes no order among the workgroups of a launch, so a plan whose result depends on it (two
+  // work items storing one row) shows different values here than in plan order.
+  bool reverse_order = false;
 };
 
 // The deliberate bugs of the example kernels (tests/kut/lib/); all off in mlasim's CPU kernel.
@@ -49,32 +54,54 @@ struct Bugs {
   bool deref_minus_one = false;         // a -1 index (top-k entry or page id) is read as is
 };
 
-// Parses "variant=asm|opus|hk|self" (empty: asm). False with `why` set for anything else.
-inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
-  const std::string t = text ? text : "";
-  if (t.empty()) return true;
-  const std::string key = "variant=";
-  if (t.compare(0, key.size(), key) != 0) {
-    *why = "config must be variant=asm|opus|hk|self (got '" + t + "')";
-    return false;
-  }
-  cfg->variant = t.substr(key.size());
-  if (cfg->variant == "asm") {
+// Sets the variant's zero-KV and empty-row behaviour. False with `why` set for an unknown name.
+inline bool SetVariant(const std::string& v, Config* cfg, std::string* why) {
+  cfg->variant = v;
+  cfg->self_planning = false;
+  if (v == "asm") {
     cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
     cfg->write_empty_rows = true;
-  } else if (cfg->variant == "opus") {  // aiter-decode-opus.json: empty_rows zero_and_neg_inf_lse
+  } else if (v == "opus") {  // aiter-decode-opus.json: empty_rows zero_and_neg_inf_lse
     cfg->zero_kv = ZeroKv::kSkips;
     cfg->write_empty_rows = true;
-  } else if (cfg->variant == "hk") {
+  } else if (v == "hk") {
     cfg->zero_kv = ZeroKv::kReadsQOnly;
     cfg->write_empty_rows = false;
-  } else if (cfg->variant == "self") {
+  } else if (v == "self") {
     cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
     cfg->write_empty_rows = true;
     cfg->self_planning = true;
   } else {
-    *why = "unknown variant '" + cfg->variant + "' (asm, opus, hk or self)";
+    *why = "unknown variant '" + v + "' (asm, opus, hk or self)";
     return false;
+  }
+  return true;
+}
+
+// Parses "key=value[,key=value]": variant=asm|opus|hk|self (default asm) and
+// order=forward|reverse (default forward). Empty: the defaults. False with `why` set for
+// anything else (an unknown key or value, a pair without '=').
+inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
+  const std::string t = text ? text : "";
+  for (size_t at = 0; at < t.size();) {
+    const size_t end = std::min(t.find(',', at), t.size());
+    const std::string pair = t.substr(at, end - at);
+    const size_t eq = pair.find('=');
+    const std::string key = pair.substr(0, eq),
+                      value = eq == std::string::npos ? "" : pair.substr(eq + 1);
+    if (eq == std::string::npos || (key != "variant" && key != "order")) {
+      *why = "config must be variant=asm|opus|hk|self[,order=forward|reverse] (got '" + t + "')";
+      return false;
+    }
+    if (key == "variant" && !SetVariant(value, cfg, why)) return false;
+    if (key == "order") {
+      if (value != "forward" && value != "reverse") {
+        *why = "unknown order '" + value + "' (forward or reverse)";
+        return false;
+      }
+      cfg->reverse_order = value == "reverse";
+    }
+    at = end + 1;
   }
   return true;
 }
@@ -155,13 +182,17 @@ class DecodeRun {
 
   void Run() {
     if (cfg_.self_planning) {  // one item per request: its q rows, its whole page list
-      for (int32_t b = 0; b + 1 < c_.qo_indptr.rows; ++b)
-        RunWork(Work{b, -1, I32(c_.qo_indptr, b), I32(c_.qo_indptr, b + 1),
-                     I32(c_.kv_indptr, b), I32(c_.kv_indptr, b + 1), 0});
+      const int64_t n = c_.qo_indptr.rows - 1;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto b = static_cast<int32_t>(cfg_.reverse_order ? n - 1 - i : i);
+        RunWork(Work{b, -1, I32(c_.qo_indptr, b), I32(c_.qo_indptr, b + 1), I32(c_.kv_indptr, b),
+                     I32(c_.kv_indptr, b + 1), 0});
+      }
       return;
     }
     const int64_t grid = c_.work_indptr.rows - 1;
-    for (int64_t cl = 0; cl < grid; ++cl) {
+    for (int64_t i = 0; i < grid; ++i) {
+      const int64_t cl = cfg_.reverse_order ? grid - 1 - i : i;
       const int32_t w0 = I32(c_.work_indptr, cl), w1 = I32(c_.work_indptr, cl + 1);
       for (int32_t w = w0; w < w1; ++w) RunWork(w);
     }
@@ -176,10 +207,9 @@ class DecodeRun {
 
   void RunWork(int32_t w) {
     const int64_t base = int64_t{w} * 8;
-    RunWork(Work{I32(c_.work_info, base), I32(c_.work_info, base + 1),
-                 I32(c_.work_info, base + 2), I32(c_.work_info, base + 3),
-                 I32(c_.work_info, base + 4), I32(c_.work_info, base + 5),
-                 I32(c_.work_info, base + 6)});
+    RunWork(Work{I32(c_.work_info, base), I32(c_.work_info, base + 1), I32(c_.work_info, base + 2),
+                 I32(c_.work_info, base + 3), I32(c_.work_info, base + 4),
+                 I32(c_.work_info, base + 5), I32(c_.work_info, base + 6)});
   }
 
   void RunWork(const Work& wk) {
@@ -335,12 +365,14 @@ class DecodeRun {
 // ---- stage 2: mla_reduce_v1 -------------------------------------------------------------------
 // Every tile t with >= 2 pieces: M = max lse_i (NaN ignored), S = sum exp(lse_i - M),
 // L = (S == 0 or NaN) ? +inf : M + ln S, o = sum exp(lse_i - L) partial_i, lse = L.
-inline void RunReduce(const mlasim_kut_call& c) {
+// `reverse`: tiles last first (Config::reverse_order).
+inline void RunReduce(const mlasim_kut_call& c, bool reverse) {
   const int64_t tiles = c.reduce_indptr.rows - 1;
   const int32_t H = c.num_heads, Dv = c.head_dim_v;
   const float kInf = std::numeric_limits<float>::infinity();
   std::vector<float> out(static_cast<size_t>(Dv));
-  for (int64_t t = 0; t < tiles; ++t) {
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t t = reverse ? tiles - 1 - i : i;
     const int32_t g0 = I32(c.reduce_indptr, t), g1 = I32(c.reduce_indptr, t + 1);
     if (g1 - g0 <= 1) continue;
     const int32_t q0 = I32(c.reduce_final_map, 2 * t), q1 = I32(c.reduce_final_map, 2 * t + 1);
@@ -435,7 +467,7 @@ inline int Run(const mlasim_kut_call* call, const Bugs& bugs) {
     return MLASIM_KUT_OK;
   }
   if (call->op == MLASIM_KUT_OP_REDUCE) {
-    RunReduce(*call);
+    RunReduce(*call, cfg.reverse_order);
     return MLASIM_KUT_OK;
   }
   LastError() = "unknown op " + std::to_string(call->op);

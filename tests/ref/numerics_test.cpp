@@ -528,5 +528,58 @@ TEST(NumericsPoison, TopkMinusOneDereferencedUnderInvalidIndexFault) {
   EXPECT_EQ(bad->poison[0].row_begin, 0);  // token 0 owns row 0 of the index matrix
 }
 
+// Two writers of one row in one launch (aiter-mla-metadata.md §9.3: decode_update's plans give
+// one tile two unsplit pieces): which value lands depends on the hardware's order, so the row
+// is undefined (racing_write) whatever this sequential run leaves in it. One writer, or a decode
+// row the reduce overwrites later (two launches, ordered), is not a race.
+std::vector<std::string> PoisonText(const PlanDrivenResult& res) {
+  std::vector<std::string> out;
+  for (const PoisonFinding& f : res.poison) out.push_back(f.ToString());
+  return out;
+}
+
+TEST(NumericsPoison, RowsTwoWritersOfOneLaunchWriteAreUndefined) {
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {8}, 1);
+  const MlaInputs in = *BuildMlaInputs(r, SmallDims());
+  auto run = [&](const Plan& p) {
+    auto res = RunPlanDriven(in, r, p);
+    EXPECT_TRUE(res.ok()) << res.status().ToString();
+    return *res;
+  };
+  // One unsplit work: no finding (the boundary: one writer).
+  EXPECT_EQ(PoisonText(run(HandPlan(16, {{0, -1, 0, 1, 0, 8, 0, 0}}, {0, 1}, {0, 1}, {0}))),
+            std::vector<std::string>{});
+  // Two unsplit works over row 0 (the second reads more keys): the later names itself.
+  PlanDrivenResult res = run(
+      HandPlan(16, {{0, -1, 0, 1, 0, 4, 0, 0}, {0, -1, 0, 1, 0, 8, 0, 0}}, {0, 1}, {0, 1}, {0}));
+  EXPECT_EQ(
+      PoisonText(res),
+      std::vector<std::string>{"racing_write: o rows [0,1) heads [0,16) from work_info[8] work 1"});
+  EXPECT_EQ(PoisonPairMask(res.poison, 1, 16), std::vector<uint8_t>(16, 1));
+  // Two split works storing the same partial row: the partial row races, and the reduce that
+  // merges it reads a tainted row.
+  res = run(
+      HandPlan(16, {{0, 0, 0, 1, 0, 4, 0, 0}, {0, 0, 0, 1, 4, 8, 0, 0}}, {0, 2}, {0, 1}, {0, 0}));
+  EXPECT_EQ(PoisonText(res),
+            (std::vector<std::string>{
+                "racing_write: partial_o rows [0,1) heads [0,16) from work_info[8] work 1",
+                "tainted_read: o rows [0,1) heads [0,16) from partial_o[0] tile 0"}));
+  // Two reduce tiles of one launch both storing row 0.
+  res = run(HandPlan(16,
+                     {{0, 0, 0, 1, 0, 2, 0, 0},
+                      {0, 1, 0, 1, 2, 4, 0, 0},
+                      {0, 2, 0, 1, 4, 6, 0, 0},
+                      {0, 3, 0, 1, 6, 8, 0, 0}},
+                     {0, 2, 4}, {0, 1, 0, 1}, {0, 1, 2, 3}));
+  EXPECT_EQ(PoisonText(res),
+            std::vector<std::string>{
+                "racing_write: o rows [0,1) heads [0,16) from reduce_final_map[2] tile 1"});
+  // A decode's direct store of row 0, then a reduce tile's: two launches, ordered, no race.
+  res = run(
+      HandPlan(16, {{0, -1, 0, 1, 0, 4, 0, 0}, {0, 0, 0, 1, 4, 6, 0, 0}, {0, 1, 0, 1, 6, 8, 0, 0}},
+               {0, 2}, {0, 1}, {0, 1}));
+  EXPECT_EQ(PoisonText(res), std::vector<std::string>{});
+}
+
 }  // namespace
 }  // namespace mlasim::ref
