@@ -100,9 +100,10 @@ std::string StepChecker::Prepare(const sim::Call& c, const sim::Call* /*reduce*/
   // heads], and so does the simulator for it (sim::Call::view_fold 1).
   if (snap_->plan.derived.fold_ratio != 1 &&
       sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo))
-    return fmt::format("a head-folded plan (fold ratio {}): the kernel walks aiter's work_info "
-                       "in the folded view, the harness lays q out unfolded",
-                       snap_->plan.derived.fold_ratio);
+    return fmt::format(
+        "a head-folded plan (fold ratio {}): the kernel walks aiter's work_info "
+        "in the folded view, the harness lays q out unfolded",
+        snap_->plan.derived.fold_ratio);
   const std::string why =
       d_.Unsupported(MLASIM_KUT_OP_DECODE, req_.heads_per_head_k, o_.head_dim_qk, o_.head_dim_v,
                      req_.page_size, req_.topk >= 0);
@@ -375,6 +376,12 @@ bool StepChecker::RunOne(int32_t op, const sim::Call& c, const std::vector<Predi
   const mlasim_kut_call call = Descriptor(op);
   int rc;
   {
+    // The arena's fills are asynchronous on the default stream; a kernel under test may launch
+    // on a stream of its own, so they finish before it is called.
+    if (!d_.host_memory) {
+      PartTimer buffers(out_.seconds, "buffers");
+      gpu::device_synchronize();
+    }
     PartTimer timer(out_.seconds, "kernel");
     rc = lib_.Run(call, &err);
     if (!d_.host_memory) gpu::device_synchronize();  // a device fault throws: the worker ends

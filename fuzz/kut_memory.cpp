@@ -185,7 +185,7 @@ KutArena::~KutArena() {
       if (b->device_guarded)
         gpu::device_free_guarded(b->data);
       else
-        gpu::device_free(b->base);
+        gpu::device_release(b->base);
     } catch (...) {  // a destructor must not throw; after a device fault the worker ends anyway
     }
   }
@@ -272,17 +272,18 @@ void* KutArena::Add(const KutBufferSpec& s) {
     b->head_bytes = std::min(slack, sentinel);
     b->head = b->data - b->head_bytes;
     b->tail = b->data + s.bytes;
-    gpu::fill_sentinel(b->head, static_cast<size_t>(b->head_bytes));
+    gpu::fill_sentinel_async(b->head, static_cast<size_t>(b->head_bytes));
   } else {
+    // A block of the worker's cache (gpu::device_acquire): no hipMalloc / hipFree per call.
     const int64_t total = std::max<int64_t>(2 * sentinel + s.bytes, 16);
-    b->base = static_cast<unsigned char*>(gpu::device_alloc(static_cast<size_t>(total)));
+    b->base = static_cast<unsigned char*>(gpu::device_acquire(static_cast<size_t>(total)));
     b->data = b->base + sentinel;
     b->head = b->base;
     b->head_bytes = sentinel;
     b->tail = b->data + s.bytes;
     b->tail_bytes = sentinel;
-    gpu::fill_sentinel(b->head, static_cast<size_t>(b->head_bytes));
-    gpu::fill_sentinel(b->tail, static_cast<size_t>(b->tail_bytes));
+    gpu::fill_sentinel_async(b->head, static_cast<size_t>(b->head_bytes));
+    gpu::fill_sentinel_async(b->tail, static_cast<size_t>(b->tail_bytes));
   }
   buffers_.push_back(std::move(b));
   return buffers_.back()->data;
@@ -314,7 +315,7 @@ void KutArena::Fill(const std::string& name, unsigned char byte) {
   if (memory_ == Memory::kHost)
     std::memset(b.data, byte, static_cast<size_t>(b.spec.bytes));
   else
-    gpu::device_fill(b.data, static_cast<size_t>(b.spec.bytes), byte);
+    gpu::device_fill_async(b.data, static_cast<size_t>(b.spec.bytes), byte);
 }
 
 void KutArena::Download(const std::string& name, void* dst, size_t bytes) const {
@@ -328,27 +329,45 @@ void KutArena::Download(const std::string& name, void* dst, size_t bytes) const 
 }
 
 std::vector<KutDamage> KutArena::ScanAndRefill() {
-  std::vector<KutDamage> out;
-  for (auto& bp : buffers_) {
-    Buffer& b = *bp;
-    const int64_t rb = b.spec.row_bytes;
+  // Every sentinel region, scanned in one pass (one batched launch on the device).
+  struct Side {
+    Buffer* b;
+    bool before;
+  };
+  std::vector<Side> sides;
+  std::vector<gpu::SentinelRegion> regions;
+  for (auto& bp : buffers_)
     for (const bool before : {true, false}) {
-      unsigned char* p = before ? b.head : b.tail;
-      const int64_t n = before ? b.head_bytes : b.tail_bytes;
+      const int64_t n = before ? bp->head_bytes : bp->tail_bytes;
       if (n <= 0) continue;
-      const gpu::SentinelScan sc =
-          memory_ == Memory::kHost ? ScanHost(p, n) : gpu::scan_sentinel(p, static_cast<size_t>(n));
-      if (sc.bad_bytes == 0) continue;
-      // byte offsets from the buffer's start, then rows (floor for the bytes before it)
-      const int64_t a = (p - b.data) + sc.first_bad_byte, z = (p - b.data) + sc.last_bad_byte;
-      auto row = [rb](int64_t off) { return off >= 0 ? off / rb : -((-off + rb - 1) / rb); };
-      out.push_back(
-          KutDamage{b.spec.name, before, b.spec.bytes / rb, row(a), row(z), sc.bad_bytes});
-      if (memory_ == Memory::kHost)
-        FillPattern(p, n);
-      else
-        gpu::fill_sentinel(p, static_cast<size_t>(n));
+      sides.push_back({bp.get(), before});
+      regions.push_back({before ? bp->head : bp->tail, static_cast<size_t>(n)});
     }
+  std::vector<gpu::SentinelScan> scans(regions.size());
+  if (memory_ == Memory::kHost) {
+    for (size_t i = 0; i < regions.size(); ++i)
+      scans[i] = ScanHost(static_cast<unsigned char*>(regions[i].p),
+                          static_cast<int64_t>(regions[i].bytes));
+  } else if (!regions.empty()) {
+    gpu::scan_sentinels(regions.data(), regions.size(), scans.data());
+  }
+  std::vector<KutDamage> out;
+  for (size_t i = 0; i < sides.size(); ++i) {
+    const gpu::SentinelScan& sc = scans[i];
+    if (sc.bad_bytes == 0) continue;
+    const Buffer& b = *sides[i].b;
+    const int64_t rb = b.spec.row_bytes;
+    auto* p = static_cast<unsigned char*>(regions[i].p);
+    const auto n = static_cast<int64_t>(regions[i].bytes);
+    // byte offsets from the buffer's start, then rows (floor for the bytes before it)
+    const int64_t a = (p - b.data) + sc.first_bad_byte, z = (p - b.data) + sc.last_bad_byte;
+    auto row = [rb](int64_t off) { return off >= 0 ? off / rb : -((-off + rb - 1) / rb); };
+    out.push_back(
+        KutDamage{b.spec.name, sides[i].before, b.spec.bytes / rb, row(a), row(z), sc.bad_bytes});
+    if (memory_ == Memory::kHost)
+      FillPattern(p, n);
+    else
+      gpu::fill_sentinel_async(p, static_cast<size_t>(n));
   }
   return out;
 }

@@ -65,6 +65,38 @@ void fill_sentinel(void* dev_tail, std::size_t tail_bytes);
 // the first and last differing offsets and the count. Same errors as fill_sentinel.
 SentinelScan scan_sentinel(const void* dev_tail, std::size_t tail_bytes);
 
+// One sentinel region for the batched calls below: `bytes` bytes at device pointer `p` (byte i
+// of the region holds sentinel_byte(i)).
+struct SentinelRegion {
+  void* p;
+  std::size_t bytes;
+};
+
+// fill_sentinel without waiting for the kernel: ordered before later work on the default stream
+// (every copy and launch of this API), so a worker issues all its fills and waits once. Same
+// errors as fill_sentinel, except that a fault of the kernel itself shows at the next wait.
+void fill_sentinel_async(void* dev_tail, std::size_t tail_bytes);
+
+// scan_sentinel over every region: out[i] is region i's scan. One upload of the region table,
+// one launch and one copy back for all of them (a worker scans ~34 regions per kernel call, and
+// each wait costs the most when several processes share the device). Throws
+// std::invalid_argument for a null pointer with bytes > 0, std::runtime_error when a HIP call
+// fails.
+void scan_sentinels(const SentinelRegion* regions, std::size_t count, SentinelScan* out);
+
+// device_fill without waiting for the kernel (ordered as fill_sentinel_async).
+void device_fill_async(void* dev_dst, std::size_t bytes, unsigned char value);
+
+// Device memory from a per-process cache: a block of at least `bytes` bytes (sizes rounded up to
+// a power of two from 4 KiB), taken from the blocks device_release gave back when one of that
+// size is free, else from hipMalloc. Contents are undefined. Returns nullptr for 0 bytes. The
+// cache keeps at most 4 GiB of free blocks (a release beyond that frees). Thread-safe. Errors as
+// device_alloc.
+void* device_acquire(std::size_t bytes);
+
+// Gives a block from device_acquire back to the cache (nullptr does nothing).
+void device_release(void* dev_ptr);
+
 // Allocates `bytes` bytes of device memory (hipMalloc); contents are undefined. Returns nullptr
 // for 0 bytes. Throws std::runtime_error on failure (including out of memory).
 void* device_alloc(std::size_t bytes);
@@ -221,11 +253,11 @@ ref::AttentionOutput reference_attention(const ref::MlaInputs& inputs);
 // ref/input_values.h, bit for bit what ref::BuildMlaInputs builds on the host (its
 // ref::MlaValueSource says where each value comes from), without a host round trip.
 struct GeneratedTensor {
-  uint64_t state = 0;       // the stream (ref::MlaValueSource q_state / kv_state)
-  double amplitude = 1.0;   // values uniform in [-amplitude, amplitude) before rounding
-  int32_t format = 1;       // ref::values::Format (ref::NumFormat's value) the values round to
-  int64_t rows = 0;         // rows of the tensor
-  int32_t cols = 0;         // values per row
+  uint64_t state = 0;      // the stream (ref::MlaValueSource q_state / kv_state)
+  double amplitude = 1.0;  // values uniform in [-amplitude, amplitude) before rounding
+  int32_t format = 1;      // ref::values::Format (ref::NumFormat's value) the values round to
+  int64_t rows = 0;        // rows of the tensor
+  int32_t cols = 0;        // values per row
   // Empty: row r holds stream values [r * cols, (r + 1) * cols). Else one entry per row: row r
   // holds stream row row_stream[r] (values row_stream[r] * cols + x), or NaN where it is < 0.
   std::vector<int64_t> row_stream;

@@ -36,6 +36,26 @@ SentinelScan scan_sentinel(const void*, std::size_t) {
   no_backend();
 }
 
+void fill_sentinel_async(void*, std::size_t) {
+  no_backend();
+}
+
+void scan_sentinels(const SentinelRegion*, std::size_t, SentinelScan*) {
+  no_backend();
+}
+
+void device_fill_async(void*, std::size_t, unsigned char) {
+  no_backend();
+}
+
+void* device_acquire(std::size_t) {
+  no_backend();
+}
+
+void device_release(void*) {
+  no_backend();
+}
+
 void* device_alloc(std::size_t) {
   no_backend();
 }

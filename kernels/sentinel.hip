@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #if defined(__CUDACC__) && !defined(__HIP__)
 #include <cuda.h>  // driver VM types only; the functions come from cudaGetDriverEntryPointByVersion
@@ -58,6 +60,34 @@ __global__ void __launch_bounds__(kBlock)
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride)
     p[i] = v;
+}
+
+// Batched scans: block (x, r) strides over region r; its result is result[3r .. 3r+2] (kFirst,
+// kLast, kCount), initialised by the host with the table.
+struct Region {
+  unsigned char* p;
+  unsigned long long n;
+};
+
+__global__ void __launch_bounds__(kBlock)
+    scan_sentinels_kernel(const Region* regions, unsigned long long* result) {
+  const Region r = regions[blockIdx.y];
+  unsigned long long* res = result + 3 * static_cast<std::size_t>(blockIdx.y);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  unsigned long long first = ~0ull, last = 0, count = 0;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < r.n;
+       i += stride) {
+    if (r.p[i] != sentinel_byte(i)) {
+      if (count == 0) first = i;
+      last = i;
+      ++count;
+    }
+  }
+  if (count != 0) {
+    atomicMin(&res[kFirst], first);
+    atomicMax(&res[kLast], last);
+    atomicAdd(&res[kCount], count);
+  }
 }
 
 unsigned grid_for(std::size_t n) {
@@ -128,6 +158,135 @@ SentinelScan scan_sentinel(const void* dev_tail, std::size_t tail_bytes) {
   if (out[kCount] == 0) return SentinelScan{-1, -1, 0};
   return SentinelScan{static_cast<long long>(out[kFirst]), static_cast<long long>(out[kLast]),
                       static_cast<long long>(out[kCount])};
+}
+
+namespace {
+
+// One device scratch per process for the batched calls: the region table, then the results.
+std::mutex g_scratch_mu;
+void* g_scratch = nullptr;
+std::size_t g_scratch_bytes = 0;
+
+// Uploads the region table and 3 initialised result words per region after it into the
+// scratch; returns the device table. Caller holds g_scratch_mu.
+Region* stage_regions(const SentinelRegion* regions, std::size_t count, std::size_t* max_bytes) {
+  std::vector<unsigned char> host(count * (sizeof(Region) + 24));
+  *max_bytes = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    require_pointer(regions[i].p, regions[i].bytes, "sentinel region");
+    const Region r{static_cast<unsigned char*>(regions[i].p), regions[i].bytes};
+    std::memcpy(host.data() + i * sizeof(Region), &r, sizeof r);
+    *max_bytes = std::max(*max_bytes, regions[i].bytes);
+    const unsigned long long init[3] = {~0ull, 0, 0};
+    std::memcpy(host.data() + count * sizeof(Region) + i * 24, init, 24);
+  }
+  if (host.size() > g_scratch_bytes) {
+    if (g_scratch != nullptr) HIP_CHECK(hipFree(g_scratch));
+    g_scratch = nullptr;
+    HIP_CHECK(hipMalloc(&g_scratch, host.size()));
+    g_scratch_bytes = host.size();
+  }
+  copy_to_device(g_scratch, host.data(), host.size());
+  return static_cast<Region*>(g_scratch);
+}
+
+// Batched scans: at most 65535 regions per launch (grid y).
+constexpr std::size_t kMaxRegions = 65535;
+
+}  // namespace
+
+void fill_sentinel_async(void* dev_tail, std::size_t tail_bytes) {
+  require_pointer(dev_tail, tail_bytes, "fill_sentinel_async");
+  if (tail_bytes == 0) return;
+  hipLaunchKernelGGL(fill_sentinel_kernel, dim3(grid_for(tail_bytes)), dim3(kBlock), 0, 0,
+                     static_cast<unsigned char*>(dev_tail), tail_bytes);
+  HIP_CHECK(hipGetLastError());
+}
+
+void scan_sentinels(const SentinelRegion* regions, std::size_t count, SentinelScan* out) {
+  for (std::size_t at = 0; at < count; at += kMaxRegions) {
+    const std::size_t n = std::min(kMaxRegions, count - at);
+    std::lock_guard<std::mutex> lock(g_scratch_mu);
+    std::size_t max_bytes = 0;
+    Region* table = stage_regions(regions + at, n, &max_bytes);
+    auto* result = reinterpret_cast<unsigned long long*>(table + n);
+    std::vector<unsigned long long> words(3 * n, 0);
+    if (max_bytes > 0) {
+      hipLaunchKernelGGL(scan_sentinels_kernel, dim3(grid_for(max_bytes), static_cast<unsigned>(n)),
+                         dim3(kBlock), 0, 0, table, result);
+      HIP_CHECK(hipGetLastError());
+      copy_to_host(words.data(), result, words.size() * sizeof(words[0]));  // waits for it
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const unsigned long long* w = words.data() + 3 * i;
+      out[at + i] = w[kCount] == 0 ? SentinelScan{-1, -1, 0}
+                                   : SentinelScan{static_cast<long long>(w[kFirst]),
+                                                  static_cast<long long>(w[kLast]),
+                                                  static_cast<long long>(w[kCount])};
+    }
+  }
+}
+
+void device_fill_async(void* dev_dst, std::size_t bytes, unsigned char value) {
+  require_pointer(dev_dst, bytes, "device_fill_async");
+  if (bytes == 0) return;
+  hipLaunchKernelGGL(fill_bytes_kernel, dim3(grid_for(bytes)), dim3(kBlock), 0, 0,
+                     static_cast<unsigned char*>(dev_dst), bytes, value);
+  HIP_CHECK(hipGetLastError());
+}
+
+// ---- the per-process block cache (device_acquire / device_release) ----------------------------
+namespace {
+constexpr std::size_t kMinBlock = 4096;
+constexpr std::size_t kMaxCachedBytes = std::size_t{4} << 30;
+std::mutex g_cache_mu;
+std::map<std::size_t, std::vector<void*>> g_free_blocks;  // block size -> free blocks
+std::map<void*, std::size_t> g_block_size;                // every live or free block
+std::size_t g_cached_bytes = 0;
+
+std::size_t block_size(std::size_t bytes) {
+  std::size_t b = kMinBlock;
+  while (b < bytes) b <<= 1;
+  return b;
+}
+}  // namespace
+
+void* device_acquire(std::size_t bytes) {
+  if (bytes == 0) return nullptr;
+  const std::size_t size = block_size(bytes);
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_free_blocks.find(size);
+    if (it != g_free_blocks.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      g_cached_bytes -= size;
+      return p;
+    }
+  }
+  void* p = device_alloc(size);
+  std::lock_guard<std::mutex> lock(g_cache_mu);
+  g_block_size[p] = size;
+  return p;
+}
+
+void device_release(void* dev_ptr) {
+  if (dev_ptr == nullptr) return;
+  std::size_t size = 0;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mu);
+    auto it = g_block_size.find(dev_ptr);
+    if (it == g_block_size.end())
+      throw std::invalid_argument("device_release: not a block from device_acquire");
+    size = it->second;
+    if (g_cached_bytes + size <= kMaxCachedBytes) {
+      g_free_blocks[size].push_back(dev_ptr);
+      g_cached_bytes += size;
+      return;
+    }
+    g_block_size.erase(it);
+  }
+  device_free(dev_ptr);
 }
 
 void* device_alloc(std::size_t bytes) {

@@ -11,6 +11,7 @@
 
 #include "kernels/gpu_api.h"
 #include "kernels/semantics.h"
+#include "ref/limits.h"
 #include "ref/numerics.h"
 #include "ref/planner.h"
 #include "sim/replay.h"
@@ -383,7 +384,15 @@ struct FoundingObservation {
   std::vector<sim::Violation> predicted;
 };
 
+// The founding case at its full size (178 M KV values) is above the numerics' default tensor
+// limit (ref/limits.h); these tests raise it for their own run.
+struct FullSizeTensors {
+  FullSizeTensors() { EXPECT_TRUE(ref::SetLimits("tensor_values=268435456").ok()); }
+  ~FullSizeTensors() { ref::ResetLimits(); }
+};
+
 FoundingObservation RunFounding(const std::string& profile) {
+  FullSizeTensors full_size;
   FoundingObservation obs;
   auto s = sim::BuiltinScenario("seed");
   EXPECT_TRUE(s.ok());
@@ -463,6 +472,64 @@ TEST(GpuFoundingCase, Atom202611IsClean) {
   EXPECT_LT(f.gpu.o_rows_written_max, f.q_rows);
 }
 
+// ---- sentinel regions, batched; the block cache ---------------------------------------------
+// scan_sentinels gives each region what scan_sentinel gives it: intact, one byte changed at the
+// first, last and a middle offset, a run, a region of 1 byte and one of 0 bytes.
+TEST(GpuSentinel, BatchedScanIsTheSingleScanOfEveryRegion) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<std::size_t> sizes = {4096, 4096, 4096, 1, 0, 70000, 513};
+  std::vector<void*> p;
+  std::vector<gpu::SentinelRegion> regions;
+  for (std::size_t n : sizes) {
+    p.push_back(gpu::device_acquire(std::max<std::size_t>(n, 1)));
+    regions.push_back({p.back(), n});
+    gpu::fill_sentinel_async(p.back(), n);
+  }
+  const unsigned char x = 0x00;
+  gpu::copy_to_device(static_cast<unsigned char*>(p[1]) + 0, &x, 1);
+  gpu::copy_to_device(static_cast<unsigned char*>(p[1]) + 4095, &x, 1);
+  gpu::copy_to_device(static_cast<unsigned char*>(p[2]) + 100, &x, 1);
+  gpu::copy_to_device(static_cast<unsigned char*>(p[3]), &x, 1);
+  // 300 bytes of 0x5A: the one at offset 60000 + k with (60000 + k) & 0xFF == 0xFF equals the
+  // pattern there (0xA5 ^ 0xFF), so 299 bytes differ.
+  const std::vector<unsigned char> run(300, 0x5A);
+  gpu::copy_to_device(static_cast<unsigned char*>(p[5]) + 60000, run.data(), run.size());
+  std::vector<gpu::SentinelScan> got(regions.size());
+  gpu::scan_sentinels(regions.data(), regions.size(), got.data());
+  const std::vector<std::vector<long long>> want = {{-1, -1, 0}, {0, 4095, 2}, {100, 100, 1},
+                                                    {0, 0, 1},   {-1, -1, 0},  {60000, 60299, 299},
+                                                    {-1, -1, 0}};
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    const gpu::SentinelScan one = gpu::scan_sentinel(regions[i].p, regions[i].bytes);
+    EXPECT_EQ(
+        (std::vector<long long>{got[i].first_bad_byte, got[i].last_bad_byte, got[i].bad_bytes}),
+        want[i])
+        << "region " << i;
+    EXPECT_EQ(one.first_bad_byte, got[i].first_bad_byte) << i;
+    EXPECT_EQ(one.last_bad_byte, got[i].last_bad_byte) << i;
+    EXPECT_EQ(one.bad_bytes, got[i].bad_bytes) << i;
+  }
+  for (void* q : p) gpu::device_release(q);
+}
+
+// A released block is handed out again for a request of the same size class, and not for a
+// larger one; a pointer the cache did not make is refused.
+TEST(GpuSentinel, BlockCacheReusesReleasedBlocks) {
+  SKIP_WITHOUT_GPU();
+  void* a = gpu::device_acquire(5000);  // an 8 KiB block
+  gpu::device_release(a);
+  EXPECT_EQ(gpu::device_acquire(8192), a);
+  void* b = gpu::device_acquire(8193);  // 16 KiB: another block
+  EXPECT_NE(b, a);
+  gpu::device_release(a);
+  gpu::device_release(b);
+  EXPECT_EQ(gpu::device_acquire(0), nullptr);
+  gpu::device_release(nullptr);
+  void* raw = gpu::device_alloc(64);
+  EXPECT_THROW(gpu::device_release(raw), std::invalid_argument);
+  gpu::device_free(raw);
+}
+
 // ---- guard pages ---------------------------------------------------------------------------
 TEST(GpuGuard, BufferEndsAtTheEndOfItsMappedRange) {
   SKIP_WITHOUT_GPU();
@@ -487,6 +554,7 @@ TEST(GpuGuard, BufferEndsAtTheEndOfItsMappedRange) {
 // In bounds (atom-2026-11), the guarded q and o change nothing: same rows, same values.
 TEST(GpuGuard, CleanCaseRunsWithQOrOGuarded) {
   SKIP_WITHOUT_GPU();
+  FullSizeTensors full_size;
   auto s = sim::BuiltinScenario("seed");
   ASSERT_TRUE(s.ok());
   s->engine = *sim::GetEngineProfile("atom-2026-11", "engine");
