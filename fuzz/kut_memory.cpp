@@ -183,7 +183,7 @@ KutArena::~KutArena() {
     }
     try {
       if (b->device_guarded)
-        gpu::device_free_guarded(b->data);
+        gpu::device_release_guarded(b->data);
       else
         gpu::device_release(b->base);
     } catch (...) {  // a destructor must not throw; after a device fault the worker ends anyway
@@ -265,7 +265,8 @@ void* KutArena::Add(const KutBufferSpec& s) {
   if (memory_ == Memory::kHost) {
     PlaceHost(*b, guard);
   } else if (guard && s.bytes > 0) {
-    const gpu::GuardedAllocation g = gpu::device_alloc_guarded(static_cast<size_t>(s.bytes));
+    // A mapping of the worker's cache (gpu::device_acquire_guarded): no driver calls per call.
+    const gpu::GuardedAllocation g = gpu::device_acquire_guarded(static_cast<size_t>(s.bytes));
     b->device_guarded = true;
     b->data = static_cast<unsigned char*>(g.ptr);
     const int64_t slack = static_cast<int64_t>(g.mapped_bytes - g.bytes);

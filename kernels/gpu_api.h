@@ -137,6 +137,15 @@ GuardedAllocation device_alloc_guarded(std::size_t bytes);
 // Frees a guarded allocation by its ptr (nullptr does nothing); driver errors are ignored, so it
 // is safe after a fault. Throws std::invalid_argument for a pointer it did not return.
 void device_free_guarded(void* ptr);
+// device_alloc_guarded from a per-process cache of guarded mappings: a mapping of a power-of-two
+// number of granules at least `bytes` wide, reused when a released one of that size is free (no
+// driver calls then); the buffer still ends at the last mapped byte (mapped_bytes - bytes may
+// exceed a granule: the slack before the buffer is mapped). At most 4 GiB of free mappings are
+// kept. Errors as device_alloc_guarded.
+GuardedAllocation device_acquire_guarded(std::size_t bytes);
+// Gives a buffer from device_acquire_guarded back to the cache (nullptr does nothing). Throws
+// std::invalid_argument for a pointer it did not return.
+void device_release_guarded(void* ptr);
 // The driver's minimum mapping granularity on the current device.
 std::size_t guard_page_granularity();
 

@@ -48,6 +48,14 @@ void device_fill_async(void*, std::size_t, unsigned char) {
   no_backend();
 }
 
+GuardedAllocation device_acquire_guarded(std::size_t) {
+  no_backend();
+}
+
+void device_release_guarded(void*) {
+  no_backend();
+}
+
 void* device_acquire(std::size_t) {
   no_backend();
 }

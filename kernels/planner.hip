@@ -534,14 +534,14 @@ struct DevPlan {
   int32_t* bufs[5] = {};
   int32_t sizes[5] = {};
   ~DevPlan() {
-    for (auto* b : bufs) (void)hipFree(b);
+    for (auto* b : bufs) device_release(b);  // blocks of the per-process cache (gpu_api.h)
   }
   void alloc(const ref::MetadataSizes& s) {
     const int32_t n[5] = {s.work_indptr, s.work_info_rows * 8, s.reduce_indptr,
                           s.reduce_final_map_rows * 2, s.reduce_partial_map};
     for (int i = 0; i < 5; ++i) {
       sizes[i] = n[i];
-      HIP_CHECK(hipMalloc(&bufs[i], sizeof(int32_t) * std::max(n[i], 1)));
+      bufs[i] = static_cast<int32_t*>(device_acquire(sizeof(int32_t) * std::max(n[i], 1)));
     }
   }
   void poison() {
@@ -557,7 +557,7 @@ struct DevPlan {
                                           &plan.reduce_partial_map.data};
     for (int i = 0; i < 5; ++i) {
       sizes[i] = static_cast<int32_t>(src[i]->size());
-      HIP_CHECK(hipMalloc(&bufs[i], sizeof(int32_t) * std::max(sizes[i], 1)));
+      bufs[i] = static_cast<int32_t*>(device_acquire(sizeof(int32_t) * std::max(sizes[i], 1)));
       copy_to_device(bufs[i], src[i]->data(), sizeof(int32_t) * src[i]->size());
     }
   }
@@ -574,11 +574,13 @@ struct DevPlan {
 struct DevI32 {
   int32_t* p = nullptr;
   explicit DevI32(const std::vector<int32_t>& v, size_t min_elems = 1) {
-    HIP_CHECK(hipMalloc(&p, sizeof(int32_t) * std::max(v.size(), min_elems)));
+    p = static_cast<int32_t*>(device_acquire(sizeof(int32_t) * std::max(v.size(), min_elems)));
     copy_to_device(p, v.data(), sizeof(int32_t) * v.size());
   }
-  explicit DevI32(size_t n) { HIP_CHECK(hipMalloc(&p, sizeof(int32_t) * std::max<size_t>(n, 1))); }
-  ~DevI32() { (void)hipFree(p); }
+  explicit DevI32(size_t n) {
+    p = static_cast<int32_t*>(device_acquire(sizeof(int32_t) * std::max<size_t>(n, 1)));
+  }
+  ~DevI32() { device_release(p); }
 };
 
 }  // namespace

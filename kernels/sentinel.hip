@@ -509,6 +509,65 @@ void device_free_guarded(void* ptr) {
   guard_unmap(g);
 }
 
+namespace {
+std::mutex g_guard_cache_mu;
+std::map<std::size_t, std::vector<GuardRecord>> g_free_guards;  // mapped bytes -> free mappings
+std::map<void*, GuardRecord> g_acquired_guards;                 // buffer ptr -> its mapping
+std::size_t g_guard_cached_bytes = 0;
+constexpr std::size_t kMaxCachedGuardBytes = std::size_t{4} << 30;
+}  // namespace
+
+GuardedAllocation device_acquire_guarded(std::size_t bytes) {
+  if (bytes == 0) throw std::invalid_argument("device_acquire_guarded: 0 bytes");
+  int dev = 0;
+  HIP_CHECK(hipGetDevice(&dev));
+  const std::size_t gran = guard_granularity(dev);
+  std::size_t mapped = gran;
+  while (mapped < bytes) mapped <<= 1;
+  GuardRecord g;
+  bool cached = false;
+  {
+    std::lock_guard<std::mutex> lock(g_guard_cache_mu);
+    auto it = g_free_guards.find(mapped);
+    if (it != g_free_guards.end() && !it->second.empty()) {
+      g = it->second.back();
+      it->second.pop_back();
+      g_guard_cached_bytes -= mapped;
+      cached = true;
+    }
+  }
+  if (!cached) g = guard_map(mapped, dev);
+  GuardedAllocation a;
+  a.ptr = static_cast<unsigned char*>(g.base) + (g.mapped - bytes);
+  a.bytes = bytes;
+  a.mapped_bytes = g.mapped;
+  a.granularity = g.reserved - g.mapped;
+  a.mapped_end = reinterpret_cast<std::uintptr_t>(g.base) + g.mapped;
+  std::lock_guard<std::mutex> lock(g_guard_cache_mu);
+  g_acquired_guards[a.ptr] = g;
+  return a;
+}
+
+void device_release_guarded(void* ptr) {
+  if (ptr == nullptr) return;
+  GuardRecord g;
+  {
+    std::lock_guard<std::mutex> lock(g_guard_cache_mu);
+    auto it = g_acquired_guards.find(ptr);
+    if (it == g_acquired_guards.end())
+      throw std::invalid_argument(
+          "device_release_guarded: not a buffer from device_acquire_guarded");
+    g = it->second;
+    g_acquired_guards.erase(it);
+    if (g_guard_cached_bytes + g.mapped <= kMaxCachedGuardBytes) {
+      g_free_guards[g.mapped].push_back(g);
+      g_guard_cached_bytes += g.mapped;
+      return;
+    }
+  }
+  guard_unmap(g);
+}
+
 std::size_t guard_page_granularity() {
   int dev = 0;
   HIP_CHECK(hipGetDevice(&dev));

@@ -551,6 +551,32 @@ TEST(GpuGuard, BufferEndsAtTheEndOfItsMappedRange) {
   std::printf("[gpu] guard granularity %zu bytes\n", gran);
 }
 
+// A cached guarded mapping: the buffer ends at the last mapped byte whatever mapping it reuses,
+// a released mapping comes back for a request of its size class, and a foreign pointer is
+// refused.
+TEST(GpuGuard, CachedMappingsEndAtTheMappedEnd) {
+  SKIP_WITHOUT_GPU();
+  const std::size_t gran = gpu::guard_page_granularity();
+  const gpu::GuardedAllocation a = gpu::device_acquire_guarded(gran + 5);  // two granules
+  EXPECT_EQ(a.mapped_bytes, 2 * gran);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.ptr) + gran + 5, a.mapped_end);
+  gpu::device_release_guarded(a.ptr);
+  const gpu::GuardedAllocation b = gpu::device_acquire_guarded(7);  // one granule: another mapping
+  EXPECT_EQ(b.mapped_bytes, gran);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(b.ptr) + 7, b.mapped_end);
+  const gpu::GuardedAllocation c = gpu::device_acquire_guarded(2 * gran);  // a's mapping again
+  EXPECT_EQ(c.mapped_end, a.mapped_end);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(c.ptr) + 2 * gran, c.mapped_end);
+  std::vector<unsigned char> h(2 * gran, 0x3C), back(2 * gran, 0);
+  gpu::copy_to_device(c.ptr, h.data(), h.size());  // up to its last byte
+  gpu::copy_to_host(back.data(), c.ptr, back.size());
+  EXPECT_EQ(h, back);
+  gpu::device_release_guarded(b.ptr);
+  gpu::device_release_guarded(c.ptr);
+  gpu::device_release_guarded(nullptr);
+  EXPECT_THROW(gpu::device_release_guarded(&h[0]), std::invalid_argument);
+}
+
 // In bounds (atom-2026-11), the guarded q and o change nothing: same rows, same values.
 TEST(GpuGuard, CleanCaseRunsWithQOrOGuarded) {
   SKIP_WITHOUT_GPU();
