@@ -15,6 +15,7 @@
 
 #include "fuzz/kut_memory.h"
 #include "fuzz/properties.h"
+#include "kernels/gpu_api.h"
 #include "sim/json_input.h"
 #include "sim/os_error.h"
 #include "sim/scenario_json.h"
@@ -233,7 +234,33 @@ StatusOr<std::unique_ptr<KutPool>> KutPool::Start(const KutPoolOptions& options)
 }
 
 KutPool::KutPool(const KutPoolOptions& o) : o_(o) {}
-KutPool::~KutPool() = default;
+KutPool::~KutPool() {
+  std::vector<Replacer> replacers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    replacers.swap(replacers_);
+  }
+  for (Replacer& r : replacers) r.thread.join();
+}
+
+void KutPool::ReplaceInBackground() {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = replacers_.begin(); it != replacers_.end();) {  // join the finished ones
+    if (!it->done->load()) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = replacers_.erase(it);
+  }
+  replacers_.push_back({std::thread([this, done] {
+                          std::string error;
+                          Give(NewWorker(&error));  // nullptr: the place is free again
+                          done->store(true);
+                        }),
+                        done});
+}
 
 int64_t KutPool::restarts() const {
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
@@ -428,7 +455,7 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
     }
     if (!done && r == KutWorker::Read::kTimeout) fault = {{"hang", o_.timeout_seconds}};
     const std::string how = w->Stop();
-    Give(nullptr);
+    ReplaceInBackground();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++restarts_;
@@ -502,6 +529,15 @@ int KutWorkerMain(std::istream& in, int out_fd, const std::string& library,
     return 2;
   }
   RegisterHostFaultHandler(out_fd);
+  // A device kernel's worker creates its GPU context now, before it is lent a step (a worker
+  // replaced after a fault does this in the background: KutPool::ReplaceInBackground). An error
+  // here shows again, with its cause, at the step's first GPU call.
+  if (!(*lib)->description().host_memory) {
+    try {
+      gpu::device_synchronize();
+    } catch (const std::exception&) {
+    }
+  }
   emit('D', (*lib)->description().ToJson());
   auto findings = [](const std::vector<sim::Violation>& v) {
     json a = json::array();

@@ -19,12 +19,14 @@
 // Other lines (the library's own output) are kept as the worker's last words.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -87,6 +89,11 @@ class KutPool {
   std::unique_ptr<KutWorker> Take();
   void Give(std::unique_ptr<KutWorker> w);
   std::unique_ptr<KutWorker> NewWorker(std::string* error);
+  // Takes the place of a worker that ended: a new worker starts on a thread of its own (loading
+  // the library and, for a device kernel, creating its GPU context, ~1-2 s on the H200) while
+  // the other workers run, and joins the idle ones when ready; one that cannot start frees the
+  // place, so the next Take starts one in the foreground and reports why.
+  void ReplaceInBackground();
   nlohmann::json AttributeDeviceFault(const nlohmann::json& scenario, const nlohmann::json& running,
                                       const nlohmann::json& fault);
 
@@ -101,6 +108,11 @@ class KutPool {
   std::map<std::string, double> timing_;     // (under mu_)
   std::map<std::string, int64_t> outcomes_;  // CallOutcomes (under mu_)
   std::map<std::string, int64_t> numerics_;  // NumericsOutcomes (under mu_)
+  struct Replacer {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Replacer> replacers_;  // ReplaceInBackground's threads, joined when done (under mu_)
 };
 
 // The findings of the kernel under test for one replayed step (the step's scenario runs on a
