@@ -733,8 +733,8 @@ std::optional<std::string> NumericsPropertyFailure(int mutant, uint64_t seed, in
 
 std::optional<std::string> RaggedPlanCheckFailure(int mutant, uint64_t seed, int cases) {
   for (int i = 0; i < cases; ++i) {
-    auto why = PlannerCase(static_cast<ref::PlannerMutant>(mutant),
-                           seed + static_cast<uint64_t>(i), "plan-checker-passes", true);
+    auto why = PlannerCase(static_cast<ref::PlannerMutant>(mutant), seed + static_cast<uint64_t>(i),
+                           "plan-checker-passes", true);
     if (why) return why;
   }
   return std::nullopt;
