@@ -66,6 +66,28 @@ ref::PlanRequest SmallBatch(uint64_t seed) {
   return r;
 }
 
+// A small ragged dense batch on aiter's non-uniform path (uni_seqlen_qo = -1): 16 heads, q
+// lengths 0..max_seqlen_qo (1..4) per request, few clusters (splits), page size 1.
+ref::PlanRequest SmallRaggedBatch(uint64_t seed) {
+  Rng g(seed);
+  ref::PlanRequest r;
+  r.target = ref::Arch::kGfx942;
+  r.cu_count = 2 + g.Below(14);
+  r.heads_per_head_k = 16;
+  r.qlen = r.max_seqlen_qo = 1 + g.Below(4);
+  r.uni_seqlen_qo = -1;
+  const int32_t batch = 1 + g.Below(6);
+  r.qo_indptr = {0};
+  r.kv_indptr = {0};
+  for (int32_t b = 0; b < batch; ++b) {
+    const int32_t tokens = g.Below(4) == 0 ? g.Below(r.max_seqlen_qo + 1) : g.Below(400);
+    r.qo_indptr.push_back(r.qo_indptr.back() + g.Below(r.max_seqlen_qo + 1));
+    r.kv_indptr.push_back(r.kv_indptr.back() + tokens);
+    r.kv_last_page_lens.push_back(1);
+  }
+  return r;
+}
+
 // `text` on one line: newlines become "; " (plan-check reports span lines).
 std::string OneLine(std::string text) {
   while (!text.empty() && text.back() == '\n') text.pop_back();
@@ -74,9 +96,9 @@ std::string OneLine(std::string text) {
 }
 
 std::string BatchText(const ref::PlanRequest& r, uint64_t seed) {
-  return fmt::format("batch seed {}: {} requests, heads {}, qlen {}{}{}", seed,
+  return fmt::format("batch seed {}: {} requests, heads {}, qlen {}{}{}{}", seed,
                      r.kv_indptr.size() - 1, r.heads_per_head_k, r.qlen,
-                     r.topk >= 0 ? ", sparse" : "",
+                     r.uni_seqlen_qo < 1 ? " (ragged)" : "", r.topk >= 0 ? ", sparse" : "",
                      r.page_size > 1 ? fmt::format(", page size {}", r.page_size) : "");
 }
 
@@ -91,7 +113,12 @@ bool ExpectedPoison(const ref::PlanRequest& r, const ref::PoisonFinding& f, bool
     return false;
   const int32_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
   for (int64_t row = f.row_begin; row < f.row_end; ++row) {
-    const int32_t b = static_cast<int32_t>(row / per);
+    // Non-uniform q lengths: the request whose qo_indptr rows hold `row`.
+    const int32_t b =
+        per >= 1
+            ? static_cast<int32_t>(row / per)
+            : static_cast<int32_t>(std::upper_bound(r.qo_indptr.begin(), r.qo_indptr.end(), row) -
+                                   r.qo_indptr.begin() - 1);
     if (skip_zero_kv ? ref::RowSeesAKey(r, row) : r.kv_indptr[b + 1] != r.kv_indptr[b])
       return false;
   }
@@ -101,8 +128,8 @@ bool ExpectedPoison(const ref::PlanRequest& r, const ref::PoisonFinding& f, bool
 // The numerics property on batch `s` under variant `v`, with inputs poisoned like FlashMLA's
 // tests (hostile ids in unused page-table slots, page 0 all NaN and never used): a description
 // of how plan-driven and monolithic disagree, or nullopt.
-std::optional<std::string> NumericsCase(const NumericsVariant& v, uint64_t s) {
-  const ref::PlanRequest r = SmallBatch(s);
+std::optional<std::string> NumericsCase(const NumericsVariant& v, uint64_t s, bool ragged = false) {
+  const ref::PlanRequest r = ragged ? SmallRaggedBatch(s) : SmallBatch(s);
   auto plan = ref::PlanMlaMetadata(r);
   if (!plan.ok()) return std::nullopt;
   ref::NumericsOptions o;
@@ -133,8 +160,9 @@ std::optional<std::string> NumericsCase(const NumericsVariant& v, uint64_t s) {
 
 // ---- planner and decode_update properties --------------------------------------------------
 
-std::optional<std::string> PlannerCase(ref::PlannerMutant m, uint64_t s, const char* property) {
-  const ref::PlanRequest r = SmallBatch(s);
+std::optional<std::string> PlannerCase(ref::PlannerMutant m, uint64_t s, const char* property,
+                                       bool ragged = false) {
+  const ref::PlanRequest r = ragged ? SmallRaggedBatch(s) : SmallBatch(s);
   auto plan = ref::PlanMlaMetadata(r, {ref::PlannerChoice::kAiterDispatch, m});
   if (!plan.ok() || !plan->input_violations.empty()) return std::nullopt;
   const std::string p = property;
@@ -518,6 +546,12 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
                      "plan-checker-passes", planner + "kDropLastPiece", [](uint64_t s) {
                        return PlannerCase(PM::kDropLastPiece, s, "plan-checker-passes");
                      }));
+  r.push_back(Custom("planner-ragged-rows-by-max", BugClass::kA, MutantKind::kPlanner,
+                     "non-uniform q lengths: the planner places request b's rows at b x "
+                     "max_seqlen_qo (the uniform path's rows) instead of qo_indptr[b]",
+                     "plan-checker-passes", planner + "kRaggedRowsByMax", [](uint64_t s) {
+                       return PlannerCase(PM::kRaggedRowsByMax, s, "plan-checker-passes", true);
+                     }));
   r.push_back(
       Custom("planner-undersized-partial-map", BugClass::kD, MutantKind::kPlanner,
              "get_mla_metadata_info_v1 sizes reduce_partial_map at one entry per q tile "
@@ -554,6 +588,16 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
   r.push_back(Numerics("causal-rule-off-by-one", BugClass::kH,
                        "the MTP causal rule lets a row see one key too many",
                        Code(NM::kCausalOffByOne), plan + "kCausalOffByOne"));
+  {  // killed on generated ragged batches (uniform ones cannot tell)
+    MutantSpec m = Custom(
+        "numerics-ignores-q-lens", BugClass::kH, MutantKind::kNumerics,
+        "the plan-driven numerics take every request's q length as max_seqlen_qo (the uniform "
+        "view): on a ragged batch the causal diagonal of a shorter request shifts",
+        "plan-driven-equals-monolithic", plan + "kIgnoreQLens",
+        [](uint64_t s) { return NumericsCase(Code(NM::kIgnoreQLens), s, true); });
+    m.numerics = Code(NM::kIgnoreQLens);
+    r.push_back(std::move(m));
+  }
   // OPUS's semantics (zero_kv = skips, empty_rows = zero_and_neg_inf_lse): with one policy for
   // both fields again, taken from zero_kv, the piece rows of a paged MTP tail that see no key
   // are skipped too and the reduce merges unwritten partial rows.
@@ -677,10 +721,20 @@ sim::SemanticsOverride SemanticsOf(const NumericsVariant& v) {
   return o;
 }
 
-std::optional<std::string> NumericsPropertyFailure(int mutant, uint64_t seed, int cases) {
+std::optional<std::string> NumericsPropertyFailure(int mutant, uint64_t seed, int cases,
+                                                   bool ragged) {
   for (int i = 0; i < cases; ++i) {
     auto why = NumericsCase(Code(static_cast<ref::NumericsMutant>(mutant)),
-                            seed + static_cast<uint64_t>(i));
+                            seed + static_cast<uint64_t>(i), ragged);
+    if (why) return why;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> RaggedPlanCheckFailure(int mutant, uint64_t seed, int cases) {
+  for (int i = 0; i < cases; ++i) {
+    auto why = PlannerCase(static_cast<ref::PlannerMutant>(mutant), seed + static_cast<uint64_t>(i),
+                           "plan-checker-passes", true);
     if (why) return why;
   }
   return std::nullopt;

@@ -101,7 +101,14 @@ MutantResult RunMutant(const MutantSpec& m, uint64_t seed, int64_t max_cases);
 
 // The numerics property over small random batches (docs/numerics.md "Properties"): a description
 // of the first batch of cases [seed, seed + cases) where plan-driven split + reduce under `mutant`
-// (ref::NumericsMutant as an integer) differs from monolithic attention, or nullopt.
-std::optional<std::string> NumericsPropertyFailure(int mutant, uint64_t seed, int cases);
+// (ref::NumericsMutant as an integer) differs from monolithic attention, or nullopt. `ragged`:
+// on small ragged batches of aiter's non-uniform planner path instead (SmallRaggedBatch).
+std::optional<std::string> NumericsPropertyFailure(int mutant, uint64_t seed, int cases,
+                                                   bool ragged = false);
+
+// The plan checker over small ragged batches (non-uniform q lengths, 0..max_seqlen_qo per
+// request) planned under `mutant` (ref::PlannerMutant as an integer): the first failure, or
+// nullopt.
+std::optional<std::string> RaggedPlanCheckFailure(int mutant, uint64_t seed, int cases);
 
 }  // namespace mlasim::fuzz

@@ -240,6 +240,7 @@ void GenRaggedQ(Scenario& s) {
   const rc::Gen<int32_t> d = rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int32_t>(0, q + 1));
   for (sim::RequestSpec& r : s.requests) {
     r.q_len = q - *d;
+    r.rejected = std::min(r.rejected, std::max(r.q_len - 1, 0));  // it verifies q_len - 1 drafts
     if (!r.topk_lengths.empty()) r.topk_lengths.resize(static_cast<size_t>(r.q_len));
   }
   if (!s.parallel.dp_scheduled_tokens.empty())
@@ -403,95 +404,120 @@ Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config) 
   return OkStatus();
 }
 
+namespace {
+
+// GenScenario's draws, in its order (a seed's cases depend on it): the model (K, sparse, top-k,
+// TP, heads, KV dtype, rope), the batch, graph and parallelism, then target, kernel, planner,
+// allocator and engine.
+void DrawModel(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+  const int32_t max_k = cfg.small ? 4 : 8;
+  s.mtp_k = Choose<int32_t>(
+      sw.omitted[kMtpK],
+      rc::gen::weightedOneOf<int32_t>(
+          {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, max_k)}}),
+      {{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {4, rc::gen::inRange<int32_t>(2, max_k)}});
+  s.model.sparse = cfg.sparse_only
+                       ? true
+                       : Choose<bool>(sw.omitted[kModel],
+                                      rc::gen::weightedElement<bool>({{2, true}, {1, false}}),
+                                      {{2, rc::gen::just(true)}, {1, rc::gen::just(false)}});
+  if (!cfg.kernel.sparse) s.model.sparse = false;  // the kernel's limits: no extra draw
+  if (!cfg.kernel.dense) s.model.sparse = true;
+  s.model.topk = *rc::gen::element(2048, 64, 512);
+  s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
+  // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
+  const int32_t per_rank = RunnableHeads(
+      cfg.kernel, *rc::gen::weightedElement<int32_t>(
+                      {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}}));
+  s.model.heads = per_rank * s.parallel.tp;
+  s.model.kv_dtype = Choose<ref::DType>(
+      sw.omitted[kKvDtype], rc::gen::element(ref::DType::kFp8, ref::DType::kBf16),
+      {{1, rc::gen::just(ref::DType::kFp8)}, {1, rc::gen::just(ref::DType::kBf16)}});
+  if (s.model.kv_dtype == ref::DType::kFp8 && !cfg.kernel.fp8_kv)
+    s.model.kv_dtype = ref::DType::kBf16;
+  if (s.model.kv_dtype == ref::DType::kBf16 && !cfg.kernel.bf16_kv)
+    s.model.kv_dtype = ref::DType::kFp8;
+  s.model.rope_dim = *rc::gen::weightedElement<int32_t>({{5, 64}, {1, 0}});
+}
+
+// The requests (Q tokens each) and, for kernel-input runs of sparse models, index values.
+int32_t DrawBatch(const GenConfig& cfg, Scenario& s) {
+  const int32_t q = s.mtp_k + 1;
+  const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
+      {{6, rc::gen::inRange<int32_t>(1, 9)},
+       {3, rc::gen::inRange<int32_t>(1, std::min(cfg.max_batch, 65) + 1)},
+       {1, rc::gen::inRange<int32_t>(1, cfg.max_batch + 1)}});
+  for (int32_t i = 0; i < batch; ++i) s.requests.push_back(GenRequest(q, s.model.topk));
+  if (cfg.kernel_inputs && s.model.sparse &&
+      *rc::gen::weightedElement<bool>({{1, false}, {2, true}})) {
+    s.kv_cache.modelled = true;
+    const int32_t n = *rc::gen::inRange<int32_t>(1, 5);
+    for (int32_t i = 0; i < n; ++i) {
+      sim::KvCacheSpec::IndexValue v;
+      v.token = *rc::gen::inRange<int32_t>(0, batch * q);
+      v.position = *rc::gen::inRange<int32_t>(0, 8);
+      v.value = *rc::gen::element<int64_t>(-1, -2, INT32_MAX, INT32_MIN);
+      s.kv_cache.index_values.push_back(v);
+    }
+  }
+  return batch;
+}
+
+void DrawGraphAndParallelism(const GenConfig& cfg, const Swarm& sw, int32_t batch, Scenario& s) {
+  const int32_t q = s.mtp_k + 1;
+  s.graph.capture_sizes = *GenCaptureSizes();
+  s.graph.eager = Feature(sw.omitted[kGraph], 9, 1);
+  // Engines configured for small batches size every buffer for fewer sequences.
+  const int32_t seqs = cfg.small ? 64 : *rc::gen::element(512, 256, 128, 64);
+  s.graph.max_num_seqs = std::max(seqs, batch);
+  s.graph.max_num_batched_tokens = std::max(16384, batch * q);
+  if (cfg.allow_dcp && Feature(sw.omitted[kDcp], 6, 1)) {
+    s.parallel.dcp = *rc::gen::element(2, 4, 8);
+    s.parallel.dcp_interleave = *rc::gen::element(1, 1, 16, 64);
+  }
+  if (cfg.allow_dp && Feature(sw.omitted[kDp], 5, 1)) {
+    s.parallel.dp = *rc::gen::inRange<int32_t>(2, 5);
+    s.parallel.dp_scheduled_tokens.push_back(batch * q);
+    for (int32_t r = 1; r < s.parallel.dp; ++r)
+      s.parallel.dp_scheduled_tokens.push_back(q * *rc::gen::inRange<int32_t>(0, batch + 40));
+  }
+}
+
+void DrawTargetKernelAndEngine(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+  s.target = *rc::gen::element(ref::Arch::kGfx950, ref::Arch::kGfx942);
+  s.revision = *rc::gen::weightedElement<ref::Revision>(
+      {{5, ref::Revision::k2026_08}, {1, ref::Revision::k2026_03}});
+  s.cu_count = *rc::gen::weightedOneOf<int32_t>(
+      {{2, rc::gen::just(0)}, {3, rc::gen::inRange<int32_t>(2, 65)}});
+  s.kernel = Choose<std::string>(sw.omitted[kKernel],
+                                 rc::gen::element<std::string>("asm", "asm", "opus", "hk"),
+                                 {{2, rc::gen::just<std::string>("asm")},
+                                  {1, rc::gen::just<std::string>("opus")},
+                                  {1, rc::gen::just<std::string>("hk")}});
+  // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
+  // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
+  s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
+  s.allocator.model = Choose<sim::AllocatorModel>(
+      sw.omitted[kAllocator],
+      rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching),
+      {{1, rc::gen::just(sim::AllocatorModel::kExact)},
+       {1, rc::gen::just(sim::AllocatorModel::kCaching)}});
+  s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
+  s.engine = *sim::GetEngineProfile(PickProfile(cfg, sw.omitted[kProfile]), "engine");
+}
+
+}  // namespace
+
 rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
   if (cfg.pins) return rc::gen::exec([pins = cfg.pins] { return GenPinned(*pins); });
   return rc::gen::exec([cfg] {
     const Swarm sw = DrawSwarm(cfg);  // first: SwarmFromSeed replays these draws alone
     Scenario s;
     s.name = "fuzz";
-    const int32_t max_k = cfg.small ? 4 : 8;
-    s.mtp_k = Choose<int32_t>(
-        sw.omitted[kMtpK],
-        rc::gen::weightedOneOf<int32_t>(
-            {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, max_k)}}),
-        {{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {4, rc::gen::inRange<int32_t>(2, max_k)}});
-    const int32_t q = s.mtp_k + 1;
-    s.model.sparse = cfg.sparse_only
-                         ? true
-                         : Choose<bool>(sw.omitted[kModel],
-                                        rc::gen::weightedElement<bool>({{2, true}, {1, false}}),
-                                        {{2, rc::gen::just(true)}, {1, rc::gen::just(false)}});
-    if (!cfg.kernel.sparse) s.model.sparse = false;  // the kernel's limits: no extra draw
-    if (!cfg.kernel.dense) s.model.sparse = true;
-    s.model.topk = *rc::gen::element(2048, 64, 512);
-    s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
-    // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
-    const int32_t per_rank = RunnableHeads(
-        cfg.kernel, *rc::gen::weightedElement<int32_t>(
-                        {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}}));
-    s.model.heads = per_rank * s.parallel.tp;
-    s.model.kv_dtype = Choose<ref::DType>(
-        sw.omitted[kKvDtype], rc::gen::element(ref::DType::kFp8, ref::DType::kBf16),
-        {{1, rc::gen::just(ref::DType::kFp8)}, {1, rc::gen::just(ref::DType::kBf16)}});
-    if (s.model.kv_dtype == ref::DType::kFp8 && !cfg.kernel.fp8_kv)
-      s.model.kv_dtype = ref::DType::kBf16;
-    if (s.model.kv_dtype == ref::DType::kBf16 && !cfg.kernel.bf16_kv)
-      s.model.kv_dtype = ref::DType::kFp8;
-    s.model.rope_dim = *rc::gen::weightedElement<int32_t>({{5, 64}, {1, 0}});
-    const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
-        {{6, rc::gen::inRange<int32_t>(1, 9)},
-         {3, rc::gen::inRange<int32_t>(1, std::min(cfg.max_batch, 65) + 1)},
-         {1, rc::gen::inRange<int32_t>(1, cfg.max_batch + 1)}});
-    const int32_t topk = s.model.topk;
-    for (int32_t i = 0; i < batch; ++i) s.requests.push_back(GenRequest(q, topk));
-    if (cfg.kernel_inputs && s.model.sparse &&
-        *rc::gen::weightedElement<bool>({{1, false}, {2, true}})) {
-      s.kv_cache.modelled = true;
-      const int32_t n = *rc::gen::inRange<int32_t>(1, 5);
-      for (int32_t i = 0; i < n; ++i) {
-        sim::KvCacheSpec::IndexValue v;
-        v.token = *rc::gen::inRange<int32_t>(0, batch * q);
-        v.position = *rc::gen::inRange<int32_t>(0, 8);
-        v.value = *rc::gen::element<int64_t>(-1, -2, INT32_MAX, INT32_MIN);
-        s.kv_cache.index_values.push_back(v);
-      }
-    }
-    s.graph.capture_sizes = *GenCaptureSizes();
-    s.graph.eager = Feature(sw.omitted[kGraph], 9, 1);
-    // Engines configured for small batches size every buffer for fewer sequences.
-    const int32_t seqs = cfg.small ? 64 : *rc::gen::element(512, 256, 128, 64);
-    s.graph.max_num_seqs = std::max(seqs, batch);
-    s.graph.max_num_batched_tokens = std::max(16384, batch * q);
-    if (cfg.allow_dcp && Feature(sw.omitted[kDcp], 6, 1)) {
-      s.parallel.dcp = *rc::gen::element(2, 4, 8);
-      s.parallel.dcp_interleave = *rc::gen::element(1, 1, 16, 64);
-    }
-    if (cfg.allow_dp && Feature(sw.omitted[kDp], 5, 1)) {
-      s.parallel.dp = *rc::gen::inRange<int32_t>(2, 5);
-      s.parallel.dp_scheduled_tokens.push_back(batch * q);
-      for (int32_t r = 1; r < s.parallel.dp; ++r)
-        s.parallel.dp_scheduled_tokens.push_back(q * *rc::gen::inRange<int32_t>(0, batch + 40));
-    }
-    s.target = *rc::gen::element(ref::Arch::kGfx950, ref::Arch::kGfx942);
-    s.revision = *rc::gen::weightedElement<ref::Revision>(
-        {{5, ref::Revision::k2026_08}, {1, ref::Revision::k2026_03}});
-    s.cu_count = *rc::gen::weightedOneOf<int32_t>(
-        {{2, rc::gen::just(0)}, {3, rc::gen::inRange<int32_t>(2, 65)}});
-    s.kernel = Choose<std::string>(sw.omitted[kKernel],
-                                   rc::gen::element<std::string>("asm", "asm", "opus", "hk"),
-                                   {{2, rc::gen::just<std::string>("asm")},
-                                    {1, rc::gen::just<std::string>("opus")},
-                                    {1, rc::gen::just<std::string>("hk")}});
-    // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
-    // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
-    s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
-    s.allocator.model = Choose<sim::AllocatorModel>(
-        sw.omitted[kAllocator],
-        rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching),
-        {{1, rc::gen::just(sim::AllocatorModel::kExact)},
-         {1, rc::gen::just(sim::AllocatorModel::kCaching)}});
-    s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
-    s.engine = *sim::GetEngineProfile(PickProfile(cfg, sw.omitted[kProfile]), "engine");
+    DrawModel(cfg, sw, s);
+    const int32_t batch = DrawBatch(cfg, s);
+    DrawGraphAndParallelism(cfg, sw, batch, s);
+    DrawTargetKernelAndEngine(cfg, sw, s);
     // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
     GenRequestShapes(s, sw);
     GenFamilies(cfg, sw, s);

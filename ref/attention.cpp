@@ -277,6 +277,7 @@ const char* NumericsMutantName(NumericsMutant m) {
     case NumericsMutant::kPartialRowOffByOne: return "partial-row-off-by-one";
     case NumericsMutant::kUnnormalizedPartial: return "unnormalized-partial";
     case NumericsMutant::kCausalOffByOne: return "causal-off-by-one";
+    case NumericsMutant::kIgnoreQLens: return "numerics-ignores-q-lens";
     case NumericsMutant::kEmptyRowsFollowZeroKv: return "empty-rows-follow-zero-kv";
     case NumericsMutant::kCount: break;
   }

@@ -147,6 +147,9 @@ enum class NumericsMutant : uint8_t {
   // One policy for two contract fields again: rows with no visible key follow zero_kv (skipped
   // wherever zero-KV items are), as the numerics did before zero_kv had its own knob.
   kEmptyRowsFollowZeroKv,
+  // The uniform view on a ragged batch: every request's q length taken as max_seqlen_qo in the
+  // causal rule (its diagonal shifts for a request shorter than the maximum).
+  kIgnoreQLens,
   kCount,
 };
 const char* NumericsMutantName(NumericsMutant m);

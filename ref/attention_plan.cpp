@@ -37,6 +37,7 @@ struct Geometry {
   int32_t group_heads = 0;         // H' = H / R: heads per planner row
   int32_t rows_per_unit = 1;       // dense: uni_seqlen_qo; sparse: 1
   int32_t tokens_per_request = 1;  // sparse ori
+  int32_t max_q = 1;               // request.max_seqlen_qo
   int64_t q_rows = 0;              // caller q rows (tokens)
   int64_t folded_rows = 0;         // q_rows * R
   int64_t partial_rows = 0;
@@ -91,12 +92,24 @@ StatusOr<Geometry> MakeGeometry(const MlaInputs& in, const PlanRequest& req, con
     g.rows_per_unit = 1;
     g.tokens_per_request = g.batch > 0 ? in.qo_indptr[1] - in.qo_indptr[0] : 1;
     g.sparse_batch_is_request = GetRevisionRules(req.revision).sparse_batch_idx_is_request;
+  } else if (req.uni_seqlen_qo < 1) {
+    // Non-uniform q lengths (aiter's kUniSeqlenQo = -1 path): the plan names request b's rows
+    // [qo_indptr[b], qo_indptr[b + 1]) itself; planner rows are the caller's (no folding).
+    if (fold != 1)
+      return InvalidArgumentError(
+          "plan.derived.fold_ratio",
+          "non-uniform q lengths are planned without folding, got " + S(fold));
+    if (req.qo_indptr != in.qo_indptr)
+      return InvalidArgumentError("request.qo_indptr", "differs from the inputs' qo_indptr");
+    g.max_q = req.max_seqlen_qo;
+    g.folded_rows = g.q_rows;
+    g.partial_rows = plan.reduce_partial_map.size() * int64_t{req.max_seqlen_qo};
+    return g;
   } else {
-    if (req.uni_seqlen_qo < 1)
-      return InvalidArgumentError("request.uni_seqlen_qo", "plans need a uniform q length >= 1");
     g.rows_per_unit = req.uni_seqlen_qo;
     g.tokens_per_request = req.uni_seqlen_qo;
   }
+  g.max_q = req.max_seqlen_qo;
   for (int32_t b = 0; b <= g.batch; ++b)
     if (in.qo_indptr[b] != int64_t{b} * g.tokens_per_request)
       return InvalidArgumentError("qo_indptr[" + S(b) + "]",
@@ -543,7 +556,9 @@ class PlanExecutor {
   void GatherQueries(int64_t q0, int64_t r0, int64_t m, int64_t n, const WorkKv& kv) {
     const int32_t d = in_.head_dim_qk, hg = g_.group_heads;
     const T scale = static_cast<T>(in_.effective_sm_scale() * in_.q_scale * in_.kv_scale);
-    const int64_t lq = in_.qo_indptr[kv.request + 1] - in_.qo_indptr[kv.request];
+    const int64_t lq = MLASIM_MUTANT(opt_.mutant, kIgnoreQLens)
+                           ? g_.max_q
+                           : in_.qo_indptr[kv.request + 1] - in_.qo_indptr[kv.request];
     const int64_t lk = RequestKeys(kv.request);
     const int64_t off_by_one = MLASIM_MUTANT(opt_.mutant, kCausalOffByOne) ? 1 : 0;
     const bool causal = in_.is_causal && !g_.sparse;

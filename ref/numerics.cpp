@@ -81,10 +81,16 @@ bool SlotNamesAPage(const MlaInputs& in, int64_t slot) {
   return in.kv_indices[slot] >= 0 && in.kv_indices[slot] < in.num_pages;
 }
 
-// The q row layout: dense requests hold uni_seqlen_qo rows each; sparse ones the request's
-// per-request token count (uniform, §8.1).
+// The q row layout: dense requests hold uni_seqlen_qo rows each, or with non-uniform q lengths
+// (uni_seqlen_qo <= 0) their own qo_indptr rows; sparse ones the request's per-request token
+// count (uniform, §8.1).
 StatusOr<std::vector<int32_t>> QoIndptr(const PlanRequest& r) {
   const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
+  if (r.topk < 0 && r.uni_seqlen_qo < 1) {
+    if (r.qo_indptr.empty() || r.qo_indptr[0] != 0)
+      return InvalidArgumentError("qo_indptr", "numerics need qo_indptr to start at 0");
+    return r.qo_indptr;  // B+1 entries, non-decreasing: ValidatePlanRequest
+  }
   const int32_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
   if (!r.qo_indptr.empty() &&
       (static_cast<int32_t>(r.qo_indptr.size()) != batch + 1 || !IsUniform(r.qo_indptr, per)))
@@ -297,10 +303,11 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   return BuildMlaInputs(request, opt, &source);
 }
 
-StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& opt,
-                                   MlaValueSource* source) {
-  MLASIM_RETURN_IF_ERROR(ValidatePlanRequest(request));
-  MLASIM_RETURN_IF_ERROR(CheckOptions(request, opt));
+namespace {
+
+// The shapes of the inputs (no values): heads, dims, scales, the request's indptrs and last-page
+// lengths.
+StatusOr<MlaInputs> InputShapes(const PlanRequest& request, const NumericsOptions& opt) {
   MlaInputs in;
   in.num_heads = request.heads_per_head_k;
   in.head_dim_qk = opt.head_dim_qk;
@@ -315,15 +322,74 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
   if (in.kv_indptr[0] != 0)
     return InvalidArgumentError("kv_indptr[0]", "numerics need kv_indptr to start at 0");
   MLASIM_ASSIGN_OR_RETURN(in.qo_indptr, QoIndptr(request));
-  const int32_t batch = in.num_requests();
   if (in.topk < 0) {
-    if (static_cast<int32_t>(request.kv_last_page_lens.size()) != batch)
+    if (static_cast<int32_t>(request.kv_last_page_lens.size()) != in.num_requests())
       return InvalidArgumentError("kv_last_page_lens", "needs one entry per request");
     in.kv_last_page_lens = request.kv_last_page_lens;
   }
+  return in;
+}
+
+// The page table: shuffled distinct ids for the used pages, the engine's index values, then the
+// hostile slots.
+void FillPageTable(const NumericsOptions& opt, int64_t used_pages, MlaInputs& in) {
+  SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
+  in.kv_indices =
+      PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages, opt.reserve_page_zero);
+  if (in.topk < 0) ApplyIndexValues(opt, used_pages, in.kv_indices);
+  for (int32_t i = 0; i < opt.hostile_table_slots; ++i)
+    in.kv_indices.push_back(HostileIndex(i, in.num_pages));
+}
+
+// Which KV stream token each cache row holds (-1: none): each request's tokens, the stream's
+// rows in token order (a later token overwrites an earlier one in the same row).
+std::vector<int64_t> KvRowTokens(const MlaInputs& in, int64_t pages) {
+  std::vector<int64_t> row_token(static_cast<size_t>(pages * in.page_size), -1);
+  int64_t token = 0;
+  for (int32_t b = 0; b < in.num_requests(); ++b) {
+    const int64_t np = in.kv_indptr[b + 1] - in.kv_indptr[b];
+    const int64_t tokens =
+        in.topk >= 0 ? np : (np == 0 ? 0 : (np - 1) * in.page_size + in.kv_last_page_lens[b]);
+    for (int64_t j = 0; j < tokens; ++j) {
+      if (!SlotNamesAPage(in, in.kv_indptr[b] + j / in.page_size)) continue;
+      const int64_t row =
+          int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size +
+          j % in.page_size;
+      row_token[static_cast<size_t>(row)] = token + j;
+    }
+    token += std::max<int64_t>(tokens, 0);
+  }
+  return row_token;
+}
+
+// The cache's values: NaN everywhere (unused page tails, spare pages), then the stream value of
+// each row's token, rounded to the KV format at the KV scale.
+void FillKvCache(const NumericsOptions& opt, NumFormat kf, const MlaValueSource& source,
+                 int64_t pages, MlaInputs& in) {
+  const int32_t d = in.head_dim_qk;
+  in.kv_cache.assign(static_cast<size_t>(pages * in.page_size * d), std::nanf(""));
+  for (size_t row = 0; row < source.kv_row_token.size(); ++row) {
+    const int64_t t = source.kv_row_token[row];
+    if (t < 0) continue;
+    float* out = in.kv_cache.data() + row * d;
+    for (int32_t x = 0; x < d; ++x) {
+      const float v =
+          values::StreamValue(source.kv_state, static_cast<uint64_t>(t * d + x), opt.amplitude);
+      out[x] =
+          static_cast<float>(RoundTo(kf, static_cast<double>(v) / opt.kv_scale, opt.fp8_overflow));
+    }
+  }
+}
+
+}  // namespace
+
+StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& opt,
+                                   MlaValueSource* source) {
+  MLASIM_RETURN_IF_ERROR(ValidatePlanRequest(request));
+  MLASIM_RETURN_IF_ERROR(CheckOptions(request, opt));
+  MLASIM_ASSIGN_OR_RETURN(MlaInputs in, InputShapes(request, opt));
   const NumFormat qf = opt.q_format.value_or(FormatForDType(request.q_dtype, request.target));
   const NumFormat kf = opt.kv_format.value_or(FormatForDType(request.kv_dtype, request.target));
-
   const int64_t used_pages = in.kv_indptr.back();
   const int64_t pages = used_pages + opt.spare_pages;
   const int64_t kv_elems = pages * in.page_size * in.head_dim_qk;
@@ -337,13 +403,7 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
                                                  "contexts, smaller head dims) or raise it with "
                                                  "--limit tensor_values=N");
   in.num_pages = static_cast<int32_t>(pages);
-  SplitMix64 page_rng = SplitMix64::Stream(opt.seed, kSaltPages);
-  in.kv_indices =
-      PageTable(page_rng, static_cast<int32_t>(used_pages), in.num_pages, opt.reserve_page_zero);
-  if (in.topk < 0) ApplyIndexValues(opt, used_pages, in.kv_indices);
-  for (int32_t i = 0; i < opt.hostile_table_slots; ++i)
-    in.kv_indices.push_back(HostileIndex(i, in.num_pages));
-
+  FillPageTable(opt, used_pages, in);
   source->q_state = values::StreamState(opt.seed, kSaltQ);
   source->kv_state = values::StreamState(opt.seed, kSaltKv);
   source->amplitude = opt.amplitude;
@@ -355,41 +415,11 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
                   opt.fp8_overflow == Fp8Overflow::kNaN && qf != NumFormat::kFp64 &&
                   kf != NumFormat::kFp64;
   if (opt.fill_values) MLASIM_RETURN_IF_ERROR(QuantizeQ(opt, qf, q_elems, in));
-
-  // The cache: NaN everywhere (unused page tails, spare pages), then each request's tokens, the
-  // KV stream's rows in token order (a later token overwrites an earlier one in the same row).
-  const int32_t d = in.head_dim_qk;
-  source->kv_row_token.assign(static_cast<size_t>(pages * in.page_size), -1);
-  int64_t token = 0;
-  for (int32_t b = 0; b < batch; ++b) {
-    const int64_t np = in.kv_indptr[b + 1] - in.kv_indptr[b];
-    const int64_t tokens =
-        in.topk >= 0 ? np : (np == 0 ? 0 : (np - 1) * in.page_size + in.kv_last_page_lens[b]);
-    for (int64_t j = 0; j < tokens; ++j) {
-      if (!SlotNamesAPage(in, in.kv_indptr[b] + j / in.page_size)) continue;
-      const int64_t row =
-          int64_t{in.kv_indices[in.kv_indptr[b] + j / in.page_size]} * in.page_size +
-          j % in.page_size;
-      source->kv_row_token[static_cast<size_t>(row)] = token + j;
-    }
-    token += std::max<int64_t>(tokens, 0);
-  }
+  source->kv_row_token = KvRowTokens(in, pages);
   // ref::Quantize's errors (a bad scale or format), as when each request's tokens were quantised
-  if (batch > 0) MLASIM_RETURN_IF_ERROR(Quantize({}, kf, opt.kv_scale, opt.fp8_overflow).status());
-  if (opt.fill_values) {
-    in.kv_cache.assign(static_cast<size_t>(pages * in.page_size * d), std::nanf(""));
-    for (size_t row = 0; row < source->kv_row_token.size(); ++row) {
-      const int64_t t = source->kv_row_token[row];
-      if (t < 0) continue;
-      float* out = in.kv_cache.data() + row * d;
-      for (int32_t x = 0; x < d; ++x) {
-        const float v = values::StreamValue(source->kv_state, static_cast<uint64_t>(t * d + x),
-                                            opt.amplitude);
-        out[x] = static_cast<float>(RoundTo(kf, static_cast<double>(v) / opt.kv_scale,
-                                            opt.fp8_overflow));
-      }
-    }
-  }
+  if (in.num_requests() > 0)
+    MLASIM_RETURN_IF_ERROR(Quantize({}, kf, opt.kv_scale, opt.fp8_overflow).status());
+  if (opt.fill_values) FillKvCache(opt, kf, *source, pages, in);
   if (in.topk >= 0) {
     SplitMix64 topk_rng = SplitMix64::Stream(opt.seed, kSaltTopk);
     FillTopk(topk_rng, opt, in);
@@ -447,28 +477,23 @@ void CheckPadding(const AttentionOutput& got, const std::vector<uint8_t>& pair_m
 }  // namespace
 
 bool RowSeesAKey(const PlanRequest& r, int64_t row) {
-  const int64_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
-  const int64_t b = row / std::max<int64_t>(per, 1);
+  int64_t per = r.topk >= 0 ? r.qo_indptr[1] - r.qo_indptr[0] : r.uni_seqlen_qo;
+  int64_t b = row / std::max<int64_t>(per, 1), first = b * per;
+  if (r.topk < 0 && r.uni_seqlen_qo < 1) {  // non-uniform: the request whose rows hold `row`
+    b = std::upper_bound(r.qo_indptr.begin(), r.qo_indptr.end(), row) - r.qo_indptr.begin() - 1;
+    first = r.qo_indptr[b];
+    per = r.qo_indptr[b + 1] - first;
+  }
   const int64_t pages = int64_t{r.kv_indptr[b + 1]} - r.kv_indptr[b];
   if (r.topk >= 0) return std::min<int64_t>(pages, r.topk) > 0;
   const int64_t keys = pages == 0 ? 0 : (pages - 1) * r.page_size + r.kv_last_page_lens[b];
   if (keys <= 0) return false;
-  return !r.is_causal || row % per + keys - per >= 0;
+  return !r.is_causal || row - first + keys - per >= 0;
 }
 
-StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
-                                         const NumericsOptions& options) {
-  MLASIM_ASSIGN_OR_RETURN(const MlaInputs in, BuildMlaInputs(request, options));
-  // The truth sees q as the real rows alone would scale it.
-  MlaInputs real_scaled;
-  const MlaInputs* truth_in = &in;
-  if (options.q_scale_mode == NumericsOptions::QScaleMode::kPerTensorPadded) {
-    NumericsOptions truth_options = options;
-    truth_options.q_scale_mode = NumericsOptions::QScaleMode::kPerTensorReal;
-    MLASIM_ASSIGN_OR_RETURN(real_scaled, BuildMlaInputs(request, truth_options));
-    truth_in = &real_scaled;
-  }
-  MLASIM_ASSIGN_OR_RETURN(const AttentionOutput mono, RunMonolithic(*truth_in, options.precision));
+namespace {
+
+PlanExecOptions ExecOptionsOf(const NumericsOptions& options) {
   PlanExecOptions exec;
   exec.precision = options.precision;
   exec.empty_rows = options.empty_rows;
@@ -476,11 +501,17 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   exec.mutant = options.mutant;
   exec.invalid_index = options.invalid_index;
   exec.read_masked_keys = options.read_masked_keys;
-  MLASIM_ASSIGN_OR_RETURN(PlanDrivenResult driven, RunPlanDriven(in, request, plan, exec));
+  return exec;
+}
 
+// The report's figures that need no comparison: formats, shapes, tolerances, the plan run's
+// counters.
+NumericsReport ReportShape(const PlanRequest& request, const NumericsOptions& options,
+                           const MlaInputs& in, const MlaInputs& truth_in,
+                           const AttentionOutput& mono, const PlanDrivenResult& driven) {
   NumericsReport rep;
   rep.q_scale = in.q_scale;
-  rep.q_scale_real = truth_in->q_scale;
+  rep.q_scale_real = truth_in.q_scale;
   rep.q_format = options.q_format.value_or(FormatForDType(request.q_dtype, request.target));
   rep.kv_format = options.kv_format.value_or(FormatForDType(request.kv_dtype, request.target));
   rep.q_rows = in.q_rows();
@@ -496,10 +527,15 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   rep.partial_rows_without_key = driven.partial_rows_without_key;
   rep.fold_ratio = driven.fold_ratio;
   rep.poison_dropped = driven.poison_dropped;
-
-  const int32_t heads = in.num_heads, dv = in.head_dim_v;
   rep.rows_compared =
       options.real_rows < 0 ? rep.q_rows : std::min<int64_t>(options.real_rows, rep.q_rows);
+  return rep;
+}
+
+// Plan-driven against monolithic over the real rows: everywhere, and outside the (row, head)
+// pairs poison findings name; NaN the truth does not explain; the padding rows.
+void CompareWithTruth(const AttentionOutput& mono, PlanDrivenResult& driven, NumericsReport& rep) {
+  const int32_t heads = rep.num_heads, dv = mono.head_dim_v;
   const size_t real_pairs = static_cast<size_t>(rep.rows_compared) * heads;
   // pair_mask: (row, head) pairs named by poison findings; pad_mask: pairs of padding rows.
   const std::vector<uint8_t> pair_mask = PoisonPairMask(driven.poison, rep.q_rows, heads);
@@ -536,6 +572,27 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
   rep.poison = std::move(driven.poison);
   rep.ok = rep.o_unpoisoned.passed && rep.lse_unpoisoned.passed && rep.unexplained_nan == 0 &&
            rep.monolithic_nan == 0;
+}
+
+}  // namespace
+
+StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan& plan,
+                                         const NumericsOptions& options) {
+  MLASIM_ASSIGN_OR_RETURN(const MlaInputs in, BuildMlaInputs(request, options));
+  // The truth sees q as the real rows alone would scale it.
+  MlaInputs real_scaled;
+  const MlaInputs* truth_in = &in;
+  if (options.q_scale_mode == NumericsOptions::QScaleMode::kPerTensorPadded) {
+    NumericsOptions truth_options = options;
+    truth_options.q_scale_mode = NumericsOptions::QScaleMode::kPerTensorReal;
+    MLASIM_ASSIGN_OR_RETURN(real_scaled, BuildMlaInputs(request, truth_options));
+    truth_in = &real_scaled;
+  }
+  MLASIM_ASSIGN_OR_RETURN(const AttentionOutput mono, RunMonolithic(*truth_in, options.precision));
+  MLASIM_ASSIGN_OR_RETURN(PlanDrivenResult driven,
+                          RunPlanDriven(in, request, plan, ExecOptionsOf(options)));
+  NumericsReport rep = ReportShape(request, options, in, *truth_in, mono, driven);
+  CompareWithTruth(mono, driven, rep);
   return rep;
 }
 

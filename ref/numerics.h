@@ -217,7 +217,8 @@ struct NumericsReport {
 // Deterministic inputs for `request` (shapes from the request: heads, qo_indptr / uni_seqlen_qo,
 // kv_indptr in pages, kv_last_page_lens, page_size, topk, is_causal). Errors: those of
 // ValidatePlanRequest, InvalidArgument("num_heads_k") unless 1, ("head_dim_qk"/"head_dim_v")
-// for bad dims, ("page_size") for sparse with pages > 1, ("qo_indptr") when it is not uniform,
+// for bad dims, ("page_size") for sparse with pages > 1, ("qo_indptr") when it is not uniform
+// (dense with uni_seqlen_qo <= 0: the request's own rows, from 0),
 // ("kv_indptr") when q or the KV cache would exceed 2^28 values (1 GiB): run such scenarios at
 // reduced sizes.
 StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOptions& options);
@@ -229,7 +230,7 @@ StatusOr<MlaInputs> BuildMlaInputs(const PlanRequest& request, const NumericsOpt
 // attention: its request has keys (dense: (pages - 1) * page_size + last page length; sparse:
 // min(pages, topk)) and, dense causal, the row's diagonal reaches key 0 (row i of Lq rows sees
 // key j iff j <= i + Lk - Lq, §11.3). Rows are the planner's: dense requests hold uni_seqlen_qo
-// rows each, sparse ones qo_indptr[1] - qo_indptr[0]. Such a row's only correct output is o = 0,
+// rows each (uni_seqlen_qo <= 0: their qo_indptr rows), sparse ones qo_indptr[1] - qo_indptr[0]. Such a row's only correct output is o = 0,
 // lse = -inf; a kernel that skips zero-KV items (zero_kv = skips) leaves it unwritten. `row` must
 // lie in [0, q rows).
 bool RowSeesAKey(const PlanRequest& request, int64_t row);

@@ -122,8 +122,20 @@ void Checker::CheckBuffersAndInputs() {
 }
 
 void Checker::AssignWorks() {
-  std::unordered_map<int32_t, int32_t> by_q0;
+  // Tiles by first q row. Non-uniform q lengths can give several tiles one first row (a request
+  // of q length 0 has the empty range [q0, q0) before the next request's [q0, q1)): the work's
+  // q end, then its batch_idx, tell them apart.
+  std::unordered_multimap<int32_t, int32_t> by_q0;
   for (size_t t = 0; t < tiles_.size(); ++t) by_q0.emplace(tiles_[t].q0, static_cast<int32_t>(t));
+  auto find_tile = [&](int32_t q0, int32_t q1, int32_t batch_idx) {
+    int32_t found = -1;
+    const auto range = by_q0.equal_range(q0);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (tiles_[it->second].q1 != q1) continue;
+      if (found < 0 || tiles_[it->second].batch_idx == batch_idx) found = it->second;
+    }
+    return found;
+  };
   pieces_.assign(tiles_.size(), {});
   int32_t last_tile = -1;
   for (int32_t w = 0; w < num_works_; ++w) {
@@ -136,15 +148,14 @@ void Checker::AssignWorks() {
       continue;
     }
     const int32_t q0 = p_.work(w, kQoStart), q1 = p_.work(w, kQoEnd);
-    auto it = by_q0.find(q0);
-    if (it == by_q0.end() || tiles_[it->second].q1 != q1) {
+    const int32_t t = find_tile(q0, q1, p_.work(w, kBatchIdx));
+    if (t < 0) {
       Add(PlanDiag::kWorkOutsideRequest, "work_info", w, -1, w,
           "work " + S(w) + " covers q rows " + Range(q0, q1) +
               ", which is not a q tile of the request (the batch has " +
               S(tiles_.empty() ? 0 : tiles_.back().q1) + " q rows)");
       continue;
     }
-    const int32_t t = it->second;
     if (p_.work(w, kBatchIdx) != tiles_[t].batch_idx)
       Add(PlanDiag::kWorkBatchMismatch, "work_info", w, t, w,
           "work " + S(w) + " has batch_idx " + S(p_.work(w, kBatchIdx)) + ", tile " + S(t) +
@@ -564,12 +575,14 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
   const int32_t ori = sparse ? d.ori_seqlen_qo : r.uni_seqlen_qo;
   const int32_t nb = sparse ? requests * fold * ori : requests * fold;
   const int32_t uni = r.uni_seqlen_qo;
+  // Non-uniform q lengths: request v's rows from qo_indptr (the planner refuses folding here).
+  const bool ragged = uni < 1 && !sparse && static_cast<int32_t>(r.qo_indptr.size()) > nb;
   int32_t n_tiles = 1;
-  if (d.qo_split)
+  if (d.qo_split && !ragged)
     n_tiles = d.planner_heads * 2 > d.packed_qo_len_per_wg
                   ? uni
                   : CeilDiv(uni * d.planner_heads, d.packed_qo_len_per_wg);
-  const int32_t qts = CeilDiv(uni, n_tiles);
+  const int32_t qts = ragged ? 0 : CeilDiv(uni, n_tiles);
   const int32_t topk_p = sparse ? CeilDiv(r.topk, r.page_size) : -1;
   std::vector<ExpectedTile> out;
   out.reserve(static_cast<size_t>(nb) * n_tiles);
@@ -589,8 +602,13 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
       e.tile = t;
       e.request = b;
       e.batch_idx = sparse ? (rules.sparse_batch_idx_is_request ? b : v) : v;
-      e.q0 = uni * v + t * qts;
-      e.q1 = std::min(e.q0 + qts, uni * v + uni);
+      if (ragged) {  // one tile of the request's rows (DecidePlan refuses q splits here)
+        e.q0 = r.qo_indptr[v];
+        e.q1 = r.qo_indptr[v + 1];
+      } else {
+        e.q0 = uni * v + t * qts;
+        e.q1 = std::min(e.q0 + qts, uni * v + uni);
+      }
       e.kv_begin = kb;
       e.kv_full_end = kb + len;
       int32_t bt = 0;

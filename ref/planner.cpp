@@ -57,6 +57,58 @@ const char* CellTrackingName(CellTracking tracking) {
   return NameOf(kCellTrackingNames, tracking);
 }
 
+namespace {
+
+// Non-uniform q lengths (uni_seqlen_qo <= 0): aiter reads request b's rows from qo_indptr[b],
+// qo_indptr[b + 1]. Modelled for dense plans; the sparse walk's token batches assume uniform
+// lengths (aiter-mla-metadata.md §4.3).
+Status CheckRaggedRequest(const PlanRequest& r) {
+  if (r.uni_seqlen_qo >= 1) return OkStatus();
+  if (r.topk >= 0)
+    return InvalidArgumentError("uni_seqlen_qo",
+                                "non-uniform q lengths (uni_seqlen_qo <= 0) are modelled for dense "
+                                "plans only (topk = -1)");
+  if (r.qo_indptr.size() != r.kv_indptr.size())
+    return InvalidArgumentError(
+        "qo_indptr",
+        "non-uniform q lengths (uni_seqlen_qo <= 0) need one entry per kv_indptr "
+        "entry (" +
+            std::to_string(r.kv_indptr.size()) + "), got " + std::to_string(r.qo_indptr.size()));
+  if (r.qo_indptr.back() > (1 << 30))
+    return InvalidArgumentError("qo_indptr", "total q rows above 2^30 are not modelled");
+  return OkStatus();
+}
+
+// Host decisions that non-uniform q lengths add: no folding (aiter would read qo_indptr at the
+// virtual batch index), both LDS arrays of the batches fit (aiter writes them unchecked), and no
+// q-tile split (aiter's cost sum reads the q lengths' LDS before writing it).
+Status CheckRaggedDecision(const PlanRequest& r, const PlanDerived& d) {
+  if (r.uni_seqlen_qo >= 1) return OkStatus();
+  const int32_t heads = r.num_heads_k * r.heads_per_head_k;
+  if (d.fold_ratio != 1)
+    return InvalidArgumentError(
+        "uni_seqlen_qo", "non-uniform q lengths with folded heads (" + std::to_string(heads) +
+                             " heads planned as 16) are not modelled: aiter reads qo_indptr at "
+                             "the virtual batch index");
+  const int64_t lds = GetTargetProfile(r.target).lds_bytes;
+  if (int64_t{d.planner_batches} * 8 > lds)
+    return InvalidArgumentError("kv_indptr", "non-uniform q lengths over more than " +
+                                                 std::to_string(lds / 8) +
+                                                 " requests are not modelled (aiter's planner "
+                                                 "keeps two LDS ints per request)");
+  if (d.qo_split)
+    return InvalidArgumentError(
+        "max_seqlen_qo",
+        "non-uniform q lengths with q tiles split (max_seqlen_qo x heads per KV head = " +
+            std::to_string(r.max_seqlen_qo * r.heads_per_head_k) + " > " +
+            std::to_string(d.packed_qo_len_per_wg) +
+            ") are not modelled: aiter's payload reads each request's q length from LDS before "
+            "storing it (mla_v12_compute_sum_blocks), an uninitialised read");
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ValidatePlanRequest(const PlanRequest& r) {
   if (r.heads_per_head_k <= 0) return InvalidArgumentError("heads_per_head_k", "must be >= 1");
   if (r.num_heads_k <= 0) return InvalidArgumentError("num_heads_k", "must be >= 1");
@@ -74,9 +126,6 @@ Status ValidatePlanRequest(const PlanRequest& r) {
   if (r.max_seqlen_qo < 1)
     return InvalidArgumentError("max_seqlen_qo",
                                 "unknown max q length (<= 0) is not modelled; pass the real value");
-  if (r.uni_seqlen_qo < 1)
-    return InvalidArgumentError("uni_seqlen_qo",
-                                "non-uniform q lengths (uni_seqlen_qo <= 0) are not modelled");
   if (r.topk < -1) return InvalidArgumentError("topk", "must be -1 (dense) or >= 0 (sparse)");
   if (r.max_split_per_batch == 0 || r.max_split_per_batch < -1)
     return InvalidArgumentError("max_split_per_batch", "must be -1 (no budget) or >= 1");
@@ -104,6 +153,7 @@ Status ValidatePlanRequest(const PlanRequest& r) {
     if (tokens * topk_p > (int64_t{1} << 30))
       return InvalidArgumentError("topk", "tokens x top-k pages above 2^30 are not modelled");
   }
+  MLASIM_RETURN_IF_ERROR(CheckRaggedRequest(r));
   return CheckLastPageLens(r.kv_last_page_lens, r.page_size);
 }
 
@@ -155,7 +205,9 @@ StatusOr<PlanDerived> DecidePlan(const PlanRequest& r, PlannerChoice choice) {
   // cluster, no work item) and the checker reports the zero clusters (docs/planner.md).
   const bool eligible = rules.has_parallel_planner && r.max_seqlen_qo == 1 && !d.qo_split &&
                         !sparse && r.page_size == 1 && d.fold_ratio == 1 && d.num_clusters > 0;
-  const int64_t scratch = 4 * (3 + 5 * int64_t{nb});
+  MLASIM_RETURN_IF_ERROR(CheckRaggedDecision(r, d));
+  // Non-uniform q lengths add the per-batch q lengths to the parallel planner's LDS.
+  const int64_t scratch = 4 * (3 + 5 * int64_t{nb}) + (r.uni_seqlen_qo < 1 ? 4 * int64_t{nb} : 0);
   bool parallel = eligible && scratch <= profile.lds_bytes;
   if (choice == PlannerChoice::kSerial) parallel = false;
   if (choice == PlannerChoice::kParallel) {
@@ -205,8 +257,9 @@ WalkParams MakeWalkParams(const PlanRequest& r, const PlanDerived& d, PlannerMut
   p.topk_p = d.topk_pages;
   p.by_fold = internal::Divider(static_cast<uint32_t>(p.fold));
   p.by_ori = internal::Divider(static_cast<uint32_t>(p.ori));
-  p.n_tiles = NumQoTiles(d, p.uni);
-  p.qts = CeilDiv(p.uni, p.n_tiles);
+  const bool ragged = r.uni_seqlen_qo < 1;  // per request in ref/planner_ragged.cpp
+  p.n_tiles = ragged ? 1 : NumQoTiles(d, p.uni);
+  p.qts = ragged ? 1 : CeilDiv(p.uni, p.n_tiles);
   p.lds_batch_info = int64_t{p.nb} * 4 <= GetTargetProfile(r.target).lds_bytes;
   p.causal_trim = !(rules.causal_trim_needs_is_causal && !r.is_causal);
   p.sparse_kv_offset_token_tail = p.sparse && p.fold == 1 && rules.sparse_kv_offset_adds_token_tail;
@@ -219,10 +272,13 @@ WalkParams MakeWalkParams(const PlanRequest& r, const PlanDerived& d, PlannerMut
 // fold x tokens) times, each time with n_tiles q tiles.
 Status SetPayload(const WalkParams& p, PlanDerived& d) {
   const std::vector<int32_t>& kv = p.req->kv_indptr;
-  const int64_t visits = int64_t{p.fold} * (p.sparse ? p.ori : 1) * p.n_tiles;
+  const std::vector<int32_t>& qo = p.req->qo_indptr;
+  const bool ragged = p.req->uni_seqlen_qo < 1;
+  int64_t visits = int64_t{p.fold} * (p.sparse ? p.ori : 1) * p.n_tiles;
   const int32_t requests = static_cast<int32_t>(kv.size()) - 1;
   int64_t sum_blocks = 0;
   for (int32_t b = 0; b < requests; ++b) {
+    if (ragged) visits = internal::QoTilesOf(p.d, qo[b + 1] - qo[b]);
     const int32_t len = kv[b + 1] - kv[b];
     const int32_t blocks = internal::Blocks(p, p.sparse ? std::min(len, p.topk_p) : len);
     sum_blocks += int64_t{blocks + p.ovh} * visits;
@@ -270,7 +326,14 @@ Status PlanValidated(const PlanRequest& r, const MetadataSizes& sizes,
   PreparePlan(sizes, options.tracking, plan);
   plan.derived = d;
   const bool checked = options.tracking == CellTracking::kChecked;
-  if (d.parallel_planner_used) {
+  if (r.uni_seqlen_qo < 1) {
+    if (d.parallel_planner_used)
+      checked ? internal::RunRaggedParallel<CellTracking::kChecked>(p, plan)
+              : internal::RunRaggedParallel<CellTracking::kFast>(p, plan);
+    else
+      checked ? internal::RunRaggedSerial<CellTracking::kChecked>(p, plan)
+              : internal::RunRaggedSerial<CellTracking::kFast>(p, plan);
+  } else if (d.parallel_planner_used) {
     checked ? internal::RunParallel<CellTracking::kChecked>(p, plan)
             : internal::RunParallel<CellTracking::kFast>(p, plan);
   } else {

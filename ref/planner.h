@@ -26,6 +26,7 @@ enum class PlannerMutant : uint8_t {
   kUndersizedPartialMap,  // sizing allocates one reduce_partial_map entry per tile only
   kDropLastPiece,         // a split tile loses its final piece (KV not covered)
   kNondeterministicPad,   // leaks a call counter into the pad dword (not deterministic)
+  kRaggedRowsByMax,       // non-uniform q: request v's rows placed at v x max_seqlen_qo
   kCount,
 };
 inline constexpr EnumName<PlannerMutant> kPlannerMutantNames[] = {
@@ -34,7 +35,8 @@ inline constexpr EnumName<PlannerMutant> kPlannerMutantNames[] = {
     {PlannerMutant::kPartialMapOffByOne, "planner-partial-map-off-by-one"},
     {PlannerMutant::kUndersizedPartialMap, "sizing-undersized-partial-map"},
     {PlannerMutant::kDropLastPiece, "planner-drop-last-piece"},
-    {PlannerMutant::kNondeterministicPad, "planner-leaks-state-into-pad"}};
+    {PlannerMutant::kNondeterministicPad, "planner-leaks-state-into-pad"},
+    {PlannerMutant::kRaggedRowsByMax, "planner-ragged-rows-by-max"}};
 const char* PlannerMutantName(PlannerMutant m);
 // Errors: InvalidArgument(field, "unknown planner mutant '...' (expected none, ...)").
 StatusOr<PlannerMutant> ParsePlannerMutant(std::string_view text, std::string_view field);
@@ -62,8 +64,9 @@ struct PlannerOptions {
 
 // Checks the request's shapes and values the way get_mla_metadata_v1 and its callers would,
 // plus what mlasim needs to model it: indptrs non-empty, non-decreasing and starting at >= 0,
-// page_size / kv_granularity powers of two, uniform q length. Returns InvalidArgument naming
-// the field and the reason.
+// page_size / kv_granularity powers of two; non-uniform q lengths (uni_seqlen_qo <= 0) only
+// dense, with one qo_indptr entry per kv_indptr entry (DecidePlan adds: no folding, no q-tile
+// split). Returns InvalidArgument naming the field and the reason.
 Status ValidatePlanRequest(const PlanRequest& request);
 
 // Host decisions (§4.1): clusters, fold ratio, pack, qo_split, topk in pages, overhead, tail

@@ -61,6 +61,19 @@ struct WalkParams {
   PlannerMutant mutant = PlannerMutant::kNone;
 };
 
+// ceil(a / b) for a >= 0, b >= 1 (aiter's integer_divide_ceil).
+inline int32_t CeilDivPos(int32_t a, int32_t b) {
+  return (a + b - 1) / b;
+}
+
+// q tiles of a (virtual) batch of `sq` q rows (§4.3 n_tiles(v)): 1 without q splits, else one
+// per row when two rows of heads overflow the pack, else ceil(sq x heads / pack).
+inline int32_t QoTilesOf(const PlanDerived& d, int32_t sq) {
+  if (!d.qo_split) return 1;
+  if (d.planner_heads * 2 > d.packed_qo_len_per_wg) return sq;
+  return CeilDivPos(sq * d.planner_heads, d.packed_qo_len_per_wg);
+}
+
 // KV blocks of `len` pages: ceil(len / gran) as aiter's integer_divide_ceil_power2 computes it.
 inline int32_t Blocks(const WalkParams& p, int32_t len) {
   return (len + p.gran - 1) >> p.gran_log2;
@@ -131,5 +144,10 @@ template <CellTracking kMode>
 void RunSerial(const WalkParams& p, Plan& plan);
 template <CellTracking kMode>
 void RunParallel(const WalkParams& p, Plan& plan);
+// The same two kernels on non-uniform q lengths (uni_seqlen_qo <= 0, ref/planner_ragged.cpp).
+template <CellTracking kMode>
+void RunRaggedSerial(const WalkParams& p, Plan& plan);
+template <CellTracking kMode>
+void RunRaggedParallel(const WalkParams& p, Plan& plan);
 
 }  // namespace mlasim::ref::internal

@@ -369,6 +369,7 @@ Status ParseEngineFlags(const json& j, const std::string& path, EngineProfile* e
       return InvalidArgumentError(r.Path("draft_rows"), "must be \"scheduled\" or \"padded\"");
   }
   MLASIM_RETURN_IF_ERROR(r.Bool("plan_rows_guard", &e->plan_rows_guard));
+  MLASIM_RETURN_IF_ERROR(r.Bool("non_uniform_q_plan", &e->non_uniform_q_plan));
   MLASIM_RETURN_IF_ERROR(r.Bool("dcp_slice_rebuild_inputs", &e->dcp_slice_rebuild_inputs));
   MLASIM_RETURN_IF_ERROR(r.Bool("incremental_update", &e->incremental_update));
   MLASIM_RETURN_IF_ERROR(r.Bool("update_uses_verify_width", &e->update_uses_verify_width));

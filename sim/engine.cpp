@@ -24,6 +24,33 @@ int32_t Bytes(ref::DType d) {
   return 4;
 }
 
+// A transient q/o/partial tensor of `rows` rows of `h` heads x `cols` elements of `eb` bytes.
+TensorArg TransientTensor(const char* role, std::string buffer, int64_t rows, int32_t h,
+                          int32_t cols, int32_t eb, ref::DType d) {
+  TensorArg a;
+  a.role = role;
+  a.buffer = std::move(buffer);
+  a.rows = rows;
+  a.heads = h;
+  a.cols = cols;
+  a.elem_bytes = eb;
+  a.row_bytes = int64_t{h} * cols * eb;
+  a.dtype = ref::DTypeName(d);
+  a.transient = true;
+  return a;
+}
+
+// The kernel's view of an allocation: rows of `h` heads x `cols` (the allocation keeps its bytes).
+void ViewRows(TensorArg& a, int32_t h, int32_t cols) {
+  if (h == a.heads && cols == a.cols) return;
+  const int64_t bytes = a.rows * a.row_bytes;
+  a.heads = h;
+  a.cols = cols;
+  a.row_bytes = int64_t{h} * cols * a.elem_bytes;
+  a.rows = bytes / a.row_bytes;
+  a.alloc_bytes = bytes;
+}
+
 // q rows (tokens, all heads) a plan can touch: the highest qo_end, in unfolded rows (a folded
 // plan addresses R rows of 16 heads per token, §10.3).
 int32_t CoveredQRows(const ref::Plan& p) {
@@ -79,6 +106,10 @@ class StepBuilder {
   bool When(const Expr& e) const { return e.empty() || Eval(e, "when") != 0; }
   int64_t Var(const std::string& name) const;
   ref::PlanRequest BaseRequest(int32_t qlen) const;
+  // Some real request's verify q length differs from Q (batch.q_lens).
+  bool RaggedQ() const {
+    return std::any_of(sh_.q_lens.begin(), sh_.q_lens.end(), [&](int32_t q) { return q != sh_.Q; });
+  }
   void AddPersistent(const std::string& name, int64_t rows, int64_t row_bytes, const char* dtype);
   void AddPlanBuffers(const std::string& prefix, const ref::MetadataSizes& sizes);
   // Scenario overrides (docs/scenario.md "calls", "sizing", "capture").
@@ -126,6 +157,14 @@ class StepBuilder {
             int32_t tokens, bool graph);
   void Decode(const std::string& step, const CallRow& row, int32_t plan, int32_t q_rows,
               bool sparse, bool graph, int32_t max_seqlen_q, bool guard);
+  // Decode's pieces: q, o and the split accumulators; the KV index (and cache) arguments; the
+  // scenario's overrides as notes; the reduce launch that follows it.
+  void AddDecodeTensors(const PlanSnapshot& snap, const CallOverride* o, int32_t fold,
+                        int32_t max_seqlen_q, Call* c) const;
+  void AddDecodeIndexArgs(bool sparse, Call* c) const;
+  static void NoteDecodeOverrides(const CallOverride& o, Call* c);
+  static Call ReduceCallOf(const Call& decode, const CallRow& row,
+                           const std::shared_ptr<const Contract>& reduce);
 
   const Scenario& s_;
   Trace& t_;
@@ -458,6 +497,9 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
     // at i x Q whatever qo_indptr says (aiter-mla-metadata.md §4.3).
     for (int32_t i = 1; i <= R; ++i)
       main.qo_indptr[i] = main.qo_indptr[i - 1] + (i <= B ? sh_.q_lens[i - 1] : 0);
+    // An engine with non_uniform_q_plan passes uni_seqlen_qo = -1 on a ragged batch: aiter's
+    // non-uniform path then places each request's rows from qo_indptr (docs/planner.md).
+    if (s_.engine.non_uniform_q_plan && RaggedQ()) main.uni_seqlen_qo = -1;
     main.kv_last_page_lens = verify_last_page_;
     if (in == "verify_real_cprr") {
       // T4': with DCP the dense MTP verify plans the B real requests (cprr; PR #1746).
@@ -511,8 +553,10 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
   auto plan = ref::PlanMlaMetadataInto(request, capacity_.at(row.capacity), options);
   if (!plan.ok()) {
     const std::string& f = plan.status().field();
+    const bool q_field = f == "uni_seqlen_qo" || f == "max_seqlen_qo" || f == "qo_indptr";
     const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
                               : f == "topk"                  ? "$.model.topk"
+                              : q_field                      ? "$.batch.q_lens"
                               : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
                                                              : "$";
     return InvalidArgumentError(field,
@@ -664,47 +708,13 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   const bool dialect = snap.dialect != nullptr;
   const auto& decode = dialect ? dialect_decode_.at(snap.dialect->planner) : decode_;
   const auto& reduce = dialect ? dialect_reduce_ : reduce_;
-  const int32_t heads = sh_.kernel_heads;
   // aiter's kernels view q/o of a head-folded plan as [rows * R, heads / R]; a kernel whose
   // contract never loads work_info plans by itself and sees [tokens, heads].
   const int32_t fold =
       ProgramLoads(decode->program, kLoadWorkInfo) ? snap.plan.derived.fold_ratio : 1;
-  const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
-  const int32_t qb = Bytes(s_.model.kv_dtype), ob = Bytes(s_.model.model_dtype);
-  const int32_t vh = heads / fold;  // heads per (folded) row
-  // What the engine allocated (q and o can come from independent sources) and how the kernel
-  // actually run views a row: its heads per row and its columns (a kernel built for 576-column
-  // rows run on a rope-free model, vLLM #56314, walks fewer, wider rows than q holds).
+  // What the engine allocated (q and o can come from independent sources).
   const int64_t q_alloc = o && o->q_rows >= 0 ? o->q_rows : q_rows;
   const int64_t o_alloc = o && o->o_rows >= 0 ? o->o_rows : q_rows;
-  const int32_t view_heads = o && o->kernel_heads > 0 ? o->kernel_heads / fold : vh;
-  const int32_t view_cols =
-      o && o->kernel_q_cols > 0 ? o->kernel_q_cols : static_cast<int32_t>(Var("kernel_q_cols"));
-  auto tensor = [](const char* role, std::string buffer, int64_t rows, int32_t h, int32_t cols,
-                   int32_t eb, ref::DType d) {
-    TensorArg a;
-    a.role = role;
-    a.buffer = std::move(buffer);
-    a.rows = rows;
-    a.heads = h;
-    a.cols = cols;
-    a.elem_bytes = eb;
-    a.row_bytes = int64_t{h} * cols * eb;
-    a.dtype = ref::DTypeName(d);
-    a.transient = true;
-    return a;
-  };
-  // The allocation keeps its bytes; the kernel's view has rows of its own width.
-  auto view = [](TensorArg& a, int32_t h, int32_t cols) {
-    if (h == a.heads && cols == a.cols) return;
-    const int64_t bytes = a.rows * a.row_bytes;
-    a.heads = h;
-    a.cols = cols;
-    a.row_bytes = int64_t{h} * cols * a.elem_bytes;
-    a.rows = bytes / a.row_bytes;
-    a.alloc_bytes = bytes;
-  };
-  // mla_decode_fwd views q/o of folded heads as [rows * R, 16, D] (§10.3).
   Call c;
   c.step = step;
   c.name = row.call;
@@ -721,53 +731,9 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.view_fold = fold;
   c.sparse = sparse;
   c.max_seqlen_q = max_seqlen_q;
-  c.args.push_back(tensor("q", "q", q_alloc * fold, vh, kv_width, qb, s_.model.kv_dtype));
-  view(c.args.back(), view_heads, view_cols);
-  c.args.push_back(
-      tensor("o", "o", o_alloc * fold, vh, s_.model.kv_lora_rank, ob, s_.model.model_dtype));
-  view(c.args.back(), view_heads, s_.model.kv_lora_rank);
-  // A dialect's split accumulators: FlashMLA's lse_accum / o_accum rows (b + num_sm_parts).
-  const int64_t partial_rows =
-      (dialect ? std::max(snap.dialect->flashmla_accum_rows, 1)
-               : int64_t{snap.plan.sizes.reduce_partial_map}) *
-      max_seqlen_q;
-  c.args.push_back(
-      tensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4, ref::DType::kFp32));
-  c.args.push_back(tensor("attn_lse", "attn_lse", partial_rows, vh, 1, 4, ref::DType::kFp32));
-  TensorArg idx;
-  idx.role = "kv_indices";
-  idx.buffer = sparse ? "sparse_kv_indices" : "kv_indices";
-  for (const PersistentBuffer& p : t_.persistent)
-    if (p.name == idx.buffer) idx.rows = p.rows;
-  idx.row_bytes = 4;
-  idx.dtype = "int32";
-  c.args.push_back(idx);
-  if (s_.kv_cache.modelled) {
-    TensorArg kv;
-    kv.role = "kv_cache";
-    kv.buffer = "kv_cache";
-    for (const PersistentBuffer& p : t_.persistent)
-      if (p.name == "kv_cache") kv.rows = p.rows, kv.row_bytes = p.row_bytes;
-    kv.heads = 1;
-    kv.cols = kv_width;
-    kv.elem_bytes = qb;
-    kv.dtype = ref::DTypeName(s_.model.kv_dtype);
-    c.args.push_back(kv);
-  }
-  if (o) {
-    if (o->launch_grid >= 0) c.launch_grid = o->launch_grid;
-    auto note = [&](bool set, const std::string& what) {
-      if (set) c.overrides.push_back(what);
-    };
-    note(o->q_rows >= 0, "q allocated with " + std::to_string(o->q_rows) + " rows");
-    note(o->o_rows >= 0, "o allocated with " + std::to_string(o->o_rows) + " rows");
-    note(o->kernel_heads > 0,
-         "the kernel strides " + std::to_string(o->kernel_heads) + " heads per q row");
-    note(o->kernel_q_cols > 0,
-         "the kernel strides " + std::to_string(o->kernel_q_cols) + " columns per q row");
-    note(o->launch_grid >= 0, "launched with " + std::to_string(o->launch_grid) + " workgroups");
-    note(!o->plan_from.empty(), "consumes the plan of " + o->plan_from);
-  }
+  AddDecodeTensors(snap, o, fold, max_seqlen_q, &c);
+  AddDecodeIndexArgs(sparse, &c);
+  if (o) NoteDecodeOverrides(*o, &c);
   // The engine's plan-rows guard (#2715) refuses a plan wider than q before the launch.
   if (guard) {
     c.guard_checked = true;
@@ -777,7 +743,78 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
            std::to_string(snap.q_rows_covered) + " rows";
   if (dialect) DialectLaunch(row, snap, &c);
   t_.calls.push_back(c);
-  Call r = c;
+  t_.calls.push_back(ReduceCallOf(c, row, reduce));
+}
+
+void StepBuilder::AddDecodeTensors(const PlanSnapshot& snap, const CallOverride* o, int32_t fold,
+                                   int32_t max_seqlen_q, Call* c) const {
+  const int32_t kv_width = s_.model.kv_lora_rank + s_.model.rope_dim;
+  const int32_t qb = Bytes(s_.model.kv_dtype), ob = Bytes(s_.model.model_dtype);
+  const int32_t vh = sh_.kernel_heads / fold;  // heads per (folded) row
+  // How the kernel actually run views a row: its heads per row and its columns (a kernel built
+  // for 576-column rows run on a rope-free model, vLLM #56314, walks fewer, wider rows than q
+  // holds).
+  const int32_t view_heads = o && o->kernel_heads > 0 ? o->kernel_heads / fold : vh;
+  const int32_t view_cols =
+      o && o->kernel_q_cols > 0 ? o->kernel_q_cols : static_cast<int32_t>(Var("kernel_q_cols"));
+  // mla_decode_fwd views q/o of folded heads as [rows * R, 16, D] (§10.3).
+  c->args.push_back(
+      TransientTensor("q", "q", int64_t{c->q_rows} * fold, vh, kv_width, qb, s_.model.kv_dtype));
+  ViewRows(c->args.back(), view_heads, view_cols);
+  c->args.push_back(TransientTensor("o", "o", int64_t{c->o_rows} * fold, vh, s_.model.kv_lora_rank,
+                                    ob, s_.model.model_dtype));
+  ViewRows(c->args.back(), view_heads, s_.model.kv_lora_rank);
+  // A dialect's split accumulators: FlashMLA's lse_accum / o_accum rows (b + num_sm_parts).
+  const int64_t partial_rows =
+      (snap.dialect != nullptr ? std::max(snap.dialect->flashmla_accum_rows, 1)
+                               : int64_t{snap.plan.sizes.reduce_partial_map}) *
+      max_seqlen_q;
+  c->args.push_back(TransientTensor("logits", "logits", partial_rows, vh, s_.model.kv_lora_rank, 4,
+                                    ref::DType::kFp32));
+  c->args.push_back(
+      TransientTensor("attn_lse", "attn_lse", partial_rows, vh, 1, 4, ref::DType::kFp32));
+}
+
+void StepBuilder::AddDecodeIndexArgs(bool sparse, Call* c) const {
+  TensorArg idx;
+  idx.role = "kv_indices";
+  idx.buffer = sparse ? "sparse_kv_indices" : "kv_indices";
+  for (const PersistentBuffer& p : t_.persistent)
+    if (p.name == idx.buffer) idx.rows = p.rows;
+  idx.row_bytes = 4;
+  idx.dtype = "int32";
+  c->args.push_back(idx);
+  if (!s_.kv_cache.modelled) return;
+  TensorArg kv;
+  kv.role = "kv_cache";
+  kv.buffer = "kv_cache";
+  for (const PersistentBuffer& p : t_.persistent)
+    if (p.name == "kv_cache") kv.rows = p.rows, kv.row_bytes = p.row_bytes;
+  kv.heads = 1;
+  kv.cols = s_.model.kv_lora_rank + s_.model.rope_dim;
+  kv.elem_bytes = Bytes(s_.model.kv_dtype);
+  kv.dtype = ref::DTypeName(s_.model.kv_dtype);
+  c->args.push_back(kv);
+}
+
+void StepBuilder::NoteDecodeOverrides(const CallOverride& o, Call* c) {
+  if (o.launch_grid >= 0) c->launch_grid = o.launch_grid;
+  auto note = [&](bool set, const std::string& what) {
+    if (set) c->overrides.push_back(what);
+  };
+  note(o.q_rows >= 0, "q allocated with " + std::to_string(o.q_rows) + " rows");
+  note(o.o_rows >= 0, "o allocated with " + std::to_string(o.o_rows) + " rows");
+  note(o.kernel_heads > 0,
+       "the kernel strides " + std::to_string(o.kernel_heads) + " heads per q row");
+  note(o.kernel_q_cols > 0,
+       "the kernel strides " + std::to_string(o.kernel_q_cols) + " columns per q row");
+  note(o.launch_grid >= 0, "launched with " + std::to_string(o.launch_grid) + " workgroups");
+  note(!o.plan_from.empty(), "consumes the plan of " + o.plan_from);
+}
+
+Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
+                               const std::shared_ptr<const Contract>& reduce) {
+  Call r = decode;
   r.dialect_findings.clear();
   r.name = row.call.substr(0, row.call.find("_decode")) + "_reduce";
   r.kind = CallKind::kReduce;
@@ -791,7 +828,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
                               }),
                r.args.end());
   r.note = "merges the split tiles' partial rows into o";
-  t_.calls.push_back(std::move(r));
+  return r;
 }
 
 // ---------------------------------------------------------------------------------------------

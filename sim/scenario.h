@@ -140,6 +140,10 @@ struct EngineProfile {
   enum class DraftRows : uint8_t { kScheduled, kPadded } draft_rows = DraftRows::kPadded;
   // _forward_decode refuses a plan wider than its q (host ints: eager calls and capture only).
   bool plan_rows_guard = false;
+  // On a ragged verify batch (batch.q_lens differ), the main plan passes uni_seqlen_qo = -1 and
+  // so takes aiter's non-uniform path (rows from qo_indptr). No ATOM profile does: ATOM passes
+  // uni_seqlen_qo = Q (atom-mtp-flow.md §6); a what-if for an engine that would.
+  bool non_uniform_q_plan = false;
   // DCP per-layer rebuild slices cu_seqlens_q / last-page lens to B_q + 1 / B_q (#2715).
   bool dcp_slice_rebuild_inputs = false;
   // Dense draft steps patch the target plan with decode_update (ATOM#287) unless H == 32 (#484).

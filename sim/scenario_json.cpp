@@ -4,6 +4,7 @@
 #include "sim/call_table.h"
 #include "sim/contract.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -21,7 +22,7 @@ int64_t MaxTokens() {
 
 bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
   return a.sparse_mtp_plan_tokens == b.sparse_mtp_plan_tokens && a.draft_rows == b.draft_rows &&
-         a.plan_rows_guard == b.plan_rows_guard &&
+         a.plan_rows_guard == b.plan_rows_guard && a.non_uniform_q_plan == b.non_uniform_q_plan &&
          a.dcp_slice_rebuild_inputs == b.dcp_slice_rebuild_inputs &&
          a.incremental_update == b.incremental_update &&
          a.update_uses_verify_width == b.update_uses_verify_width && a.o_padding == b.o_padding &&
@@ -69,6 +70,63 @@ Status ParseParallel(const json& j, ParallelSpec* p) {
   return OkStatus();
 }
 
+// Request `i`'s own bounds: q length <= Q, rejections <= K and <= its drafts (q_i - 1), a
+// context that holds its q_i verify tokens.
+Status CheckRequest(const RequestSpec& req, size_t i, int32_t k) {
+  const int32_t q = k + 1;
+  const std::string idx = "[" + std::to_string(i) + "]";
+  if (req.q_len > q)
+    return InvalidArgumentError("$.batch.q_lens" + idx, "at most Q = K + 1 = " + std::to_string(q) +
+                                                            " q tokens per request (got " +
+                                                            std::to_string(req.q_len) + ")");
+  const int32_t qi = req.q_len < 0 ? q : req.q_len;
+  if (req.rejected > k)
+    return InvalidArgumentError("$.batch.rejected" + idx,
+                                "at most K = " + std::to_string(k) + " drafts can be rejected");
+  if (req.rejected_prev > k)
+    return InvalidArgumentError("$.batch.rejected_prev" + idx,
+                                "at most K = " + std::to_string(k) + " drafts can be rejected");
+  // A request of q_i verify tokens verifies q_i - 1 drafts (none when it has no query).
+  const int32_t drafts = std::max(qi - 1, 0);
+  if (req.q_len >= 0 && req.rejected > drafts)
+    return InvalidArgumentError("$.batch.rejected" + idx,
+                                "at most q_lens - 1 = " + std::to_string(drafts) +
+                                    " drafts can be rejected (the request verifies " +
+                                    std::to_string(qi) + " q tokens; got " +
+                                    std::to_string(req.rejected) + ")");
+  if (req.context - req.rejected_prev < qi)
+    return InvalidArgumentError("$.batch.contexts" + idx,
+                                "context minus rejected_prev must hold this step's " +
+                                    std::to_string(qi) + " verify tokens (got " +
+                                    std::to_string(req.context - req.rejected_prev) + ")");
+  return OkStatus();
+}
+
+// Request `i`'s row of batch.topk_lengths (`topk`, one array per request of `requests`): one
+// count per verify token, each 0..2^20.
+Status ParseTopkRow(const json& topk, size_t i, size_t requests, int32_t qi, bool stated,
+                    RequestSpec* req) {
+  const std::string p = "$.batch.topk_lengths[" + std::to_string(i) + "]";
+  if (!topk.is_array() || topk.size() != requests)
+    return InvalidArgumentError("$.batch.topk_lengths",
+                                "needs one array per request (" + std::to_string(requests) + ")");
+  const json& row = topk[i];
+  if (!row.is_array() || static_cast<int32_t>(row.size()) != qi)
+    return InvalidArgumentError(p, "needs one count per verify token (" +
+                                       std::string(stated ? "q_lens = " : "Q = ") +
+                                       std::to_string(qi) + ")");
+  for (size_t t = 0; t < row.size(); ++t) {
+    const std::string pt = p + "[" + std::to_string(t) + "]";
+    if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
+        row[t].get<int64_t>() > (1 << 20))
+      return InvalidArgumentError(pt, IsIntegerBeyond64Bits(row[t])
+                                          ? NotAnIntegerReason(row[t])
+                                          : "must be an integer in 0..1048576");
+    req->topk_lengths.push_back(static_cast<int32_t>(row[t].get<int64_t>()));
+  }
+  return OkStatus();
+}
+
 Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   ObjectReader r(j, "$.batch");
   MLASIM_RETURN_IF_ERROR(r.Check());
@@ -82,60 +140,23 @@ Status ParseBatch(const json& j, int32_t k, std::vector<RequestSpec>* out) {
   if (!r.Has("contexts"))
     return InvalidArgumentError("$.batch.contexts", "required key is missing");
   if (ctx.empty()) return InvalidArgumentError("$.batch.contexts", "needs at least one request");
+  const std::string per_request =
+      "needs one entry per request (" + std::to_string(ctx.size()) + ")";
   if (r.Has("rejected_prev") && prev.size() != ctx.size())
-    return InvalidArgumentError("$.batch.rejected_prev",
-                                "needs one entry per request (" + std::to_string(ctx.size()) + ")");
+    return InvalidArgumentError("$.batch.rejected_prev", per_request);
   if (r.Has("rejected") && rej.size() != ctx.size())
-    return InvalidArgumentError("$.batch.rejected",
-                                "needs one entry per request (" + std::to_string(ctx.size()) + ")");
+    return InvalidArgumentError("$.batch.rejected", per_request);
   if (r.Has("q_lens") && qlens.size() != ctx.size())
-    return InvalidArgumentError("$.batch.q_lens",
-                                "needs one entry per request (" + std::to_string(ctx.size()) + ")");
-  const int32_t q = k + 1;
+    return InvalidArgumentError("$.batch.q_lens", per_request);
   for (size_t i = 0; i < ctx.size(); ++i) {
     RequestSpec req;
     req.context = ctx[i];
     req.rejected_prev = prev.empty() ? 0 : prev[i];
     req.rejected = rej.empty() ? 0 : rej[i];
     req.q_len = qlens.empty() ? -1 : qlens[i];
-    const std::string idx = "[" + std::to_string(i) + "]";
-    if (req.q_len > q)
-      return InvalidArgumentError("$.batch.q_lens" + idx,
-                                  "at most Q = K + 1 = " + std::to_string(q) +
-                                      " q tokens per request (got " + std::to_string(req.q_len) +
-                                      ")");
-    const int32_t qi = req.q_len < 0 ? q : req.q_len;
-    if (req.rejected > k)
-      return InvalidArgumentError("$.batch.rejected" + idx,
-                                  "at most K = " + std::to_string(k) + " drafts can be rejected");
-    if (req.rejected_prev > k)
-      return InvalidArgumentError("$.batch.rejected_prev" + idx,
-                                  "at most K = " + std::to_string(k) + " drafts can be rejected");
-    if (req.context - req.rejected_prev < q)
-      return InvalidArgumentError("$.batch.contexts" + idx,
-                                  "context minus rejected_prev must hold this step's " +
-                                      std::to_string(q) + " verify tokens (got " +
-                                      std::to_string(req.context - req.rejected_prev) + ")");
-    if (topk) {
-      const std::string p = "$.batch.topk_lengths" + idx;
-      if (!topk->is_array() || topk->size() != ctx.size())
-        return InvalidArgumentError("$.batch.topk_lengths", "needs one array per request (" +
-                                                                std::to_string(ctx.size()) + ")");
-      const json& row = (*topk)[i];
-      if (!row.is_array() || static_cast<int32_t>(row.size()) != qi)
-        return InvalidArgumentError(
-            p, "needs one count per verify token (" +
-                   std::string(req.q_len < 0 ? "Q = " : "q_lens = ") + std::to_string(qi) + ")");
-      for (size_t t = 0; t < row.size(); ++t) {
-        const std::string pt = p + "[" + std::to_string(t) + "]";
-        if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
-            row[t].get<int64_t>() > (1 << 20))
-          return InvalidArgumentError(pt, IsIntegerBeyond64Bits(row[t])
-                                              ? NotAnIntegerReason(row[t])
-                                              : "must be an integer in 0..1048576");
-        req.topk_lengths.push_back(static_cast<int32_t>(row[t].get<int64_t>()));
-      }
-    }
+    MLASIM_RETURN_IF_ERROR(CheckRequest(req, i, k));
+    const int32_t qi = req.q_len < 0 ? k + 1 : req.q_len;
+    if (topk) MLASIM_RETURN_IF_ERROR(ParseTopkRow(*topk, i, ctx.size(), qi, req.q_len >= 0, &req));
     out->push_back(req);
   }
   return OkStatus();
@@ -335,76 +356,63 @@ Status ParseEngine(const json& j, EngineProfile* e) {
 
 }  // namespace
 
-StatusOr<Scenario> ParseScenario(const json& doc) {
-  ObjectReader r(doc, "$");
-  MLASIM_RETURN_IF_ERROR(r.Check());
-  Scenario s;
-  MLASIM_RETURN_IF_ERROR(r.String("name", &s.name));
-  MLASIM_RETURN_IF_ERROR(r.String("description", &s.description));
-  // Provenance of a fuzz finding (seed, shrink path, signature): kept by `mlasim fuzz`, ignored
-  // by replay.
-  if (const json* finding = r.Child("finding")) {
-    if (!finding->is_object()) return InvalidArgumentError("$.finding", "must be an object");
-  }
-  const json* model = r.Child("model");
-  if (!model) return InvalidArgumentError("$.model", "required key is missing");
-  MLASIM_RETURN_IF_ERROR(ParseModel(*model, &s.model));
-  if (const json* p = r.Child("parallelism"))
-    MLASIM_RETURN_IF_ERROR(ParseParallel(*p, &s.parallel));
-  if (const json* mtp = r.Child("mtp")) {
-    ObjectReader m(*mtp, "$.mtp");
-    MLASIM_RETURN_IF_ERROR(m.Check());
-    MLASIM_RETURN_IF_ERROR(m.Int("k", &s.mtp_k, 0, 7, true));
-    MLASIM_RETURN_IF_ERROR(m.Finish());
-  }
-  const json* batch = r.Child("batch");
-  if (!batch) return InvalidArgumentError("$.batch", "required key is missing");
-  MLASIM_RETURN_IF_ERROR(ParseBatch(*batch, s.mtp_k, &s.requests));
-  if (const json* g = r.Child("graph")) MLASIM_RETURN_IF_ERROR(ParseGraph(*g, &s.graph));
+namespace {
+
+Status ParseMtp(const json& j, Scenario* s) {
+  ObjectReader m(j, "$.mtp");
+  MLASIM_RETURN_IF_ERROR(m.Check());
+  MLASIM_RETURN_IF_ERROR(m.Int("k", &s->mtp_k, 0, 7, true));
+  return m.Finish();
+}
+
+// target, revision, cu_count, kernel, planner, zero_kv_reads_index_row, allocator, kv_cache.
+Status ParseTargetAndKernel(ObjectReader& r, Scenario* s) {
   std::string text;
   if (r.Has("target")) {
     MLASIM_RETURN_IF_ERROR(r.String("target", &text));
-    MLASIM_ASSIGN_OR_RETURN(s.target, ref::ParseArch(text, "$.target"));
+    MLASIM_ASSIGN_OR_RETURN(s->target, ref::ParseArch(text, "$.target"));
   }
   if (r.Has("revision")) {
     MLASIM_RETURN_IF_ERROR(r.String("revision", &text));
-    MLASIM_ASSIGN_OR_RETURN(s.revision, ref::ParseRevision(text, "$.revision"));
+    MLASIM_ASSIGN_OR_RETURN(s->revision, ref::ParseRevision(text, "$.revision"));
   }
-  MLASIM_RETURN_IF_ERROR(r.Int("cu_count", &s.cu_count, 1, 4096));
-  if (r.Has("kernel")) MLASIM_RETURN_IF_ERROR(r.String("kernel", &s.kernel));
-  if (const json* planner = r.Child("planner")) MLASIM_RETURN_IF_ERROR(ParsePlanner(*planner, &s));
-  MLASIM_RETURN_IF_ERROR(r.Bool("zero_kv_reads_index_row", &s.zero_kv_reads_index_row));
+  MLASIM_RETURN_IF_ERROR(r.Int("cu_count", &s->cu_count, 1, 4096));
+  if (r.Has("kernel")) MLASIM_RETURN_IF_ERROR(r.String("kernel", &s->kernel));
+  if (const json* planner = r.Child("planner")) MLASIM_RETURN_IF_ERROR(ParsePlanner(*planner, s));
+  MLASIM_RETURN_IF_ERROR(r.Bool("zero_kv_reads_index_row", &s->zero_kv_reads_index_row));
   if (const json* a = r.Child("allocator"))
-    MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s.allocator));
-  if (const json* kv = r.Child("kv_cache")) MLASIM_RETURN_IF_ERROR(ParseKvCache(*kv, &s));
-  if (const json* cap = r.Child("capture")) {
-    ObjectReader c(*cap, "$.capture");
-    MLASIM_RETURN_IF_ERROR(c.Check());
-    MLASIM_RETURN_IF_ERROR(c.IntArray("contexts", &s.capture_contexts, 0, MaxTokens()));
-    MLASIM_RETURN_IF_ERROR(c.Finish());
+    MLASIM_RETURN_IF_ERROR(ParseAllocator(*a, &s->allocator));
+  if (const json* kv = r.Child("kv_cache")) MLASIM_RETURN_IF_ERROR(ParseKvCache(*kv, s));
+  return OkStatus();
+}
+
+Status ParseCapture(const json& j, Scenario* s) {
+  ObjectReader c(j, "$.capture");
+  MLASIM_RETURN_IF_ERROR(c.Check());
+  MLASIM_RETURN_IF_ERROR(c.IntArray("contexts", &s->capture_contexts, 0, MaxTokens()));
+  return c.Finish();
+}
+
+// Kernel contracts that replace the built-in one of their call kind, inline (a finding of
+// `fuzz --contract` carries its contract, so it replays anywhere).
+Status ParseContracts(const json& contracts, Scenario* s) {
+  if (!contracts.is_array() || contracts.size() > 8)
+    return InvalidArgumentError("$.contracts", "must be an array of at most 8 contracts");
+  for (size_t i = 0; i < contracts.size(); ++i) {
+    const std::string path = "$.contracts[" + std::to_string(i) + "]";
+    MLASIM_ASSIGN_OR_RETURN(Contract c, ParseContract(contracts[i], path));
+    for (const auto& prev : s->contracts)
+      if (prev->call == c.call)
+        return InvalidArgumentError(path, "a second " + std::string(CallKindName(c.call)) +
+                                              " contract (one per call kind)");
+    s->contracts.push_back(std::make_shared<const Contract>(std::move(c)));
   }
-  if (const json* calls = r.Child("calls")) MLASIM_RETURN_IF_ERROR(ParseCalls(*calls, &s));
-  if (const json* contracts = r.Child("contracts")) {
-    // Kernel contracts that replace the built-in one of their call kind, inline (a finding of
-    // `fuzz --contract` carries its contract, so it replays anywhere).
-    if (!contracts->is_array() || contracts->size() > 8)
-      return InvalidArgumentError("$.contracts", "must be an array of at most 8 contracts");
-    for (size_t i = 0; i < contracts->size(); ++i) {
-      const std::string path = "$.contracts[" + std::to_string(i) + "]";
-      MLASIM_ASSIGN_OR_RETURN(Contract c, ParseContract((*contracts)[i], path));
-      for (const auto& prev : s.contracts)
-        if (prev->call == c.call)
-          return InvalidArgumentError(path, "a second " + std::string(CallKindName(c.call)) +
-                                                " contract (one per call kind)");
-      s.contracts.push_back(std::make_shared<const Contract>(std::move(c)));
-    }
-  }
-  if (const json* sizing = r.Child("sizing")) MLASIM_RETURN_IF_ERROR(ParseSizing(*sizing, &s));
-  const json* engine = r.Child("engine");
-  if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
-  MLASIM_RETURN_IF_ERROR(ParseEngine(*engine, &s.engine));
-  MLASIM_RETURN_IF_ERROR(r.Finish());
-  // Cross-field checks.
+  return OkStatus();
+}
+
+// Checks across fields: the decode kernel exists, TP divides the heads, the batch fits the
+// graph's and the model's limits, this DP rank's scheduled tokens.
+Status CheckCrossFields(const Scenario& s) {
   bool own_decode = false;
   for (const auto& c : s.contracts) own_decode = own_decode || c->call == CallKind::kDecode;
   if (!own_decode)
@@ -434,6 +442,43 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
     return InvalidArgumentError("$.parallelism.dp_scheduled_tokens[0]",
                                 "this rank's entry must equal its scheduled tokens (" +
                                     std::to_string(ScheduledTokens(s)) + ")");
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<Scenario> ParseScenario(const json& doc) {
+  ObjectReader r(doc, "$");
+  MLASIM_RETURN_IF_ERROR(r.Check());
+  Scenario s;
+  MLASIM_RETURN_IF_ERROR(r.String("name", &s.name));
+  MLASIM_RETURN_IF_ERROR(r.String("description", &s.description));
+  // Provenance of a fuzz finding (seed, shrink path, signature): kept by `mlasim fuzz`, ignored
+  // by replay.
+  if (const json* finding = r.Child("finding")) {
+    if (!finding->is_object()) return InvalidArgumentError("$.finding", "must be an object");
+  }
+  const json* model = r.Child("model");
+  if (!model) return InvalidArgumentError("$.model", "required key is missing");
+  MLASIM_RETURN_IF_ERROR(ParseModel(*model, &s.model));
+  if (const json* p = r.Child("parallelism"))
+    MLASIM_RETURN_IF_ERROR(ParseParallel(*p, &s.parallel));
+  if (const json* mtp = r.Child("mtp")) MLASIM_RETURN_IF_ERROR(ParseMtp(*mtp, &s));
+  const json* batch = r.Child("batch");
+  if (!batch) return InvalidArgumentError("$.batch", "required key is missing");
+  MLASIM_RETURN_IF_ERROR(ParseBatch(*batch, s.mtp_k, &s.requests));
+  if (const json* g = r.Child("graph")) MLASIM_RETURN_IF_ERROR(ParseGraph(*g, &s.graph));
+  MLASIM_RETURN_IF_ERROR(ParseTargetAndKernel(r, &s));
+  if (const json* cap = r.Child("capture")) MLASIM_RETURN_IF_ERROR(ParseCapture(*cap, &s));
+  if (const json* calls = r.Child("calls")) MLASIM_RETURN_IF_ERROR(ParseCalls(*calls, &s));
+  if (const json* contracts = r.Child("contracts"))
+    MLASIM_RETURN_IF_ERROR(ParseContracts(*contracts, &s));
+  if (const json* sizing = r.Child("sizing")) MLASIM_RETURN_IF_ERROR(ParseSizing(*sizing, &s));
+  const json* engine = r.Child("engine");
+  if (!engine) return InvalidArgumentError("$.engine", "required key is missing (a preset name)");
+  MLASIM_RETURN_IF_ERROR(ParseEngine(*engine, &s.engine));
+  MLASIM_RETURN_IF_ERROR(r.Finish());
+  MLASIM_RETURN_IF_ERROR(CheckCrossFields(s));
   return s;
 }
 
@@ -445,160 +490,179 @@ StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
   return ParseScenario(*doc);
 }
 
-json ScenarioToJson(const Scenario& s) {
+namespace {
+
+// `batch`: contexts and rejections always; q_lens and topk_lengths only when stated.
+json BatchJson(const Scenario& s) {
   json reqs_ctx = json::array(), reqs_prev = json::array(), reqs_rej = json::array();
   for (const RequestSpec& r : s.requests) {
     reqs_ctx.push_back(r.context);
     reqs_prev.push_back(r.rejected_prev);
     reqs_rej.push_back(r.rejected);
   }
-  json live = json::array();
-  for (const ExtraAllocation& x : s.allocator.live_before_call)
-    live.push_back(json{{"name", x.name}, {"bytes", x.bytes}});
-  std::string preset = s.engine.name;
+  json out = {{"contexts", reqs_ctx}, {"rejected_prev", reqs_prev}, {"rejected", reqs_rej}};
+  if (StatesQLens(s)) {
+    json lens = json::array();
+    for (const RequestSpec& r : s.requests) lens.push_back(QLen(s, r));
+    out["q_lens"] = lens;
+  }
+  bool topk = false;
+  for (const RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
+  if (topk) {
+    json lens = json::array();
+    for (const RequestSpec& r : s.requests) lens.push_back(r.topk_lengths);
+    out["topk_lengths"] = lens;
+  }
+  return out;
+}
+
+// `engine`: the preset's name when no flag differs from it, else the preset and the flags.
+json EngineJson(const EngineProfile& e) {
+  std::string preset = e.name;
   const auto plus = preset.find('+');
   if (plus != std::string::npos) preset = preset.substr(0, plus);
   auto base = GetEngineProfile(preset, "engine");
-  const bool plain = base.ok() && SameFlags(s.engine, *base);
+  // A preset with no flag changed is written as its name, so that editing the name changes it.
+  if (base.ok() && SameFlags(e, *base)) return preset;
   json out = {
-      {"name", s.name},
-      {"description", s.description},
-      {"model",
-       {{"name", s.model.name},
-        {"heads", s.model.heads},
-        {"kv_lora_rank", s.model.kv_lora_rank},
-        {"rope_dim", s.model.rope_dim},
-        {"kv_dtype", ref::DTypeName(s.model.kv_dtype)},
-        {"model_dtype", ref::DTypeName(s.model.model_dtype)},
-        {"sparse", s.model.sparse},
-        {"topk", s.model.topk}}},
-      {"parallelism",
-       {{"tp", s.parallel.tp},
-        {"dp", s.parallel.dp},
-        {"dp_scheduled_tokens", s.parallel.dp_scheduled_tokens},
-        {"dcp", s.parallel.dcp},
-        {"dcp_interleave", s.parallel.dcp_interleave}}},
-      {"mtp", {{"k", s.mtp_k}}},
-      {"batch", {{"contexts", reqs_ctx}, {"rejected_prev", reqs_prev}, {"rejected", reqs_rej}}},
-      {"graph",
-       {{"capture_sizes", s.graph.capture_sizes},
-        {"max_num_seqs", s.graph.max_num_seqs},
-        {"max_num_batched_tokens", s.graph.max_num_batched_tokens},
-        {"eager", s.graph.eager},
-        {"max_model_len", s.graph.max_model_len}}},
-      {"target", ref::ArchName(s.target)},
-      {"revision", ref::RevisionName(s.revision)},
-      {"kernel", s.kernel},
-      {"planner", s.serial_planner ? "serial" : "aiter-dispatch"},
-      {"zero_kv_reads_index_row", s.zero_kv_reads_index_row},
-      {"allocator",
-       {{"model", s.allocator.model == AllocatorModel::kExact ? "exact" : "caching"},
-        {"page_bytes", s.allocator.page_bytes},
-        {"segment_bytes", s.allocator.segment_bytes},
-        {"live_before_call", live}}},
-      {"engine",
-       {{"preset", preset},
-        {"sparse_mtp_plan_tokens",
-         s.engine.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kRunning
-             ? "running_tokens"
-             : "scheduled_tokens"},
-        {"draft_rows",
-         s.engine.draft_rows == EngineProfile::DraftRows::kPadded ? "padded" : "scheduled"},
-        {"plan_rows_guard", s.engine.plan_rows_guard},
-        {"dcp_slice_rebuild_inputs", s.engine.dcp_slice_rebuild_inputs},
-        {"incremental_update", s.engine.incremental_update},
-        {"update_uses_verify_width", s.engine.update_uses_verify_width}}}};
-  // Padding policy and q scale: written where they differ from the preset's (round-1 scenarios
-  // write the same bytes).
+      {"preset", preset},
+      {"sparse_mtp_plan_tokens",
+       e.sparse_mtp_plan_tokens == EngineProfile::SparsePlanTokens::kRunning ? "running_tokens"
+                                                                             : "scheduled_tokens"},
+      {"draft_rows", e.draft_rows == EngineProfile::DraftRows::kPadded ? "padded" : "scheduled"},
+      {"plan_rows_guard", e.plan_rows_guard},
+      {"dcp_slice_rebuild_inputs", e.dcp_slice_rebuild_inputs},
+      {"incremental_update", e.incremental_update},
+      {"update_uses_verify_width", e.update_uses_verify_width}};
+  // Padding policy, q scale and the CUDA-graph flags of vLLM / SGLang profiles
+  // (docs/engines.md): written where they differ from the preset's (round-1 scenarios write the
+  // same bytes).
   const EngineProfile fallback;
   const EngineProfile& ref_flags = base.ok() ? *base : fallback;
-  if (!base.ok() || s.engine.o_padding != ref_flags.o_padding)
-    out["engine"]["o_padding"] = PaddingName(s.engine.o_padding);
-  if (!base.ok() || s.engine.lse_padding != ref_flags.lse_padding)
-    out["engine"]["lse_padding"] = PaddingName(s.engine.lse_padding);
-  if (!base.ok() || s.engine.q_fp8_scale != ref_flags.q_fp8_scale)
-    out["engine"]["q_fp8_scale"] = QScaleName(s.engine.q_fp8_scale);
-  // The CUDA-graph flags of vLLM / SGLang profiles (docs/engines.md), likewise.
-  if (!base.ok() || s.engine.plan_batch != ref_flags.plan_batch)
-    out["engine"]["plan_batch"] = PlanBatchName(s.engine.plan_batch);
-  if (!base.ok() || s.engine.pad_kv_len != ref_flags.pad_kv_len)
-    out["engine"]["pad_kv_len"] = s.engine.pad_kv_len;
-  if (!base.ok() || s.engine.num_splits_pad != ref_flags.num_splits_pad)
-    out["engine"]["num_splits_pad"] = NumSplitsPadName(s.engine.num_splits_pad);
-  if (!base.ok() || s.engine.metadata != ref_flags.metadata)
-    out["engine"]["metadata"] = MetadataName(s.engine.metadata);
-  if (!base.ok() || s.engine.flashmla_revision != ref_flags.flashmla_revision)
-    out["engine"]["flashmla_revision"] = s.engine.flashmla_revision;
-  if (!base.ok() || s.engine.attention_backend != ref_flags.attention_backend)
-    out["engine"]["attention_backend"] = s.engine.attention_backend;
-  // A preset with no flag changed is written as its name, so that editing the name changes it.
-  if (plain) out["engine"] = preset;
+  const bool all = !base.ok();
+  if (all || e.o_padding != ref_flags.o_padding) out["o_padding"] = PaddingName(e.o_padding);
+  if (all || e.lse_padding != ref_flags.lse_padding)
+    out["lse_padding"] = PaddingName(e.lse_padding);
+  if (all || e.q_fp8_scale != ref_flags.q_fp8_scale) out["q_fp8_scale"] = QScaleName(e.q_fp8_scale);
+  if (e.non_uniform_q_plan != ref_flags.non_uniform_q_plan)
+    out["non_uniform_q_plan"] = e.non_uniform_q_plan;
+  if (all || e.plan_batch != ref_flags.plan_batch) out["plan_batch"] = PlanBatchName(e.plan_batch);
+  if (all || e.pad_kv_len != ref_flags.pad_kv_len) out["pad_kv_len"] = e.pad_kv_len;
+  if (all || e.num_splits_pad != ref_flags.num_splits_pad)
+    out["num_splits_pad"] = NumSplitsPadName(e.num_splits_pad);
+  if (all || e.metadata != ref_flags.metadata) out["metadata"] = MetadataName(e.metadata);
+  if (all || e.flashmla_revision != ref_flags.flashmla_revision)
+    out["flashmla_revision"] = e.flashmla_revision;
+  if (all || e.attention_backend != ref_flags.attention_backend)
+    out["attention_backend"] = e.attention_backend;
+  return out;
+}
+
+json CallsJson(const std::vector<CallOverride>& calls) {
+  json out = json::array();
+  for (const CallOverride& c : calls) {
+    json j = {{"call", c.call}};
+    auto put = [&](const char* k, int64_t v) {
+      if (v >= 0) j[k] = v;
+    };
+    put("launch_grid", c.launch_grid);
+    put("q_rows", c.q_rows);
+    put("o_rows", c.o_rows);
+    put("kernel_heads", c.kernel_heads);
+    put("kernel_q_cols", c.kernel_q_cols);
+    put("planner_cu_count", c.planner_cu_count);
+    put("planner_heads", c.planner_heads);
+    if (!c.planner_dtype.empty()) j["planner_dtype"] = c.planner_dtype;
+    if (!c.plan_from.empty()) j["plan_from"] = c.plan_from;
+    out.push_back(j);
+  }
+  return out;
+}
+
+json SizingJson(const std::vector<SizingOverride>& sizing) {
+  json out = json::array();
+  for (const SizingOverride& z : sizing) {
+    json j = {{"buffers", z.buffers}};
+    if (z.batch >= 0) j["batch"] = z.batch;
+    if (z.qlen >= 0) j["qlen"] = z.qlen;
+    if (z.heads >= 0) j["heads"] = z.heads;
+    if (z.cu_count >= 0) j["cu_count"] = z.cu_count;
+    if (!z.dtype.empty()) j["dtype"] = z.dtype;
+    if (z.is_sparse >= 0) j["is_sparse"] = z.is_sparse == 1;
+    out.push_back(j);
+  }
+  return out;
+}
+
+json KvCacheJson(const KvCacheSpec& kv) {
+  json values = json::array();
+  for (const KvCacheSpec::IndexValue& v : kv.index_values)
+    values.push_back({{"token", v.token}, {"position", v.position}, {"value", v.value}});
+  return {{"page_size", kv.page_size}, {"num_rows", kv.num_rows}, {"index_values", values}};
+}
+
+// The fields every scenario writes (round 1).
+json CoreJson(const Scenario& s) {
+  json live = json::array();
+  for (const ExtraAllocation& x : s.allocator.live_before_call)
+    live.push_back(json{{"name", x.name}, {"bytes", x.bytes}});
+  return {{"name", s.name},
+          {"description", s.description},
+          {"model",
+           {{"name", s.model.name},
+            {"heads", s.model.heads},
+            {"kv_lora_rank", s.model.kv_lora_rank},
+            {"rope_dim", s.model.rope_dim},
+            {"kv_dtype", ref::DTypeName(s.model.kv_dtype)},
+            {"model_dtype", ref::DTypeName(s.model.model_dtype)},
+            {"sparse", s.model.sparse},
+            {"topk", s.model.topk}}},
+          {"parallelism",
+           {{"tp", s.parallel.tp},
+            {"dp", s.parallel.dp},
+            {"dp_scheduled_tokens", s.parallel.dp_scheduled_tokens},
+            {"dcp", s.parallel.dcp},
+            {"dcp_interleave", s.parallel.dcp_interleave}}},
+          {"mtp", {{"k", s.mtp_k}}},
+          {"graph",
+           {{"capture_sizes", s.graph.capture_sizes},
+            {"max_num_seqs", s.graph.max_num_seqs},
+            {"max_num_batched_tokens", s.graph.max_num_batched_tokens},
+            {"eager", s.graph.eager},
+            {"max_model_len", s.graph.max_model_len}}},
+          {"target", ref::ArchName(s.target)},
+          {"revision", ref::RevisionName(s.revision)},
+          {"kernel", s.kernel},
+          {"planner", s.serial_planner ? "serial" : "aiter-dispatch"},
+          {"zero_kv_reads_index_row", s.zero_kv_reads_index_row},
+          {"allocator",
+           {{"model", s.allocator.model == AllocatorModel::kExact ? "exact" : "caching"},
+            {"page_bytes", s.allocator.page_bytes},
+            {"segment_bytes", s.allocator.segment_bytes},
+            {"live_before_call", live}}}};
+}
+
+}  // namespace
+
+json ScenarioToJson(const Scenario& s) {
+  json out = CoreJson(s);
+  out["batch"] = BatchJson(s);
+  out["engine"] = EngineJson(s.engine);
   if (s.cu_count > 0) out["cu_count"] = s.cu_count;
   // Round-2 fields are written only when set, so round-1 scenarios write the same bytes.
   if (s.kv_granularity != 16 || s.max_split_per_batch != 16)
     out["planner"] = {{"dispatch", s.serial_planner ? "serial" : "aiter-dispatch"},
                       {"kv_granularity", s.kv_granularity},
                       {"max_split_per_batch", s.max_split_per_batch}};
-  bool topk = false;
-  if (StatesQLens(s)) {
-    json lens = json::array();
-    for (const RequestSpec& r : s.requests) lens.push_back(QLen(s, r));
-    out["batch"]["q_lens"] = lens;
-  }
-  for (const RequestSpec& r : s.requests) topk = topk || !r.topk_lengths.empty();
-  if (topk) {
-    json lens = json::array();
-    for (const RequestSpec& r : s.requests) lens.push_back(r.topk_lengths);
-    out["batch"]["topk_lengths"] = lens;
-  }
-  if (s.kv_cache.modelled) {
-    json values = json::array();
-    for (const KvCacheSpec::IndexValue& v : s.kv_cache.index_values)
-      values.push_back({{"token", v.token}, {"position", v.position}, {"value", v.value}});
-    out["kv_cache"] = {{"page_size", s.kv_cache.page_size},
-                       {"num_rows", s.kv_cache.num_rows},
-                       {"index_values", values}};
-  }
+  if (s.kv_cache.modelled) out["kv_cache"] = KvCacheJson(s.kv_cache);
   if (!s.capture_contexts.empty()) out["capture"] = {{"contexts", s.capture_contexts}};
   if (!s.contracts.empty()) {
     json contracts = json::array();
     for (const auto& c : s.contracts) contracts.push_back(c->doc);
     out["contracts"] = contracts;
   }
-  if (!s.calls.empty()) {
-    json calls = json::array();
-    for (const CallOverride& c : s.calls) {
-      json j = {{"call", c.call}};
-      auto put = [&](const char* k, int64_t v) {
-        if (v >= 0) j[k] = v;
-      };
-      put("launch_grid", c.launch_grid);
-      put("q_rows", c.q_rows);
-      put("o_rows", c.o_rows);
-      put("kernel_heads", c.kernel_heads);
-      put("kernel_q_cols", c.kernel_q_cols);
-      put("planner_cu_count", c.planner_cu_count);
-      put("planner_heads", c.planner_heads);
-      if (!c.planner_dtype.empty()) j["planner_dtype"] = c.planner_dtype;
-      if (!c.plan_from.empty()) j["plan_from"] = c.plan_from;
-      calls.push_back(j);
-    }
-    out["calls"] = calls;
-  }
-  if (!s.sizing.empty()) {
-    json sizing = json::array();
-    for (const SizingOverride& z : s.sizing) {
-      json j = {{"buffers", z.buffers}};
-      if (z.batch >= 0) j["batch"] = z.batch;
-      if (z.qlen >= 0) j["qlen"] = z.qlen;
-      if (z.heads >= 0) j["heads"] = z.heads;
-      if (z.cu_count >= 0) j["cu_count"] = z.cu_count;
-      if (!z.dtype.empty()) j["dtype"] = z.dtype;
-      if (z.is_sparse >= 0) j["is_sparse"] = z.is_sparse == 1;
-      sizing.push_back(j);
-    }
-    out["sizing"] = sizing;
-  }
+  if (!s.calls.empty()) out["calls"] = CallsJson(s.calls);
+  if (!s.sizing.empty()) out["sizing"] = SizingJson(s.sizing);
   return out;
 }
 

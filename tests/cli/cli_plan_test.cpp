@@ -615,8 +615,8 @@ TEST(CliPlanCheck, BadLaunchGridAndMutantExitTwo) {
       {{"--launch-grid", "1048577"}, "--launch-grid: must be in 1..1048576, got 1048577"},
       {{"--mutant", "bogus"},
        "--mutant: unknown planner mutant 'bogus' (expected none, planner-no-tail-rule, "
-       "planner-partial-map-off-by-one, sizing-undersized-partial-map, planner-drop-last-piece "
-       "or planner-leaks-state-into-pad)"}};
+       "planner-partial-map-off-by-one, sizing-undersized-partial-map, planner-drop-last-piece, "
+       "planner-leaks-state-into-pad or planner-ragged-rows-by-max)"}};
   for (const auto& [args, message] : cases) {
     const CliResult r = RunCli(With(kSpec61, args));
     EXPECT_EQ(r.exit_code, 2) << args[0] << " " << args[1];

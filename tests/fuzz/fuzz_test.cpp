@@ -292,6 +292,18 @@ TEST(MutantRegistry, TheNumericsPropertyHoldsWithoutAMutant) {
   EXPECT_EQ(NumericsPropertyFailure(0, 1, 200), std::nullopt);
 }
 
+TEST(MutantRegistry, TheRaggedPropertiesHoldWithoutAMutant) {
+  // planner-ragged-rows-by-max and numerics-ignores-q-lens die on ragged batches: those batches
+  // pass the plan checker and the numerics property without them.
+  EXPECT_EQ(RaggedPlanCheckFailure(0, 1, 300), std::nullopt);
+  EXPECT_EQ(NumericsPropertyFailure(0, 1, 300, /*ragged=*/true), std::nullopt);
+  EXPECT_NE(RaggedPlanCheckFailure(static_cast<int>(ref::PlannerMutant::kRaggedRowsByMax), 1, 20),
+            std::nullopt);
+  EXPECT_NE(NumericsPropertyFailure(static_cast<int>(ref::NumericsMutant::kIgnoreQLens), 1, 20,
+                                    /*ragged=*/true),
+            std::nullopt);
+}
+
 fs::path TempDir(const std::string& name) {
   const fs::path p =
       fs::temp_directory_path() / ("mlasim_fuzz_" + std::to_string(::getpid()) + "_" + name);

@@ -140,6 +140,66 @@ TEST(RaggedQ, AboveTheMaximumNegativeOrMiscountedIsRefusedNamingTheField) {
   }
 }
 
+// The context must hold the request's own q_i verify tokens, not Q: boundaries q_i - 1 (refused),
+// q_i and q_i + 1 (accepted), and q_i = 0 with an empty context.
+TEST(RaggedQ, ContextMustHoldTheRequestsOwnQLength) {
+  struct Row {
+    std::vector<int32_t> contexts;
+    std::vector<int32_t> q_lens;
+    bool ok;
+  };
+  const Row rows[] = {
+      {{100, 1, 40}, {4, 2, 0}, false},  // context 1 < q_len 2
+      {{100, 2, 40}, {4, 2, 0}, true},   // context == q_len
+      {{100, 3, 40}, {4, 2, 0}, true},   // context == q_len + 1
+      {{100, 60, 0}, {4, 2, 0}, true},   // q_len 0: an empty context holds it
+      {{100, 2, 40}, {}, false},         // unstated: Q = 4 tokens
+  };
+  for (const Row& row : rows) {
+    nlohmann::json d = DenseDoc(row.q_lens);
+    d["batch"]["contexts"] = row.contexts;
+    auto s = sim::ParseScenario(d);
+    ASSERT_EQ(s.ok(), row.ok) << d["batch"].dump() << " " << s.status().ToString();
+    if (row.ok) {
+      EXPECT_TRUE(sim::Replay(*s).ok()) << d["batch"].dump();
+      continue;
+    }
+    EXPECT_EQ(s.status().field(), "$.batch.contexts[1]");
+    const std::string q = row.q_lens.empty() ? "4" : "2";
+    EXPECT_EQ(s.status().message(), "context minus rejected_prev must hold this step's " + q +
+                                        " verify tokens (got " + std::to_string(row.contexts[1]) +
+                                        ")");
+  }
+}
+
+// A request of q_i tokens verifies q_i - 1 drafts: rejected is bounded by that (q_i = 0: none).
+TEST(RaggedQ, RejectedIsBoundedByTheRequestsDrafts) {
+  struct Row {
+    std::vector<int32_t> rejected;
+    const char* field;  // nullptr: accepted
+    const char* message;
+  };
+  const Row rows[] = {
+      {{3, 1, 0}, nullptr, ""},
+      {{3, 2, 0},
+       "$.batch.rejected[1]",
+       "at most q_lens - 1 = 1 drafts can be rejected (the request verifies 2 q tokens; got 2)"},
+      {{3, 0, 1},
+       "$.batch.rejected[2]",
+       "at most q_lens - 1 = 0 drafts can be rejected (the request verifies 0 q tokens; got 1)"},
+      {{4, 0, 0}, "$.batch.rejected[0]", "at most K = 3 drafts can be rejected"},
+  };
+  for (const Row& row : rows) {
+    nlohmann::json d = DenseDoc({4, 2, 0});
+    d["batch"]["rejected"] = row.rejected;
+    auto s = sim::ParseScenario(d);
+    ASSERT_EQ(s.ok(), row.field == nullptr) << d["batch"].dump();
+    if (row.field == nullptr) continue;
+    EXPECT_EQ(s.status().field(), row.field);
+    EXPECT_EQ(s.status().message(), row.message);
+  }
+}
+
 TEST(RaggedQ, TopkLengthsFollowTheRequestsQLength) {
   nlohmann::json d = SparseDoc({4, 2, 0});
   d["batch"]["topk_lengths"] = {{10, 11, 12, 13}, {5, 6}, nlohmann::json::array()};

@@ -9,7 +9,12 @@
 // a mismatch exits 1. Times are this thread's CPU time (the machine is shared). After timing, a
 // table of the median times and ratios per case and the geomean of the ratios is printed.
 //
-//   build/bin/mlasim_aiter_bench [--benchmark_repetitions=N] [--benchmark_min_time=S] ...
+//   build/bin/mlasim_aiter_bench [--verify-only] [--benchmark_repetitions=N] ...
+//
+// It also compares 3000 random batches with non-uniform q lengths (uni_seqlen_qo <= 0: q lengths
+// 0..max_seqlen_qo, few clusters, pages 1/4/16, serial and parallel dispatch) before timing;
+// --verify-only stops after the comparisons; --print-ragged also prints aiter's buffers for the
+// batches of tests/ref/ragged_planner_test.cpp (the first three compared).
 //
 // Timed variants per case (all plan into buffers allocated once per case, as aiter's caller
 // allocates them once and a CUDA graph reuses them):
@@ -207,6 +212,178 @@ int VerifyCases() {
   return bad;
 }
 
+// ---- non-uniform q lengths (uni_seqlen_qo <= 0), equality only ------------------------------
+
+// A small random ragged batch: q lengths 0..max_seqlen_qo (0 and the maximum both drawn), few
+// clusters (splits), page sizes 1, 4, 16, causal or not, serial and parallel dispatch (qlen 1),
+// shapes without q-tile splits and without folding (what ref/ models on this path).
+PlanRequest RaggedRequest(uint32_t seed, AiterDevice* device) {
+  uint32_t x = seed * 2654435761u + 17;
+  auto below = [&x](uint32_t n) {
+    x = x * 1664525u + 1013904223u;
+    return static_cast<int32_t>((x >> 8) % n);
+  };
+  PlanRequest r;
+  const int32_t shape = below(4);  // gfx942 h16 bf16, gfx942 h16 fp8, gfx942 h128 fp8, gfx950 h16
+  r.target = shape == 3 ? ref::Arch::kGfx950 : ref::Arch::kGfx942;
+  r.heads_per_head_k = shape == 2 ? 128 : 16;
+  r.q_dtype = r.kv_dtype = shape == 1 || shape == 2 ? DType::kFp8 : DType::kBf16;
+  r.max_seqlen_qo = shape == 2 || below(3) == 0 ? 1 : 1 + below(4);
+  r.qlen = r.max_seqlen_qo;
+  r.uni_seqlen_qo = below(2) == 0 ? 0 : -1;
+  r.cu_count = 2 + below(40);
+  r.max_split_per_batch = below(3) == 0 ? 16 : below(2) == 0 ? 2 : -1;
+  r.is_causal = below(4) != 0;
+  const int32_t pages[] = {1, 1, 4, 16};
+  r.page_size = pages[below(4)];
+  r.kv_granularity = r.page_size == 1 ? 16 : (below(2) == 0 ? 1 : 4);
+  r.is_cp_round_robin = r.page_size == 1 && below(8) == 0;
+  const int32_t batch = 1 + below(40);
+  r.qo_indptr = {below(4) == 0 ? below(5) : 0};
+  r.kv_indptr = {below(4) == 0 ? below(5) : 0};
+  for (int32_t b = 0; b < batch; ++b) {
+    const int32_t kind = below(6);
+    const int32_t q = kind == 0 ? 0 : kind == 1 ? r.max_seqlen_qo : below(r.max_seqlen_qo + 1);
+    const int32_t tokens = below(5) == 0 ? below(4) : below(700);
+    const int32_t n_pages = (tokens + r.page_size - 1) / r.page_size;
+    r.qo_indptr.push_back(r.qo_indptr.back() + q);
+    r.kv_indptr.push_back(r.kv_indptr.back() + n_pages);
+    r.kv_last_page_lens.push_back(tokens == 0 ? r.page_size : tokens - (n_pages - 1) * r.page_size);
+  }
+  *device = AiterDevice{r.target == ref::Arch::kGfx950 ? "gfx950" : "gfx942", r.cu_count,
+                        r.target == ref::Arch::kGfx950 ? 160 * 1024 : 64 * 1024, 64};
+  return r;
+}
+
+// The ragged batches of tests/ref/ragged_planner_test.cpp (its exact plans are aiter's): q
+// lengths, KV tokens, max_seqlen_qo, clusters, page size.
+struct GoldenRagged {
+  std::vector<int32_t> q, kv;
+  int32_t max_q, cu, page;
+};
+const GoldenRagged kGoldenRagged[] = {
+    {{4, 0, 2, 1, 3}, {1200, 17, 0, 90, 40}, 4, 3, 1},
+    {{1, 0, 1, 1}, {70, 0, 33, 900}, 1, 2, 1},
+    {{2, 0, 2}, {300, 30, 7}, 2, 2, 16},
+};
+
+PlanRequest GoldenRequest(const GoldenRagged& g, AiterDevice* device) {
+  PlanRequest r;
+  r.target = ref::Arch::kGfx942;
+  r.cu_count = g.cu;
+  r.heads_per_head_k = 16;
+  r.qlen = r.max_seqlen_qo = g.max_q;
+  r.uni_seqlen_qo = -1;
+  r.page_size = g.page;
+  r.kv_granularity = g.page == 1 ? 16 : 1;
+  r.qo_indptr = {0};
+  r.kv_indptr = {0};
+  for (size_t b = 0; b < g.q.size(); ++b) {
+    const int32_t pages = (g.kv[b] + g.page - 1) / g.page;
+    r.qo_indptr.push_back(r.qo_indptr.back() + g.q[b]);
+    r.kv_indptr.push_back(r.kv_indptr.back() + pages);
+    r.kv_last_page_lens.push_back(g.kv[b] == 0 ? g.page : g.kv[b] - (pages - 1) * g.page);
+  }
+  *device = AiterDevice{"gfx942", g.cu, 64 * 1024, 64};
+  return r;
+}
+
+// Plans `cases` random ragged batches with aiter and with mlasim (fresh checked, fast into the
+// sizes) and compares the five buffers over their full sizes. Returns the mismatching cases.
+int VerifyRaggedCases(int32_t cases, int32_t* parallel_cases, bool print) {
+  int bad = 0;
+  for (int32_t i = 0; i < cases; ++i) {
+    AiterDevice device;
+    const int32_t golden = static_cast<int32_t>(std::size(kGoldenRagged));
+    const PlanRequest r = i < golden ? GoldenRequest(kGoldenRagged[i], &device)
+                                     : RaggedRequest(static_cast<uint32_t>(i), &device);
+    SetAiterDevice(device);
+    const int32_t batch = static_cast<int32_t>(r.kv_indptr.size()) - 1;
+    auto fresh = ref::PlanMlaMetadata(r);
+    if (!fresh.ok()) {
+      std::fprintf(stderr, "ragged %d: mlasim refused: %s\n", i, fresh.status().ToString().c_str());
+      ++bad;
+      continue;
+    }
+    *parallel_cases += fresh->derived.parallel_planner_used ? 1 : 0;
+    const ref::MetadataSizes sizes = *ref::GetMlaMetadataInfoV1(r, batch);
+    Plan fast;
+    if (!ref::PlanMlaMetadataInto(r, sizes, Options(CellTracking::kFast), &fast).ok()) ++bad;
+    std::vector<uint64_t> ptrs(2, 0);
+    std::vector<int32_t> wi(sizes.work_indptr, Plan::kPoison),
+        info(int64_t{sizes.work_info_rows} * 8, Plan::kPoison),
+        ri(sizes.reduce_indptr, Plan::kPoison),
+        fm(int64_t{sizes.reduce_final_map_rows} * 2, Plan::kPoison),
+        pm(sizes.reduce_partial_map, Plan::kPoison);
+    AiterV12Call c;
+    c.batch = batch;
+    c.qo_indptr = r.qo_indptr.data();
+    c.kv_indptr = r.kv_indptr.data();
+    c.kv_last_page_lens = r.kv_last_page_lens.data();
+    c.heads_per_head_k = r.heads_per_head_k;
+    c.num_heads_k = r.num_heads_k;
+    c.is_causal = r.is_causal;
+    c.page_size = r.page_size;
+    c.kv_granularity = r.kv_granularity;
+    c.max_seqlen_qo = r.max_seqlen_qo;
+    c.uni_seqlen_qo = r.uni_seqlen_qo;
+    c.topk = r.topk;
+    c.max_split_per_batch = r.max_split_per_batch;
+    c.q_dtype = ToAiter(r.q_dtype);
+    c.kv_dtype = ToAiter(r.kv_dtype);
+    c.is_cp_round_robin = r.is_cp_round_robin;
+    c.work_metadata_ptrs = ptrs.data();
+    c.work_indptr = wi.data();
+    c.work_indptr_size = sizes.work_indptr;
+    c.work_info = info.data();
+    c.work_info_rows = sizes.work_info_rows;
+    c.reduce_indptr = ri.data();
+    c.reduce_indptr_size = sizes.reduce_indptr;
+    c.reduce_final_map = fm.data();
+    c.reduce_final_map_rows = sizes.reduce_final_map_rows;
+    c.reduce_partial_map = pm.data();
+    c.reduce_partial_map_size = sizes.reduce_partial_map;
+    const std::string refused = RunAiterV12(c);
+    if (!refused.empty()) {
+      std::fprintf(stderr, "ragged %d: aiter refused: %s\n", i, refused.c_str());
+      ++bad;
+      continue;
+    }
+    if (print && i < golden) {  // aiter's buffers, for the test's expectations
+      std::printf("golden %d: %d works\n", i, wi[device.cu_count]);
+      for (const auto& [name, v] :
+           {std::pair<const char*, const std::vector<int32_t>*>{"work_indptr", &wi},
+            {"work_info", &info},
+            {"reduce_indptr", &ri},
+            {"reduce_final_map", &fm},
+            {"reduce_partial_map", &pm}}) {
+        std::printf("  %s:", name);
+        for (int32_t x : *v) std::printf(" %d", x);
+        std::printf("\n");
+      }
+    }
+    const std::vector<int32_t>* theirs[] = {&wi, &info, &ri, &fm, &pm};
+    const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map",
+                           "reduce_partial_map"};
+    for (const Plan* p : {static_cast<const Plan*>(&*fresh), static_cast<const Plan*>(&fast)}) {
+      const std::vector<int32_t>* mine[] = {&p->work_indptr.data, &p->work_info.data,
+                                            &p->reduce_indptr.data, &p->reduce_final_map.data,
+                                            &p->reduce_partial_map.data};
+      for (int k = 0; k < 5; ++k) {
+        const int64_t d = FirstDiff(*theirs[k], *mine[k]);
+        if (d < 0) continue;
+        std::fprintf(stderr, "ragged %d: %s differs at element %lld (aiter %d, mlasim %d)\n", i,
+                     names[k], static_cast<long long>(d),
+                     d < static_cast<int64_t>(theirs[k]->size()) ? (*theirs[k])[d] : 0,
+                     d < static_cast<int64_t>(mine[k]->size()) ? (*mine[k])[d] : 0);
+        ++bad;
+        break;
+      }
+    }
+  }
+  return bad;
+}
+
 // The four timed variants of one case, each run `calls` times back to back.
 enum Variant { kAiter, kFast, kChecked, kAlloc, kVariantCount };
 constexpr const char* kVariantNames[kVariantCount] = {"aiter", "fast", "checked", "alloc"};
@@ -336,6 +513,23 @@ int main(int argc, char** argv) {
   }
   std::printf("outputs equal in %zu/%zu cases (5 buffers, full sizes, fast, checked and alloc)\n",
               Cases().size(), Cases().size());
+  constexpr int32_t kRaggedCases = 3000;
+  int32_t parallel_cases = 0;
+  bool print = false;
+  for (int i = 1; i < argc; ++i) print = print || std::strcmp(argv[i], "--print-ragged") == 0;
+  const int ragged_bad = VerifyRaggedCases(kRaggedCases, &parallel_cases, print);
+  if (ragged_bad > 0) {
+    std::fprintf(stderr, "%d mismatch(es) on non-uniform q lengths: not timing\n", ragged_bad);
+    return 1;
+  }
+  std::printf(
+      "non-uniform q lengths (uni_seqlen_qo <= 0): outputs equal in %d/%d random batches "
+      "(%d on the parallel planner)\n",
+      kRaggedCases, kRaggedCases, parallel_cases);
+  SetAiterDevice(AiterDevice{"gfx942", 304, 64 * 1024, 64});
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--verify-only") == 0 || std::strcmp(argv[i], "--print-ragged") == 0)
+      return 0;
   for (const auto& cp : Cases())
     for (Variant v : {kFast, kChecked, kAlloc})
       benchmark::RegisterBenchmark((cp->name + "/" + kVariantNames[v]).c_str(), BM_Pair, cp.get(),
