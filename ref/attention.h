@@ -233,7 +233,7 @@ struct PoisonFinding {
   int32_t tile = -1;                           // reduce tile involved, -1 if none
   // The contract semantics that let the poison through ("invalid_index = clamp_to_zero",
   // "masked_keys = read_then_mask", "empty_rows = nan"); empty when none did.
-  std::string via;
+  std::string via = "";
   bool has_value = false;  // source_value holds the hostile index value read at source_index
   int64_t source_value = 0;
   std::string ToString() const;

@@ -239,8 +239,11 @@ TEST(FlashMlaContract, AHeadFoldedPlanKeepsTheUnfoldedViewForAKernelThatPlansByI
     if (c.kind != CallKind::kDecode) continue;
     plan_fold = r->trace.plans.at(c.plan).plan.derived.fold_ratio;
     EXPECT_EQ(c.view_fold, 1);
-    for (const TensorArg& a : c.args)
-      if (a.role == "q" || a.role == "o") EXPECT_EQ(a.heads, 64) << a.role;
+    for (const TensorArg& a : c.args) {
+      if (a.role == "q" || a.role == "o") {
+        EXPECT_EQ(a.heads, 64) << a.role;
+      }
+    }
   }
   ASSERT_GT(plan_fold, 1);  // the case is a folded one
   EXPECT_EQ(r->result.violations.size(), 2u);
@@ -251,8 +254,11 @@ TEST(FlashMlaContract, AHeadFoldedPlanKeepsTheUnfoldedViewForAKernelThatPlansByI
   s->kernel = "asm";
   auto a = Replay(*s);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  for (const Call& c : a->trace.calls)
-    if (c.kind == CallKind::kDecode) EXPECT_EQ(c.view_fold, plan_fold);
+  for (const Call& c : a->trace.calls) {
+    if (c.kind == CallKind::kDecode) {
+      EXPECT_EQ(c.view_fold, plan_fold);
+    }
+  }
 }
 
 TEST(FlashMlaContract, OAllocatedForFewerRowsIsWrittenPastItsEnd) {
