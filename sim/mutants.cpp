@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "sim/call_table.h"
+#include "sim/index_values.h"
 
 namespace mlasim::sim {
 namespace {
@@ -211,6 +212,9 @@ Status ApplySetting(const MutantSetting& m, Scenario& s) {
   if (!m.hostile_indices.empty()) {
     s.kv_cache.modelled = true;
     for (const KvCacheSpec::IndexValue& x : m.hostile_indices) s.kv_cache.index_values.push_back(x);
+    // A step whose token 0 has fewer slots than the world's values: the ones past its region
+    // would be refused by `mlasim replay` of the counterexample (sim/index_values.h).
+    DropUnplacedIndexValues(s);
   }
   return OkStatus();
 }
