@@ -494,10 +494,9 @@ class PlanExecutor {
     if (row < 0 || row >= cache_rows) {
       // minus_one_masked: -1 is skipped as masked is, any other value read as fault reads it.
       const InvalidIndexUse declared = opt_.invalid_index;
-      const InvalidIndexUse use =
-          declared != InvalidIndexUse::kMinusOneMasked ? declared
-          : index == -1                                ? InvalidIndexUse::kMasked
-                                                       : InvalidIndexUse::kFault;
+      const InvalidIndexUse use = declared != InvalidIndexUse::kMinusOneMasked ? declared
+                                  : index == -1 ? InvalidIndexUse::kMasked
+                                                : InvalidIndexUse::kFault;
       if (use == InvalidIndexUse::kMasked) {  // recognised, never read
         std::fill(dst, dst + d, T(0));
         buf_.col_valid[j] = 0;
@@ -587,6 +586,14 @@ class PlanExecutor {
     return src;
   }
 
+  // The lse o's row gets for block row x head `k`: the block's, or +inf for a row without a key
+  // under EmptyRowPolicy::kWriteZeroPosInfLse (a split piece keeps the block's -inf).
+  T FinalLse(int64_t k) const {
+    if (empty_rows_ == EmptyRowPolicy::kWriteZeroPosInfLse && buf_.row_empty[k])
+      return std::numeric_limits<T>::infinity();
+    return buf_.lse[k];
+  }
+
   void WriteFinal(int32_t w, int64_t first_row, int64_t nrows, const PoisonSource& poison) {
     const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
     const NumFormat out = opt_.precision.out_format;
@@ -596,7 +603,7 @@ class PlanExecutor {
       T* dst = o_.data() + row * hg * dv;
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
       RoundOutput(dst, int64_t{hg} * dv, out);
-      for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = buf_.lse[i * hg + h];
+      for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = FinalLse(i * hg + h);
       const PoisonSource src = WithEmptyRowNaN(poison, i);
       o_state_[row] = src.any ? RowState::kTainted : RowState::kWritten;
       if (src.any) AddOFinding(src.kind, row, src, w, -1);
@@ -781,6 +788,12 @@ class PlanExecutor {
 };
 
 }  // namespace
+
+void ApplyEmptyRowLse(EmptyRowPolicy policy, AttentionOutput& truth) {
+  if (policy != EmptyRowPolicy::kWriteZeroPosInfLse) return;
+  for (double& l : truth.lse)
+    if (l == -HUGE_VAL) l = HUGE_VAL;
+}
 
 StatusOr<PlanDrivenResult> RunPlanDriven(const MlaInputs& inputs, const PlanRequest& request,
                                          const Plan& plan, const PlanExecOptions& options) {

@@ -35,7 +35,10 @@ enum class ZeroKv { kReadsQWritesOutput, kReadsQOnly, kSkips };
 struct Config {
   std::string variant = "asm";  // asm | opus | hk | self: the built-in decode contract it follows
   ZeroKv zero_kv = ZeroKv::kReadsQWritesOutput;
-  bool write_empty_rows = true;  // a row with no visible key gets o = 0, lse = -inf
+  bool write_empty_rows = true;  // a row with no visible key gets o = 0, lse = empty_row_lse
+  // The lse of a row with no visible key in o (a split piece's partial row always gets -inf):
+  // -inf (zero_and_neg_inf_lse: asm, opus) or +inf (zero_and_pos_inf_lse: FlashMLA, variant=self).
+  float empty_row_lse = -std::numeric_limits<float>::infinity();
   // variant=self: the kernel plans by itself, one request per item from qo_indptr / kv_indptr,
   // aiter's plan buffers unread (FlashMLA's and FlashInfer's way; their contracts say so), so
   // campaigns run it over head-folded plans too.
@@ -71,6 +74,7 @@ inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
   } else if (cfg->variant == "self") {
     cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
     cfg->write_empty_rows = true;
+    cfg->empty_row_lse = std::numeric_limits<float>::infinity();  // flashmla-dense-decode.json
     cfg->self_planning = true;
   } else {
     *why = "unknown variant '" + cfg->variant + "' (asm, opus, hk or self)";
@@ -156,8 +160,8 @@ class DecodeRun {
   void Run() {
     if (cfg_.self_planning) {  // one item per request: its q rows, its whole page list
       for (int32_t b = 0; b + 1 < c_.qo_indptr.rows; ++b)
-        RunWork(Work{b, -1, I32(c_.qo_indptr, b), I32(c_.qo_indptr, b + 1),
-                     I32(c_.kv_indptr, b), I32(c_.kv_indptr, b + 1), 0});
+        RunWork(Work{b, -1, I32(c_.qo_indptr, b), I32(c_.qo_indptr, b + 1), I32(c_.kv_indptr, b),
+                     I32(c_.kv_indptr, b + 1), 0});
       return;
     }
     const int64_t grid = c_.work_indptr.rows - 1;
@@ -176,10 +180,9 @@ class DecodeRun {
 
   void RunWork(int32_t w) {
     const int64_t base = int64_t{w} * 8;
-    RunWork(Work{I32(c_.work_info, base), I32(c_.work_info, base + 1),
-                 I32(c_.work_info, base + 2), I32(c_.work_info, base + 3),
-                 I32(c_.work_info, base + 4), I32(c_.work_info, base + 5),
-                 I32(c_.work_info, base + 6)});
+    RunWork(Work{I32(c_.work_info, base), I32(c_.work_info, base + 1), I32(c_.work_info, base + 2),
+                 I32(c_.work_info, base + 3), I32(c_.work_info, base + 4),
+                 I32(c_.work_info, base + 5), I32(c_.work_info, base + 6)});
   }
 
   void RunWork(const Work& wk) {
@@ -261,7 +264,8 @@ class DecodeRun {
     q_.resize(static_cast<size_t>(D));
     s_.resize(static_cast<size_t>(n));
     o_.assign(static_cast<size_t>(H) * Dv, 0.f);
-    lse_.assign(static_cast<size_t>(H), -std::numeric_limits<float>::infinity());
+    lse_.assign(static_cast<size_t>(H),
+                wk.partial >= 0 ? -std::numeric_limits<float>::infinity() : cfg_.empty_row_lse);
     bool any_key = false;
     for (int32_t h = 0; h < H; ++h) {
       for (int32_t d = 0; d < D; ++d) q_[d] = Load(c_.q, r, h, d) * scale;
