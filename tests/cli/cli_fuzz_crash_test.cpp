@@ -64,23 +64,28 @@ std::map<std::string, std::string> Snapshot(const fs::path& dir) {
 }
 
 // The campaign every trial runs: findings on every few cases, two threads.
-constexpr int64_t kCases = 120;
 std::vector<std::string> Campaign(const fs::path& out) {
-  return {"fuzz",  "--cases",   std::to_string(kCases), "--seed", "7", "--small", "--jobs", "2",
-          "--out", out.string()};
+  return {"fuzz", "--cases", "120", "--seed", "7", "--small", "--jobs", "2", "--out", out.string()};
 }
 
-// The next_index of the progress file in `dir` (the cases committed at its last checkpoint, every
-// 200 ms), or -1 while there is none. The file is replaced by a rename, never seen half written.
-int64_t ProgressIndex(const fs::path& dir) {
+// Whether `dir` holds a progress file: a campaign writes its first checkpoint after preparing
+// the folder, before its first case, and replaces it by a rename.
+bool HasProgressFile(const fs::path& dir) {
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().filename().string().rfind(".progress-", 0) != 0) continue;
-    const auto doc = nlohmann::json::parse(ReadFile(e.path()), nullptr, false);
-    if (!doc.is_discarded() && doc.contains("next_index") && doc["next_index"].is_number_integer())
-      return doc["next_index"].get<int64_t>();
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(".progress-", 0) == 0) return true;
+  return false;
+}
+
+// Waits until the run `pid` of a fresh folder `dir` has written its first checkpoint (it is
+// then in flight: the cases are still to run), polling every millisecond; false when it ended
+// first (its exit status in *status).
+bool WaitForFirstCheckpoint(pid_t pid, const fs::path& dir, int* status) {
+  while (!HasProgressFile(dir)) {
+    if (::waitpid(pid, status, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return -1;
+  return true;
 }
 
 // Starts the binary with `args` (stdout discarded, stderr appended to `log` if given); returns
@@ -125,31 +130,14 @@ struct Trial {
   std::map<std::string, std::string> files;
 };
 
-// Runs `pid` (a resumed campaign in `dir` that starts at case `start`) until its progress file
-// has committed a seeded share of the cases left (5% to 60% of them, at least one), then, but for
-// the first kill of a trial, a seeded part of one checkpoint period more (so that kills also land
-// between checkpoints), and kills it: its exit code, 128 + SIGKILL when the kill ended it. The
-// moment follows the campaign's own progress, not the wall clock, so a loaded machine (slower
-// runs than the unbroken one) moves it with the work: the first kill always lands mid-run.
-int KillAtProgress(pid_t pid, const fs::path& dir, int64_t start, uint64_t& state, bool first) {
-  const double u = static_cast<double>(Next(state) % 1000) / 1000.0;
-  const double v = static_cast<double>(Next(state) % 1000) / 1000.0;
-  const int64_t target =
-      start + std::max<int64_t>(1, static_cast<int64_t>((kCases - start) * (0.05 + 0.55 * u)));
-  int status = 0;
-  while (ProgressIndex(dir) < target) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  if (!first) std::this_thread::sleep_for(std::chrono::duration<double>(0.2 * v));
-  ::kill(pid, SIGKILL);
-  return Wait(pid);
-}
-
-// Runs the campaign with --resume, killing each run at a seeded point of its progress
-// (KillAtProgress), `kills` times, then lets one run finish.
-Trial KillAndResume(const fs::path& dir, uint64_t seed, int kills) {
+// Runs the campaign with --resume, killing each run `kills` times, then lets one run finish. The
+// first run (of an empty folder) is killed as soon as its first checkpoint shows it started, so
+// that one kill always lands mid-run whatever the machine's load: the time of the unbroken run
+// says nothing about a later run's (under load the unbroken run could take longer than the
+// killed one, whose campaign then ended before a kill at 60% of that time: no kill landed). The
+// others are killed at a seeded moment between 5% and 60% of `unbroken_seconds` (the moments
+// scale with the machine's speed), landing when work is left.
+Trial KillAndResume(const fs::path& dir, uint64_t seed, int kills, double unbroken_seconds) {
   Trial t;
   auto args = Campaign(dir);
   args.push_back("--resume");
@@ -157,10 +145,18 @@ Trial KillAndResume(const fs::path& dir, uint64_t seed, int kills) {
   const std::string log = dir.string() + ".log";
   fs::remove(log);
   for (int k = 0; k < kills; ++k) {
-    const int64_t start = std::max<int64_t>(ProgressIndex(dir), 0);
     const pid_t pid = Start(args, log);
     if (pid < 0) return t;
-    const int code = KillAtProgress(pid, dir, start, state, k == 0);
+    const double u = static_cast<double>(Next(state) % 1000) / 1000.0;
+    int status = 0;
+    if (k == 0) {
+      if (!WaitForFirstCheckpoint(pid, dir, &status)) continue;  // ended first: not landed
+    } else {
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(unbroken_seconds * (0.05 + 0.55 * u)));
+    }
+    ::kill(pid, SIGKILL);
+    const int code = Wait(pid);
     t.kills_landed += code == 128 + SIGKILL;
   }
   const pid_t pid = Start(args, log);
@@ -202,10 +198,12 @@ std::string CommandsReplay(const fs::path& dir) {
   return why;
 }
 
-// The unbroken run's files.
-std::map<std::string, std::string> Unbroken(const fs::path& dir) {
+// The unbroken run's files, and its wall time in seconds (only to place the kills).
+std::map<std::string, std::string> Unbroken(const fs::path& dir, double* seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
   const pid_t pid = Start(Campaign(dir));
   EXPECT_EQ(pid < 0 ? -1 : Wait(pid), 1);  // new findings
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return Snapshot(dir);
 }
 
@@ -226,11 +224,12 @@ void ExpectSameAsUnbroken(const Trial& t, const std::map<std::string, std::strin
 TEST(CrashSafety, KilledAndResumedCampaignEqualsAnUnbrokenOne) {
   ASSERT_TRUE(fs::exists(BinDir() / "mlasim")) << "build the mlasim target beside mlasim_tests";
   const fs::path ref = Tmp("unbroken"), dir = Tmp("killed");
-  const auto unbroken = Unbroken(ref);
+  double seconds = 0;
+  const auto unbroken = Unbroken(ref, &seconds);
   ASSERT_GT(unbroken.size(), 10u);  // findings and the progress file
-  const Trial t = KillAndResume(dir, 20261130, 8);
-  // The first kill always ends a run in flight (it comes when the run's progress file shows 5% to
-  // 60% of the cases committed, whatever the machine's load); later ones do when work is left.
+  const Trial t = KillAndResume(dir, 20261130, 8, seconds);
+  // The first kill always ends a run in flight (it comes at the run's first checkpoint, before
+  // its first case); later ones do when work is left.
   EXPECT_GE(t.kills_landed, 1);
   std::printf("8 kills: %d landed mid-run, %d resumes removed a temp file\n", t.kills_landed,
               t.temps_removed);
@@ -242,11 +241,12 @@ TEST(CrashSafety, KilledAndResumedCampaignEqualsAnUnbrokenOne) {
 
 TEST(CrashSafety, DISABLED_HundredTrials) {
   const fs::path ref = Tmp("unbroken100");
-  const auto unbroken = Unbroken(ref);
+  double seconds = 0;
+  const auto unbroken = Unbroken(ref, &seconds);
   int landed = 0, temps = 0;
   for (uint64_t trial = 0; trial < 100; ++trial) {
     const fs::path dir = Tmp("trial");
-    const Trial t = KillAndResume(dir, 1000 + trial, 8);
+    const Trial t = KillAndResume(dir, 1000 + trial, 8, seconds);
     landed += t.kills_landed;
     temps += t.temps_removed;
     ExpectSameAsUnbroken(t, unbroken);
