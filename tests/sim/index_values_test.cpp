@@ -120,7 +120,9 @@ TEST(IndexValues, GeneratedCasesHoldOnlyPlacedValues) {
         fuzz::ScenarioFromSeed(every, seed, static_cast<int>(10 + (seed * 7) % 91)).value();
     kept += s.kv_cache.index_values.size();
     auto t = ExpandStep(s);
-    if (t.ok()) EXPECT_TRUE(CheckIndexValuesPlaced(s, *t).ok()) << "seed " << seed;
+    if (t.ok()) {
+      EXPECT_TRUE(CheckIndexValuesPlaced(s, *t).ok()) << "seed " << seed;
+    }
   }
   EXPECT_GT(kept, 0u);
 }
