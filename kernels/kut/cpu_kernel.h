@@ -11,7 +11,8 @@
 // s_j = (q . k_j) * softmax_scale * q_scale * kv_scale, P = exp(s - max) rounded to bf16 before
 // P V (the row sum from the unrounded weights), o = P V * kv_scale / l stored in the o dtype, the
 // natural-log LSE in fp32; split pieces store fp32 partial rows and their LSE. A row with no
-// visible key: o = 0, lse = -inf (asm, opus), or nothing written (hk): its contract's
+// visible key: o = 0, lse = -inf (asm, opus), o = 0, lse = +inf (self, FlashMLA's contract), or
+// nothing written (hk): its contract's
 // empty_rows (ref::EmptyRowPolicy); what a zero-KV item does is its zero_kv (ref::ZeroKvPolicy).
 //
 // Header-only and self-contained (the C ABI, <cmath>, <cstring>): each example kernel of
