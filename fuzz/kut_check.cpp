@@ -14,8 +14,8 @@
 #include "fuzz/kut_memory.h"
 #include "fuzz/signature.h"
 #include "kernels/gpu_api.h"
-#include "ref/numerics.h"
 #include "ref/input_values.h"
+#include "ref/numerics.h"
 #include "ref/planner.h"
 
 namespace mlasim::fuzz {
@@ -376,18 +376,115 @@ StatusOr<sim::Violation> ViolationFromJson(const nlohmann::json& j) {
   return v;
 }
 
-// A fault or hang of the call `running` names, as a finding. A host fault names the buffer and
-// the side; the predictions decide whether the contract allows it.
-sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json& fault,
-                            const std::string& kernel) {
-  using kut_internal::kContractClass;
-  using kut_internal::kFaultClass;
+namespace {
+
+using kut_internal::kContractClass;
+using kut_internal::kFaultClass;
+
+// The call a worker's `running` record names.
+sim::Call RunningCall(const nlohmann::json& running) {
   sim::Call c;
   c.index = running.value("call", -1);
   c.step = running.value("step", "");
   c.name = running.value("name", "");
   c.table_row = running.value("table_row", "");
   c.kernel = running.value("kernel", "");
+  return c;
+}
+
+// The first violation the contract predicts for the call (of `buffer` and side `before`, when
+// `buffer` is given), with `observed` appended to its detail; nullopt when it predicts none.
+// `row` (when `row_known`) must lie in the prediction's rows; `*outside` gets the rows of a
+// prediction it misses.
+std::optional<sim::Violation> PredictedViolation(const nlohmann::json& running,
+                                                 const std::string& buffer, bool before,
+                                                 const std::string& access, bool row_known,
+                                                 int64_t row, const std::string& observed,
+                                                 std::string* outside) {
+  for (const auto& p : running.value("predicted", nlohmann::json::array())) {
+    if (!buffer.empty()) {
+      if (p.value("buffer", "") != buffer || (p.value("side", "") == "before") != before) continue;
+      if (access != "unknown" && p.value("access", "") != access) continue;
+      const int64_t first = p.value("first_row", int64_t{0}),
+                    last = p.value("last_row", int64_t{0});
+      if (row_known && (row < first || row > last)) {  // outside what the contract allows
+        *outside = kut_internal::Rows(first, last);
+        continue;
+      }
+    }
+    for (const auto& vj : p.value("violations", nlohmann::json::array())) {
+      auto v = ViolationFromJson(vj);
+      if (!v.ok()) continue;
+      v->detail += observed;
+      return *v;
+    }
+  }
+  return std::nullopt;
+}
+
+// A device fault (no address) or a worker that ended without a fault report: the first
+// violation the contract predicts in this call, which is what it does on hardware (guard mode
+// puts an unmapped page past each guarded buffer), so a known family stays known; otherwise a
+// fault the model does not explain.
+sim::Violation UnattributedFault(const nlohmann::json& running, const nlohmann::json& fault,
+                                 const std::string& kernel, const sim::Call& c,
+                                 const std::string& op, bool device) {
+  const std::string what =
+      device ? fault["device"].get<std::string>()
+             : "its worker ended without a fault report: " + fault["ended"].get<std::string>();
+  std::string unused;
+  const std::string observed = fmt::format(
+      "; observed on {}: {} in this call ({}), as this predicted access out of range "
+      "would",
+      kernel, device ? "the device faulted" : "the kernel failed", what);
+  if (auto v = PredictedViolation(running, "", false, "unknown", false, 0, observed, &unused))
+    return *v;
+  return kut_internal::KernelViolation(
+      sim::ViolationKind::kKernelFault, kFaultClass, c, "", "run",
+      device ? fmt::format("{} failed on the device in the {} call: {}", kernel, op, what)
+             : fmt::format("{} failed in the {} call: {}", kernel, op, what));
+}
+
+// A fault before or past a guarded buffer: the contract's predicted violation when it allows
+// that row, else a contract finding naming what it predicts.
+sim::Violation GuardedBufferFault(const nlohmann::json& running, const nlohmann::json& fault,
+                                  const std::string& kernel, const sim::Call& c,
+                                  const std::string& op) {
+  const std::string buffer = fault.value("buffer", "");
+  const std::string access = fault.value("access", "unknown");
+  const int64_t rb = std::max<int64_t>(1, fault.value("row_bytes", int64_t{1}));
+  const int64_t off = fault.value("offset", int64_t{0});
+  const int64_t rows = fault.value("rows", int64_t{0});
+  const bool before = fault.value("side", "unknown") == "before";
+  const int64_t row = before ? -((-off + rb - 1) / rb) : rows + off / rb;
+  const std::string how =
+      fault.contains("device")
+          ? fmt::format("the device faulted ({}) with only {} guarded",
+                        fault["device"].get<std::string>(), buffer)
+          : fmt::format("a {} fault {} bytes {} the {} buffer{}", access, before ? -off : off,
+                        before ? "before" : "past the end of", buffer,
+                        fault.contains("row_bytes") ? fmt::format(" (row {})", row) : "");
+  std::string predicted_rows;
+  if (auto v =
+          PredictedViolation(running, buffer, before, access, fault.contains("row_bytes"), row,
+                             fmt::format("; observed on {}: {}", kernel, how), &predicted_rows))
+    return *v;
+  return kut_internal::KernelViolation(
+      sim::ViolationKind::kKernelContract, kContractClass, c, buffer,
+      access == "unknown" ? "access" : access,
+      fmt::format("{}: {} in the {} call; its contract predicts {} {} {} {}", kernel, how, op,
+                  access == "unknown" ? "access" : access,
+                  predicted_rows.empty() ? "none" : "only " + predicted_rows,
+                  before ? "before" : "past the end of", buffer));
+}
+
+}  // namespace
+
+// A fault or hang of the call `running` names, as a finding. A host fault names the buffer and
+// the side; the predictions decide whether the contract allows it.
+sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json& fault,
+                            const std::string& kernel) {
+  const sim::Call c = RunningCall(running);
   const std::string op = running.value("op", "decode");
   if (fault.contains("hang"))
     return kut_internal::KernelViolation(
@@ -398,32 +495,9 @@ sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json&
   const std::string buffer = fault.value("buffer", "");
   const std::string side = fault.value("side", "unknown");
   const std::string access = fault.value("access", "unknown");
-  // A device fault names no address, and a worker that ended without a fault report (killed
-  // before its handler ran, or an exit from the kernel's own code) names nothing. When the
-  // contract predicts out-of-range accesses in this call, that is what they do on hardware
-  // (guard mode puts an unmapped page past each guarded buffer): the finding is the first
-  // predicted violation, so a known family stays known; otherwise it is a fault the model does
-  // not explain.
   const bool device = fault.contains("device") && buffer.empty();
-  if (device || fault.contains("ended")) {
-    const std::string what = device ? fault["device"].get<std::string>()
-                                    : "its worker ended without a fault report: " +
-                                          fault["ended"].get<std::string>();
-    for (const auto& p : running.value("predicted", nlohmann::json::array()))
-      for (const auto& vj : p.value("violations", nlohmann::json::array())) {
-        auto v = ViolationFromJson(vj);
-        if (!v.ok()) continue;
-        v->detail += fmt::format("; observed on {}: {} in this call ({}), as this predicted "
-                                 "access out of range would",
-                                 kernel, device ? "the device faulted" : "the kernel failed",
-                                 what);
-        return *v;
-      }
-    return kut_internal::KernelViolation(
-        sim::ViolationKind::kKernelFault, kFaultClass, c, "", "run",
-        device ? fmt::format("{} failed on the device in the {} call: {}", kernel, op, what)
-               : fmt::format("{} failed in the {} call: {}", kernel, op, what));
-  }
+  if (device || fault.contains("ended"))
+    return UnattributedFault(running, fault, kernel, c, op, device);
   // An address outside every guard page names no buffer in the signature: the nearest one
   // depends on where the allocations happened to land (address-space layout), not on the case.
   if (buffer.empty() || side == "unknown" || side == "inside")
@@ -433,42 +507,7 @@ sim::Violation FaultFinding(const nlohmann::json& running, const nlohmann::json&
                     fault.value("signal", 0),
                     buffer.empty() ? "outside every buffer"
                                    : "outside every guard page, nearest buffer " + buffer));
-  const int64_t rb = std::max<int64_t>(1, fault.value("row_bytes", int64_t{1}));
-  const int64_t off = fault.value("offset", int64_t{0});
-  const int64_t rows = fault.value("rows", int64_t{0});
-  const bool before = side == "before";
-  const int64_t row = before ? -((-off + rb - 1) / rb) : rows + off / rb;
-  const std::string how =
-      fault.contains("device")
-          ? fmt::format("the device faulted ({}) with only {} guarded",
-                        fault["device"].get<std::string>(), buffer)
-          : fmt::format("a {} fault {} bytes {} the {} buffer{}", access, before ? -off : off,
-                        before ? "before" : "past the end of", buffer,
-                        fault.contains("row_bytes") ? fmt::format(" (row {})", row) : "");
-  const bool row_known = fault.contains("row_bytes");
-  std::string predicted_rows;
-  for (const auto& p : running.value("predicted", nlohmann::json::array())) {
-    if (p.value("buffer", "") != buffer || (p.value("side", "") == "before") != before) continue;
-    if (access != "unknown" && p.value("access", "") != access) continue;
-    const int64_t first = p.value("first_row", int64_t{0}), last = p.value("last_row", int64_t{0});
-    if (row_known && (row < first || row > last)) {  // outside what the contract allows
-      predicted_rows = kut_internal::Rows(first, last);
-      continue;
-    }
-    for (const auto& vj : p.value("violations", nlohmann::json::array())) {
-      auto v = ViolationFromJson(vj);
-      if (!v.ok()) continue;
-      v->detail += fmt::format("; observed on {}: {}", kernel, how);
-      return *v;
-    }
-  }
-  return kut_internal::KernelViolation(
-      sim::ViolationKind::kKernelContract, kContractClass, c, buffer,
-      access == "unknown" ? "access" : access,
-      fmt::format("{}: {} in the {} call; its contract predicts {} {} {} {}", kernel, how, op,
-                  access == "unknown" ? "access" : access,
-                  predicted_rows.empty() ? "none" : "only " + predicted_rows,
-                  before ? "before" : "past the end of", buffer));
+  return GuardedBufferFault(running, fault, kernel, c, op);
 }
 
 }  // namespace mlasim::fuzz

@@ -69,6 +69,7 @@ std::string StepChecker::CpuReference(Reference* out) {
     // so the truth is the monolithic attention of each request, every pair compared.
     auto mono = ref::RunMonolithic(in_, exec.precision);
     if (!mono.ok()) return "the CPU monolithic run failed: " + mono.status().ToString();
+    ref::ApplyEmptyRowLse(exec.empty_rows, *mono);  // FlashMLA: keyless rows hold lse +inf
     out->name = "cpu";
     out->skip.assign(static_cast<size_t>(in_.q_rows()) * in_.num_heads, 0);
     out->tol = ref::TolerancesFor(in_, *mono, exec.precision);
@@ -119,8 +120,7 @@ std::string StepChecker::GpuReference(Reference* out) {
   // work_info (FlashMLA, FlashInfer: they plan for themselves) keeps the monolithic reference.
   const bool follows_plan = sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo);
   const Status valid = host_values_ ? ref::ValidateMlaInputs(in_) : ref::ValidateMlaShape(in_);
-  if (!valid.ok() || (follows_plan && PlanCheckerRejects(*snap_)))
-    return CpuReference(out);
+  if (!valid.ok() || (follows_plan && PlanCheckerRejects(*snap_))) return CpuReference(out);
   PartTimer timer(out_.seconds, "reference");
   ref::NumericsOptions no;
   no.seed = o_.input_seed;
@@ -139,9 +139,15 @@ std::string StepChecker::GpuReference(Reference* out) {
   const Tensor *qt = nullptr, *kt = nullptr;
   for (const Tensor& t : tensors_)
     if (t.generated) (t.name == "q" ? qt : kt) = &t;
-  const ref::AttentionOutput full = host_values_ || !qt || !kt
-                                        ? gpu::reference_attention(in_)
-                                        : gpu::reference_attention(in_, qt->gen, kt->gen);
+  ref::AttentionOutput full = host_values_ || !qt || !kt
+                                  ? gpu::reference_attention(in_)
+                                  : gpu::reference_attention(in_, qt->gen, kt->gen);
+  // A contract that says what a keyless row holds (zero_and_pos_inf_lse: o = 0, lse = +inf) has
+  // those rows compared; under the others their non-finite truth is not.
+  const ref::EmptyRowPolicy empty_rows =
+      sim::EmptyRowPolicyOf(d_.decode_contract->semantics.empty_rows);
+  ref::ApplyEmptyRowLse(empty_rows, full);
+  const bool keyless_defined = empty_rows == ref::EmptyRowPolicy::kWriteZeroPosInfLse;
   const int32_t H = in_.num_heads;
   out->name = "gpu";
   out->skip = ref::PoisonPairMask(driven->poison, in_.q_rows(), H);
@@ -150,7 +156,8 @@ std::string StepChecker::GpuReference(Reference* out) {
   if (!follows_plan) std::fill(out->skip.begin(), out->skip.end(), uint8_t{0});
   for (int64_t pair = 0; pair < static_cast<int64_t>(out->skip.size()); ++pair) {
     if (!follows_plan) {
-      if (!std::isfinite(full.lse[pair])) out->skip[pair] = 1;
+      const double l = full.lse[pair];
+      if (std::isnan(l) || (std::isinf(l) && !(keyless_defined && l > 0))) out->skip[pair] = 1;
       continue;
     }
     bool defined =

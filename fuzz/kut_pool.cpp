@@ -397,6 +397,78 @@ json KutPool::AttributeDeviceFault(const json& scenario, const json& running, co
   return fault;
 }
 
+void KutPool::AddCallReport(const json& j, KutStepResult& res) {
+  res.calls.push_back(j.value("report", json::object()));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    outcomes_[Outcome(res.calls.back())] += 1;
+    if (const std::string n = NumericsOutcome(res.calls.back()); !n.empty()) numerics_[n] += 1;
+  }
+  AddFindings(j.value("findings", json::array()), &res.findings);
+}
+
+void KutPool::AddStepEnd(const json& j, KutStepResult& res) {
+  res.device = j.value("device", "");
+  res.error = j.value("error", "");
+  for (const json& p : j.value("plans", json::array())) res.plans.push_back(p);
+  std::vector<sim::Violation> plan_findings;
+  AddFindings(j.value("plan_findings", json::array()), &plan_findings);
+  res.findings.insert(res.findings.begin(), plan_findings.begin(), plan_findings.end());
+  std::lock_guard<std::mutex> lock(mu_);
+  const json seconds = j.value("seconds", json::object());
+  for (const auto& [k, v] : seconds.items())
+    if (v.is_number()) timing_[k] += v.get<double>();
+  timing_["steps"] += 1;
+}
+
+bool KutPool::RunOnWorker(KutWorker& w, const json& scenario, int32_t start, KutStepResult& res,
+                          json& running, json& fault) {
+  const json req = {{"scenario", scenario}, {"start_call", start}};
+  (void)w.Send(req.dump());  // a worker that died shows as the end of its output below
+  std::string line;
+  KutWorker::Read r = KutWorker::Read::kLine;
+  while ((r = w.Next(o_.timeout_seconds, &line)) == KutWorker::Read::kLine) {
+    char tag;
+    json j;
+    if (!Parse(line, &tag, &j)) {
+      w.last_words = line;
+      continue;
+    }
+    if (tag == 'P') running = j;
+    if (tag == 'F') fault = j;
+    if (tag == 'C') AddCallReport(j, res);
+    if (tag == 'E') {
+      AddStepEnd(j, res);
+      return true;
+    }
+  }
+  if (r == KutWorker::Read::kTimeout) fault = {{"hang", o_.timeout_seconds}};
+  return false;
+}
+
+int32_t KutPool::AddWorkerEnd(const json& scenario, const json& running, json fault,
+                              const std::string& how, const std::string& last_words,
+                              KutStepResult& res) {
+  if (running.is_null()) {
+    res.error = "the worker ended outside a kernel call (" + how + ")" +
+                (last_words.empty() ? "" : ": " + last_words);
+    return -1;
+  }
+  const int32_t call = running.value("call", 0);
+  if (fault.is_null()) fault = {{"signal", 0}, {"ended", how}};
+  if (fault.contains("device") && !fault.contains("buffer"))
+    fault = AttributeDeviceFault(scenario, running, fault);
+  sim::Violation v = FaultFinding(running, fault, desc_.name);
+  res.notes.push_back(fmt::format("call {} ({}): the worker ended ({}); {}", call,
+                                  running.value("op", ""), how, v.detail));
+  res.calls.push_back({{"index", call},
+                       {"step", running.value("step", "")},
+                       {"call", running.value("name", "")},
+                       {"fault", v.detail}});
+  res.findings.push_back(std::move(v));
+  return call + 1;
+}
+
 KutStepResult KutPool::Check(const sim::Scenario& s) {
   KutStepResult res;
   const json scenario = sim::ScenarioToJson(s);
@@ -409,75 +481,19 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
       res.error = "cannot start a worker: " + error;
       return res;
     }
-    const json req = {{"scenario", scenario}, {"start_call", start}};
     json running, fault;
-    bool done = false;
-    (void)w->Send(req.dump());  // a worker that died shows as the end of its output below
-    std::string line;
-    KutWorker::Read r = KutWorker::Read::kLine;
-    while (!done && (r = w->Next(o_.timeout_seconds, &line)) == KutWorker::Read::kLine) {
-      char tag;
-      json j;
-      if (!Parse(line, &tag, &j)) {
-        w->last_words = line;
-        continue;
-      }
-      if (tag == 'P') running = j;
-      if (tag == 'F') fault = j;
-      if (tag == 'C') {
-        res.calls.push_back(j.value("report", json::object()));
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          outcomes_[Outcome(res.calls.back())] += 1;
-          if (const std::string n = NumericsOutcome(res.calls.back()); !n.empty())
-            numerics_[n] += 1;
-        }
-        AddFindings(j.value("findings", json::array()), &res.findings);
-      }
-      if (tag == 'E') {
-        res.device = j.value("device", "");
-        res.error = j.value("error", "");
-        for (const json& p : j.value("plans", json::array())) res.plans.push_back(p);
-        std::vector<sim::Violation> plan_findings;
-        AddFindings(j.value("plan_findings", json::array()), &plan_findings);
-        res.findings.insert(res.findings.begin(), plan_findings.begin(), plan_findings.end());
-        std::lock_guard<std::mutex> lock(mu_);
-        const json seconds = j.value("seconds", json::object());
-        for (const auto& [k, v] : seconds.items())
-          if (v.is_number()) timing_[k] += v.get<double>();
-        timing_["steps"] += 1;
-        done = true;
-      }
-    }
-    if (done) {
+    if (RunOnWorker(*w, scenario, start, res, running, fault)) {
       Give(std::move(w));
       return res;
     }
-    if (!done && r == KutWorker::Read::kTimeout) fault = {{"hang", o_.timeout_seconds}};
     const std::string how = w->Stop();
     ReplaceInBackground();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++restarts_;
     }
-    if (running.is_null()) {
-      res.error = "the worker ended outside a kernel call (" + how + ")" +
-                  (w->last_words.empty() ? "" : ": " + w->last_words);
-      return res;
-    }
-    const int32_t call = running.value("call", 0);
-    if (fault.is_null()) fault = {{"signal", 0}, {"ended", how}};
-    if (fault.contains("device") && !fault.contains("buffer"))
-      fault = AttributeDeviceFault(scenario, running, fault);
-    sim::Violation v = FaultFinding(running, fault, desc_.name);
-    res.notes.push_back(fmt::format("call {} ({}): the worker ended ({}); {}", call,
-                                    running.value("op", ""), how, v.detail));
-    res.calls.push_back({{"index", call},
-                         {"step", running.value("step", "")},
-                         {"call", running.value("name", "")},
-                         {"fault", v.detail}});
-    res.findings.push_back(std::move(v));
-    start = call + 1;
+    start = AddWorkerEnd(scenario, running, std::move(fault), how, w->last_words, res);
+    if (start < 0) return res;
   }
   res.error = "too many worker faults in one step";
   return res;

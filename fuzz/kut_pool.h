@@ -96,6 +96,19 @@ class KutPool {
   void ReplaceInBackground();
   nlohmann::json AttributeDeviceFault(const nlohmann::json& scenario, const nlohmann::json& running,
                                       const nlohmann::json& fault);
+  // One attempt of Check on worker `w` from call `start`: true when the step ended ('E'), with
+  // its results in `res`; false when the worker ended or hung first, with the last call it
+  // announced in `running` and its fault report (or a hang) in `fault`.
+  bool RunOnWorker(KutWorker& w, const nlohmann::json& scenario, int32_t start, KutStepResult& res,
+                   nlohmann::json& running, nlohmann::json& fault);
+  // A call's report ('C') and the step's end ('E') into `res` and the pool's counters.
+  void AddCallReport(const nlohmann::json& j, KutStepResult& res);
+  void AddStepEnd(const nlohmann::json& j, KutStepResult& res);
+  // The worker ended or hung in the call `running` names: its finding into `res`; the call to
+  // resume from, or -1 (res.error set) when it ended outside a kernel call.
+  int32_t AddWorkerEnd(const nlohmann::json& scenario, const nlohmann::json& running,
+                       nlohmann::json fault, const std::string& how, const std::string& last_words,
+                       KutStepResult& res);
 
   KutPoolOptions o_;
   KutDescription desc_;

@@ -366,8 +366,11 @@ constexpr const char* kStepNumerics = "engine-step-numerics";
 // variant's semantics in place of the contract's, on steps the contract's own semantics pass (a
 // step that fails without the mutant kills nothing). The kill's case file is the step in that
 // world (`mlasim numerics FILE --mutant NAME` reproduces it).
+// `world`: the sim mutant whose setting (not its contract edits) every generated step is run in,
+// with and without the semantics `v`: hostile index values by default.
 MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, NumericsVariant v,
-                        std::string site, GenConfig config) {
+                        std::string site, GenConfig config,
+                        SimMutant world = SimMutant::kContractInvalidIndexFault) {
   MutantSpec m;
   m.name = std::move(name);
   m.bug_class = cls;
@@ -377,11 +380,10 @@ MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, Numeri
   m.site = std::move(site);
   m.numerics = v;
   m.config = config;
-  m.kill_case = [v, config](uint64_t seed, int64_t index) -> std::optional<Kill> {
-    constexpr SimMutant kWorld = SimMutant::kContractInvalidIndexFault;
+  m.kill_case = [v, config, world](uint64_t seed, int64_t index) -> std::optional<Kill> {
     const sim::SemanticsOverride over = SemanticsOf(v);
-    const Property in_world = [over](const sim::ReplayReport& r) {
-      auto w = sim::MutantScenario(r.scenario, kWorld, /*mutated=*/false);
+    const Property in_world = [over, world](const sim::ReplayReport& r) {
+      auto w = sim::MutantScenario(r.scenario, world, /*mutated=*/false);
       if (!w.ok()) return std::vector<sim::Violation>{};
       sim::ReplayReport step;
       step.scenario = std::move(*w);
@@ -390,10 +392,10 @@ MutantSpec StepNumerics(std::string name, BugClass cls, std::string desc, Numeri
       return NumericsViolations(step, over);
     };
     const int size = static_cast<int>(10 + (index % 90));
-    auto f = TestSeed(config, seed + static_cast<uint64_t>(index), size, in_world,
-                      SimMutant::kNone);
+    auto f =
+        TestSeed(config, seed + static_cast<uint64_t>(index), size, in_world, SimMutant::kNone);
     if (!f) return std::nullopt;
-    auto w = sim::MutantScenario(f->scenario, kWorld, /*mutated=*/false);
+    auto w = sim::MutantScenario(f->scenario, world, /*mutated=*/false);
     if (w.ok()) f->scenario = std::move(*w);
     return Kill{fmt::format("B={} K={} {}", f->scenario.requests.size(), f->scenario.mtp_k,
                             Signature(f->broken.front())),
@@ -523,13 +525,17 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
       {SimMutant::kContractUnitRowsForHeadRows, BugClass::kC,
        "read statement's unit: q bounds counted in head rows (row x heads) read as rows, heads "
        "times past the work item's q rows"},
+      {SimMutant::kContractEmptyRowsPosInf, BugClass::kI,
+       "semantics empty_rows = zero_and_pos_inf_lse (FlashMLA's keyless rows) on an engine that "
+       "consumes the padding rows' lse: the zero-KV padding rows' lse = +inf reaches it"},
   };
   for (const Row& x : rows) {
     const bool invalid_index = x.m == SimMutant::kContractInvalidIndexFault ||
                                x.m == SimMutant::kContractInvalidIndexClamp ||
                                x.m == SimMutant::kContractInvalidIndexWrap ||
                                x.m == SimMutant::kContractInvalidIndexMinusOne;
-    if (invalid_index)  // killed where the kernel meets the index: the engine-step numerics
+    // Killed where the kernel meets the index, or writes a keyless row: the engine-step numerics.
+    if (invalid_index || x.m == SimMutant::kContractEmptyRowsPosInf)
       r.push_back(Sim(
           x.m, x.cls, x.desc, AnyProfile(), kStepNumerics,
           [](const sim::ReplayReport& rep) { return NumericsViolations(rep); }, k));
@@ -538,56 +544,99 @@ void AddContractMutants(std::vector<MutantSpec>& r) {
   }
 }
 
-void AddCodeMutants(std::vector<MutantSpec>& r) {
+// The planner's code mutants (MLASIM_MUTANT in ref/planner.cpp), each with the property that
+// kills it.
+void AddPlannerMutants(std::vector<MutantSpec>& r) {
   using PM = ref::PlannerMutant;
-  const std::string planner = "MLASIM_MUTANT in ref/planner.cpp: ";
-  r.push_back(Custom("planner-drop-last-piece", BugClass::kF, MutantKind::kPlanner,
-                     "a split tile loses its final piece: its last KV is never attended",
-                     "plan-checker-passes", planner + "kDropLastPiece", [](uint64_t s) {
-                       return PlannerCase(PM::kDropLastPiece, s, "plan-checker-passes");
-                     }));
-  r.push_back(Custom("planner-ragged-rows-by-max", BugClass::kA, MutantKind::kPlanner,
-                     "non-uniform q lengths: the planner places request b's rows at b x "
-                     "max_seqlen_qo (the uniform path's rows) instead of qo_indptr[b]",
-                     "plan-checker-passes", planner + "kRaggedRowsByMax", [](uint64_t s) {
-                       return PlannerCase(PM::kRaggedRowsByMax, s, "plan-checker-passes", true);
-                     }));
-  r.push_back(
-      Custom("planner-undersized-partial-map", BugClass::kD, MutantKind::kPlanner,
-             "get_mla_metadata_info_v1 sizes reduce_partial_map at one entry per q tile "
-             "(ref::PartialMapOnePerTile)",
-             "planner-writes-within-sizes", planner + "kUndersizedPartialMap", [](uint64_t s) {
-               return PlannerCase(PM::kUndersizedPartialMap, s, "planner-writes-within-sizes");
-             }));
-  r.push_back(Custom("planner-leaks-state-into-pad", BugClass::kE, MutantKind::kPlanner,
-                     "the planner writes host state (a buffer address) into the pad dword",
-                     "same-input-same-bytes", planner + "kNondeterministicPad", [](uint64_t s) {
-                       return PlannerCase(PM::kNondeterministicPad, s, "same-input-same-bytes");
-                     }));
+  struct Row {
+    const char* name;
+    BugClass cls;
+    const char* desc;
+    const char* property;
+    PM mutant;
+    const char* site;
+    bool ragged = false;  // killed on generated ragged batches (uniform ones cannot tell)
+  };
+  const Row rows[] = {
+      {"planner-drop-last-piece", BugClass::kF,
+       "a split tile loses its final piece: its last KV is never attended", "plan-checker-passes",
+       PM::kDropLastPiece, "kDropLastPiece"},
+      {"planner-ragged-rows-by-max", BugClass::kA,
+       "non-uniform q lengths: the planner places request b's rows at b x max_seqlen_qo (the "
+       "uniform path's rows) instead of qo_indptr[b]",
+       "plan-checker-passes", PM::kRaggedRowsByMax, "kRaggedRowsByMax", true},
+      {"planner-undersized-partial-map", BugClass::kD,
+       "get_mla_metadata_info_v1 sizes reduce_partial_map at one entry per q tile "
+       "(ref::PartialMapOnePerTile)",
+       "planner-writes-within-sizes", PM::kUndersizedPartialMap, "kUndersizedPartialMap"},
+      {"planner-leaks-state-into-pad", BugClass::kE,
+       "the planner writes host state (a buffer address) into the pad dword",
+       "same-input-same-bytes", PM::kNondeterministicPad, "kNondeterministicPad"},
+  };
+  for (const Row& x : rows) {
+    const PM mutant = x.mutant;
+    const char* property = x.property;  // a literal of rows: lives as long as the program
+    const bool ragged = x.ragged;
+    r.push_back(Custom(x.name, x.cls, MutantKind::kPlanner, x.desc, x.property,
+                       std::string("MLASIM_MUTANT in ref/planner.cpp: ") + x.site,
+                       [mutant, property, ragged](uint64_t s) {
+                         return PlannerCase(mutant, s, property, ragged);
+                       }));
+  }
+}
+
+// decode_update's code mutants (MLASIM_MUTANT in ref/decode_update.cpp).
+void AddDecodeUpdateMutants(std::vector<MutantSpec>& r) {
   using UM = ref::DecodeUpdateRequest::Mutant;
-  const std::string update = "MLASIM_MUTANT in ref/decode_update.cpp: ";
-  r.push_back(Custom("decode-update-ignores-rejects", BugClass::kE, MutantKind::kDecodeUpdate,
-                     "decode_update adds one token per request whatever num_reject_tokens says",
-                     "update-tiles-new-lengths", update + "kIgnoreRejects",
-                     [](uint64_t s) { return DecodeUpdateCase(UM::kIgnoreRejects, s); }));
-  r.push_back(Custom("decode-update-moves-every-piece", BugClass::kF, MutantKind::kDecodeUpdate,
-                     "decode_update moves every piece of a split tile to the request's end",
-                     "update-tiles-new-lengths", update + "kMoveEveryPieceToEnd",
-                     [](uint64_t s) { return DecodeUpdateCase(UM::kMoveEveryPieceToEnd, s); }));
+  struct Row {
+    const char* name;
+    BugClass cls;
+    const char* desc;
+    UM mutant;
+    const char* site;
+  };
+  const Row rows[] = {
+      {"decode-update-ignores-rejects", BugClass::kE,
+       "decode_update adds one token per request whatever num_reject_tokens says",
+       UM::kIgnoreRejects, "kIgnoreRejects"},
+      {"decode-update-moves-every-piece", BugClass::kF,
+       "decode_update moves every piece of a split tile to the request's end",
+       UM::kMoveEveryPieceToEnd, "kMoveEveryPieceToEnd"},
+  };
+  for (const Row& x : rows) {
+    const UM mutant = x.mutant;
+    r.push_back(Custom(x.name, x.cls, MutantKind::kDecodeUpdate, x.desc, "update-tiles-new-lengths",
+                       std::string("MLASIM_MUTANT in ref/decode_update.cpp: ") + x.site,
+                       [mutant](uint64_t s) { return DecodeUpdateCase(mutant, s); }));
+  }
+}
+
+// The plan-driven numerics' code mutants (MLASIM_MUTANT in ref/attention_plan.cpp).
+void AddNumericsCodeMutants(std::vector<MutantSpec>& r) {
   using NM = ref::NumericsMutant;
   const std::string plan = "MLASIM_MUTANT in ref/attention_plan.cpp: ";
-  r.push_back(Numerics("reduce-merges-a-piece-twice", BugClass::kF,
-                       "the reduce merges the first piece of every split tile twice",
-                       Code(NM::kMergePieceTwice), plan + "kMergePieceTwice"));
-  r.push_back(Numerics("partial-row-offset-off-by-one", BugClass::kF,
-                       "split pieces write their partial rows one row too far",
-                       Code(NM::kPartialRowOffByOne), plan + "kPartialRowOffByOne"));
-  r.push_back(Numerics("unnormalized-partial", BugClass::kF,
-                       "split pieces write sum p*v without dividing by sum p",
-                       Code(NM::kUnnormalizedPartial), plan + "kUnnormalizedPartial"));
-  r.push_back(Numerics("causal-rule-off-by-one", BugClass::kH,
-                       "the MTP causal rule lets a row see one key too many",
-                       Code(NM::kCausalOffByOne), plan + "kCausalOffByOne"));
+  struct Row {
+    const char* name;
+    BugClass cls;
+    const char* desc;
+    NM mutant;
+    const char* site;
+  };
+  const Row rows[] = {
+      {"reduce-merges-a-piece-twice", BugClass::kF,
+       "the reduce merges the first piece of every split tile twice", NM::kMergePieceTwice,
+       "kMergePieceTwice"},
+      {"partial-row-offset-off-by-one", BugClass::kF,
+       "split pieces write their partial rows one row too far", NM::kPartialRowOffByOne,
+       "kPartialRowOffByOne"},
+      {"unnormalized-partial", BugClass::kF, "split pieces write sum p*v without dividing by sum p",
+       NM::kUnnormalizedPartial, "kUnnormalizedPartial"},
+      {"causal-rule-off-by-one", BugClass::kH,
+       "the MTP causal rule lets a row see one key too many", NM::kCausalOffByOne,
+       "kCausalOffByOne"},
+  };
+  for (const Row& x : rows)
+    r.push_back(Numerics(x.name, x.cls, x.desc, Code(x.mutant), plan + x.site));
   {  // killed on generated ragged batches (uniform ones cannot tell)
     MutantSpec m = Custom(
         "numerics-ignores-q-lens", BugClass::kH, MutantKind::kNumerics,
@@ -609,6 +658,35 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
                        "skipping the keyless rows of split pieces too (the CPU numerics before "
                        "issue 11's zero_kv knob)",
                        merged, plan + "kEmptyRowsFollowZeroKv"));
+}
+
+// Hostile top-k entries (-1, past the cache, 2147480000, INT_MAX) used instead of masked.
+void AddInvalidIndexSemanticsMutants(std::vector<MutantSpec>& r) {
+  struct Use {
+    ref::InvalidIndexUse use;
+    const char* name;   // in the mutant's name
+    const char* value;  // the contract's value
+  };
+  const Use uses[] = {
+      {ref::InvalidIndexUse::kFault, "fault", "fault"},
+      {ref::InvalidIndexUse::kClampToZero, "clamp-to-zero", "clamp_to_zero"},
+      {ref::InvalidIndexUse::kWrap, "wrap", "wrap"},
+      {ref::InvalidIndexUse::kMinusOneMasked, "minus-one-masked", "minus_one_masked"}};
+  for (const Use& u : uses) {
+    NumericsVariant v;
+    v.invalid_index = u.use;
+    r.push_back(StepNumerics(std::string("semantics-invalid-index-") + u.name, BugClass::kG,
+                             std::string("semantics invalid_index = ") + u.value +
+                                 ": hostile index values (-1, past the cache, 2147480000, "
+                                 "INT_MAX) in the slots an ATOM step's decode reads reach real o "
+                                 "rows (FlashMLA's invalid indices)",
+                             v, "data: the contract's semantics.invalid_index", AnyProfile()));
+  }
+}
+
+// The semantics mutants: a contract's semantics value that lets a bug through, killed by the
+// engine-step numerics of generated ATOM steps.
+void AddSemanticsMutants(std::vector<MutantSpec>& r) {
   // Both die on generated ATOM steps in the hostile-index world (docs/fuzzing.md "Mutants"):
   // a row whose every key slot holds an invalid index (masked) has no key, which empty_rows =
   // nan writes as 0/0; a masked key that holds NaN exists only past a request's last token in
@@ -620,6 +698,16 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
                            "semantics empty_rows = nan: a split piece whose rows see no key "
                            "writes 0/0 = NaN, which the reduce merges (aiter #4711)",
                            nan_rows, "data: the contract's semantics.empty_rows", AnyProfile()));
+  // FlashMLA's keyless rows (lse = +inf) where an engine consumes the padding rows' lse: the
+  // zero-KV padding requests the serial planner gives a work item run under asm's zero_kv.
+  NumericsVariant pos_inf;
+  pos_inf.empty_rows = ref::EmptyRowPolicy::kWriteZeroPosInfLse;
+  r.push_back(StepNumerics("semantics-empty-rows-pos-inf", BugClass::kI,
+                           "semantics empty_rows = zero_and_pos_inf_lse on an engine that "
+                           "consumes the padding rows' lse: the keyless padding rows hold lse = "
+                           "+inf (FlashMLA's value) where the engine reads them",
+                           pos_inf, "data: the contract's semantics.empty_rows", AnyProfile(),
+                           SimMutant::kContractEmptyRowsPosInf));
   NumericsVariant masked;
   masked.read_masked_keys = true;
   r.push_back(StepNumerics("semantics-masked-keys-read-then-mask", BugClass::kI,
@@ -627,27 +715,11 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
                            "last page is loaded and masked, 0 x NaN reaches o (FlashMLA's "
                            "poisoned tails)",
                            masked, "data: the contract's semantics.masked_keys", PagedSteps()));
-  // Hostile top-k entries (-1, past the cache, 2147480000, INT_MAX) used instead of masked.
-  struct Use {
-    ref::InvalidIndexUse use;
-    const char* name;   // in the mutant's name
-    const char* value;  // the contract's value
-  };
-  const Use uses[] = {{ref::InvalidIndexUse::kFault, "fault", "fault"},
-                      {ref::InvalidIndexUse::kClampToZero, "clamp-to-zero", "clamp_to_zero"},
-                      {ref::InvalidIndexUse::kWrap, "wrap", "wrap"},
-                      {ref::InvalidIndexUse::kMinusOneMasked, "minus-one-masked",
-                       "minus_one_masked"}};
-  for (const Use& u : uses) {
-    NumericsVariant v;
-    v.invalid_index = u.use;
-    r.push_back(StepNumerics(std::string("semantics-invalid-index-") + u.name, BugClass::kG,
-                             std::string("semantics invalid_index = ") + u.value +
-                                 ": hostile index values (-1, past the cache, 2147480000, "
-                                 "INT_MAX) in the slots an ATOM step's decode reads reach real o "
-                                 "rows (FlashMLA's invalid indices)",
-                             v, "data: the contract's semantics.invalid_index", AnyProfile()));
-  }
+  AddInvalidIndexSemanticsMutants(r);
+}
+
+// The campaign's and explain-fault's own code mutants.
+void AddToolMutants(std::vector<MutantSpec>& r) {
   r.push_back(Custom(
       "campaign-slipping-shrink", BugClass::kA, MutantKind::kCampaign,
       "issue 20's slippage: a campaign ignores --shrink per-signature and runs first-failure "
@@ -662,6 +734,15 @@ void AddCodeMutants(std::vector<MutantSpec>& r) {
                      "MLASIM_MUTANT in sim/fault.cpp: kAttributeToBufferBelow", [](uint64_t s) {
                        return AttributionCase(sim::FaultMutant::kAttributeToBufferBelow, s);
                      }));
+}
+
+// Every code mutant, in the registry's order.
+void AddCodeMutants(std::vector<MutantSpec>& r) {
+  AddPlannerMutants(r);
+  AddDecodeUpdateMutants(r);
+  AddNumericsCodeMutants(r);
+  AddSemanticsMutants(r);
+  AddToolMutants(r);
 }
 
 // Budgets above kDefaultMutantBudget: about 4x the cases the kill takes from seed 1 (`mlasim

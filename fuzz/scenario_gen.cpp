@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "sim/index_values.h"
+
 namespace mlasim::fuzz {
 namespace {
 
@@ -523,6 +525,9 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
     GenFamilies(cfg, sw, s);
     KeepPageSizeRunnable(cfg.kernel, s);
     s.contracts = cfg.contracts;
+    // Positions are drawn without the regions' lengths: keep the values a fill places, so that
+    // the case's JSON replays (`mlasim replay` refuses the others, sim/index_values.h).
+    sim::DropUnplacedIndexValues(s);
     return s;
   });
 }

@@ -161,6 +161,9 @@ enum class EmptyRowPolicy : uint8_t {
   kWriteZero,  // o = 0, lse = -inf (our contract; §11.5 recommendation)
   kSkip,       // writes nothing (HK's fully masked warps, §11.4); the rows stay poison
   kNan,        // 0 / 0: o = NaN, lse = -inf; a split piece's NaN reaches the reduce (aiter #4711)
+  kWriteZeroPosInfLse,  // o = 0, lse = +inf in o's rows (FlashMLA); a split piece's partial row
+                        // gets lse = -inf (FlashMLA's lse_accum), so a tile of keyless pieces
+                        // reduces to +inf as well
 };
 
 // What a zero-KV work item (kv_end <= kv_start: no key position at all) does: the contract's
@@ -175,10 +178,10 @@ enum class ZeroKvPolicy : uint8_t {
 // What a kernel does with an index outside the KV cache (a sparse top-k entry, or a page id of a
 // page-table slot past the ones in use): the contract's invalid_index (sim/contract.h).
 enum class InvalidIndexUse : uint8_t {
-  kMasked,       // recognised and skipped (the reference)
-  kFault,        // dereferenced as is: a row outside the cache (NaN: poison)
-  kClampToZero,  // row 0 read instead
-  kWrap,         // row (index mod cache rows) read instead
+  kMasked,          // recognised and skipped (the reference)
+  kFault,           // dereferenced as is: a row outside the cache (NaN: poison)
+  kClampToZero,     // row 0 read instead
+  kWrap,            // row (index mod cache rows) read instead
   kMinusOneMasked,  // -1 masked, any other index dereferenced as is (FlashMLA's sparse decode)
 };
 
@@ -238,7 +241,7 @@ struct PoisonFinding {
   int32_t tile = -1;                           // reduce tile involved, -1 if none
   // The contract semantics that let the poison through ("invalid_index = clamp_to_zero",
   // "masked_keys = read_then_mask", "empty_rows = nan"); empty when none did.
-  std::string via;
+  std::string via = "";
   bool has_value = false;  // source_value holds the hostile index value read at source_index
   int64_t source_value = 0;
   std::string ToString() const;
@@ -255,6 +258,11 @@ struct PlanDrivenResult {
   int64_t partial_rows_without_key = 0;  // split-piece rows with no visible key (§11.6)
   int32_t fold_ratio = 1;
 };
+
+// The truth a kernel of `policy` is held to: the monolithic `truth` with every lse of a row
+// without a visible key (-inf) replaced by +inf under EmptyRowPolicy::kWriteZeroPosInfLse (o stays
+// 0); unchanged under every other policy. Shapes: truth.lse [rows x heads], fp64.
+void ApplyEmptyRowLse(EmptyRowPolicy policy, AttentionOutput& truth);
 
 // Runs `plan` (made by the planner for `request`, or any plan: every value is range-checked and
 // bad ones become findings, never crashes) over `inputs`. The request must describe the same

@@ -603,6 +603,14 @@ class PlanExecutor {
     return src;
   }
 
+  // The lse o's row gets for block row x head `k`: the block's, or +inf for a row without a key
+  // under EmptyRowPolicy::kWriteZeroPosInfLse (a split piece keeps the block's -inf).
+  T FinalLse(int64_t k) const {
+    if (empty_rows_ == EmptyRowPolicy::kWriteZeroPosInfLse && buf_.row_empty[k])
+      return std::numeric_limits<T>::infinity();
+    return buf_.lse[k];
+  }
+
   void WriteFinal(int32_t w, int64_t first_row, int64_t nrows, const PoisonSource& poison) {
     const int32_t hg = g_.group_heads, dv = in_.head_dim_v;
     const NumFormat out = opt_.precision.out_format;
@@ -612,7 +620,7 @@ class PlanExecutor {
       T* dst = o_.data() + row * hg * dv;
       std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
       RoundOutput(dst, int64_t{hg} * dv, out);
-      for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = buf_.lse[i * hg + h];
+      for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = FinalLse(i * hg + h);
       PoisonSource src = WithEmptyRowNaN(poison, i);
       NoteRacingWrite(&o_writer_[row], w, &src);
       o_state_[row] = src.any ? RowState::kTainted : RowState::kWritten;
@@ -827,6 +835,12 @@ class PlanExecutor {
 };
 
 }  // namespace
+
+void ApplyEmptyRowLse(EmptyRowPolicy policy, AttentionOutput& truth) {
+  if (policy != EmptyRowPolicy::kWriteZeroPosInfLse) return;
+  for (double& l : truth.lse)
+    if (l == -HUGE_VAL) l = HUGE_VAL;
+}
 
 StatusOr<PlanDrivenResult> RunPlanDriven(const MlaInputs& inputs, const PlanRequest& request,
                                          const Plan& plan, const PlanExecOptions& options) {

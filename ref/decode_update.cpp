@@ -135,8 +135,7 @@ UpdatedWork UpdateFields(const DecodeUpdateRequest& r, int32_t fold, int32_t wor
 
 // A work item whose q range collapsed (it was a tile of q_len > 1 rows) moves its reduce
 // bookkeeping too: the kernel assumes tile index == batch_idx (one q tile per batch).
-void UpdateReduceMaps(const DecodeUpdateRequest& r, const UpdatedWork& u, int32_t work,
-                      Plan& plan) {
+void UpdateReduceMaps(const UpdatedWork& u, int32_t work, Plan& plan) {
   const int32_t tile = u.w[kBatchIdx];
   int32_t p0 = 0, p1 = 0;
   const bool ok0 = ReadPlan(plan.reduce_indptr, "reduce_indptr", tile, work, plan, &p0);
@@ -180,7 +179,7 @@ Status DecodeUpdateMlaMetadataV1(const DecodeUpdateRequest& r, Plan& plan) {
       plan.work_info.Store(base + f, u.w[f],
                            (!u.defined && depends) ? Cell::kUndefined : Cell::kWritten);
     }
-    if (u.q_len > 1 && u.ori_partial >= 0) UpdateReduceMaps(r, u, w, plan);
+    if (u.q_len > 1 && u.ori_partial >= 0) UpdateReduceMaps(u, w, plan);
   }
   return OkStatus();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ref/plan_buffers.h"
+#include "ref/status.h"
 #include "ref/target.h"
 
 namespace mlasim::ref {
@@ -66,7 +67,9 @@ struct MetadataSizes {
       case PlanBufferId::kReduceFinalMap: return reduce_final_map_rows;
       case PlanBufferId::kReducePartialMap: return reduce_partial_map;
     }
-    return 0;
+    // Only a cast from an integer outside the enum gets here: a caller's bug.
+    AssertFail("id is a PlanBufferId", __FILE__, __LINE__,
+               "MetadataSizes::Rows: unknown buffer id");
   }
   // Elements of buffer `id`: Rows(id) x its row width (kPlanBuffers).
   int64_t Elements(PlanBufferId id) const { return Rows(id) * GetPlanBufferSpec(id).row_width; }

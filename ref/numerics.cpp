@@ -588,7 +588,8 @@ StatusOr<NumericsReport> RunPlanNumerics(const PlanRequest& request, const Plan&
     MLASIM_ASSIGN_OR_RETURN(real_scaled, BuildMlaInputs(request, truth_options));
     truth_in = &real_scaled;
   }
-  MLASIM_ASSIGN_OR_RETURN(const AttentionOutput mono, RunMonolithic(*truth_in, options.precision));
+  MLASIM_ASSIGN_OR_RETURN(AttentionOutput mono, RunMonolithic(*truth_in, options.precision));
+  ApplyEmptyRowLse(options.empty_rows, mono);
   MLASIM_ASSIGN_OR_RETURN(PlanDrivenResult driven,
                           RunPlanDriven(in, request, plan, ExecOptionsOf(options)));
   NumericsReport rep = ReportShape(request, options, in, *truth_in, mono, driven);

@@ -49,7 +49,8 @@ constexpr Named<InvalidIndex> kInvalidIndex[] = {{InvalidIndex::kFault, "fault"}
                                                  {InvalidIndex::kMinusOneMasked, "minus_one_masked"}};
 constexpr Named<EmptyRows> kEmptyRows[] = {{EmptyRows::kZeroAndNegInfLse, "zero_and_neg_inf_lse"},
                                            {EmptyRows::kNan, "nan"},
-                                           {EmptyRows::kUnwritten, "unwritten"}};
+                                           {EmptyRows::kUnwritten, "unwritten"},
+                                           {EmptyRows::kZeroAndPosInfLse, "zero_and_pos_inf_lse"}};
 constexpr Named<AccessUnit> kUnits[] = {{AccessUnit::kRows, "rows"},
                                         {AccessUnit::kHeadRows, "head_rows"},
                                         {AccessUnit::kElements, "elements"},

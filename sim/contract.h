@@ -61,6 +61,8 @@ enum class EmptyRows : uint8_t {
   kZeroAndNegInfLse,  // o = 0, lse = -inf
   kNan,               // 0 / 0
   kUnwritten,         // left as it was
+  kZeroAndPosInfLse,  // o = 0, lse = +inf (FlashMLA: a row whose softmax sum is 0 stores +inf;
+                      // its split pieces store lse -inf, which its combine turns into +inf)
 };
 
 struct DecodeSemantics {

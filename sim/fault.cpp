@@ -114,82 +114,106 @@ StatusOr<uint64_t> ParseAddressText(const std::string& raw, const std::string& f
   return v;
 }
 
-StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string& field) {
-  FaultReport r;
-  // Bare address.
-  static const std::regex kBare(R"(^\s*(0[xX][0-9a-fA-F]{1,16})\s*$)");
-  std::smatch m;
-  if (text.size() <= 64 && std::regex_match(text, m, kBare)) {
-    ParseHex(m[1].str().substr(2), &r.address);
-    r.source = "address";
-    return r;
-  }
-  // Join lines after removing per-line prefixes; then drop all whitespace so that wrapping or a
-  // split mid-word does not matter.
+namespace {
+
+// The log's lines without their per-line prefixes (timestamps, rank tags), joined.
+std::string JoinedLines(const std::string& text) {
   std::istringstream in(text);
   std::string line, joined;
   while (std::getline(in, line)) joined += StripLinePrefix(line);
+  return joined;
+}
+
+// `joined` without any whitespace, so that wrapping or a split mid-word does not matter.
+std::string Squeezed(const std::string& joined) {
   std::string squeezed;
   for (char ch : joined)
     if (!std::isspace(static_cast<unsigned char>(ch))) squeezed += ch;
+  return squeezed;
+}
+
+// The HSA_STATUS_ERROR_* names of the log, at most 16.
+std::vector<std::string> HsaStatuses(const std::string& text) {
+  std::vector<std::string> out;
   for (size_t pos = text.find("HSA_STATUS_ERROR_"); pos != std::string::npos;
        pos = text.find("HSA_STATUS_ERROR_", pos + 1)) {
     size_t end = pos + 17;
     while (end < text.size() &&
            (std::isupper(static_cast<unsigned char>(text[end])) || text[end] == '_'))
       ++end;
-    r.hsa_status.push_back(text.substr(pos, end - pos));
-    if (r.hsa_status.size() >= 16) break;
+    out.push_back(text.substr(pos, end - pos));
+    if (out.size() >= 16) break;
   }
+  return out;
+}
+
+// The "Reason: ..." of the first ROCm fault of `joined`, stopping where a second fault message
+// begins; "" when it has none.
+std::string RocmReason(const std::string& joined) {
+  const size_t fault_at = joined.find("Memory access fault");
+  const size_t next_fault = fault_at == std::string::npos
+                                ? std::string::npos
+                                : joined.find("Memory access fault", fault_at + 1);
+  const size_t reason_at = joined.find("Reason:");
+  if (reason_at == std::string::npos || reason_at >= next_fault) return "";
+  std::string reason =
+      joined.substr(reason_at + 7, std::min<size_t>(256, next_fault - reason_at - 7));
+  reason = reason.substr(0, std::min(reason.find('\n'), reason.find('.')));
+  while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.front())))
+    reason.erase(0, 1);
+  while (!reason.empty() &&
+         (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.'))
+    reason.pop_back();
+  return reason;
+}
+
+// A ROCm "Memory access fault by GPU node-N ... on address 0x..." into r: true when the log has
+// one. Errors: InvalidArgument(field) for an address above 64 bits.
+StatusOr<bool> ParseRocmFault(const std::string& squeezed, const std::string& joined,
+                              const std::string& field, FaultReport& r) {
   static const std::regex kRocm(
       R"(Memoryaccessfault(byGPUnode-?\d+)?.*?onaddress((0[xX][0-9a-fA-F]+)|\(nil\))\.?(Reason:([^.]*))?)");
   const size_t rocm_at = squeezed.find("Memoryaccessfault");
-  const std::string rocm_window =
-      rocm_at == std::string::npos ? std::string() : squeezed.substr(rocm_at, kWindow);
-  if (rocm_at != std::string::npos && std::regex_search(rocm_window, m, kRocm)) {
-    r.source = "rocm";
-    if (m[2].str() == "(nil)") {
-      r.null_address = true;
-    } else {
-      if (!ParseHex(m[3].str().substr(2), &r.address))
-        return InvalidArgumentError(
-            field, "the fault address " + m[3].str().substr(0, 40) + " has more than 64 bits");
-    }
-    // The reason of this fault only: stop where a second fault message begins.
-    const size_t fault_at = joined.find("Memory access fault");
-    const size_t next_fault = fault_at == std::string::npos
-                                  ? std::string::npos
-                                  : joined.find("Memory access fault", fault_at + 1);
-    const size_t reason_at = joined.find("Reason:");
-    if (reason_at != std::string::npos && reason_at < next_fault) {
-      std::string reason =
-          joined.substr(reason_at + 7, std::min<size_t>(256, next_fault - reason_at - 7));
-      reason = reason.substr(0, std::min(reason.find('\n'), reason.find('.')));
-      while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.front())))
-        reason.erase(0, 1);
-      while (!reason.empty() &&
-             (std::isspace(static_cast<unsigned char>(reason.back())) || reason.back() == '.'))
-        reason.pop_back();
-      r.reason = reason;
-    }
-    return r;
+  if (rocm_at == std::string::npos) return false;
+  const std::string rocm_window = squeezed.substr(rocm_at, kWindow);
+  std::smatch m;
+  if (!std::regex_search(rocm_window, m, kRocm)) return false;
+  r.source = "rocm";
+  if (m[2].str() == "(nil)") {
+    r.null_address = true;
+  } else if (!ParseHex(m[3].str().substr(2), &r.address)) {
+    return InvalidArgumentError(
+        field, "the fault address " + m[3].str().substr(0, 40) + " has more than 64 bits");
   }
+  r.reason = RocmReason(joined);
+  return true;
+}
+
+// compute-sanitizer memcheck's "Address 0x... is out of bounds" (and its access kind) into r:
+// true when the log has it.
+bool ParseSanitizerFault(const std::string& squeezed, FaultReport& r) {
   static const std::regex kSanitizer(R"(Address(0[xX][0-9a-fA-F]+)isoutofbounds)");
   const size_t san_at = squeezed.find("Address0");
-  const std::string san_window =
-      san_at == std::string::npos ? std::string() : squeezed.substr(san_at, 64);
-  if (san_at != std::string::npos && std::regex_search(san_window, m, kSanitizer)) {
-    r.source = "compute-sanitizer";
-    ParseHex(m[1].str().substr(2), &r.address);
-    static const std::regex kKind(R"(Invalid__global__(read|write)ofsize(\d+)bytes)");
-    std::smatch k;
-    const size_t kind_at = squeezed.find("Invalid__global__");
-    const std::string kind_window =
-        kind_at == std::string::npos ? std::string() : squeezed.substr(kind_at, 64);
-    if (std::regex_search(kind_window, k, kKind))
-      r.reason = k[1].str() + " of " + k[2].str() + " bytes";
-    return r;
-  }
+  if (san_at == std::string::npos) return false;
+  const std::string san_window = squeezed.substr(san_at, 64);
+  std::smatch m;
+  if (!std::regex_search(san_window, m, kSanitizer)) return false;
+  r.source = "compute-sanitizer";
+  ParseHex(m[1].str().substr(2), &r.address);
+  static const std::regex kKind(R"(Invalid__global__(read|write)ofsize(\d+)bytes)");
+  std::smatch k;
+  const size_t kind_at = squeezed.find("Invalid__global__");
+  const std::string kind_window =
+      kind_at == std::string::npos ? std::string() : squeezed.substr(kind_at, 64);
+  if (std::regex_search(kind_window, k, kKind))
+    r.reason = k[1].str() + " of " + k[2].str() + " bytes";
+  return true;
+}
+
+// A log without a fault line: one short number-like word is read as an address (saying what is
+// wrong with it); anything else is refused naming why.
+StatusOr<FaultReport> ParseNoFaultLine(const std::string& text, const std::string& squeezed,
+                                       const std::string& field, FaultReport r) {
   if (squeezed.find("illegalmemoryaccess") != std::string::npos)
     return InvalidArgumentError(field,
                                 "the log says 'an illegal memory access was encountered' "
@@ -199,8 +223,6 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
   const size_t last = text.find_last_not_of(" \t\r\n");
   if (first == std::string::npos)
     return InvalidArgumentError(field, "holds no text (an empty log: no fault address)");
-  // One short number-like word and nothing else (a file holding just an address): say what is
-  // wrong with it as an address.
   const char lead = text[first];
   if (text.size() <= 80 && text.find_first_of(" \t\r\n", first) > last &&
       (std::isdigit(static_cast<unsigned char>(lead)) || lead == '-' || lead == '+')) {
@@ -214,6 +236,25 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
                               "no fault address found (expected a ROCm 'Memory access "
                               "fault ... on address 0x...' line, compute-sanitizer output "
                               "or a bare 0x address)");
+}
+
+}  // namespace
+
+StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string& field) {
+  FaultReport r;
+  static const std::regex kBare(R"(^\s*(0[xX][0-9a-fA-F]{1,16})\s*$)");
+  std::smatch m;
+  if (text.size() <= 64 && std::regex_match(text, m, kBare)) {  // a bare address
+    ParseHex(m[1].str().substr(2), &r.address);
+    r.source = "address";
+    return r;
+  }
+  const std::string joined = JoinedLines(text);
+  const std::string squeezed = Squeezed(joined);
+  r.hsa_status = HsaStatuses(text);
+  MLASIM_ASSIGN_OR_RETURN(const bool rocm, ParseRocmFault(squeezed, joined, field, r));
+  if (rocm || ParseSanitizerFault(squeezed, r)) return r;
+  return ParseNoFaultLine(text, squeezed, field, std::move(r));
 }
 
 namespace {

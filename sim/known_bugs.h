@@ -32,7 +32,7 @@ enum class KnownBugWhen : uint8_t {
 struct KnownBugPattern {
   std::vector<ViolationKind> kinds;
   std::vector<std::string> signatures;
-  std::string consequence;
+  std::string consequence = "";
   KnownBugWhen when = KnownBugWhen::kAlways;
 };
 

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "sim/call_table.h"
+#include "sim/index_values.h"
 
 namespace mlasim::sim {
 namespace {
@@ -35,6 +36,7 @@ constexpr const char* kNames[] = {
     "contract-partial-write-when-off-by-one",
     "contract-unit-rows-for-head-row-bounds",
     "contract-extends-wrong-base",
+    "contract-empty-rows-pos-inf-consumed-lse-padding",
     "engine-launch-grid-captured",
     "engine-decode-plan-from-capture",
     "sizing-main-plan-for-one-request",
@@ -63,13 +65,16 @@ MutantSetting AsmKernel() {
   return m;
 }
 
-std::vector<SimMutantSpec> Build() {
-  std::vector<SimMutantSpec> v(static_cast<size_t>(SimMutant::kCount));
-  auto at = [&](SimMutant id) -> SimMutantSpec& {
-    SimMutantSpec& x = v[static_cast<size_t>(id)];
-    x.id = id;
-    return x;
-  };
+// The spec of `id` in `v` (indexed by SimMutant), its id set.
+SimMutantSpec& At(std::vector<SimMutantSpec>& v, SimMutant id) {
+  SimMutantSpec& x = v[static_cast<size_t>(id)];
+  x.id = id;
+  return x;
+}
+
+// The simulator mutants: call-table variables, planner mutants and contract constants.
+void AddSimulatorMutants(std::vector<SimMutantSpec>& v) {
+  auto at = [&](SimMutant id) -> SimMutantSpec& { return At(v, id); };
   at(SimMutant::kNone);
   at(SimMutant::kFoundingFault).table_variables = {{"sparse_plan_tokens", "T_r"}};
   at(SimMutant::kDraftRowsScheduled).table_variables = {{"draft_rows", "B"}};
@@ -84,6 +89,11 @@ std::vector<SimMutantSpec> Build() {
   at(SimMutant::kReduceMapOffByOne).planner = ref::PlannerMutant::kPartialMapOffByOne;
   at(SimMutant::kNoTailRule).planner = ref::PlannerMutant::kNoTailRule;
   at(SimMutant::kZeroKvPageUnderflow).contract_constants = {{"page_count_underflows", 1}};
+}
+
+// The contract mutants that edit asm's program: each a contract feature broken as data.
+void AddContractProgramMutants(std::vector<SimMutantSpec>& v) {
+  auto at = [&](SimMutant id) -> SimMutantSpec& { return At(v, id); };
   const auto decode = CallKind::kDecode;
   auto edit = [&](SimMutant id, std::vector<ContractEdit> e) {
     at(id).contract_edits = std::move(e);
@@ -107,12 +117,24 @@ std::vector<SimMutantSpec> Build() {
   // The q read's bounds counted in head rows (a kernel addressing one head at a time) under
   // `unit` rows: `head_rows` would make them right.
   edit(SimMutant::kContractUnitRowsForHeadRows,
-       {{decode, kWorkBody + "/7/rows", nlohmann::json::array({"qo_start * heads", "qo_end * heads"})},
+       {{decode, kWorkBody + "/7/rows",
+         nlohmann::json::array({"qo_start * heads", "qo_end * heads"})},
         {decode, kWorkBody + "/7/unit", "rows"}});
   // `extends`: a user's contract for an asm build that only names itself starts from hk instead
   // of asm, so it inherits hk's zero_kv (reads q only) and empty_rows (unwritten): on an engine
   // that consumes padding rows the zero-KV padding rows stay garbage. With `extends: asm` the
   // same document is asm's behaviour and the step is clean.
+}
+
+// The contract mutants that edit a contract's semantics or its extends, each in the world
+// (engine flags, planner, hostile indices) where the edit matters.
+void AddContractSemanticsMutants(std::vector<SimMutantSpec>& v) {
+  auto at = [&](SimMutant id) -> SimMutantSpec& { return At(v, id); };
+  const auto decode = CallKind::kDecode;
+  auto edit = [&](SimMutant id, std::vector<ContractEdit> e) {
+    at(id).contract_edits = std::move(e);
+    at(id).setting = AsmKernel();
+  };
   at(SimMutant::kContractExtendsWrongBase).contract_edits = {{decode, "/extends", "hk", true}};
   at(SimMutant::kContractExtendsWrongBase).setting.serial_planner = true;
   at(SimMutant::kContractExtendsWrongBase).setting.engine_flags = {{"o_padding", "consumed"}};
@@ -125,6 +147,13 @@ std::vector<SimMutantSpec> Build() {
   // request gets a work item): asm writes every padding row, a kernel that skips them does not.
   at(SimMutant::kContractZeroKvSkips).setting.serial_planner = true;
   at(SimMutant::kContractZeroKvSkips).setting.engine_flags = {{"o_padding", "consumed"}};
+  // An engine that consumes the padding rows' lse, with the serial planner (every zero-KV padding
+  // request gets a work item, which asm runs: its rows see no key): asm writes lse = -inf there,
+  // a kernel of FlashMLA's empty_rows writes +inf.
+  edit(SimMutant::kContractEmptyRowsPosInf,
+       {{decode, "/semantics/empty_rows", "zero_and_pos_inf_lse"}});
+  at(SimMutant::kContractEmptyRowsPosInf).setting.serial_planner = true;
+  at(SimMutant::kContractEmptyRowsPosInf).setting.engine_flags = {{"lse_padding", "consumed"}};
   for (auto [id, use] :
        {std::pair<SimMutant, const char*>{SimMutant::kContractInvalidIndexFault, "fault"},
         {SimMutant::kContractInvalidIndexClamp, "clamp_to_zero"},
@@ -133,6 +162,11 @@ std::vector<SimMutantSpec> Build() {
     at(id).setting = HostileIndices();
     at(id).contract_edits = {{decode, "/semantics/invalid_index", use}};
   }
+}
+
+// The scenario mutants: per-call and sizing overrides stated as data.
+void AddScenarioMutants(std::vector<SimMutantSpec>& v) {
+  auto at = [&](SimMutant id) -> SimMutantSpec& { return At(v, id); };
   CallOverride grid;
   grid.call = "verify.{decode}";
   grid.launch_grid = 4096;
@@ -145,6 +179,14 @@ std::vector<SimMutantSpec> Build() {
   one.buffers = "main.";
   one.batch = 1;
   at(SimMutant::kSizingForOneRequest).sizing = {one};
+}
+
+std::vector<SimMutantSpec> Build() {
+  std::vector<SimMutantSpec> v(static_cast<size_t>(SimMutant::kCount));
+  AddSimulatorMutants(v);
+  AddContractProgramMutants(v);
+  AddContractSemanticsMutants(v);
+  AddScenarioMutants(v);
   return v;
 }
 
@@ -160,7 +202,8 @@ Status ApplyEdits(const std::vector<ContractEdit>& edits, Scenario& s) {
     nlohmann::json doc = base->doc;
     for (const ContractEdit* e : mine) {
       const nlohmann::json::json_pointer p(e->pointer);
-      const bool adds = !doc.contains(p) && !e->value.is_null() && doc.contains(p.parent_pointer()) &&
+      const bool adds = !doc.contains(p) && !e->value.is_null() &&
+                        doc.contains(p.parent_pointer()) &&
                         doc.at(p.parent_pointer()).is_object();  // a new member (RFC 6902 add)
       if (!doc.contains(p) && !adds)
         return InvalidArgumentError("mutant", base->file + " has no " + e->pointer);
@@ -211,6 +254,9 @@ Status ApplySetting(const MutantSetting& m, Scenario& s) {
   if (!m.hostile_indices.empty()) {
     s.kv_cache.modelled = true;
     for (const KvCacheSpec::IndexValue& x : m.hostile_indices) s.kv_cache.index_values.push_back(x);
+    // A step whose token 0 has fewer slots than the world's values: the ones past its region
+    // would be refused by `mlasim replay` of the counterexample (sim/index_values.h).
+    DropUnplacedIndexValues(s);
   }
   return OkStatus();
 }

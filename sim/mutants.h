@@ -35,26 +35,28 @@ enum class SimMutant : uint8_t {
   kNoTailRule,               // B: the planner without the page-1 tail rule (tiny tails)
   kZeroKvPageUnderflow,      // J: a zero-KV item's page count underflows (near-infinite loop)
   // Contract features (docs/contracts.md), each broken as data.
-  kContractReadPastTile,       // C: a read statement covers one row past the work's q rows
-  kContractDropsOutputWrite,   // B: the write statement of the final o rows removed
-  kContractLetKvEndTooFar,     // E: a let statement's value (kv_end) 64 positions too far
-  kContractGatherBeforeStart,  // C: a gather starts one position before the work's KV
-  kContractLoopOneMoreWork,    // E: a loop's bound walks one work item past its cluster
-  kContractGridOneMore,        // C: the launch grid is one workgroup larger than work_indptr
-  kContractReduceIfAnyTile,    // E: the reduce's `if` also runs tiles without splits
-  kContractKvLoopUnbounded,    // J: a loop's trip count exceeds its bound (the KV block walk)
-  kContractZeroKvSkips,        // I: zero_kv = skips on an engine that consumes padding rows
-  kContractInvalidIndexFault,  // G: hostile index values dereferenced (invalid_index = fault)
-  kContractInvalidIndexClamp,  // G: ... clamped to slot 0 (invalid_index = clamp_to_zero)
-  kContractInvalidIndexWrap,   // G: ... wrapped (invalid_index = wrap)
+  kContractReadPastTile,          // C: a read statement covers one row past the work's q rows
+  kContractDropsOutputWrite,      // B: the write statement of the final o rows removed
+  kContractLetKvEndTooFar,        // E: a let statement's value (kv_end) 64 positions too far
+  kContractGatherBeforeStart,     // C: a gather starts one position before the work's KV
+  kContractLoopOneMoreWork,       // E: a loop's bound walks one work item past its cluster
+  kContractGridOneMore,           // C: the launch grid is one workgroup larger than work_indptr
+  kContractReduceIfAnyTile,       // E: the reduce's `if` also runs tiles without splits
+  kContractKvLoopUnbounded,       // J: a loop's trip count exceeds its bound (the KV block walk)
+  kContractZeroKvSkips,           // I: zero_kv = skips on an engine that consumes padding rows
+  kContractInvalidIndexFault,     // G: hostile index values dereferenced (invalid_index = fault)
+  kContractInvalidIndexClamp,     // G: ... clamped to slot 0 (invalid_index = clamp_to_zero)
+  kContractInvalidIndexWrap,      // G: ... wrapped (invalid_index = wrap)
   kContractInvalidIndexMinusOne,  // G: ... only -1 masked, others read (minus_one_masked)
   kContractWhenSkipsPartial0,  // E: a `when` off by one: the piece at partial row 0 writes no logits
   kContractUnitRowsForHeadRows,  // C: q read bounds in head rows (row x heads), `unit` rows
-  kContractExtendsWrongBase,   // I: a user's contract extends hk, not asm (inherits its zero_kv)
+  kContractExtendsWrongBase,     // I: a user's contract extends hk, not asm (inherits its zero_kv)
+  kContractEmptyRowsPosInf,      // I: empty_rows = zero_and_pos_inf_lse on an engine that consumes
+                                 //    the padding rows' lse (FlashMLA's +inf reaches it)
   // Scenario features (docs/scenario.md), each a disagreement stated as data.
-  kCallLaunchGridCaptured,  // A: a per-call override: the decode launched with a captured grid
-  kCallPlanFromCapture,     // E: plan_from: the decode consumes the plan captured at capture
-  kSizingForOneRequest,     // D: a sizing override: main plan buffers sized for one request
+  kCallLaunchGridCaptured,    // A: a per-call override: the decode launched with a captured grid
+  kCallPlanFromCapture,       // E: plan_from: the decode consumes the plan captured at capture
+  kSizingForOneRequest,       // D: a sizing override: main plan buffers sized for one request
   kPerTokenPlanIgnoresQLens,  // A: the per-token MTP plan covers B x Q tokens, not the ragged T_s
   kCount,
 };

@@ -169,6 +169,7 @@ ref::EmptyRowPolicy EmptyRowPolicyOf(EmptyRows e) {
     case EmptyRows::kZeroAndNegInfLse: return ref::EmptyRowPolicy::kWriteZero;
     case EmptyRows::kNan: return ref::EmptyRowPolicy::kNan;
     case EmptyRows::kUnwritten: return ref::EmptyRowPolicy::kSkip;
+    case EmptyRows::kZeroAndPosInfLse: return ref::EmptyRowPolicy::kWriteZeroPosInfLse;
   }
   return ref::EmptyRowPolicy::kWriteZero;
 }

@@ -1,11 +1,12 @@
 // libFuzzer harness: scenario JSON (sim/scenario_json.h: ParseJsonStrict, ParseScenario). Any
 // input must give a scenario or a clean error; a parsed scenario must expand (or be refused)
-// without crashing.
+// without crashing, and its index values be placed or refused (sim/index_values.h).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 #include "sim/engine.h"
+#include "sim/index_values.h"
 #include "sim/scenario_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -15,6 +16,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto s = mlasim::sim::ParseScenario(*doc);
   if (!s.ok()) return 0;
   // Keep runs short: expand only small steps.
-  if (s->requests.size() <= 64) (void)mlasim::sim::ExpandStep(*s);
+  if (s->requests.size() > 64) return 0;
+  auto t = mlasim::sim::ExpandStep(*s);
+  if (t.ok()) (void)mlasim::sim::CheckIndexValuesPlaced(*s, *t);
   return 0;
 }

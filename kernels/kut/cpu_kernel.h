@@ -11,7 +11,8 @@
 // s_j = (q . k_j) * softmax_scale * q_scale * kv_scale, P = exp(s - max) rounded to bf16 before
 // P V (the row sum from the unrounded weights), o = P V * kv_scale / l stored in the o dtype, the
 // natural-log LSE in fp32; split pieces store fp32 partial rows and their LSE. A row with no
-// visible key: o = 0, lse = -inf (asm, opus), or nothing written (hk): its contract's
+// visible key: o = 0, lse = -inf (asm, opus), o = 0, lse = +inf (self, FlashMLA's contract), or
+// nothing written (hk): its contract's
 // empty_rows (ref::EmptyRowPolicy); what a zero-KV item does is its zero_kv (ref::ZeroKvPolicy).
 //
 // Header-only and self-contained (the C ABI, <cmath>, <cstring>): each example kernel of
@@ -36,7 +37,10 @@ enum class ZeroKv { kReadsQWritesOutput, kReadsQOnly, kSkips };
 struct Config {
   std::string variant = "asm";  // asm | opus | hk | self: the built-in decode contract it follows
   ZeroKv zero_kv = ZeroKv::kReadsQWritesOutput;
-  bool write_empty_rows = true;  // a row with no visible key gets o = 0, lse = -inf
+  bool write_empty_rows = true;  // a row with no visible key gets o = 0, lse = empty_row_lse
+  // The lse of a row with no visible key in o (a split piece's partial row always gets -inf):
+  // -inf (zero_and_neg_inf_lse: asm, opus) or +inf (zero_and_pos_inf_lse: FlashMLA, variant=self).
+  float empty_row_lse = -std::numeric_limits<float>::infinity();
   // variant=self: the kernel plans by itself, one request per item from qo_indptr / kv_indptr,
   // aiter's plan buffers unread (FlashMLA's and FlashInfer's way; their contracts say so), so
   // campaigns run it over head-folded plans too.
@@ -58,6 +62,7 @@ struct Bugs {
 inline bool SetVariant(const std::string& v, Config* cfg, std::string* why) {
   cfg->variant = v;
   cfg->self_planning = false;
+  cfg->empty_row_lse = -std::numeric_limits<float>::infinity();
   if (v == "asm") {
     cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
     cfg->write_empty_rows = true;
@@ -70,6 +75,7 @@ inline bool SetVariant(const std::string& v, Config* cfg, std::string* why) {
   } else if (v == "self") {
     cfg->zero_kv = ZeroKv::kReadsQWritesOutput;
     cfg->write_empty_rows = true;
+    cfg->empty_row_lse = std::numeric_limits<float>::infinity();  // flashmla-dense-decode.json
     cfg->self_planning = true;
   } else {
     *why = "unknown variant '" + v + "' (asm, opus, hk or self)";
@@ -291,7 +297,8 @@ class DecodeRun {
     q_.resize(static_cast<size_t>(D));
     s_.resize(static_cast<size_t>(n));
     o_.assign(static_cast<size_t>(H) * Dv, 0.f);
-    lse_.assign(static_cast<size_t>(H), -std::numeric_limits<float>::infinity());
+    lse_.assign(static_cast<size_t>(H),
+                wk.partial >= 0 ? -std::numeric_limits<float>::infinity() : cfg_.empty_row_lse);
     bool any_key = false;
     for (int32_t h = 0; h < H; ++h) {
       for (int32_t d = 0; d < D; ++d) q_[d] = Load(c_.q, r, h, d) * scale;

@@ -68,6 +68,26 @@ std::vector<std::string> Campaign(const fs::path& out) {
   return {"fuzz", "--cases", "120", "--seed", "7", "--small", "--jobs", "2", "--out", out.string()};
 }
 
+// Whether `dir` holds a progress file: a campaign writes its first checkpoint after preparing
+// the folder, before its first case, and replaces it by a rename.
+bool HasProgressFile(const fs::path& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().filename().string().rfind(".progress-", 0) == 0) return true;
+  return false;
+}
+
+// Waits until the run `pid` of a fresh folder `dir` has written its first checkpoint (it is
+// then in flight: the cases are still to run), polling every millisecond; false when it ended
+// first (its exit status in *status).
+bool WaitForFirstCheckpoint(pid_t pid, const fs::path& dir, int* status) {
+  while (!HasProgressFile(dir)) {
+    if (::waitpid(pid, status, WNOHANG) == pid) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
 // Starts the binary with `args` (stdout discarded, stderr appended to `log` if given); returns
 // its pid.
 pid_t Start(const std::vector<std::string>& args, const std::string& log = "") {
@@ -110,9 +130,13 @@ struct Trial {
   std::map<std::string, std::string> files;
 };
 
-// Runs the campaign with --resume, killing each run at a seeded moment between 5% and 60% of
-// `unbroken_seconds` (the unbroken run's wall time: the moments scale with the machine's speed),
-// `kills` times, then lets one run finish.
+// Runs the campaign with --resume, killing each run `kills` times, then lets one run finish. The
+// first run (of an empty folder) is killed as soon as its first checkpoint shows it started, so
+// that one kill always lands mid-run whatever the machine's load: the time of the unbroken run
+// says nothing about a later run's (under load the unbroken run could take longer than the
+// killed one, whose campaign then ended before a kill at 60% of that time: no kill landed). The
+// others are killed at a seeded moment between 5% and 60% of `unbroken_seconds` (the moments
+// scale with the machine's speed), landing when work is left.
 Trial KillAndResume(const fs::path& dir, uint64_t seed, int kills, double unbroken_seconds) {
   Trial t;
   auto args = Campaign(dir);
@@ -124,8 +148,13 @@ Trial KillAndResume(const fs::path& dir, uint64_t seed, int kills, double unbrok
     const pid_t pid = Start(args, log);
     if (pid < 0) return t;
     const double u = static_cast<double>(Next(state) % 1000) / 1000.0;
-    std::this_thread::sleep_for(
-        std::chrono::duration<double>(unbroken_seconds * (0.05 + 0.55 * u)));
+    int status = 0;
+    if (k == 0) {
+      if (!WaitForFirstCheckpoint(pid, dir, &status)) continue;  // ended first: not landed
+    } else {
+      std::this_thread::sleep_for(
+          std::chrono::duration<double>(unbroken_seconds * (0.05 + 0.55 * u)));
+    }
     ::kill(pid, SIGKILL);
     const int code = Wait(pid);
     t.kills_landed += code == 128 + SIGKILL;
@@ -199,8 +228,8 @@ TEST(CrashSafety, KilledAndResumedCampaignEqualsAnUnbrokenOne) {
   const auto unbroken = Unbroken(ref, &seconds);
   ASSERT_GT(unbroken.size(), 10u);  // findings and the progress file
   const Trial t = KillAndResume(dir, 20261130, 8, seconds);
-  // The first kill always ends a run in flight (it comes before 60% of the whole campaign's
-  // time); later ones do when work is left (in 100 trials about 5 of 8 did).
+  // The first kill always ends a run in flight (it comes at the run's first checkpoint, before
+  // its first case); later ones do when work is left.
   EXPECT_GE(t.kills_landed, 1);
   std::printf("8 kills: %d landed mid-run, %d resumes removed a temp file\n", t.kills_landed,
               t.temps_removed);

@@ -273,6 +273,39 @@ TEST(CliNumerics, ConsumedPaddingRowsFailAsClassI) {
   fs::remove(file);
 }
 
+// empty_rows = zero_and_pos_inf_lse (FlashMLA's keyless rows): the zero-KV padding requests' rows
+// hold lse = +inf, a class I finding where the engine consumes the padding rows' lse; the same
+// step under asm's own value (--empty-rows write-zero: lse = -inf) passes.
+TEST(CliNumerics, PosInfLseOfKeylessPaddingRowsFailsWhereTheEngineConsumesThem) {
+  const std::string file = Case("I-pos-inf-lse-consumed-padding.json");
+  Out r = Numerics({file});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;
+  EXPECT_NE(r.out.find("padding: o dropped, lse consumed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("empty_rows write-zero-pos-inf, zero_kv run (decode contract "
+                       "asm-with-flashmla-empty-rows)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("call 2 (verify): class I: the engine consumes padding rows and they hold 0 "
+                       "poison finding(s), 0 non-finite o values, 128 NaN/+inf lse values\n"),
+            std::string::npos)
+      << r.out;
+  const Out j = Numerics({file, "--json"});
+  const auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["empty_rows"], "contract");
+  EXPECT_EQ(doc["calls"][0]["empty_rows"], "write-zero-pos-inf");
+  EXPECT_EQ(doc["calls"][0]["padding"]["lse_bad"], 128);
+  EXPECT_EQ(doc["calls"][0]["padding"]["consumed_and_bad"], true);
+  r = Numerics({file, "--empty-rows", "write-zero"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("empty_rows write-zero,"), std::string::npos) << r.out;
+  // Where the engine drops the padding rows' lse the value is harmless (the real rows compare
+  // equal: their truth holds +inf too).
+  r = Numerics({"--builtin", "dense-mtp", "--profile", "atom-2026-11", "--empty-rows",
+                "write-zero-pos-inf"});
+  EXPECT_EQ(r.code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("verdict: within tolerance (4/4 decode calls ok)"), std::string::npos);
+}
+
 TEST(CliNumerics, MutantBreaksTheStepAndNamesTheSlot) {
   // dense-mtp splits its tiles: pieces written one partial row too far leave partial_o[0]
   // unwritten, and the reduce reads it into real o rows (ATOM's sparse path hands the kernel

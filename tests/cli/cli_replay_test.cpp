@@ -104,6 +104,52 @@ TEST(CliReplay, LayoutOutFeedsExplainFault) {
   fs::remove(log);
 }
 
+// --kernel NAME beside a decode contract of another variant: the contract would decide the
+// kernel and --kernel do nothing, so both are refused (exit 2, naming both); a contract of that
+// variant, a contract of another call kind, or no --kernel run as before.
+TEST(CliReplay, KernelBesideADecodeContractOfAnotherVariantExitsTwoNamingBoth) {
+  const std::string tile64 =
+      (fs::path(MLASIM_SOURCE_DIR) / "tests/cases/contracts/tile64-decode.json").string();
+  for (const char* command : {"replay", "numerics"}) {
+    Out r = Cli({command, "--builtin", "seed", "--kernel", "opus", "--contract", tile64});
+    EXPECT_EQ(r.code, 2) << command << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_NE(r.err.find("--kernel: --kernel opus and --contract " + tile64 +
+                         " (decode contract tile64-decode, variant tile64) both choose the "
+                         "decode kernel and disagree; the contract would win and --kernel do "
+                         "nothing: give one of them, or a contract of variant opus\n"),
+              std::string::npos)
+        << command << r.err;
+    // The contract's own variant: no conflict, it runs (exit 0 or 1, never 2).
+    r = Cli({command, "--builtin", "seed", "--kernel", "tile64", "--contract", tile64});
+    EXPECT_NE(r.code, 2) << command << r.err;
+    // No --kernel: the contract alone, as before.
+    r = Cli({command, "--builtin", "seed", "--contract", tile64});
+    EXPECT_NE(r.code, 2) << command << r.err;
+  }
+  // A contract of another call kind leaves --kernel the decode kernel.
+  const fs::path reduce = Tmp("reduce-contract.json");
+  std::ofstream(reduce) << R"({"contract": 1, "extends": "mla_reduce_v1", "name": "my-reduce",
+    "variant": "mla_reduce_v1"})";
+  Out r = Cli({"replay", "--builtin", "seed", "--kernel", "opus", "--contract", reduce.string()});
+  EXPECT_NE(r.code, 2) << r.err;
+  // A decode contract inside the scenario ("contracts") is named by its JSON path.
+  const fs::path scenario = Tmp("inline-contract.json");
+  ASSERT_EQ(Cli({"replay", "--builtin", "seed", "--scenario-out", scenario.string()}).code, 1);
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(scenario));
+  j["contracts"] = nlohmann::json::array({nlohmann::json::parse(std::ifstream(tile64))});
+  std::ofstream(scenario) << j.dump();
+  r = Cli({"replay", scenario.string(), "--kernel", "hk"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--kernel: --kernel hk and the scenario's $.contracts[0] (decode contract "
+                       "tile64-decode, variant tile64) both choose the decode kernel"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(Cli({"replay", scenario.string(), "--kernel", "tile64"}).code, 2);
+  fs::remove(reduce);
+  fs::remove(scenario);
+}
+
 TEST(CliReplay, BadInputExitsTwoNamingTheField) {
   const fs::path bad = fs::path(MLASIM_SOURCE_DIR) / "tests/cases/bad/heads-is-a-string.json";
   Out r = Cli({"replay", bad.string()});

@@ -267,7 +267,9 @@ TEST(RaggedQGenerator, DrawsZeroToQPerRequestAndKeepsTheDrawsOfOtherFamiliesOff)
       const int32_t len = sim::QLen(s, r);
       ASSERT_GE(len, 0);
       ASSERT_LE(len, q);
-      if (!r.topk_lengths.empty()) ASSERT_EQ(static_cast<int32_t>(r.topk_lengths.size()), len);
+      if (!r.topk_lengths.empty()) {
+        ASSERT_EQ(static_cast<int32_t>(r.topk_lengths.size()), len);
+      }
       differs = differs || len != q;
       zero += len == 0;
       full += len == q;

@@ -231,9 +231,13 @@ TEST(ShrinkPolicyEffectiveness, CampaignsReportKnownBugsAtTheirFirstCaseOnlyPerS
     const SeedSearch s = SearchTarget(t, false, 1, 300);
     const auto it = ps.known.find(t.name);
     ASSERT_EQ(it != ps.known.end(), s.detected) << t.name;
-    if (s.detected) EXPECT_EQ(it->second.cases, s.cases) << t.name;
+    if (s.detected) {
+      EXPECT_EQ(it->second.cases, s.cases) << t.name;
+    }
     const auto f = ff.known.find(t.name);
-    if (f != ff.known.end() && s.detected) EXPECT_GE(f->second.cases, s.cases) << t.name;
+    if (f != ff.known.end() && s.detected) {
+      EXPECT_GE(f->second.cases, s.cases) << t.name;
+    }
   }
   EXPECT_EQ(ps.known.size(), 7u);
   EXPECT_EQ(ff.known.size(), 4u);

@@ -56,7 +56,8 @@ TEST(StepNumerics, EverySemanticsValueMapsToItsNumericsKnob) {
   const std::pair<sim::EmptyRows, ref::EmptyRowPolicy> rows[] = {
       {sim::EmptyRows::kZeroAndNegInfLse, ref::EmptyRowPolicy::kWriteZero},
       {sim::EmptyRows::kNan, ref::EmptyRowPolicy::kNan},
-      {sim::EmptyRows::kUnwritten, ref::EmptyRowPolicy::kSkip}};
+      {sim::EmptyRows::kUnwritten, ref::EmptyRowPolicy::kSkip},
+      {sim::EmptyRows::kZeroAndPosInfLse, ref::EmptyRowPolicy::kWriteZeroPosInfLse}};
   const std::pair<sim::ZeroKv, ref::ZeroKvPolicy> zero[] = {
       {sim::ZeroKv::kReadsQWritesOutput, ref::ZeroKvPolicy::kRun},
       {sim::ZeroKv::kReadsQOnly, ref::ZeroKvPolicy::kSkip},

@@ -55,7 +55,10 @@ TEST(SwarmOff, FixedSeedsGiveTheCasesOfTheGeneratorBeforeSwarmByteForByte) {
   every.small = true;
   every.max_batch = 64;
   ASSERT_TRUE(EnableFamilies({"hostile-indices", "disagreements", "paged"}, &every).ok());
-  EXPECT_EQ(DigestOfCases(every), 0xab5e6c217f3cff79ull);
+  // Since issue 10's review the generator keeps only the index values a fill places
+  // (sim/index_values.h): the cases of f1d66a1 (0xab5e6c217f3cff79) less the values no fill of
+  // their step placed, which changed nothing but the JSON (IndexValues.GeneratedCasesHoldOnly...).
+  EXPECT_EQ(DigestOfCases(every), 0x85a83a7bb1579166ull);
   // One of them in full: seed 6 at size 10.
   EXPECT_EQ(
       sim::ScenarioToJson(ScenarioFromSeed(plain, 6, 10).value()).dump(),

@@ -46,6 +46,10 @@ TEST(FlashMlaContract, TheFilesAreTheBuiltinsTheAdapterNames) {
   EXPECT_EQ(d->semantics.zero_kv, ZeroKv::kReadsQWritesOutput);
   EXPECT_EQ(d->semantics.masked_keys, MaskedKeys::kNeverRead);
   EXPECT_EQ(d->semantics.invalid_index, InvalidIndex::kFault);
+  // splitkv_mla.cuh stores lse = +inf for a row without a key (o = 0).
+  EXPECT_EQ(d->semantics.empty_rows, EmptyRows::kZeroAndPosInfLse);
+  EXPECT_EQ(std::string(EmptyRowsName(d->semantics.empty_rows)), "zero_and_pos_inf_lse");
+  EXPECT_NE(d->semantics.sources.at("empty_rows").find("splitkv_mla.cuh"), std::string::npos);
   EXPECT_EQ(d->program.size(), 1u);  // the loop over the requests
   EXPECT_EQ(r->call, CallKind::kReduce);
   EXPECT_TRUE(r->program.empty());
@@ -239,8 +243,11 @@ TEST(FlashMlaContract, AHeadFoldedPlanKeepsTheUnfoldedViewForAKernelThatPlansByI
     if (c.kind != CallKind::kDecode) continue;
     plan_fold = r->trace.plans.at(c.plan).plan.derived.fold_ratio;
     EXPECT_EQ(c.view_fold, 1);
-    for (const TensorArg& a : c.args)
-      if (a.role == "q" || a.role == "o") EXPECT_EQ(a.heads, 64) << a.role;
+    for (const TensorArg& a : c.args) {
+      if (a.role == "q" || a.role == "o") {
+        EXPECT_EQ(a.heads, 64) << a.role;
+      }
+    }
   }
   ASSERT_GT(plan_fold, 1);  // the case is a folded one
   EXPECT_EQ(r->result.violations.size(), 2u);
@@ -251,8 +258,11 @@ TEST(FlashMlaContract, AHeadFoldedPlanKeepsTheUnfoldedViewForAKernelThatPlansByI
   s->kernel = "asm";
   auto a = Replay(*s);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  for (const Call& c : a->trace.calls)
-    if (c.kind == CallKind::kDecode) EXPECT_EQ(c.view_fold, plan_fold);
+  for (const Call& c : a->trace.calls) {
+    if (c.kind == CallKind::kDecode) {
+      EXPECT_EQ(c.view_fold, plan_fold);
+    }
+  }
 }
 
 TEST(FlashMlaContract, OAllocatedForFewerRowsIsWrittenPastItsEnd) {
@@ -280,6 +290,7 @@ TEST(FlashMlaSparseContract, TheFileIsTheBuiltinTheAdapterNames) {
   EXPECT_EQ(file->semantics.invalid_index, InvalidIndex::kMinusOneMasked);
   EXPECT_EQ(file->semantics.zero_kv, ZeroKv::kReadsQWritesOutput);
   EXPECT_EQ(file->semantics.masked_keys, MaskedKeys::kNeverRead);
+  EXPECT_EQ(file->semantics.empty_rows, EmptyRows::kZeroAndPosInfLse);  // measured on the H200
   EXPECT_FALSE(ProgramLoads(file->program, kLoadWorkInfo));  // it plans by itself
 }
 

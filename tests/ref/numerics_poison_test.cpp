@@ -153,8 +153,9 @@ TEST(NumericsPoisonedInputs, ReadThenMaskLetsTheNaNOfAClampedRowThrough) {
   got = RunPlanDriven(c.in, c.r, c.plan, o);
   ASSERT_TRUE(got.ok());
   const int64_t wrapped = c.in.num_pages - 1;  // -1 mod cache rows (page size 1)
-  if (!std::isnan(c.in.kv_cache[wrapped * c.in.head_dim_qk]))
+  if (!std::isnan(c.in.kv_cache[wrapped * c.in.head_dim_qk])) {
     EXPECT_TRUE(got->poison.empty()) << got->poison[0].ToString();
+  }
 }
 
 // The engine's index fill wrote invalid page ids into slots a kernel reads (the scenario's

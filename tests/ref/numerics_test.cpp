@@ -369,10 +369,15 @@ TEST(NumericsPoison, ZeroKvAndEmptyRowsAreTwoPolicies) {
       {Z::kSkip, E::kWriteZero, {}, kNaN, kNaN, true},
       {Z::kSkip, E::kNan, nan_rows, kNaN, kNaN, false},
       {Z::kSkip, E::kSkip, skipped_rows, kNaN, kNaN, false},
+      // FlashMLA's keyless rows: o = 0, lse = +inf where o is written; the split pieces' partial
+      // rows keep lse = -inf, so request 0's keyed rows 2..3 reduce as with kWriteZero.
+      {Z::kRun, E::kWriteZeroPosInfLse, {}, 0.0, kInf, true},
+      {Z::kSkip, E::kWriteZeroPosInfLse, {}, kNaN, kNaN, true},
   };
   wants[1].findings.insert(wants[1].findings.begin() + 2, zero_kv_nan);
   wants[2].findings.push_back(zero_kv_unwritten);
   for (int i = 3; i < 6; ++i) wants[i].findings.push_back(zero_kv_unwritten);
+  wants[7].findings.push_back(zero_kv_unwritten);
   for (const Want& w : wants) {
     PlanExecOptions exec{o.precision, w.empty_rows};
     exec.zero_kv = w.zero_kv;
@@ -398,6 +403,36 @@ TEST(NumericsPoison, ZeroKvAndEmptyRowsAreTwoPolicies) {
       EXPECT_TRUE(std::isnan(got->out.o[2 * 16 * 32])) << label;  // row 2: piece 1 had no key
       EXPECT_NEAR(got->out.o[3 * 16 * 32], mono.o[3 * 16 * 32], 1e-12) << label;
     }
+  }
+}
+
+// zero_and_pos_inf_lse: a real row without a key holds lse = +inf, and so does the truth it is held
+// to (ApplyEmptyRowLse), so the step passes; every other value, NaN and +inf of the truth stay.
+TEST(NumericsPoison, PosInfLseOfKeylessRowsIsTheTruthUnderItsPolicy) {
+  AttentionOutput t;
+  t.lse = {-kInf, 1.5, kInf, kNaN, -2.0};
+  ApplyEmptyRowLse(EmptyRowPolicy::kWriteZero, t);
+  EXPECT_EQ(t.lse[0], -kInf);
+  ApplyEmptyRowLse(EmptyRowPolicy::kNan, t);
+  ApplyEmptyRowLse(EmptyRowPolicy::kSkip, t);
+  EXPECT_EQ(t.lse[0], -kInf);
+  ApplyEmptyRowLse(EmptyRowPolicy::kWriteZeroPosInfLse, t);
+  EXPECT_EQ(t.lse[0], kInf);
+  EXPECT_EQ(t.lse[1], 1.5);
+  EXPECT_EQ(t.lse[2], kInf);
+  EXPECT_TRUE(std::isnan(t.lse[3]));
+  EXPECT_EQ(t.lse[4], -2.0);
+
+  const PlanRequest r = test::DenseRequest(Arch::kGfx942, 16, 1, {300, 0}, 1);  // request 1: no key
+  const Plan plan = *PlanMlaMetadata(r, {PlannerChoice::kSerial});
+  for (EmptyRowPolicy e : {EmptyRowPolicy::kWriteZero, EmptyRowPolicy::kWriteZeroPosInfLse}) {
+    NumericsOptions o = SmallDims();
+    o.empty_rows = e;
+    auto rep = RunPlanNumerics(r, plan, o);
+    ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+    EXPECT_TRUE(rep->ok) << static_cast<int>(e);
+    EXPECT_EQ(rep->lse_unpoisoned.inf_mismatches, 0) << static_cast<int>(e);
+    EXPECT_GE(rep->lse_unpoisoned.elements, 32);  // both requests' 16 heads compared
   }
 }
 

@@ -69,7 +69,7 @@ TEST(Expr, ArithmeticFollowsCPrecedenceAndWrapsLike64BitIntegers) {
   EXPECT_EQ(f.Value("u32(0 - 1)"), 4294967295);
   EXPECT_EQ(f.Value("i32(2147483648)"), -2147483648LL);
   EXPECT_EQ(f.Value("9223372036854775807 + 1"), INT64_MIN + 0);  // wraps (then marked defined)
-  EXPECT_EQ(f.Value("u32(b - 4) / 16 + 1"), 268435456);  // the J what-if: (0 - 1) / 16 + 1
+  EXPECT_EQ(f.Value("u32(b - 4) / 16 + 1"), 268435456);          // the J what-if: (0 - 1) / 16 + 1
 }
 
 TEST(Expr, ComparisonsLogicAndSelect) {
@@ -213,7 +213,8 @@ TEST(Expr, EveryCompileErrorNamesTheFieldAndTheReason) {
   EXPECT_EQ(f.Error("sqrt(a)"),
             "$.x: unknown function 'sqrt' (known: min, max, cdiv, u32, i32) at character 0 of "
             "\"sqrt(a)\"");
-  EXPECT_EQ(f.Error("min(a)"), "$.x: min() takes at least 2 arguments at character 0 of \"min(a)\"");
+  EXPECT_EQ(f.Error("min(a)"),
+            "$.x: min() takes at least 2 arguments at character 0 of \"min(a)\"");
   EXPECT_EQ(f.Error("cdiv(a)"), "$.x: cdiv() takes 2 arguments at character 0 of \"cdiv(a)\"");
   EXPECT_EQ(f.Error("u32(a, b)"), "$.x: u32() takes 1 argument at character 0 of \"u32(a, b)\"");
   EXPECT_EQ(f.Error("buf + 1"),
@@ -278,8 +279,7 @@ TEST(Contract, EveryErrorNamesTheFileTheJsonPathAndTheReason) {
        "user.json: $.call: must be one of plan_build, plan_update, index_fill, decode, reduce "
        "(got \"prefill\")"},
       {R"({"extra": 1})", "user.json: $.extra: unknown key"},
-      {R"({"launch": {"grid": "clusterz"}})",
-       "user.json: $.launch.grid: unknown name 'clusterz'"},
+      {R"({"launch": {"grid": "clusterz"}})", "user.json: $.launch.grid: unknown name 'clusterz'"},
       {R"({"launch": {"grid": null}})", "user.json: $.launch.grid: required key is missing"},
       {R"({"semantics": {"zero_kv": "maybe"}})",
        "user.json: $.semantics.zero_kv: must be one of reads_q_writes_output, reads_q_only, "
@@ -287,6 +287,9 @@ TEST(Contract, EveryErrorNamesTheFileTheJsonPathAndTheReason) {
       {R"({"semantics": {"invalid_index": "ignore"}})",
        "user.json: $.semantics.invalid_index: must be one of fault, clamp_to_zero, wrap, "
        "masked, minus_one_masked (got \"ignore\")"},
+      {R"({"semantics": {"empty_rows": "zero_and_inf_lse"}})",
+       "user.json: $.semantics.empty_rows: must be one of zero_and_neg_inf_lse, nan, unwritten, "
+       "zero_and_pos_inf_lse (got \"zero_and_inf_lse\")"},
       {R"({"semantics": {"sources": {"colour": "x"}}})",
        "user.json: $.semantics.sources.colour: unknown semantics field"},
       {R"({"constants": {"tile": "64"}})", "user.json: $.constants.tile: must be an integer"},
@@ -341,8 +344,8 @@ TEST(Contract, LoopsNestEightDeepNotNine) {
   auto nest = [](int depth) {
     json body = json::array({json{{"read", "q"}, {"rows", {0, 1}}}});
     for (int i = depth - 1; i >= 0; --i)
-      body = json::array({json{{"loop", "v" + std::to_string(i)}, {"from", 0}, {"to", 1},
-                               {"body", body}}});
+      body = json::array(
+          {json{{"loop", "v" + std::to_string(i)}, {"from", 0}, {"to", 1}, {"body", body}}});
     json doc = Minimal();
     doc["program"] = body;
     return doc;
@@ -364,8 +367,8 @@ TEST(Contract, StatementsAtTheLimitCompileOnePastItIsRefused) {
     json body = json::array();
     for (int i = 0; i < reads; ++i) body.push_back(json{{"read", "q"}, {"rows", {"c", "c + 1"}}});
     json doc = Minimal();
-    doc["program"] = json::array({json{{"loop", "c"}, {"from", 0}, {"to", "grid"},
-                                       {"body", body}}});
+    doc["program"] =
+        json::array({json{{"loop", "c"}, {"from", 0}, {"to", "grid"}, {"body", body}}});
     return doc;
   };
   EXPECT_EQ(ref::Limit(ref::LimitId::kContractStatements), 4096);
@@ -380,8 +383,8 @@ TEST(Contract, StatementsAtTheLimitCompileOnePastItIsRefused) {
 }
 
 TEST(Contract, PlanCallsNameTheModelTheyRun) {
-  json doc = {{"contract", 1}, {"name", "p"},   {"call", "plan_build"},
-              {"variant", "p"}, {"source", "t"}};
+  json doc = {
+      {"contract", 1}, {"name", "p"}, {"call", "plan_build"}, {"variant", "p"}, {"source", "t"}};
   EXPECT_EQ(ContractError(doc), "user.json: $.model: required key is missing");
   doc["model"] = "flashinfer";
   EXPECT_EQ(ContractError(doc),

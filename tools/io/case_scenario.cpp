@@ -155,17 +155,9 @@ const sim::Call* ReduceAfter(const sim::Trace& t, const sim::Call& decode) {
   return nullptr;
 }
 
-}  // namespace
-
-StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManifest& m,
-                                        const CasePlanner& planner, ref::PlannerChoice choice,
-                                        const CaseContractOptions& options) {
-  const std::string manifest = files.Display(kCaseManifestName);
-  if (!planner.request)
-    return InvalidArgumentError(manifest,
-                                "--scenario-out needs the planner request: the case has "
-                                "no " +
-                                    planner.missing_request);
+// The call kind the case captured: decode or reduce (other kinds are refused, naming the
+// manifest's call or config.call_kind).
+StatusOr<sim::CallKind> CaseCallKind(const CaseManifest& m, const std::string& manifest) {
   const std::string kind_name = ConfigString(m, "call_kind");
   MLASIM_ASSIGN_OR_RETURN(
       sim::CallKind kind,
@@ -175,17 +167,13 @@ StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManife
     return InvalidArgumentError(manifest + ":call",
                                 "--scenario-out reproduces decode and reduce calls; '" + m.call +
                                     "' is a " + sim::CallKindName(kind));
-  const bool reduce = kind == sim::CallKind::kReduce;
-  const ref::PlanRequest& r = *planner.request;
-  CaseScenario out;
-  sim::Scenario& s = out.scenario;
-  s.name = "case-" + m.call;
-  s.description = "reproduces the " + m.call + " call of a case captured by mlasim.capture";
-  MLASIM_RETURN_IF_ERROR(SetModel(m, r, manifest, s));
-  MLASIM_RETURN_IF_ERROR(SetKernel(m, options, manifest, s));
-  MLASIM_ASSIGN_OR_RETURN(Batch b, BatchOf(r, manifest));
-  out.real_requests = static_cast<int32_t>(b.contexts.size());
-  out.padded_requests = b.padded;
+  return kind;
+}
+
+// The engine step around the planner request `r`: the batch (real contexts, padded to the graph
+// size), the KV cache's page size and the planner's knobs.
+Status SetStep(const ref::PlanRequest& r, const Batch& b, ref::PlannerChoice choice,
+               sim::Scenario& s) {
   s.mtp_k = r.max_seqlen_qo - 1;
   for (int32_t c : b.contexts) s.requests.push_back({c, 0, 0, {}});
   s.graph.capture_sizes = {b.padded};
@@ -201,34 +189,30 @@ StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManife
   s.serial_planner = choice == ref::PlannerChoice::kSerial;
   s.kv_granularity = r.kv_granularity;
   s.max_split_per_batch = r.max_split_per_batch;
-  // Rows as allocated: the captured q / o (tokens), else the engine's.
-  const CaseTensor* q = m.Find("q");
-  const CaseTensor* o = m.Find("o");
-  StatusOr<sim::Trace> trace = sim::ExpandStep(s);
-  if (!trace.ok())
-    return InvalidArgumentError(manifest + ":" + trace.status().field(), trace.status().message());
-  // What `mlasim replay` will read: the scenario's own cross-field rules (docs/scenario.md).
-  if (StatusOr<sim::Scenario> back = sim::ParseScenario(sim::ScenarioToJson(s)); !back.ok())
-    return InvalidArgumentError(
-        manifest, "the case does not make a valid scenario: " + back.status().field() + ": " +
-                      back.status().message());
-  const int64_t rows = r.qo_indptr.back();
-  const int64_t q_rows = q && !q->shape.empty() ? q->shape[0] : rows;
-  const int64_t o_rows = o && !o->shape.empty() ? o->shape[0] : q_rows;
-  // A reduce case: the decode call it follows has the captured o rows (a reduce captures no q,
-  // so the decode's q rows are the engine's, the plan's when the engine's differ).
-  const sim::Call* c = FindCall(*trace, r, q_rows, o_rows);
+  return OkStatus();
+}
+
+// The call of `trace` that consumes the captured request with the captured rows; a reduce case:
+// the reduce after the decode call with the captured o rows (a reduce captures no q, so the
+// decode's q rows are the engine's, the plan's when the engine's differ). Null when none does.
+const sim::Call* CapturedCall(const sim::Trace& trace, const ref::PlanRequest& r, bool reduce,
+                              int64_t q_rows, int64_t o_rows) {
+  const sim::Call* c = FindCall(trace, r, q_rows, o_rows);
   if (!c && reduce) {
-    for (const sim::Call& d : trace->calls)
+    for (const sim::Call& d : trace.calls)
       if (!c && d.kind == sim::CallKind::kDecode && d.plan >= 0 && d.o_rows == o_rows &&
-          SameRequest(trace->plans[d.plan].request, r) && ReduceAfter(*trace, d))
+          SameRequest(trace.plans[d.plan].request, r) && ReduceAfter(trace, d))
         c = &d;
   }
-  if (c && reduce) c = ReduceAfter(*trace, *c);
-  if (c) {
-    out.call = c->step + "." + c->name;
-    return out;
-  }
+  if (c && reduce) c = ReduceAfter(trace, *c);
+  return c;
+}
+
+// No call of the engine's step has the captured rows: per-call overrides of verify's dense decode
+// (and reduce) with them, checked by expanding the step again.
+Status OverrideRows(bool reduce, int64_t q_rows, int64_t o_rows, const std::string& manifest,
+                    CaseScenario& out) {
+  sim::Scenario& s = out.scenario;
   for (const char* name : {"verify.dense_decode", "verify.dense_reduce"}) {
     if (!reduce && name == std::string("verify.dense_reduce")) break;
     sim::CallOverride ov;
@@ -242,6 +226,52 @@ StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManife
   StatusOr<sim::Trace> again = sim::ExpandStep(s);
   if (!again.ok())
     return InvalidArgumentError(manifest + ":" + again.status().field(), again.status().message());
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManifest& m,
+                                        const CasePlanner& planner, ref::PlannerChoice choice,
+                                        const CaseContractOptions& options) {
+  const std::string manifest = files.Display(kCaseManifestName);
+  if (!planner.request)
+    return InvalidArgumentError(manifest,
+                                "--scenario-out needs the planner request: the case has "
+                                "no " +
+                                    planner.missing_request);
+  MLASIM_ASSIGN_OR_RETURN(const sim::CallKind kind, CaseCallKind(m, manifest));
+  const bool reduce = kind == sim::CallKind::kReduce;
+  const ref::PlanRequest& r = *planner.request;
+  CaseScenario out;
+  sim::Scenario& s = out.scenario;
+  s.name = "case-" + m.call;
+  s.description = "reproduces the " + m.call + " call of a case captured by mlasim.capture";
+  MLASIM_RETURN_IF_ERROR(SetModel(m, r, manifest, s));
+  MLASIM_RETURN_IF_ERROR(SetKernel(m, options, manifest, s));
+  MLASIM_ASSIGN_OR_RETURN(Batch b, BatchOf(r, manifest));
+  out.real_requests = static_cast<int32_t>(b.contexts.size());
+  out.padded_requests = b.padded;
+  MLASIM_RETURN_IF_ERROR(SetStep(r, b, choice, s));
+  StatusOr<sim::Trace> trace = sim::ExpandStep(s);
+  if (!trace.ok())
+    return InvalidArgumentError(manifest + ":" + trace.status().field(), trace.status().message());
+  // What `mlasim replay` will read: the scenario's own cross-field rules (docs/scenario.md).
+  if (StatusOr<sim::Scenario> back = sim::ParseScenario(sim::ScenarioToJson(s)); !back.ok())
+    return InvalidArgumentError(
+        manifest, "the case does not make a valid scenario: " + back.status().field() + ": " +
+                      back.status().message());
+  // Rows as allocated: the captured q / o (tokens), else the engine's.
+  const CaseTensor* q = m.Find("q");
+  const CaseTensor* o = m.Find("o");
+  const int64_t rows = r.qo_indptr.back();
+  const int64_t q_rows = q && !q->shape.empty() ? q->shape[0] : rows;
+  const int64_t o_rows = o && !o->shape.empty() ? o->shape[0] : q_rows;
+  if (const sim::Call* c = CapturedCall(*trace, r, reduce, q_rows, o_rows)) {
+    out.call = c->step + "." + c->name;
+    return out;
+  }
+  MLASIM_RETURN_IF_ERROR(OverrideRows(reduce, q_rows, o_rows, manifest, out));
   return out;
 }
 

@@ -167,36 +167,25 @@ int ExitCodeFor(const Status& status) {
   return status.code() == StatusCode::kInternal ? kExitInternal : kExitBadInput;
 }
 
-int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
-  CLI::App app("mlasim: a deterministic simulator and checker for aiter's MLA decode metadata",
-               "mlasim");
-  app.set_version_flag("--version", VersionString(), "Print the version and exit");
-  app.require_subcommand(1);
-  app.fallthrough(false);
-  // ref/limits.h: one table of size limits for every command, raised per run (docs/limits.md).
-  std::vector<std::string> limits;
-  app.add_option("--limit", limits,
-                 "Raise (or lower) a size limit for this run, e.g. --limit requests=2000000 "
-                 "(repeatable; before the command; also $MLASIM_LIMITS; docs/limits.md)")
-      ->type_name("NAME=VALUE");
+namespace {
 
-  std::vector<std::unique_ptr<Command>> commands;
-  for (RegisterFn reg : kCommands) commands.push_back(reg(app));
+// -1 when `word` (argv[1], not a flag) names a command; else prints why (CLI11 would report an
+// unknown command word as "a subcommand is required") and returns kExitBadInput.
+int CheckCommandWord(const char* word, const std::vector<std::unique_ptr<Command>>& commands,
+                     std::ostream& err) {
+  for (const auto& c : commands)
+    if (c->app()->check_name(word)) return -1;
+  std::string names;
+  for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c->app()->get_name();
+  PrintError(err, "", "",
+             std::string("unknown command '") + word + "' (expected one of: " + names +
+                 "; run 'mlasim --help' for usage)");
+  return kExitBadInput;
+}
 
-  // CLI11 would report an unknown command word as "a subcommand is required".
-  if (argc > 1 && argv[1][0] != '-') {
-    bool known = false;
-    for (const auto& c : commands) known = known || c->app()->check_name(argv[1]);
-    if (!known) {
-      std::string names;
-      for (const auto& c : commands) names += (names.empty() ? "" : ", ") + c->app()->get_name();
-      PrintError(err, "", "",
-                 std::string("unknown command '") + argv[1] + "' (expected one of: " + names +
-                     "; run 'mlasim --help' for usage)");
-      return kExitBadInput;
-    }
-  }
-
+// Parses argv into `app`: -1 when the command is to run, else the exit code (help, version, or
+// a parse error printed naming the flag: kExitBadInput).
+int Parse(CLI::App& app, int argc, char** argv, std::ostream& out, std::ostream& err) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -216,50 +205,82 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
                reason + " (run 'mlasim" + (cmd.empty() ? "" : " " + cmd) + " --help' for usage)");
     return kExitBadInput;
   }
-
   if (const auto [flag, why] = FindBeyond64Bits(app); !flag.empty()) {
     PrintError(err, SelectedCommand(app), flag, why);
     return kExitBadInput;
   }
+  return -1;
+}
 
-  // Every invocation starts from the defaults (tests run many in one process), then the
-  // environment, then --limit.
+// Every invocation starts from the default limits (tests run many in one process), then the
+// environment, then --limit. False (the error printed) on a bad limit.
+bool SetRunLimits(const std::vector<std::string>& limits, std::ostream& err) {
   ref::ResetLimits();
   if (Status st = ref::SetLimitsFromEnvironment(); !st.ok()) {
     PrintError(err, "", st.field(), st.message());
-    return kExitBadInput;
+    return false;
   }
   for (const std::string& l : limits) {
     if (Status st = ref::SetLimits(l, "--limit"); !st.ok()) {
       PrintError(err, "", st.field(), st.message());
-      return kExitBadInput;
+      return false;
     }
   }
+  return true;
+}
 
-  for (const auto& c : commands) {
-    if (!c->app()->parsed()) continue;
-    // An option that takes a value was given an empty one (--profile ""): refuse it rather than
-    // treat it as not given.
-    for (const CLI::Option* opt : c->app()->get_options()) {
-      if (opt->count() == 0 || opt->get_expected_min() < 1) continue;
-      for (const std::string& v : opt->results()) {
-        if (v.empty()) {
-          PrintError(err, c->app()->get_name(), opt->get_name(), "must not be empty");
-          return kExitBadInput;
-        }
-      }
-    }
-    const Streams io{out, err};
-    try {
-      return c->Run(io);
-    } catch (const std::bad_alloc&) {
-      PrintError(err, c->app()->get_name(), "", "internal: out of memory");
-      return kExitInternal;
-    } catch (const std::exception& e) {
-      PrintError(err, c->app()->get_name(), "", std::string("internal: ") + e.what());
-      return kExitInternal;
-    }
+// The first option of `app` that takes a value but was given an empty one (--profile ""), or
+// nullptr: refused rather than treated as not given.
+const CLI::Option* EmptyValuedOption(const CLI::App& app) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0 || opt->get_expected_min() < 1) continue;
+    for (const std::string& v : opt->results())
+      if (v.empty()) return opt;
   }
+  return nullptr;
+}
+
+// Runs the parsed command `c`: its exit code; an exception is an internal error (exit 3).
+int RunCommand(Command& c, std::ostream& out, std::ostream& err) {
+  if (const CLI::Option* opt = EmptyValuedOption(*c.app())) {
+    PrintError(err, c.app()->get_name(), opt->get_name(), "must not be empty");
+    return kExitBadInput;
+  }
+  const Streams io{out, err};
+  try {
+    return c.Run(io);
+  } catch (const std::bad_alloc&) {
+    PrintError(err, c.app()->get_name(), "", "internal: out of memory");
+    return kExitInternal;
+  } catch (const std::exception& e) {
+    PrintError(err, c.app()->get_name(), "", std::string("internal: ") + e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace
+
+int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
+  CLI::App app("mlasim: a deterministic simulator and checker for aiter's MLA decode metadata",
+               "mlasim");
+  app.set_version_flag("--version", VersionString(), "Print the version and exit");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  // ref/limits.h: one table of size limits for every command, raised per run (docs/limits.md).
+  std::vector<std::string> limits;
+  app.add_option("--limit", limits,
+                 "Raise (or lower) a size limit for this run, e.g. --limit requests=2000000 "
+                 "(repeatable; before the command; also $MLASIM_LIMITS; docs/limits.md)")
+      ->type_name("NAME=VALUE");
+  std::vector<std::unique_ptr<Command>> commands;
+  for (RegisterFn reg : kCommands) commands.push_back(reg(app));
+
+  if (argc > 1 && argv[1][0] != '-')
+    if (const int code = CheckCommandWord(argv[1], commands, err); code >= 0) return code;
+  if (const int code = Parse(app, argc, argv, out, err); code >= 0) return code;
+  if (!SetRunLimits(limits, err)) return kExitBadInput;
+  for (const auto& c : commands)
+    if (c->app()->parsed()) return RunCommand(*c, out, err);
   PrintError(err, "", "", "no subcommand given (run 'mlasim --help' for usage)");
   return kExitBadInput;
 }

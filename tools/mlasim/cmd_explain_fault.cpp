@@ -51,97 +51,108 @@ class ExplainFaultCommand final : public Command {
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
-    if (address_.empty() == log_file_.empty()) {
-      PrintError(io.err, kName, "--address", "give exactly one of --address 0x... or --log FILE");
-      return kExitBadInput;
-    }
-    std::string text = address_;
-    std::string field = "--address";
-    if (!log_file_.empty()) {
-      field = "--log";
-      StatusOr<std::string> log = sim::ReadTextFile(log_file_, "--log");
-      if (!log.ok()) return Fail(io, log.status());
-      text = *log;
-    }
-    auto fault = sim::ParseFaultText(text, field);
-    if (!fault.ok() && log_file_.empty()) {
-      // Neither a log line nor a bare address the log reader knows: say what is wrong with the
-      // text as an address (empty, negative, not hex, trailing text, above 64 bits).
-      StatusOr<uint64_t> address = sim::ParseAddressText(address_, "--address");
-      if (!address.ok()) return Fail(io, address.status());
-      fault = sim::FaultReport{*address, false, "address", "", {}};
-    }
+    if (address_.empty() == log_file_.empty())
+      return Fail(io, InvalidArgumentError("--address",
+                                           "give exactly one of --address 0x... or --log FILE"));
+    const std::string field = log_file_.empty() ? "--address" : "--log";
+    StatusOr<sim::FaultReport> fault = ReadFault(field);
     if (!fault.ok()) return Fail(io, fault.status());
     StatusOr<std::string> layout_text = sim::ReadTextFile(layout_file_, "--layout");
     if (!layout_text.ok()) return Fail(io, layout_text.status());
     StatusOr<nlohmann::json> parsed = sim::ParseJsonStrict(*layout_text, "--layout");
-    if (!parsed.ok()) {
-      PrintError(io.err, kName, "--layout", layout_file_ + ": " + parsed.status().message());
-      return kExitBadInput;
-    }
+    if (!parsed.ok())
+      return Fail(
+          io, InvalidArgumentError("--layout", layout_file_ + ": " + parsed.status().message()));
     const nlohmann::json& layout = *parsed;
-    if (fault->null_address) {
-      PrintError(io.err, kName, field,
-                 "the fault address is (nil): a null pointer, not an overrun of a buffer");
-      return kExitBadInput;
-    }
-    // ROCm prints the faulting page, not the byte: a page-aligned address from a ROCm log is
-    // one of the page's bytes.
-    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30))) {
-      PrintError(io.err, kName, "--page-bytes", "must be in 0..1073741824 (0: an exact address)");
-      return kExitBadInput;
-    }
-    int64_t page = page_bytes_;
-    if (page_opt_->count() == 0) {
-      const int64_t layout_page =
-          layout.contains("page_bytes") && layout["page_bytes"].is_number_integer()
-              ? layout["page_bytes"].get<int64_t>()
-              : 4096;
-      page = fault->source == "rocm" && layout_page > 0 &&
-                     fault->address % static_cast<uint64_t>(layout_page) == 0
-                 ? layout_page
-                 : 0;
-    }
-    auto at = sim::AttributeAddress(layout, fault->address, field, page);
+    if (fault->null_address)
+      return Fail(io, InvalidArgumentError(field,
+                                           "the fault address is (nil): a null pointer, "
+                                           "not an overrun of a buffer"));
+    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30)))
+      return Fail(io, InvalidArgumentError("--page-bytes",
+                                           "must be in 0..1073741824 (0: an exact address)"));
+    auto at = sim::AttributeAddress(layout, fault->address, field, PageBytes(layout, *fault));
     if (!at.ok()) return Fail(io, at.status());
-    if (json_) {
-      nlohmann::json j = {{"address", fmt::format("0x{:x}", fault->address)},
-                          {"source", fault->source},
-                          {"reason", fault->reason},
-                          {"buffer", at->buffer},
-                          {"inside", at->inside},
-                          {"offset", at->offset},
-                          {"bytes_past_end", at->bytes_past_end},
-                          {"row", at->row},
-                          {"head", at->head},
-                          {"column", at->column},
-                          {"buffer_rows", at->rows},
-                          {"mapped", at->mapped},
-                          {"next_buffer", at->next_buffer},
-                          {"bytes_before_next", at->bytes_before_next},
-                          {"hsa_status", fault->hsa_status},
-                          {"before_start", at->before_start},
-                          {"page_bytes", at->page_bytes},
-                          {"first_row", at->first_row},
-                          {"last_row", at->last_row},
-                          {"alternative", at->alternative},
-                          {"accesses", AccessesJson(*at)},
-                          {"text", at->text}};
-      if (layout.contains("call_name")) j["call"] = layout["call_name"];
-      if (layout.contains("step")) j["step"] = layout["step"];
-      io.out << j.dump(2) << '\n';
-    } else {
-      io.out << at->text << '\n';
-      if (!at->alternative.empty()) io.out << "(" << at->alternative << ")\n";
-      if (layout.contains("step"))
-        io.out << "layout of " << layout.value("step", std::string("?")) << " / "
-               << layout.value("call_name", std::string("?")) << '\n';
-      if (!fault->reason.empty()) io.out << "reported reason: " << fault->reason << '\n';
-    }
+    if (json_)
+      io.out << AttributionJson(layout, *fault, *at).dump(2) << '\n';
+    else
+      io.out << AttributionText(layout, *fault, *at);
     return kExitOk;
   }
 
  private:
+  // The fault of --address or --log (`field`). Errors: the file's, or what is wrong with the text
+  // as a log or an address (empty, negative, not hex, trailing text, above 64 bits).
+  StatusOr<sim::FaultReport> ReadFault(const std::string& field) const {
+    std::string text = address_;
+    if (!log_file_.empty()) {
+      MLASIM_ASSIGN_OR_RETURN(text, sim::ReadTextFile(log_file_, "--log"));
+    }
+    auto fault = sim::ParseFaultText(text, field);
+    if (!fault.ok() && log_file_.empty()) {
+      // Neither a log line nor a bare address the log reader knows: say what is wrong with the
+      // text as an address.
+      MLASIM_ASSIGN_OR_RETURN(const uint64_t address, sim::ParseAddressText(address_, "--address"));
+      fault = sim::FaultReport{address, false, "address", "", {}};
+    }
+    return fault;
+  }
+
+  // The page the address names: --page-bytes, else (ROCm prints the faulting page, not the byte)
+  // the layout's page_bytes (4096) for a page-aligned ROCm address, else 0 (exact).
+  int64_t PageBytes(const nlohmann::json& layout, const sim::FaultReport& fault) const {
+    if (page_opt_->count() > 0) return page_bytes_;
+    const int64_t layout_page =
+        layout.contains("page_bytes") && layout["page_bytes"].is_number_integer()
+            ? layout["page_bytes"].get<int64_t>()
+            : 4096;
+    return fault.source == "rocm" && layout_page > 0 &&
+                   fault.address % static_cast<uint64_t>(layout_page) == 0
+               ? layout_page
+               : 0;
+  }
+
+  static nlohmann::json AttributionJson(const nlohmann::json& layout, const sim::FaultReport& fault,
+                                        const sim::Attribution& at) {
+    nlohmann::json j = {{"address", fmt::format("0x{:x}", fault.address)},
+                        {"source", fault.source},
+                        {"reason", fault.reason},
+                        {"buffer", at.buffer},
+                        {"inside", at.inside},
+                        {"offset", at.offset},
+                        {"bytes_past_end", at.bytes_past_end},
+                        {"row", at.row},
+                        {"head", at.head},
+                        {"column", at.column},
+                        {"buffer_rows", at.rows},
+                        {"mapped", at.mapped},
+                        {"next_buffer", at.next_buffer},
+                        {"bytes_before_next", at.bytes_before_next},
+                        {"hsa_status", fault.hsa_status},
+                        {"before_start", at.before_start},
+                        {"page_bytes", at.page_bytes},
+                        {"first_row", at.first_row},
+                        {"last_row", at.last_row},
+                        {"alternative", at.alternative},
+                        {"accesses", AccessesJson(at)},
+                        {"text", at.text}};
+    if (layout.contains("call_name")) j["call"] = layout["call_name"];
+    if (layout.contains("step")) j["step"] = layout["step"];
+    return j;
+  }
+
+  static std::string AttributionText(const nlohmann::json& layout, const sim::FaultReport& fault,
+                                     const sim::Attribution& at) {
+    std::ostringstream o;
+    o << at.text << '\n';
+    if (!at.alternative.empty()) o << "(" << at.alternative << ")\n";
+    if (layout.contains("step"))
+      o << "layout of " << layout.value("step", std::string("?")) << " / "
+        << layout.value("call_name", std::string("?")) << '\n';
+    if (!fault.reason.empty()) o << "reported reason: " << fault.reason << '\n';
+    return o.str();
+  }
+
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);

@@ -70,6 +70,15 @@ class FuzzCommand final : public Command {
         "findings\n"
         "Sharding: run --shard I/N on N machines with the same --seed; then mlasim fuzz merge "
         "DIR... --out MERGED.\n");
+    AddCampaignFlags();
+    AddShrinkAndReportFlags();
+    AddKernelFlags();
+    AddReproduceFlags();
+    AddMergeCommand();
+  }
+
+  // The campaign's budget, seed, sharding, output folder and generator flags.
+  void AddCampaignFlags() {
     app_->add_option("--seconds", o_.seconds,
                      "wall-clock budget of the whole campaign (default 10; none with --cases)");
     app_->add_option("--cases", o_.max_cases,
@@ -104,6 +113,10 @@ class FuzzCommand final : public Command {
                      "a kernel contract file (docs/contracts.md) every case runs under, in place "
                      "of the built-in one of its call kind; repeatable")
         ->type_name("FILE");
+  }
+
+  // How findings are shrunk, and the HTML and JUnit reports of the campaign.
+  void AddShrinkAndReportFlags() {
     app_->add_option("--shrink", shrink_text_,
                      "per-signature: every signature of every violation is a finding, shrunk "
                      "keeping that signature; first-failure: round 1's rule (a case's first "
@@ -122,13 +135,20 @@ class FuzzCommand final : public Command {
                      "also write a JUnit XML report for CI: one failing test case per new "
                      "finding, a passing \"campaign\" case with the cases run (docs/ci.md)")
         ->type_name("FILE");
-    AddKernelFlags();
+  }
+
+  // --reproduce SEED --size N [--shrink-path P]: regenerate one finding's case.
+  void AddReproduceFlags() {
     app_->add_option("--reproduce", reproduce_seed_, "regenerate the case of a finding's seed")
         ->type_name("SEED")
         ->check(UnsignedInteger());
     app_->add_option("--size", reproduce_size_, "with --reproduce (required): the RapidCheck size");
     app_->add_option("--shrink-path", shrink_path_,
                      "with --reproduce: e.g. [3,0,1] (default [] = unshrunk)");
+  }
+
+  // `fuzz merge DIR... --out OUT [--junit FILE]`.
+  void AddMergeCommand() {
     merge_ = app_->add_subcommand(
         "merge",
         "Merge the finding folders of many shards: one finding per signature, the "
@@ -149,6 +169,7 @@ class FuzzCommand final : public Command {
                      "(docs/ci.md)")
         ->type_name("FILE");
   }
+
   CLI::App* app() const override { return app_; }
 
   // The kernel-under-test flags (docs/kernel-under-test.md): --gpu turns a campaign into one that runs each
@@ -374,6 +395,12 @@ class FuzzCommand final : public Command {
   void PrintKernelSummary(const Streams& io, const fuzz::KutPool& pool, int64_t cases) const;
   int KutWorker(const Streams& io);
   int Devices(const Streams& io, const std::function<void(int64_t, int64_t, double)>& progress);
+  // The flags every device's campaign process runs with (one shard each, --out set per process).
+  std::vector<std::string> DeviceWorkerArgs() const;
+  // The summary of a --devices campaign on stdout; the number of new findings.
+  int64_t PrintDeviceSummary(const Streams& io, const fuzz::DeviceCampaignSummary& sum) const;
+  // --junit of a --devices campaign: its report over the merged findings.
+  Status WriteDeviceJunit(const fuzz::DeviceCampaignSummary& sum) const;
 
   void PrintSummary(const Streams& io, const fuzz::CampaignSummary& sum) const;
   int Merge(const Streams& io);
@@ -558,6 +585,73 @@ int FuzzCommand::KutWorker(const Streams& io) {
   return fuzz::KutWorkerMain(std::cin, STDOUT_FILENO, kut_path_, kut_config_, check_);
 }
 
+std::vector<std::string> FuzzCommand::DeviceWorkerArgs() const {
+  std::vector<std::string> args = {"fuzz",
+                                   "--seed",
+                                   seed_text_,
+                                   "--jobs",
+                                   std::to_string(o_.jobs),
+                                   "--shrink-steps",
+                                   std::to_string(o_.max_shrink_steps),
+                                   "--gpu",
+                                   gpu_mode_,
+                                   "--kernel-under-test",
+                                   kut_path_,
+                                   "--head-dims",
+                                   fmt::format("{},{}", check_.head_dim_qk, check_.head_dim_v),
+                                   "--reference",
+                                   kut_reference_,
+                                   "--kernel-timeout",
+                                   fmt::format("{}", kut_timeout_)};
+  if (!kut_config_.empty()) args.insert(args.end(), {"--kernel-config", kut_config_});
+  if (app_->count("--seconds"))
+    args.insert(args.end(), {"--seconds", fmt::format("{}", o_.seconds)});
+  for (const std::string& p : o_.profiles) args.insert(args.end(), {"--profile", p});
+  if (o_.ignore_known) args.push_back("--ignore-known");
+  if (o_.small) args.push_back("--small");
+  if (!generate_text_.empty()) args.insert(args.end(), {"--generate", generate_text_});
+  for (const std::string& c : o_.contract_files) args.insert(args.end(), {"--contract", c});
+  args.insert(args.end(), {"--swarm", o_.swarm ? "on" : "off"});  // each worker generates alike
+  args.insert(args.end(), {"--shrink", fuzz::ShrinkPolicyName(o_.shrink)});
+  return args;
+}
+
+int64_t FuzzCommand::PrintDeviceSummary(const Streams& io,
+                                        const fuzz::DeviceCampaignSummary& sum) const {
+  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}, {} device process(es) ({})\n",
+                        seed_text_, o_.shard, o_.shards, fmt::join(o_.profiles, ","),
+                        sum.processes.size(), devices_text_);
+  for (const fuzz::DeviceProcess& p : sum.processes)
+    io.out << fmt::format("  device {} shard {}: {} cases{}{}, exit {}{}  {}\n", p.device, p.shard,
+                          p.cases, p.budget >= 0 ? fmt::format(" of {}", p.budget) : "",
+                          p.restarts ? fmt::format(", {} restart(s)", p.restarts) : "", p.exit_code,
+                          p.taken_out ? " TAKEN OUT" : "", p.log);
+  io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s)\n", sum.cases,
+                        sum.seconds > 0 ? sum.cases / sum.seconds : 0.0, sum.seconds);
+  int64_t fresh = 0;
+  for (const auto& [sig, r] : sum.findings) fresh += sum.earlier.count(sig) ? 0 : 1;
+  io.out << fmt::format("findings {}: {} new, {} already in {}\n", sum.findings.size(), fresh,
+                        sum.findings.size() - fresh, o_.out_dir.empty() ? "--out" : o_.out_dir);
+  for (const auto& [sig, r] : sum.findings)
+    io.out << fmt::format("  {}  ({}{}){}\n", sig, sum.earlier.count(sig) ? "earlier, " : "",
+                          Origin(r.seed_index, r.shrink_steps, r.cut_short, r.max_shrink_steps),
+                          o_.out_dir.empty() ? "" : "  " + r.path);
+  return fresh;
+}
+
+Status FuzzCommand::WriteDeviceJunit(const fuzz::DeviceCampaignSummary& sum) const {
+  fuzz::CampaignSummary cs;
+  cs.cases = cs.next_index = sum.cases;
+  cs.cut_short = sum.cut_short;
+  for (const auto& [sig, r] : sum.findings) {
+    fuzz::CampaignFinding f = fuzz::FindingFromRecord(r, sum.earlier.count(sig) > 0);
+    if (o_.out_dir.empty()) f.file = f.replay = "";  // the workers' folders are gone
+    cs.signatures.insert(sig);
+    cs.findings.emplace(sig, f);
+  }
+  return WriteOutputFile("--junit", junit_out_, fuzz::CampaignJunit(o_, cs, seed_text_));
+}
+
 // --devices: one campaign process per device (fuzz/kut_devices.h), findings merged into --out.
 int FuzzCommand::Devices(const Streams& io,
                          const std::function<void(int64_t, int64_t, double)>& progress) {
@@ -566,84 +660,27 @@ int FuzzCommand::Devices(const Streams& io,
   auto devices = fuzz::ParseDevices(devices_text_);
   if (!devices.ok()) return Fail(io, devices.status());
   fuzz::DeviceCampaignOptions d;
-  std::error_code ec;
   d.exe = fuzz::WorkerExe();
   d.devices = *devices;
   d.shard = o_.shard;
   d.shards = o_.shards;
   d.max_cases = o_.max_cases;
   d.resume = o_.resume;
-  std::string tmp;
-  if (o_.out_dir.empty()) {
-    tmp =
-        (std::filesystem::temp_directory_path() / fmt::format("mlasim-fuzz-devices-{}", ::getpid()))
-            .string();
-    d.out_dir = tmp;
-  } else {
-    d.out_dir = o_.out_dir;
-  }
-  d.args = {"fuzz",
-            "--seed",
-            seed_text_,
-            "--jobs",
-            std::to_string(o_.jobs),
-            "--shrink-steps",
-            std::to_string(o_.max_shrink_steps),
-            "--gpu",
-            gpu_mode_,
-            "--kernel-under-test",
-            kut_path_,
-            "--head-dims",
-            fmt::format("{},{}", check_.head_dim_qk, check_.head_dim_v),
-            "--reference",
-            kut_reference_,
-            "--kernel-timeout",
-            fmt::format("{}", kut_timeout_)};
-  if (!kut_config_.empty()) d.args.insert(d.args.end(), {"--kernel-config", kut_config_});
-  if (app_->count("--seconds"))
-    d.args.insert(d.args.end(), {"--seconds", fmt::format("{}", o_.seconds)});
-  for (const std::string& p : o_.profiles) d.args.insert(d.args.end(), {"--profile", p});
-  if (o_.ignore_known) d.args.push_back("--ignore-known");
-  if (o_.small) d.args.push_back("--small");
-  if (!generate_text_.empty()) d.args.insert(d.args.end(), {"--generate", generate_text_});
-  for (const std::string& c : o_.contract_files) d.args.insert(d.args.end(), {"--contract", c});
-  d.args.insert(d.args.end(), {"--swarm", o_.swarm ? "on" : "off"});  // each worker generates alike
-  d.args.insert(d.args.end(), {"--shrink", fuzz::ShrinkPolicyName(o_.shrink)});
+  // Without --out the processes' findings meet in a temporary folder, removed afterwards.
+  const std::string tmp = o_.out_dir.empty() ? (std::filesystem::temp_directory_path() /
+                                                fmt::format("mlasim-fuzz-devices-{}", ::getpid()))
+                                                   .string()
+                                             : std::string();
+  d.out_dir = o_.out_dir.empty() ? tmp : o_.out_dir;
+  d.args = DeviceWorkerArgs();
   auto sum = fuzz::RunDeviceCampaign(d, progress);
   if (::isatty(STDERR_FILENO)) io.err << '\n';
+  std::error_code ec;
   if (!tmp.empty()) std::filesystem::remove_all(tmp, ec);
   if (!sum.ok()) return Fail(io, sum.status());
-  io.out << fmt::format("fuzz: seed {} shard {}/{} profiles {}, {} device process(es) ({})\n",
-                        seed_text_, o_.shard, o_.shards, fmt::join(o_.profiles, ","),
-                        sum->processes.size(), devices_text_);
-  for (const fuzz::DeviceProcess& p : sum->processes)
-    io.out << fmt::format("  device {} shard {}: {} cases{}{}, exit {}{}  {}\n", p.device, p.shard,
-                          p.cases, p.budget >= 0 ? fmt::format(" of {}", p.budget) : "",
-                          p.restarts ? fmt::format(", {} restart(s)", p.restarts) : "", p.exit_code,
-                          p.taken_out ? " TAKEN OUT" : "", p.log);
-  io.out << fmt::format("cases {}  ({:.0f} cases/s over {:.1f} s)\n", sum->cases,
-                        sum->seconds > 0 ? sum->cases / sum->seconds : 0.0, sum->seconds);
-  int64_t fresh = 0;
-  for (const auto& [sig, r] : sum->findings) fresh += sum->earlier.count(sig) ? 0 : 1;
-  io.out << fmt::format("findings {}: {} new, {} already in {}\n", sum->findings.size(), fresh,
-                        sum->findings.size() - fresh, o_.out_dir.empty() ? "--out" : o_.out_dir);
-  for (const auto& [sig, r] : sum->findings)
-    io.out << fmt::format("  {}  ({}{}){}\n", sig, sum->earlier.count(sig) ? "earlier, " : "",
-                          Origin(r.seed_index, r.shrink_steps, r.cut_short, r.max_shrink_steps),
-                          o_.out_dir.empty() ? "" : "  " + r.path);
-  if (app_->count("--junit")) {  // the campaign's report over the merged findings
-    fuzz::CampaignSummary cs;
-    cs.cases = cs.next_index = sum->cases;
-    cs.cut_short = sum->cut_short;
-    for (const auto& [sig, r] : sum->findings) {
-      fuzz::CampaignFinding f = fuzz::FindingFromRecord(r, sum->earlier.count(sig) > 0);
-      if (o_.out_dir.empty()) f.file = f.replay = "";  // the workers' folders are gone
-      cs.signatures.insert(sig);
-      cs.findings.emplace(sig, f);
-    }
-    const std::string xml = fuzz::CampaignJunit(o_, cs, seed_text_);
-    if (Status st = WriteOutputFile("--junit", junit_out_, xml); !st.ok()) return Fail(io, st);
-  }
+  const int64_t fresh = PrintDeviceSummary(io, *sum);
+  if (app_->count("--junit"))
+    if (Status w = WriteDeviceJunit(*sum); !w.ok()) return Fail(io, w);
   bool failed = false;
   for (const fuzz::DeviceProcess& p : sum->processes) failed = failed || p.taken_out;
   if (failed) return kExitInternal;

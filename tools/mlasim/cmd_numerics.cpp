@@ -153,10 +153,12 @@ class NumericsCommand final : public Command {
         ->type_name("N")
         ->check(UnsignedInteger());
     app_->add_option("--accumulate", accumulate_, "fp32 (default) or fp64")->type_name("TYPE");
-    app_->add_option("--empty-rows", empty_rows_,
-                     "replace the decode contract's empty_rows (what a row with no visible key "
-                     "holds): write-zero (o = 0, lse = -inf), nan (0/0) or skip (nothing); "
-                     "default: the contract's")
+    app_->add_option(
+            "--empty-rows", empty_rows_,
+            "replace the decode contract's empty_rows (what a row with no visible key "
+            "holds): write-zero (o = 0, lse = -inf), write-zero-pos-inf (o = 0, lse = +inf: "
+            "FlashMLA), nan (0/0) or skip (nothing); "
+            "default: the contract's")
         ->type_name("POLICY");
     app_->add_option("--zero-kv", zero_kv_,
                      "replace the decode contract's zero_kv (what a zero-KV work item does): run "
@@ -182,40 +184,13 @@ class NumericsCommand final : public Command {
   CLI::App* app() const override { return app_; }
 
   int Run(const Streams& io) override {
-    {  // --small-dims and --full-dims together: refuse rather than let the last one win
-      bool small = false, full = false;
-      for (const std::string& v : dims_opt_->results())
-        (v == "-1" || v == "false" ? full : small) = true;
-      if (small && full)
-        return Fail(
-            io, InvalidArgumentError("--full-dims", "contradicts --small-dims; give one of them"));
-    }
-    if (max_context_ < 1 || max_context_ > (1 << 20))
-      return Fail(io, InvalidArgumentError("--max-context", "must be in [1, 1048576]"));
     ref::NumericsOptions opt;
-    opt.seed = seed_;
-    if (accumulate_ == "fp32")
-      opt.precision.accumulate = ref::Accumulate::kFp32;
-    else if (accumulate_ == "fp64")
-      opt.precision.accumulate = ref::Accumulate::kFp64;
-    else
-      return Fail(io, InvalidArgumentError("--accumulate", "must be fp32 or fp64"));
     sim::SemanticsOverride over;
-    if (Status st = ApplyMutant(opt, over); !st.ok()) return Fail(io, st);
-    if (Status st = ApplyPolicyOverrides(over); !st.ok()) return Fail(io, st);
-    if (poison_) {
-      opt.hostile_table_slots = 4;  // -1, past the cache, 2147480000, INT_MAX
-      opt.reserve_page_zero = true;
-    }
-    if (!out_dir_.empty())  // must exist and take files (a read-only one is refused now)
-      if (Status st = sim::PrepareOutputFolder("--out", out_dir_, /*create=*/false); !st.ok())
-        return Fail(io, st);
-
+    if (Status st = ParseOptions(opt, over); !st.ok()) return Fail(io, st);
     StatusOr<sim::Scenario> s = scenario_.Load();
     if (!s.ok()) return Fail(io, s.status());
     const sim::Scenario original = *s;
     opt.q_scale_mode = static_cast<ref::NumericsOptions::QScaleMode>(s->engine.q_fp8_scale);
-
     sim::NumericsReduction red = sim::ReduceForNumerics(*s, max_context_, small_dims_);
     opt.head_dim_qk = red.head_dim_qk;
     opt.head_dim_v = red.head_dim_v;
@@ -225,35 +200,8 @@ class NumericsCommand final : public Command {
     auto trace = sim::ExpandStep(*s);
     if (!trace.ok()) return Fail(io, trace.status());
     step.trace = std::move(*trace);
-
-    // Too large to hold even after the reduction: the user's sizes (exit 2).
-    for (const sim::Call& call : step.trace.calls) {
-      if (call.kind != sim::CallKind::kDecode || call.guard_refused || call.plan < 0 ||
-          call.plan >= static_cast<int32_t>(step.trace.plans.size()))
-        continue;
-      const int64_t too_big =
-          sim::NumericsTensorValues(KernelRequest(step.trace.plans[call.plan].request), opt);
-      if (too_big > MaxTensorValues())
-        return Fail(io, InvalidArgumentError(
-                            small_dims_ ? "--max-context" : "--full-dims",
-                            "call " + std::to_string(call.index) + " (" + call.name + " at " +
-                                call.step + ") needs " + std::to_string(too_big) +
-                                " values in one tensor, more than the numerics limit of " +
-                                std::to_string(MaxTensorValues()) +
-                                (small_dims_ ? "; lower --max-context"
-                                             : "; lower --max-context or use --small-dims")));
-    }
-    sim::StepNumericsOptions so;
-    so.numerics = opt;
-    so.override = over;
-    std::vector<CallResult> results;
-    for (sim::DecodeNumerics& n : sim::RunStepNumerics(*s, step.trace, so)) {
-      CallResult r;
-      r.n = std::move(n);
-      r.ignore_known = ignore_known_;
-      for (const sim::Violation& v : r.n.violations) r.known.push_back(sim::MatchKnownBug(v, step));
-      results.push_back(std::move(r));
-    }
+    if (Status st = CheckTensorSizes(step.trace, opt); !st.ok()) return Fail(io, st);
+    const std::vector<CallResult> results = RunCalls(step, opt, over);
 
     bool all_passed = true;
     for (const CallResult& r : results) all_passed = all_passed && r.passed();
@@ -271,6 +219,169 @@ class NumericsCommand final : public Command {
   }
 
  private:
+  // The flags into the numerics options and the semantics override. Errors: InvalidArgument
+  // naming the flag (--full-dims, --max-context, --accumulate, --mutant, --empty-rows, --zero-kv,
+  // --out).
+  Status ParseOptions(ref::NumericsOptions& opt, sim::SemanticsOverride& over) const {
+    {  // --small-dims and --full-dims together: refuse rather than let the last one win
+      bool small = false, full = false;
+      for (const std::string& v : dims_opt_->results())
+        (v == "-1" || v == "false" ? full : small) = true;
+      if (small && full)
+        return InvalidArgumentError("--full-dims", "contradicts --small-dims; give one of them");
+    }
+    if (max_context_ < 1 || max_context_ > (1 << 20))
+      return InvalidArgumentError("--max-context", "must be in [1, 1048576]");
+    opt.seed = seed_;
+    if (accumulate_ == "fp32")
+      opt.precision.accumulate = ref::Accumulate::kFp32;
+    else if (accumulate_ == "fp64")
+      opt.precision.accumulate = ref::Accumulate::kFp64;
+    else
+      return InvalidArgumentError("--accumulate", "must be fp32 or fp64");
+    MLASIM_RETURN_IF_ERROR(ApplyMutant(opt, over));
+    MLASIM_RETURN_IF_ERROR(ApplyPolicyOverrides(over));
+    if (poison_) {
+      opt.hostile_table_slots = 4;  // -1, past the cache, 2147480000, INT_MAX
+      opt.reserve_page_zero = true;
+    }
+    if (!out_dir_.empty())  // must exist and take files (a read-only one is refused now)
+      MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", out_dir_, /*create=*/false));
+    return OkStatus();
+  }
+
+  // Too large to hold even after the reduction: the user's sizes (exit 2, naming --max-context,
+  // or --full-dims with the model's head dims).
+  Status CheckTensorSizes(const sim::Trace& trace, const ref::NumericsOptions& opt) const {
+    for (const sim::Call& call : trace.calls) {
+      if (call.kind != sim::CallKind::kDecode || call.guard_refused || call.plan < 0 ||
+          call.plan >= static_cast<int32_t>(trace.plans.size()))
+        continue;
+      const int64_t too_big =
+          sim::NumericsTensorValues(KernelRequest(trace.plans[call.plan].request), opt);
+      if (too_big > MaxTensorValues())
+        return InvalidArgumentError(
+            small_dims_ ? "--max-context" : "--full-dims",
+            "call " + std::to_string(call.index) + " (" + call.name + " at " + call.step +
+                ") needs " + std::to_string(too_big) +
+                " values in one tensor, more than the numerics limit of " +
+                std::to_string(MaxTensorValues()) +
+                (small_dims_ ? "; lower --max-context"
+                             : "; lower --max-context or use --small-dims"));
+    }
+    return OkStatus();
+  }
+
+  // The step numerics of every decode call of `step`, with the known bugs its violations match.
+  std::vector<CallResult> RunCalls(const sim::ReplayReport& step, const ref::NumericsOptions& opt,
+                                   const sim::SemanticsOverride& over) const {
+    sim::StepNumericsOptions so;
+    so.numerics = opt;
+    so.override = over;
+    std::vector<CallResult> results;
+    for (sim::DecodeNumerics& n : sim::RunStepNumerics(step.scenario, step.trace, so)) {
+      CallResult r;
+      r.n = std::move(n);
+      r.ignore_known = ignore_known_;
+      for (const sim::Violation& v : r.n.violations) r.known.push_back(sim::MatchKnownBug(v, step));
+      results.push_back(std::move(r));
+    }
+    return results;
+  }
+
+  // The violations of one call, each with the known bug it matches.
+  static nlohmann::json ViolationsJson(const CallResult& r) {
+    using nlohmann::json;
+    json vs = json::array();
+    for (size_t i = 0; i < r.n.violations.size(); ++i) {
+      const sim::Violation& v = r.n.violations[i];
+      json x = {{"kind", sim::ViolationKindName(v.kind)},
+                {"class", sim::ClassLabel(v)},
+                {"buffer", v.buffer},
+                {"detail", v.detail}};
+      if (const sim::KnownBug* k = r.known[i])
+        x["known"] = {{"name", k->name},
+                      {"upstream", k->upstream},
+                      {"fixed_in", k->fixed_in.empty() ? json() : json(k->fixed_in)}};
+      vs.push_back(std::move(x));
+    }
+    return vs;
+  }
+
+  // The results of a call the numerics ran, into its JSON object `j`.
+  static void AddRunJson(const CallResult& r, nlohmann::json& j) {
+    const ref::NumericsReport& p = r.n.rep;
+    j["q_rows"] = p.q_rows;
+    j["rows_compared"] = p.rows_compared;
+    j["real_requests"] = r.n.snap->real_requests;
+    j["heads"] = p.num_heads;
+    j["fold_ratio"] = p.fold_ratio;
+    j["max_keys"] = p.max_keys;
+    j["works_run"] = p.works_run;
+    j["tiles_reduced"] = p.tiles_reduced;
+    j["partial_rows_without_key"] = p.partial_rows_without_key;
+    j["q_format"] = ref::NumFormatName(p.q_format);
+    j["kv_format"] = ref::NumFormatName(p.kv_format);
+    j["o"] = CompareJson(p.o_unpoisoned, p.tolerance.o);
+    j["lse"] = CompareJson(p.lse_unpoisoned, p.tolerance.lse);
+    j["within_tolerance"] = r.n.rep.ok;
+    j["unexplained_nan"] = p.unexplained_nan;
+    j["monolithic_nan"] = p.monolithic_nan;
+    j["poison"] = {{"findings", static_cast<int64_t>(p.poison.size())},
+                   {"dropped", p.poison_dropped},
+                   {"padding_row_findings", r.n.padding_findings},
+                   {"padding_row_pairs", r.n.padding_rows},
+                   {"real_row_findings", r.n.real_findings},
+                   {"first_padding", FindingJson(r.first_padding())},
+                   {"first_real", FindingJson(r.first_real())}};
+    j["padding"] = {{"o_nonfinite", p.padding_o_nonfinite},
+                    {"lse_bad", p.padding_lse_bad},
+                    {"poisoned_pairs", p.padding_poisoned_pairs},
+                    {"consumed_and_bad", r.n.padding_consumed_bad()}};
+    j["invalid_index"] = InvalidIndexText(r.n.invalid_index);
+    j["masked_keys"] = r.n.read_masked_keys ? "read_then_mask" : "never_read";
+    j["empty_rows"] = EmptyRowsText(r.n.empty_rows);
+    j["zero_kv"] = ZeroKvText(r.n.zero_kv);
+    j["index_values"] = r.n.index_values;
+    j["violations"] = ViolationsJson(r);
+    j["q_scale"] = Num(p.q_scale);
+    j["q_scale_real_rows"] = Num(p.q_scale_real);
+  }
+
+  // One call's JSON object (docs/cli.md "mlasim numerics").
+  static nlohmann::json CallJson(const CallResult& r) {
+    const sim::Call& c = *r.n.call;
+    nlohmann::json j = {{"index", c.index},         {"step", c.step},
+                        {"call", c.name},           {"row", c.table_row},
+                        {"kernel", c.kernel},       {"plan", r.n.snap->name},
+                        {"launched", r.n.launched}, {"verdict", r.verdict()}};
+    if (!r.n.error.empty()) j["error"] = r.n.error;
+    if (r.n.launched && r.n.error.empty()) AddRunJson(r, j);
+    return j;
+  }
+
+  static nlohmann::json ReductionJson(const sim::NumericsReduction& red) {
+    return {{"max_context", red.max_context},
+            {"requests", red.requests},
+            {"contexts_capped", red.contexts_capped},
+            {"longest_context_before", red.longest_before},
+            {"longest_context_after", red.longest_after},
+            {"topk_before", red.topk_before},
+            {"topk_after", red.topk_after},
+            {"head_dim_qk", red.head_dim_qk},
+            {"head_dim_v", red.head_dim_v},
+            {"small_dims", red.small_dims}};
+  }
+
+  // failed, known_bugs_only or within_tolerance.
+  static const char* VerdictName(const std::vector<CallResult>& results, bool all_passed) {
+    if (!all_passed) return "failed";
+    return std::any_of(results.begin(), results.end(),
+                       [](const CallResult& r) { return !r.n.passed(); })
+               ? "known_bugs_only"
+               : "within_tolerance";
+  }
+
   nlohmann::json ToJson(const sim::Scenario& s, const sim::NumericsReduction& red,
                         const ref::NumericsOptions& opt, const std::vector<CallResult>& results,
                         bool all_passed) const {
@@ -278,65 +389,11 @@ class NumericsCommand final : public Command {
     json calls = json::array();
     int64_t padding_findings = 0, real_findings = 0;
     for (const CallResult& r : results) {
-      const sim::Call& c = *r.n.call;
-      json j = {{"index", c.index},         {"step", c.step},        {"call", c.name},
-                {"row", c.table_row},       {"kernel", c.kernel},    {"plan", r.n.snap->name},
-                {"launched", r.n.launched}, {"verdict", r.verdict()}};
-      if (!r.n.error.empty()) j["error"] = r.n.error;
       if (r.n.launched && r.n.error.empty()) {
-        const ref::NumericsReport& p = r.n.rep;
-        j["q_rows"] = p.q_rows;
-        j["rows_compared"] = p.rows_compared;
-        j["real_requests"] = r.n.snap->real_requests;
-        j["heads"] = p.num_heads;
-        j["fold_ratio"] = p.fold_ratio;
-        j["max_keys"] = p.max_keys;
-        j["works_run"] = p.works_run;
-        j["tiles_reduced"] = p.tiles_reduced;
-        j["partial_rows_without_key"] = p.partial_rows_without_key;
-        j["q_format"] = ref::NumFormatName(p.q_format);
-        j["kv_format"] = ref::NumFormatName(p.kv_format);
-        j["o"] = CompareJson(p.o_unpoisoned, p.tolerance.o);
-        j["lse"] = CompareJson(p.lse_unpoisoned, p.tolerance.lse);
-        j["within_tolerance"] = r.n.rep.ok;
-        j["unexplained_nan"] = p.unexplained_nan;
-        j["monolithic_nan"] = p.monolithic_nan;
-        j["poison"] = {{"findings", static_cast<int64_t>(p.poison.size())},
-                       {"dropped", p.poison_dropped},
-                       {"padding_row_findings", r.n.padding_findings},
-                       {"padding_row_pairs", r.n.padding_rows},
-                       {"real_row_findings", r.n.real_findings},
-                       {"first_padding", FindingJson(r.first_padding())},
-                       {"first_real", FindingJson(r.first_real())}};
-        j["padding"] = {{"o_nonfinite", p.padding_o_nonfinite},
-                        {"lse_bad", p.padding_lse_bad},
-                        {"poisoned_pairs", p.padding_poisoned_pairs},
-                        {"consumed_and_bad", r.n.padding_consumed_bad()}};
-        j["invalid_index"] = InvalidIndexText(r.n.invalid_index);
-        j["masked_keys"] = r.n.read_masked_keys ? "read_then_mask" : "never_read";
-        j["empty_rows"] = EmptyRowsText(r.n.empty_rows);
-        j["zero_kv"] = ZeroKvText(r.n.zero_kv);
-        j["index_values"] = r.n.index_values;
-        json vs = json::array();
-        for (size_t i = 0; i < r.n.violations.size(); ++i) {
-          const sim::Violation& v = r.n.violations[i];
-          json x = {{"kind", sim::ViolationKindName(v.kind)},
-                    {"class", sim::ClassLabel(v)},
-                    {"buffer", v.buffer},
-                    {"detail", v.detail}};
-          if (const sim::KnownBug* k = r.known[i])
-            x["known"] = {{"name", k->name},
-                          {"upstream", k->upstream},
-                          {"fixed_in", k->fixed_in.empty() ? json() : json(k->fixed_in)}};
-          vs.push_back(std::move(x));
-        }
-        j["violations"] = std::move(vs);
-        j["q_scale"] = Num(p.q_scale);
-        j["q_scale_real_rows"] = Num(p.q_scale_real);
         padding_findings += r.n.padding_findings;
         real_findings += r.n.real_findings;
       }
-      calls.push_back(std::move(j));
+      calls.push_back(CallJson(r));
     }
     return {{"case", s.name},
             {"profile", s.engine.name},
@@ -353,30 +410,17 @@ class NumericsCommand final : public Command {
              {{"o", sim::PaddingName(s.engine.o_padding)},
               {"lse", sim::PaddingName(s.engine.lse_padding)}}},
             {"q_fp8_scale", sim::QScaleName(s.engine.q_fp8_scale)},
-            {"reduction",
-             {{"max_context", red.max_context},
-              {"requests", red.requests},
-              {"contexts_capped", red.contexts_capped},
-              {"longest_context_before", red.longest_before},
-              {"longest_context_after", red.longest_after},
-              {"topk_before", red.topk_before},
-              {"topk_after", red.topk_after},
-              {"head_dim_qk", red.head_dim_qk},
-              {"head_dim_v", red.head_dim_v},
-              {"small_dims", red.small_dims}}},
+            {"reduction", ReductionJson(red)},
             {"calls", std::move(calls)},
             {"padding_row_findings", padding_findings},
             {"real_row_findings", real_findings},
-            {"verdict", !all_passed ? "failed"
-                        : std::any_of(results.begin(), results.end(),
-                                      [](const CallResult& r) { return !r.n.passed(); })
-                            ? "known_bugs_only"
-                            : "within_tolerance"}};
+            {"verdict", VerdictName(results, all_passed)}};
   }
 
-  std::string ToText(const sim::Scenario& s, const sim::NumericsReduction& red,
-                     const ref::NumericsOptions& opt, const std::vector<CallResult>& results,
-                     bool all_passed) const {
+  // The lines above the table: case, reduction, padding, semantics, what the errors compare.
+  std::string HeaderText(const sim::Scenario& s, const sim::NumericsReduction& red,
+                         const ref::NumericsOptions& opt,
+                         const std::vector<CallResult>& results) const {
     std::ostringstream o;
     o << fmt::format("case {}  profile {}  target {}  kernel {}  seed {}  accumulate {}\n", s.name,
                      s.engine.name, ref::ArchName(s.target), sim::DecodeVariant(s), opt.seed,
@@ -396,6 +440,12 @@ class NumericsCommand final : public Command {
     o << SemanticsLine(results);
     o << "errors: plan-driven vs monolithic over real rows (poison rows skipped); tolerance "
          "derived per call (docs/numerics.md)\n\n";
+    return o.str();
+  }
+
+  // The table of calls: one row each, columns as wide as their longest value.
+  static std::string TableText(const std::vector<CallResult>& results) {
+    std::ostringstream o;
     size_t step_w = 4, name_w = 4, row_w = 3, plan_w = 4;
     for (const CallResult& r : results) {
       step_w = std::max(step_w, r.n.call->step.size());
@@ -418,83 +468,98 @@ class NumericsCommand final : public Command {
     for (const CallResult& r : results) {
       const sim::Call& c = *r.n.call;
       o << head(std::to_string(c.index), c.step, c.name, c.table_row, r.n.snap->name);
-      if (!r.n.launched) {
-        o << "  not launched (the engine's plan-rows guard refused it)\n";
-        continue;
-      }
-      if (!r.n.error.empty()) {
-        o << "  ERROR (the numerics refuse this call's request; see below)\n";
-        continue;
-      }
-      const ref::NumericsReport& p = r.n.rep;
-      o << fmt::format(
-          "  {:>5} {:>5} {:>5} {:>5} {:>5}  {:>9} {:>9} {:>9} {:>9}  {:>9}  {:>6} {:>7}  {}\n",
-          p.q_rows, p.num_heads, p.max_keys, p.works_run, p.tiles_reduced,
-          Sci(p.o_unpoisoned.max_abs), Sci(p.o_unpoisoned.max_rel), Sci(p.o_unpoisoned.cos_diff),
-          Sci(p.lse_unpoisoned.max_abs), Sci(p.tolerance.o.atol), r.n.real_findings,
-          r.n.padding_findings,
-          r.n.passed() ? "ok"
-          : r.passed() ? "known"
-                       : "FAILED");
+      o << TableCells(r);
     }
     o << '\n';
-    int32_t ok = 0, launched = 0;
+    return o.str();
+  }
+
+  // A table row's cells after the call's name and plan.
+  static std::string TableCells(const CallResult& r) {
+    if (!r.n.launched) return "  not launched (the engine's plan-rows guard refused it)\n";
+    if (!r.n.error.empty()) return "  ERROR (the numerics refuse this call's request; see below)\n";
+    const ref::NumericsReport& p = r.n.rep;
+    return fmt::format(
+        "  {:>5} {:>5} {:>5} {:>5} {:>5}  {:>9} {:>9} {:>9} {:>9}  {:>9}  {:>6} {:>7}  {}\n",
+        p.q_rows, p.num_heads, p.max_keys, p.works_run, p.tiles_reduced,
+        Sci(p.o_unpoisoned.max_abs), Sci(p.o_unpoisoned.max_rel), Sci(p.o_unpoisoned.cos_diff),
+        Sci(p.lse_unpoisoned.max_abs), Sci(p.tolerance.o.atol), r.n.real_findings,
+        r.n.padding_findings,
+        r.n.passed() ? "ok"
+        : r.passed() ? "known"
+                     : "FAILED");
+  }
+
+  // The notes of one launched call: findings, padding, tolerance, known bugs.
+  std::string CallNotesText(const CallResult& r) const {
+    std::ostringstream o;
+    const sim::Call& c = *r.n.call;
+    if (!r.n.error.empty())
+      return fmt::format(
+          "call {} ({}): the numerics refuse the request the engine hands this "
+          "call: {}\n",
+          c.index, c.step, r.n.error);
+    const ref::NumericsReport& p = r.n.rep;
+    if (r.first_padding())
+      o << fmt::format(
+          "call {} ({}): {} padding-row finding(s), {} (row, head) pairs, expected "
+          "(rows of padding requests, which the engine discards); first: {}\n",
+          c.index, c.step, r.n.padding_findings, r.n.padding_rows, r.first_padding()->ToString());
+    if (r.first_real())
+      o << fmt::format("call {} ({}): {} poison finding(s) in real rows; first: {}\n", c.index,
+                       c.step, r.n.real_findings, r.first_real()->ToString());
+    if (r.n.padding_consumed_bad())
+      o << fmt::format(
+          "call {} ({}): class I: the engine consumes padding rows and they hold {} poison "
+          "finding(s), {} non-finite o values, {} NaN/+inf lse values\n",
+          c.index, c.step, r.n.padding_findings, p.padding_o_nonfinite, p.padding_lse_bad);
+    if (p.poison_dropped > 0)
+      o << fmt::format("call {} ({}): {} further findings dropped (not classified)\n", c.index,
+                       c.step, p.poison_dropped);
+    if (!p.ok)
+      o << fmt::format(
+          "call {} ({}): outside tolerance: o: {} elements beyond atol {} + rtol {} |y|, "
+          "cos_diff {} (limit {}); lse: {} beyond atol {}; NaN/inf position mismatches o {} "
+          "lse {}; unexplained NaN {}; monolithic NaN {}\n",
+          c.index, c.step, p.o_unpoisoned.tolerance_violations, Sci(p.tolerance.o.atol),
+          Sci(p.tolerance.o.rtol), Sci(p.o_unpoisoned.cos_diff), Sci(p.tolerance.o.cos_diff),
+          p.lse_unpoisoned.tolerance_violations, Sci(p.tolerance.lse.atol),
+          p.o_unpoisoned.nan_mismatches + p.o_unpoisoned.inf_mismatches,
+          p.lse_unpoisoned.nan_mismatches + p.lse_unpoisoned.inf_mismatches, p.unexplained_nan,
+          p.monolithic_nan);
+    for (size_t i = 0; i < r.n.violations.size(); ++i)
+      if (const sim::KnownBug* k = r.known[i])
+        o << fmt::format("call {} ({}): class {} {}: {}{}\n", c.index, c.step,
+                         sim::ClassLabel(r.n.violations[i]),
+                         sim::ViolationKindName(r.n.violations[i].kind), sim::KnownBugText(*k),
+                         ignore_known_ ? "; ignored (--ignore-known)" : "");
+    return o.str();
+  }
+
+  // The last line: the verdict and how many launched calls passed.
+  static std::string VerdictText(const std::vector<CallResult>& results, bool all_passed) {
+    int32_t ok = 0, launched = 0, known = 0;
     for (const CallResult& r : results) {
       if (!r.n.launched) continue;
       ++launched;
       ok += r.passed();
-      const sim::Call& c = *r.n.call;
-      if (!r.n.error.empty()) {
-        o << fmt::format(
-            "call {} ({}): the numerics refuse the request the engine hands this "
-            "call: {}\n",
-            c.index, c.step, r.n.error);
-        continue;
-      }
-      const ref::NumericsReport& p = r.n.rep;
-      if (r.first_padding())
-        o << fmt::format(
-            "call {} ({}): {} padding-row finding(s), {} (row, head) pairs, expected "
-            "(rows of padding requests, which the engine discards); first: {}\n",
-            c.index, c.step, r.n.padding_findings, r.n.padding_rows, r.first_padding()->ToString());
-      if (r.first_real())
-        o << fmt::format("call {} ({}): {} poison finding(s) in real rows; first: {}\n", c.index,
-                         c.step, r.n.real_findings, r.first_real()->ToString());
-      if (r.n.padding_consumed_bad())
-        o << fmt::format(
-            "call {} ({}): class I: the engine consumes padding rows and they hold {} poison "
-            "finding(s), {} non-finite o values, {} NaN/+inf lse values\n",
-            c.index, c.step, r.n.padding_findings, p.padding_o_nonfinite, p.padding_lse_bad);
-      if (p.poison_dropped > 0)
-        o << fmt::format("call {} ({}): {} further findings dropped (not classified)\n", c.index,
-                         c.step, p.poison_dropped);
-      if (!p.ok)
-        o << fmt::format(
-            "call {} ({}): outside tolerance: o: {} elements beyond atol {} + rtol {} |y|, "
-            "cos_diff {} (limit {}); lse: {} beyond atol {}; NaN/inf position mismatches o {} "
-            "lse {}; unexplained NaN {}; monolithic NaN {}\n",
-            c.index, c.step, p.o_unpoisoned.tolerance_violations, Sci(p.tolerance.o.atol),
-            Sci(p.tolerance.o.rtol), Sci(p.o_unpoisoned.cos_diff), Sci(p.tolerance.o.cos_diff),
-            p.lse_unpoisoned.tolerance_violations, Sci(p.tolerance.lse.atol),
-            p.o_unpoisoned.nan_mismatches + p.o_unpoisoned.inf_mismatches,
-            p.lse_unpoisoned.nan_mismatches + p.lse_unpoisoned.inf_mismatches, p.unexplained_nan,
-            p.monolithic_nan);
-      for (size_t i = 0; i < r.n.violations.size(); ++i)
-        if (const sim::KnownBug* k = r.known[i])
-          o << fmt::format("call {} ({}): class {} {}: {}{}\n", c.index, c.step,
-                           sim::ClassLabel(r.n.violations[i]),
-                           sim::ViolationKindName(r.n.violations[i].kind), sim::KnownBugText(*k),
-                           ignore_known_ ? "; ignored (--ignore-known)" : "");
+      known += r.passed() && !r.n.passed();
     }
-    int32_t known = 0;
-    for (const CallResult& r : results) known += r.n.launched && r.passed() && !r.n.passed();
-    o << fmt::format("verdict: {} ({}/{} decode calls ok{})\n",
-                     !all_passed ? "FAILED"
-                     : known > 0 ? "within tolerance but for known bugs (--ignore-known)"
-                                 : "within tolerance",
-                     ok - known, launched,
-                     known > 0 ? fmt::format(", {} failing only with known bugs", known) : "");
-    return o.str();
+    return fmt::format("verdict: {} ({}/{} decode calls ok{})\n",
+                       !all_passed ? "FAILED"
+                       : known > 0 ? "within tolerance but for known bugs (--ignore-known)"
+                                   : "within tolerance",
+                       ok - known, launched,
+                       known > 0 ? fmt::format(", {} failing only with known bugs", known) : "");
+  }
+
+  std::string ToText(const sim::Scenario& s, const sim::NumericsReduction& red,
+                     const ref::NumericsOptions& opt, const std::vector<CallResult>& results,
+                     bool all_passed) const {
+    std::string o = HeaderText(s, red, opt, results) + TableText(results);
+    for (const CallResult& r : results)
+      if (r.n.launched) o += CallNotesText(r);
+    return o + VerdictText(results, all_passed);
   }
 
   // --empty-rows and --zero-kv: explicit replacements of the decode contracts' values (applied
@@ -507,8 +572,11 @@ class NumericsCommand final : public Command {
         over.empty_rows = ref::EmptyRowPolicy::kNan;
       else if (empty_rows_ == "skip")
         over.empty_rows = ref::EmptyRowPolicy::kSkip;
+      else if (empty_rows_ == "write-zero-pos-inf")
+        over.empty_rows = ref::EmptyRowPolicy::kWriteZeroPosInfLse;
       else
-        return InvalidArgumentError("--empty-rows", "must be write-zero, nan or skip");
+        return InvalidArgumentError("--empty-rows",
+                                    "must be write-zero, write-zero-pos-inf, nan or skip");
     }
     if (!zero_kv_.empty()) {
       if (zero_kv_ == "run")
@@ -598,6 +666,7 @@ class NumericsCommand final : public Command {
       case ref::EmptyRowPolicy::kWriteZero: return "write-zero";
       case ref::EmptyRowPolicy::kSkip: return "skip";
       case ref::EmptyRowPolicy::kNan: return "nan";
+      case ref::EmptyRowPolicy::kWriteZeroPosInfLse: return "write-zero-pos-inf";
     }
     return "?";
   }

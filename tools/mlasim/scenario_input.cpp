@@ -5,6 +5,8 @@
 #include <memory>
 
 #include "sim/contract.h"
+#include "sim/engine.h"
+#include "sim/index_values.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 
@@ -14,10 +16,29 @@ Status AddContractFiles(const std::vector<std::string>& files, sim::Scenario* s)
   for (const std::string& f : files) {
     MLASIM_ASSIGN_OR_RETURN(sim::Contract c, sim::LoadContractFile(f));
     auto& list = s->contracts;
-    list.erase(std::remove_if(list.begin(), list.end(),
-                              [&](const auto& x) { return x->call == c.call; }),
-               list.end());
+    list.erase(
+        std::remove_if(list.begin(), list.end(), [&](const auto& x) { return x->call == c.call; }),
+        list.end());
     list.push_back(std::make_shared<const sim::Contract>(std::move(c)));
+  }
+  return OkStatus();
+}
+
+Status CheckKernelMatchesContract(const std::string& kernel,
+                                  const std::vector<std::string>& contract_files,
+                                  const sim::Scenario& s) {
+  if (kernel.empty()) return OkStatus();
+  for (const auto& c : s.contracts) {
+    if (c->call != sim::CallKind::kDecode || c->variant == kernel) continue;
+    const bool flag =
+        std::find(contract_files.begin(), contract_files.end(), c->file) != contract_files.end();
+    const std::string from = (flag ? "--contract " : "the scenario's ") + c->file;
+    return InvalidArgumentError(
+        "--kernel", "--kernel " + kernel + " and " + from + " (decode contract " + c->name +
+                        ", variant " + c->variant +
+                        ") both choose the decode kernel and disagree; the contract would win "
+                        "and --kernel do nothing: give one of them, or a contract of variant " +
+                        kernel);
   }
   return OkStatus();
 }
@@ -33,12 +54,20 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
   if (!profile.empty()) {
     MLASIM_ASSIGN_OR_RETURN(s->engine, sim::GetEngineProfile(profile, "--profile"));
   }
-  if (!kernel.empty()) {
+  MLASIM_RETURN_IF_ERROR(AddContractFiles(contracts, &*s));
+  MLASIM_RETURN_IF_ERROR(CheckKernelMatchesContract(kernel, contracts, *s));
+  const bool decode_contract =
+      std::any_of(s->contracts.begin(), s->contracts.end(),
+                  [](const auto& c) { return c->call == sim::CallKind::kDecode; });
+  if (!kernel.empty() && !decode_contract) {  // with one, --kernel names its variant: nothing to do
     MLASIM_RETURN_IF_ERROR(
         sim::BuiltinContract(sim::CallKind::kDecode, kernel, "--kernel").status());
     s->kernel = kernel;
   }
-  MLASIM_RETURN_IF_ERROR(AddContractFiles(contracts, &*s));
+  if (!s->kv_cache.index_values.empty()) {  // a value no fill places would be dropped silently
+    StatusOr<sim::Trace> t = sim::ExpandStep(*s);
+    if (t.ok()) MLASIM_RETURN_IF_ERROR(sim::CheckIndexValuesPlaced(*s, *t));
+  }
   return s;
 }
 
@@ -59,6 +88,5 @@ void ScenarioArgs::Add(CLI::App& app) {
                  "call kind; repeatable")
       ->type_name("FILE");
 }
-
 
 }  // namespace mlasim::cli

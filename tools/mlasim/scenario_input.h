@@ -17,10 +17,19 @@ namespace mlasim::cli {
 // Exactly one of `case_file` / `builtin` must be given (field "case" otherwise). `contracts`:
 // contract files (docs/contracts.md) that replace the built-in contract of their call kind; the
 // last one of a kind wins. Errors name the JSON path, --builtin, --profile, --kernel or the
-// contract file and its JSON path.
+// contract file and its JSON path; --kernel NAME beside a decode contract (from `contracts` or the
+// scenario's own "contracts") of another variant is refused (field "--kernel", naming both), as
+// the contract would decide the kernel and --kernel do nothing; beside one of its variant NAME
+// need not be a built-in one.
 StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std::string& builtin,
                                         const std::string& profile, const std::string& kernel,
                                         const std::vector<std::string>& contracts = {});
+
+// OK unless `kernel` is given and s has a decode contract of another variant. `contract_files`:
+// the --contract paths, to name where that contract came from.
+Status CheckKernelMatchesContract(const std::string& kernel,
+                                  const std::vector<std::string>& contract_files,
+                                  const sim::Scenario& s);
 
 // Puts the contracts of `files` into s->contracts (replacing any of the same call kind).
 Status AddContractFiles(const std::vector<std::string>& files, sim::Scenario* s);

@@ -1,0 +1,26 @@
+// File: sim/index_values.h — whether the scenario's explicit index values (kv_cache.index_values)
+// reach the index buffer. The engine's index fills place value i at element indptr[token] +
+// position of each fill whose token regions hold it (sim/engine.cpp FillContent); a value no fill
+// of the step places would be dropped without a word, so a scenario file holding one is refused
+// (the value itself may be anything in int32: -1, past the cache and INT_MAX are the hostile
+// indices the model carries, issue 10 §3).
+#pragma once
+
+#include "ref/status.h"
+#include "sim/scenario.h"
+#include "sim/trace.h"
+
+namespace mlasim::sim {
+
+// OK when every kv_cache.index_values[i] of `s` is placed by at least one index fill of `t` (the
+// step ExpandStep(s) made): its token below the fill's tokens and its position below that token's
+// region (sparse: the token's top-k slots; dense: the request's pages). Errors:
+// InvalidArgument("$.kv_cache.index_values[i]") for the first value none places, naming the token
+// or position, the largest fill's tokens or the token's region, and the fill.
+Status CheckIndexValuesPlaced(const Scenario& s, const Trace& t);
+
+// `s` without the index values no fill of its step places (a generated scenario's: the generator
+// draws positions without the regions' lengths). `s` unchanged when its step does not expand.
+void DropUnplacedIndexValues(Scenario& s);
+
+}  // namespace mlasim::sim

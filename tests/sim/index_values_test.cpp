@@ -1,0 +1,149 @@
+// sim/index_values.h: an explicit index value no index fill of the step places is refused naming
+// its JSON path (a user's scenario) or dropped (a generated one); every placed value is kept,
+// whatever it holds (-1, past the cache, INT_MAX: the hostile indices the model carries).
+#include "sim/index_values.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "fuzz/scenario_gen.h"
+#include "sim/engine.h"
+#include "sim/replay.h"
+#include "sim/scenario_json.h"
+#include "tools/mlasim/cli.h"
+
+namespace mlasim::sim {
+namespace {
+
+namespace fs = std::filesystem;
+
+// G-hostile-sparse-indices-masked: sparse, contexts 100 and 200, K = 1 (4 verify tokens).
+Scenario Hostile() {
+  auto s = LoadScenarioFile(
+      (fs::path(MLASIM_SOURCE_DIR) / "tests/cases/G-hostile-sparse-indices-masked.json").string());
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return *s;
+}
+
+Status Check(const Scenario& s) {
+  auto t = ExpandStep(s);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return CheckIndexValuesPlaced(s, *t);
+}
+
+// The verify fill's region of `token` (slots), from the expanded step.
+int64_t VerifyRegion(const Scenario& s, int32_t token) {
+  auto t = ExpandStep(s);
+  for (const Call& c : t->calls)
+    if (c.kind == CallKind::kIndexFill && c.step == "verify" && c.fill_content)
+      return int64_t{c.fill_indptr[token + 1]} - c.fill_indptr[token];
+  return -1;
+}
+
+TEST(IndexValues, EveryHostileValueAFillPlacesIsKept) {
+  Scenario s = Hostile();
+  s.kv_cache.index_values = {
+      {0, 0, -1}, {1, 1, 2147483647}, {2, 2, -2147483648LL}, {3, 0, 1 << 24}};
+  EXPECT_TRUE(Check(s).ok());
+  Scenario d = s;
+  DropUnplacedIndexValues(d);
+  EXPECT_EQ(d.kv_cache.index_values.size(), 4u);
+  EXPECT_TRUE(Check(Scenario()).ok());  // no values: nothing to place
+}
+
+TEST(IndexValues, TokenBoundary) {
+  Scenario s = Hostile();
+  s.kv_cache.index_values = {{3, 0, -1}};  // the last verify token: placed
+  EXPECT_TRUE(Check(s).ok());
+  s.kv_cache.index_values = {{3, 0, -1}, {4, 0, -1}};  // one past it
+  const Status st = Check(s);
+  EXPECT_EQ(st.field(), "$.kv_cache.index_values[1]");
+  EXPECT_EQ(st.message(),
+            "token 4 is past the 4 token region(s) of the step's widest index fill "
+            "(verify.indexer_gather), so no fill places value -1; tokens are 0..3");
+}
+
+TEST(IndexValues, PositionBoundary) {
+  Scenario s = Hostile();
+  const int64_t len = VerifyRegion(s, 1);
+  ASSERT_GT(len, 1);
+  s.kv_cache.index_values = {{1, static_cast<int32_t>(len - 1), 7}};  // the region's last slot
+  EXPECT_TRUE(Check(s).ok());
+  s.kv_cache.index_values = {{1, static_cast<int32_t>(len), 7}};  // one past it
+  const Status st = Check(s);
+  EXPECT_EQ(st.field(), "$.kv_cache.index_values[0]");
+  EXPECT_EQ(st.message(), "position " + std::to_string(len) + " is past token 1's region of " +
+                              std::to_string(len) +
+                              " slot(s) (its longest over the step's index fills, "
+                              "verify.indexer_gather the widest), so no fill places value 7; "
+                              "positions are 0.." +
+                              std::to_string(len - 1));
+}
+
+TEST(IndexValues, AStepWithoutContentFillsPlacesNothing) {
+  Scenario s = Hostile();
+  s.kv_cache.index_values = {{0, 0, -1}};
+  const Status st = CheckIndexValuesPlaced(s, Trace());
+  EXPECT_EQ(st.field(), "$.kv_cache.index_values[0]");
+  EXPECT_EQ(st.message(),
+            "the step has no index fill that writes values (the KV cache is modelled but no call "
+            "fills an index buffer)");
+}
+
+TEST(IndexValues, DropKeepsThePlacedOnesInOrder) {
+  Scenario s = Hostile();
+  const int32_t len = static_cast<int32_t>(VerifyRegion(s, 0));
+  s.kv_cache.index_values = {{0, 0, -1}, {9, 0, 5}, {0, len, 6}, {2, 1, 2147483647}};
+  DropUnplacedIndexValues(s);
+  ASSERT_EQ(s.kv_cache.index_values.size(), 2u);
+  EXPECT_EQ(s.kv_cache.index_values[0].value, -1);
+  EXPECT_EQ(s.kv_cache.index_values[1].value, 2147483647);
+  EXPECT_TRUE(Check(s).ok());
+}
+
+// The generator draws positions without the regions' lengths and keeps the values a fill places:
+// every generated case replays (the hostile-indices family, 40 seeds, some values kept).
+TEST(IndexValues, GeneratedCasesHoldOnlyPlacedValues) {
+  fuzz::GenConfig every;
+  every.profiles = {"atom-2026-08", "atom-2026-11"};
+  every.small = true;
+  every.max_batch = 64;
+  ASSERT_TRUE(fuzz::EnableFamilies({"hostile-indices", "disagreements", "paged"}, &every).ok());
+  size_t kept = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    const Scenario s =
+        fuzz::ScenarioFromSeed(every, seed, static_cast<int>(10 + (seed * 7) % 91)).value();
+    kept += s.kv_cache.index_values.size();
+    auto t = ExpandStep(s);
+    if (t.ok()) {
+      EXPECT_TRUE(CheckIndexValuesPlaced(s, *t).ok()) << "seed " << seed;
+    }
+  }
+  EXPECT_GT(kept, 0u);
+}
+
+// replay and numerics of a scenario file: exit 2 naming the JSON path.
+TEST(IndexValues, ReplayAndNumericsRefuseAnUnplacedValue) {
+  Scenario s = Hostile();
+  s.kv_cache.index_values = {{1, 3, -1}, {4, 0, 2147483647}};
+  const fs::path file =
+      fs::temp_directory_path() / ("mlasim_index_values_" + std::to_string(::getpid()) + ".json");
+  std::ofstream(file) << ScenarioToJson(s).dump();
+  for (const char* command : {"replay", "numerics"}) {
+    std::ostringstream out, err;
+    EXPECT_EQ(cli::RunMlasim({command, file.string()}, out, err), 2) << command;
+    EXPECT_EQ(out.str(), "");
+    EXPECT_NE(err.str().find("$.kv_cache.index_values[1]: token 4 is past the 4 token region(s)"),
+              std::string::npos)
+        << err.str();
+  }
+  fs::remove(file);
+}
+
+}  // namespace
+}  // namespace mlasim::sim
