@@ -284,8 +284,7 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
   SwarmDraw swarm;
   {
     std::lock_guard<std::mutex> gen_lock(GeneratorMutex());  // RapidCheck is not thread-safe
-    scenario = ScenarioFromSeed(config_, seed, size).value();
-    swarm = SwarmFromSeed(config_, seed, size);
+    scenario = ScenarioAndSwarmFromSeed(config_, seed, size, &swarm);
   }
   Cover(scenario, cov);
   if (config_.swarm) CoverSwarm(SwarmOmittedNames(config_, swarm), cov);

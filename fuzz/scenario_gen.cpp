@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
+#include <tuple>
 
 #include "sim/index_values.h"
 
@@ -9,6 +11,17 @@ namespace mlasim::fuzz {
 namespace {
 
 using sim::Scenario;
+
+// A generator built once per thread and key: RapidCheck generators are immutable values, so
+// drawing from a kept one draws exactly what drawing from a fresh one does, without building
+// (and freeing) its parts for every request of every case.
+template <typename Key, typename G, typename Make>
+const G& Kept(const Key& key, Make&& make) {
+  thread_local std::map<Key, G> kept;
+  auto it = kept.find(key);
+  if (it == kept.end()) it = kept.emplace(key, make()).first;
+  return it->second;
+}
 
 // The swarm knobs (SwarmKnobs), in draw order.
 enum Knob : int {
@@ -60,21 +73,34 @@ const std::vector<KnobSpec>& KnobSpecs() {
   return k;
 }
 
+// Whether knob `k` is left out of `cfg` altogether (its family or feature is off).
+bool KnobAbsent(const GenConfig& cfg, int k) {
+  return (k == kModel && cfg.sparse_only) || (k == kDcp && !cfg.allow_dcp) ||
+         (k == kDp && !cfg.allow_dp) || (k == kHostileIndices && !cfg.hostile_indices) ||
+         (k == kDisagreements && !cfg.disagreements) || (k == kPaged && !cfg.paged) ||
+         (k == kQLens && !cfg.ragged_q);
+}
+
 // The options knob `k` has under `cfg`; fewer than two: the knob is not drawn.
 std::vector<std::string> KnobOptions(const GenConfig& cfg, int k) {
   if (k == kProfile) return cfg.profiles;
-  const bool absent = (k == kModel && cfg.sparse_only) || (k == kDcp && !cfg.allow_dcp) ||
-                      (k == kDp && !cfg.allow_dp) ||
-                      (k == kHostileIndices && !cfg.hostile_indices) ||
-                      (k == kDisagreements && !cfg.disagreements) || (k == kPaged && !cfg.paged) ||
-                      (k == kQLens && !cfg.ragged_q);
-  return absent ? std::vector<std::string>{} : KnobSpecs()[k].options;
+  return KnobAbsent(cfg, k) ? std::vector<std::string>{} : KnobSpecs()[k].options;
+}
+
+// KnobOptions(cfg, k).size(), without copying the names (DrawSwarm runs in every case).
+size_t KnobOptionCount(const GenConfig& cfg, int k) {
+  if (k == kProfile) return cfg.profiles.size();
+  return KnobAbsent(cfg, k) ? 0 : KnobSpecs()[k].options.size();
 }
 
 // One case's left-out options per knob (bit i: option i); all zero without swarm.
 struct Swarm {
   uint32_t omitted[kKnobCount] = {};
 };
+
+// Where GenScenario's generator puts the swarm it draws first (ScenarioAndSwarmFromSeed), once;
+// null: nowhere.
+thread_local Swarm* swarm_out = nullptr;
 
 // The swarm draws, first in every case: per drawn knob a uniform mask over its options (each
 // option left out with probability 1/2); a mask leaving every option out leaves none out. Masks
@@ -84,12 +110,14 @@ Swarm DrawSwarm(const GenConfig& cfg) {
   Swarm sw;
   if (!cfg.swarm) return sw;
   for (int k = 0; k < kKnobCount; ++k) {
-    const size_t n = KnobOptions(cfg, k).size();
+    const size_t n = KnobOptionCount(cfg, k);
     if (n < 2 || n > 16) continue;
     const uint32_t all = (1u << n) - 1;
-    std::vector<uint32_t> masks(all + 1);
-    for (uint32_t m = 0; m <= all; ++m) masks[m] = m;
-    const uint32_t m = *rc::gen::elementOf(masks);
+    const uint32_t m = *Kept<size_t, rc::Gen<uint32_t>>(n, [&] {
+      std::vector<uint32_t> masks(all + 1);
+      for (uint32_t x = 0; x <= all; ++x) masks[x] = x;
+      return rc::gen::elementOf(masks);
+    });
     sw.omitted[k] = m == all ? 0 : m;
   }
   return sw;
@@ -114,10 +142,16 @@ T Choose(uint32_t omitted, const rc::Gen<T>& today, const Options<T>& options) {
 
 // An on/off feature: `on_weight` to `off_weight` today; swarm may force either side.
 bool Feature(uint32_t omitted, int off_weight, int on_weight) {
-  return Choose<bool>(omitted,
-                      rc::gen::weightedElement<bool>({{static_cast<size_t>(off_weight), false},
-                                                      {static_cast<size_t>(on_weight), true}}),
-                      {{off_weight, rc::gen::just(false)}, {on_weight, rc::gen::just(true)}});
+  struct Gens {
+    rc::Gen<bool> today;
+    Options<bool> options;
+  };
+  const Gens& g = Kept<std::pair<int, int>, Gens>(std::make_pair(off_weight, on_weight), [&] {
+    return Gens{rc::gen::weightedElement<bool>({{static_cast<size_t>(off_weight), false},
+                                                {static_cast<size_t>(on_weight), true}}),
+                {{off_weight, rc::gen::just(false)}, {on_weight, rc::gen::just(true)}}};
+  });
+  return Choose<bool>(omitted, g.today, g.options);
 }
 
 // L = KV tokens incl. this step's Q verify tokens: weight on the minimum (exactly Q), tails just
@@ -173,12 +207,20 @@ void GenTopkLengths(Scenario& s) {
 // One request of a step with Q = `q` tokens per request: drafts the previous verify rejected, the
 // KV length (GenKvLen) and the drafts this verify rejects.
 sim::RequestSpec GenRequest(int32_t q, int32_t topk) {
+  struct Gens {
+    rc::Gen<int32_t> rejected_prev, context, rejected;
+  };
+  const Gens& g = Kept<std::pair<int32_t, int32_t>, Gens>(std::make_pair(q, topk), [&] {
+    return Gens{rc::gen::weightedOneOf<int32_t>(
+                    {{3, rc::gen::just(0)}, {1, rc::gen::inRange<int32_t>(0, q)}}),
+                GenKvLen(q, topk),
+                rc::gen::weightedOneOf<int32_t>(
+                    {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}})};
+  });
   sim::RequestSpec r;
-  r.rejected_prev = *rc::gen::weightedOneOf<int32_t>(
-      {{3, rc::gen::just(0)}, {1, rc::gen::inRange<int32_t>(0, q)}});
-  r.context = *GenKvLen(q, topk) + r.rejected_prev;
-  r.rejected = *rc::gen::weightedOneOf<int32_t>(
-      {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}});
+  r.rejected_prev = *g.rejected_prev;
+  r.context = *g.context + r.rejected_prev;
+  r.rejected = *g.rejected;
   return r;
 }
 
@@ -361,16 +403,26 @@ std::vector<SwarmKnob> SwarmKnobs(const GenConfig& config) {
   return out;
 }
 
-SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size) {
+namespace {
+
+// The drawn knobs' masks of `sw`, in knob order.
+SwarmDraw DrawOf(const GenConfig& config, const Swarm& sw) {
   SwarmDraw d;
   if (!config.swarm) return d;
-  const Swarm sw =
-      rc::gen::exec([config] { return DrawSwarm(config); })(rc::Random(seed), size).value();
   for (int k = 0; k < kKnobCount; ++k) {
-    const size_t n = KnobOptions(config, k).size();
+    const size_t n = KnobOptionCount(config, k);
     if (n >= 2 && n <= 16) d.omitted.push_back(sw.omitted[k]);
   }
   return d;
+}
+
+}  // namespace
+
+SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size) {
+  if (!config.swarm) return {};
+  const auto c = std::make_shared<const GenConfig>(config);
+  return DrawOf(config,
+                rc::gen::exec([c] { return DrawSwarm(*c); })(rc::Random(seed), size).value());
 }
 
 std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmDraw& draw) {
@@ -512,8 +564,14 @@ void DrawTargetKernelAndEngine(const GenConfig& cfg, const Swarm& sw, Scenario& 
 
 rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
   if (cfg.pins) return rc::gen::exec([pins = cfg.pins] { return GenPinned(*pins); });
-  return rc::gen::exec([cfg] {
+  // Held by pointer: RapidCheck copies the generator's function several times per case.
+  return rc::gen::exec([c = std::make_shared<const GenConfig>(cfg)] {
+    const GenConfig& cfg = *c;
     const Swarm sw = DrawSwarm(cfg);  // first: SwarmFromSeed replays these draws alone
+    if (swarm_out) {
+      *swarm_out = sw;
+      swarm_out = nullptr;
+    }
     Scenario s;
     s.name = "fuzz";
     DrawModel(cfg, sw, s);
@@ -534,6 +592,24 @@ rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
 
 rc::Shrinkable<Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed, int size) {
   return GenScenario(config)(rc::Random(seed), size);
+}
+
+Scenario ScenarioAndSwarmFromSeed(const GenConfig& config, uint64_t seed, int size,
+                                  SwarmDraw* swarm) {
+  const rc::Shrinkable<Scenario> sh = ScenarioFromSeed(config, seed, size);
+  if (config.pins || !config.swarm) {  // the pinned generator draws no swarm
+    Scenario s = sh.value();
+    *swarm = SwarmFromSeed(config, seed, size);
+    return s;
+  }
+  Swarm sw;
+  struct Reset {  // also when the generator throws
+    ~Reset() { swarm_out = nullptr; }
+  } reset;
+  swarm_out = &sw;
+  Scenario s = sh.value();
+  *swarm = DrawOf(config, sw);
+  return s;
 }
 
 std::mutex& GeneratorMutex() {

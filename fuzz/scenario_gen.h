@@ -107,6 +107,11 @@ rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);
 // explicit random source, so seed ranges can be sharded across machines. The Shrinkable is lazy:
 // its value() and shrinks() run generator code.
 rc::Shrinkable<sim::Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed, int size);
+// ScenarioFromSeed(config, seed, size).value() and, in *swarm, SwarmFromSeed(config, seed, size),
+// generating once: the swarm is the one the generator drew first, not a second run of its draws
+// (campaigns: one generator run per case). `swarm` must not be null.
+sim::Scenario ScenarioAndSwarmFromSeed(const GenConfig& config, uint64_t seed, int size,
+                                       SwarmDraw* swarm);
 
 // RapidCheck keeps the generation context in process-wide state, so running generators on two
 // threads at once corrupts it (crashes "operator* is not allowed in this context"). Hold this

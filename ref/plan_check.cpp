@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_map>
+#include <utility>
 
 namespace mlasim::ref {
 namespace {
@@ -16,6 +16,16 @@ std::string S(int64_t x) {
 std::string Range(int64_t a, int64_t b) {
   return "[" + S(a) + "," + S(b) + ")";
 }
+
+// The work rows of one tile, in work order: a view into the checker's flat lists.
+struct Pieces {
+  const int32_t* rows = nullptr;
+  size_t n = 0;
+  size_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  int32_t operator[](size_t i) const { return rows[i]; }
+  int32_t back() const { return rows[n - 1]; }
+};
 
 class Checker {
  public:
@@ -49,7 +59,13 @@ class Checker {
   const Plan& p_;
   PlanCheckReport report_;
   std::vector<ExpectedTile> tiles_;
-  std::vector<std::vector<int32_t>> pieces_;  // work rows per tile, in work order
+  // Work rows per tile, in work order, as flat lists: tile t's are
+  // piece_rows_[piece_begin_[t] .. piece_begin_[t + 1]) (one allocation per plan, not per tile).
+  std::vector<int32_t> piece_begin_, piece_rows_;
+  Pieces pieces(int32_t t) const {
+    return {piece_rows_.data() + piece_begin_[t],
+            static_cast<size_t>(piece_begin_[t + 1] - piece_begin_[t])};
+  }
   int32_t num_works_ = 0;
 };
 
@@ -122,21 +138,27 @@ void Checker::CheckBuffersAndInputs() {
 }
 
 void Checker::AssignWorks() {
-  // Tiles by first q row. Non-uniform q lengths can give several tiles one first row (a request
-  // of q length 0 has the empty range [q0, q0) before the next request's [q0, q1)): the work's
-  // q end, then its batch_idx, tell them apart.
-  std::unordered_multimap<int32_t, int32_t> by_q0;
-  for (size_t t = 0; t < tiles_.size(); ++t) by_q0.emplace(tiles_[t].q0, static_cast<int32_t>(t));
+  // Tiles by first q row, sorted (stable: tile order within a row). Non-uniform q lengths can
+  // give several tiles one first row (a request of q length 0 has the empty range [q0, q0)
+  // before the next request's [q0, q1)): the work's q end, then its batch_idx, tell them apart.
+  std::vector<std::pair<int32_t, int32_t>> by_q0(tiles_.size());
+  for (size_t t = 0; t < tiles_.size(); ++t) by_q0[t] = {tiles_[t].q0, static_cast<int32_t>(t)};
+  std::stable_sort(by_q0.begin(), by_q0.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   auto find_tile = [&](int32_t q0, int32_t q1, int32_t batch_idx) {
     int32_t found = -1;
-    const auto range = by_q0.equal_range(q0);
-    for (auto it = range.first; it != range.second; ++it) {
+    auto it = std::lower_bound(by_q0.begin(), by_q0.end(), q0,
+                               [](const auto& a, int32_t q) { return a.first < q; });
+    for (; it != by_q0.end() && it->first == q0; ++it) {
       if (tiles_[it->second].q1 != q1) continue;
       if (found < 0 || tiles_[it->second].batch_idx == batch_idx) found = it->second;
     }
     return found;
   };
-  pieces_.assign(tiles_.size(), {});
+  const int32_t n_tiles = static_cast<int32_t>(tiles_.size());
+  std::vector<int32_t> tile_of(static_cast<size_t>(num_works_), -1);  // -1: no tile
+  std::vector<int32_t> last_piece(tiles_.size(), -1);                  // the tile's last work row
+  piece_begin_.assign(tiles_.size() + 1, 0);
   int32_t last_tile = -1;
   for (int32_t w = 0; w < num_works_; ++w) {
     bool written = true;
@@ -160,13 +182,21 @@ void Checker::AssignWorks() {
       Add(PlanDiag::kWorkBatchMismatch, "work_info", w, t, w,
           "work " + S(w) + " has batch_idx " + S(p_.work(w, kBatchIdx)) + ", tile " + S(t) +
               " belongs to batch " + S(tiles_[t].batch_idx));
-    if (!pieces_[t].empty() && last_tile != t)
+    if (last_piece[t] >= 0 && last_tile != t)
       Add(PlanDiag::kTilePiecesScattered, "work_info", w, t, w,
-          "tile " + S(t) + " has pieces at work " + S(pieces_[t].back()) + " and " + S(w) +
+          "tile " + S(t) + " has pieces at work " + S(last_piece[t]) + " and " + S(w) +
               " with other tiles' work in between");
-    pieces_[t].push_back(w);
+    tile_of[w] = t;
+    last_piece[t] = w;
+    ++piece_begin_[t + 1];
     last_tile = t;
   }
+  for (int32_t t = 0; t < n_tiles; ++t) piece_begin_[t + 1] += piece_begin_[t];
+  piece_rows_.assign(static_cast<size_t>(piece_begin_[n_tiles]), 0);
+  std::vector<int32_t>& fill = last_piece;  // reused: the next free slot per tile
+  for (int32_t t = 0; t < n_tiles; ++t) fill[t] = piece_begin_[t];
+  for (int32_t w = 0; w < num_works_; ++w)
+    if (tile_of[w] >= 0) piece_rows_[fill[tile_of[w]]++] = w;
 }
 
 int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const {
@@ -210,7 +240,7 @@ void Checker::CheckTileWithoutWork(int32_t t) {
 // decode_update never moves a zero-length last piece (§9.3): a tile that grew keeps it empty.
 bool Checker::CheckUpdatedEmptyPiece(int32_t t) {
   const ExpectedTile& e = tiles_[t];
-  const std::vector<int32_t>& ws = pieces_[t];
+  const Pieces ws = pieces(t);
   if (ws.size() != 1 || p_.update_fold_ratios.empty() || e.kv_end <= e.kv_begin) return false;
   const int32_t k0 = p_.work(ws[0], kKvStart), k1 = p_.work(ws[0], kKvEnd);
   if (k1 != k0) return false;
@@ -228,7 +258,7 @@ bool Checker::CheckUpdatedEmptyPiece(int32_t t) {
 // for whole-request tiles; a per-token tile, trimmed causally, has n = 1).
 void Checker::CheckPieceLength(int32_t t, size_t i) {
   const ExpectedTile& e = tiles_[t];
-  const std::vector<int32_t>& ws = pieces_[t];
+  const Pieces ws = pieces(t);
   const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
   const int32_t rows = e.q1 - e.q0;
   if (r_.page_size != 1 || ws.size() < 2 || rows < 2 || !p_.update_fold_ratios.empty()) return;
@@ -248,7 +278,7 @@ void Checker::CheckPieceLength(int32_t t, size_t i) {
 // Returns false when the tile's remaining pieces cannot be judged.
 bool Checker::CheckPiece(int32_t t, size_t i, int32_t* cursor) {
   const ExpectedTile& e = tiles_[t];
-  const std::vector<int32_t>& ws = pieces_[t];
+  const Pieces ws = pieces(t);
   const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
   const int64_t base = int64_t{w} * kWorkInfoWidth;
   if (p_.work_info.cells[base + kKvEnd] == Cell::kUndefined) return false;  // an input violation
@@ -279,7 +309,7 @@ bool Checker::CheckPiece(int32_t t, size_t i, int32_t* cursor) {
 // could not be judged (the tile's reduce bookkeeping is then not checked either).
 bool Checker::CheckTileKv(int32_t t) {
   const ExpectedTile& e = tiles_[t];
-  const std::vector<int32_t>& ws = pieces_[t];
+  const Pieces ws = pieces(t);
   if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
     Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
         TileLabel(t) + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
@@ -304,7 +334,7 @@ bool Checker::CheckTileKv(int32_t t) {
 // reduce_final_map row must be the tile's q rows; an unsplit tile has an empty group.
 void Checker::CheckTileReduce(int32_t t) {
   const ExpectedTile& e = tiles_[t];
-  const std::vector<int32_t>& ws = pieces_[t];
+  const Pieces ws = pieces(t);
   const Int32Buffer& ri = p_.reduce_indptr;
   if (int64_t{t} + 1 >= ri.size() || !ri.written(t) || !ri.written(t + 1)) return;  // reported
   // 64-bit: the group's entries of hostile indptr values (-5, INT32_MAX) do not fit in int32.
@@ -332,7 +362,7 @@ void Checker::CheckTileReduce(int32_t t) {
 
 // reduce_partial_map[g0 + i] must be piece i's partial_qo_loc.
 bool Checker::CheckReduceGroup(int32_t t, int32_t g0) {
-  const std::vector<int32_t>& ws = pieces_[t];
+  const Pieces ws = pieces(t);
   const Int32Buffer& pm = p_.reduce_partial_map;
   for (size_t i = 0; i < ws.size(); ++i) {
     const int64_t idx = int64_t{g0} + static_cast<int64_t>(i);
@@ -376,7 +406,7 @@ std::string Checker::TileLabel(int32_t t) const {
 }
 
 void Checker::CheckTile(int32_t t) {
-  if (pieces_[t].empty()) return CheckTileWithoutWork(t);
+  if (pieces(t).empty()) return CheckTileWithoutWork(t);
   if (CheckUpdatedEmptyPiece(t)) return;
   if (CheckTileKv(t)) CheckTileReduce(t);
 }

@@ -345,6 +345,10 @@ Status StepBuilder::ResolveContracts() {
 }
 
 Status StepBuilder::AllocateBuffers() {
+  // Room for every buffer a table names (each plan set's five, the persistent ones, the KV
+  // cache) without moving the list as it grows.
+  t_.persistent.reserve(t_.persistent.size() + 6 * table_.plan_buffers.size() +
+                        table_.persistent.size() + 1);
   // Capacities (§3): the builder sizes every buffer once, with the table's sizing inputs.
   for (const PlanBufferSet& b : table_.plan_buffers) {
     if (!When(b.when)) continue;

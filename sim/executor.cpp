@@ -89,7 +89,13 @@ class CallExecutor {
   void ExecLoop(const Statement& st);
   void ExecLetRow(const LetRow& r);
   inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
-  int64_t Eval(const Expr& e, bool* defined);
+  // An expression's value (*defined: whether it has one); constants and lone variables inline.
+  int64_t Eval(const Expr& e, bool* defined) {
+    int64_t v;
+    if (e.EvalSimple(vars_.data(), defined_.data(), &v, defined)) return v;
+    return EvalShapes(e, defined);
+  }
+  int64_t EvalShapes(const Expr& e, bool* defined);
   inline LoadResult Load(int32_t slot, int64_t element);
   const TensorArg* Tensor(const std::string& role) const;
   void BindRole(const TensorArg& a);
@@ -326,7 +332,8 @@ void CallExecutor::ReportInconsistentBatch(const Call& c, const PlanSnapshot& sn
 void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
   const ref::Plan& p = snap.plan;
   const ref::PlanCheckReport report = ref::CheckPlan(snap.request, p);
-  const auto tiles = ref::ExpectedTiles(snap.request, p.derived);
+  std::vector<ref::ExpectedTile> tiles;  // computed for the first error naming a tile
+  bool have_tiles = false;
   // A plan kept for other lengths (a reuse, or metadata built elsewhere: plan_from) breaks its
   // invariants because it is stale: class E (docs/bug-classes.md), whatever invariant the
   // checker names, as the mutants that make such plans are labelled.
@@ -337,6 +344,10 @@ void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
     if (d.severity != ref::Severity::kError || d.code == ref::PlanDiag::kInputReadOutOfRange ||
         d.code == ref::PlanDiag::kBufferOverflow)
       continue;
+    if (d.tile >= 0 && !have_tiles) {
+      tiles = ref::ExpectedTiles(snap.request, p.derived);
+      have_tiles = true;
+    }
     if (d.tile >= 0 && d.tile < static_cast<int32_t>(tiles.size()) &&
         tiles[d.tile].request >= snap.real_requests)
       continue;
@@ -615,7 +626,7 @@ void CallExecutor::Bind(const Call& c) {
 
 // Flattened: the interpreter's fast shapes and the loads inline into one function per call site
 // (the stack machine, Expr::EvalStack, stays out of line).
-[[gnu::flatten]] int64_t CallExecutor::Eval(const Expr& e, bool* defined) {
+[[gnu::flatten]] int64_t CallExecutor::EvalShapes(const Expr& e, bool* defined) {
   return e.EvalWith(
       vars_.data(), defined_.data(),
       [this](int32_t slot, int64_t element) { return Load(slot, element); }, defined);

@@ -93,6 +93,33 @@ TEST(Swarm, KnobsFollowTheConfig) {
   EXPECT_EQ(SwarmKnobs(c).back().options.size(), 7u);
 }
 
+// Campaigns generate a case once (ScenarioAndSwarmFromSeed) and take its swarm from that run:
+// the same scenario, byte for byte, and the same masks as the two calls it replaces.
+TEST(Swarm, OneGeneratorRunGivesTheCaseAndTheSwarmOfTwo) {
+  GenConfig swarm;
+  swarm.swarm = true;
+  swarm.small = true;
+  swarm.max_batch = 64;
+  GenConfig families = swarm;
+  ASSERT_TRUE(
+      EnableFamilies({"hostile-indices", "disagreements", "paged", "ragged-q"}, &families).ok());
+  GenConfig off;  // swarm off: no masks
+  int64_t narrowed = 0;
+  for (const GenConfig* c : {&swarm, &families, &off}) {
+    for (uint64_t seed = 1; seed <= 150; ++seed) {
+      const int size = static_cast<int>(10 + seed % 91);
+      SwarmDraw d;
+      const sim::Scenario s = ScenarioAndSwarmFromSeed(*c, seed, size, &d);
+      EXPECT_EQ(sim::ScenarioToJson(s).dump(),
+                sim::ScenarioToJson(ScenarioFromSeed(*c, seed, size).value()).dump())
+          << "seed " << seed;
+      EXPECT_EQ(d.omitted, SwarmFromSeed(*c, seed, size).omitted) << "seed " << seed;
+      for (uint32_t m : d.omitted) narrowed += m != 0;
+    }
+  }
+  EXPECT_GT(narrowed, 1000);  // the masks compared are mostly not empty
+}
+
 // Whether scenario `s` drew option `option` of knob `knob`.
 bool Drew(const sim::Scenario& s, const std::string& knob, const std::string& option) {
   if (knob == "model") return s.model.sparse == (option == "sparse");

@@ -182,10 +182,11 @@ TEST(RaggedPlanner, LdsBoundAtEightThousandRequests) {
         Ragged(std::vector<int32_t>(batch, 1), std::vector<int32_t>(batch, 1), 1, 304);
     auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
     EXPECT_EQ(plan.ok(), batch == 8192) << batch;
-    if (!plan.ok())
+    if (!plan.ok()) {
       EXPECT_EQ(plan.status().ToString(),
                 "kv_indptr: non-uniform q lengths over more than 8192 requests are not modelled "
                 "(aiter's planner keeps two LDS ints per request)");
+    }
   }
 }
 

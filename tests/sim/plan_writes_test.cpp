@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "sim/contract.h"
 #include "sim/engine.h"
 #include "sim/executor.h"
+#include "sim/memory.h"
 #include "sim_builders.h"
 
 namespace mlasim::sim {
@@ -61,6 +63,50 @@ TEST(PlanWrites, AKernelReadingEveryRowFindsExactlyTheRowsWithAnUnwrittenCell) {
   EXPECT_EQ(stale->work_items, want);
   EXPECT_EQ(stale->first_row, 0);
   EXPECT_EQ(stale->last_row, want.back());
+}
+
+// The written bytes of an allocation (IntervalSet): rows written in order take a fast path
+// (a new last span, or the last span grown); the set must be what the general merge gives. A
+// bitmap is the model: after every Add, the first gap of [b, 64) and of [0, e) for every b and e.
+TEST(WrittenBytes, AddsInOrderAndOutOfOrderGiveTheSetABitmapGives) {
+  constexpr int kBytes = 64;
+  std::mt19937 rng(7);
+  int64_t in_order = 0;
+  for (int round = 0; round < 300; ++round) {
+    IntervalSet set;
+    std::vector<bool> bit(kBytes, false);
+    int64_t last_end = 0;
+    for (int step = 0; step < 24; ++step) {
+      int64_t b, e;
+      if (rng() % 2) {  // at or just before the end of what was written last
+        b = std::max<int64_t>(0, last_end - static_cast<int64_t>(rng() % 4));
+        e = b + static_cast<int64_t>(rng() % 6);
+        ++in_order;
+      } else {
+        b = static_cast<int64_t>(rng() % kBytes);
+        e = b + static_cast<int64_t>(rng() % 12) - 2;  // empty ranges too
+      }
+      e = std::min<int64_t>(e, kBytes);
+      set.Add(b, e);
+      for (int64_t x = b; x < e; ++x) bit[x] = true;
+      if (e > b) last_end = e;
+      auto gap = [&](int64_t lo, int64_t hi) -> std::pair<int64_t, int64_t> {
+        int64_t x = lo;
+        while (x < hi && bit[x]) ++x;
+        if (x >= hi) return {hi, hi};
+        int64_t y = x;
+        while (y < hi && !bit[y]) ++y;
+        return {x, y};
+      };
+      for (int64_t lo = 0; lo < kBytes; ++lo)
+        ASSERT_EQ(set.FirstGap(lo, kBytes), gap(lo, kBytes)) << "round " << round << " step " << step;
+      for (int64_t hi = 1; hi <= kBytes; ++hi) {
+        ASSERT_EQ(set.FirstGap(0, hi), gap(0, hi)) << "round " << round << " step " << step;
+        ASSERT_EQ(set.Covers(0, hi), gap(0, hi).first == hi);
+      }
+    }
+  }
+  EXPECT_GT(in_order, 3000);
 }
 
 }  // namespace
