@@ -264,6 +264,7 @@ void GenHostileIndices(Scenario& s) {
   s.kv_cache.modelled = true;
   const int32_t tokens =
       s.model.sparse ? sim::ScheduledTokens(s) : static_cast<int32_t>(s.requests.size());
+  if (tokens <= 0) return;  // a step that schedules no token (ragged q lengths all 0): no slot
   const int32_t n = *rc::gen::inRange<int32_t>(0, 4);
   for (int32_t i = 0; i < n; ++i) {
     sim::KvCacheSpec::IndexValue v;
@@ -337,8 +338,7 @@ void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
   // Only for aiter engines: the vLLM / SGLang profiles' planners take one q length per batch
   // and replay refuses a stated batch.q_lens there (a refused case would check nothing).
   const std::string& backend = s.engine.attention_backend;
-  if (cfg.ragged_q && (backend.empty() || backend == "aiter") &&
-      Feature(sw.omitted[kQLens], 1, 1))
+  if (cfg.ragged_q && (backend.empty() || backend == "aiter") && Feature(sw.omitted[kQLens], 1, 1))
     GenRaggedQ(s);
   if (cfg.paged && !s.model.sparse && Feature(sw.omitted[kPaged], 1, 1)) {
     s.kv_cache.modelled = true;

@@ -357,9 +357,10 @@ Status StepBuilder::AllocateBuffers() {
     if (b.planner != "aiter") {  // the dialect's own host sizing (sim/engine_dialect.h)
       auto z = SizeDialect(b.planner, batch, qlen, Dialect());
       if (!z.ok())
-        return InvalidArgumentError("$", "the engine's " + b.prefix + " buffers cannot be sized"
-                                         " by the " + b.planner + " planner: " +
-                                         z.status().ToString());
+        return InvalidArgumentError("$", "the engine's " + b.prefix +
+                                             " buffers cannot be sized"
+                                             " by the " +
+                                             b.planner + " planner: " + z.status().ToString());
       for (const PersistentBuffer& p : DialectBuffers(b.prefix, *z)) t_.persistent.push_back(p);
       dialect_capacity_[b.prefix] = std::move(*z);
       continue;
@@ -474,14 +475,16 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
     // the batch the graph was captured with (the scenario's capture.contexts, else R requests
     // of Q tokens, as CapturePlans assumes).
     const bool capture = in == "capture_batch";
-    const int32_t n = capture ? (s_.capture_contexts.empty()
-                                     ? R
-                                     : static_cast<int32_t>(s_.capture_contexts.size()))
-                              : static_cast<int32_t>(Eval(row.tokens, "tokens"));
+    const int32_t n =
+        capture
+            ? (s_.capture_contexts.empty() ? R : static_cast<int32_t>(s_.capture_contexts.size()))
+            : static_cast<int32_t>(Eval(row.tokens, "tokens"));
     std::vector<int32_t> lens(std::max(n, 0), s_.engine.pad_kv_len);
     for (int32_t i = 0; i < n; ++i) {
-      if (capture) lens[i] = s_.capture_contexts.empty() ? Q : s_.capture_contexts[i];
-      else if (i < B) lens[i] = sh_.kv_lens[i];
+      if (capture)
+        lens[i] = s_.capture_contexts.empty() ? Q : s_.capture_contexts[i];
+      else if (i < B)
+        lens[i] = sh_.kv_lens[i];
     }
     ref::PlanRequest r = BaseRequest(Q);
     const PagedLens paged = Paged(lens, page_, 0);
@@ -715,7 +718,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   // aiter's kernels view q/o of a head-folded plan as [rows * R, heads / R]; a kernel whose
   // contract never loads work_info plans by itself and sees [tokens, heads].
   const int32_t fold =
-      ProgramLoads(decode->program, kLoadWorkInfo) ? snap.plan.derived.fold_ratio : 1;
+      ProgramLoads(decode->program, kLoadWorkInfo) ? std::max(snap.plan.derived.fold_ratio, 1) : 1;
   // What the engine allocated (q and o can come from independent sources).
   const int64_t q_alloc = o && o->q_rows >= 0 ? o->q_rows : q_rows;
   const int64_t o_alloc = o && o->o_rows >= 0 ? o->o_rows : q_rows;
@@ -758,7 +761,9 @@ void StepBuilder::AddDecodeTensors(const PlanSnapshot& snap, const CallOverride*
   // How the kernel actually run views a row: its heads per row and its columns (a kernel built
   // for 576-column rows run on a rope-free model, vLLM #56314, walks fewer, wider rows than q
   // holds).
-  const int32_t view_heads = o && o->kernel_heads > 0 ? o->kernel_heads / fold : vh;
+  // A kernel with fewer heads than the fold ratio still strides one head per folded row (its
+  // rows then overrun q, which the executor reports); 0 would leave the view without rows.
+  const int32_t view_heads = o && o->kernel_heads > 0 ? std::max(o->kernel_heads / fold, 1) : vh;
   const int32_t view_cols =
       o && o->kernel_q_cols > 0 ? o->kernel_q_cols : static_cast<int32_t>(Var("kernel_q_cols"));
   // mla_decode_fwd views q/o of folded heads as [rows * R, 16, D] (§10.3).
@@ -996,9 +1001,8 @@ Status StepBuilder::DialectPlanRow(const CallRow& row, const std::string& step) 
   auto plan = PlanDialect(z, request, Dialect());
   if (!plan.ok())
     return InvalidArgumentError(plan.status().field() == "batch_size" ? "$.batch.contexts" : "$",
-                                "the engine's " + row.call + " at " + step +
-                                    " is refused by the " + row.planner +
-                                    " planner: " + plan.status().ToString());
+                                "the engine's " + row.call + " at " + step + " is refused by the " +
+                                    row.planner + " planner: " + plan.status().ToString());
   const bool captured = row.inputs == "capture_batch";
   PlanSnapshot snap;
   snap.name = row.call + (captured ? "(captured)" : "");
@@ -1033,8 +1037,8 @@ Status StepBuilder::DialectPlanRow(const CallRow& row, const std::string& step) 
 // The dialect plan as this launch consumes it: the launched requests (the row's `launch`, else
 // the planned batch) with this step's lengths, padding requests at pad_kv_len.
 std::vector<int32_t> StepBuilder::LaunchLens(const CallRow& row, const PlanSnapshot& snap) const {
-  const int32_t n = row.launch.empty() ? snap.dialect->batch()
-                                       : static_cast<int32_t>(Eval(row.launch, "launch"));
+  const int32_t n =
+      row.launch.empty() ? snap.dialect->batch() : static_cast<int32_t>(Eval(row.launch, "launch"));
   std::vector<int32_t> lens(std::max(n, 0), s_.engine.pad_kv_len);
   for (int32_t i = 0; i < n && i < sh_.B; ++i) lens[i] = sh_.kv_lens[i];
   return lens;

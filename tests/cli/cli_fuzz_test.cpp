@@ -46,6 +46,24 @@ std::map<std::string, int> Indices(const std::string& summary) {
   return out;
 }
 
+// Two generated shapes that crashed campaigns (found by a helper's timing runs, session 6):
+// seed 4's ragged-q case 10 schedules no token at all (every q length 0) and still drew hostile
+// index slots from an empty range (rc::GenerationFailure); seed 6's case 395..399 states a kernel
+// with fewer heads than the plan's fold ratio, whose q view had 0 heads per row (SIGFPE). Both
+// campaigns now run to their case budget.
+TEST(CliFuzz, GeneratedShapesThatCrashedCampaignsRunToTheirBudget) {
+  const std::pair<const char*, const char*> runs[] = {
+      {"4", "hostile-indices,disagreements,paged,ragged-q"},
+      {"6", "hostile-indices,disagreements,paged"}};
+  for (const auto& [seed, families] : runs) {
+    const std::string cases = std::string(seed) == "4" ? "20" : "400";
+    const Out r = Cli({"fuzz", "--small", "--generate", families, "--seed", seed, "--cases", cases,
+                       "--jobs", "1", "--shrink-steps", "0", "--step-numerics-every", "0"});
+    EXPECT_EQ(r.code, 1) << seed << '\n' << r.err;  // findings, not a crash or an error
+    EXPECT_NE(r.out.find("\ncases " + cases + " "), std::string::npos) << seed << '\n' << r.out;
+  }
+}
+
 TEST(CliFuzz, NewFindingsExitOneAResumeThatFindsNothingNewExitsZero) {
   const fs::path dir = Tmp("resume");
   const std::vector<std::string> cmd = {"fuzz", "--cases", "40",    "--seed",
