@@ -367,33 +367,52 @@ json KutPool::AttributeDeviceFault(const json& scenario, const json& running, co
   const int32_t call = running.value("call", 0);
   const std::string op = running.value("op", "");
   const int32_t decode = op == "reduce" ? call - 1 : call;
+  // The reruns borrow the pool's workers (the request says what to guard): a run that does not
+  // fault leaves its worker alive for the next buffer, and only a worker that ended is replaced
+  // (in the background), so a fault costs one new process, not one per buffer tried.
+  std::unique_ptr<KutWorker> w;
   for (const char* name : kDeviceGuardOrder) {
-    std::string error;
-    std::unique_ptr<KutWorker> w = NewWorker(&error);
-    if (w == nullptr) break;
+    if (w == nullptr && (w = Take()) == nullptr) {
+      std::string error;
+      if ((w = NewWorker(&error)) == nullptr) {
+        Give(nullptr);
+        break;
+      }
+    }
     const json req = {{"scenario", scenario},
                       {"start_call", decode},
                       {"end_call", decode + 1},
                       {"guard_only", name},
                       {"guard", true}};
-    if (!w->Send(req.dump())) continue;
+    (void)w->Send(req.dump());  // a worker that died shows as the end of its output below
     std::string line;
     json now;
+    bool alive = false;
     while (w->Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
       char tag;
       json j;
       if (!Parse(line, &tag, &j)) continue;
       if (tag == 'P') now = j;
-      if (tag == 'E') break;
+      if (tag == 'E') {
+        alive = true;
+        break;
+      }
       if (tag != 'F') continue;
       if (now.value("call", -1) != call || now.value("op", "") != op) break;
       json out = fault;
       out["buffer"] = name;
       out["side"] = "after";
       out["device"] = j.value("device", fault.value("device", std::string()));
+      w->Stop();
+      ReplaceInBackground();
       return out;
     }
+    if (alive) continue;
+    w->Stop();  // it faulted elsewhere, hung or ended: its place is refilled
+    w.reset();
+    ReplaceInBackground();
   }
+  if (w != nullptr) Give(std::move(w));
   return fault;
 }
 
