@@ -19,7 +19,7 @@ namespace mlasim::gpu {
 namespace {
 
 constexpr int kPlanBlock = 256;
-constexpr size_t kPlanStagedBytes = 44 * 1024;  // staged inputs: 48 KB less the static 2 KB
+constexpr size_t kPlanStagedBytes = 44 * 1024;  // staged inputs: within 48 KB, room left for static
 constexpr int32_t kPoison = ref::Plan::kPoison;
 
 // Everything the walks need, fixed on the host (ref's WalkParams + PlanDerived, as scalars).
@@ -95,21 +95,30 @@ __device__ inline int32_t num_qo_tiles(const PlanParams& p) {
   return cdiv(p.uni * p.planner_heads, p.packed);
 }
 
-// Block-wide sum of per-batch costs (aiter's kernel does this reduction on the device too).
+// Sum over the block of each thread's `s` (every thread calls it, every thread gets the sum):
+// a butterfly within each warp, then each thread adds the warps' partial sums (one barrier).
+__device__ long long block_sum(long long s) {
+  constexpr int kWarps = kPlanBlock / COMPAT_WARP_SIZE;
+  __shared__ long long warp_sum[kWarps];
+  for (int m = COMPAT_WARP_SIZE / 2; m > 0; m /= 2) s += compat_shfl_xor(s, m);
+  if (threadIdx.x % COMPAT_WARP_SIZE == 0) warp_sum[threadIdx.x / COMPAT_WARP_SIZE] = s;
+  __syncthreads();
+  long long sum = 0;
+  for (int w = 0; w < kWarps; ++w) sum += warp_sum[w];
+  return sum;
+}
+
+// The payload per cluster in KV blocks from the block-wide sum of per-batch costs (aiter's
+// kernel does this reduction on the device too).
+__device__ inline int32_t payload_from_sum(const PlanParams& p, long long sum) {
+  return p.num_splits > 0 ? (int32_t)((sum + p.num_splits - 1) / p.num_splits) + p.ovh : p.ovh;
+}
+
 __device__ int32_t payload_of(const PlanParams& p, const int32_t* kv, int32_t n_tiles) {
-  __shared__ long long part[kPlanBlock];
   long long s = 0;
   for (int32_t v = threadIdx.x; v < p.nb; v += blockDim.x)
     s += (long long)(cdiv(kv_len(p, kv, v), p.gran) + p.ovh) * n_tiles;
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = kPlanBlock / 2; w > 0; w /= 2) {
-    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  const long long sum = part[0];
-  __syncthreads();
-  return p.num_splits > 0 ? (int32_t)((sum + p.num_splits - 1) / p.num_splits) + p.ovh : p.ovh;
+  return payload_from_sum(p, block_sum(s));
 }
 
 struct Walk {
@@ -270,13 +279,14 @@ __global__ void __launch_bounds__(kPlanBlock)
 }
 
 // kn_get_mla_metadata_v1_2_parallel, in four parallel steps: every thread computes the KV blocks
-// of its batches; lane 0 scans the batches' starting state (cluster, remaining payload, works,
-// reduce and partial counts: a short serial recurrence over shared memory); then every thread
-// writes the per-batch cells of its batches and, separately, the work items of its fragments
-// (a fragment finds its batch by binary search over the batches' first work index). The cells
-// written are the reference's (ref/planner.cpp RunParallel); no two batches write the same cell,
-// so the order of the stores does not matter. `state` holds 6 ints per batch and the totals
-// after the last: cu, remain, works, reduce, partial, nkb.
+// of its batches and their sum (the payload); lane 0 scans the batches' starting state (cluster,
+// remaining payload, works, reduce and partial counts: a short serial recurrence over shared
+// memory); then every thread writes the per-batch cells of its batches and the work items of its
+// fragments (a fragment finds its batch by binary search over the batches' first work index). The
+// cells written are the reference's (ref/planner.cpp RunParallel); no two batches write the same
+// cell, so the order of the stores does not matter. `state` holds 6 ints per batch and the totals
+// after the last: cu, remain, works, reduce, partial, nkb; `nkbs` the batches' KV blocks again,
+// in an array the scan reads and never writes (its loads need not wait for its stores).
 struct ParallelScan {
   PlanParams p;
   const int32_t* kv;
@@ -308,35 +318,31 @@ struct ParallelScan {
     return b;
   }
 
-  __device__ void scan() const {  // one lane
+  // One lane. The three cases of batch() without branches: the recurrence on `remain` is the
+  // critical path (about ten dependent integer operations per batch), so the selects keep it
+  // free of divergent jumps. fits: the batch ends in the current cluster (no new cluster);
+  // split: it fills the cluster and continues in `fresh` new ones; waste: the cluster has no room
+  // past its overhead and the batch starts in a new one.
+  __device__ void scan(const int32_t* nkbs) const {
     const int32_t ovh = p.ovh, bpc = payload - ovh;
     int32_t cu = 0, remain = payload, works = 0, reduce = 0, partial = 0;
+#pragma unroll 4
     for (int32_t i = 0; i < p.nb; ++i) {
+      const int32_t nkb = nkbs[i];
       int32_t* s = state + 6 * int64_t{i};
-      const int32_t nkb = s[5];
       s[0] = cu, s[1] = remain, s[2] = works, s[3] = reduce, s[4] = partial;
-      if (nkb + ovh <= remain) {
-        works += 1;
-        remain -= nkb + ovh;
-        continue;
-      }
-      int32_t fresh, frags;
-      if (remain > ovh) {
-        const int32_t left = nkb - (remain - ovh);
-        fresh = bpc_div.cdiv(left);
-        frags = fresh + 1;
-        remain = payload - ((left - (fresh - 1) * bpc) + ovh);
-      } else {
-        fresh = bpc_div.cdiv(nkb);
-        frags = fresh;
-        remain = payload - ((nkb - (fresh - 1) * bpc) + ovh);
-      }
+      const int32_t cost = nkb + ovh;
+      const bool fits = cost <= remain;
+      const bool waste = remain <= ovh;
+      const int32_t left = waste ? nkb : cost - remain;  // blocks for the new clusters
+      const int32_t fresh = fits ? 0 : bpc_div.cdiv(left);
+      const int32_t frags = fits ? 1 : (waste ? fresh : fresh + 1);
+      const int32_t last = left - (fresh - 1) * bpc;  // blocks in the last new cluster
+      remain = fits ? remain - cost : payload - (last + ovh);
       cu += fresh;
       works += frags;
-      if (frags > 1) {
-        reduce += frags;
-        partial += frags * p.uni;
-      }
+      reduce += frags > 1 ? frags : 0;
+      partial += frags > 1 ? frags * p.uni : 0;
     }
     int32_t* t = state + 6 * int64_t{p.nb};
     t[0] = cu, t[1] = remain, t[2] = works, t[3] = reduce, t[4] = partial, t[5] = 0;
@@ -400,20 +406,35 @@ struct ParallelScan {
   }
 };
 
-// scratch: 6 * (nb + 1) ints in global memory, used when the inputs are not staged.
+// Ints of shared memory (kStaged) or global scratch the parallel kernel's state needs besides
+// the staged kv_indptr: `state` (6 per batch and the totals) and `nkbs` (1 per batch, 1 spare).
+inline size_t ParallelScratchInts(int32_t nb) { return 7 * (static_cast<size_t>(nb) + 1); }
+
+// kStaged: kv_indptr and the scan state in shared memory (the compiler then addresses them as
+// shared); otherwise the state lives in `scratch` (ParallelScratchInts ints of global memory).
+template <bool kStaged>
 __global__ void __launch_bounds__(kPlanBlock)
     parallel_plan_kernel(PlanParams p, const int32_t* kv_global, PlanBuffers b, int32_t* scratch) {
   extern __shared__ int32_t plan_smem[];
-  const int32_t* kv = stage_kv(p, kv_global, plan_smem);
-  ParallelScan ps{p, kv, p.staged ? plan_smem + p.n_kv : scratch, 0, FastDiv(0)};
-  ps.payload = payload_of(p, kv, 1);
-  ps.bpc_div = FastDiv(ps.payload - p.ovh);
-  for (int32_t i = threadIdx.x; i < p.nb; i += blockDim.x)
-    ps.state[6 * int64_t{i} + 5] = cdiv(kv_len(p, kv, i), p.gran);
-  __syncthreads();
+  int32_t* state = kStaged ? plan_smem + p.n_kv : scratch;
+  int32_t* nkbs = state + 6 * (int64_t{p.nb} + 1);
+  // Stage kv_indptr, compute each batch's KV blocks and their sum in one pass.
+  long long cost = 0;
+  for (int32_t i = threadIdx.x; i < max(p.nb, p.n_kv); i += blockDim.x) {
+    if (kStaged && i < p.n_kv) plan_smem[i] = kv_global[i];
+    if (i < p.nb) {
+      const int32_t nkb = cdiv(kv_global[i + 1] - kv_global[i], p.gran);
+      state[6 * int64_t{i} + 5] = nkb;
+      nkbs[i] = nkb;
+      cost += nkb + p.ovh;
+    }
+  }
+  const int32_t payload = payload_from_sum(p, block_sum(cost));  // its barrier orders the pass
+  const ParallelScan ps{p, kStaged ? plan_smem : kv_global, state, payload,
+                        FastDiv(payload - p.ovh)};
   if (threadIdx.x == 0) {
-    b.status[3] = ps.payload;
-    ps.scan();
+    b.status[3] = payload;
+    ps.scan(nkbs);
     store(b.reduce_indptr, p.n_reduce_indptr, 0, 0, b.status);
     store(b.work_indptr, p.n_work_indptr, 0, 0, b.status);
   }
@@ -426,7 +447,7 @@ __global__ void __launch_bounds__(kPlanBlock)
   __syncthreads();
   for (int32_t bi = threadIdx.x; bi < p.nb; bi += blockDim.x) ps.batch_cells(bi, b);
   for (int32_t wi = threadIdx.x; wi < total_works; wi += blockDim.x) ps.fragment_cells(wi, b);
-  __syncthreads();
+  // reduce_indptr[nb] is also the last batch's cell: both stores write the total.
   for (int32_t i = p.nb + threadIdx.x; i < p.n_reduce_indptr; i += blockDim.x)
     store(b.reduce_indptr, p.n_reduce_indptr, i, total_reduce, b.status);
   if (threadIdx.x == 0) b.status[2] = p.nb;
@@ -621,15 +642,18 @@ GpuPlan plan_mla_metadata(const ref::PlanRequest& r, const ref::MetadataSizes& s
   p.n_work_indptr = dp.sizes[0], p.n_work_info = dp.sizes[1], p.n_reduce_indptr = dp.sizes[2];
   p.n_final_map = dp.sizes[3], p.n_partial_map = dp.sizes[4];
   p.n_kv = static_cast<int32_t>(r.kv_indptr.size());
-  const size_t scratch_ints = 6 * (static_cast<size_t>(p.nb) + 1);
+  const size_t scratch_ints = ParallelScratchInts(p.nb);
   const size_t smem_ints = p.n_kv + (d.parallel_planner_used ? scratch_ints : 0);
   p.staged = smem_ints * sizeof(int32_t) <= kPlanStagedBytes;
   const size_t smem = p.staged ? smem_ints * sizeof(int32_t) : 0;
   DevI32 kv(r.kv_indptr), lpl(r.kv_last_page_lens), status(4), scratch(scratch_ints);
   PlanBuffers b{dp.bufs[0], dp.bufs[1], dp.bufs[2], dp.bufs[3], dp.bufs[4], status.p};
   auto launch = [&] {
-    if (d.parallel_planner_used)
-      hipLaunchKernelGGL(parallel_plan_kernel, dim3(1), dim3(kPlanBlock), smem, 0, p, kv.p, b,
+    if (d.parallel_planner_used && p.staged)
+      hipLaunchKernelGGL(parallel_plan_kernel<true>, dim3(1), dim3(kPlanBlock), smem, 0, p, kv.p,
+                         b, scratch.p);
+    else if (d.parallel_planner_used)
+      hipLaunchKernelGGL(parallel_plan_kernel<false>, dim3(1), dim3(kPlanBlock), 0, 0, p, kv.p, b,
                          scratch.p);
     else
       hipLaunchKernelGGL(serial_plan_kernel, dim3(1), dim3(kPlanBlock), smem, 0, p, kv.p, lpl.p, b);
