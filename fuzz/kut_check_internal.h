@@ -110,6 +110,14 @@ struct Predicted {
 // KV rows past the harness's cache too (a hostile index value, the same in both).
 std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c,
                                int64_t harness_kv_rows = -1);
+// KutCheckOptions::skip_known_faults' decision: some prediction of `predicted` lies on a
+// `guarded` side (a guard page there would fault) and every violation behind every such
+// prediction is `known` (a known family's), so whichever faults first, the fault's finding is a
+// known family's. Predictions the kernel may make on its own copy (attribution_only) count
+// neither way.
+bool OnlyKnownFaults(const std::vector<Predicted>& predicted,
+                     const std::function<bool(const Predicted&)>& guarded,
+                     const std::function<bool(const sim::Violation&)>& known);
 // Whether a contract program (or a loop body in it) names the buffer role.
 bool ProgramTouches(const std::vector<sim::Statement>& program, const std::string& role);
 
@@ -185,6 +193,9 @@ class StepChecker {
   mlasim_kut_call Descriptor(int32_t op) const;
   bool RunOne(int32_t op, const sim::Call& c, const std::vector<Predicted>& pred,
               KutCallReport& rep);
+  bool GuardedSide(const Predicted& p) const;
+  bool OnlyKnownFaultsAhead(const std::vector<Predicted>& decode,
+                            const std::vector<Predicted>& reduce) const;
   void CompareDamage(const sim::Call& c, const std::vector<Predicted>& pred,
                      const std::vector<KutDamage>& damage, KutCallReport& rep);
   void CheckInputs(const sim::Call& c, KutCallReport& rep);
