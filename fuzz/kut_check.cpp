@@ -170,6 +170,19 @@ std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c,
   return out;
 }
 
+bool OnlyKnownFaults(const std::vector<Predicted>& predicted,
+                     const std::function<bool(const Predicted&)>& guarded,
+                     const std::function<bool(const sim::Violation&)>& known) {
+  int64_t faulting = 0;
+  for (const Predicted& p : predicted) {
+    if (p.attribution_only || !guarded(p)) continue;
+    ++faulting;
+    for (const sim::Violation& v : p.from)
+      if (!known(v)) return false;
+  }
+  return faulting > 0;
+}
+
 sim::Violation KernelViolation(sim::ViolationKind kind, const char* cls, const sim::Call& c,
                                const std::string& buffer, const std::string& access,
                                const std::string& detail) {

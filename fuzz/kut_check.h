@@ -56,7 +56,19 @@ struct KutCheckOptions {
   // compared (a full-size step would keep the single-threaded CPU reference busy for minutes; the
   // summary counts such calls). 0 = no bound. kCpuReferenceOverBound's text names the default.
   int64_t max_cpu_reference_macs = int64_t{1} << 31;
+  // Guard mode with --ignore-known: a decode call is not run when the contract predicts an
+  // access on a guarded side of its buffers (decode or reduce) and every such access is a known
+  // family's (fuzz/properties.h IsKnownFamily): the kernel would fault on the guard page, the
+  // fault's finding would be the known family's and dropped, and the fault would cost a new
+  // worker process and GPU context. The call's report says kSkippedKnownFault. Not in the
+  // attribution reruns of a fault (guard_only set). Sentinel mode runs such calls.
+  bool skip_known_faults = false;
 };
+
+// Why a call was not run under KutCheckOptions::skip_known_faults (its report's "skipped").
+inline constexpr const char* kSkippedKnownFault =
+    "predicted to fault on a guard page through known families' accesses only (guard mode, "
+    "--ignore-known)";
 
 // What a worker streams to its parent before each kernel call (for attributing a fault to it):
 // {"call", "op", "step", "name", "predicted": [...]}.

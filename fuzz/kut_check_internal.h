@@ -45,6 +45,36 @@ inline constexpr int64_t kMinSentinelRows = 64;  // a 64-row tile stored past th
 inline constexpr int64_t kMaxSentinelBytes = int64_t{64} << 20;
 inline constexpr int32_t kTinyDim = 16;  // head dims of the CPU run saying which outputs exist
 
+// ---- The GPU reference's screen (fuzz/kut_screen.cpp): which outputs a plan defines ---------
+// What the plan checker (ref::CheckPlan) says of a decode call's plan.
+enum class PlanCheckVerdict : uint8_t {
+  kClean,      // no error diagnostic at all
+  kPredicted,  // errors, every one input_read_out_of_range or buffer_overflow (accesses the
+               // contracts predict; the simulator's plan check filters the same two)
+  kRejected,   // another error (a known family's plan, e.g. decode_update's unsupported ones)
+};
+PlanCheckVerdict CheckPlanForScreen(const ref::PlanRequest& request, const ref::Plan& plan);
+
+// How the screen tells the pairs a plan defines.
+enum class ScreenMethod : uint8_t {
+  // The plan-driven and the monolithic CPU runs at head dims 16: a pair is defined when the
+  // plan-driven run does not poison it and agrees with the monolithic one within tolerance.
+  kHeadDim16,
+  // ref::RunPlanStructure: a pair is defined when the plan-driven walk does not poison it. Only
+  // for a plan the checker finds clean: the plan then computes each pair it does not poison as
+  // the monolithic attention does (tests/kut/kut_screen_test.cpp checks the two agree).
+  kStructure,
+};
+// kStructure for a clean plan, kHeadDim16 for every other.
+ScreenMethod ScreenMethodFor(PlanCheckVerdict verdict);
+
+// Pairs of the call's o the plan leaves undefined: `undefined` [q_rows x heads] of `request`
+// (the kernel's view, sim::KernelRequest), 1 = not compared. `seed`: the inputs' seed (the
+// head-dim-16 values; the index values are those of the campaign's inputs). Returns why no
+// mask came out ("inputs at head dims 16: ...", "the head-dim-16 CPU runs failed"), or "".
+std::string ScreenPlanPairs(const ref::PlanRequest& request, const ref::Plan& plan, uint64_t seed,
+                            ScreenMethod method, std::vector<uint8_t>* undefined);
+
 // The request as the kernel addresses q, and its first padding row (sim/kernel_request.h).
 using sim::FirstPaddingRow;
 inline ref::PlanRequest KernelView(const ref::PlanRequest& r) {
@@ -80,6 +110,14 @@ struct Predicted {
 // KV rows past the harness's cache too (a hostile index value, the same in both).
 std::vector<Predicted> Predict(const sim::ReplayReport& r, const sim::Call& c,
                                int64_t harness_kv_rows = -1);
+// KutCheckOptions::skip_known_faults' decision: some prediction of `predicted` lies on a
+// `guarded` side (a guard page there would fault) and every violation behind every such
+// prediction is `known` (a known family's), so whichever faults first, the fault's finding is a
+// known family's. Predictions the kernel may make on its own copy (attribution_only) count
+// neither way.
+bool OnlyKnownFaults(const std::vector<Predicted>& predicted,
+                     const std::function<bool(const Predicted&)>& guarded,
+                     const std::function<bool(const sim::Violation&)>& known);
 // Whether a contract program (or a loop body in it) names the buffer role.
 bool ProgramTouches(const std::vector<sim::Statement>& program, const std::string& role);
 
@@ -155,12 +193,16 @@ class StepChecker {
   mlasim_kut_call Descriptor(int32_t op) const;
   bool RunOne(int32_t op, const sim::Call& c, const std::vector<Predicted>& pred,
               KutCallReport& rep);
+  bool GuardedSide(const Predicted& p) const;
+  bool OnlyKnownFaultsAhead(const std::vector<Predicted>& decode,
+                            const std::vector<Predicted>& reduce) const;
   void CompareDamage(const sim::Call& c, const std::vector<Predicted>& pred,
                      const std::vector<KutDamage>& damage, KutCallReport& rep);
   void CheckInputs(const sim::Call& c, KutCallReport& rep);
   void CompareNumerics(const sim::Call& c, KutCallReport& rep);
   struct Reference {
-    std::string name;  // "cpu" or "gpu"
+    std::string name;    // "cpu" or "gpu"
+    std::string screen;  // gpu: how the defined pairs were told ("structure", "head_dim_16")
     std::vector<double> o, lse;
     std::vector<uint8_t> skip;  // (row, head) pairs not compared
     ref::OutputTolerances tol;

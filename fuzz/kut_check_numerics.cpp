@@ -9,7 +9,6 @@
 
 #include "fuzz/kut_check_internal.h"
 #include "kernels/gpu_api.h"
-#include "ref/plan_check.h"
 #include "sim/step_numerics.h"
 
 namespace mlasim::fuzz::kut_internal {
@@ -28,12 +27,6 @@ json CompareJson(const ref::CompareResult& c, const ref::Tolerance& t) {
           {"passed", c.passed},
           {"atol", num(t.atol)},
           {"rtol", num(t.rtol)}};
-}
-
-bool Close(double a, double b, const ref::Tolerance& t) {
-  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
-  if (std::isinf(a) || std::isinf(b)) return a == b;
-  return std::fabs(a - b) <= t.atol + t.rtol * std::fabs(b);
 }
 
 }  // namespace
@@ -92,22 +85,11 @@ std::string StepChecker::CpuReference(Reference* out) {
   return "";
 }
 
-// Whether the plan checker finds an error in the plan, other than reads of inputs past their
-// range and buffer overflows (out-of-bounds accesses the contracts already predict; the same
-// filter as the simulator's plan check, sim/executor.cpp ReportPlanCheck).
-namespace {
-bool PlanCheckerRejects(const sim::PlanSnapshot& snap) {
-  for (const ref::PlanDiagnostic& d : ref::CheckPlan(snap.request, snap.plan).diagnostics)
-    if (d.severity == ref::Severity::kError && d.code != ref::PlanDiag::kInputReadOutOfRange &&
-        d.code != ref::PlanDiag::kBufferOverflow)
-      return true;
-  return false;
-}
-}  // namespace
-
 // The GPU reference at the campaign's dims: monolithic fp32 attention on the device, compared
-// where a CPU run at head dims 16 shows that the plan defines the output and agrees with the
-// monolithic truth (a wrong plan is the simulator's finding, not the kernel's).
+// where the screen (fuzz/kut_screen.cpp) shows that the plan defines the output and agrees with
+// the monolithic truth (a wrong plan is the simulator's finding, not the kernel's): for a plan
+// the checker finds clean, the plan-driven walk without arithmetic; for any other, CPU runs at
+// head dims 16.
 std::string StepChecker::GpuReference(Reference* out) {
   if (!gpu_) return "no GPU is visible for the GPU reference";
   // Inputs outside the plain reference's domain (a page table holding the hostile values an
@@ -120,20 +102,18 @@ std::string StepChecker::GpuReference(Reference* out) {
   // work_info (FlashMLA, FlashInfer: they plan for themselves) keeps the monolithic reference.
   const bool follows_plan = sim::ProgramLoads(d_.decode_contract->program, sim::kLoadWorkInfo);
   const Status valid = host_values_ ? ref::ValidateMlaInputs(in_) : ref::ValidateMlaShape(in_);
-  if (!valid.ok() || (follows_plan && PlanCheckerRejects(*snap_))) return CpuReference(out);
+  const PlanCheckVerdict verdict =
+      follows_plan ? CheckPlanForScreen(snap_->request, snap_->plan) : PlanCheckVerdict::kClean;
+  if (!valid.ok() || verdict == PlanCheckVerdict::kRejected) return CpuReference(out);
   PartTimer timer(out_.seconds, "reference");
-  ref::NumericsOptions no;
-  no.seed = o_.input_seed;
-  no.head_dim_qk = no.head_dim_v = kTinyDim;
-  no.precision = KutPrecision(true);
-  auto tiny = ref::BuildMlaInputs(req_, no);
-  if (!tiny.ok()) return "inputs at head dims 16: " + tiny.status().ToString();
-  ref::PlanExecOptions exec;
-  exec.precision = no.precision;
-  auto driven = ref::RunPlanDriven(*tiny, req_, snap_->plan, exec);
-  auto mono = ref::RunMonolithic(*tiny, exec.precision);
-  if (!driven.ok() || !mono.ok()) return "the head-dim-16 CPU runs failed";
-  const ref::OutputTolerances tt = ref::TolerancesFor(*tiny, *mono, exec.precision);
+  // A kernel that plans by itself takes no mask from the screen, only its refusals (inputs or a
+  // plan the CPU runs cannot take), which the walk without arithmetic gives as the head-dim-16
+  // runs did.
+  const ScreenMethod method = follows_plan ? ScreenMethodFor(verdict) : ScreenMethod::kStructure;
+  std::vector<uint8_t> undefined;
+  const std::string why = ScreenPlanPairs(req_, snap_->plan, o_.input_seed, method, &undefined);
+  if (!why.empty()) return why;
+  const ref::AttentionPrecision precision = KutPrecision(true);
   // Device-generated inputs: the reference generates its own fp32 copy of them on the device (a
   // kernel that wrote inside its inputs does not change the reference).
   const Tensor *qt = nullptr, *kt = nullptr;
@@ -150,24 +130,21 @@ std::string StepChecker::GpuReference(Reference* out) {
   const bool keyless_defined = empty_rows == ref::EmptyRowPolicy::kWriteZeroPosInfLse;
   const int32_t H = in_.num_heads;
   out->name = "gpu";
-  out->skip = ref::PoisonPairMask(driven->poison, in_.q_rows(), H);
+  if (follows_plan) out->screen = method == ScreenMethod::kStructure ? "structure" : "head_dim_16";
   // A kernel that plans by itself is compared wherever the truth is finite: aiter's plan, which
-  // it does not run, does not excuse any pair.
-  if (!follows_plan) std::fill(out->skip.begin(), out->skip.end(), uint8_t{0});
+  // it does not run, does not excuse any pair. One that follows the plan is compared where the
+  // plan defines the pair and the truth is finite.
+  out->skip.assign(static_cast<size_t>(in_.q_rows()) * H, 0);
   for (int64_t pair = 0; pair < static_cast<int64_t>(out->skip.size()); ++pair) {
+    const double l = full.lse[pair];
     if (!follows_plan) {
-      const double l = full.lse[pair];
       if (std::isnan(l) || (std::isinf(l) && !(keyless_defined && l > 0))) out->skip[pair] = 1;
       continue;
     }
-    bool defined =
-        Close(driven->out.lse[pair], mono->lse[pair], tt.lse) && std::isfinite(full.lse[pair]);
-    for (int32_t x = 0; defined && x < kTinyDim; ++x)
-      defined = Close(driven->out.o[pair * kTinyDim + x], mono->o[pair * kTinyDim + x], tt.o);
-    if (!defined) out->skip[pair] = 1;
+    if (undefined[pair] || !std::isfinite(l)) out->skip[pair] = 1;
   }
-  out->tol = host_values_ ? ref::TolerancesFor(in_, full, exec.precision)
-                          : ref::TolerancesFor(in_, full, exec.precision, kv_abs_max_);
+  out->tol = host_values_ ? ref::TolerancesFor(in_, full, precision)
+                          : ref::TolerancesFor(in_, full, precision, kv_abs_max_);
   out->o = full.o;
   out->lse = full.lse;
   return "";
@@ -211,6 +188,7 @@ void StepChecker::CompareNumerics(const sim::Call& c, KutCallReport& rep) {
                           {"o", CompareJson(co, ref.tol.o)},
                           {"lse", CompareJson(cl, ref.tol.lse)},
                           {"passed", co.passed && cl.passed}};
+  if (!ref.screen.empty()) rep.json["numerics"]["screen"] = ref.screen;
   for (const auto& [name, cmp, width] :
        {std::tuple{"o", &co, Dv}, std::tuple{"lse", &cl, int32_t{1}}}) {
     if (cmp->passed) continue;

@@ -149,6 +149,7 @@ std::vector<std::string> WorkerArgs(const KutPoolOptions& o) {
                                 c.reference};
   if (!c.gpu_plans) a.push_back("--no-gpu-plans");
   if (!c.device_inputs) a.push_back("--host-inputs");
+  if (c.skip_known_faults) a.push_back("--skip-known-faults");
   if (!o.config.empty()) a.insert(a.end(), {"--kernel-config", o.config});
   return a;
 }

@@ -6,6 +6,8 @@
 //   RunPlanDriven(inputs, request, plan)  aiter's persistent decode: every work item of a
 //                                         ref::Plan over its KV range (§11), then the split-KV
 //                                         reduce (§12), with poison tracking (bug classes B, F, I)
+//   RunPlanStructure(...)                 the same walk and poison, no arithmetic (which
+//                                         outputs a plan defines)
 //
 // Both use Eigen matrix products per block (Q tile x K^T, masked softmax, P x V), accumulate in
 // fp32 (aiter) or fp64 (a reference for references), and give o [q_rows, heads, head_dim_v] and
@@ -272,5 +274,17 @@ void ApplyEmptyRowLse(EmptyRowPolicy policy, AttentionOutput& truth);
 // it does not divide the heads.
 StatusOr<PlanDrivenResult> RunPlanDriven(const MlaInputs& inputs, const PlanRequest& request,
                                          const Plan& plan, const PlanExecOptions& options = {});
+
+// RunPlanDriven without the arithmetic (no scores, softmax, P x V or merge): the same poison
+// findings (never written, racing write, out-of-range and unwritten reads, ...), works_run,
+// tiles_reduced and partial row counts, for any values of q and the KV cache; `out` holds its
+// shape and no values (o and lse empty). A row has no visible key when its causal limit or its
+// masked keys leave it none (a score of -inf from infinite values is not modelled). q and the
+// KV cache need no values (NumericsOptions::fill_values false) unless options.read_masked_keys,
+// whose masked-NaN findings read the cache. Errors: those of RunPlanDriven, with
+// ValidateMlaShape for ValidateMlaInputs, and InvalidArgument("kv_cache") when
+// read_masked_keys is set and the cache holds no values.
+StatusOr<PlanDrivenResult> RunPlanStructure(const MlaInputs& inputs, const PlanRequest& request,
+                                            const Plan& plan, const PlanExecOptions& options = {});
 
 }  // namespace mlasim::ref

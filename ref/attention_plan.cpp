@@ -181,9 +181,16 @@ std::vector<T>& ThreadPartialScratch() {
 template <typename T>
 class PlanExecutor {
  public:
+  // `structure`: RunPlanStructure's walk (poison and row states, no arithmetic, no values).
   PlanExecutor(const MlaInputs& in, const Plan& plan, const PlanExecOptions& opt, const Geometry& g,
-               PlanDrivenResult& res)
-      : in_(in), plan_(plan), opt_(opt), g_(g), res_(res), empty_rows_(EmptyRows(opt)) {}
+               PlanDrivenResult& res, bool structure = false)
+      : in_(in),
+        plan_(plan),
+        opt_(opt),
+        g_(g),
+        res_(res),
+        empty_rows_(EmptyRows(opt)),
+        structure_(structure) {}
 
   // The policy of rows without a visible key: the contract's empty_rows, independent of zero_kv
   // (kEmptyRowsFollowZeroKv: one policy for both fields, taken from zero_kv).
@@ -195,9 +202,11 @@ class PlanExecutor {
   }
 
   void Run() {
-    const int64_t row_elems = int64_t{g_.group_heads} * in_.head_dim_v;
-    o_.assign(static_cast<size_t>(g_.folded_rows * row_elems), T(0));
-    lse_.assign(static_cast<size_t>(g_.folded_rows * g_.group_heads), T(0));
+    if (!structure_) {
+      const int64_t row_elems = int64_t{g_.group_heads} * in_.head_dim_v;
+      o_.assign(static_cast<size_t>(g_.folded_rows * row_elems), T(0));
+      lse_.assign(static_cast<size_t>(g_.folded_rows * g_.group_heads), T(0));
+    }
     o_state_.assign(static_cast<size_t>(g_.folded_rows), RowState::kUnwritten);
     o_writer_.assign(static_cast<size_t>(g_.folded_rows), kNoWriter);
     ReservePartialSlots(SplitRowsInPlan());
@@ -298,7 +307,8 @@ class PlanExecutor {
   void ReservePartialSlots(int64_t slots) {
     if (slots <= part_capacity_) return;
     const auto elements = static_cast<size_t>(slots * SlotWidth());
-    if (part_.size() < elements) part_.resize(elements);  // keeps the slots written so far
+    // keeps the slots written so far; the structure walk stores no values
+    if (!structure_ && part_.size() < elements) part_.resize(elements);
     part_capacity_ = slots;
   }
   // Partial rows the plan's split works would write (an estimate that is exact for planner
@@ -399,30 +409,51 @@ class PlanExecutor {
     const int64_t chunk =
         std::max<int64_t>(g_.group_heads, kMaxScoreElements / std::max<int64_t>(n, 1) /
                                               g_.group_heads * g_.group_heads);
+    const bool split = f[kPartialQoLoc] >= 0;
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
       const int64_t m = std::min(chunk, rows - r0);
-      buf_.Resize(m, n, in_.head_dim_qk, in_.head_dim_v);
-      GatherQueries(q0, r0, m, n, kv);
-      BlockParams p;
-      p.m = m;
-      p.n = n;
-      p.head_dim_qk = in_.head_dim_qk;
-      p.head_dim_v = in_.head_dim_v;
-      p.has_invalid_cols = has_invalid_;
-      p.v_scale = in_.kv_scale;
-      p.p_format = opt_.precision.p_format;
-      const bool split = f[kPartialQoLoc] >= 0;
-      p.normalize = !(split && MLASIM_MUTANT(opt_.mutant, kUnnormalizedPartial));
-      p.empty_rows_nan = empty_rows_ == EmptyRowPolicy::kNan;
-      AttendBlock(buf_, p);
       const int64_t first_row = q0 + r0 / g_.group_heads;
       const int64_t nrows = m / g_.group_heads;
+      if (structure_) {
+        BlockStructure(q0, r0, m, n, kv);
+      } else {
+        buf_.Resize(m, n, in_.head_dim_qk, in_.head_dim_v);
+        GatherQueries(q0, r0, m, n, kv);
+        Attend(m, n, split);
+      }
       if (split) {
         WritePartial(w, f[kPartialQoLoc], q0, first_row, nrows, poison);
       } else {
         WriteFinal(w, first_row, nrows, poison);
       }
     }
+  }
+
+  // Scores, softmax and P x V of the gathered block (AttendBlock).
+  void Attend(int64_t m, int64_t n, bool split) {
+    BlockParams p;
+    p.m = m;
+    p.n = n;
+    p.head_dim_qk = in_.head_dim_qk;
+    p.head_dim_v = in_.head_dim_v;
+    p.has_invalid_cols = has_invalid_;
+    p.v_scale = in_.kv_scale;
+    p.p_format = opt_.precision.p_format;
+    p.normalize = !(split && MLASIM_MUTANT(opt_.mutant, kUnnormalizedPartial));
+    p.empty_rows_nan = empty_rows_ == EmptyRowPolicy::kNan;
+    AttendBlock(buf_, p);
+  }
+
+  // The structure walk's block: each row's causal limit and whether it sees a key at all (no
+  // valid key below its limit: AttendBlock's row_empty for finite scores).
+  void BlockStructure(int64_t q0, int64_t r0, int64_t m, int64_t n, const WorkKv& kv) {
+    if (static_cast<int64_t>(buf_.row_limit.size()) < m) buf_.row_limit.resize(m);
+    if (static_cast<int64_t>(buf_.row_empty.size()) < m) buf_.row_empty.resize(m);
+    SetRowLimits(q0, r0, m, n, kv);
+    int64_t first_valid = 0;
+    while (first_valid < n && !buf_.col_valid[first_valid]) ++first_valid;
+    for (int64_t r = 0; r < m; ++r)
+      buf_.row_empty[r] = std::clamp<int64_t>(buf_.row_limit[r], 0, n) <= first_valid;
   }
 
   bool ResolveKv(int32_t w, const int32_t f[7], WorkKv* kv) {
@@ -470,17 +501,21 @@ class PlanExecutor {
     // Bound the work: one position past the table already makes every output row poison.
     int64_t n = kv.p1 - kv.p0;
     if (kv.p0 < 0 || kv.p1 > table) n = std::min<int64_t>(n, table + 1);
-    buf_.Resize(0, n, d, in_.head_dim_v);
+    if (structure_) {  // no key values: only which keys are valid
+      if (static_cast<int64_t>(buf_.col_valid.size()) < n) buf_.col_valid.resize(n);
+    } else {
+      buf_.Resize(0, n, d, in_.head_dim_v);
+    }
     has_invalid_ = false;
     for (int64_t j = 0; j < n; ++j) {
       const int64_t p = kv.p0 + j;
-      T* dst = buf_.k.data() + j * d;
+      T* dst = structure_ ? nullptr : buf_.k.data() + j * d;
       buf_.col_valid[j] = 1;
       if (p < 0 || p >= table) {
         poison->Note(PoisonKind::kOutOfRangeRead,
                      g_.sparse ? NumericsBuffer::kTopkIndices : NumericsBuffer::kKvIndices,
                      g_.sparse ? p : (p < 0 ? -1 : p / page));
-        std::fill(dst, dst + d, std::numeric_limits<T>::quiet_NaN());
+        FillKey(dst, std::numeric_limits<T>::quiet_NaN());
         continue;
       }
       const int64_t index = g_.sparse ? in_.topk_indices[p] : in_.kv_indices[p / page];
@@ -491,6 +526,11 @@ class PlanExecutor {
     }
     key_first_ = g_.sparse ? 0 : kv.p0 - int64_t{in_.kv_indptr[kv.request]} * page;
     return n;
+  }
+
+  // Sets the d values of key row `dst` (none in the structure walk: dst is null).
+  void FillKey(T* dst, T value) const {
+    if (dst) std::fill(dst, dst + in_.head_dim_qk, value);
   }
 
   bool RowIsNaN(int64_t row) const {
@@ -513,7 +553,7 @@ class PlanExecutor {
                                   : index == -1 ? InvalidIndexUse::kMasked
                                                 : InvalidIndexUse::kFault;
       if (use == InvalidIndexUse::kMasked) {  // recognised, never read
-        std::fill(dst, dst + d, T(0));
+        FillKey(dst, T(0));
         buf_.col_valid[j] = 0;
         has_invalid_ = true;
         return;
@@ -521,7 +561,7 @@ class PlanExecutor {
       if (use == InvalidIndexUse::kFault) {  // a row outside the cache: no defined value
         poison->NoteVia(PoisonKind::kOutOfRangeRead, table, slot, InvalidIndexVia(declared), true,
                         index);
-        std::fill(dst, dst + d, std::numeric_limits<T>::quiet_NaN());
+        FillKey(dst, std::numeric_limits<T>::quiet_NaN());
         return;
       }
       const int64_t in_page = g_.sparse ? 0 : row - index * in_.page_size;
@@ -538,6 +578,7 @@ class PlanExecutor {
         MaskLoaded(r, j, poison);
       }
     }
+    if (!dst) return;
     const float* src = in_.kv_cache.data() + r * d;
     std::copy(src, src + d, dst);
   }
@@ -556,6 +597,18 @@ class PlanExecutor {
   void GatherQueries(int64_t q0, int64_t r0, int64_t m, int64_t n, const WorkKv& kv) {
     const int32_t d = in_.head_dim_qk, hg = g_.group_heads;
     const T scale = static_cast<T>(in_.effective_sm_scale() * in_.q_scale * in_.kv_scale);
+    for (int64_t r = 0; r < m; r += hg) {
+      const Unfolded u = UnfoldRow(g_, q0 + (r0 + r) / hg);
+      const float* src = in_.q.data() + (u.token * g_.heads + int64_t{u.group} * hg) * d;
+      T* dst = buf_.q.data() + r * d;
+      for (int64_t i = 0; i < int64_t{hg} * d; ++i) dst[i] = static_cast<T>(src[i]) * scale;
+    }
+    SetRowLimits(q0, r0, m, n, kv);
+  }
+
+  // The causal limit of block rows [r0, r0 + m) (keys [0, limit) visible) in buf_.row_limit.
+  void SetRowLimits(int64_t q0, int64_t r0, int64_t m, int64_t n, const WorkKv& kv) {
+    const int32_t hg = g_.group_heads;
     const int64_t lq = MLASIM_MUTANT(opt_.mutant, kIgnoreQLens)
                            ? g_.max_q
                            : in_.qo_indptr[kv.request + 1] - in_.qo_indptr[kv.request];
@@ -563,11 +616,7 @@ class PlanExecutor {
     const int64_t off_by_one = MLASIM_MUTANT(opt_.mutant, kCausalOffByOne) ? 1 : 0;
     const bool causal = in_.is_causal && !g_.sparse;
     for (int64_t r = 0; r < m; r += hg) {
-      const int64_t row = q0 + (r0 + r) / hg;
-      const Unfolded u = UnfoldRow(g_, row);
-      const float* src = in_.q.data() + (u.token * g_.heads + int64_t{u.group} * hg) * d;
-      T* dst = buf_.q.data() + r * d;
-      for (int64_t i = 0; i < int64_t{hg} * d; ++i) dst[i] = static_cast<T>(src[i]) * scale;
+      const Unfolded u = UnfoldRow(g_, q0 + (r0 + r) / hg);
       int64_t limit = std::numeric_limits<int32_t>::max();
       if (causal) {
         const int64_t i = u.token - in_.qo_indptr[kv.request];  // row index within the request
@@ -617,10 +666,12 @@ class PlanExecutor {
     for (int64_t i = 0; i < nrows; ++i) {
       const int64_t row = first_row + i;
       if (GroupEmpty(i) && empty_rows_ == EmptyRowPolicy::kSkip) continue;
-      T* dst = o_.data() + row * hg * dv;
-      std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
-      RoundOutput(dst, int64_t{hg} * dv, out);
-      for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = FinalLse(i * hg + h);
+      if (!structure_) {
+        T* dst = o_.data() + row * hg * dv;
+        std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, dst);
+        RoundOutput(dst, int64_t{hg} * dv, out);
+        for (int32_t h = 0; h < hg; ++h) lse_[row * hg + h] = FinalLse(i * hg + h);
+      }
       PoisonSource src = WithEmptyRowNaN(poison, i);
       NoteRacingWrite(&o_writer_[row], w, &src);
       o_state_[row] = src.any ? RowState::kTainted : RowState::kWritten;
@@ -646,8 +697,10 @@ class PlanExecutor {
         if (empty_rows_ == EmptyRowPolicy::kSkip) continue;
       }
       const int64_t slot = PartialSlotForWrite(prow);
-      std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, PartialO(slot));
-      std::copy(buf_.lse.begin() + i * hg, buf_.lse.begin() + (i + 1) * hg, PartialLse(slot));
+      if (!structure_) {
+        std::copy(buf_.o.begin() + i * hg * dv, buf_.o.begin() + (i + 1) * hg * dv, PartialO(slot));
+        std::copy(buf_.lse.begin() + i * hg, buf_.lse.begin() + (i + 1) * hg, PartialLse(slot));
+      }
       PoisonSource src = WithEmptyRowNaN(poison, i);
       NoteRacingWrite(&part_writer_[slot], w, &src);
       part_state_[slot] = src.any ? RowState::kTainted : RowState::kWritten;
@@ -736,11 +789,12 @@ class PlanExecutor {
         poison.Note(PoisonKind::kTaintedRead, NumericsBuffer::kPartialO, prow);
         out_kind = PoisonKind::kTaintedRead;
       }
+      if (structure_) continue;
       pl_[i] = PartialLse(it->second);
       pl_o_[i] = PartialO(it->second);
     }
     if (poison.any && out_kind != PoisonKind::kTaintedRead) out_kind = poison.kind;
-    for (int32_t h = 0; h < hg; ++h) {
+    for (int32_t h = 0; h < hg && !structure_; ++h) {
       // §12: M = max lse (NaN ignored, as fmax), S = sum exp(lse - M), L = +inf if S is 0 or NaN.
       T mx = -kInf;
       for (size_t i = 0; i < pieces.size(); ++i) {
@@ -799,13 +853,16 @@ class PlanExecutor {
       const Unfolded u = UnfoldRow(g_, row);
       const int64_t head0 = u.token * g_.heads + int64_t{u.group} * hg;
       if (o_state_[row] == RowState::kUnwritten) {
-        std::fill(out.o.begin() + head0 * dv, out.o.begin() + (head0 + hg) * dv, kNaN);
-        std::fill(out.lse.begin() + head0, out.lse.begin() + head0 + hg, kNaN);
+        if (!structure_) {
+          std::fill(out.o.begin() + head0 * dv, out.o.begin() + (head0 + hg) * dv, kNaN);
+          std::fill(out.lse.begin() + head0, out.lse.begin() + head0 + hg, kNaN);
+        }
         AddOFinding(PoisonKind::kNeverWritten, row,
                     PoisonSource{true, PoisonKind::kNeverWritten, NumericsBuffer::kO, u.token}, -1,
                     -1);
         continue;
       }
+      if (structure_) continue;
       for (int64_t x = 0; x < int64_t{hg} * dv; ++x)
         out.o[head0 * dv + x] = static_cast<double>(o_[row * hg * dv + x]);
       for (int32_t h = 0; h < hg; ++h) out.lse[head0 + h] = static_cast<double>(lse_[row * hg + h]);
@@ -819,6 +876,7 @@ class PlanExecutor {
   const Geometry& g_;
   PlanDrivenResult& res_;
   const EmptyRowPolicy empty_rows_;  // EmptyRows(opt_)
+  const bool structure_;             // RunPlanStructure: no arithmetic, no values
   BlockBuffers<T>& buf_ = internal::ThreadBlockBuffers<T>();
   bool has_invalid_ = false;
   int64_t key_first_ = 0;   // request key index of the work's first key (dense)
@@ -858,6 +916,24 @@ StatusOr<PlanDrivenResult> RunPlanDriven(const MlaInputs& inputs, const PlanRequ
   } else {
     PlanExecutor<float>(inputs, plan, options, g, res).Run();
   }
+  return res;
+}
+
+StatusOr<PlanDrivenResult> RunPlanStructure(const MlaInputs& inputs, const PlanRequest& request,
+                                            const Plan& plan, const PlanExecOptions& options) {
+  MLASIM_RETURN_IF_ERROR(ValidateMlaShape(inputs));
+  const int64_t kv_elems = int64_t{inputs.num_pages} * inputs.page_size * inputs.head_dim_qk;
+  if (options.read_masked_keys && static_cast<int64_t>(inputs.kv_cache.size()) != kv_elems)
+    return InvalidArgumentError("kv_cache",
+                                "read_masked_keys needs the cache's values (whether a masked key "
+                                "is NaN): must hold " +
+                                    S(kv_elems) + " values, got " + S(inputs.kv_cache.size()));
+  MLASIM_ASSIGN_OR_RETURN(const Geometry g, MakeGeometry(inputs, request, plan));
+  PlanDrivenResult res;
+  res.out.q_rows = inputs.q_rows();
+  res.out.num_heads = inputs.num_heads;
+  res.out.head_dim_v = inputs.head_dim_v;
+  PlanExecutor<float>(inputs, plan, options, g, res, /*structure=*/true).Run();
   return res;
 }
 

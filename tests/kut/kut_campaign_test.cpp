@@ -164,6 +164,29 @@ TEST(KutCampaign, CpuKernelHasNoFindingInEitherMode) {
 // monolithic reference. With the simulator's folded view of q/o for such a kernel (the view
 // aiter's kernels have), the draft step's overrun showed as false `KUT-contract` findings on o
 // and lse, as FlashMLA's did on the H200 (docs/gpu-results.md, 2026-12-02 session 4).
+// Guard mode with --ignore-known does not run the calls that would fault through known families
+// only (KutCheckOptions::skip_known_faults): mlasim's CPU kernel, whose faults in guard mode are
+// all known families', then replaces no worker. Without --ignore-known, and in sentinel mode,
+// every call runs (those faults are findings, or are seen in sentinel bytes).
+TEST(KutCampaign, GuardModeWithIgnoreKnownSkipsCallsThatWouldFaultThroughKnownFamiliesOnly) {
+  const Out skip = Campaign("guard", Lib("cpu"), Tmp("skip_known"));
+  ASSERT_EQ(skip.code, 0) << skip.out << skip.err;
+  EXPECT_NE(skip.out.find("0 worker replacement(s)"), std::string::npos) << skip.out;
+  EXPECT_NE(skip.out.find("calls_skipped_known_fault 3 (guard mode, --ignore-known"),
+            std::string::npos)
+      << skip.out;
+  const Out all = Cli({"fuzz", "--gpu", "guard", "--kernel-under-test", Lib("cpu"), "--cases",
+                       "32", "--seed", "1", "--small", "--head-dims", "32,16", "--jobs", "2",
+                       "--shrink-steps", "0", "--out", Tmp("skip_known_all").string()});
+  EXPECT_EQ(all.code, 1) << all.out << all.err;  // the known families' faults are findings
+  EXPECT_EQ(all.out.find("calls_skipped_known_fault"), std::string::npos) << all.out;
+  EXPECT_EQ(all.out.find(" 0 worker replacement(s)"), std::string::npos) << all.out;
+  const Out sentinel = Campaign("sentinel", Lib("cpu"), Tmp("skip_known_sentinel"));
+  ASSERT_EQ(sentinel.code, 0) << sentinel.out << sentinel.err;
+  EXPECT_EQ(sentinel.out.find("calls_skipped_known_fault"), std::string::npos) << sentinel.out;
+  EXPECT_EQ(sentinel.out.find("predicted to fault"), std::string::npos) << sentinel.out;
+}
+
 TEST(KutCampaign, ASelfPlanningKernelRunsHeadFoldedPlansWithNoFinding) {
   for (const std::string mode : {"sentinel", "guard"}) {
     const Out r = Cli({"fuzz", "--gpu", mode, "--kernel-under-test", Lib("cpu"), "--kernel-config",
@@ -174,9 +197,19 @@ TEST(KutCampaign, ASelfPlanningKernelRunsHeadFoldedPlansWithNoFinding) {
     EXPECT_NE(r.out.find("config variant=self"), std::string::npos) << r.out;
     std::smatch m;
     ASSERT_TRUE(std::regex_search(
-        r.out, m, std::regex("decode calls: (\\d+) run, 0 skipped, 0 unsupported by the kernel\n")))
+        r.out, m,
+        std::regex("decode calls: (\\d+) run, (\\d+) skipped, 0 unsupported by the kernel")))
         << r.out;
     EXPECT_GT(std::stoi(m[1]), 0);
+    // Every call runs, but in guard mode those that would fault through known families only
+    // (KutCheckOptions::skip_known_faults).
+    const std::string skipped = m[2];
+    if (mode == "guard") {
+      EXPECT_NE(r.out.find("calls_skipped_known_fault " + skipped + " ("), std::string::npos)
+          << r.out;
+    } else {
+      EXPECT_EQ(skipped, "0") << r.out;
+    }
     ASSERT_TRUE(std::regex_search(r.out, m, std::regex("numerics: (\\d+) call\\(s\\) compared, "
                                                        "0 not compared\n")))
         << r.out;

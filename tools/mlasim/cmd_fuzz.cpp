@@ -207,6 +207,10 @@ class FuzzCommand final : public Command {
                    "measurement baseline of device-generated inputs)")
         ->group("");
     app_->add_option("--known-from", known_from_, "internal: findings found before")->group("");
+    app_->add_flag("--skip-known-faults", skip_known_faults_,
+                   "internal: guard mode does not run calls predicted to fault through known "
+                   "families only (what --ignore-known sets)")
+        ->group("");
   }
 
   int Run(const Streams& io) override {
@@ -370,6 +374,9 @@ class FuzzCommand final : public Command {
     check_.reference = kut_reference_;
     check_.gpu_plans = !no_gpu_plans_;
     check_.device_inputs = !host_inputs_;
+    // Guard mode with --ignore-known: a call that would fault through known families only is not
+    // run (its finding would be dropped; each fault costs a worker and a GPU context).
+    check_.skip_known_faults = check_.guard && (o_.ignore_known || skip_known_faults_);
     if (!(kut_timeout_ > 0) || kut_timeout_ > 86400)
       return InvalidArgumentError("--kernel-timeout", "must be in (0, 86400] seconds");
     if (app_->count("--device") && (device_ < 0 || device_ > 1023))
@@ -480,7 +487,7 @@ class FuzzCommand final : public Command {
   fuzz::KutCheckOptions check_;
   std::string gpu_mode_, kut_path_, kut_config_, devices_text_, head_dims_text_;
   std::string kut_reference_ = "auto";
-  bool host_inputs_ = false;
+  bool host_inputs_ = false, skip_known_faults_ = false;
   double kut_timeout_ = 120;
   int device_ = 0;
   bool kut_worker_ = false, no_gpu_plans_ = false;
@@ -558,6 +565,14 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
   io.out << fmt::format("decode calls: {} run, {} skipped, {} unsupported by the kernel{}\n", run,
                         skipped, unsupported,
                         top > 0 ? fmt::format(" (most often {}: {})", top, top_why) : "");
+  if (check_.skip_known_faults) {
+    const auto outcomes = pool.CallOutcomes();
+    const auto known = outcomes.find(std::string("skipped: ") + fuzz::kSkippedKnownFault);
+    io.out << fmt::format(
+        "calls_skipped_known_fault {} (guard mode, --ignore-known: not run, every access they "
+        "would fault through is a known family's; sentinel mode runs them)\n",
+        known == outcomes.end() ? 0 : known->second);
+  }
   int64_t compared = 0, not_compared = 0, top_n = 0;
   std::string top_n_why;
   for (const auto& [outcome, n] : pool.NumericsOutcomes()) {
