@@ -441,7 +441,13 @@ const std::vector<std::string>& GeneratorFamilies() {
 }
 
 Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config) {
-  for (const std::string& n : names) {
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string& n = names[i];
+    // A family twice generates the same cases, but a campaign's identity (--resume) holds the
+    // list as given: refused rather than a second campaign of the same cases.
+    if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), n) !=
+        names.begin() + static_cast<std::ptrdiff_t>(i))
+      return InvalidArgumentError("--generate", "family \"" + n + "\" given twice");
     if (n == "hostile-indices")
       config->hostile_indices = true;
     else if (n == "disagreements")

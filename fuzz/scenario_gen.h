@@ -98,7 +98,7 @@ std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmD
 // The names `--generate` takes, in the order GenConfig lists them.
 const std::vector<std::string>& GeneratorFamilies();
 // Switches the families named in `names` on. Errors: InvalidArgument("--generate") naming an
-// unknown family and listing the known ones.
+// unknown family and listing the known ones, or a family named twice.
 Status EnableFamilies(const std::vector<std::string>& names, GenConfig* config);
 
 rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);

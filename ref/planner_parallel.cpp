@@ -205,7 +205,8 @@ MLASIM_INLINE void FillSimpleBatch(const WalkParams& p, Plan& plan, const Scan& 
 // locals until the end: written through `end` it could alias the int32 stores.
 // A batch's stores skip their range checks when all of them are in range: reduce_indptr[b + 1],
 // reduce_final_map row b, work rows and reduce_partial_map entries [before + 0, before + frags)
-// and work_indptr up to index before.cu + frags.
+// and work_indptr up to index before.cu + max(frags, 1) (a wasted cluster's close, before.cu + 1,
+// is stored even by a batch of no fragment).
 template <CellTracking kMode>
 void FillAll(const WalkParams& p, const int32_t* kv, Plan& plan, const Scan& start, Scan* end,
              int32_t* last_split_out, int32_t* hi_out) {
@@ -225,9 +226,12 @@ void FillAll(const WalkParams& p, const int32_t* kv, Plan& plan, const Scan& sta
     const int32_t frags = Step(s, nkb, p.uni, &fresh, &waste);
     const int32_t q0 = p.uni * b;
     const BatchFill fill{b, q0, q0 + p.uni, kv_begin, kv_end, nkb, frags > 1};
+    // work_indptr: up to before.cu + frags, and before.cu + 1 for a wasted cluster even when the
+    // batch takes no fragment (a zero-KV batch at a cluster's end: frags = 0, waste), so the
+    // bound counts at least one store.
     const bool fits = int64_t{before.works} + frags <= rows &&
                       int64_t{before.reduce} + frags <= partial && int64_t{b} + 1 < reduce &&
-                      b < final_rows && int64_t{before.cu} + frags < indptr;
+                      b < final_rows && int64_t{before.cu} + std::max(frags, 1) < indptr;
     if (fits && !waste && frags <= 2)
       FillSimpleBatch<kMode>(p, plan, before, fill, frags);
     else if (fits)

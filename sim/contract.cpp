@@ -520,19 +520,30 @@ StatusOr<json> ResolveExtends(const json& doc, const std::string& file, int dept
     }
     return docs;
   }();
+  int other_call = -1;  // a built-in of that name for another call kind
   for (int i = 0; i < kEmbeddedContractsCount; ++i) {
     const json& b = kDocs[i];
-    if (b.value("name", "") != base && b.value("variant", "") != base &&
-        std::string(kEmbeddedContracts[i].file) != base + ".json")
+    const std::string b_file = kEmbeddedContracts[i].file;
+    if (b.value("name", "") != base && b.value("variant", "") != base && b_file != base &&
+        b_file != base + ".json")
       continue;
-    if (doc.contains("call") && b.contains("call") && doc.at("call") != b.at("call"))
+    if (doc.contains("call") && b.contains("call") && doc.at("call") != b.at("call")) {
+      if (other_call < 0) other_call = i;
       continue;
+    }
     MLASIM_ASSIGN_OR_RETURN(json merged, ResolveExtends(b, kEmbeddedContracts[i].file, depth + 1));
     json over = doc;
     over.erase("extends");
     Merge(&merged, over);
     return merged;
   }
+  if (other_call >= 0)
+    return InvalidArgumentError(
+        file + ": $.extends",
+        "the built-in contract \"" + base + "\" (" + kEmbeddedContracts[other_call].file +
+            ") is a " + kDocs[other_call].value("call", "") + " contract, and $.call is " +
+            doc.at("call").dump() + " (extend a " + doc.at("call").dump() +
+            " contract, or leave $.call out)");
   return InvalidArgumentError(file + ": $.extends",
                               "no built-in contract named \"" + base + "\" (built-in: " +
                                   [] {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -855,7 +856,12 @@ void CallExecutor::ExecLoop(const Statement& st) {
   const int64_t from = Eval(st.begin, &d1);
   const int64_t to = Eval(st.end, &d2);
   if (!d1 || !d2 || to <= from) return;
-  const int64_t trips = to - from;
+  // to - from in unsigned arithmetic: exact for any to > from (a contract's bounds are any int64,
+  // e.g. from = -2^63 + 1, where the signed difference overflows, read negative and the loop
+  // below would run ~2^63 times); saturated at INT64_MAX for the report.
+  const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+  const int64_t trips = span > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                : static_cast<int64_t>(span);
   if (!st.bound.empty()) {
     bool db = true;
     const int64_t bound = Eval(st.bound, &db);

@@ -1,7 +1,10 @@
 #include "sim/index_values.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -58,6 +61,14 @@ std::string WhyUnplaced(const KvCacheSpec::IndexValue& v, const std::vector<cons
 
 }  // namespace
 
+void DropRepeatedIndexSlots(Scenario& s) {
+  std::set<std::pair<int32_t, int32_t>> slots;
+  std::vector<KvCacheSpec::IndexValue> kept;
+  for (const KvCacheSpec::IndexValue& v : s.kv_cache.index_values)
+    if (slots.emplace(v.token, v.position).second) kept.push_back(v);
+  s.kv_cache.index_values = std::move(kept);
+}
+
 Status CheckIndexValuesPlaced(const Scenario& s, const Trace& t) {
   if (s.kv_cache.index_values.empty()) return OkStatus();
   const std::vector<const Call*> fills = ContentFills(t);
@@ -72,6 +83,7 @@ Status CheckIndexValuesPlaced(const Scenario& s, const Trace& t) {
 
 void DropUnplacedIndexValues(Scenario& s) {
   if (s.kv_cache.index_values.empty()) return;
+  DropRepeatedIndexSlots(s);
   StatusOr<Trace> t = ExpandStep(s);
   if (!t.ok()) return;
   const std::vector<const Call*> fills = ContentFills(*t);

@@ -19,8 +19,14 @@ namespace mlasim::sim {
 // or position, the largest fill's tokens or the token's region, and the fill.
 Status CheckIndexValuesPlaced(const Scenario& s, const Trace& t);
 
+// `s` without a second value for a (token, position) slot: the first entry of each slot is kept
+// (a scenario file stating two is refused by ParseScenario; a generator may draw a slot twice).
+void DropRepeatedIndexSlots(Scenario& s);
+
 // `s` without the index values no fill of its step places (a generated scenario's: the generator
-// draws positions without the regions' lengths). `s` unchanged when its step does not expand.
+// draws positions without the regions' lengths), and without repeated slots
+// (DropRepeatedIndexSlots, whether or not the step expands). `s` otherwise unchanged when its
+// step does not expand.
 void DropUnplacedIndexValues(Scenario& s);
 
 }  // namespace mlasim::sim

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -260,14 +261,22 @@ Status ParseKvCache(const json& j, Scenario* s) {
     if (!values->is_array() || values->size() > 4096)
       return InvalidArgumentError("$.kv_cache.index_values",
                                   "must be an array of at most 4096 objects");
+    std::map<std::pair<int32_t, int32_t>, size_t> slots;  // (token, position) -> first entry
     for (size_t i = 0; i < values->size(); ++i) {
-      ObjectReader e((*values)[i], "$.kv_cache.index_values[" + std::to_string(i) + "]");
+      const std::string path = "$.kv_cache.index_values[" + std::to_string(i) + "]";
+      ObjectReader e((*values)[i], path);
       MLASIM_RETURN_IF_ERROR(e.Check());
       KvCacheSpec::IndexValue v;
       MLASIM_RETURN_IF_ERROR(e.Int("token", &v.token, 0, MaxTokens(), true));
       MLASIM_RETURN_IF_ERROR(e.Int("position", &v.position, 0, MaxTokens(), true));
       MLASIM_RETURN_IF_ERROR(e.Int64("value", &v.value, INT32_MIN, INT32_MAX, true));
       MLASIM_RETURN_IF_ERROR(e.Finish());
+      // Two values for one slot: which one the slot holds would be a guess.
+      if (const auto [at, fresh] = slots.emplace(std::make_pair(v.token, v.position), i); !fresh)
+        return InvalidArgumentError(
+            path, "token " + std::to_string(v.token) + " position " + std::to_string(v.position) +
+                      " is already set by $.kv_cache.index_values[" +
+                      std::to_string(at->second) + "]; a slot takes one value");
       kv.index_values.push_back(v);
     }
   }

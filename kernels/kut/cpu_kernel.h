@@ -85,11 +85,14 @@ inline bool SetVariant(const std::string& v, Config* cfg, std::string* why) {
 }
 
 // Parses "key=value[,key=value]": variant=asm|opus|hk|self (default asm) and
-// order=forward|reverse (default forward). Empty: the defaults. False with `why` set for
-// anything else (an unknown key or value, a pair without '=').
+// order=forward|reverse (default forward), each key at most once. Empty: the defaults. False
+// with `why` set for anything else (an unknown key or value, a pair without '=', an empty pair
+// such as a trailing comma, a key given twice: which of two values would win is a guess).
 inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
   const std::string t = text ? text : "";
-  for (size_t at = 0; at < t.size();) {
+  if (t.empty()) return true;
+  bool variant_seen = false, order_seen = false;
+  for (size_t at = 0; at <= t.size();) {  // <=: a trailing comma leaves one empty pair
     const size_t end = std::min(t.find(',', at), t.size());
     const std::string pair = t.substr(at, end - at);
     const size_t eq = pair.find('=');
@@ -99,6 +102,12 @@ inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
       *why = "config must be variant=asm|opus|hk|self[,order=forward|reverse] (got '" + t + "')";
       return false;
     }
+    bool& seen = key == "variant" ? variant_seen : order_seen;
+    if (seen) {
+      *why = key + " given twice (got '" + t + "'; each key at most once)";
+      return false;
+    }
+    seen = true;
     if (key == "variant" && !SetVariant(value, cfg, why)) return false;
     if (key == "order") {
       if (value != "forward" && value != "reverse") {

@@ -446,6 +446,47 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
   }
 }
 
+// Integer options CLI11 converts (--launch-grid, --cases, --jobs, --batch, ...) read decimal as the
+// flags mlasim parses itself do: CLI11 alone (strtoll base 0) read "010" as 8 and "0x10" as 16.
+// Leading zeros are dropped, a 0x prefix is refused naming the option, other text is left to the
+// option's own parser.
+TEST(CliFlags, IntegerOptionsReadDecimal) {
+  for (const auto& [text, want] : std::vector<std::pair<std::string, int>>{
+           {"010", 10}, {"0009", 9}, {" 012 ", 12}, {"9", 9}, {"01048576", 1048576}}) {
+    const CliResult r = RunCli(With(kSpec61, {"--launch-grid", text, "--json"}));
+    EXPECT_EQ(r.exit_code, 1) << text << ": " << r.err;  // any grid but 8 fails the check
+    EXPECT_EQ(json::parse(r.out).at("check").at("launch_grid"), want) << text;
+  }
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {With(kSpec61, {"--launch-grid", "0x10"}),
+       "mlasim plan: error: --launch-grid: '0x10' is not a decimal integer (run 'mlasim plan "
+       "--help' for usage)\n"},
+      {With(kSpec61, {"--launch-grid", "-0X1"}),
+       "mlasim plan: error: --launch-grid: '-0X1' is not a decimal integer (run 'mlasim plan "
+       "--help' for usage)\n"},
+      {With(kSpec61, {"--launch-grid", "-00"}),
+       "mlasim plan: error: --launch-grid: must be in 1..1048576, got 0\n"},
+      {With(kSpec61, {"--launch-grid", "01048577"}),
+       "mlasim plan: error: --launch-grid: must be in 1..1048576, got 1048577\n"},
+      {{"fuzz", "--cases", "010", "--jobs", "0x2"},
+       "mlasim fuzz: error: --jobs: '0x2' is not a decimal integer (run 'mlasim fuzz --help' for "
+       "usage)\n"},
+      {{"triage", "--batch", "0x8"},
+       "mlasim triage: error: --batch: '0x8' is not a decimal integer (run 'mlasim triage --help' "
+       "for usage)\n"},
+      // A flag mlasim parses itself keeps its own message for text that is no number.
+      {{"plan", "--kv-lens", "3", "--heads", "0x10"},
+       "mlasim plan: error: --heads: '0x10' is not a decimal integer (run 'mlasim plan --help' "
+       "for usage)\n"},
+      {{"plan", "--kv-lens", "3", "--heads", "1e3"}, "mlasim plan: error: --heads: '1e3' is not an integer\n"},
+  };
+  for (const auto& [args, want] : refused) {
+    const CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, want);
+  }
+}
+
 TEST(CliPlan, HelpAndVersionExitZero) {
   const CliResult help = RunCli({"plan", "--help"});
   EXPECT_EQ(help.exit_code, 0);

@@ -150,6 +150,30 @@ TEST(CliReplay, KernelBesideADecodeContractOfAnotherVariantExitsTwoNamingBoth) {
   fs::remove(scenario);
 }
 
+// A contract loop whose bounds are 2^63 or more apart: to - from overflowed int64, read
+// negative, passed the 2^26-trip bound and ran ~2^63 iterations (replay hung). Now the trip count
+// is exact (saturated at INT64_MAX for the report) and the loop is a class J hang at once. The
+// seed's grid is 256 workgroups: from -2^62 walks 2^62 + 256 trips.
+TEST(CliReplay, ALoopOfMoreThanInt64MaxTripsIsReportedNotRun) {
+  const fs::path contract = Tmp("loop.json");
+  for (const auto& [from, trips] : std::vector<std::pair<int64_t, std::string>>{
+           {INT64_MIN, "9223372036854775807"},
+           {INT64_MIN + 1, "9223372036854775807"},
+           {-(int64_t{1} << 62), "4611686018427388160"}}) {
+    std::ofstream(contract) << R"({"extends": "asm", "program": [{"loop": "c", "from": )" << from
+                            << R"(, "to": "grid", "attribute": "workgroup", "body": [{"read": "q",
+                            "rows": [0, 1]}]}]})";
+    const Out r = Cli({"replay", "--builtin", "seed", "--contract", contract.string(), "--json"});
+    EXPECT_EQ(r.code, 1) << from << ": " << r.err;
+    bool hang = false;
+    const nlohmann::json report = nlohmann::json::parse(r.out);  // held: the loop reads into it
+    for (const auto& v : report.at("violations"))
+      if (v.value("detail", "").find("would walk " + trips + " ") != std::string::npos) hang = true;
+    EXPECT_TRUE(hang) << from << ": " << r.out.substr(0, 2000);
+  }
+  fs::remove(contract);
+}
+
 TEST(CliReplay, BadInputExitsTwoNamingTheField) {
   const fs::path bad = fs::path(MLASIM_SOURCE_DIR) / "tests/cases/bad/heads-is-a-string.json";
   Out r = Cli({"replay", bad.string()});

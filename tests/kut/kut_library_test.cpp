@@ -172,7 +172,20 @@ TEST(KutLibrary, CpuKernelRefusesAConfigItDoesNotKnow) {
       {"variant=hk,speed=2",
        "returned 1: config must be variant=asm|opus|hk|self[,order=forward|reverse] (got "
        "'variant=hk,speed=2')"},
-      {"hk", "config must be variant=asm|opus|hk|self[,order=forward|reverse] (got 'hk')"}};
+      {"hk", "config must be variant=asm|opus|hk|self[,order=forward|reverse] (got 'hk')"},
+      // A key given twice: which value wins would be a guess.
+      {"variant=asm,variant=hk",
+       "returned 1: variant given twice (got 'variant=asm,variant=hk'; each key at most once)"},
+      {"order=forward,variant=hk,order=reverse",
+       "returned 1: order given twice (got 'order=forward,variant=hk,order=reverse'; each key at "
+       "most once)"},
+      // An empty pair, the trailing one included.
+      {"variant=asm,",
+       "returned 1: config must be variant=asm|opus|hk|self[,order=forward|reverse] (got "
+       "'variant=asm,')"},
+      {",variant=asm",
+       "returned 1: config must be variant=asm|opus|hk|self[,order=forward|reverse] (got "
+       "',variant=asm')"}};
   for (const auto& [config, want] : cases) {
     const std::string e = OpenError("cpu", config);
     EXPECT_NE(e.find(want), std::string::npos) << config << ": " << e;

@@ -224,6 +224,40 @@ TEST(PlannerModes, ParallelPlannerStoreOrdersAgree) {
   EXPECT_EQ(compared, 300);
 }
 
+// A zero-KV batch that starts where the current cluster has no room left takes no fragment but
+// closes that cluster: it stores work_indptr[cu + 1]. The parallel walk's per-batch range proof
+// counted the batch's fragments only (cu + 0 < size), so with work_indptr sized for fewer
+// clusters than the planner ran (a scenario's `sizing` disagreement; found by `mlasim fuzz --small
+// --seed 0x9E3779B97F4A7C15 --generate ragged-q,disagreements,paged`, "corrupted size vs.
+// prev_size") that store went one int32 past the buffer instead of being counted. The request:
+// 16 batches on gfx950, 512 CUs; work_indptr of 18 entries (17 clusters); batch 10 (0 tokens)
+// starts at cluster 17 with no room left.
+TEST(PlannerModes, ParallelWalkCountsAWastedClusterCloseOfAnEmptyBatchPastWorkIndptr) {
+  const std::vector<int32_t> kv = {27, 28, 27, 28, 0, 1, 27, 28, 32, 33, 0, 1, 2, 3, 64, 64};
+  PlanRequest r = test::DenseRequest(Arch::kGfx950, 16, 1, kv, 512);
+  r.q_dtype = r.kv_dtype = DType::kFp8;
+  for (CellTracking tracking : {CellTracking::kChecked, CellTracking::kFast}) {
+    auto full = PlanMlaMetadata(r, Options(tracking, PlannerChoice::kParallel));
+    ASSERT_TRUE(full.ok()) << full.status().ToString();
+    ASSERT_EQ(full->derived.num_clusters, 512);
+    MetadataSizes sizes = full->sizes;
+    sizes.work_indptr = 18;
+    auto cut = PlanMlaMetadataInto(r, sizes, Options(tracking, PlannerChoice::kParallel));
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    const Int32Buffer& w = cut->work_indptr;
+    ASSERT_EQ(w.data.size(), 18u);
+    EXPECT_EQ(std::vector<int32_t>(full->work_indptr.data.begin(),
+                                   full->work_indptr.data.begin() + 18),
+              w.data);
+    // Past the end, counted and not performed: the total stored at [18, 512] (495), batch 10's
+    // close of cluster 17 at [18] (the store that went past the buffer: 506 counted before) and
+    // the later batches' closes of clusters 18 and up (11).
+    EXPECT_EQ(w.oob_writes, 507);
+    EXPECT_EQ(w.first_oob_index, 18);
+    EXPECT_EQ(w.last_oob_index, 512);
+  }
+}
+
 // The walks skip their per-store range checks when they can prove every store in range (the
 // info_v1 sizes); buffers cut to exactly what a plan writes fail that proof and take the checked
 // stores. Both must write the same values: every golden request planned both ways.

@@ -468,6 +468,36 @@ TEST(Contract, ExtendsMergesObjectsAndReplacesTheRest) {
   EXPECT_EQ(c->call, CallKind::kDecode);
 }
 
+// The names the error lists (the built-in files, with ".json") are names `extends` takes, as
+// are the file without ".json", the contract's name and its variant.
+TEST(Contract, ExtendsTakesEachSpellingOfABuiltIn) {
+  for (const char* base : {"aiter-decode-opus.json", "aiter-decode-opus", "aiter-opus-decode",
+                           "opus"}) {
+    SCOPED_TRACE(base);
+    auto c = ParseContract(json{{"extends", base}}, "user.json");
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    EXPECT_EQ(c->semantics.zero_kv, ZeroKv::kSkips);
+    EXPECT_EQ(c->variant, "opus");
+  }
+  // The error lists the files (a name it lists is one it takes).
+  EXPECT_EQ(ContractError(json{{"extends", "opus.json"}})
+                .rfind("user.json: $.extends: no built-in contract named \"opus.json\" (built-in: "
+                       "aiter-decode-asm.json, ",
+                       0),
+            0u);
+}
+
+// A built-in of the name exists for another call kind: the error says so instead of "no
+// built-in contract named".
+TEST(Contract, ExtendsOfABuiltInOfAnotherCallNamesBothCalls) {
+  EXPECT_EQ(ContractError(json{{"extends", "asm"}, {"call", "reduce"}}),
+            "user.json: $.extends: the built-in contract \"asm\" (aiter-decode-asm.json) is a "
+            "decode contract, and $.call is \"reduce\" (extend a \"reduce\" contract, or leave "
+            "$.call out)");
+  auto c = ParseContract(json{{"extends", "mla_reduce_v1"}, {"call", "reduce"}}, "user.json");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+}
+
 // ---------------------------------------------------------------------------------------------
 // Call tables
 // ---------------------------------------------------------------------------------------------

@@ -123,8 +123,38 @@ TEST(IndexValues, GeneratedCasesHoldOnlyPlacedValues) {
     if (t.ok()) {
       EXPECT_TRUE(CheckIndexValuesPlaced(s, *t).ok()) << "seed " << seed;
     }
+    // No slot twice: the case's JSON parses (ParseScenario refuses a repeated slot).
+    const auto parsed = ParseScenario(ScenarioToJson(s));
+    EXPECT_TRUE(parsed.ok()) << "seed " << seed << ": " << parsed.status().ToString();
   }
   EXPECT_GT(kept, 0u);
+}
+
+// A slot (token, position) stated twice: the scenario's JSON is refused naming the second entry
+// and the first (replay read both values, numerics the larger: the slot's value was a guess); a
+// generated scenario keeps the first value of each slot.
+TEST(IndexValues, ASlotTakesOneValue) {
+  Scenario s = Hostile();
+  s.kv_cache.index_values = {{0, 0, 5}, {0, 1, 7}, {1, 0, 5}, {0, 0, -1}, {0, 1, 7}};
+  nlohmann::json doc = ScenarioToJson(s);
+  const auto parsed = ParseScenario(doc);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().ToString(),
+            "$.kv_cache.index_values[3]: token 0 position 0 is already set by "
+            "$.kv_cache.index_values[0]; a slot takes one value");
+  Scenario d = s;
+  DropRepeatedIndexSlots(d);
+  ASSERT_EQ(d.kv_cache.index_values.size(), 3u);
+  EXPECT_EQ(d.kv_cache.index_values[0].value, 5);  // the first of slot (0, 0), not -1
+  EXPECT_EQ(d.kv_cache.index_values[1].value, 7);
+  EXPECT_EQ(d.kv_cache.index_values[2].token, 1);
+  Scenario u = s;
+  DropUnplacedIndexValues(u);  // drops the repeats too
+  ASSERT_EQ(u.kv_cache.index_values.size(), 3u);
+  EXPECT_EQ(u.kv_cache.index_values[0].value, 5);
+  doc["kv_cache"]["index_values"].erase(3);
+  doc["kv_cache"]["index_values"].erase(3);
+  EXPECT_TRUE(ParseScenario(doc).ok());  // distinct slots, the same value in two of them: fine
 }
 
 // replay and numerics of a scenario file: exit 2 naming the JSON path.

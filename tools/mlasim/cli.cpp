@@ -1,6 +1,7 @@
 // File: tools/mlasim/cli.cpp — the `mlasim` app: global flags, subcommand table, error policy.
 #include "tools/mlasim/cli.h"
 
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <new>
@@ -119,6 +120,40 @@ std::pair<std::string, std::string> FindBeyond64Bits(const CLI::App& app) {
     if (auto found = FindBeyond64Bits(*sub); !found.first.empty()) return found;
   }
   return {};
+}
+
+// CLI11 converts an integer option's text with strtoll(base 0): "010" would be 8 and "0x10" 16,
+// where every flag mlasim parses itself reads decimal ("--heads 016" is 16). This transform, run
+// before the conversion, gives such text its decimal meaning: leading zeros (and blanks around
+// the number) are dropped ("010" is 10), and a 0x / 0X prefix is refused naming the option. Any
+// other text passes unchanged to the option's own parser and its messages.
+CLI::Validator DecimalInteger() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const size_t b = v.find_first_not_of(" \t");
+        if (b == std::string::npos) return "";
+        const std::string t = v.substr(b, v.find_last_not_of(" \t") - b + 1);
+        const size_t digits = t[0] == '-' ? 1 : 0;
+        if (t.size() < digits + 2 || t[digits] != '0') return "";
+        if (t[digits + 1] == 'x' || t[digits + 1] == 'X')
+          return "'" + v + "' is not a decimal integer";
+        if (t.find_first_not_of("0123456789", digits) != std::string::npos) return "";
+        const size_t nonzero = std::min(t.find_first_not_of('0', digits), t.size() - 1);
+        v = (digits ? "-" : "") + t.substr(nonzero);
+        if (v == "-0") v = "0";
+        return "";
+      },
+      "", "decimal");
+}
+
+// Puts DecimalInteger in front of every integer option of `app`'s subcommands, nested ones
+// included ("SEED" options take 0x-hex on purpose and read it themselves).
+void ReadIntegersAsDecimal(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    for (CLI::Option* o : sub->get_options([](CLI::Option*) { return true; }))
+      if (IntegerOption(*o) && o->get_type_name() != "SEED") o->transform(DecimalInteger());
+    ReadIntegersAsDecimal(*sub);
+  }
 }
 
 }  // namespace
@@ -274,6 +309,7 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
       ->type_name("NAME=VALUE");
   std::vector<std::unique_ptr<Command>> commands;
   for (RegisterFn reg : kCommands) commands.push_back(reg(app));
+  ReadIntegersAsDecimal(app);
 
   if (argc > 1 && argv[1][0] != '-')
     if (const int code = CheckCommandWord(argv[1], commands, err); code >= 0) return code;

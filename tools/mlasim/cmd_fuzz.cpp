@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -226,6 +227,12 @@ class FuzzCommand final : public Command {
         if (app_->count(flag)) return Fail(io, InvalidArgumentError(flag, "not used with merge"));
       return Merge(io);
     }
+    // A profile named twice would be drawn twice as often (and be another campaign for
+    // --resume): refused.
+    for (size_t i = 0; i < profiles_.size(); ++i)
+      if (std::find(profiles_.begin(), profiles_.begin() + static_cast<std::ptrdiff_t>(i),
+                    profiles_[i]) != profiles_.begin() + static_cast<std::ptrdiff_t>(i))
+        return Fail(io, InvalidArgumentError("--profile", "'" + profiles_[i] + "' given twice"));
     if (!profiles_.empty()) o_.profiles = profiles_;
     if (swarm_text_ != "on" && swarm_text_ != "off")
       return Fail(io,
