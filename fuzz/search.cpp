@@ -3,6 +3,7 @@
 #include <mutex>
 
 #include "fuzz/signature.h"
+#include "sim/engine.h"
 
 namespace mlasim::fuzz {
 
@@ -13,7 +14,9 @@ std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& pro
   opt.capture_layout = false;  // properties look at violations only
   auto r = sim::Replay(s, opt);
   if (!r.ok()) return {};  // a refused shape: aiter refuses it too, nothing runs
-  return property(*r);
+  std::vector<sim::Violation> broken = property(*r);
+  sim::RecyclePlans(r->trace);  // the next case plans into this one's buffers
+  return broken;
 }
 
 namespace {

@@ -14,6 +14,37 @@
 namespace mlasim::sim {
 namespace {
 
+// RecyclePlans' plans, per thread (campaign workers each keep their own).
+std::vector<ref::Plan>& PlanPool() {
+  thread_local std::vector<ref::Plan> pool;
+  return pool;
+}
+
+// Whether `p`'s buffers hold as many elements as `sizes` asks for (reusing it then poisons
+// nothing anew; a buffer that grows is filled at its new elements).
+bool SameSizes(const ref::Plan& p, const ref::MetadataSizes& sizes) {
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers)
+    if (p.buffer(id)->size() != sizes.Elements(id)) return false;
+  return true;
+}
+
+// A recycled plan to plan into (the newest of the sizes asked for, else the newest), or a fresh
+// one.
+ref::Plan TakePlan(const ref::MetadataSizes& sizes) {
+  std::vector<ref::Plan>& pool = PlanPool();
+  if (pool.empty()) return ref::Plan{};
+  size_t pick = pool.size() - 1;
+  for (size_t i = pool.size(); i-- > 0;) {
+    if (SameSizes(pool[i], sizes)) {
+      pick = i;
+      break;
+    }
+  }
+  ref::Plan p = std::move(pool[pick]);
+  pool.erase(pool.begin() + static_cast<std::ptrdiff_t>(pick));
+  return p;
+}
+
 int32_t Bytes(ref::DType d) {
   switch (d) {
     case ref::DType::kFp8: return 1;
@@ -557,9 +588,11 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
   options.choice =
       s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
   options.mutant = mutant_.planner;
-  auto plan = ref::PlanMlaMetadataInto(request, capacity_.at(row.capacity), options);
+  const ref::MetadataSizes& sizes = capacity_.at(row.capacity);
+  ref::Plan planned = TakePlan(sizes);
+  const Status plan = ref::PlanMlaMetadataInto(request, sizes, options, &planned);
   if (!plan.ok()) {
-    const std::string& f = plan.status().field();
+    const std::string& f = plan.field();
     const bool q_field = f == "uni_seqlen_qo" || f == "max_seqlen_qo" || f == "qo_indptr";
     const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
                               : f == "topk"                  ? "$.model.topk"
@@ -568,13 +601,13 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
                                                              : "$";
     return InvalidArgumentError(field,
                                 "the engine's " + row.call + " at " + step +
-                                    " is refused by the planner: " + plan.status().ToString());
+                                    " is refused by the planner: " + plan.ToString());
   }
   PlanSnapshot snap;
   snap.name = row.call;
   snap.buffer_prefix = row.buffers;
   snap.request = std::move(request);
-  snap.plan = std::move(*plan);
+  snap.plan = std::move(planned);
   snap.real_requests = real;
   snap.q_rows_covered = CoveredQRows(snap.plan);
   t_.plans.push_back(std::move(snap));
@@ -1198,5 +1231,19 @@ StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant) {
   MLASIM_RETURN_IF_ERROR(b.Run());
   return t;
 }
+
+void RecyclePlans(Trace& trace) {
+  std::vector<ref::Plan>& pool = PlanPool();
+  for (PlanSnapshot& snap : trace.plans) {
+    if (pool.size() >= kRecycledPlansKept) break;
+    if (snap.dialect || snap.plan.work_info.data.empty()) continue;  // no aiter plan memory
+    pool.push_back(std::move(snap.plan));
+  }
+  trace.plans.clear();
+}
+
+size_t RecycledPlanCount() { return PlanPool().size(); }
+
+void ClearRecycledPlans() { PlanPool().clear(); }
 
 }  // namespace mlasim::sim

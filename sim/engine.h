@@ -24,4 +24,16 @@ int32_t KernelHeads(const Scenario& s);
 // when a plan the engine would build is refused by the planner (an unsupported head count).
 StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant = SimMutant::kNone);
 
+// Hands the aiter plans of a trace that is done with (its plans are left empty) to this thread's
+// next ExpandStep calls, which plan into their memory instead of fresh buffers: the planner then
+// restores only the elements the old plan stored instead of poisoning every buffer at capacity
+// (ref::PlanMlaMetadataInto with a Plan*, byte-for-byte the fresh plan). The plans of a trace
+// are written only by the planner and decode_update, as that reuse needs. At most
+// kRecycledPlansKept plans are kept per thread; the rest are freed.
+void RecyclePlans(Trace& trace);
+constexpr size_t kRecycledPlansKept = 32;
+// Plans this thread holds for reuse (tests), and dropping them all.
+size_t RecycledPlanCount();
+void ClearRecycledPlans();
+
 }  // namespace mlasim::sim

@@ -1,0 +1,113 @@
+// Round 6 of issue 10 (docs/performance.md): a campaign hands the plans of a finished case back
+// (sim::RecyclePlans) and the next case plans into their memory. The plans, and what the
+// simulator finds with them, must be the ones fresh buffers give.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fuzz/scenario_gen.h"
+#include "sim/engine.h"
+#include "sim/executor.h"
+
+namespace mlasim::fuzz {
+namespace {
+
+// Every element, write state and store count of every aiter plan of `a` and `b`, and the
+// violations Execute finds in each, compared; `what` names the case in the failures.
+void ExpectSameTrace(const sim::Scenario& s, const sim::Trace& a, const sim::Trace& b,
+                     const std::string& what) {
+  ASSERT_EQ(a.plans.size(), b.plans.size()) << what;
+  for (size_t p = 0; p < a.plans.size(); ++p) {
+    for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+      const ref::Int32Buffer& x = *a.plans[p].plan.buffer(id);
+      const ref::Int32Buffer& y = *b.plans[p].plan.buffer(id);
+      const std::string where = what + " plan " + std::to_string(p) + " buffer " +
+                                std::to_string(static_cast<int>(id));
+      EXPECT_EQ(x.data, y.data) << where;
+      EXPECT_EQ(x.cells, y.cells) << where;
+      EXPECT_EQ(x.row_width, y.row_width) << where;
+      EXPECT_EQ(x.oob_writes, y.oob_writes) << where;
+      EXPECT_EQ(x.first_oob_index, y.first_oob_index) << where;
+      EXPECT_EQ(x.last_oob_index, y.last_oob_index) << where;
+      EXPECT_EQ(x.dirty_end, y.dirty_end) << where;
+    }
+    EXPECT_EQ(a.plans[p].plan.input_violations.size(), b.plans[p].plan.input_violations.size())
+        << what;
+    EXPECT_EQ(a.plans[p].plan.update_fold_ratios, b.plans[p].plan.update_fold_ratios) << what;
+    EXPECT_EQ(a.plans[p].plan.num_works(), b.plans[p].plan.num_works()) << what;
+  }
+  sim::ExecuteOptions opt;
+  opt.capture_layout = false;
+  const sim::ExecutionResult ra = sim::Execute(s, a, opt), rb = sim::Execute(s, b, opt);
+  ASSERT_EQ(ra.violations.size(), rb.violations.size()) << what;
+  for (size_t v = 0; v < ra.violations.size(); ++v) {
+    const sim::Violation &x = ra.violations[v], &y = rb.violations[v];
+    EXPECT_EQ(x.call + "|" + x.buffer + "|" + x.detail, y.call + "|" + y.buffer + "|" + y.detail)
+        << what;
+    EXPECT_EQ(x.first_row, y.first_row) << what;
+    EXPECT_EQ(x.last_row, y.last_row) << what;
+    EXPECT_EQ(x.work_items, y.work_items) << what;
+  }
+}
+
+// Cases of a --small campaign and of a full-size one, interleaved so that large plans are
+// recycled into small ones and back: each expanded with fresh buffers and after the previous
+// cases' plans were recycled.
+TEST(PlanRecycling, PlansIntoRecycledBuffersAreThePlansOfFreshBuffers) {
+  GenConfig small;
+  small.swarm = true;
+  small.small = true;
+  small.max_batch = 64;
+  GenConfig full;
+  full.swarm = true;
+  std::vector<sim::Scenario> cases;
+  for (uint64_t seed = 1; seed <= 60; ++seed) {
+    cases.push_back(ScenarioFromSeed(seed % 3 == 0 ? full : small, seed,
+                                     static_cast<int>(10 + seed % 91))
+                        .value());
+  }
+  int64_t reused = 0, recycled_plans = 0;
+  sim::ClearRecycledPlans();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string what = "case " + std::to_string(i);
+    sim::ClearRecycledPlans();
+    auto fresh = sim::ExpandStep(cases[i]);
+    if (!fresh.ok()) continue;  // refused by the planner: nothing to compare
+    // The previous two cases' plans (and those of this case's own fresh run) to plan into.
+    for (size_t back = 1; back <= 2 && back <= i; ++back) {
+      auto before = sim::ExpandStep(cases[i - back]);
+      if (before.ok()) sim::RecyclePlans(*before);
+    }
+    const size_t pool = sim::RecycledPlanCount();
+    recycled_plans += static_cast<int64_t>(pool);
+    auto again = sim::ExpandStep(cases[i]);
+    ASSERT_TRUE(again.ok()) << what;
+    reused += pool > sim::RecycledPlanCount();
+    ExpectSameTrace(cases[i], *fresh, *again, what);
+    // Its own plans, recycled, once more.
+    sim::RecyclePlans(*again);
+    auto third = sim::ExpandStep(cases[i]);
+    ASSERT_TRUE(third.ok()) << what;
+    ExpectSameTrace(cases[i], *fresh, *third, what + " (its own plans)");
+  }
+  sim::ClearRecycledPlans();
+  EXPECT_GT(reused, 40);  // most cases planned into recycled memory
+  EXPECT_GT(recycled_plans, 80);
+}
+
+TEST(PlanRecycling, KeepsAtMostTheBoundAndOnlyAiterPlans) {
+  sim::ClearRecycledPlans();
+  sim::Trace t;
+  t.plans.resize(sim::kRecycledPlansKept + 5);
+  for (sim::PlanSnapshot& s : t.plans) s.plan.work_info.data.assign(8, 0);
+  t.plans[0].plan.work_info.data.clear();  // no aiter plan memory: not kept
+  sim::RecyclePlans(t);
+  EXPECT_TRUE(t.plans.empty());
+  EXPECT_EQ(sim::RecycledPlanCount(), sim::kRecycledPlansKept);
+  sim::ClearRecycledPlans();
+  EXPECT_EQ(sim::RecycledPlanCount(), 0u);
+}
+
+}  // namespace
+}  // namespace mlasim::fuzz
