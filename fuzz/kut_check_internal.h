@@ -203,13 +203,18 @@ class StepChecker {
   struct Reference {
     std::string name;    // "cpu" or "gpu"
     std::string screen;  // gpu: how the defined pairs were told ("structure", "head_dim_16")
-    std::vector<double> o, lse;
+    std::vector<double> o, lse;  // o empty when `device` holds it
+    // gpu over device-generated inputs: the reference's o left on the device, compared there
+    // (gpu::compare_on_device).
+    std::unique_ptr<gpu::DeviceAttention> device;
     std::vector<uint8_t> skip;  // (row, head) pairs not compared
     ref::OutputTolerances tol;
     int64_t skipped = 0;
   };
   std::string CpuReference(Reference* ref);
   std::string GpuReference(Reference* ref);
+  ref::CompareResult CompareOnHost(const Tensor& ot, int64_t n, int32_t group,
+                                   const Reference& ref) const;
 
   const KutLibrary& lib_;
   const KutDescription& d_;

@@ -119,9 +119,14 @@ std::string StepChecker::GpuReference(Reference* out) {
   const Tensor *qt = nullptr, *kt = nullptr;
   for (const Tensor& t : tensors_)
     if (t.generated) (t.name == "q" ? qt : kt) = &t;
-  ref::AttentionOutput full = host_values_ || !qt || !kt
-                                  ? gpu::reference_attention(in_)
-                                  : gpu::reference_attention(in_, qt->gen, kt->gen);
+  // Over device-generated inputs the reference's o stays on the device for the comparison.
+  ref::AttentionOutput full;
+  if (host_values_ || !qt || !kt) {
+    full = gpu::reference_attention(in_);
+  } else {
+    out->device = gpu::reference_attention_on_device(in_, qt->gen, kt->gen);
+    full = std::move(out->device->host);  // lse and the shape; o on the device
+  }
   // A contract that says what a keyless row holds (zero_and_pos_inf_lse: o = 0, lse = +inf) has
   // those rows compared; under the others their non-finite truth is not.
   const ref::EmptyRowPolicy empty_rows =
@@ -150,6 +155,20 @@ std::string StepChecker::GpuReference(Reference* out) {
   return "";
 }
 
+// The kernel's o (the first `n` elements of tensor `ot`, downloaded and widened to double) against
+// the host reference `ref.o`, (row, head) pairs of ref.skip left out (`group` elements each).
+ref::CompareResult StepChecker::CompareOnHost(const Tensor& ot, int64_t n, int32_t group,
+                                              const Reference& ref) const {
+  const int eb = ElemBytes(ot.dtype);
+  std::vector<unsigned char> raw(static_cast<size_t>(n * eb));
+  arena_->Download("o", raw.data(), raw.size());
+  std::vector<double> o(static_cast<size_t>(n));
+  for (size_t i = 0; i < o.size(); ++i) o[i] = Decode(raw.data() + i * eb, ot.dtype);
+  std::vector<uint8_t> skip_o(o.size());
+  for (size_t i = 0; i < skip_o.size(); ++i) skip_o[i] = ref.skip[i / group];
+  return ref::CompareTensors(o.data(), ref.o.data(), n, ref.tol.o, skip_o.data());
+}
+
 void StepChecker::CompareNumerics(const sim::Call& c, KutCallReport& rep) {
   const int32_t H = in_.num_heads, Dv = in_.head_dim_v;
   const int64_t rows =
@@ -165,20 +184,16 @@ void StepChecker::CompareNumerics(const sim::Call& c, KutCallReport& rep) {
   const Tensor* ot = nullptr;
   for (const Tensor& t : tensors_)
     if (t.name == "o") ot = &t;
-  std::vector<unsigned char> raw(static_cast<size_t>(rows * ot->row_bytes()));
   std::vector<float> lse_raw(static_cast<size_t>(rows * H));
-  arena_->Download("o", raw.data(), raw.size());
   arena_->Download("lse", lse_raw.data(), lse_raw.size() * 4);
-  const int eb = ElemBytes(ot->dtype);
-  std::vector<double> o(static_cast<size_t>(rows * H * Dv)), lse(lse_raw.begin(), lse_raw.end());
-  for (size_t i = 0; i < o.size(); ++i) o[i] = Decode(raw.data() + i * eb, ot->dtype);
+  std::vector<double> lse(lse_raw.begin(), lse_raw.end());
   ref.skip.resize(static_cast<size_t>(rows * H));
-  std::vector<uint8_t> skip_o(o.size());
-  for (size_t i = 0; i < skip_o.size(); ++i) skip_o[i] = ref.skip[i / Dv];
   int64_t skipped = 0;
   for (uint8_t f : ref.skip) skipped += f;
-  const ref::CompareResult co = ref::CompareTensors(
-      o.data(), ref.o.data(), static_cast<int64_t>(o.size()), ref.tol.o, skip_o.data());
+  const ref::CompareResult co =
+      ref.device ? gpu::compare_on_device(arena_->Data("o"), ot->dtype, ref.device->o,
+                                          rows * H * Dv, Dv, ref.skip.data(), ref.tol.o)
+                 : CompareOnHost(*ot, rows * H * Dv, Dv, ref);
   const ref::CompareResult cl = ref::CompareTensors(
       lse.data(), ref.lse.data(), static_cast<int64_t>(lse.size()), ref.tol.lse, ref.skip.data());
   rep.json["numerics"] = {{"compared", true},

@@ -9,12 +9,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "ref/attention.h"
 #include "ref/decode_update.h"
 #include "ref/metadata.h"
+#include "ref/numerics.h"
 
 // Functions usable on both sides of a .hip file (plain inline functions in g++ builds).
 #if defined(__CUDACC__) || defined(__HIP__)
@@ -305,6 +307,37 @@ GeneratedDiff diff_generated(const GeneratedTensor& t, int32_t dtype, const void
 // reads from the host). Same results and errors as reference_attention.
 ref::AttentionOutput reference_attention(const ref::MlaInputs& shape, const GeneratedTensor& q,
                                          const GeneratedTensor& kv);
+
+// The reference with its o left on the device, for a comparison there (compare_on_device): a
+// fuzzing campaign compares millions of o elements per call, which cost more to download and
+// widen to double on the host than to compare where they are. `host` holds q_rows, num_heads,
+// head_dim_v and lse [q_rows, H] (o empty); `o` is [q_rows, H, Dv] fp32 device memory from
+// device_acquire, released with the object. Move-only.
+struct DeviceAttention {
+  DeviceAttention() = default;
+  DeviceAttention(const DeviceAttention&) = delete;
+  DeviceAttention& operator=(const DeviceAttention&) = delete;
+  ~DeviceAttention();
+  ref::AttentionOutput host;
+  float* o = nullptr;
+};
+// reference_attention over generated inputs (same semantics, values and errors), o kept on the
+// device.
+std::unique_ptr<DeviceAttention> reference_attention_on_device(const ref::MlaInputs& shape,
+                                                               const GeneratedTensor& q,
+                                                               const GeneratedTensor& kv);
+
+// ref::CompareTensors on the device: the first `n` elements of `dev_actual` (`dtype`
+// MLASIM_KUT_BF16 or MLASIM_KUT_FP32, widened exactly) against fp32 `dev_expected`, element i
+// skipped where `skip_groups[i / group]` is set (host memory, ceil(n / group) flags; nullptr:
+// none). Counts, first indices, max_abs / max_rel and their indices, and passed are exactly
+// CompareTensors'; cos_diff sums the same terms in double in a fixed order of its own (blocks
+// of a grid that depends on n only), so it is deterministic and equal to the host's up to the
+// rounding of a reordered sum. Throws std::invalid_argument for another dtype, group < 1, n < 0
+// or a null pointer with n > 0; std::runtime_error for device errors.
+ref::CompareResult compare_on_device(const void* dev_actual, int32_t dtype,
+                                     const float* dev_expected, int64_t n, int32_t group,
+                                     const uint8_t* skip_groups, const ref::Tolerance& tol);
 
 // Device-to-device copy bandwidth in GB/s (read + write bytes / time) over `bytes`.
 double measure_copy_bandwidth(std::size_t bytes, int iterations);

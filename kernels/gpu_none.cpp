@@ -124,6 +124,16 @@ ref::AttentionOutput reference_attention(const ref::MlaInputs&, const GeneratedT
                                          const GeneratedTensor&) {
   no_backend_call();
 }
+DeviceAttention::~DeviceAttention() = default;  // nothing was ever acquired without a backend
+std::unique_ptr<DeviceAttention> reference_attention_on_device(const ref::MlaInputs&,
+                                                               const GeneratedTensor&,
+                                                               const GeneratedTensor&) {
+  no_backend_call();
+}
+ref::CompareResult compare_on_device(const void*, int32_t, const float*, int64_t, int32_t,
+                                     const uint8_t*, const ref::Tolerance&) {
+  no_backend_call();
+}
 GeneratedStats inspect_generated(const GeneratedTensor&, int32_t) {
   no_backend_call();
 }

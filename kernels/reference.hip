@@ -6,12 +6,15 @@
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
 
 #include "kernels/gpu_api.h"
+#include "kernels/mlasim_kut.h"
 #include "ref/input_values.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlasim::gpu {
@@ -127,22 +130,19 @@ __global__ void __launch_bounds__(kThreads) reference_kernel(RefParams P) {
 
 template <class T>
 T* upload(const std::vector<T>& v, std::vector<void*>& owned) {
-  T* p = static_cast<T*>(device_alloc(std::max<size_t>(v.size(), 1) * sizeof(T)));
+  T* p = static_cast<T*>(device_acquire(std::max<size_t>(v.size(), 1) * sizeof(T)));
   owned.push_back(p);
   copy_to_device(p, v.data(), v.size() * sizeof(T));
   return p;
 }
 
-// Runs the reference over `in`'s shape with q and the cache already on the device (fp32;
-// `dq`, `dkv`), every other buffer uploaded into `owned`.
-ref::AttentionOutput run_reference(const ref::MlaInputs& in, const float* dq, const float* dkv,
-                                   std::vector<void*>& owned);
-
-// Device buffers freed at the end of a scope.
-struct FreeAll {
+// Device blocks (device_acquire) given back to the per-process cache at the end of a scope: a
+// campaign runs the reference once per decode call, and a hipMalloc / hipFree of its fp32 KV
+// copy (~100 MB) each time waits for the whole device.
+struct ReleaseAll {
   std::vector<void*>& v;
-  ~FreeAll() {
-    for (void* p : v) (void)hipFree(p);
+  ~ReleaseAll() {
+    for (void* p : v) device_release(p);
   }
 };
 
@@ -151,46 +151,12 @@ void check_dims(const ref::MlaInputs& in) {
     throw std::invalid_argument("reference_attention: head dims above 1024 / 512");
 }
 
-}  // namespace
-
-ref::AttentionOutput reference_attention(const ref::MlaInputs& in) {
-  const Status st = ref::ValidateMlaInputs(in);
-  if (!st.ok()) throw std::invalid_argument("reference_attention: " + st.ToString());
-  check_dims(in);
-  std::vector<void*> owned;
-  const FreeAll free_all{owned};
-  const float* dq = upload(in.q, owned);
-  const float* dkv = upload(in.kv_cache, owned);
-  return run_reference(in, dq, dkv, owned);
-}
-
-ref::AttentionOutput reference_attention(const ref::MlaInputs& in, const GeneratedTensor& q,
-                                         const GeneratedTensor& kv) {
-  const Status st = ref::ValidateMlaShape(in);
-  if (!st.ok()) throw std::invalid_argument("reference_attention: " + st.ToString());
-  check_dims(in);
-  const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
-  const int64_t kv_elems = int64_t{in.num_pages} * in.page_size * in.head_dim_qk;
-  if (q.rows * q.cols != q_elems || kv.rows * kv.cols != kv_elems)
-    throw std::invalid_argument("reference_attention: generated q / KV of " +
-                                std::to_string(q.rows * q.cols) + " / " +
-                                std::to_string(kv.rows * kv.cols) + " values, the shape needs " +
-                                std::to_string(q_elems) + " / " + std::to_string(kv_elems));
-  std::vector<void*> owned;
-  const FreeAll free_all{owned};
-  auto* dq = static_cast<float*>(device_alloc(std::max<int64_t>(q_elems, 1) * sizeof(float)));
-  owned.push_back(dq);
-  auto* dkv = static_cast<float*>(device_alloc(std::max<int64_t>(kv_elems, 1) * sizeof(float)));
-  owned.push_back(dkv);
-  fill_generated(q, ref::values::kDtypeFp32, dq, q_elems);
-  fill_generated(kv, ref::values::kDtypeFp32, dkv, kv_elems);
-  return run_reference(in, dq, dkv, owned);
-}
-
-namespace {
-
-ref::AttentionOutput run_reference(const ref::MlaInputs& in, const float* dq, const float* dkv,
-                                   std::vector<void*>& owned) {
+// Launches the reference over `in`'s shape with q and the cache already on the device (fp32;
+// `dq`, `dkv`), every other buffer uploaded into `owned`: o into `dev_o` ([q rows, H, Dv] fp32,
+// device), lse copied back into `out.lse` (which waits for the kernel); `out`'s shape fields
+// set, its o left empty.
+void launch_reference(const ref::MlaInputs& in, const float* dq, const float* dkv, float* dev_o,
+                      ref::AttentionOutput& out, std::vector<void*>& owned) {
   const int64_t rows = in.q_rows();
   std::vector<int32_t> row_req(static_cast<size_t>(rows));
   for (int32_t b = 0; b < in.num_requests(); ++b)
@@ -204,14 +170,14 @@ ref::AttentionOutput run_reference(const ref::MlaInputs& in, const float* dq, co
   P.qo_indptr = upload(in.qo_indptr, owned);
   P.topk = upload(in.topk_indices, owned);
   P.row_req = upload(row_req, owned);
-  ref::AttentionOutput out;
   out.q_rows = static_cast<int32_t>(rows);
   out.num_heads = in.num_heads;
   out.head_dim_v = in.head_dim_v;
-  std::vector<float> o(static_cast<size_t>(rows * in.num_heads * in.head_dim_v));
+  out.o.clear();
   std::vector<float> lse(static_cast<size_t>(rows * in.num_heads));
-  P.o = upload(o, owned);
-  P.lse = upload(lse, owned);
+  P.o = dev_o;
+  P.lse = static_cast<float*>(device_acquire(std::max<size_t>(lse.size(), 1) * sizeof(float)));
+  owned.push_back(P.lse);
   P.H = in.num_heads, P.D = in.head_dim_qk, P.Dv = in.head_dim_v, P.page = in.page_size;
   P.topk_len = in.topk;
   P.causal = in.is_causal && in.topk < 0;
@@ -223,13 +189,237 @@ ref::AttentionOutput run_reference(const ref::MlaInputs& in, const float* dq, co
                        dim3(kThreads), 0, 0, P);
     HIP_CHECK(hipGetLastError());
   }
-  copy_to_host(o.data(), P.o, o.size() * sizeof(float));
   copy_to_host(lse.data(), P.lse, lse.size() * sizeof(float));
-  out.o.assign(o.begin(), o.end());
   out.lse.assign(lse.begin(), lse.end());
-  return out;
+}
+
+int64_t o_elements(const ref::MlaInputs& in) {
+  return int64_t{in.q_rows()} * in.num_heads * in.head_dim_v;
+}
+
+// The generated q and KV as fp32 device copies (into `owned`), after the shape checks.
+std::pair<const float*, const float*> generate_inputs(const ref::MlaInputs& in,
+                                                      const GeneratedTensor& q,
+                                                      const GeneratedTensor& kv,
+                                                      std::vector<void*>& owned) {
+  const Status st = ref::ValidateMlaShape(in);
+  if (!st.ok()) throw std::invalid_argument("reference_attention: " + st.ToString());
+  check_dims(in);
+  const int64_t q_elems = int64_t{in.q_rows()} * in.num_heads * in.head_dim_qk;
+  const int64_t kv_elems = int64_t{in.num_pages} * in.page_size * in.head_dim_qk;
+  if (q.rows * q.cols != q_elems || kv.rows * kv.cols != kv_elems)
+    throw std::invalid_argument("reference_attention: generated q / KV of " +
+                                std::to_string(q.rows * q.cols) + " / " +
+                                std::to_string(kv.rows * kv.cols) + " values, the shape needs " +
+                                std::to_string(q_elems) + " / " + std::to_string(kv_elems));
+  auto* dq = static_cast<float*>(device_acquire(std::max<int64_t>(q_elems, 1) * sizeof(float)));
+  owned.push_back(dq);
+  auto* dkv = static_cast<float*>(device_acquire(std::max<int64_t>(kv_elems, 1) * sizeof(float)));
+  owned.push_back(dkv);
+  fill_generated(q, ref::values::kDtypeFp32, dq, q_elems);
+  fill_generated(kv, ref::values::kDtypeFp32, dkv, kv_elems);
+  return {dq, dkv};
+}
+
+// o downloaded into out.o (double), from the device copy at dev_o.
+void download_o(const float* dev_o, ref::AttentionOutput& out) {
+  std::vector<float> o(static_cast<size_t>(int64_t{out.q_rows} * out.num_heads * out.head_dim_v));
+  copy_to_host(o.data(), dev_o, o.size() * sizeof(float));
+  out.o.assign(o.begin(), o.end());
 }
 
 }  // namespace
+
+DeviceAttention::~DeviceAttention() { device_release(o); }
+
+ref::AttentionOutput reference_attention(const ref::MlaInputs& in) {
+  const Status st = ref::ValidateMlaInputs(in);
+  if (!st.ok()) throw std::invalid_argument("reference_attention: " + st.ToString());
+  check_dims(in);
+  std::vector<void*> owned;
+  const ReleaseAll release{owned};
+  const float* dq = upload(in.q, owned);
+  const float* dkv = upload(in.kv_cache, owned);
+  auto* dev_o = static_cast<float*>(device_acquire(std::max<int64_t>(o_elements(in), 1) * 4));
+  owned.push_back(dev_o);
+  ref::AttentionOutput out;
+  launch_reference(in, dq, dkv, dev_o, out, owned);
+  download_o(dev_o, out);
+  return out;
+}
+
+ref::AttentionOutput reference_attention(const ref::MlaInputs& in, const GeneratedTensor& q,
+                                         const GeneratedTensor& kv) {
+  std::unique_ptr<DeviceAttention> dev = reference_attention_on_device(in, q, kv);
+  download_o(dev->o, dev->host);
+  return std::move(dev->host);
+}
+
+std::unique_ptr<DeviceAttention> reference_attention_on_device(const ref::MlaInputs& in,
+                                                               const GeneratedTensor& q,
+                                                               const GeneratedTensor& kv) {
+  std::vector<void*> owned;
+  const ReleaseAll release{owned};
+  const auto [dq, dkv] = generate_inputs(in, q, kv, owned);
+  auto dev = std::make_unique<DeviceAttention>();
+  dev->o = static_cast<float*>(device_acquire(std::max<int64_t>(o_elements(in), 1) * 4));
+  launch_reference(in, dq, dkv, dev->o, dev->host, owned);
+  return dev;
+}
+
+// ---- compare_on_device -------------------------------------------------------------------------
+namespace {
+
+constexpr int kCompareThreads = 256;
+constexpr int kCompareMaxBlocks = 1024;
+
+// One block's share of ref::CompareResult; first / index fields -1 = none.
+struct ComparePartial {
+  long long elements, nan_mismatches, inf_mismatches, first_anomaly, violations, first_violation;
+  long long max_abs_index, max_rel_index;
+  double max_abs, max_rel, sdd, sxx_yy;
+};
+
+__host__ __device__ long long first_of(long long a, long long b) {
+  return a < 0 ? b : (b < 0 ? a : (a < b ? a : b));
+}
+
+// The larger value; on a tie the smaller index (CompareTensors keeps the first index that
+// reached its maximum; a maximum of 0 keeps index -1 there and here).
+__host__ __device__ void keep_max(double& v, long long& i, double v2, long long i2) {
+  if (v2 > v || (v2 == v && i2 >= 0 && (i < 0 || i2 < i))) v = v2, i = i2;
+}
+
+__host__ __device__ void merge(ComparePartial& a, const ComparePartial& b) {
+  a.elements += b.elements;
+  a.nan_mismatches += b.nan_mismatches;
+  a.inf_mismatches += b.inf_mismatches;
+  a.first_anomaly = first_of(a.first_anomaly, b.first_anomaly);
+  a.violations += b.violations;
+  a.first_violation = first_of(a.first_violation, b.first_violation);
+  keep_max(a.max_abs, a.max_abs_index, b.max_abs, b.max_abs_index);
+  keep_max(a.max_rel, a.max_rel_index, b.max_rel, b.max_rel_index);
+  a.sdd += b.sdd;
+  a.sxx_yy += b.sxx_yy;
+}
+
+__host__ __device__ ComparePartial empty_partial() {
+  return {0, 0, 0, -1, 0, -1, -1, -1, 0.0, 0.0, 0.0, 0.0};
+}
+
+struct CompareParams {
+  const void* actual;
+  int fp32;  // 1: fp32, 0: bf16
+  const float* expected;
+  const uint8_t* skip;  // per group, or null
+  long long n;
+  int group;
+  double atol, rtol;
+  ComparePartial* partials;  // [gridDim.x]
+};
+
+__device__ double actual_at(const CompareParams& P, long long i) {
+  if (P.fp32) return static_cast<const float*>(P.actual)[i];
+  const unsigned int u = static_cast<unsigned int>(static_cast<const uint16_t*>(P.actual)[i]) << 16;
+  return __uint_as_float(u);
+}
+
+// The per-element rules of ref::CompareTensors, into `p`.
+__device__ void compare_element(const CompareParams& P, long long i, ComparePartial& p) {
+  if (P.skip && P.skip[i / P.group]) return;
+  ++p.elements;
+  const double x = actual_at(P, i), y = P.expected[i];
+  const bool xn = isnan(x), yn = isnan(y), xi = isinf(x), yi = isinf(y);
+  if (xn != yn || (!xn && (xi || yi) && x != y)) {
+    ++(xn != yn ? p.nan_mismatches : p.inf_mismatches);
+    p.first_anomaly = first_of(p.first_anomaly, i);
+    return;
+  }
+  if (xn || xi) return;
+  const double d = fabs(x - y);
+  keep_max(p.max_abs, p.max_abs_index, d, d > 0 ? i : -1);
+  if (y != 0) {
+    const double rel = d / fabs(y);
+    keep_max(p.max_rel, p.max_rel_index, rel, rel > 0 ? i : -1);
+  }
+  if (d > P.atol + P.rtol * fabs(y)) {
+    ++p.violations;
+    p.first_violation = first_of(p.first_violation, i);
+  }
+  p.sdd += (x - y) * (x - y);
+  p.sxx_yy += x * x + y * y;
+}
+
+__global__ void __launch_bounds__(kCompareThreads) compare_kernel(CompareParams P) {
+  __shared__ ComparePartial part[kCompareThreads];
+  ComparePartial p = empty_partial();
+  const long long stride = static_cast<long long>(gridDim.x) * kCompareThreads;
+  for (long long i = static_cast<long long>(blockIdx.x) * kCompareThreads + threadIdx.x; i < P.n;
+       i += stride)
+    compare_element(P, i, p);
+  part[threadIdx.x] = p;
+  __syncthreads();
+  for (int s = kCompareThreads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) merge(part[threadIdx.x], part[threadIdx.x + s]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) P.partials[blockIdx.x] = part[0];
+}
+
+}  // namespace
+
+ref::CompareResult compare_on_device(const void* dev_actual, int32_t dtype,
+                                     const float* dev_expected, int64_t n, int32_t group,
+                                     const uint8_t* skip_groups, const ref::Tolerance& tol) {
+  if (dtype != MLASIM_KUT_BF16 && dtype != MLASIM_KUT_FP32)
+    throw std::invalid_argument("compare_on_device: dtype " + std::to_string(dtype) +
+                                " is neither bf16 nor fp32");
+  if (group < 1 || n < 0)
+    throw std::invalid_argument("compare_on_device: group " + std::to_string(group) + ", n " +
+                                std::to_string(n));
+  if (n > 0 && (!dev_actual || !dev_expected))
+    throw std::invalid_argument("compare_on_device: null pointer");
+  ComparePartial total = empty_partial();
+  if (n > 0) {
+    std::vector<void*> owned;
+    const ReleaseAll release{owned};
+    const long long blocks_needed = (n + kCompareThreads - 1) / kCompareThreads;
+    const int blocks = static_cast<int>(std::min<long long>(blocks_needed, kCompareMaxBlocks));
+    CompareParams P{};
+    P.actual = dev_actual;
+    P.fp32 = dtype == MLASIM_KUT_FP32;
+    P.expected = dev_expected;
+    P.n = n;
+    P.group = group;
+    P.atol = tol.atol;
+    P.rtol = tol.rtol;
+    if (skip_groups) {
+      const std::vector<uint8_t> skip(skip_groups, skip_groups + (n + group - 1) / group);
+      P.skip = upload(skip, owned);
+    }
+    std::vector<ComparePartial> partials(static_cast<size_t>(blocks));
+    P.partials = static_cast<ComparePartial*>(device_acquire(partials.size() * sizeof(ComparePartial)));
+    owned.push_back(P.partials);
+    hipLaunchKernelGGL(compare_kernel, dim3(static_cast<unsigned>(blocks)), dim3(kCompareThreads),
+                       0, 0, P);
+    HIP_CHECK(hipGetLastError());
+    copy_to_host(partials.data(), P.partials, partials.size() * sizeof(ComparePartial));
+    for (const ComparePartial& b : partials) merge(total, b);  // block order: deterministic
+  }
+  ref::CompareResult r;
+  r.elements = total.elements;
+  r.nan_mismatches = total.nan_mismatches;
+  r.inf_mismatches = total.inf_mismatches;
+  r.first_anomaly_mismatch = total.first_anomaly;
+  r.max_abs = total.max_abs;
+  r.max_abs_index = total.max_abs_index;
+  r.max_rel = total.max_rel;
+  r.max_rel_index = total.max_rel_index;
+  r.tolerance_violations = total.violations;
+  r.first_violation = total.first_violation;
+  r.cos_diff = total.sxx_yy > 0 ? total.sdd / total.sxx_yy : 0.0;
+  r.passed = r.anomalies_match() && r.tolerance_violations == 0 && r.cos_diff <= tol.cos_diff;
+  return r;
+}
 
 }  // namespace mlasim::gpu

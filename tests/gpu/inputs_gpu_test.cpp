@@ -5,12 +5,16 @@
 // inputs against the one over uploaded inputs. Every test skips without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/gpu_api.h"
+#include "kernels/mlasim_kut.h"
 #include "ref/input_values.h"
 #include "ref/numerics.h"
 #include "tests/ref/plan_builders.h"
@@ -212,6 +216,208 @@ TEST(GpuInputs, ReferenceOverGeneratedInputsIsTheUploadedOne) {
     EXPECT_EQ(std::memcmp(got.o.data(), want.o.data(), want.o.size() * sizeof(double)), 0);
     EXPECT_EQ(std::memcmp(got.lse.data(), want.lse.data(), want.lse.size() * sizeof(double)), 0);
   }
+}
+
+
+// ---- gpu::compare_on_device: ref::CompareTensors where the data is -------------------------------
+
+// bf16 bits of `f` (round to nearest even; the tests' values are finite or NaN / inf already).
+uint16_t Bf16Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f)) return 0x7fc0;
+  u += 0x7fff + ((u >> 16) & 1);
+  return static_cast<uint16_t>(u >> 16);
+}
+double FromBf16(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// n expected values and an actual tensor (bf16 or fp32) near them, with NaN / inf pairs that
+// match and that do not, exact zeros, and two elements that tie for the largest error.
+struct CompareCase {
+  std::vector<float> expected;
+  std::vector<uint16_t> actual_bf16;
+  std::vector<float> actual_fp32;
+  std::vector<double> actual, expected_d;  // what CompareTensors takes
+  std::vector<uint8_t> skip_groups;
+};
+CompareCase MakeCompareCase(int64_t n, int32_t group, bool fp32, uint64_t seed) {
+  ref::SplitMix64 rng(seed);
+  CompareCase c;
+  const float inf = INFINITY, nan = NAN;
+  for (int64_t i = 0; i < n; ++i) {
+    float y = static_cast<float>(rng.Symmetric() * 4.0);
+    float x = y + static_cast<float>(rng.Symmetric() * 1e-3);
+    switch (rng.Below(40)) {
+      case 0: x = nan; break;             // NaN mismatch
+      case 1: y = nan, x = nan; break;    // the same anomaly: not counted
+      case 2: x = inf; break;             // inf mismatch
+      case 3: x = inf, y = inf; break;    // the same infinity
+      case 4: x = -inf, y = inf; break;   // opposite infinities
+      case 5: y = 0; break;               // no relative error
+      case 6: x = y; break;               // exact
+      default: break;
+    }
+    c.expected.push_back(y);
+    c.actual_bf16.push_back(Bf16Bits(x));
+    c.actual_fp32.push_back(x);
+  }
+  if (n >= 8) {  // a tie for max_abs (and max_rel) far apart: the first index must win
+    c.expected[n / 3] = 1.0f, c.expected[n - 2] = 1.0f;
+    c.actual_fp32[n / 3] = 9.0f, c.actual_fp32[n - 2] = 9.0f;
+    c.actual_bf16[n / 3] = Bf16Bits(9.0f), c.actual_bf16[n - 2] = Bf16Bits(9.0f);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    c.actual.push_back(fp32 ? c.actual_fp32[i] : FromBf16(c.actual_bf16[i]));
+    c.expected_d.push_back(c.expected[i]);
+  }
+  for (int64_t g = 0; g < (n + group - 1) / group; ++g) c.skip_groups.push_back(rng.Below(7) == 0);
+  return c;
+}
+
+void ExpectSameComparison(const ref::CompareResult& got, const ref::CompareResult& want,
+                          const std::string& what) {
+  SCOPED_TRACE(what);
+  EXPECT_EQ(got.elements, want.elements);
+  EXPECT_EQ(got.nan_mismatches, want.nan_mismatches);
+  EXPECT_EQ(got.inf_mismatches, want.inf_mismatches);
+  EXPECT_EQ(got.first_anomaly_mismatch, want.first_anomaly_mismatch);
+  EXPECT_EQ(got.max_abs, want.max_abs);
+  EXPECT_EQ(got.max_abs_index, want.max_abs_index);
+  EXPECT_EQ(got.max_rel, want.max_rel);
+  EXPECT_EQ(got.max_rel_index, want.max_rel_index);
+  EXPECT_EQ(got.tolerance_violations, want.tolerance_violations);
+  EXPECT_EQ(got.first_violation, want.first_violation);
+  // a reordered double sum of <= 262,221 terms
+  EXPECT_NEAR(got.cos_diff, want.cos_diff, 1e-9 * std::max(want.cos_diff, 1e-300));
+  EXPECT_EQ(got.passed, want.passed);
+}
+
+// Device copies of a test's vectors, freed at the end of the test.
+struct DeviceCopies {
+  std::vector<void*> ptrs;
+  template <class T>
+  T* Upload(const std::vector<T>& v) {
+    void* p = gpu::device_alloc(std::max<size_t>(v.size(), 1) * sizeof(T));
+    ptrs.push_back(p);
+    gpu::copy_to_device(p, v.data(), v.size() * sizeof(T));
+    return static_cast<T*>(p);
+  }
+  ~DeviceCopies() {
+    for (void* p : ptrs) gpu::device_free(p);
+  }
+};
+
+TEST(GpuCompare, IsCompareTensorsOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  // 0, 1, one block, one past it, and past the grid's 1024 blocks of 256 (the stride loop).
+  for (const int64_t n : {int64_t{0}, int64_t{1}, int64_t{255}, int64_t{256}, int64_t{257},
+                          int64_t{1024} * 256 + 77})
+    for (const int32_t group : {1, 512})
+      for (const bool fp32 : {false, true})
+        for (const bool with_skip : {false, true}) {
+          const CompareCase c = MakeCompareCase(n, group, fp32, 11 + n + group);
+          DeviceCopies d;
+          const void* actual =
+              fp32 ? static_cast<const void*>(d.Upload(c.actual_fp32)) : d.Upload(c.actual_bf16);
+          const float* expected = d.Upload(c.expected);
+          ref::Tolerance tol{2e-3, 1e-3, 1e-6};
+          std::vector<uint8_t> skip_elems;
+          for (int64_t i = 0; i < n; ++i) skip_elems.push_back(c.skip_groups[i / group]);
+          const ref::CompareResult want =
+              ref::CompareTensors(c.actual.data(), c.expected_d.data(), n, tol,
+                                  with_skip ? skip_elems.data() : nullptr);
+          const ref::CompareResult got = gpu::compare_on_device(
+              actual, fp32 ? MLASIM_KUT_FP32 : MLASIM_KUT_BF16, expected, n, group,
+              with_skip ? c.skip_groups.data() : nullptr, tol);
+          ExpectSameComparison(got, want,
+                               "n " + std::to_string(n) + " group " + std::to_string(group) +
+                                   (fp32 ? " fp32" : " bf16") + (with_skip ? " skip" : ""));
+          if (n > 1000) {  // the case exercises every rule
+            EXPECT_GT(want.nan_mismatches, 0);
+            EXPECT_GT(want.inf_mismatches, 0);
+            EXPECT_GT(want.tolerance_violations, 0);
+            if (!with_skip) EXPECT_EQ(want.max_abs_index, n / 3);
+          }
+        }
+}
+
+TEST(GpuCompare, PassesWhereTheHostPasses) {
+  SKIP_WITHOUT_GPU();
+  std::vector<float> y;
+  ref::SplitMix64 rng(3);
+  for (int i = 0; i < 5000; ++i) y.push_back(static_cast<float>(rng.Symmetric()));
+  std::vector<float> x = y;
+  x[4321] += 1e-4f;
+  DeviceCopies d;
+  const float *dx = d.Upload(x), *dy = d.Upload(y);
+  const std::vector<double> xd(x.begin(), x.end()), yd(y.begin(), y.end());
+  for (const double atol : {1e-3, 1e-5}) {  // one passes, one fails on element 4321 alone
+    const ref::Tolerance tol{atol, 0, 1};
+    const ref::CompareResult want = ref::CompareTensors(xd.data(), yd.data(), 5000, tol);
+    const ref::CompareResult got =
+        gpu::compare_on_device(dx, MLASIM_KUT_FP32, dy, 5000, 1, nullptr, tol);
+    ExpectSameComparison(got, want, "atol " + std::to_string(atol));
+    EXPECT_EQ(got.passed, atol > 1e-4);
+    EXPECT_EQ(got.first_violation, atol > 1e-4 ? -1 : 4321);
+    EXPECT_EQ(got.max_abs_index, 4321);
+  }
+}
+
+TEST(GpuCompare, RefusesWhatItCannotCompare) {
+  SKIP_WITHOUT_GPU();
+  DeviceCopies d;
+  const float* p = d.Upload(std::vector<float>(4, 1.0f));
+  const ref::Tolerance tol;
+  auto message = [&](int32_t dtype, const float* a, int64_t n, int32_t group) -> std::string {
+    try {
+      gpu::compare_on_device(a, dtype, p, n, group, nullptr, tol);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message(MLASIM_KUT_FP16, p, 4, 1),
+            "compare_on_device: dtype " + std::to_string(MLASIM_KUT_FP16) +
+                " is neither bf16 nor fp32");
+  EXPECT_EQ(message(MLASIM_KUT_FP32, p, 4, 0), "compare_on_device: group 0, n 4");
+  EXPECT_EQ(message(MLASIM_KUT_FP32, p, -1, 1), "compare_on_device: group 1, n -1");
+  EXPECT_EQ(message(MLASIM_KUT_FP32, nullptr, 1, 1), "compare_on_device: null pointer");
+  EXPECT_EQ(message(MLASIM_KUT_FP32, nullptr, 0, 1), "");  // nothing to read
+  EXPECT_EQ(gpu::compare_on_device(nullptr, MLASIM_KUT_FP32, nullptr, 0, 1, nullptr, tol).elements, 0);
+}
+
+// The reference whose o stays on the device: the o reference_attention downloads, compared
+// with itself on the device (every pair, no error) and its lse the host's.
+TEST(GpuCompare, ReferenceOnTheDeviceIsTheDownloadedOne) {
+  SKIP_WITHOUT_GPU();
+  const ref::PlanRequest r = ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 300}, 4, 16);
+  const Built b = Build(r);
+  ref::NumericsOptions o;
+  o.seed = 7;
+  o.fill_values = false;
+  ref::MlaValueSource src;
+  auto shape = ref::BuildMlaInputs(r, o, &src);
+  ASSERT_TRUE(shape.ok());
+  const ref::AttentionOutput want = gpu::reference_attention(b.in);
+  const auto dev = gpu::reference_attention_on_device(*shape, QTensor(b), KvTensor(b));
+  EXPECT_TRUE(dev->host.o.empty());
+  EXPECT_EQ(dev->host.lse, want.lse);
+  const int64_t n = static_cast<int64_t>(want.o.size());
+  std::vector<float> o32(want.o.begin(), want.o.end());
+  DeviceCopies d;
+  const float* host_copy = d.Upload(o32);
+  const ref::CompareResult c = gpu::compare_on_device(host_copy, MLASIM_KUT_FP32, dev->o, n,
+                                                      shape->head_dim_v, nullptr, ref::Tolerance{});
+  EXPECT_EQ(c.elements, n);
+  EXPECT_EQ(c.max_abs, 0.0);
+  EXPECT_EQ(c.max_abs_index, -1);
+  EXPECT_EQ(c.nan_mismatches + c.inf_mismatches + c.tolerance_violations, 0);
+  EXPECT_TRUE(c.passed);
 }
 
 }  // namespace
