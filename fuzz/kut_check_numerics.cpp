@@ -105,14 +105,17 @@ std::string StepChecker::GpuReference(Reference* out) {
   const PlanCheckVerdict verdict =
       follows_plan ? CheckPlanForScreen(snap_->request, snap_->plan) : PlanCheckVerdict::kClean;
   if (!valid.ok() || verdict == PlanCheckVerdict::kRejected) return CpuReference(out);
-  PartTimer timer(out_.seconds, "reference");
   // A kernel that plans by itself takes no mask from the screen, only its refusals (inputs or a
   // plan the CPU runs cannot take), which the walk without arithmetic gives as the head-dim-16
   // runs did.
   const ScreenMethod method = follows_plan ? ScreenMethodFor(verdict) : ScreenMethod::kStructure;
   std::vector<uint8_t> undefined;
-  const std::string why = ScreenPlanPairs(req_, snap_->plan, o_.input_seed, method, &undefined);
-  if (!why.empty()) return why;
+  {
+    PartTimer screen_timer(out_.seconds, "screen");
+    const std::string why = ScreenPlanPairs(req_, snap_->plan, o_.input_seed, method, &undefined);
+    if (!why.empty()) return why;
+  }
+  PartTimer timer(out_.seconds, "reference");
   const ref::AttentionPrecision precision = KutPrecision(true);
   // Device-generated inputs: the reference generates its own fp32 copy of them on the device (a
   // kernel that wrote inside its inputs does not change the reference).

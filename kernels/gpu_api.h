@@ -248,10 +248,10 @@ DecodeResult run_mla_decode(const ref::MlaInputs& inputs, const ref::Plan& plan,
 
 // ---------------------------------------------------------------------------------------------
 // The plain fp32 reference of MLA decode on the device (kernels/reference.hip), written for
-// obviousness, not speed: one workgroup per (q row, head); pass 1 takes the maximum logit over
-// the row's visible keys, pass 2 walks the keys in chunks of the workgroup's size (each thread
-// one key's exp(s - max) into shared memory, then each thread a few output columns summing
-// p_j v_j). The semantics of ref::RunMonolithic (ref/attention.h): dense rows see their
+// obviousness more than speed: one workgroup per (q row, head); pass 1 takes the maximum logit
+// over the row's visible keys, pass 2 walks the keys in chunks of the workgroup's size (each
+// key's exp(s - max) into shared memory, its dot product by one warp whose lanes read the key's
+// row side by side, then each thread a few output columns summing p_j v_j). The semantics of ref::RunMonolithic (ref/attention.h): dense rows see their
 // request's keys up to the causal limit (bottom-right aligned), sparse rows the valid entries of
 // their top-k list; a row with no visible key gets o = 0, lse = -inf. Nothing is rounded: q, KV,
 // P, o and the sums stay fp32. Returns o [q_rows, H, Dv] and lse [q_rows, H] in the caller's

@@ -1,8 +1,8 @@
 // reference.hip - the plain fp32 GPU reference of MLA decode (kernels/gpu_api.h
 // reference_attention): what the numerics of a kernel under test are compared with on the
 // device (fuzz/kut_check.h). Written for obviousness: one workgroup per (q row, head), two
-// passes over the row's keys, nothing rounded. HIP names only (nvcc builds it through
-// hip_compat.h).
+// passes over the row's keys (each key's dot product by one warp, its lanes reading the key's
+// row side by side), nothing rounded. HIP names only (nvcc builds it through hip_compat.h).
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
 
 #include "kernels/gpu_api.h"
@@ -64,9 +64,15 @@ __device__ int64_t visible_keys(const RefParams& P, int64_t row, int32_t b) {
   return limit < 0 ? 0 : (limit < lk ? limit : lk);
 }
 
-__device__ float dot_row(const float* qs, const float* k, int D) {
+constexpr int kWarps = kThreads / COMPAT_WARP_SIZE;
+
+// q . k over D columns by the lanes of one warp (lane x takes columns x, x + W, x + 2W, ...; W the
+// warp size), the lanes' sums added by a butterfly: every lane returns the dot. The same key
+// gives the same bits in both passes. Called by whole warps only (the shuffles).
+__device__ float warp_dot(const float* qs, const float* k, int D, int lane) {
   float s = 0;
-  for (int d = 0; d < D; ++d) s += qs[d] * k[d];
+  for (int d = lane; d < D; d += COMPAT_WARP_SIZE) s += qs[d] * k[d];
+  for (int m = COMPAT_WARP_SIZE / 2; m > 0; m /= 2) s += compat_shfl_xor(s, m);
   return s;
 }
 
@@ -78,15 +84,17 @@ __global__ void __launch_bounds__(kThreads) reference_kernel(RefParams P) {
   const int64_t row = blockIdx.x / P.H;
   const int h = blockIdx.x % P.H;
   const int32_t b = P.row_req[row];
+  const int lane = threadIdx.x % COMPAT_WARP_SIZE, warp = threadIdx.x / COMPAT_WARP_SIZE;
   for (int d = threadIdx.x; d < P.D; d += kThreads)
     qs[d] = P.q[(row * P.H + h) * P.D + d] * P.scale;
   __syncthreads();
   const int64_t n = visible_keys(P, row, b);
-  // pass 1: the maximum logit
+  // pass 1: the maximum logit; warp w takes keys w, w + kWarps, ... (a key's row is read by the
+  // lanes side by side)
   float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j < n; j += kThreads) {
+  for (int64_t j = warp; j < n; j += kWarps) {
     const int64_t r = key_row(P, row, b, j);
-    if (r >= 0) mx = fmaxf(mx, dot_row(qs, P.kv + r * P.D, P.D));
+    if (r >= 0) mx = fmaxf(mx, warp_dot(qs, P.kv + r * P.D, P.D, lane));
   }
   red[threadIdx.x] = mx;
   __syncthreads();
@@ -96,16 +104,22 @@ __global__ void __launch_bounds__(kThreads) reference_kernel(RefParams P) {
   }
   const float M = red[0];
   __syncthreads();
-  // pass 2: chunks of kThreads keys: p_j by one thread each, then o columns by every thread
+  // pass 2: chunks of kThreads keys: p_j of each key by a warp into shared memory, then o
+  // columns by every thread
   float acc[kCols] = {};
   float l_part = 0;
   for (int64_t j0 = 0; j0 < n && M != -INFINITY; j0 += kThreads) {
-    const int64_t j = j0 + threadIdx.x;
-    const int64_t r = j < n ? key_row(P, row, b, j) : -1;
-    p[threadIdx.x] = r >= 0 ? expf(dot_row(qs, P.kv + r * P.D, P.D) - M) : 0.f;
-    kr[threadIdx.x] = r;
-    l_part += p[threadIdx.x];
+    for (int t = warp; t < kThreads; t += kWarps) {
+      const int64_t j = j0 + t;
+      const int64_t r = j < n ? key_row(P, row, b, j) : -1;
+      const float s = r >= 0 ? warp_dot(qs, P.kv + r * P.D, P.D, lane) : 0.f;
+      if (lane == 0) {
+        p[t] = r >= 0 ? expf(s - M) : 0.f;
+        kr[t] = r;
+      }
+    }
     __syncthreads();
+    l_part += p[threadIdx.x];
     for (int c = 0; c * kThreads + static_cast<int>(threadIdx.x) < P.Dv; ++c) {
       const int d = c * kThreads + threadIdx.x;
       for (int t = 0; t < kThreads; ++t)

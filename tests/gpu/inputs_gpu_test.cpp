@@ -420,5 +420,39 @@ TEST(GpuCompare, ReferenceOnTheDeviceIsTheDownloadedOne) {
   EXPECT_TRUE(c.passed);
 }
 
+
+// The GPU reference against the CPU's monolithic attention (the truth it stands in for) within
+// the tolerances of two fp32 computations of the same sums: dense and causal rows, a request
+// with no keys (o = 0, lse = -inf on both sides), pages of 16, and sparse top-k rows.
+TEST(GpuReference, MatchesTheCpuMonolithicAttention) {
+  SKIP_WITHOUT_GPU();
+  ref::PlanRequest causal = ref::test::DenseRequest(ref::Arch::kGfx950, 16, 4, {700, 3, 0, 64}, 8);
+  causal.is_causal = true;
+  for (const ref::PlanRequest& r :
+       {ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 300}, 4, 16),
+        ref::test::DenseRequest(ref::Arch::kGfx950, 128, 1, {1, 2047, 513}, 8), causal,
+        ref::test::SparseRequest(ref::Arch::kGfx950, 16, 2, {10, 40}, 8, 4),
+        ref::test::SparseRequest(ref::Arch::kGfx950, 32, 3, {3000, 1, 2049}, 2048, 4)}) {
+    const Built b = Build(r);
+    const ref::AttentionPrecision fp32;
+    const auto mono = ref::RunMonolithic(b.in, fp32);
+    ASSERT_TRUE(mono.ok()) << mono.status().ToString();
+    const ref::AttentionOutput got = gpu::reference_attention(b.in);
+    const ref::OutputTolerances tol = ref::TolerancesFor(b.in, *mono, fp32);
+    const ref::CompareResult co = ref::CompareTensors(
+        got.o.data(), mono->o.data(), static_cast<int64_t>(mono->o.size()), tol.o);
+    const ref::CompareResult cl = ref::CompareTensors(
+        got.lse.data(), mono->lse.data(), static_cast<int64_t>(mono->lse.size()), tol.lse);
+    EXPECT_TRUE(co.passed) << "o: max_abs " << co.max_abs << " at " << co.max_abs_index
+                           << ", atol " << tol.o.atol << ", violations "
+                           << co.tolerance_violations << ", anomalies "
+                           << co.nan_mismatches + co.inf_mismatches;
+    EXPECT_TRUE(cl.passed) << "lse: max_abs " << cl.max_abs << " at " << cl.max_abs_index
+                           << ", anomalies " << cl.nan_mismatches + cl.inf_mismatches;
+    EXPECT_EQ(co.elements, static_cast<int64_t>(mono->o.size()));
+    EXPECT_GT(co.max_abs, 0.0);  // two computations: not the same bits everywhere
+  }
+}
+
 }  // namespace
 }  // namespace mlasim
