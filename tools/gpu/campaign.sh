@@ -4,13 +4,15 @@
 # them from a carried folder (BIN=<folder> from tools/gpu/pack.sh: no build), then runs
 # `mlasim fuzz --gpu sentinel|guard` at small sizes under a wall-clock budget each, and prints
 # the summary lines (cases/s, findings, worker replacements, where the time goes).
-#   SECONDS_SENTINEL (default 120), SECONDS_GUARD (default 60), JOBS (default 8),
+#   SECONDS_SENTINEL (default 120), SECONDS_GUARD (default 60), JOBS (default 16),
 #   HEAD_DIMS (default 576,512), KUT (default <bin>/libmlasim_kut_gpu.so),
 #   EXTRA (more flags for both campaigns, e.g. "--reference cpu"),
 #   TESTS=1: first the device input generator's tests (GpuInputs.*; builds mlasim_tests too
 #     unless BIN holds one),
 #   AB=1: each campaign once more with --host-inputs (q and the KV cache built on the host and
 #     uploaded, as before the device generator): the baseline, same seed, same budget.
+#   MPS=0: no MPS daemon (by default one is started for the campaigns when
+#     nvidia-cuda-mps-control exists: tools/gpu/mps.sh; the workers are processes sharing one GPU).
 # Logs and the campaign folders go to $OUT (camp-sentinel/, camp-guard/, *.log).
 set -uo pipefail
 source "$(dirname "$0")/common.sh"
@@ -25,7 +27,7 @@ else
 fi
 M=$D/mlasim
 KUT=${KUT:-$D/libmlasim_kut_gpu.so}
-JOBS=${JOBS:-8}
+JOBS=${JOBS:-16}
 HEAD_DIMS=${HEAD_DIMS:-576,512}
 if [ "${TESTS:-0}" = 1 ]; then
   timeout 120 "$D/mlasim_tests" --gtest_filter='GpuInputs.*:InputValues.*' > "$OUT/inputs-tests.log" 2>&1
@@ -43,6 +45,8 @@ campaign() {  # MODE SECONDS [TAG FLAGS...]
   echo "== fuzz --gpu $mode $*: rc=$rc in $(( $(date +%s) - t0 )) s"
   grep -vE '^coverage' "$OUT/camp-$mode$tag.log" | tail -25
 }
+source "$(dirname "$0")/mps.sh"
+mps_start
 campaign sentinel "${SECONDS_SENTINEL:-120}"
 campaign guard "${SECONDS_GUARD:-60}"
 if [ "${AB:-0}" = 1 ]; then
@@ -59,3 +63,4 @@ for f in "$OUT"/camp-*/*.json; do
   rc=$?
   echo "replay $(basename "$f"): rc=$rc"
 done
+mps_stop
