@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <istream>
+#include <stdexcept>
 
 #include "fuzz/kut_memory.h"
 #include "fuzz/properties.h"
@@ -24,13 +26,33 @@ namespace mlasim::fuzz {
 
 using nlohmann::json;
 
+namespace {
+
+// CUDA_MPS_PIPE_DIRECTORY of an isolated worker: no daemon listens there.
+constexpr char kNoMpsPipeDirectory[] = "/nonexistent/mlasim-worker-outside-mps";
+
+// Whether this process's workers are clients of an NVIDIA MPS daemon: a pipe folder named by
+// CUDA_MPS_PIPE_DIRECTORY, or the daemon's default one, exists.
+bool MpsDaemonVisible() {
+  const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
+  struct stat st {};
+  const std::string dir = env != nullptr && *env != 0 ? env : "/tmp/nvidia-mps";
+  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
 // ---- one worker process ------------------------------------------------------------------------
 class KutWorker {
  public:
   ~KutWorker() { Stop(); }
 
-  // fork + exec `argv`, with the device it sees; pipes for stdin and stdout (+ stderr).
-  bool Spawn(const std::vector<std::string>& argv, const std::string& device, std::string* error) {
+  // fork + exec `argv`, with the device it sees; pipes for stdin and stdout (+ stderr). An
+  // `isolated` worker is no client of an NVIDIA MPS daemon (its pipe folder set to one that
+  // does not exist, so the driver makes an ordinary context): a fault of another client does not
+  // end it, and it can start while the daemon waits for the clients of a fault to exit.
+  bool Spawn(const std::vector<std::string>& argv, const std::string& device, bool isolated,
+             std::string* error) {
     int in[2], out[2];
     if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0) {
       *error = std::string("pipe: ") + std::strerror(errno);
@@ -49,6 +71,7 @@ class KutWorker {
         ::setenv("CUDA_VISIBLE_DEVICES", device.c_str(), 1);
         ::setenv("HIP_VISIBLE_DEVICES", device.c_str(), 1);
       }
+      if (isolated) ::setenv("CUDA_MPS_PIPE_DIRECTORY", kNoMpsPipeDirectory, 1);
       std::vector<char*> args;
       for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
       args.push_back(nullptr);
@@ -168,7 +191,7 @@ bool Parse(const std::string& line, char* tag, json* j) {
 
 }  // namespace
 
-std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error) {
+std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error, bool isolated) {
   auto w = std::make_unique<KutWorker>();
   std::string device;
   {
@@ -176,7 +199,7 @@ std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error) {
     if (!o_.devices.empty()) device = o_.devices[started_ % o_.devices.size()];
     ++started_;
   }
-  if (!w->Spawn(WorkerArgs(o_), device, error)) return nullptr;
+  if (!w->Spawn(WorkerArgs(o_), device, isolated, error)) return nullptr;
   std::string line;
   while (true) {
     const KutWorker::Read r = w->Next(o_.timeout_seconds, &line);
@@ -226,6 +249,7 @@ StatusOr<std::unique_ptr<KutPool>> KutPool::Start(const KutPoolOptions& options)
   // A missing, unreadable or non-file library is named with its cause before a worker starts.
   MLASIM_RETURN_IF_ERROR(sim::CheckReadableFile("--kernel-under-test", options.library));
   std::unique_ptr<KutPool> pool(new KutPool(options));
+  pool->mps_ = MpsDaemonVisible();
   std::string error;
   std::unique_ptr<KutWorker> w = pool->NewWorker(&error);
   if (w == nullptr) return InvalidArgumentError("--kernel-under-test", error);
@@ -266,6 +290,11 @@ void KutPool::ReplaceInBackground() {
 int64_t KutPool::restarts() const {
   std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
   return restarts_;
+}
+
+int64_t KutPool::faults_not_recurring() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return faults_not_recurring_;
 }
 
 std::map<std::string, double> KutPool::Timing() const {
@@ -357,7 +386,53 @@ void AddFindings(const json& list, std::vector<sim::Violation>* out) {
   }
 }
 
+// Tests only (tests/kut/kut_campaign_test.cpp): with MLASIM_KUT_TEST_FAULT_ONCE=PATH, the first
+// worker to create PATH fails its next kernel call as a device fault would, once per PATH: the
+// fault a worker sees when another MPS client faulted, which does not come back when the call
+// runs again.
+void InjectFaultOnceForTests() {
+  const char* path = std::getenv("MLASIM_KUT_TEST_FAULT_ONCE");
+  if (path == nullptr || *path == 0) return;
+  const int fd = ::open(path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+  if (fd < 0) return;  // injected already (or cannot say): run normally
+  ::close(fd);
+  throw std::runtime_error("injected device fault (MLASIM_KUT_TEST_FAULT_ONCE)");
+}
+
 }  // namespace
+
+KutPool::RerunEnd KutPool::RerunAlone(const json& scenario, const json& running,
+                                      const std::string& guard_only, json* fault) {
+  const int32_t call = running.value("call", 0);
+  const std::string op = running.value("op", "");
+  const int32_t decode = op == "reduce" ? call - 1 : call;
+  std::string error;
+  std::unique_ptr<KutWorker> w = NewWorker(&error, /*isolated=*/true);
+  if (w == nullptr) return RerunEnd::kNoWorker;
+  json req = {{"scenario", scenario}, {"start_call", decode}, {"end_call", decode + 1}};
+  if (!guard_only.empty()) req["guard_only"] = guard_only, req["guard"] = true;
+  (void)w->Send(req.dump());  // a worker that died shows as the end of its output below
+  std::string line;
+  json now;
+  RerunEnd end = RerunEnd::kFaultedElsewhere;  // ended or hung without a step end
+  while (w->Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
+    char tag;
+    json j;
+    if (!Parse(line, &tag, &j)) continue;
+    if (tag == 'P') now = j;
+    if (tag == 'E') {
+      end = RerunEnd::kClean;
+      break;
+    }
+    if (tag != 'F') continue;
+    *fault = j;
+    end = now.value("call", -1) == call && now.value("op", "") == op ? RerunEnd::kFaultedThere
+                                                                     : RerunEnd::kFaultedElsewhere;
+    break;
+  }
+  w->Stop();
+  return end;
+}
 
 // Runs the call `running` names (a decode, or a reduce with the decode before it) again in
 // fresh workers, one buffer guarded at a time, until that same call faults: that buffer is the
@@ -371,6 +446,18 @@ json KutPool::AttributeDeviceFault(const json& scenario, const json& running, co
   // The reruns borrow the pool's workers (the request says what to guard): a run that does not
   // fault leaves its worker alive for the next buffer, and only a worker that ended is replaced
   // (in the background), so a fault costs one new process, not one per buffer tried.
+  if (mps_) {  // the pool's workers may hold contexts the fault ended (MPS): fresh ones outside it
+    for (const char* name : kDeviceGuardOrder) {
+      json device;
+      if (RerunAlone(scenario, running, name, &device) != RerunEnd::kFaultedThere) continue;
+      json out = fault;
+      out["buffer"] = name;
+      out["side"] = "after";
+      out["device"] = device.value("device", fault.value("device", std::string()));
+      return out;
+    }
+    return fault;
+  }
   std::unique_ptr<KutWorker> w;
   for (const char* name : kDeviceGuardOrder) {
     if (w == nullptr && (w = Take()) == nullptr) {
@@ -476,8 +563,28 @@ int32_t KutPool::AddWorkerEnd(const json& scenario, const json& running, json fa
   }
   const int32_t call = running.value("call", 0);
   if (fault.is_null()) fault = {{"signal", 0}, {"ended", how}};
-  if (fault.contains("device") && !fault.contains("buffer"))
+  if (fault.contains("device") && !fault.contains("buffer")) {
+    // A device fault names no buffer. First the call runs once more alone, as the campaign runs
+    // it: a fault that does not come back was not this call's (under MPS, a fault of any client
+    // ends every client on the GPU) or cannot be reproduced, and is no finding; the step goes on
+    // from the call's decode in a new worker. Only a fault that recurs is attributed (reruns
+    // with one buffer guarded at a time): attributing first would pin another worker's fault on
+    // whatever buffer this call happens to overrun when guarded.
+    json again;
+    if (RerunAlone(scenario, running, "", &again) == RerunEnd::kClean) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++faults_not_recurring_;
+      }
+      res.notes.push_back(fmt::format(
+          "call {} ({}): the worker ended ({}); the call ran again alone without a fault (not "
+          "a finding{})",
+          call, running.value("op", ""), how,
+          mps_ ? "; under MPS a fault of any worker ends every worker on the GPU" : ""));
+      return running.value("op", "") == "reduce" ? call - 1 : call;
+    }
     fault = AttributeDeviceFault(scenario, running, fault);
+  }
   sim::Violation v = FaultFinding(running, fault, desc_.name);
   res.notes.push_back(fmt::format("call {} ({}): the worker ended ({}); {}", call,
                                   running.value("op", ""), how, v.detail));
@@ -597,7 +704,11 @@ int KutWorkerMain(std::istream& in, int out_fd, const std::string& library,
     o.guard = req.value("guard", o.guard);
     try {
       const KutStepReport rep = CheckStep(
-          **lib, *s, o, [&](const json& running) { emit('P', running); },
+          **lib, *s, o,
+          [&](const json& running) {
+            emit('P', running);
+            InjectFaultOnceForTests();
+          },
           [&](const KutCallReport& k) {
             emit('C', {{"report", k.json}, {"findings", findings(k.findings)}});
           });

@@ -73,6 +73,9 @@ class KutPool {
   // Runs the step of `s` on a free worker (blocks until one is free; thread-safe).
   KutStepResult Check(const sim::Scenario& s);
   int64_t restarts() const;
+  // Device faults that did not recur when their call ran again alone (not findings; under an
+  // NVIDIA MPS daemon, a fault of one worker ends every worker on the GPU).
+  int64_t faults_not_recurring() const;
   // Seconds the workers spent, by part (replay, inputs, kernel, reference, checks, plans), and
   // "steps": the steps they checked.
   std::map<std::string, double> Timing() const;
@@ -88,7 +91,16 @@ class KutPool {
   explicit KutPool(const KutPoolOptions& o);
   std::unique_ptr<KutWorker> Take();
   void Give(std::unique_ptr<KutWorker> w);
-  std::unique_ptr<KutWorker> NewWorker(std::string* error);
+  // A worker that has loaded and described the library (nullptr and `error` when it could not).
+  // `isolated`: outside any NVIDIA MPS daemon (KutWorker::Spawn).
+  std::unique_ptr<KutWorker> NewWorker(std::string* error, bool isolated = false);
+  // How a rerun of one call ended.
+  enum class RerunEnd { kClean, kFaultedThere, kFaultedElsewhere, kNoWorker };
+  // Runs the decode call of `running` (with its reduce) once more on a fresh isolated worker,
+  // guarding only `guard_only` when it is not empty, as the campaign's mode does otherwise; the
+  // worker's fault report into `fault`. The worker is ended afterwards.
+  RerunEnd RerunAlone(const nlohmann::json& scenario, const nlohmann::json& running,
+                      const std::string& guard_only, nlohmann::json* fault);
   // Takes the place of a worker that ended: a new worker starts on a thread of its own (loading
   // the library and, for a device kernel, creating its GPU context, ~1-2 s on the H200) while
   // the other workers run, and joins the idle ones when ready; one that cannot start frees the
@@ -118,6 +130,8 @@ class KutPool {
   int32_t live_ = 0;                         // workers idle or lent out (under mu_)
   int64_t started_ = 0;                      // workers started (under mu_)
   int64_t restarts_ = 0;                     // workers replaced after a fault or hang (under mu_)
+  int64_t faults_not_recurring_ = 0;         // (under mu_)
+  bool mps_ = false;                         // the workers are clients of an MPS daemon
   std::map<std::string, double> timing_;     // (under mu_)
   std::map<std::string, int64_t> outcomes_;  // CallOutcomes (under mu_)
   std::map<std::string, int64_t> numerics_;  // NumericsOutcomes (under mu_)

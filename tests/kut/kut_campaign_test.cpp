@@ -353,5 +353,37 @@ TEST(KutCampaign, ResumeWithTheSameKernelFindsNothingNew) {
   fs::remove_all(dir);
 }
 
+
+// A device fault that does not recur when its call runs again alone (what a worker sees when
+// another client of the same NVIDIA MPS daemon faulted: every client on the GPU loses its
+// context) is no finding. Injected once (MLASIM_KUT_TEST_FAULT_ONCE) into a campaign of the
+// whole-tile kernel: the findings are exactly those of the same campaign without it, and the
+// summary counts the fault and its worker's replacement.
+TEST(KutCampaign, AFaultThatDoesNotRecurAloneIsNoFinding) {
+  const fs::path plain = Tmp("fault_once_plain"), injected = Tmp("fault_once_injected");
+  const fs::path marker = Tmp("fault_once_marker");
+  const Out base = Campaign("sentinel", Lib("example_tile64"), plain);
+  ::setenv("MLASIM_KUT_TEST_FAULT_ONCE", marker.string().c_str(), 1);
+  const Out r = Campaign("sentinel", Lib("example_tile64"), injected);
+  ::unsetenv("MLASIM_KUT_TEST_FAULT_ONCE");
+  EXPECT_TRUE(fs::exists(marker)) << "the fault was not injected";
+  EXPECT_EQ(r.code, base.code) << r.out << r.err;
+  // The kernel's own whole-tile overruns end workers in both runs (host faults past a sentinel
+  // region); the injected fault ends one more.
+  const std::regex replaced(R"(; (\d+) worker replacement\(s\)(.*)\n)");
+  std::smatch b, i;
+  ASSERT_TRUE(std::regex_search(base.out, b, replaced)) << base.out;
+  ASSERT_TRUE(std::regex_search(r.out, i, replaced)) << r.out;
+  EXPECT_EQ(std::stoi(i[1]), std::stoi(b[1]) + 1);
+  EXPECT_EQ(b[2], "");
+  EXPECT_EQ(i[2], ", 1 device fault(s) that did not recur alone (not findings)");
+  std::vector<std::string> want, got;
+  for (const auto& [sig, doc] : Findings(plain)) want.push_back(sig);
+  for (const auto& [sig, doc] : Findings(injected)) got.push_back(sig);
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+  for (const fs::path& p : {plain, injected, marker}) fs::remove_all(p);
+}
+
 }  // namespace
 }  // namespace mlasim::cli

@@ -558,9 +558,13 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
   const fuzz::KutDescription& d = pool.description();
   io.out << fmt::format(
       "kernel under test: {} ({}{}), {} mode, head dims {},{}, reference {}; {} worker "
-      "replacement(s)\n",
+      "replacement(s){}\n",
       d.name, kut_path_, kut_config_.empty() ? "" : ", config " + kut_config_, gpu_mode_,
-      check_.head_dim_qk, check_.head_dim_v, check_.reference, pool.restarts());
+      check_.head_dim_qk, check_.head_dim_v, check_.reference, pool.restarts(),
+      pool.faults_not_recurring() > 0
+          ? fmt::format(", {} device fault(s) that did not recur alone (not findings)",
+                        pool.faults_not_recurring())
+          : "");
   // What became of the decode calls: a kernel that runs none of the generated shapes is silent
   // otherwise.
   int64_t run = 0, skipped = 0, unsupported = 0, top = 0;
