@@ -199,7 +199,8 @@ std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error, bool isolated)
     if (!o_.devices.empty()) device = o_.devices[started_ % o_.devices.size()];
     ++started_;
   }
-  if (!w->Spawn(WorkerArgs(o_), device, isolated, error)) return nullptr;
+  // After a device fault under MPS every new worker stays outside the daemon (LeaveMps).
+  if (!w->Spawn(WorkerArgs(o_), device, isolated || left_mps_.load(), error)) return nullptr;
   std::string line;
   while (true) {
     const KutWorker::Read r = w->Next(o_.timeout_seconds, &line);
@@ -618,6 +619,17 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++restarts_;
+    }
+    if (fault.contains("device") && mps_ && !left_mps_.exchange(true))
+      res.notes.push_back(
+          "a device fault under MPS ends every worker on the GPU, and the daemon takes no new "
+          "client until they have all exited: the workers started from now on run outside it");
+    if (running.is_null() && fault.contains("device")) {
+      // A device error before any kernel call of this attempt (under MPS, another worker's
+      // fault ended this context too): the same calls again on a new worker.
+      res.notes.push_back("the worker's device failed before its first kernel call (" + how +
+                          "): the step runs again from call " + std::to_string(start));
+      continue;
     }
     start = AddWorkerEnd(scenario, running, std::move(fault), how, w->last_words, res);
     if (start < 0) return res;

@@ -76,6 +76,8 @@ class KutPool {
   // Device faults that did not recur when their call ran again alone (not findings; under an
   // NVIDIA MPS daemon, a fault of one worker ends every worker on the GPU).
   int64_t faults_not_recurring() const;
+  // Whether a device fault under an MPS daemon made the pool start its workers outside it.
+  bool left_mps() const { return left_mps_.load(); }
   // Seconds the workers spent, by part (replay, inputs, kernel, reference, checks, plans), and
   // "steps": the steps they checked.
   std::map<std::string, double> Timing() const;
@@ -132,6 +134,10 @@ class KutPool {
   int64_t restarts_ = 0;                     // workers replaced after a fault or hang (under mu_)
   int64_t faults_not_recurring_ = 0;         // (under mu_)
   bool mps_ = false;                         // the workers are clients of an MPS daemon
+  // Set at the first device fault under MPS: a fault there ends every client on the GPU and the
+  // daemon takes no new one until all have exited, so the campaign goes on without it (slower,
+  // each fault one worker's again).
+  std::atomic<bool> left_mps_{false};
   std::map<std::string, double> timing_;     // (under mu_)
   std::map<std::string, int64_t> outcomes_;  // CallOutcomes (under mu_)
   std::map<std::string, int64_t> numerics_;  // NumericsOutcomes (under mu_)

@@ -561,10 +561,11 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
       "replacement(s){}\n",
       d.name, kut_path_, kut_config_.empty() ? "" : ", config " + kut_config_, gpu_mode_,
       check_.head_dim_qk, check_.head_dim_v, check_.reference, pool.restarts(),
-      pool.faults_not_recurring() > 0
-          ? fmt::format(", {} device fault(s) that did not recur alone (not findings)",
-                        pool.faults_not_recurring())
-          : "");
+      (pool.faults_not_recurring() > 0
+           ? fmt::format(", {} device fault(s) that did not recur alone (not findings)",
+                         pool.faults_not_recurring())
+           : std::string()) +
+          (pool.left_mps() ? "; workers left the MPS daemon after a device fault" : ""));
   // What became of the decode calls: a kernel that runs none of the generated shapes is silent
   // otherwise.
   int64_t run = 0, skipped = 0, unsupported = 0, top = 0;
