@@ -104,25 +104,31 @@ class CallExecutor {
                 Body&& body);
   // Compiled bodies (sim/flat.h): records [i, end) of `f`, the body of `owner`'s loop.
   void RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i, int32_t end);
-  void FlatLoop(const FlatBody& f, const std::vector<Statement>& body, const FlatRecord& r,
-                int32_t at);
+  // One record (records[i]); returns the next record's index. kChecked: some variable slot is
+  // undefined, so every form checks the definedness of the slots it names.
+  template <bool kChecked>
+  [[gnu::always_inline]] inline int32_t FlatStep(const FlatBody& f,
+                                                 const std::vector<Statement>& body, int32_t i);
+  template <bool kChecked>
+  [[gnu::noinline]] void FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
+                                  const FlatRecord& r, int32_t at);
+  template <bool kChecked>
   inline int64_t LinValue(const FlatLin& l, bool* defined) const;
+  template <bool kChecked>
   inline bool CmpHolds(const FlatCmp& c, bool* defined) const;
+  template <bool kChecked>
   inline bool CondHolds(const FlatCond& c, bool* defined) const;
-  inline bool Runs(const FlatCond& c) const {
-    bool defined = true;
-    const bool v = CondHolds(c, &defined);
-    return defined && v;
-  }
-  // A value of a compiled body: forms inline, the other kinds out of line.
-  int64_t FlatValueOf(const FlatBody& f, const FlatValue& v, bool* defined) {
-    if (v.kind == FlatValue::Kind::kLin) return LinValue(v.lin, defined);
-    return FlatValueOther(f, v, defined);
-  }
-  int64_t FlatValueOther(const FlatBody& f, const FlatValue& v, bool* defined);
+  // A value of a compiled body: a select out of line (it recurses), the other kinds inline.
+  template <bool kChecked>
+  [[gnu::always_inline]] inline int64_t FlatValueOf(const FlatBody& f, const FlatValue& v,
+                                                    bool* defined);
+  template <bool kChecked>
+  [[gnu::noinline]] int64_t FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined);
   void EvalHoisted();
   void ExecLetRow(const LetRow& r);
   inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
+  // The first iteration in [v, to) of a CSR walk that is not idle (CsrIdle), else `to`.
+  int64_t CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const;
   // An expression's value (*defined: whether it has one); constants and lone variables inline.
   int64_t Eval(const Expr& e, bool* defined) {
     int64_t v;
@@ -969,9 +975,11 @@ void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bo
   const bool attributed =
       attribute == LoopAttribution::kWorkItem || attribute == LoopAttribution::kTile;
   for (int64_t i = from; i < to; ++i) {
-    if (walk && CsrIdle(*csr, i)) {
-      ++out_.csr_skipped;
-      continue;
+    if (walk) {
+      const int64_t busy = CsrNextBusy(*csr, i, to);
+      out_.csr_skipped += busy - i;
+      i = busy;
+      if (i >= to) break;
     }
     SetVar(slot, i, true);
     if (attributed) who_ = static_cast<int32_t>(i);
@@ -981,13 +989,16 @@ void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bo
 }
 
 // ---------------------------------------------------------------------------------------------
-// Compiled bodies (sim/flat.h): the interpreter's semantics, record by record
+// Compiled bodies (sim/flat.h): the interpreter's semantics, record by record. A record runs
+// unchecked (no definedness work at all) while every variable slot is defined (undefined_ == 0,
+// the common case), checked otherwise; a load can still be undefined either way.
 // ---------------------------------------------------------------------------------------------
 
+template <bool kChecked>
 int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
   const int64_t* v = vars_.data();
   const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
-  if (undefined_ != 0) {  // some variable is undefined: check the ones this form names
+  if (kChecked) {
     const uint8_t* d = defined_.data();
     if ((d[l.d[0]] & d[l.d[1]] & d[l.d[2]] & d[l.d[3]]) == 0) {
       *defined = false;
@@ -1002,24 +1013,27 @@ int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
                               u(l.k[2]) * u(v[l.x[2]]) * u(v[l.y[2]]));
 }
 
+template <bool kChecked>
 bool CallExecutor::CmpHolds(const FlatCmp& c, bool* defined) const {
   bool dl = true, dr = true;
-  const int64_t l = LinValue(c.l, &dl), r = LinValue(c.r, &dr);
+  const int64_t l = LinValue<kChecked>(c.l, &dl);
+  const int64_t r = c.r.form == FlatLin::Form::kConst ? c.r.c : LinValue<kChecked>(c.r, &dr);
   *defined = dl && dr;
   return (c.eq ? l == r : l < r) != c.neg;
 }
 
 // && and ||: the right comparison matters only when the left one does not decide (it loads
 // nothing, so evaluating it anyway changes nothing).
+template <bool kChecked>
 bool CallExecutor::CondHolds(const FlatCond& c, bool* defined) const {
   bool da = true;
-  const bool a = CmpHolds(c.a, &da);
+  const bool a = CmpHolds<kChecked>(c.a, &da);
   if (c.join == FlatCond::Join::kOne) {
     *defined = da;
     return a;
   }
   bool db = true;
-  const bool b = CmpHolds(c.b, &db);
+  const bool b = CmpHolds<kChecked>(c.b, &db);
   if (c.join == FlatCond::Join::kAnd) {
     *defined = da && (!a || db);
     return a && b;
@@ -1028,11 +1042,12 @@ bool CallExecutor::CondHolds(const FlatCond& c, bool* defined) const {
   return a || b;
 }
 
-int64_t CallExecutor::FlatValueOther(const FlatBody& f, const FlatValue& v, bool* defined) {
+template <bool kChecked>
+inline int64_t CallExecutor::FlatValueOf(const FlatBody& f, const FlatValue& v, bool* defined) {
   switch (v.kind) {
-    case FlatValue::Kind::kLin: return LinValue(v.lin, defined);
+    case FlatValue::Kind::kLin: return LinValue<kChecked>(v.lin, defined);
     case FlatValue::Kind::kPost: {
-      const int64_t a = LinValue(v.lin, defined);
+      const int64_t a = LinValue<kChecked>(v.lin, defined);
       if (!*defined) return 0;
       const int64_t k = v.divisor;  // neither 0 nor -1: always defined
       if (v.post == Expr::Op::kDiv) return a / k;
@@ -1041,8 +1056,8 @@ int64_t CallExecutor::FlatValueOther(const FlatBody& f, const FlatValue& v, bool
     }
     case FlatValue::Kind::kLoad: {
       bool d_other = true, d_index = true;
-      const int64_t other = LinValue(v.lin, &d_other);
-      const int64_t idx = LinValue(v.index, &d_index);
+      const int64_t other = LinValue<kChecked>(v.lin, &d_other);
+      const int64_t idx = LinValue<kChecked>(v.index, &d_index);
       if ((v.other_first && !d_other) || !d_index) {  // nothing is loaded
         *defined = false;
         return 0;
@@ -1051,94 +1066,99 @@ int64_t CallExecutor::FlatValueOther(const FlatBody& f, const FlatValue& v, bool
       *defined = r.defined && d_other;
       if (!*defined) return 0;
       return static_cast<int64_t>(static_cast<uint64_t>(other) +
-                                  static_cast<uint64_t>(v.sign) * static_cast<uint64_t>(int64_t{r.value}));
+                                  static_cast<uint64_t>(v.sign) *
+                                      static_cast<uint64_t>(int64_t{r.value}));
     }
-    case FlatValue::Kind::kSelect: {
-      bool dc = true;
-      const bool c = CondHolds(f.conds[v.cond], &dc);
-      if (!dc) {
-        *defined = false;
-        return 0;
-      }
-      return FlatValueOf(f, f.values[c ? v.then_value : v.else_value], defined);
-    }
+    case FlatValue::Kind::kSelect: return FlatSelect<kChecked>(f, v, defined);
   }
   *defined = false;
   return 0;
 }
 
-void CallExecutor::RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i,
-                           int32_t end) {
-  const FlatRecord* records = f.records.data();
-  while (i < end) {
-    const FlatRecord& r = records[i];
-    if (r.when >= 0 && !Runs(f.conds[r.when])) {
-      i = r.kind == FlatRecord::Kind::kLoop || r.kind == FlatRecord::Kind::kIf ? r.body_end
-                                                                              : i + 1;
-      continue;
-    }
-    switch (r.kind) {
-      case FlatRecord::Kind::kLetRow: ExecLetRow(f.rows[r.row]); break;
-      case FlatRecord::Kind::kLetLin: {
-        bool defined = true;
-        const int64_t v = LinValue(r.begin, &defined);
-        SetVar(r.slot, v, defined);
-        break;
-      }
-      case FlatRecord::Kind::kLetValue: {
-        bool defined = true;
-        const int64_t v = FlatValueOf(f, f.values[r.v[0]], &defined);
-        SetVar(r.slot, v, defined);
-        break;
-      }
-      case FlatRecord::Kind::kAccess: {
-        if (!roles_[r.role]) break;  // a buffer this call does not pass
-        bool d1 = true, d2 = true;
-        const int64_t b = LinValue(r.begin, &d1), e = LinValue(r.end, &d2);
-        if (d1 && d2) TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
-        break;
-      }
-      case FlatRecord::Kind::kAccessValue: {
-        if (!roles_[r.role]) break;
-        bool d1 = true, d2 = true;
-        const int64_t b = FlatValueOf(f, f.values[r.v[0]], &d1);
-        const int64_t e = FlatValueOf(f, f.values[r.v[1]], &d2);
-        if (d1 && d2) TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
-        break;
-      }
-      case FlatRecord::Kind::kGather: {
-        bool d1 = true, d2 = true, d3 = true;
-        const int64_t p0 = FlatValueOf(f, f.values[r.v[0]], &d1);
-        const int64_t p1 = FlatValueOf(f, f.values[r.v[1]], &d2);
-        const int64_t page = FlatValueOf(f, f.values[r.v[2]], &d3);
-        if (d1 && d2 && d3) GatherAt(r.role, r.index_role, p0, p1, page);
-        break;
-      }
-      case FlatRecord::Kind::kLoop:
-        FlatLoop(f, body, r, i);
-        i = r.body_end;
-        continue;
-      case FlatRecord::Kind::kIf: {
-        bool defined = true;
-        const bool c = CondHolds(f.conds[r.cond], &defined);
-        if (!defined || !c) {
-          i = r.body_end;
-          continue;
-        }
-        break;  // the body's records follow
-      }
-    }
-    ++i;
+template <bool kChecked>
+int64_t CallExecutor::FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined) {
+  bool dc = true;
+  const bool c = CondHolds<kChecked>(f.conds[v.cond], &dc);
+  if (!dc) {
+    *defined = false;
+    return 0;
   }
+  return FlatValueOf<kChecked>(f, f.values[c ? v.then_value : v.else_value], defined);
 }
 
+template <bool kChecked>
+inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<Statement>& body, int32_t i) {
+  const FlatRecord& r = f.records[i];
+  if (r.when >= 0) {
+    bool defined = true;
+    const bool holds = CondHolds<kChecked>(f.conds[r.when], &defined);
+    if (!(defined && holds))
+      return r.kind == FlatRecord::Kind::kLoop || r.kind == FlatRecord::Kind::kIf ? r.body_end
+                                                                                 : i + 1;
+  }
+  switch (r.kind) {
+    case FlatRecord::Kind::kLetRow: ExecLetRow(f.rows[r.row]); break;
+    case FlatRecord::Kind::kLetLin: {
+      bool defined = true;
+      const int64_t v = LinValue<kChecked>(r.begin, &defined);
+      SetVar(r.slot, v, defined);
+      break;
+    }
+    case FlatRecord::Kind::kLetValue: {
+      bool defined = true;
+      const int64_t v = FlatValueOf<kChecked>(f, f.values[r.v[0]], &defined);
+      SetVar(r.slot, v, defined);
+      break;
+    }
+    case FlatRecord::Kind::kAccess: {
+      if (!roles_[r.role]) break;  // a buffer this call does not pass
+      bool d1 = true, d2 = true;
+      const int64_t b = LinValue<kChecked>(r.begin, &d1), e = LinValue<kChecked>(r.end, &d2);
+      if (d1 && d2) TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+      break;
+    }
+    case FlatRecord::Kind::kAccessValue: {
+      if (!roles_[r.role]) break;
+      bool d1 = true, d2 = true;
+      const int64_t b = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+      const int64_t e = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+      if (d1 && d2) TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+      break;
+    }
+    case FlatRecord::Kind::kGather: {
+      bool d1 = true, d2 = true, d3 = true;
+      const int64_t p0 = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+      const int64_t p1 = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+      const int64_t page = FlatValueOf<kChecked>(f, f.values[r.v[2]], &d3);
+      if (d1 && d2 && d3) GatherAt(r.role, r.index_role, p0, p1, page);
+      break;
+    }
+    case FlatRecord::Kind::kLoop: FlatLoop<kChecked>(f, body, r, i); return r.body_end;
+    case FlatRecord::Kind::kIf: {
+      bool defined = true;
+      const bool c = CondHolds<kChecked>(f.conds[r.cond], &defined);
+      if (!defined || !c) return r.body_end;
+      break;  // the body's records follow
+    }
+  }
+  return i + 1;
+}
+
+void CallExecutor::RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i,
+                           int32_t end) {
+  while (i < end) i = undefined_ == 0 ? FlatStep<false>(f, body, i) : FlatStep<true>(f, body, i);
+}
+
+template <bool kChecked>
 void CallExecutor::FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
                             const FlatRecord& r, int32_t at) {
   bool d1 = true, d2 = true;
-  const int64_t from = FlatValueOf(f, f.values[r.v[0]], &d1);
-  const int64_t to = FlatValueOf(f, f.values[r.v[1]], &d2);
+  const int64_t from = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+  const int64_t to = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
   if (!d1 || !d2 || to <= from) return;
-  auto bound = [&](bool* defined) { return FlatValueOf(f, f.values[r.v[2]], defined); };
+  // The bound is evaluated after from and to, as the interpreter does; a let of neither can
+  // have changed since, so the same check mode applies.
+  auto bound = [&](bool* defined) { return FlatValueOf<kChecked>(f, f.values[r.v[2]], defined); };
   auto stmt = [&]() -> const Statement& {  // the loop statement, by its path in `body`
     const std::vector<int32_t>& path = f.paths[r.stmt];
     const Statement* s = &body[path[0]];
@@ -1173,6 +1193,48 @@ bool CallExecutor::CsrIdle(const CsrWalk& w, int64_t v) const {
     gate += w.coef[k] * l.data[e];
   }
   return gate <= 0;
+}
+
+int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const {
+  const LoadSource& l = loads_[w.buffer];
+  // The common walk: elements v + a and v + a + 1 of a plain int32 buffer (work_indptr[c],
+  // work_indptr[c + 1]), scanned in one tight loop; the element indices as CsrIdle computes them.
+  if (w.loads == 2 && w.width == 1 && w.field == 0 && w.offset[1] == w.offset[0] + 1 && l.cells) {
+    const int32_t* data = l.data;
+    const Cell* cells = l.cells;
+    const int64_t size = l.size, c0 = w.coef[0], c1 = w.coef[1], k = w.constant;
+    // Four iterations at a time while elements e0 .. e0 + 4 are all inside the buffer: their
+    // five cells written (no zero byte) and no gate above 0; else one at a time below.
+    const int64_t a = w.offset[0];
+    if (a >= 0 && a < size) {
+      for (; v + 4 <= to && v >= 0 && v <= size - 5 - a; v += 4) {
+        const int64_t e = v + a;
+        uint32_t c4 = 0;
+        std::memcpy(&c4, cells + e, 4);
+        const bool unwritten = ((c4 - 0x01010101u) & ~c4 & 0x80808080u) != 0 ||
+                               cells[e + 4] == Cell::kUnwritten;
+        const int64_t x0 = data[e], x1 = data[e + 1], x2 = data[e + 2], x3 = data[e + 3],
+                      x4 = data[e + 4];
+        const bool busy = (k + c0 * x0 + c1 * x1 > 0) | (k + c0 * x1 + c1 * x2 > 0) |
+                          (k + c0 * x2 + c1 * x3 > 0) | (k + c0 * x3 + c1 * x4 > 0);
+        if (unwritten || busy) break;
+      }
+    }
+    for (; v < to; ++v) {
+      const int64_t e0 = static_cast<int64_t>(static_cast<uint64_t>(v) +
+                                              static_cast<uint64_t>(w.offset[0]));
+      const int64_t e1 = static_cast<int64_t>(static_cast<uint64_t>(v) +
+                                              static_cast<uint64_t>(w.offset[1]));
+      if (e0 < 0 || e0 >= size || e1 < 0 || e1 >= size || cells[e0] == Cell::kUnwritten ||
+          cells[e1] == Cell::kUnwritten)
+        return v;
+      if (k + c0 * data[e0] + c1 * data[e1] > 0) return v;
+    }
+    return v;
+  }
+  for (; v < to; ++v)
+    if (!CsrIdle(w, v)) return v;
+  return v;
 }
 
 void CallExecutor::CaptureLayout(const Call& c, bool has_violation) {
