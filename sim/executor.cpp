@@ -184,8 +184,9 @@ class CallExecutor {
   int32_t undefined_ = 0;  // slots whose defined_ is 0 (compiled bodies skip the checks at 0)
   // Sets a variable slot, keeping undefined_.
   void SetVar(int32_t slot, int64_t value, bool defined) {
-    undefined_ += static_cast<int32_t>(!defined) - static_cast<int32_t>(!defined_[slot]);
     vars_[slot] = value;
+    if (defined_[slot] == static_cast<uint8_t>(defined)) return;
+    undefined_ += defined ? -1 : 1;
     defined_[slot] = defined;
   }
   int32_t who_ = -1;
@@ -765,6 +766,24 @@ void CallExecutor::Exec(const std::vector<Statement>& body) {
 void CallExecutor::ExecLetRow(const LetRow& r) {
   const bool index_defined = defined_[r.index_slot] != 0;
   const int64_t base = vars_[r.index_slot] * r.width;
+  const LoadSource& src = loads_[r.buffer];
+  if (index_defined && base >= 0 && base <= src.size - r.width) {
+    // The whole row is inside the buffer: each field is loadable when its cell was written.
+    const auto* fields = r.slot_field.data();
+    const size_t n = r.slot_field.size();
+    size_t k = 0;
+    for (; k < n; ++k) {
+      const int64_t e = base + fields[k].second;
+      if (e >= src.size || (src.cells && src.cells[e] == Cell::kUnwritten)) break;
+      SetVar(fields[k].first, src.data[e], true);
+    }
+    if (k == n) return;
+    for (; k < n; ++k) {  // from the first unwritten one on, one load at a time
+      const LoadResult l = Load(r.buffer, base + fields[k].second);
+      SetVar(fields[k].first, l.defined ? l.value : 0, l.defined);
+    }
+    return;
+  }
   for (const auto& [slot, field] : r.slot_field) {
     const LoadResult l = index_defined ? Load(r.buffer, base + field) : LoadResult{};
     SetVar(slot, l.defined ? l.value : 0, l.defined);
