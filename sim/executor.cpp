@@ -102,6 +102,11 @@ class CallExecutor {
   void LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bound, Stmt&& stmt,
                 bool empty_body, const CsrWalk* csr, int32_t slot, LoopAttribution attribute,
                 Body&& body);
+  // The loop statement of record r (a kLoop), by its path in `body`; a hang report of it.
+  const Statement& FlatStatement(const FlatBody& f, const std::vector<Statement>& body,
+                                 const FlatRecord& r) const;
+  [[gnu::noinline, gnu::cold]] void FlatHang(const FlatBody& f, const std::vector<Statement>& body,
+                                             const FlatRecord& r, int64_t trips, int64_t bound);
   // Compiled bodies (sim/flat.h): records [i, end) of `f`, the body of `owner`'s loop.
   void RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i, int32_t end);
   // One record (records[i]); returns the next record's index. kChecked: some variable slot is
@@ -1152,7 +1157,22 @@ inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<State
       if (d1 && d2 && d3) GatherAt(r.role, r.index_role, p0, p1, page);
       break;
     }
-    case FlatRecord::Kind::kLoop: FlatLoop<kChecked>(f, body, r, i); return r.body_end;
+    case FlatRecord::Kind::kLoop:
+      if (r.empty_body) {  // only its hang check can do anything: inline
+        bool d1 = true, d2 = true;
+        const int64_t from = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+        const int64_t to = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+        if (!d1 || !d2 || to <= from || r.v[2] < 0) return r.body_end;
+        const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+        const int64_t trips = span > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                      : static_cast<int64_t>(span);
+        bool db = true;
+        const int64_t bound = FlatValueOf<kChecked>(f, f.values[r.v[2]], &db);
+        if (db && trips > bound) FlatHang(f, body, r, trips, bound);
+        return r.body_end;
+      }
+      FlatLoop<kChecked>(f, body, r, i);
+      return r.body_end;
     case FlatRecord::Kind::kIf: {
       bool defined = true;
       const bool c = CondHolds<kChecked>(f.conds[r.cond], &defined);
@@ -1178,15 +1198,23 @@ void CallExecutor::FlatLoop(const FlatBody& f, const std::vector<Statement>& bod
   // The bound is evaluated after from and to, as the interpreter does; a let of neither can
   // have changed since, so the same check mode applies.
   auto bound = [&](bool* defined) { return FlatValueOf<kChecked>(f, f.values[r.v[2]], defined); };
-  auto stmt = [&]() -> const Statement& {  // the loop statement, by its path in `body`
-    const std::vector<int32_t>& path = f.paths[r.stmt];
-    const Statement* s = &body[path[0]];
-    for (size_t k = 1; k < path.size(); ++k) s = &s->body[path[k]];
-    return *s;
-  };
+  auto stmt = [&]() -> const Statement& { return FlatStatement(f, body, r); };
   LoopOver(from, to, r.v[2] >= 0, bound, stmt, r.empty_body, r.csr >= 0 ? &f.csrs[r.csr] : nullptr,
            r.slot, static_cast<LoopAttribution>(r.attribute),
            [&] { RunFlat(f, body, at + 1, r.body_end); });
+}
+
+const Statement& CallExecutor::FlatStatement(const FlatBody& f, const std::vector<Statement>& body,
+                                             const FlatRecord& r) const {
+  const std::vector<int32_t>& path = f.paths[r.stmt];
+  const Statement* s = &body[path[0]];
+  for (size_t k = 1; k < path.size(); ++k) s = &s->body[path[k]];
+  return *s;
+}
+
+void CallExecutor::FlatHang(const FlatBody& f, const std::vector<Statement>& body,
+                            const FlatRecord& r, int64_t trips, int64_t bound) {
+  ReportHang(FlatStatement(f, body, r), trips, bound);
 }
 
 // The contract's per-call sub-expressions (Contract::hoisted), before its program runs.
