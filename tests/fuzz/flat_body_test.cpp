@@ -4,6 +4,7 @@
 // plans: the same findings, every field, the same layout.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "sim/engine.h"
 #include "sim/executor.h"
 #include "sim/flat.h"
+#include "tests/sim/sim_builders.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -122,9 +124,21 @@ void UnwriteSomeWorkFields(sim::Trace* t) {
   }
 }
 
+// Decodes that see an eighth of their kv_indices rows: the KV-block loop's bound
+// (`index_rows / 16 + 1`) falls below some work items' block counts, so the hang check fires,
+// with the block count of the first such work item in its finding.
+void ShrinkIndexRows(sim::Trace* t) {
+  for (sim::Call& c : t->calls) {
+    if (c.kind != CallKind::kDecode) continue;
+    for (sim::TensorArg& a : c.args)
+      if (a.role == "kv_indices") a.rows = std::max<int64_t>(1, a.rows / 8);
+  }
+}
+
 // Generated cases (--small and full size, swarm on, every family of docs/fuzzing.md, and
 // every third one under page_count_underflows = 1, whose bodies the interpreter runs): the
-// compiled bodies find what the interpreter finds, as planned and with unwritten work fields.
+// compiled bodies find what the interpreter finds, as planned, with unwritten work fields and
+// with short index buffers.
 TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
   GenConfig small;
   small.swarm = true;
@@ -134,7 +148,7 @@ TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
   full.small = false;
   full.max_batch = 512;
   full.hostile_indices = full.disagreements = full.paged = full.ragged_q = true;
-  int64_t compiled = 0, cases = 0;
+  int64_t compiled = 0, cases = 0, hangs = 0;
   for (uint64_t seed = 1; seed <= 90; ++seed) {
     sim::Scenario s =
         ScenarioFromSeed(seed % 2 == 0 ? full : small, seed, static_cast<int>(10 + seed % 91))
@@ -150,23 +164,87 @@ TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
     }
     auto planned = sim::ExpandStep(s);
     if (!planned.ok()) continue;  // refused by the planner: nothing to run
-    for (int unwritten = 0; unwritten < 2; ++unwritten) {
+    for (int variant = 0; variant < 3; ++variant) {
       sim::Trace t = *planned;
-      if (unwritten) UnwriteSomeWorkFields(&t);
+      if (variant == 1) UnwriteSomeWorkFields(&t);
+      if (variant == 2) ShrinkIndexRows(&t);
       sim::ExecuteOptions flat, interpreted;
       interpreted.flat = false;
       const sim::ExecutionResult a = sim::Execute(s, t, flat);
       const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
-      const std::string what = "seed " + std::to_string(seed) + (unwritten ? ", unwritten" : "");
+      const std::string what = "seed " + std::to_string(seed) + ", variant " + std::to_string(variant);
       EXPECT_EQ(Dump(a), Dump(b)) << what;
       EXPECT_EQ(b.flat_iterations, 0) << what;
       EXPECT_EQ(a.csr_skipped, b.csr_skipped) << what;
       compiled += a.flat_iterations;
       ++cases;
+      if (variant == 2)
+        for (const sim::Violation& v : a.violations) hangs += v.kind == sim::ViolationKind::kUnboundedLoop;
     }
   }
-  EXPECT_GT(cases, 150);
+  EXPECT_GT(cases, 240);
+  EXPECT_GT(hangs, 5);
   EXPECT_GT(compiled, 1000);  // most work items ran compiled
+}
+
+// A user's decode contract with a record of every kind and a value of every shape: a row of
+// lets, a load minus a variable and a variable minus a load, a bilinear form, a division, a
+// remainder and ceiling divisions by positive and negative constants, selects, conditions
+// joined by && and ||, an if, a nested loop, rows in head rows and elements, a gather; over a
+// grid two past work_indptr's entries (loads of nothing: undefined lets, checked records).
+constexpr const char* kEveryShape = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows + 2"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"let": "b", "value": "work_indptr[c]"},
+    {"let": "e", "value": "work_indptr[c + 1]"},
+    {"loop": "w", "from": "b", "to": "e", "attribute": "work_item", "body": [
+      {"let": "qs", "value": "work_info[w].qo_start"},
+      {"let": "qe", "value": "work_info[w].qo_end"},
+      {"let": "ks", "value": "work_info[w].kv_start"},
+      {"let": "n", "value": "work_info[w].kv_end - ks"},
+      {"let": "m", "value": "qe - work_info[w].qo_start"},
+      {"let": "p", "value": "work_info[w].partial_qo_loc"},
+      {"read": "q", "rows": ["qs", "qe + m * heads - 2 * n + 3"], "when": "n > 3 || qs == 0"},
+      {"write": "o", "rows": ["qs / 2", "cdiv(qe, 3)"], "when": "p < 0 && n >= 1"},
+      {"read": "kv_indices", "rows": ["ks % 7", "n > 0 ? ks * 1 + n : ks - 1"], "unit": "elements"},
+      {"read": "kv_indices", "rows": ["ks % -5", "cdiv(n, -16)"]},
+      {"loop": "i", "from": 0, "to": "cdiv(n + 40, 16)", "body": [
+        {"read": "logits", "rows": ["p + i", "p + i + 1"], "when": "i < 2 && p >= 0"}]},
+      {"if": "n >= 2 && m != 1", "body": [
+        {"write": "attn_lse", "rows": ["ks * page_size", "ks * page_size + qe"], "unit": "head_rows"},
+        {"let": "z", "value": "n <= 4 ? kv_last_page_lens[0] - qs : qe * n - 1"},
+        {"write": "logits", "rows": ["z", "z + 1"], "when": "z != 0"}]},
+      {"gather": "kv_cache", "index": "kv_indices", "positions": ["ks * page_size", "(ks + n) * page_size"], "page_size": "page_size"}
+    ]}
+  ]}]
+})json";
+
+TEST(FlatBody, ValuesOfEveryShapeFindWhatTheInterpreterFinds) {
+  auto parsed = sim::ParseContract(json::parse(kEveryShape), "every-shape.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto user = std::make_shared<const Contract>(std::move(*parsed));
+  ASSERT_NE(user->program.at(0).flat, nullptr);  // the whole workgroup body compiles
+  int64_t compiled = 0;
+  for (const bool sparse : {true, false}) {
+    sim::Scenario s = sim::test::WorkedExample(sparse, sparse ? "atom-2026-08" : "atom-2026-11");
+    s.contracts.push_back(user);
+    auto planned = sim::ExpandStep(s);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    for (int variant = 0; variant < 3; ++variant) {
+      sim::Trace t = *planned;
+      if (variant == 1) UnwriteSomeWorkFields(&t);
+      if (variant == 2) ShrinkIndexRows(&t);
+      sim::ExecuteOptions flat, interpreted;
+      interpreted.flat = false;
+      const sim::ExecutionResult a = sim::Execute(s, t, flat);
+      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      EXPECT_EQ(Dump(a), Dump(b)) << (sparse ? "sparse" : "dense") << ", variant " << variant;
+      EXPECT_FALSE(a.violations.empty());
+      compiled += a.flat_iterations;
+    }
+  }
+  EXPECT_GT(compiled, 0);
 }
 
 }  // namespace
