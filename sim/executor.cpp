@@ -107,7 +107,7 @@ class CallExecutor {
                                  const FlatRecord& r) const;
   [[gnu::noinline, gnu::cold]] void FlatHang(const FlatBody& f, const std::vector<Statement>& body,
                                              const FlatRecord& r, int64_t trips, int64_t bound);
-  // Compiled bodies (sim/flat.h): records [i, end) of `f`, the body of `owner`'s loop.
+  // Compiled bodies (sim/flat.h): records [i, end) of `f`, compiled from `body`.
   void RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i, int32_t end);
   // One record (records[i]); returns the next record's index. kChecked: some variable slot is
   // undefined, so every form checks the definedness of the slots it names.
