@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "ref/limits.h"
+#include "sim/flat.h"
 #include "sim/json_input.h"
 
 namespace mlasim::sim {
@@ -642,6 +643,7 @@ StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
   if (!program) return InvalidArgumentError(r.Path("program"), "required key is missing");
   MLASIM_RETURN_IF_ERROR(pc.Compile(*program, scope));
   MLASIM_RETURN_IF_ERROR(r.Finish());
+  CompileFlatBodies(&c);
   return c;
 }
 

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -114,6 +115,8 @@ struct CsrWalk {
   int64_t coef[2] = {0, 0}, constant = 0;
 };
 
+struct FlatBody;  // sim/flat.h
+
 // One statement of a contract's program.
 struct Statement {
   enum class Kind : uint8_t { kRead, kWrite, kGather, kLoop, kLet, kIf };
@@ -145,6 +148,8 @@ struct Statement {
   LetRow let_row;  // kLet: the run of row loads this let starts (empty slot_field: none)
   CsrWalk csr;     // kLoop: the CSR walk its body is (loads 0: none)
   std::vector<Statement> body;
+  // kLoop: `body` compiled into flat records (sim/flat.h); null: the interpreter runs it.
+  std::shared_ptr<const FlatBody> flat;
 };
 
 // Variables every program may read; the executor fills them per call (docs/contracts.md).
@@ -200,6 +205,10 @@ struct Contract {
   std::map<std::string, int64_t> constants;
   std::vector<Statement> program;
   int32_t num_slots = kLaunchVarCount;  // variable slots: launch vars, then loop/let variables
+  // Compiled loop bodies (sim/flat.h): a slot that always holds 1, and sub-expressions over
+  // launch variables only, evaluated once per call into their slots before the program runs.
+  int32_t one_slot = -1;
+  std::vector<std::pair<int32_t, Expr>> hoisted;
   std::string model;                    // plan_build / plan_update: the reference model run
   nlohmann::json doc;                   // the contract after `extends` was resolved
 };

@@ -10,6 +10,7 @@
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
+#include "sim/flat.h"
 #include "sim/kernel_request.h"
 
 namespace mlasim::sim {
@@ -88,8 +89,51 @@ class CallExecutor {
   void ExecAccess(const Statement& st);
   void ExecGather(const Statement& st);
   void ExecLoop(const Statement& st);
+  // Rows [b, e) of role `role` in `unit`s, read or written (what an access statement does once
+  // its rows are evaluated).
+  void TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b, int64_t e);
+  // A gather over token positions [p0, p1) with pages of `page` tokens, all three evaluated.
+  void GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1, int64_t page);
+  // The iterations of a loop whose range [from, to) is evaluated and defined: the hang checks,
+  // then `body()` per iteration with the loop variable set (ExecLoop's semantics, shared by the
+  // interpreter and the compiled bodies). `bound(&defined)` gives the trip bound (has_bound);
+  // `stmt()` the loop statement, for a hang report.
+  template <class Bound, class Stmt, class Body>
+  void LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bound, Stmt&& stmt,
+                bool empty_body, const CsrWalk* csr, int32_t slot, LoopAttribution attribute,
+                Body&& body);
+  // The loop statement of record r (a kLoop), by its path in `body`; a hang report of it.
+  const Statement& FlatStatement(const FlatBody& f, const std::vector<Statement>& body,
+                                 const FlatRecord& r) const;
+  [[gnu::noinline, gnu::cold]] void FlatHang(const FlatBody& f, const std::vector<Statement>& body,
+                                             const FlatRecord& r, int64_t trips, int64_t bound);
+  // Compiled bodies (sim/flat.h): records [i, end) of `f`, compiled from `body`.
+  void RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i, int32_t end);
+  // One record (records[i]); returns the next record's index. kChecked: some variable slot is
+  // undefined, so every form checks the definedness of the slots it names.
+  template <bool kChecked>
+  [[gnu::always_inline]] inline int32_t FlatStep(const FlatBody& f,
+                                                 const std::vector<Statement>& body, int32_t i);
+  template <bool kChecked>
+  [[gnu::noinline]] void FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
+                                  const FlatRecord& r, int32_t at);
+  template <bool kChecked>
+  inline int64_t LinValue(const FlatLin& l, bool* defined) const;
+  template <bool kChecked>
+  inline bool CmpHolds(const FlatCmp& c, bool* defined) const;
+  template <bool kChecked>
+  inline bool CondHolds(const FlatCond& c, bool* defined) const;
+  // A value of a compiled body: a select out of line (it recurses), the other kinds inline.
+  template <bool kChecked>
+  [[gnu::always_inline]] inline int64_t FlatValueOf(const FlatBody& f, const FlatValue& v,
+                                                    bool* defined);
+  template <bool kChecked>
+  [[gnu::noinline]] int64_t FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined);
+  void EvalHoisted();
   void ExecLetRow(const LetRow& r);
   inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
+  // The first iteration in [v, to) of a CSR walk that is not idle (CsrIdle), else `to`.
+  int64_t CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const;
   // An expression's value (*defined: whether it has one); constants and lone variables inline.
   int64_t Eval(const Expr& e, bool* defined) {
     int64_t v;
@@ -103,8 +147,11 @@ class CallExecutor {
   [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
-  void GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
+  void GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
                   int64_t p1, int64_t page);
+  // The fills of an index buffer (contents_), looked up once per call and role.
+  const std::vector<std::shared_ptr<const IndexContent>>* ContentsOf(int32_t index_role,
+                                                                    const TensorArg& index);
   void GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page);
   void FlushInvalid(const Call& c);
 
@@ -131,11 +178,22 @@ class CallExecutor {
   // The call's tensors by role id (CallRoles of its kind): its args, and the plan buffers.
   const TensorArg* roles_[kMaxRoles] = {};
   Allocation* role_allocs_[kMaxRoles] = {};  // their allocations, looked up once per call
+  // contents_ of the index buffer of each role, looked up at its first gather of the call.
+  const std::vector<std::shared_ptr<const IndexContent>>* role_contents_[kMaxRoles] = {};
+  bool role_contents_found_[kMaxRoles] = {};
   std::vector<std::array<TensorArg, 5>> plan_tensors_;  // per trace plan, built once
   std::vector<int32_t> kernel_qo_indptr_;  // the bound call's qo_indptr (sim/kernel_request.h)
   LoadSource loads_[kLoadSlotCount];
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
+  int32_t undefined_ = 0;  // slots whose defined_ is 0 (compiled bodies skip the checks at 0)
+  // Sets a variable slot, keeping undefined_.
+  void SetVar(int32_t slot, int64_t value, bool defined) {
+    vars_[slot] = value;
+    if (defined_[slot] == static_cast<uint8_t>(defined)) return;
+    undefined_ += defined ? -1 : 1;
+    defined_[slot] = defined;
+  }
   int32_t who_ = -1;
   // What each index buffer holds, fill after fill (the kv_cache model): latest last.
   std::map<std::string, std::vector<std::shared_ptr<const IndexContent>>> contents_;
@@ -516,6 +574,7 @@ void CallExecutor::KernelCall(const Call& c) {
     for (const TensorArg& a : c.args)
       if (a.role == "indices") contents_[a.buffer].push_back(c.fill_content);
   }
+  EvalHoisted();
   Exec(contract_->program);
   FlushInvalid(c);
   Flush(c);
@@ -551,11 +610,14 @@ void CallExecutor::Bind(const Call& c) {
   for (int i = 0; i < kMaxRoles; ++i) {
     roles_[i] = nullptr;
     role_allocs_[i] = nullptr;
+    role_contents_[i] = nullptr;
+    role_contents_found_[i] = false;
   }
   for (const TensorArg& a : c.args) BindRole(a);
   for (LoadSource& l : loads_) l = LoadSource();
   vars_.assign(contract_->num_slots, 0);
   defined_.assign(contract_->num_slots, 1);
+  undefined_ = 0;
   auto plan_load = [&](LoadSlot slot, const std::string& name, const ref::Int32Buffer& b) {
     loads_[slot] = {b.data.data(), b.cells.data(), b.size(), b.size(), b.row_width, &name};
   };
@@ -686,8 +748,8 @@ void CallExecutor::Exec(const std::vector<Statement>& body) {
           break;
         }
         bool defined = true;
-        vars_[st.slot] = Eval(st.value, &defined);
-        defined_[st.slot] = defined;
+        const int64_t v = Eval(st.value, &defined);
+        SetVar(st.slot, v, defined);
         break;
       }
       case Statement::Kind::kIf: {
@@ -709,24 +771,44 @@ void CallExecutor::Exec(const std::vector<Statement>& body) {
 void CallExecutor::ExecLetRow(const LetRow& r) {
   const bool index_defined = defined_[r.index_slot] != 0;
   const int64_t base = vars_[r.index_slot] * r.width;
+  const LoadSource& src = loads_[r.buffer];
+  if (index_defined && base >= 0 && base <= src.size - r.width) {
+    // The whole row is inside the buffer: each field is loadable when its cell was written.
+    const auto* fields = r.slot_field.data();
+    const size_t n = r.slot_field.size();
+    size_t k = 0;
+    for (; k < n; ++k) {
+      const int64_t e = base + fields[k].second;
+      if (e >= src.size || (src.cells && src.cells[e] == Cell::kUnwritten)) break;
+      SetVar(fields[k].first, src.data[e], true);
+    }
+    if (k == n) return;
+    for (; k < n; ++k) {  // from the first unwritten one on, one load at a time
+      const LoadResult l = Load(r.buffer, base + fields[k].second);
+      SetVar(fields[k].first, l.defined ? l.value : 0, l.defined);
+    }
+    return;
+  }
   for (const auto& [slot, field] : r.slot_field) {
     const LoadResult l = index_defined ? Load(r.buffer, base + field) : LoadResult{};
-    vars_[slot] = l.defined ? l.value : 0;
-    defined_[slot] = l.defined;
+    SetVar(slot, l.defined ? l.value : 0, l.defined);
   }
 }
 
 void CallExecutor::ExecAccess(const Statement& st) {
-  const TensorArg* a = roles_[st.role];
-  if (!a) return;  // a buffer this call does not pass (lse without return_lse, ...)
-  Allocation* alloc = role_allocs_[st.role];
+  if (!roles_[st.role]) return;  // a buffer this call does not pass (lse without return_lse, ...)
   bool d1 = true, d2 = true;
-  int64_t b = Eval(st.begin, &d1);
-  int64_t e = Eval(st.end, &d2);
+  const int64_t b = Eval(st.begin, &d1);
+  const int64_t e = Eval(st.end, &d2);
   if (!d1 || !d2) return;
+  TouchRows(st.role, st.kind == Statement::Kind::kWrite, st.unit, b, e);
+}
+
+void CallExecutor::TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b, int64_t e) {
+  const TensorArg* a = roles_[role];
   // To the tensor's rows: a partly touched row counts as touched.
   int64_t per_row = 1;
-  switch (st.unit) {
+  switch (unit) {
     case AccessUnit::kRows: break;
     case AccessUnit::kHeadRows: per_row = std::max<int64_t>(a->heads, 1); break;
     case AccessUnit::kElements:
@@ -738,7 +820,7 @@ void CallExecutor::ExecAccess(const Statement& st) {
     b = FloorDiv(b, per_row);
     e = FloorDiv(e + per_row - 1, per_row);
   }
-  TouchIn(alloc, *a, st.kind == Statement::Kind::kWrite, b, e, who_);
+  TouchIn(role_allocs_[role], *a, write, b, e, who_);
 }
 
 void CallExecutor::ExecGather(const Statement& st) {
@@ -746,27 +828,47 @@ void CallExecutor::ExecGather(const Statement& st) {
   const int64_t p0 = Eval(st.begin, &d1);
   const int64_t p1 = Eval(st.end, &d2);
   const int64_t page = Eval(st.page_size, &d3);
-  if (!d1 || !d2 || !d3 || p1 <= p0 || page <= 0) return;
-  const TensorArg* index = roles_[st.index_role];
+  if (!d1 || !d2 || !d3) return;
+  GatherAt(st.role, st.index_role, p0, p1, page);
+}
+
+void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1,
+                            int64_t page) {
+  if (p1 <= p0 || page <= 0) return;
+  const TensorArg* index = roles_[index_role];
   if (!index) return;
   const int64_t e0 = FloorDiv(p0, page), e1 = FloorDiv(p1 - 1, page) + 1;
-  TouchIn(role_allocs_[st.index_role], *index, false, e0, e1, who_);
-  if (roles_[st.role]) GatherRows(st, *index, e0, e1, p0, p1, page);
+  TouchIn(role_allocs_[index_role], *index, false, e0, e1, who_);
+  if (roles_[role]) GatherRows(role, index_role, *index, e0, e1, p0, p1, page);
+}
+
+const std::vector<std::shared_ptr<const IndexContent>>* CallExecutor::ContentsOf(
+    int32_t index_role, const TensorArg& index) {
+  if (index_role < 0 || index_role >= kMaxRoles || roles_[index_role] != &index) {
+    const auto it = contents_.find(index.buffer);
+    return it == contents_.end() ? nullptr : &it->second;
+  }
+  if (!role_contents_found_[index_role]) {
+    const auto it = contents_.find(index.buffer);
+    role_contents_[index_role] = it == contents_.end() ? nullptr : &it->second;
+    role_contents_found_[index_role] = true;
+  }
+  return role_contents_[index_role];
 }
 
 // Index elements [e0, e1) hold the pages of token positions [p0, p1): the KV rows they name are
 // read. Runs of plain slots become one range; explicit values are checked one by one.
-void CallExecutor::GatherRows(const Statement& st, const TensorArg& index, int64_t e0, int64_t e1,
-                              int64_t p0, int64_t p1, int64_t page) {
-  const auto it = contents_.find(index.buffer);
-  if (it == contents_.end()) return;  // never filled: the index read reports the stale read
-  const TensorArg& kv = *roles_[st.role];
-  Allocation* kv_alloc = role_allocs_[st.role];
+void CallExecutor::GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0,
+                              int64_t e1, int64_t p0, int64_t p1, int64_t page) {
+  const auto* fills = ContentsOf(index_role, index);
+  if (!fills) return;  // never filled: the index read reports the stale read
+  const TensorArg& kv = *roles_[role];
+  Allocation* kv_alloc = role_allocs_[role];
   for (int64_t e = e0; e < e1;) {
     // The newest fill that wrote element e decides its value.
     int64_t next = e1;
     bool done = false;
-    for (auto c = it->second.rbegin(); c != it->second.rend() && !done; ++c) {
+    for (auto c = fills->rbegin(); c != fills->rend() && !done; ++c) {
       const IndexContent& ct = **c;
       const auto v =
           std::lower_bound(ct.values.begin(), ct.values.end(), std::make_pair(e, INT64_MIN));
@@ -856,35 +958,273 @@ void CallExecutor::ExecLoop(const Statement& st) {
   const int64_t from = Eval(st.begin, &d1);
   const int64_t to = Eval(st.end, &d2);
   if (!d1 || !d2 || to <= from) return;
+  auto bound = [&](bool* defined) { return Eval(st.bound, defined); };
+  auto stmt = [&]() -> const Statement& { return st; };
+  const CsrWalk* csr = st.csr.loads > 0 ? &st.csr : nullptr;
+  if (st.flat && opt_.flat) {
+    const FlatBody& f = *st.flat;
+    const int32_t n = static_cast<int32_t>(f.records.size());
+    LoopOver(from, to, !st.bound.empty(), bound, stmt, st.body.empty(), csr, st.slot,
+             st.attribute, [&] {
+               ++out_.flat_iterations;
+               RunFlat(f, st.body, 0, n);
+             });
+    return;
+  }
+  LoopOver(from, to, !st.bound.empty(), bound, stmt, st.body.empty(), csr, st.slot, st.attribute,
+           [&] { Exec(st.body); });
+}
+
+template <class Bound, class Stmt, class Body>
+void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bound, Stmt&& stmt,
+                            bool empty_body, const CsrWalk* csr, int32_t slot,
+                            LoopAttribution attribute, Body&& body) {
   // to - from in unsigned arithmetic: exact for any to > from (a contract's bounds are any int64,
   // e.g. from = -2^63 + 1, where the signed difference overflows, read negative and the loop
   // below would run ~2^63 times); saturated at INT64_MAX for the report.
   const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
   const int64_t trips = span > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
                                                                 : static_cast<int64_t>(span);
-  if (!st.bound.empty()) {
+  if (has_bound) {
     bool db = true;
-    const int64_t bound = Eval(st.bound, &db);
-    if (db && trips > bound) return ReportHang(st, trips, bound);
+    const int64_t b = bound(&db);
+    if (db && trips > b) return ReportHang(stmt(), trips, b);
   }
-  if (st.body.empty()) return;
+  if (empty_body) return;
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
   const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
-  if (trips > max_trips) return ReportHang(st, trips, max_trips);
+  if (trips > max_trips) return ReportHang(stmt(), trips, max_trips);
   const int32_t saved_who = who_;
-  const bool csr = st.csr.loads > 0 && opt_.csr_walks;
+  const bool walk = csr && opt_.csr_walks;
+  const bool attributed =
+      attribute == LoopAttribution::kWorkItem || attribute == LoopAttribution::kTile;
   for (int64_t i = from; i < to; ++i) {
-    if (csr && CsrIdle(st.csr, i)) {
-      ++out_.csr_skipped;
-      continue;
+    if (walk) {
+      const int64_t busy = CsrNextBusy(*csr, i, to);
+      out_.csr_skipped += busy - i;
+      i = busy;
+      if (i >= to) break;
     }
-    vars_[st.slot] = i;
-    defined_[st.slot] = 1;
-    if (st.attribute == LoopAttribution::kWorkItem || st.attribute == LoopAttribution::kTile)
-      who_ = static_cast<int32_t>(i);
-    Exec(st.body);
+    SetVar(slot, i, true);
+    if (attributed) who_ = static_cast<int32_t>(i);
+    body();
   }
   who_ = saved_who;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Compiled bodies (sim/flat.h): the interpreter's semantics, record by record. A record runs
+// unchecked (no definedness work at all) while every variable slot is defined (undefined_ == 0,
+// the common case), checked otherwise; a load can still be undefined either way.
+// ---------------------------------------------------------------------------------------------
+
+template <bool kChecked>
+int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
+  const int64_t* v = vars_.data();
+  const auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  if (kChecked) {
+    const uint8_t* d = defined_.data();
+    if ((d[l.d[0]] & d[l.d[1]] & d[l.d[2]] & d[l.d[3]]) == 0) {
+      *defined = false;
+      return 0;
+    }
+  }
+  *defined = true;
+  if (l.form == FlatLin::Form::kVar) return static_cast<int64_t>(u(l.c) + u(v[l.x[0]]));
+  if (l.form == FlatLin::Form::kConst) return l.c;
+  return static_cast<int64_t>(u(l.c) + u(l.k[0]) * u(v[l.x[0]]) * u(v[l.y[0]]) +
+                              u(l.k[1]) * u(v[l.x[1]]) * u(v[l.y[1]]) +
+                              u(l.k[2]) * u(v[l.x[2]]) * u(v[l.y[2]]));
+}
+
+template <bool kChecked>
+bool CallExecutor::CmpHolds(const FlatCmp& c, bool* defined) const {
+  bool dl = true, dr = true;
+  const int64_t l = LinValue<kChecked>(c.l, &dl);
+  const int64_t r = c.r.form == FlatLin::Form::kConst ? c.r.c : LinValue<kChecked>(c.r, &dr);
+  *defined = dl && dr;
+  return (c.eq ? l == r : l < r) != c.neg;
+}
+
+// && and ||: the right comparison matters only when the left one does not decide (it loads
+// nothing, so evaluating it anyway changes nothing).
+template <bool kChecked>
+bool CallExecutor::CondHolds(const FlatCond& c, bool* defined) const {
+  bool da = true;
+  const bool a = CmpHolds<kChecked>(c.a, &da);
+  if (c.join == FlatCond::Join::kOne) {
+    *defined = da;
+    return a;
+  }
+  bool db = true;
+  const bool b = CmpHolds<kChecked>(c.b, &db);
+  if (c.join == FlatCond::Join::kAnd) {
+    *defined = da && (!a || db);
+    return a && b;
+  }
+  *defined = da && (a || db);
+  return a || b;
+}
+
+template <bool kChecked>
+inline int64_t CallExecutor::FlatValueOf(const FlatBody& f, const FlatValue& v, bool* defined) {
+  switch (v.kind) {
+    case FlatValue::Kind::kLin: return LinValue<kChecked>(v.lin, defined);
+    case FlatValue::Kind::kPost: {
+      const int64_t a = LinValue<kChecked>(v.lin, defined);
+      if (!*defined) return 0;
+      const int64_t k = v.divisor;  // neither 0 nor -1: always defined
+      if (v.post == Expr::Op::kDiv) return a / k;
+      if (v.post == Expr::Op::kMod) return a % k;
+      return a / k + ((a % k != 0) && ((a > 0) == (k > 0)));
+    }
+    case FlatValue::Kind::kLoad: {
+      bool d_other = true, d_index = true;
+      const int64_t other = LinValue<kChecked>(v.lin, &d_other);
+      const int64_t idx = LinValue<kChecked>(v.index, &d_index);
+      if ((v.other_first && !d_other) || !d_index) {  // nothing is loaded
+        *defined = false;
+        return 0;
+      }
+      const LoadResult r = Load(v.buffer, idx * v.width + v.field);
+      *defined = r.defined && d_other;
+      if (!*defined) return 0;
+      return static_cast<int64_t>(static_cast<uint64_t>(other) +
+                                  static_cast<uint64_t>(v.sign) *
+                                      static_cast<uint64_t>(int64_t{r.value}));
+    }
+    case FlatValue::Kind::kSelect: return FlatSelect<kChecked>(f, v, defined);
+  }
+  *defined = false;
+  return 0;
+}
+
+template <bool kChecked>
+int64_t CallExecutor::FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined) {
+  bool dc = true;
+  const bool c = CondHolds<kChecked>(f.conds[v.cond], &dc);
+  if (!dc) {
+    *defined = false;
+    return 0;
+  }
+  return FlatValueOf<kChecked>(f, f.values[c ? v.then_value : v.else_value], defined);
+}
+
+template <bool kChecked>
+inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<Statement>& body, int32_t i) {
+  const FlatRecord& r = f.records[i];
+  if (r.when >= 0) {
+    bool defined = true;
+    const bool holds = CondHolds<kChecked>(f.conds[r.when], &defined);
+    if (!(defined && holds))
+      return r.kind == FlatRecord::Kind::kLoop || r.kind == FlatRecord::Kind::kIf ? r.body_end
+                                                                                 : i + 1;
+  }
+  switch (r.kind) {
+    case FlatRecord::Kind::kLetRow: ExecLetRow(f.rows[r.row]); break;
+    case FlatRecord::Kind::kLetLin: {
+      bool defined = true;
+      const int64_t v = LinValue<kChecked>(r.begin, &defined);
+      SetVar(r.slot, v, defined);
+      break;
+    }
+    case FlatRecord::Kind::kLetValue: {
+      bool defined = true;
+      const int64_t v = FlatValueOf<kChecked>(f, f.values[r.v[0]], &defined);
+      SetVar(r.slot, v, defined);
+      break;
+    }
+    case FlatRecord::Kind::kAccess: {
+      if (!roles_[r.role]) break;  // a buffer this call does not pass
+      bool d1 = true, d2 = true;
+      const int64_t b = LinValue<kChecked>(r.begin, &d1), e = LinValue<kChecked>(r.end, &d2);
+      if (d1 && d2) TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+      break;
+    }
+    case FlatRecord::Kind::kAccessValue: {
+      if (!roles_[r.role]) break;
+      bool d1 = true, d2 = true;
+      const int64_t b = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+      const int64_t e = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+      if (d1 && d2) TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+      break;
+    }
+    case FlatRecord::Kind::kGather: {
+      bool d1 = true, d2 = true, d3 = true;
+      const int64_t p0 = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+      const int64_t p1 = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+      const int64_t page = FlatValueOf<kChecked>(f, f.values[r.v[2]], &d3);
+      if (d1 && d2 && d3) GatherAt(r.role, r.index_role, p0, p1, page);
+      break;
+    }
+    case FlatRecord::Kind::kLoop:
+      if (r.empty_body) {  // only its hang check can do anything: inline
+        bool d1 = true, d2 = true;
+        const int64_t from = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+        const int64_t to = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+        if (!d1 || !d2 || to <= from || r.v[2] < 0) return r.body_end;
+        const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+        const int64_t trips = span > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                      : static_cast<int64_t>(span);
+        bool db = true;
+        const int64_t bound = FlatValueOf<kChecked>(f, f.values[r.v[2]], &db);
+        if (db && trips > bound) FlatHang(f, body, r, trips, bound);
+        return r.body_end;
+      }
+      FlatLoop<kChecked>(f, body, r, i);
+      return r.body_end;
+    case FlatRecord::Kind::kIf: {
+      bool defined = true;
+      const bool c = CondHolds<kChecked>(f.conds[r.cond], &defined);
+      if (!defined || !c) return r.body_end;
+      break;  // the body's records follow
+    }
+  }
+  return i + 1;
+}
+
+void CallExecutor::RunFlat(const FlatBody& f, const std::vector<Statement>& body, int32_t i,
+                           int32_t end) {
+  while (i < end) i = undefined_ == 0 ? FlatStep<false>(f, body, i) : FlatStep<true>(f, body, i);
+}
+
+template <bool kChecked>
+void CallExecutor::FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
+                            const FlatRecord& r, int32_t at) {
+  bool d1 = true, d2 = true;
+  const int64_t from = FlatValueOf<kChecked>(f, f.values[r.v[0]], &d1);
+  const int64_t to = FlatValueOf<kChecked>(f, f.values[r.v[1]], &d2);
+  if (!d1 || !d2 || to <= from) return;
+  // The bound is evaluated after from and to, as the interpreter does; a let of neither can
+  // have changed since, so the same check mode applies.
+  auto bound = [&](bool* defined) { return FlatValueOf<kChecked>(f, f.values[r.v[2]], defined); };
+  auto stmt = [&]() -> const Statement& { return FlatStatement(f, body, r); };
+  LoopOver(from, to, r.v[2] >= 0, bound, stmt, r.empty_body, r.csr >= 0 ? &f.csrs[r.csr] : nullptr,
+           r.slot, static_cast<LoopAttribution>(r.attribute),
+           [&] { RunFlat(f, body, at + 1, r.body_end); });
+}
+
+const Statement& CallExecutor::FlatStatement(const FlatBody& f, const std::vector<Statement>& body,
+                                             const FlatRecord& r) const {
+  const std::vector<int32_t>& path = f.paths[r.stmt];
+  const Statement* s = &body[path[0]];
+  for (size_t k = 1; k < path.size(); ++k) s = &s->body[path[k]];
+  return *s;
+}
+
+void CallExecutor::FlatHang(const FlatBody& f, const std::vector<Statement>& body,
+                            const FlatRecord& r, int64_t trips, int64_t bound) {
+  ReportHang(FlatStatement(f, body, r), trips, bound);
+}
+
+// The contract's per-call sub-expressions (Contract::hoisted), before its program runs.
+void CallExecutor::EvalHoisted() {
+  if (contract_->one_slot >= 0) SetVar(contract_->one_slot, 1, true);
+  for (const auto& [slot, e] : contract_->hoisted) {
+    bool defined = true;
+    const int64_t v = Eval(e, &defined);
+    SetVar(slot, v, defined);
+  }
 }
 
 // Whether iteration `v` of a CSR walk would only load its elements (CsrWalk): each of them
@@ -900,6 +1240,48 @@ bool CallExecutor::CsrIdle(const CsrWalk& w, int64_t v) const {
     gate += w.coef[k] * l.data[e];
   }
   return gate <= 0;
+}
+
+int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const {
+  const LoadSource& l = loads_[w.buffer];
+  // The common walk: elements v + a and v + a + 1 of a plain int32 buffer (work_indptr[c],
+  // work_indptr[c + 1]), scanned in one tight loop; the element indices as CsrIdle computes them.
+  if (w.loads == 2 && w.width == 1 && w.field == 0 && w.offset[1] == w.offset[0] + 1 && l.cells) {
+    const int32_t* data = l.data;
+    const Cell* cells = l.cells;
+    const int64_t size = l.size, c0 = w.coef[0], c1 = w.coef[1], k = w.constant;
+    // Four iterations at a time while elements e0 .. e0 + 4 are all inside the buffer: their
+    // five cells written (no zero byte) and no gate above 0; else one at a time below.
+    const int64_t a = w.offset[0];
+    if (a >= 0 && a < size) {
+      for (; v + 4 <= to && v >= 0 && v <= size - 5 - a; v += 4) {
+        const int64_t e = v + a;
+        uint32_t c4 = 0;
+        std::memcpy(&c4, cells + e, 4);
+        const bool unwritten = ((c4 - 0x01010101u) & ~c4 & 0x80808080u) != 0 ||
+                               cells[e + 4] == Cell::kUnwritten;
+        const int64_t x0 = data[e], x1 = data[e + 1], x2 = data[e + 2], x3 = data[e + 3],
+                      x4 = data[e + 4];
+        const bool busy = (k + c0 * x0 + c1 * x1 > 0) | (k + c0 * x1 + c1 * x2 > 0) |
+                          (k + c0 * x2 + c1 * x3 > 0) | (k + c0 * x3 + c1 * x4 > 0);
+        if (unwritten || busy) break;
+      }
+    }
+    for (; v < to; ++v) {
+      const int64_t e0 = static_cast<int64_t>(static_cast<uint64_t>(v) +
+                                              static_cast<uint64_t>(w.offset[0]));
+      const int64_t e1 = static_cast<int64_t>(static_cast<uint64_t>(v) +
+                                              static_cast<uint64_t>(w.offset[1]));
+      if (e0 < 0 || e0 >= size || e1 < 0 || e1 >= size || cells[e0] == Cell::kUnwritten ||
+          cells[e1] == Cell::kUnwritten)
+        return v;
+      if (k + c0 * data[e0] + c1 * data[e1] > 0) return v;
+    }
+    return v;
+  }
+  for (; v < to; ++v)
+    if (!CsrIdle(w, v)) return v;
+  return v;
 }
 
 void CallExecutor::CaptureLayout(const Call& c, bool has_violation) {

@@ -24,6 +24,7 @@ struct ExecutionResult {
   int32_t layout_call = -1;  // call whose transient allocations `layout` shows
   nlohmann::json layout;     // address-space layout (persistent + that call's tensors)
   int64_t csr_skipped = 0;   // idle iterations of CSR walks skipped (ExecuteOptions::csr_walks)
+  int64_t flat_iterations = 0;  // loop iterations whose body ran compiled (ExecuteOptions::flat)
 };
 
 // Every kernel call runs under its Call::contract (sim/contract.h), resolved by the engine.
@@ -33,6 +34,9 @@ struct ExecuteOptions {
   // Skip the idle iterations of CSR walks (sim/contract.h CsrWalk); false runs every iteration
   // as written. Same findings either way (tests compare the two).
   bool csr_walks = true;
+  // Run loop bodies that have a compiled form (sim/flat.h, Statement::flat) as compiled; false
+  // interprets every statement. Same findings either way (tests compare the two).
+  bool flat = true;
 };
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt = {});

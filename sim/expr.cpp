@@ -606,6 +606,16 @@ bool Expr::AsTree() {
   return true;
 }
 
+Expr Expr::Subtree(int32_t node) const {
+  Expr e;
+  e.nodes_ = nodes_;
+  e.root_ = node;
+  e.text_ = text_ + " (a part of it)";
+  e.Emit(node);
+  e.ChooseShape();
+  return e;
+}
+
 // A load whose index is a term: its buffer, width, field and index (terms_[0]).
 bool Expr::AsLoad(int32_t i) {
   const Node& n = nodes_[i];

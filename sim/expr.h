@@ -202,6 +202,12 @@ class Expr {
     int32_t a = -1, b = -1, c = -1;  // operand node indices (kMin/kMax chain pairwise)
     int32_t width = 1, field = 0;    // kLoad: element = index * width + field
   };
+  // The folded parse tree (what sim/flat.h compiles) and its root (-1: an empty expression).
+  const std::vector<Node>& nodes() const { return nodes_; }
+  int32_t root() const { return root_; }
+  // The subtree at `node` of the folded tree as an expression of its own (sim/flat.h hoists
+  // sub-expressions over launch variables with it).
+  Expr Subtree(int32_t node) const;
 
  private:
   friend class ExprParser;

@@ -30,7 +30,13 @@ class IntervalSet {
   void Add(int64_t begin, int64_t end);
   // First sub-interval of [begin, end) not covered, or {end, end} when covered.
   std::pair<int64_t, int64_t> FirstGap(int64_t begin, int64_t end) const;
-  bool Covers(int64_t begin, int64_t end) const { return FirstGap(begin, end).first == end; }
+  bool Covers(int64_t begin, int64_t end) const {
+    // One span holding the range (a whole buffer written, rows written in order): no search.
+    if (end <= begin) return true;
+    if (!spans_.empty() && spans_.back().first <= begin && end <= spans_.back().second)
+      return true;
+    return FirstGap(begin, end).first == end;
+  }
   void Clear() { spans_.clear(); }
 
  private:

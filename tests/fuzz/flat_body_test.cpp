@@ -1,0 +1,251 @@
+// Compiled loop bodies (sim/flat.h, round 7 of issue 10 in docs/performance.md): which loops of
+// the built-in contracts compile and which bodies stay with the interpreter (the generic path),
+// and the compiled form against the interpreter (ExecuteOptions::flat = false) on generated
+// plans: the same findings, every field, the same layout.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fuzz/scenario_gen.h"
+#include "sim/contract.h"
+#include "sim/engine.h"
+#include "sim/executor.h"
+#include "sim/flat.h"
+#include "tests/sim/sim_builders.h"
+
+namespace mlasim::fuzz {
+namespace {
+
+using nlohmann::json;
+using sim::CallKind;
+using sim::Contract;
+using sim::Statement;
+
+std::shared_ptr<const Contract> Builtin(CallKind call, const char* variant) {
+  auto c = sim::BuiltinContract(call, variant, "t");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : nullptr;
+}
+
+TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
+  for (const char* variant : {"asm", "hk", "opus"}) {
+    const auto c = Builtin(CallKind::kDecode, variant);
+    ASSERT_NE(c, nullptr);
+    ASSERT_NE(c->program.at(0).flat, nullptr) << variant;  // loop c, its work items inside
+    const sim::FlatBody& f = *c->program[0].flat;
+    // loop w; the row of lets; kv_len; q, o, logits, attn_lse; batch_idx; the gather; the
+    // KV-block loop (the kv_indices read with `when` 0 never runs: no record).
+    ASSERT_EQ(f.records.size(), 10u) << variant;
+    EXPECT_EQ(f.records[0].kind, sim::FlatRecord::Kind::kLoop);
+    EXPECT_EQ(f.records[0].body_end, 10);
+    EXPECT_EQ(f.records[1].kind, sim::FlatRecord::Kind::kLetRow);
+    EXPECT_EQ(f.records[2].kind, sim::FlatRecord::Kind::kLetLin);
+    EXPECT_EQ(f.records[3].kind, sim::FlatRecord::Kind::kAccess);
+    EXPECT_EQ(f.records[8].kind, sim::FlatRecord::Kind::kGather);
+    EXPECT_EQ(f.records[9].kind, sim::FlatRecord::Kind::kLoop);
+    EXPECT_TRUE(f.records[9].empty_body);
+    // `index_rows / 16 + 1` (the KV-block bound) and `page_size == 1` are per call.
+    EXPECT_EQ(c->hoisted.size(), 2u) << variant;
+    EXPECT_GE(c->one_slot, sim::kLaunchVarCount);
+  }
+  const auto r = Builtin(CallKind::kReduce, "mla_reduce_v1");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->program.at(1).flat != nullptr, true);  // loop t: lets, if, loop i, write o
+}
+
+// page_count_underflows = 1 bounds the KV-block loop by `u32(kv_len - 1) / 16 + 1`: u32 has no
+// compiled form, so the work item's body, and the workgroup loop's, stay with the interpreter.
+TEST(FlatBody, WhatTheCompiledFormCannotExpressIsInterpreted) {
+  const auto asm_decode = Builtin(CallKind::kDecode, "asm");
+  ASSERT_NE(asm_decode, nullptr);
+  auto underflow = sim::WithConstants(asm_decode, {{"page_count_underflows", 1}});
+  ASSERT_TRUE(underflow.ok()) << underflow.status().ToString();
+  const Statement& c = (*underflow)->program.at(0);
+  EXPECT_EQ(c.flat, nullptr);
+  EXPECT_EQ(c.body.at(0).flat, nullptr);  // loop w
+  // A user's rows through min(): not a form. The same rows written plainly: compiled.
+  auto user = [](const std::string& end) {
+    json read = json::object();
+    read["read"] = "q";
+    read["rows"] = json::array({"c", end});
+    json loop = json::object();
+    loop["loop"] = "c";
+    loop["from"] = 0;
+    loop["to"] = "grid";
+    loop["body"] = json::array({read});
+    json doc = json::object();
+    doc["contract"] = 1;
+    doc["name"] = "u";
+    doc["call"] = "decode";
+    doc["variant"] = "u";
+    doc["source"] = "test";
+    doc["launch"] = json::object();
+    doc["launch"]["grid"] = "work_indptr_rows - 1";
+    doc["program"] = json::array({loop});
+    auto c = sim::ParseContract(doc, "user.json");
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? c->program.at(0).flat : nullptr;
+  };
+  EXPECT_EQ(user("min(c + 1, q_rows)"), nullptr);
+  EXPECT_EQ(user("c / heads"), nullptr);  // a division by a variable
+  EXPECT_NE(user("c + 1"), nullptr);
+  EXPECT_NE(user("2 * c - heads + 3"), nullptr);
+}
+
+// Every field of every finding, the pad rows and the layout.
+std::string Dump(const sim::ExecutionResult& r) {
+  std::ostringstream o;
+  for (const sim::Violation& v : r.violations) {
+    o << sim::ViolationSignature(v) << " kind " << static_cast<int>(v.kind) << " call "
+      << v.call_index << " " << v.table_row << " " << v.kernel << " rows " << v.rows << "x"
+      << v.row_bytes << " [" << v.first_row << ", " << v.last_row << "] past " << v.rows_past_end
+      << "/" << v.bytes_past_end << " before " << v.rows_before_start << "/"
+      << v.bytes_before_start << " works";
+    for (int32_t w : v.work_items) o << " " << w;
+    o << " " << sim::ConsequenceText(v) << " @" << v.first_bad_address << " " << v.cause << " | "
+      << v.detail << "\n";
+  }
+  o << "pad rows " << r.unwritten_pad_rows << ", layout of call " << r.layout_call << ": "
+    << r.layout.dump();
+  return o.str();
+}
+
+// Work items whose fields no call wrote: their lets are undefined, so the compiled bodies run
+// their checked records (every form checks the definedness of what it names).
+void UnwriteSomeWorkFields(sim::Trace* t) {
+  for (sim::PlanSnapshot& p : t->plans) {
+    ref::Int32Buffer& w = p.plan.work_info;
+    if (p.dialect || w.cells.empty()) continue;
+    for (size_t i = 0; i < w.cells.size(); i += 13) w.cells[i] = ref::Cell::kUnwritten;
+  }
+}
+
+// Decodes that see an eighth of their kv_indices rows: the KV-block loop's bound
+// (`index_rows / 16 + 1`) falls below some work items' block counts, so the hang check fires,
+// with the block count of the first such work item in its finding.
+void ShrinkIndexRows(sim::Trace* t) {
+  for (sim::Call& c : t->calls) {
+    if (c.kind != CallKind::kDecode) continue;
+    for (sim::TensorArg& a : c.args)
+      if (a.role == "kv_indices") a.rows = std::max<int64_t>(1, a.rows / 8);
+  }
+}
+
+// Generated cases (--small and full size, swarm on, every family of docs/fuzzing.md, and
+// every third one under page_count_underflows = 1, whose bodies the interpreter runs): the
+// compiled bodies find what the interpreter finds, as planned, with unwritten work fields and
+// with short index buffers.
+TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
+  GenConfig small;
+  small.swarm = true;
+  small.small = true;
+  small.max_batch = 64;
+  GenConfig full = small;
+  full.small = false;
+  full.max_batch = 512;
+  full.hostile_indices = full.disagreements = full.paged = full.ragged_q = true;
+  int64_t compiled = 0, cases = 0, hangs = 0;
+  for (uint64_t seed = 1; seed <= 90; ++seed) {
+    sim::Scenario s =
+        ScenarioFromSeed(seed % 2 == 0 ? full : small, seed, static_cast<int>(10 + seed % 91))
+            .value();
+    if (seed % 3 == 0) {
+      auto decode = sim::ContractFor(s, CallKind::kDecode, sim::DecodeVariant(s), "t");
+      ASSERT_TRUE(decode.ok());
+      if ((*decode)->constants.count("page_count_underflows")) {
+        auto u = sim::WithConstants(*decode, {{"page_count_underflows", 1}});
+        ASSERT_TRUE(u.ok());
+        s.contracts.push_back(*u);
+      }
+    }
+    auto planned = sim::ExpandStep(s);
+    if (!planned.ok()) continue;  // refused by the planner: nothing to run
+    for (int variant = 0; variant < 3; ++variant) {
+      sim::Trace t = *planned;
+      if (variant == 1) UnwriteSomeWorkFields(&t);
+      if (variant == 2) ShrinkIndexRows(&t);
+      sim::ExecuteOptions flat, interpreted;
+      interpreted.flat = false;
+      const sim::ExecutionResult a = sim::Execute(s, t, flat);
+      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      const std::string what = "seed " + std::to_string(seed) + ", variant " + std::to_string(variant);
+      EXPECT_EQ(Dump(a), Dump(b)) << what;
+      EXPECT_EQ(b.flat_iterations, 0) << what;
+      EXPECT_EQ(a.csr_skipped, b.csr_skipped) << what;
+      compiled += a.flat_iterations;
+      ++cases;
+      if (variant == 2)
+        for (const sim::Violation& v : a.violations) hangs += v.kind == sim::ViolationKind::kUnboundedLoop;
+    }
+  }
+  EXPECT_GT(cases, 240);
+  EXPECT_GT(hangs, 5);
+  EXPECT_GT(compiled, 1000);  // most work items ran compiled
+}
+
+// A user's decode contract with a record of every kind and a value of every shape: a row of
+// lets, a load minus a variable and a variable minus a load, a bilinear form, a division, a
+// remainder and ceiling divisions by positive and negative constants, selects, conditions
+// joined by && and ||, an if, a nested loop, rows in head rows and elements, a gather; over a
+// grid two past work_indptr's entries (loads of nothing: undefined lets, checked records).
+constexpr const char* kEveryShape = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows + 2"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"let": "b", "value": "work_indptr[c]"},
+    {"let": "e", "value": "work_indptr[c + 1]"},
+    {"loop": "w", "from": "b", "to": "e", "attribute": "work_item", "body": [
+      {"let": "qs", "value": "work_info[w].qo_start"},
+      {"let": "qe", "value": "work_info[w].qo_end"},
+      {"let": "ks", "value": "work_info[w].kv_start"},
+      {"let": "n", "value": "work_info[w].kv_end - ks"},
+      {"let": "m", "value": "qe - work_info[w].qo_start"},
+      {"let": "p", "value": "work_info[w].partial_qo_loc"},
+      {"read": "q", "rows": ["qs", "qe + m * heads - 2 * n + 3"], "when": "n > 3 || qs == 0"},
+      {"write": "o", "rows": ["qs / 2", "cdiv(qe, 3)"], "when": "p < 0 && n >= 1"},
+      {"read": "kv_indices", "rows": ["ks % 7", "n > 0 ? ks * 1 + n : ks - 1"], "unit": "elements"},
+      {"read": "kv_indices", "rows": ["ks % -5", "cdiv(n, -16)"]},
+      {"loop": "i", "from": 0, "to": "cdiv(n + 40, 16)", "body": [
+        {"read": "logits", "rows": ["p + i", "p + i + 1"], "when": "i < 2 && p >= 0"}]},
+      {"if": "n >= 2 && m != 1", "body": [
+        {"write": "attn_lse", "rows": ["ks * page_size", "ks * page_size + qe"], "unit": "head_rows"},
+        {"let": "z", "value": "n <= 4 ? kv_last_page_lens[0] - qs : qe * n - 1"},
+        {"write": "logits", "rows": ["z", "z + 1"], "when": "z != 0"}]},
+      {"gather": "kv_cache", "index": "kv_indices", "positions": ["ks * page_size", "(ks + n) * page_size"], "page_size": "page_size"}
+    ]}
+  ]}]
+})json";
+
+TEST(FlatBody, ValuesOfEveryShapeFindWhatTheInterpreterFinds) {
+  auto parsed = sim::ParseContract(json::parse(kEveryShape), "every-shape.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto user = std::make_shared<const Contract>(std::move(*parsed));
+  ASSERT_NE(user->program.at(0).flat, nullptr);  // the whole workgroup body compiles
+  int64_t compiled = 0;
+  for (const bool sparse : {true, false}) {
+    sim::Scenario s = sim::test::WorkedExample(sparse, sparse ? "atom-2026-08" : "atom-2026-11");
+    s.contracts.push_back(user);
+    auto planned = sim::ExpandStep(s);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    for (int variant = 0; variant < 3; ++variant) {
+      sim::Trace t = *planned;
+      if (variant == 1) UnwriteSomeWorkFields(&t);
+      if (variant == 2) ShrinkIndexRows(&t);
+      sim::ExecuteOptions flat, interpreted;
+      interpreted.flat = false;
+      const sim::ExecutionResult a = sim::Execute(s, t, flat);
+      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      EXPECT_EQ(Dump(a), Dump(b)) << (sparse ? "sparse" : "dense") << ", variant " << variant;
+      EXPECT_FALSE(a.violations.empty());
+      compiled += a.flat_iterations;
+    }
+  }
+  EXPECT_GT(compiled, 0);
+}
+
+}  // namespace
+}  // namespace mlasim::fuzz
