@@ -341,7 +341,9 @@ TEST(GpuCompare, IsCompareTensorsOnTheDevice) {
             EXPECT_GT(want.nan_mismatches, 0);
             EXPECT_GT(want.inf_mismatches, 0);
             EXPECT_GT(want.tolerance_violations, 0);
-            if (!with_skip) EXPECT_EQ(want.max_abs_index, n / 3);
+            if (!with_skip) {
+              EXPECT_EQ(want.max_abs_index, n / 3);
+            }
           }
         }
 }
