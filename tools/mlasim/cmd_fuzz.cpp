@@ -496,7 +496,7 @@ class FuzzCommand final : public Command {
   std::string kut_reference_ = "auto";
   bool host_inputs_ = false, skip_known_faults_ = false;
   double kut_timeout_ = 120;
-  int device_ = 0;
+  int64_t device_ = 0;  // 64 bits, as every integer flag: 2^31 reaches the range check
   bool kut_worker_ = false, no_gpu_plans_ = false;
   std::vector<std::string> known_from_;
   std::vector<std::string> profiles_;
@@ -505,7 +505,7 @@ class FuzzCommand final : public Command {
   std::string shrink_text_ = "per-signature";
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
-  int reproduce_size_ = 50;
+  int64_t reproduce_size_ = 50;
 };
 
 // "seed index 25, 14 shrink steps[, cut short by the 200-step budget]".
