@@ -339,9 +339,10 @@ Status ValidateLayout(const nlohmann::json& l) {
   }
   if (l.contains("page_bytes") &&
       (!IsInt64(l.at("page_bytes")) || l.at("page_bytes").get<int64_t>() < 1 ||
-       l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30)))
-    return InvalidArgumentError("$.page_bytes",
-                                Beyond64Or(l.at("page_bytes"), "must be an integer in 1..2^30"));
+       l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30) ||
+       (l.at("page_bytes").get<int64_t>() & (l.at("page_bytes").get<int64_t>() - 1)) != 0))
+    return InvalidArgumentError(
+        "$.page_bytes", Beyond64Or(l.at("page_bytes"), "must be a power of 2 in 1..2^30"));
   return ValidateAccesses(l);
 }
 

@@ -94,11 +94,19 @@ TEST(CliReplay, LayoutOutFeedsExplainFault) {
   EXPECT_EQ(k["page_bytes"], 0);
   const Out t = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
   EXPECT_NE(t.out.find("22528 bytes past the end of q"), std::string::npos) << t.out;
-  for (const char* bad : {"-1", "1073741825"}) {
+  for (const char* bad : {"-1", "1073741825", "3", "4095", "2147483648"}) {
     const Out b = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000",
                        "--page-bytes", bad});
     EXPECT_EQ(b.code, 2) << bad;
-    EXPECT_NE(b.err.find("--page-bytes: must be in 0..1073741824"), std::string::npos) << b.err;
+    EXPECT_EQ(b.err, std::string("mlasim explain-fault: error: --page-bytes: must be in "
+                                 "0..1073741824 (0: an exact address) and a power of 2 (got ") +
+                         bad + ")\n");
+  }
+  // Powers of 2 from 1 (the exact byte's row) to 2^30 (the limit).
+  for (const char* good : {"1", "2", "4096", "1073741824"}) {
+    const Out g = Cli({"explain-fault", "--layout", layout.string(), "--address",
+                       "0x7f1000200000", "--page-bytes", good});
+    EXPECT_EQ(g.code, 0) << good << ": " << g.err;
   }
   fs::remove(layout);
   fs::remove(log);

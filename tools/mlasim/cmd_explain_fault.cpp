@@ -68,9 +68,14 @@ class ExplainFaultCommand final : public Command {
       return Fail(io, InvalidArgumentError(field,
                                            "the fault address is (nil): a null pointer, "
                                            "not an overrun of a buffer"));
-    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30)))
+    // A page is a power of 2: with 3 the rows "the page covers" were the rows of 3 bytes
+    // from the address, whatever page the fault was in (round 8).
+    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30) ||
+                                   (page_bytes_ & (page_bytes_ - 1)) != 0))
       return Fail(io, InvalidArgumentError("--page-bytes",
-                                           "must be in 0..1073741824 (0: an exact address)"));
+                                           "must be in 0..1073741824 (0: an exact address) and "
+                                           "a power of 2 (got " +
+                                               std::to_string(page_bytes_) + ")"));
     auto at = sim::AttributeAddress(layout, fault->address, field, PageBytes(layout, *fault));
     if (!at.ok()) return Fail(io, at.status());
     if (json_)
