@@ -30,6 +30,43 @@ fs::path Tmp(const std::string& name) {
   return fs::temp_directory_path() / ("mlasim_replay_" + std::to_string(::getpid()) + "_" + name);
 }
 
+// Two output flags naming one file: each write replaced the one before and one report was left
+// (replay --html r --junit r --layout-out r --scenario-out r printed the JUnit XML only). Refused
+// before any work, naming both flags; paths are compared as files ("d/../r" is "r").
+TEST(CliReplay, TwoOutputsOfOneFileAreRefusedNamingBothFlags) {
+  const fs::path dir = Tmp("outputs");
+  fs::create_directories(dir / "sub");
+  const std::string r = (dir / "r.out").string(), alias = (dir / "sub" / ".." / "r.out").string();
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"replay", "--builtin", "seed", "--html", r, "--junit", r},
+       "mlasim replay: error: --junit: " + r + " is also --html's output (each output needs a " +
+           "file of its own)\n"},
+      {{"replay", "--builtin", "seed", "--layout-out", r, "--scenario-out", alias},
+       "mlasim replay: error: --scenario-out: " + alias +
+           " is also --layout-out's output (each output needs a file of its own)\n"},
+      {{"replay", "--builtin", "seed", "--html", r, "--scenario-out", r},
+       "mlasim replay: error: --scenario-out: " + r +
+           " is also --html's output (each output needs a file of its own)\n"},
+      {{"fuzz", "--cases", "1", "--html", r, "--junit", r},
+       "mlasim fuzz: error: --junit: " + r + " is also --html's output (each output needs a " +
+           "file of its own)\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out o = Cli(args);
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(o.err, want);
+    EXPECT_EQ(o.out, "");
+    EXPECT_FALSE(fs::exists(r));  // refused before anything was written
+  }
+  // Each output its own file: all four written.
+  const Out ok = Cli({"replay", "--builtin", "seed", "--html", r, "--junit", r + ".xml",
+                      "--layout-out", r + ".layout", "--scenario-out", r + ".json"});
+  EXPECT_EQ(ok.code, 1) << ok.err;  // the seed's violations
+  for (const std::string& f : {r, r + ".xml", r + ".layout", r + ".json"})
+    EXPECT_GT(fs::file_size(f), 100u) << f;
+  fs::remove_all(dir);
+}
+
 TEST(CliReplay, SeedBeforeTheFixExitsOneWithTheJsonKeys) {
   const Out r = Cli({"replay", "--builtin", "seed", "--json"});
   EXPECT_EQ(r.code, 1) << r.err;
@@ -104,8 +141,8 @@ TEST(CliReplay, LayoutOutFeedsExplainFault) {
   }
   // Powers of 2 from 1 (the exact byte's row) to 2^30 (the limit).
   for (const char* good : {"1", "2", "4096", "1073741824"}) {
-    const Out g = Cli({"explain-fault", "--layout", layout.string(), "--address",
-                       "0x7f1000200000", "--page-bytes", good});
+    const Out g = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000",
+                       "--page-bytes", good});
     EXPECT_EQ(g.code, 0) << good << ": " << g.err;
   }
   fs::remove(layout);
@@ -164,10 +201,10 @@ TEST(CliReplay, KernelBesideADecodeContractOfAnotherVariantExitsTwoNamingBoth) {
 // seed's grid is 256 workgroups: from -2^62 walks 2^62 + 256 trips.
 TEST(CliReplay, ALoopOfMoreThanInt64MaxTripsIsReportedNotRun) {
   const fs::path contract = Tmp("loop.json");
-  for (const auto& [from, trips] : std::vector<std::pair<int64_t, std::string>>{
-           {INT64_MIN, "9223372036854775807"},
-           {INT64_MIN + 1, "9223372036854775807"},
-           {-(int64_t{1} << 62), "4611686018427388160"}}) {
+  for (const auto& [from, trips] :
+       std::vector<std::pair<int64_t, std::string>>{{INT64_MIN, "9223372036854775807"},
+                                                    {INT64_MIN + 1, "9223372036854775807"},
+                                                    {-(int64_t{1} << 62), "4611686018427388160"}}) {
     std::ofstream(contract) << R"({"extends": "asm", "program": [{"loop": "c", "from": )" << from
                             << R"(, "to": "grid", "attribute": "workgroup", "body": [{"read": "q",
                             "rows": [0, 1]}]}]})";

@@ -285,6 +285,9 @@ class FuzzCommand final : public Command {
           io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
     if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
+    if (Status st = CheckDistinctOutputs({{"--html", html_out_}, {"--junit", junit_out_}});
+        !st.ok())
+      return Fail(io, st);
     if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);
