@@ -428,18 +428,21 @@ class FuzzCommand final : public Command {
                           "required with --reproduce (the finding's reproduce command gives it)"));
     if (reproduce_size_ < 1 || reproduce_size_ > 1000)
       return Fail(io, InvalidArgumentError("--size", "must be in 1..1000 (a RapidCheck size)"));
-    // [i,j,...]: small non-negative integers, nothing else
+    // [i,j,...]: small non-negative integers, nothing else; blanks around the brackets and items
+    // only ("[1 2]" was read as [12] when every blank was dropped).
     std::vector<int> path;
-    std::string t;
-    for (char c : shrink_path_)
-      if (c != ' ') t += c;
+    auto trim = [](const std::string& x) {
+      const size_t b = x.find_first_not_of(' ');
+      return b == std::string::npos ? std::string() : x.substr(b, x.find_last_not_of(' ') - b + 1);
+    };
+    const std::string t = trim(shrink_path_);
     const bool bracketed = t.size() >= 2 && t.front() == '[' && t.back() == ']';
-    std::string body = bracketed ? t.substr(1, t.size() - 2) : "";
+    const std::string body = trim(bracketed ? t.substr(1, t.size() - 2) : "");
     bool ok = bracketed;
     for (size_t i = 0; ok && !body.empty();) {
       const size_t comma = body.find(',', i);
       const std::string item =
-          body.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+          trim(body.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
       ok = !item.empty() && item.size() <= 6 &&
            item.find_first_not_of("0123456789") == std::string::npos;
       if (ok) path.push_back(std::stoi(item));
