@@ -186,6 +186,23 @@ StatusOr<bool> ParseRocmFault(const std::string& squeezed, const std::string& jo
         field, "the fault address " + m[3].str().substr(0, 40) + " has more than 64 bits");
   }
   r.reason = RocmReason(joined);
+  // The log's other fault lines (a crash of 8 ranks prints 8): named, so that the first is not
+  // taken for the only one without a word.
+  for (size_t at = squeezed.find("Memoryaccessfault", rocm_at + 1); at != std::string::npos;
+       at = squeezed.find("Memoryaccessfault", at + 1)) {
+    const std::string window = squeezed.substr(at, kWindow);
+    std::smatch n;
+    uint64_t a = 0;
+    if (!std::regex_search(window, n, kRocm) || n[3].str().empty() ||
+        !ParseHex(n[3].str().substr(2), &a))
+      continue;
+    if ((!r.null_address && a == r.address) ||
+        std::find(r.other_addresses.begin(), r.other_addresses.end(), a) !=
+            r.other_addresses.end())
+      continue;
+    if (r.other_addresses.size() == kMaxOtherFaultAddresses) break;
+    r.other_addresses.push_back(a);
+  }
   return true;
 }
 

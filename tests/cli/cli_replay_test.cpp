@@ -30,6 +30,32 @@ fs::path Tmp(const std::string& name) {
   return fs::temp_directory_path() / ("mlasim_replay_" + std::to_string(::getpid()) + "_" + name);
 }
 
+// explain-fault --log of several ranks' faults: the first is explained, the others named with
+// how to explain each (text and --json); one fault line prints no such line.
+TEST(CliReplay, ExplainFaultNamesTheLogsOtherFaultAddresses) {
+  const fs::path layout = Tmp("others_layout.json"), log = Tmp("others.log");
+  ASSERT_EQ(Cli({"replay", "--builtin", "seed", "--layout-out", layout.string()}).code, 1);
+  std::ofstream(log) << "Memory access fault by GPU node-2 (Agent handle: 0x1) on address "
+                        "0x7f1000200000. Reason: Page not present\n"
+                        "Memory access fault by GPU node-3 (Agent handle: 0x1) on address "
+                        "0x7f1000300000. Reason: Page not present\n";
+  const Out t = Cli({"explain-fault", "--layout", layout.string(), "--log", log.string()});
+  EXPECT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("\nthe log names 1 more fault address, not explained here: "
+                       "0x7f1000300000 (explain each with --address)\n"),
+            std::string::npos)
+      << t.out;
+  const Out j =
+      Cli({"explain-fault", "--layout", layout.string(), "--log", log.string(), "--json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out)["other_addresses"],
+            nlohmann::json::array({"0x7f1000300000"}));
+  const Out a = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
+  EXPECT_EQ(a.out.find("more fault address"), std::string::npos) << a.out;
+  fs::remove(layout);
+  fs::remove(log);
+}
+
 // Two output flags naming one file: each write replaced the one before and one report was left
 // (replay --html r --junit r --layout-out r --scenario-out r printed the JUnit XML only). Refused
 // before any work, naming both flags; paths are compared as files ("d/../r" is "r").

@@ -98,7 +98,7 @@ class ExplainFaultCommand final : public Command {
       // Neither a log line nor a bare address the log reader knows: say what is wrong with the
       // text as an address.
       MLASIM_ASSIGN_OR_RETURN(const uint64_t address, sim::ParseAddressText(address_, "--address"));
-      fault = sim::FaultReport{address, false, "address", "", {}};
+      fault = sim::FaultReport{address, false, "address", "", {}, {}};
     }
     return fault;
   }
@@ -141,9 +141,25 @@ class ExplainFaultCommand final : public Command {
                         {"alternative", at.alternative},
                         {"accesses", AccessesJson(at)},
                         {"text", at.text}};
+    if (!fault.other_addresses.empty()) {
+      nlohmann::json others = nlohmann::json::array();
+      for (uint64_t a : fault.other_addresses) others.push_back(fmt::format("0x{:x}", a));
+      j["other_addresses"] = others;
+    }
     if (layout.contains("call_name")) j["call"] = layout["call_name"];
     if (layout.contains("step")) j["step"] = layout["step"];
     return j;
+  }
+
+  // "the log names 2 more fault addresses, not explained here: 0x..., 0x... (explain each with
+  // --address)": the first one is explained, the others are said.
+  static std::string OtherAddressesText(const sim::FaultReport& fault) {
+    std::string list;
+    for (uint64_t a : fault.other_addresses) list += (list.empty() ? "" : ", ") + fmt::format("0x{:x}", a);
+    const size_t n = fault.other_addresses.size();
+    return "the log names " + std::to_string(n) + " more fault address" + (n == 1 ? "" : "es") +
+           (n == sim::kMaxOtherFaultAddresses ? " (or more)" : "") +
+           ", not explained here: " + list + " (explain each with --address)";
   }
 
   static std::string AttributionText(const nlohmann::json& layout, const sim::FaultReport& fault,
@@ -155,6 +171,7 @@ class ExplainFaultCommand final : public Command {
       o << "layout of " << layout.value("step", std::string("?")) << " / "
         << layout.value("call_name", std::string("?")) << '\n';
     if (!fault.reason.empty()) o << "reported reason: " << fault.reason << '\n';
+    if (!fault.other_addresses.empty()) o << OtherAddressesText(fault) << '\n';
     return o.str();
   }
 
