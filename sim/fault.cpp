@@ -187,9 +187,12 @@ StatusOr<bool> ParseRocmFault(const std::string& squeezed, const std::string& jo
   }
   r.reason = RocmReason(joined);
   // The log's other fault lines (a crash of 8 ranks prints 8): named, so that the first is not
-  // taken for the only one without a word.
-  for (size_t at = squeezed.find("Memoryaccessfault", rocm_at + 1); at != std::string::npos;
-       at = squeezed.find("Memoryaccessfault", at + 1)) {
+  // taken for the only one without a word. The first 4096 further lines are read (a 64 MiB log
+  // of one repeated line stays as fast as one line).
+  int lines = 0;
+  for (size_t at = squeezed.find("Memoryaccessfault", rocm_at + 1);
+       at != std::string::npos && lines < 4096; at = squeezed.find("Memoryaccessfault", at + 1)) {
+    ++lines;
     const std::string window = squeezed.substr(at, kWindow);
     std::smatch n;
     uint64_t a = 0;

@@ -22,7 +22,8 @@ struct FaultReport {
   std::string reason;                   // ROCm's Reason text or the sanitizer's access kind
   std::vector<std::string> hsa_status;  // HSA_STATUS_ERROR_* names seen in the log
   // Further ROCm fault addresses the log names (other ranks' or queues' lines), distinct and
-  // unlike `address`, in log order, at most kMaxOtherFaultAddresses: `address` is the first.
+  // unlike `address`, in log order, at most kMaxOtherFaultAddresses, from the first 4096 further
+  // fault lines: `address` is the first.
   std::vector<uint64_t> other_addresses;
 };
 
