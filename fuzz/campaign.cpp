@@ -171,7 +171,7 @@ class Campaign {
   std::map<std::string, int64_t> shrinking_;
   int64_t committed_ = 0;                  // every k < committed_ is committed (under mu_)
   Status error_;                           // first failure to write a finding (under mu_)
-  int lock_fd_ = -1;                       // DIR/.lock-I-of-N, flock'ed for the run (LockShard)
+  int lock_fd_ = -1;                       // DIR/.lock-I-of-N, held (LockShard)
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> cases_{0};
   std::atomic<int64_t> new_findings_{0};

@@ -48,7 +48,7 @@ struct CampaignOptions {
   double seconds = 10;
   int64_t max_cases = -1;  // stop at this many cases of the shard (-1: time only); <= 2^50
   uint64_t seed = 1;       // base seed (a 40-hex commit hash is accepted by the CLI)
-  int64_t jobs = 1;        // worker threads, 1..256 (64 bits: the CLI binds it, docs/reliability.md)
+  int64_t jobs = 1;  // worker threads, 1..256 (64 bits: the CLI binds it, docs/reliability.md)
   int32_t shard = 0, shards = 1;
   std::vector<std::string> profiles = {"atom-2026-08"};
   bool ignore_known = false;  // skip the documented families (fuzz/properties.h)

@@ -200,8 +200,7 @@ StatusOr<bool> ParseRocmFault(const std::string& squeezed, const std::string& jo
         !ParseHex(n[3].str().substr(2), &a))
       continue;
     if ((!r.null_address && a == r.address) ||
-        std::find(r.other_addresses.begin(), r.other_addresses.end(), a) !=
-            r.other_addresses.end())
+        std::find(r.other_addresses.begin(), r.other_addresses.end(), a) != r.other_addresses.end())
       continue;
     if (r.other_addresses.size() == kMaxOtherFaultAddresses) break;
     r.other_addresses.push_back(a);
@@ -361,8 +360,8 @@ Status ValidateLayout(const nlohmann::json& l) {
       (!IsInt64(l.at("page_bytes")) || l.at("page_bytes").get<int64_t>() < 1 ||
        l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30) ||
        (l.at("page_bytes").get<int64_t>() & (l.at("page_bytes").get<int64_t>() - 1)) != 0))
-    return InvalidArgumentError(
-        "$.page_bytes", Beyond64Or(l.at("page_bytes"), "must be a power of 2 in 1..2^30"));
+    return InvalidArgumentError("$.page_bytes",
+                                Beyond64Or(l.at("page_bytes"), "must be a power of 2 in 1..2^30"));
   return ValidateAccesses(l);
 }
 

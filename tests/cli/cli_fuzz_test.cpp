@@ -55,7 +55,7 @@ std::map<std::string, int> Indices(const std::string& summary) {
 // blank dropped), a step of another case; now refused (round 8).
 TEST(CliFuzz, ShrinkPathBlanksOnlyAroundItems) {
   const std::vector<std::string> base = {"fuzz", "--reproduce", "6018027440424182937", "--size",
-                                         "16", "--small", "--shrink-path"};
+                                         "16",   "--small",     "--shrink-path"};
   auto with = [&](const std::string& path) {
     std::vector<std::string> a = base;
     a.push_back(path);

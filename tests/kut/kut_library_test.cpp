@@ -184,10 +184,14 @@ TEST(KutLibrary, CpuKernelRefusesAConfigItDoesNotKnow) {
        "returned 1: order given twice (got 'order=forward,variant=hk,order=reverse'; each key at "
        "most once)"},
       // An empty item, the trailing one included.
-      {"variant=asm,", "returned 1: empty item: a leading, trailing or doubled comma (got "
-                       "'variant=asm,'" + usage},
-      {",variant=asm", "returned 1: empty item: a leading, trailing or doubled comma (got "
-                       "',variant=asm'" + usage}};
+      {"variant=asm,",
+       "returned 1: empty item: a leading, trailing or doubled comma (got "
+       "'variant=asm,'" +
+           usage},
+      {",variant=asm",
+       "returned 1: empty item: a leading, trailing or doubled comma (got "
+       "',variant=asm'" +
+           usage}};
   for (const auto& [config, want] : cases) {
     const std::string e = OpenError("cpu", config);
     EXPECT_NE(e.find(want), std::string::npos) << config << ": " << e;

@@ -64,7 +64,7 @@ TEST_F(Limits, SetLimitsRaisesLowersAndResets) {
   EXPECT_EQ(Limit(LimitId::kRequests), 16777216);
   ASSERT_TRUE(SetLimits("requests=1").ok());  // the smallest value
   EXPECT_EQ(Limit(LimitId::kRequests), 1);
-  ASSERT_TRUE(SetLimits("").ok());  // nothing to set
+  ASSERT_TRUE(SetLimits("").ok());    // nothing to set
   ASSERT_TRUE(SetLimits("  ").ok());  // blanks only: nothing to set
   ResetLimits();
   EXPECT_EQ(Limit(LimitId::kRequests), 1 << 20);
@@ -89,8 +89,9 @@ TEST_F(Limits, SetLimitsErrorsNameTheFieldAndChangeNothing) {
       // Round 8: an empty item was skipped and the last of two values won.
       {"requests=7,", "empty item: a leading, trailing or doubled comma (got 'requests=7,')"},
       {",requests=7", "empty item: a leading, trailing or doubled comma (got ',requests=7')"},
-      {"requests=7,,qlen=8", "empty item: a leading, trailing or doubled comma (got "
-                             "'requests=7,,qlen=8')"},
+      {"requests=7,,qlen=8",
+       "empty item: a leading, trailing or doubled comma (got "
+       "'requests=7,,qlen=8')"},
       {"requests=7, ,qlen=8", "empty item: a leading, trailing or doubled comma"},  // blanks only
       {"requests=7,requests=8",
        "requests given twice (got 'requests=7,requests=8'; each limit at most once)"},

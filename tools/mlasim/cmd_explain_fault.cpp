@@ -155,7 +155,8 @@ class ExplainFaultCommand final : public Command {
   // --address)": the first one is explained, the others are said.
   static std::string OtherAddressesText(const sim::FaultReport& fault) {
     std::string list;
-    for (uint64_t a : fault.other_addresses) list += (list.empty() ? "" : ", ") + fmt::format("0x{:x}", a);
+    for (uint64_t a : fault.other_addresses)
+      list += (list.empty() ? "" : ", ") + fmt::format("0x{:x}", a);
     const size_t n = fault.other_addresses.size();
     return "the log names " + std::to_string(n) + " more fault address" + (n == 1 ? "" : "es") +
            (n == sim::kMaxOtherFaultAddresses ? " (or more)" : "") +

@@ -160,14 +160,11 @@ TEST_F(AiterKut, DescribeRefusesOpusHkAndUnknownItems) {
 TEST_F(AiterKut, DescribeRefusesARepeatedKeyAnEmptyItemAndAnUnknownKey) {
   const std::string usage = "; config is variant=asm[,heads=16|any])";
   const std::pair<const char*, std::string> cases[] = {
-      {"heads=any,heads=16",
-       "heads given twice (got 'heads=any,heads=16'; each key at most once)"},
+      {"heads=any,heads=16", "heads given twice (got 'heads=any,heads=16'; each key at most once)"},
       {"variant=asm,variant=asm",
        "variant given twice (got 'variant=asm,variant=asm'; each key at most once)"},
-      {"heads=any,",
-       "empty item: a leading, trailing or doubled comma (got 'heads=any,'" + usage},
-      {",heads=any",
-       "empty item: a leading, trailing or doubled comma (got ',heads=any'" + usage},
+      {"heads=any,", "empty item: a leading, trailing or doubled comma (got 'heads=any,'" + usage},
+      {",heads=any", "empty item: a leading, trailing or doubled comma (got ',heads=any'" + usage},
       {"tiling=1", "unknown key 'tiling' (got 'tiling=1'" + usage},
       {"any", "'any' is not key=value (got 'any'" + usage},
       {"variant=opus",
