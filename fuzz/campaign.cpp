@@ -1,6 +1,9 @@
 #include "fuzz/campaign.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -99,6 +102,11 @@ class Campaign {
  public:
   Campaign(const CampaignOptions& o, const ProgressFn& p, const NoteFn& n)
       : o_(o), progress_(p), note_(n) {}
+  ~Campaign() {
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the shard's lock (a kill releases it too)
+  }
+  Campaign(const Campaign&) = delete;
+  Campaign& operator=(const Campaign&) = delete;
   StatusOr<CampaignSummary> Run();
 
  private:
@@ -132,6 +140,7 @@ class Campaign {
   std::string TempPrefix() const { return fmt::format(".tmp-{}-of-{}-", o_.shard, o_.shards); }
   CampaignIdentity Identity() const;
   Status PrepareOutDir();
+  Status LockShard();
   Status LoadKnownFindings();
   Status LoadProgress();
   void SaveProgress();
@@ -162,6 +171,7 @@ class Campaign {
   std::map<std::string, int64_t> shrinking_;
   int64_t committed_ = 0;                  // every k < committed_ is committed (under mu_)
   Status error_;                           // first failure to write a finding (under mu_)
+  int lock_fd_ = -1;                       // DIR/.lock-I-of-N, held (LockShard)
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> cases_{0};
   std::atomic<int64_t> new_findings_{0};
@@ -451,11 +461,33 @@ void Campaign::SaveProgress() {
                         Path(TempPrefix() + "progress"), ProgressText(p), "--out");
 }
 
+// One run per shard and folder: a second run of the shard into the folder (another terminal, a
+// script started twice) would remove the first one's temp files as a killed run's, replace its
+// progress file at every checkpoint and count its findings as earlier ones. An flock on
+// DIR/.lock-I-of-N (an empty file, left in place) held for the run refuses it; the kernel drops
+// the lock when the holder exits or is killed, so a kill leaves nothing to clean up.
+Status Campaign::LockShard() {
+  const std::string path = Path(fmt::format(".lock-{}-of-{}", o_.shard, o_.shards));
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) return sim::OsError("--out", sim::FileOp::kWrite, path, errno);
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0) return OkStatus();
+  const int e = errno;
+  ::close(lock_fd_);
+  lock_fd_ = -1;
+  if (e == EWOULDBLOCK)
+    return InvalidArgumentError(
+        "--out", fmt::format("{} is in use: another campaign of shard {}/{} is running into it "
+                             "(it holds {}); one run per shard and folder",
+                             o_.out_dir, o_.shard, o_.shards, path));
+  return sim::OsError("--out", sim::FileOp::kWrite, path, e);
+}
+
 Status Campaign::PrepareOutDir() {
   std::error_code ec;
   // Created, and findings must be writable before the campaign starts: a read-only, full or
   // missing folder is refused naming the cause (sim/os_error.h).
   MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", o_.out_dir, /*create=*/true));
+  MLASIM_RETURN_IF_ERROR(LockShard());
   if (const int n = RemoveTempFiles(o_.out_dir, TempPrefix()))
     Note(fmt::format("removed {} temp file(s) {}* that a killed run of this shard left in {}", n,
                      TempPrefix(), o_.out_dir));

@@ -48,7 +48,7 @@ struct CampaignOptions {
   double seconds = 10;
   int64_t max_cases = -1;  // stop at this many cases of the shard (-1: time only); <= 2^50
   uint64_t seed = 1;       // base seed (a 40-hex commit hash is accepted by the CLI)
-  int32_t jobs = 1;        // worker threads, 1..256
+  int64_t jobs = 1;  // worker threads, 1..256 (64 bits: the CLI binds it, docs/reliability.md)
   int32_t shard = 0, shards = 1;
   std::vector<std::string> profiles = {"atom-2026-08"};
   bool ignore_known = false;  // skip the documented families (fuzz/properties.h)
@@ -64,7 +64,7 @@ struct CampaignOptions {
   bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
   KernelLimits kernel_limits;  // GenConfig::kernel: the kernel under test's description
   std::string kernel_flags;    // "--kernel-under-test PATH [--kernel-config TEXT]" (fuzz --gpu)
-  int max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
+  int64_t max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000
   // Swarm generation (fuzz/scenario_gen.h SwarmKnobs). The CLI's default is on (`--swarm on`);
   // here false keeps the generator of campaigns before swarm, and their findings.
   bool swarm = false;

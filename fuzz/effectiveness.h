@@ -96,7 +96,7 @@ struct SignatureYield {
 SignatureYield MeasureSignatures(const GenConfig& config, uint64_t seed, int64_t cases);
 
 struct EffectivenessOptions {
-  int32_t seeds = 10;  // base seeds first_seed .. first_seed + seeds - 1; 1..1000
+  int64_t seeds = 10;  // base seeds first_seed .. first_seed + seeds - 1; 1..1000
   uint64_t first_seed = 1;
   // Case budget per target, seed and swarm mode; 1..10^6. The known bugs' campaigns run this many
   // cases per seed, swarm mode and policy.

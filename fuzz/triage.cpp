@@ -142,6 +142,32 @@ const std::vector<TriageModel>& TriageModels() {
   return k;
 }
 
+namespace {
+
+// The first entry of `names` that an earlier one repeats, or "" when none does.
+std::string FirstRepeat(const std::vector<std::string>& names) {
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (names[i] == names[j]) return names[i];
+  return "";
+}
+
+// A sweep axis that names a value twice would run its combinations twice, as rows of their own,
+// and skew the shares of the summary: refused, as `fuzz --profile A --profile A` is.
+Status CheckNoRepeats(const TriageOptions& o) {
+  std::vector<std::string> allocators;
+  for (sim::AllocatorModel a : o.allocators)
+    allocators.push_back(a == sim::AllocatorModel::kExact ? "exact" : "caching");
+  const std::pair<const char*, const std::vector<std::string>*> axes[] = {
+      {"--profile", &o.profiles}, {"--kernel", &o.kernels}, {"--allocator", &allocators}};
+  for (const auto& [flag, names] : axes)
+    if (const std::string r = FirstRepeat(*names); !r.empty())
+      return InvalidArgumentError(flag, "'" + r + "' given twice");
+  return OkStatus();
+}
+
+}  // namespace
+
 Status ValidateTriage(const TriageOptions& o) {
   if (o.batch < 1 || o.batch > o.base.graph.max_num_seqs)
     return InvalidArgumentError("--batch",
@@ -161,6 +187,7 @@ Status ValidateTriage(const TriageOptions& o) {
     if (k != "asm" && k != "opus" && k != "hk")
       return InvalidArgumentError("--kernel", "unknown variant '" + k + "' (asm, opus, hk)");
   if (o.allocators.empty()) return InvalidArgumentError("--allocator", "no allocator model");
+  MLASIM_RETURN_IF_ERROR(CheckNoRepeats(o));
   const int32_t q = o.base.mtp_k + 1;
   if (int64_t{o.batch} * q > o.base.graph.max_num_batched_tokens)
     return InvalidArgumentError("--batch", "batch x (K + 1) exceeds max_num_batched_tokens");

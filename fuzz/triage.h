@@ -43,8 +43,8 @@ struct TriageOptions {
   std::vector<sim::AllocatorModel> allocators;  // exact, caching
   int64_t cases = 360;                          // in all, spread over the combinations
   uint64_t seed = 1;
-  int32_t jobs = 1;
-  int32_t shrink_steps = 20;              // per example (fuzz/search.h)
+  int64_t jobs = 1;           // 64 bits: the CLI binds these, and the check sees 2^31 as it is
+  int64_t shrink_steps = 20;  // per example (fuzz/search.h)
   std::optional<uint64_t> fault_address;  // from the report, optional
 };
 

@@ -123,12 +123,15 @@ int64_t Limit(LimitId id) {
 
 Status SetLimits(const std::string& spec, const std::string& field) {
   std::vector<std::pair<const LimitSpec*, int64_t>> parsed;
+  if (Trim(spec).empty()) return OkStatus();  // nothing to set
   size_t start = 0;
   while (start <= spec.size()) {
     const size_t comma = std::min(spec.find(',', start), spec.size());
     const std::string item = Trim(spec.substr(start, comma - start));
     start = comma + 1;
-    if (item.empty()) continue;
+    if (item.empty())  // was skipped: refused as the kernels' configs refuse it (round 8)
+      return InvalidArgumentError(
+          field, "empty item: a leading, trailing or doubled comma (got '" + spec + "')");
     const size_t eq = item.find('=');
     if (eq == std::string::npos)
       return InvalidArgumentError(
@@ -149,6 +152,10 @@ Status SetLimits(const std::string& spec, const std::string& field) {
       return InvalidArgumentError(field, name + ": " + text + " is outside 1.." +
                                              std::to_string(s->hard_max) +
                                              " (its hard maximum keeps the arithmetic exact)");
+    for (const auto& [earlier, unused] : parsed)
+      if (earlier == s)  // the last value won: which one was meant is a guess (round 8)
+        return InvalidArgumentError(
+            field, name + " given twice (got '" + spec + "'; each limit at most once)");
     parsed.emplace_back(s, v);
   }
   for (const auto& [s, v] : parsed) Values()[static_cast<size_t>(s->id)].store(v);

@@ -63,9 +63,10 @@ extern const LimitSpec kLimits[static_cast<int>(LimitId::kCount)];
 // The value in force for `id` (the default unless raised or lowered). Thread-safe to read.
 int64_t Limit(LimitId id);
 
-// Sets limits from "NAME=VALUE[,NAME=VALUE...]" (blanks around items allowed). Errors
-// (InvalidArgument, field `field`): an unknown name (listing the known ones), a value that is not
-// a decimal integer, below 1, or above the limit's hard maximum. Nothing is changed on error.
+// Sets limits from "NAME=VALUE[,NAME=VALUE...]" (blanks around items allowed; "" sets nothing).
+// Errors (InvalidArgument, field `field`): an empty item (a leading, trailing or doubled comma),
+// an unknown name (listing the known ones), a name given twice, a value that is not a decimal
+// integer, below 1, or above the limit's hard maximum. Nothing is changed on error.
 // Call before starting threads (the CLI does it while parsing its arguments).
 Status SetLimits(const std::string& spec, const std::string& field = "--limit");
 

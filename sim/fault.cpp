@@ -186,6 +186,25 @@ StatusOr<bool> ParseRocmFault(const std::string& squeezed, const std::string& jo
         field, "the fault address " + m[3].str().substr(0, 40) + " has more than 64 bits");
   }
   r.reason = RocmReason(joined);
+  // The log's other fault lines (a crash of 8 ranks prints 8): named, so that the first is not
+  // taken for the only one without a word. The first 4096 further lines are read (a 64 MiB log
+  // of one repeated line stays as fast as one line).
+  int lines = 0;
+  for (size_t at = squeezed.find("Memoryaccessfault", rocm_at + 1);
+       at != std::string::npos && lines < 4096; at = squeezed.find("Memoryaccessfault", at + 1)) {
+    ++lines;
+    const std::string window = squeezed.substr(at, kWindow);
+    std::smatch n;
+    uint64_t a = 0;
+    if (!std::regex_search(window, n, kRocm) || n[3].str().empty() ||
+        !ParseHex(n[3].str().substr(2), &a))
+      continue;
+    if ((!r.null_address && a == r.address) ||
+        std::find(r.other_addresses.begin(), r.other_addresses.end(), a) != r.other_addresses.end())
+      continue;
+    if (r.other_addresses.size() == kMaxOtherFaultAddresses) break;
+    r.other_addresses.push_back(a);
+  }
   return true;
 }
 
@@ -339,9 +358,10 @@ Status ValidateLayout(const nlohmann::json& l) {
   }
   if (l.contains("page_bytes") &&
       (!IsInt64(l.at("page_bytes")) || l.at("page_bytes").get<int64_t>() < 1 ||
-       l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30)))
+       l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30) ||
+       (l.at("page_bytes").get<int64_t>() & (l.at("page_bytes").get<int64_t>() - 1)) != 0))
     return InvalidArgumentError("$.page_bytes",
-                                Beyond64Or(l.at("page_bytes"), "must be an integer in 1..2^30"));
+                                Beyond64Or(l.at("page_bytes"), "must be a power of 2 in 1..2^30"));
   return ValidateAccesses(l);
 }
 

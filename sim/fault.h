@@ -21,7 +21,13 @@ struct FaultReport {
   std::string source;                   // "rocm", "compute-sanitizer", "address"
   std::string reason;                   // ROCm's Reason text or the sanitizer's access kind
   std::vector<std::string> hsa_status;  // HSA_STATUS_ERROR_* names seen in the log
+  // Further ROCm fault addresses the log names (other ranks' or queues' lines), distinct and
+  // unlike `address`, in log order, at most kMaxOtherFaultAddresses, from the first 4096 further
+  // fault lines: `address` is the first.
+  std::vector<uint64_t> other_addresses;
 };
+
+inline constexpr size_t kMaxOtherFaultAddresses = 16;
 
 // Parses log text (possibly wrapped or split mid-word, with timestamp or rank prefixes) or a
 // bare "0x..." address. Errors: InvalidArgument("--log") when no address can be found (plain CUDA

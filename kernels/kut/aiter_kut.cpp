@@ -17,7 +17,8 @@
 // headers the pinned archive lacks (aiter_tensor.h, aiter_stream.h) then come from
 // tests/kut/aiter_shim/. Host code only: it launches nothing itself.
 //
-// Config (--kernel-config): variant=asm (the only stage-1 kernel this adapter calls), heads=16|any.
+// Config (--kernel-config, kernels/kut/kut_config.h): variant=asm (the only stage-1 kernel this
+// adapter calls), heads=16|any, each at most once.
 // Shapes: dense only; 16 heads (heads=any: multiples of 8 up to 128); num_kv_heads 1; head
 // dims 576 / 512; page size a power of two; bf16 or
 // fp8 q, bf16 or fp8 KV (fp8 q needs fp8 KV), bf16 o; contiguous rows and heads. aiter's own
@@ -37,6 +38,7 @@
 
 #include "aiter_stream.h"  // aiter::setCurrentHIPStream: mla_reduce_v1 launches on it
 #include "aiter_tensor.h"  // aiter_tensor_t, AiterDtype
+#include "kernels/kut/kut_config.h"
 #include "kernels/mlasim_kut.h"
 #include "mla.h"         // MlaWorkInfo, MlaPartialTileInfo: the plan rows aiter's kernels read
 #include "mla_reduce.h"  // mla_reduce_v1
@@ -97,24 +99,14 @@ struct Config {
   bool any_heads = false;
 };
 
+// Parses the config (kernels/kut/kut_config.h, AiterKeys), each key at most once. False with the
+// reason in g_error for anything else.
 bool ParseConfig(const char* text, Config* c) {
-  const std::string t = text ? text : "";
-  for (size_t at = 0; at < t.size();) {
-    size_t end = t.find(',', at);
-    if (end == std::string::npos) end = t.size();
-    const std::string item = t.substr(at, end - at);
-    at = end + 1;
-    if (item == "variant=asm" || item == "heads=16" || item.empty()) continue;
-    if (item == "heads=any") {
-      c->any_heads = true;
-      continue;
-    }
-    Fail(MLASIM_KUT_UNSUPPORTED,
-         "config items are variant=asm and heads=16|any (this adapter "
-         "calls aiter's asm stage 1 only; got '" +
-             item + "')");
-    return false;
-  }
+  using namespace kut_config;
+  std::vector<int64_t> v;
+  std::string why;
+  if (!Parse(text, AiterKeys(), &v, &why)) return Fail(MLASIM_KUT_UNSUPPORTED, why), false;
+  c->any_heads = v[kAiterHeads] == 1;
   return true;
 }
 

@@ -15,7 +15,7 @@
 // nothing written (hk): its contract's
 // empty_rows (ref::EmptyRowPolicy); what a zero-KV item does is its zero_kv (ref::ZeroKvPolicy).
 //
-// Header-only and self-contained (the C ABI, <cmath>, <cstring>): each example kernel of
+// Header-only and self-contained (the C ABI, kut_config.h, <cmath>, <cstring>): each example kernel of
 // tests/kut/lib/ is this kernel with one deliberate bug switched on (`Bugs`), built as its own .so.
 #pragma once
 
@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kut/kut_config.h"
 #include "kernels/mlasim_kut.h"
 
 namespace mlasim::kut_cpu {
@@ -84,40 +85,16 @@ inline bool SetVariant(const std::string& v, Config* cfg, std::string* why) {
   return true;
 }
 
-// Parses "key=value[,key=value]": variant=asm|opus|hk|self (default asm) and
+// Parses the config (kut_config.h, CpuKeys): variant=asm|opus|hk|self (default asm) and
 // order=forward|reverse (default forward), each key at most once. Empty: the defaults. False
-// with `why` set for anything else (an unknown key or value, a pair without '=', an empty pair
-// such as a trailing comma, a key given twice: which of two values would win is a guess).
+// with `why` set for anything else (kut_config::Parse: an unknown key or value, an item without
+// '=', an empty item such as a trailing comma, a key given twice).
 inline bool ParseConfig(const char* text, Config* cfg, std::string* why) {
-  const std::string t = text ? text : "";
-  if (t.empty()) return true;
-  bool variant_seen = false, order_seen = false;
-  for (size_t at = 0; at <= t.size();) {  // <=: a trailing comma leaves one empty pair
-    const size_t end = std::min(t.find(',', at), t.size());
-    const std::string pair = t.substr(at, end - at);
-    const size_t eq = pair.find('=');
-    const std::string key = pair.substr(0, eq),
-                      value = eq == std::string::npos ? "" : pair.substr(eq + 1);
-    if (eq == std::string::npos || (key != "variant" && key != "order")) {
-      *why = "config must be variant=asm|opus|hk|self[,order=forward|reverse] (got '" + t + "')";
-      return false;
-    }
-    bool& seen = key == "variant" ? variant_seen : order_seen;
-    if (seen) {
-      *why = key + " given twice (got '" + t + "'; each key at most once)";
-      return false;
-    }
-    seen = true;
-    if (key == "variant" && !SetVariant(value, cfg, why)) return false;
-    if (key == "order") {
-      if (value != "forward" && value != "reverse") {
-        *why = "unknown order '" + value + "' (forward or reverse)";
-        return false;
-      }
-      cfg->reverse_order = value == "reverse";
-    }
-    at = end + 1;
-  }
+  using namespace kut_config;
+  std::vector<int64_t> v;
+  if (!Parse(text, CpuKeys(), &v, why)) return false;
+  if (!SetVariant(CpuKeys()[kCpuVariant].words[v[kCpuVariant]], cfg, why)) return false;
+  cfg->reverse_order = v[kCpuOrder] == 1;
   return true;
 }
 

@@ -4,8 +4,9 @@
 // (kernels/decode.hip), `mlasim replay --gpu` and `mlasim fuzz --gpu` all reach them through it.
 // HIP names only (nvcc builds it through hip_compat.h; the AMD device check compiles it too).
 //
-// Config (--kernel-config): comma-separated `variant=asm|opus|hk` (the zero-KV behaviour and the
-// built-in contract it declares, default asm) and `tiling=0..6` (DecodeOptions::tiling).
+// Config (--kernel-config, kernels/kut/gpu_config.h): comma-separated `variant=asm|opus|hk` (the
+// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..6`
+// (DecodeOptions::tiling), each at most once.
 // Shapes: bf16 q and o, bf16 or fp8 e4m3fn KV, heads a multiple of 16, head_dim_qk a multiple
 // of 32 up to 576, head_dim_v a multiple of 16 up to min(512, head_dim_qk), contiguous rows.
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
@@ -19,6 +20,7 @@
 #include "kernels/decode/reduce.h"
 #include "kernels/decode/schedule.h"
 #include "kernels/gpu_api.h"
+#include "kernels/kut/gpu_config.h"
 #include "kernels/mlasim_kut.h"
 #if defined(__CUDACC__)
 #include "kernels/decode/sm90/kernel.h"
@@ -41,33 +43,12 @@ int Fail(int code, std::string why) {
   return code;
 }
 
-struct Config {
-  std::string variant = "asm";
-  ZeroKvVariant zero_kv = ZeroKvVariant::kAsm;
-  int tiling = 0;
-};
+using Config = GpuConfig;  // kernels/kut/gpu_config.h
 
+// Parses the config (gpu_config.h: kut_config.h with GpuKeys). False with the reason in g_error.
 bool ParseConfig(const char* text, Config* c) {
-  std::string t = text ? text : "";
-  for (size_t at = 0; at < t.size();) {
-    size_t end = t.find(',', at);
-    if (end == std::string::npos) end = t.size();
-    const std::string item = t.substr(at, end - at);
-    at = end + 1;
-    if (item.rfind("variant=", 0) == 0) {
-      c->variant = item.substr(8);
-      if (c->variant == "asm") c->zero_kv = ZeroKvVariant::kAsm;
-      else if (c->variant == "opus") c->zero_kv = ZeroKvVariant::kOpus;
-      else if (c->variant == "hk") c->zero_kv = ZeroKvVariant::kHk;
-      else return Fail(0, "unknown variant '" + c->variant + "' (asm, opus or hk)"), false;
-    } else if (item.rfind("tiling=", 0) == 0 && item.size() == 8 && item[7] >= '0' &&
-               item[7] <= '6') {
-      c->tiling = item[7] - '0';
-    } else if (!item.empty()) {
-      return Fail(0, "config items are variant=asm|opus|hk and tiling=0..6 (got '" + item + "')"),
-             false;
-    }
-  }
+  std::string why;
+  if (!ParseGpuConfig(text, c, &why)) return Fail(0, why), false;
   return true;
 }
 

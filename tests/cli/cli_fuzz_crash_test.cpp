@@ -260,5 +260,40 @@ TEST(CrashSafety, DISABLED_HundredTrials) {
   fs::remove_all(ref);
 }
 
+// One run per shard and folder (round 8): a second run of the shard into the folder of a running
+// one was not noticed: it removed the first one's temp files as a killed run's, replaced its
+// progress file at every checkpoint and counted its findings as earlier ones. Now the second is
+// refused while the first runs (exit 2, naming the lock); another shard of the folder runs; a
+// SIGKILL of the first releases the folder.
+TEST(CampaignLock, ASecondRunOfTheShardIsRefusedWhileTheFirstRuns) {
+  const fs::path dir = Tmp("lock"), log = Tmp("lock.log");
+  const pid_t first =
+      Start({"fuzz", "--cases", "1000000", "--seconds", "120", "--seed", "1", "--out", dir});
+  ASSERT_GT(first, 0);
+  int status = 0;
+  ASSERT_TRUE(WaitForFirstCheckpoint(first, dir, &status)) << "the first run ended first";
+  auto run = [&](const std::vector<std::string>& args) {
+    fs::remove(log);
+    const int code = Wait(Start(args, log.string()));
+    return std::make_pair(code, ReadFile(log));
+  };
+  const auto [code, err] = run({"fuzz", "--cases", "2", "--seed", "2", "--out", dir});
+  EXPECT_EQ(code, 2) << err;
+  EXPECT_EQ(err, "mlasim fuzz: error: --out: " + dir.string() +
+                     " is in use: another campaign of shard 0/1 is running into it (it holds " +
+                     (dir / ".lock-0-of-1").string() + "); one run per shard and folder\n");
+  // Another shard of the same folder has a lock of its own.
+  const auto [other, other_err] =
+      run({"fuzz", "--cases", "2", "--seed", "1", "--shard", "1/2", "--out", dir});
+  EXPECT_LE(other, 1) << other_err;
+  ::kill(first, SIGKILL);
+  EXPECT_EQ(Wait(first), 128 + SIGKILL);
+  // The kill released the lock: the shard runs again.
+  const auto [after, after_err] = run({"fuzz", "--cases", "2", "--seed", "2", "--out", dir});
+  EXPECT_LE(after, 1) << after_err;
+  fs::remove_all(dir);
+  fs::remove(log);
+}
+
 }  // namespace
 }  // namespace mlasim::cli

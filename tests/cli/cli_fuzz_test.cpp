@@ -51,6 +51,32 @@ std::map<std::string, int> Indices(const std::string& summary) {
 // index slots from an empty range (rc::GenerationFailure); seed 6's case 395..399 states a kernel
 // with fewer heads than the plan's fold ratio, whose q view had 0 heads per row (SIGFPE). Both
 // campaigns now run to their case budget.
+// --shrink-path takes blanks around its brackets and items only: "[1 2]" was read as [12] (every
+// blank dropped), a step of another case; now refused (round 8).
+TEST(CliFuzz, ShrinkPathBlanksOnlyAroundItems) {
+  const std::vector<std::string> base = {"fuzz", "--reproduce", "6018027440424182937", "--size",
+                                         "16",   "--small",     "--shrink-path"};
+  auto with = [&](const std::string& path) {
+    std::vector<std::string> a = base;
+    a.push_back(path);
+    return Cli(a);
+  };
+  const Out plain = with("[0]");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  for (const char* spaced : {" [0] ", "[ 0 ]", "[0 ]"}) {
+    const Out o = with(spaced);
+    EXPECT_EQ(o.code, 0) << spaced << ": " << o.err;
+    EXPECT_EQ(o.out, plain.out) << spaced;
+  }
+  for (const char* bad : {"[1 2]", "[0 0]", "[ 1 0 ]", "[0, 1 0]"}) {
+    const Out o = with(bad);
+    EXPECT_EQ(o.code, 2) << bad;
+    EXPECT_EQ(o.err,
+              "mlasim fuzz: error: --shrink-path: must look like [3,0,1] (small integers)\n");
+    EXPECT_EQ(o.out, "");
+  }
+}
+
 TEST(CliFuzz, GeneratedShapesThatCrashedCampaignsRunToTheirBudget) {
   const std::pair<const char*, const char*> runs[] = {
       {"4", "hostile-indices,disagreements,paged,ragged-q"},

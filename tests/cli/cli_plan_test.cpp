@@ -487,6 +487,82 @@ TEST(CliFlags, IntegerOptionsReadDecimal) {
   }
 }
 
+// An integer flag given 2^31 (within 64 bits, beyond int32) reaches its own range check, which
+// names the range; these flags were int32 and CLI11 refused the text with "'2147483648' is outside
+// this option's integer range", naming no range (round 8).
+TEST(CliFlags, IntegerFlagsAboveInt32NameTheirRange) {
+  const std::string big = "2147483648";  // 2^31
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"fuzz", "--cases", "1", "--jobs", big}, "mlasim fuzz: error: --jobs: must be in 1..256\n"},
+      {{"fuzz", "--cases", "1", "--shrink-steps", big},
+       "mlasim fuzz: error: --shrink-steps: must be in 0..100000\n"},
+      {{"fuzz", "--reproduce", "1", "--size", big},
+       "mlasim fuzz: error: --size: must be in 1..1000 (a RapidCheck size)\n"},
+      {{"fuzz", "--gpu", "sentinel", "--kernel-under-test", "lib.so", "--cases", "1", "--device",
+        big},
+       "mlasim fuzz: error: --device: must be in 0..1023\n"},
+      {{"numerics", "--builtin", "seed", "--max-context", big},
+       "mlasim numerics: error: --max-context: must be in [1, 1048576]\n"},
+      {{"effectiveness", "--seeds", big}, "mlasim effectiveness: error: --seeds: must be in 1..1000\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--heads", big},
+       "mlasim triage: error: --heads: must be 1..1024\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--tp", big},
+       "mlasim triage: error: --tp: must be 1..64\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--dp", big},
+       "mlasim triage: error: --dp: must be 1..64\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--mtp-k", big},
+       "mlasim triage: error: --mtp-k: must be 0..7\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", big},
+       "mlasim triage: error: --batch: must be 1..4096\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "4294967297"},  // 2^32 + 1 is not 1
+       "mlasim triage: error: --batch: must be 1..4096\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--graph", big},
+       "mlasim triage: error: --graph: must be 1..4096 (at least --batch: the batch is padded up "
+       "to it)\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--jobs", big},
+       "mlasim triage: error: --jobs: must be 1..64\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--shrink-steps", big},
+       "mlasim triage: error: --shrink-steps: must be 0..1000\n"},
+      {{"triage", "--model", "glm-5.2", "--batch", "1", "--shrink-steps", "-2147483649"},
+       "mlasim triage: error: --shrink-steps: must be 0..1000\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const CliResult r = RunCli(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ' ' << args.back() << ": " << r.err;
+    EXPECT_EQ(r.err, want);
+    EXPECT_EQ(r.out, "");
+  }
+}
+
+// Every integer flag of every command (as --help lists them: INT, N, UINT types), given 2^31:
+// none answers with CLI11's rangeless "outside this option's integer range" (the mutant: one
+// flag bound to an int32 again fails here).
+TEST(CliFlags, NoIntegerFlagRefuses2To31WithoutItsRange) {
+  int flags = 0;
+  for (const char* command : {"replay", "explain-fault", "fuzz", "mutants", "plan", "numerics",
+                              "check", "effectiveness", "triage"}) {
+    const CliResult help = RunCli({command, "--help"});
+    std::istringstream lines(help.out);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string flag, type;
+      words >> flag >> type;
+      if (flag.rfind("--", 0) != 0 || flag == "--help") continue;
+      if (type.rfind("INT", 0) != 0 && type.rfind("N", 0) != 0 && type.rfind("UINT", 0) != 0)
+        continue;
+      if (type.rfind("NAME", 0) == 0) continue;
+      ++flags;
+      // CLI11 converts values before it refuses an unknown flag: the unknown flag keeps any
+      // command from running while the conversion is still checked.
+      const CliResult r = RunCli({command, flag, "2147483648", "--no-such-flag"});
+      EXPECT_EQ(r.exit_code, 2) << command << ' ' << flag;
+      EXPECT_EQ(r.err.find("outside this option's integer range"), std::string::npos)
+          << command << ' ' << flag << ": " << r.err;
+    }
+  }
+  EXPECT_GE(flags, 30);  // the sweep found the flags (32 on 2026-12-03)
+}
+
 TEST(CliPlan, HelpAndVersionExitZero) {
   const CliResult help = RunCli({"plan", "--help"});
   EXPECT_EQ(help.exit_code, 0);

@@ -30,6 +30,69 @@ fs::path Tmp(const std::string& name) {
   return fs::temp_directory_path() / ("mlasim_replay_" + std::to_string(::getpid()) + "_" + name);
 }
 
+// explain-fault --log of several ranks' faults: the first is explained, the others named with
+// how to explain each (text and --json); one fault line prints no such line.
+TEST(CliReplay, ExplainFaultNamesTheLogsOtherFaultAddresses) {
+  const fs::path layout = Tmp("others_layout.json"), log = Tmp("others.log");
+  ASSERT_EQ(Cli({"replay", "--builtin", "seed", "--layout-out", layout.string()}).code, 1);
+  std::ofstream(log) << "Memory access fault by GPU node-2 (Agent handle: 0x1) on address "
+                        "0x7f1000200000. Reason: Page not present\n"
+                        "Memory access fault by GPU node-3 (Agent handle: 0x1) on address "
+                        "0x7f1000300000. Reason: Page not present\n";
+  const Out t = Cli({"explain-fault", "--layout", layout.string(), "--log", log.string()});
+  EXPECT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("\nthe log names 1 more fault address, not explained here: "
+                       "0x7f1000300000 (explain each with --address)\n"),
+            std::string::npos)
+      << t.out;
+  const Out j =
+      Cli({"explain-fault", "--layout", layout.string(), "--log", log.string(), "--json"});
+  ASSERT_EQ(j.code, 0) << j.err;
+  EXPECT_EQ(nlohmann::json::parse(j.out)["other_addresses"],
+            nlohmann::json::array({"0x7f1000300000"}));
+  const Out a = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
+  EXPECT_EQ(a.out.find("more fault address"), std::string::npos) << a.out;
+  fs::remove(layout);
+  fs::remove(log);
+}
+
+// Two output flags naming one file: each write replaced the one before and one report was left
+// (replay --html r --junit r --layout-out r --scenario-out r printed the JUnit XML only). Refused
+// before any work, naming both flags; paths are compared as files ("d/../r" is "r").
+TEST(CliReplay, TwoOutputsOfOneFileAreRefusedNamingBothFlags) {
+  const fs::path dir = Tmp("outputs");
+  fs::create_directories(dir / "sub");
+  const std::string r = (dir / "r.out").string(), alias = (dir / "sub" / ".." / "r.out").string();
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"replay", "--builtin", "seed", "--html", r, "--junit", r},
+       "mlasim replay: error: --junit: " + r + " is also --html's output (each output needs a " +
+           "file of its own)\n"},
+      {{"replay", "--builtin", "seed", "--layout-out", r, "--scenario-out", alias},
+       "mlasim replay: error: --scenario-out: " + alias +
+           " is also --layout-out's output (each output needs a file of its own)\n"},
+      {{"replay", "--builtin", "seed", "--html", r, "--scenario-out", r},
+       "mlasim replay: error: --scenario-out: " + r +
+           " is also --html's output (each output needs a file of its own)\n"},
+      {{"fuzz", "--cases", "1", "--html", r, "--junit", r},
+       "mlasim fuzz: error: --junit: " + r + " is also --html's output (each output needs a " +
+           "file of its own)\n"},
+  };
+  for (const auto& [args, want] : cases) {
+    const Out o = Cli(args);
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(o.err, want);
+    EXPECT_EQ(o.out, "");
+    EXPECT_FALSE(fs::exists(r));  // refused before anything was written
+  }
+  // Each output its own file: all four written.
+  const Out ok = Cli({"replay", "--builtin", "seed", "--html", r, "--junit", r + ".xml",
+                      "--layout-out", r + ".layout", "--scenario-out", r + ".json"});
+  EXPECT_EQ(ok.code, 1) << ok.err;  // the seed's violations
+  for (const std::string& f : {r, r + ".xml", r + ".layout", r + ".json"})
+    EXPECT_GT(fs::file_size(f), 100u) << f;
+  fs::remove_all(dir);
+}
+
 TEST(CliReplay, SeedBeforeTheFixExitsOneWithTheJsonKeys) {
   const Out r = Cli({"replay", "--builtin", "seed", "--json"});
   EXPECT_EQ(r.code, 1) << r.err;
@@ -94,11 +157,19 @@ TEST(CliReplay, LayoutOutFeedsExplainFault) {
   EXPECT_EQ(k["page_bytes"], 0);
   const Out t = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
   EXPECT_NE(t.out.find("22528 bytes past the end of q"), std::string::npos) << t.out;
-  for (const char* bad : {"-1", "1073741825"}) {
+  for (const char* bad : {"-1", "1073741825", "3", "4095", "2147483648"}) {
     const Out b = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000",
                        "--page-bytes", bad});
     EXPECT_EQ(b.code, 2) << bad;
-    EXPECT_NE(b.err.find("--page-bytes: must be in 0..1073741824"), std::string::npos) << b.err;
+    EXPECT_EQ(b.err, std::string("mlasim explain-fault: error: --page-bytes: must be in "
+                                 "0..1073741824 (0: an exact address) and a power of 2 (got ") +
+                         bad + ")\n");
+  }
+  // Powers of 2 from 1 (the exact byte's row) to 2^30 (the limit).
+  for (const char* good : {"1", "2", "4096", "1073741824"}) {
+    const Out g = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000",
+                       "--page-bytes", good});
+    EXPECT_EQ(g.code, 0) << good << ": " << g.err;
   }
   fs::remove(layout);
   fs::remove(log);
@@ -156,10 +227,10 @@ TEST(CliReplay, KernelBesideADecodeContractOfAnotherVariantExitsTwoNamingBoth) {
 // seed's grid is 256 workgroups: from -2^62 walks 2^62 + 256 trips.
 TEST(CliReplay, ALoopOfMoreThanInt64MaxTripsIsReportedNotRun) {
   const fs::path contract = Tmp("loop.json");
-  for (const auto& [from, trips] : std::vector<std::pair<int64_t, std::string>>{
-           {INT64_MIN, "9223372036854775807"},
-           {INT64_MIN + 1, "9223372036854775807"},
-           {-(int64_t{1} << 62), "4611686018427388160"}}) {
+  for (const auto& [from, trips] :
+       std::vector<std::pair<int64_t, std::string>>{{INT64_MIN, "9223372036854775807"},
+                                                    {INT64_MIN + 1, "9223372036854775807"},
+                                                    {-(int64_t{1} << 62), "4611686018427388160"}}) {
     std::ofstream(contract) << R"({"extends": "asm", "program": [{"loop": "c", "from": )" << from
                             << R"(, "to": "grid", "attribute": "workgroup", "body": [{"read": "q",
                             "rows": [0, 1]}]}]})";

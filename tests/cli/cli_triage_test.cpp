@@ -187,6 +187,13 @@ TEST(TriageCli, BadInputsExitTwoNamingTheFlag) {
       {{"--versions", "2026-03..", "--profile", "atom-2026-08"}, "--versions: not with --profile"},
       {{"--kernel", "triton"}, "--kernel: unknown variant 'triton' (asm, opus, hk)"},
       {{"--allocator", "slab"}, "--allocator: unknown model 'slab' (exact, caching)"},
+      // A sweep axis naming a value twice ran its combinations twice, as rows of their own
+      // (round 8).
+      {{"--kernel", "asm,asm"}, "--kernel: 'asm' given twice"},
+      {{"--kernel", "opus,hk,opus"}, "--kernel: 'opus' given twice"},
+      {{"--allocator", "exact,caching,caching"}, "--allocator: 'caching' given twice"},
+      {{"--profile", "atom-2026-08,atom-2026-03,atom-2026-08"},
+       "--profile: 'atom-2026-08' given twice"},
       {{"--cases", "0"}, "--cases: must be 1..100000"},
       {{"--cases", "100001"}, "--cases: must be 1..100000"},
       {{"--jobs", "0"}, "--jobs: must be 1..64"},

@@ -31,12 +31,13 @@ fs::path TempDir(const std::string& name) {
   return p;
 }
 
-// The finding files of `dir` (the progress file, which records seconds, left out).
+// The finding files of `dir`: the campaign's own dot-files left out (the progress file records
+// seconds; the shard's lock file is empty).
 std::map<std::string, std::string> FindingFiles(const std::string& dir) {
   std::map<std::string, std::string> files;
   for (const auto& e : fs::directory_iterator(dir)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(".progress", 0) == 0) continue;
+    if (name.rfind('.', 0) == 0) continue;
     std::ifstream f(e.path());
     std::stringstream b;
     b << f.rdbuf();

@@ -64,7 +64,8 @@ TEST_F(Limits, SetLimitsRaisesLowersAndResets) {
   EXPECT_EQ(Limit(LimitId::kRequests), 16777216);
   ASSERT_TRUE(SetLimits("requests=1").ok());  // the smallest value
   EXPECT_EQ(Limit(LimitId::kRequests), 1);
-  ASSERT_TRUE(SetLimits("").ok());  // nothing to set
+  ASSERT_TRUE(SetLimits("").ok());    // nothing to set
+  ASSERT_TRUE(SetLimits("  ").ok());  // blanks only: nothing to set
   ResetLimits();
   EXPECT_EQ(Limit(LimitId::kRequests), 1 << 20);
   EXPECT_EQ(Limit(LimitId::kQlen), 4096);
@@ -85,6 +86,17 @@ TEST_F(Limits, SetLimitsErrorsNameTheFieldAndChangeNothing) {
       {"requests=18446744073709551615", "requests: 18446744073709551615 is outside 1..16777216"},
       {"requests=18446744073709551616", "requests: '18446744073709551616' is an integer above 64"},
       {"qlen=8,requests=0", "requests: 0 is outside"},
+      // Round 8: an empty item was skipped and the last of two values won.
+      {"requests=7,", "empty item: a leading, trailing or doubled comma (got 'requests=7,')"},
+      {",requests=7", "empty item: a leading, trailing or doubled comma (got ',requests=7')"},
+      {"requests=7,,qlen=8",
+       "empty item: a leading, trailing or doubled comma (got "
+       "'requests=7,,qlen=8')"},
+      {"requests=7, ,qlen=8", "empty item: a leading, trailing or doubled comma"},  // blanks only
+      {"requests=7,requests=8",
+       "requests given twice (got 'requests=7,requests=8'; each limit at most once)"},
+      {"requests=7,qlen=8, requests = 7",  // the same value twice too
+       "requests given twice (got 'requests=7,qlen=8, requests = 7'; each limit at most once)"},
   };
   for (const auto& [spec, want] : cases) {
     SCOPED_TRACE(spec);

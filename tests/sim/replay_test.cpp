@@ -103,6 +103,35 @@ TEST(FaultLog, RocmLineWrappedSplitMidWordWithPrefixes) {
   EXPECT_EQ(f->reason, "Page not present or supervisor privilege");
 }
 
+// A log of several ranks' faults: the first address is explained and the others are named
+// (other_addresses, distinct, in log order, at most kMaxOtherFaultAddresses); before round 8 the
+// first was taken as the only one without a word.
+TEST(FaultLog, FurtherFaultLinesAreNamedNotDropped) {
+  auto line = [](int rank, const char* address) {
+    return "[rank" + std::to_string(rank) + "] Memory access fault by GPU node-" +
+           std::to_string(rank) + " (Agent handle: 0x1) on address " + address +
+           ". Reason: Page not present or supervisor privilege.\n";
+  };
+  const std::string log = line(0, "0x7f1000200000") + line(1, "0x7f1000300000") +
+                          line(2, "0x7f1000200000") + line(3, "(nil)") + line(4, "0x7f1000400000") +
+                          line(5, "0x7f1000300000");
+  auto f = ParseFaultText(log, "--log");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->address, 0x7f1000200000ull);
+  EXPECT_EQ(f->other_addresses, (std::vector<uint64_t>{0x7f1000300000ull, 0x7f1000400000ull}));
+  // One fault line: no others.
+  auto one = ParseFaultText(line(0, "0x7f1000200000"), "--log");
+  ASSERT_TRUE(one.ok());
+  EXPECT_TRUE(one->other_addresses.empty());
+  // At most kMaxOtherFaultAddresses (16) others.
+  std::string many;
+  for (int i = 0; i < 40; ++i) many += line(i, ("0x7f10" + std::to_string(100000 + i)).c_str());
+  auto m = ParseFaultText(many, "--log");
+  ASSERT_TRUE(m.ok());
+  ASSERT_EQ(m->other_addresses.size(), kMaxOtherFaultAddresses);
+  EXPECT_EQ(m->other_addresses.front(), 0x7f10100001ull);
+}
+
 TEST(FaultLog, NilAddressAndHsaStatus) {
   auto f = ParseFaultText(
       "HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION\nMemory access fault by GPU node-1 (Agent "

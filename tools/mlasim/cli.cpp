@@ -58,6 +58,11 @@ std::pair<std::string, std::string> SplitParseError(const std::string& msg) {
       for (std::string w; in >> w;) words.insert(words.begin(), w);
       if (words.empty()) break;
       std::string reason = words[0].rfind('-', 0) == 0 ? "unknown option" : "unexpected argument";
+      // Every "raise it with --limit NAME=N" hint leads here when typed after the command.
+      if (words[0] == "--limit")
+        reason =
+            "not an option of the command: --limit goes before it (mlasim --limit "
+            "NAME=VALUE <command> ...; docs/limits.md)";
       for (size_t i = 1; i < words.size(); ++i)
         reason += (i == 1 ? " (also unexpected: " : " ") + words[i];
       if (words.size() > 1) reason += ")";
@@ -255,11 +260,19 @@ bool SetRunLimits(const std::vector<std::string>& limits, std::ostream& err) {
     PrintError(err, "", st.field(), st.message());
     return false;
   }
-  for (const std::string& l : limits) {
-    if (Status st = ref::SetLimits(l, "--limit"); !st.ok()) {
-      PrintError(err, "", st.field(), st.message());
+  // Every --limit as one list, so that a limit given in two flags is refused as a limit given
+  // twice in one (the last won before).
+  std::string all;
+  for (size_t i = 0; i < limits.size(); ++i) {
+    if (limits[i].find_first_not_of(" \t") == std::string::npos) {
+      PrintError(err, "", "--limit", "must not be empty");
       return false;
     }
+    all += (i ? "," : "") + limits[i];
+  }
+  if (Status st = ref::SetLimits(all, "--limit"); !st.ok()) {
+    PrintError(err, "", st.field(), st.message());
+    return false;
   }
   return true;
 }

@@ -68,9 +68,14 @@ class ExplainFaultCommand final : public Command {
       return Fail(io, InvalidArgumentError(field,
                                            "the fault address is (nil): a null pointer, "
                                            "not an overrun of a buffer"));
-    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30)))
+    // A page is a power of 2: with 3 the rows "the page covers" were the rows of 3 bytes
+    // from the address, whatever page the fault was in (round 8).
+    if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30) ||
+                                   (page_bytes_ & (page_bytes_ - 1)) != 0))
       return Fail(io, InvalidArgumentError("--page-bytes",
-                                           "must be in 0..1073741824 (0: an exact address)"));
+                                           "must be in 0..1073741824 (0: an exact address) and "
+                                           "a power of 2 (got " +
+                                               std::to_string(page_bytes_) + ")"));
     auto at = sim::AttributeAddress(layout, fault->address, field, PageBytes(layout, *fault));
     if (!at.ok()) return Fail(io, at.status());
     if (json_)
@@ -93,7 +98,7 @@ class ExplainFaultCommand final : public Command {
       // Neither a log line nor a bare address the log reader knows: say what is wrong with the
       // text as an address.
       MLASIM_ASSIGN_OR_RETURN(const uint64_t address, sim::ParseAddressText(address_, "--address"));
-      fault = sim::FaultReport{address, false, "address", "", {}};
+      fault = sim::FaultReport{address, false, "address", "", {}, {}};
     }
     return fault;
   }
@@ -136,9 +141,26 @@ class ExplainFaultCommand final : public Command {
                         {"alternative", at.alternative},
                         {"accesses", AccessesJson(at)},
                         {"text", at.text}};
+    if (!fault.other_addresses.empty()) {
+      nlohmann::json others = nlohmann::json::array();
+      for (uint64_t a : fault.other_addresses) others.push_back(fmt::format("0x{:x}", a));
+      j["other_addresses"] = others;
+    }
     if (layout.contains("call_name")) j["call"] = layout["call_name"];
     if (layout.contains("step")) j["step"] = layout["step"];
     return j;
+  }
+
+  // "the log names 2 more fault addresses, not explained here: 0x..., 0x... (explain each with
+  // --address)": the first one is explained, the others are said.
+  static std::string OtherAddressesText(const sim::FaultReport& fault) {
+    std::string list;
+    for (uint64_t a : fault.other_addresses)
+      list += (list.empty() ? "" : ", ") + fmt::format("0x{:x}", a);
+    const size_t n = fault.other_addresses.size();
+    return "the log names " + std::to_string(n) + " more fault address" + (n == 1 ? "" : "es") +
+           (n == sim::kMaxOtherFaultAddresses ? " (or more)" : "") +
+           ", not explained here: " + list + " (explain each with --address)";
   }
 
   static std::string AttributionText(const nlohmann::json& layout, const sim::FaultReport& fault,
@@ -150,6 +172,7 @@ class ExplainFaultCommand final : public Command {
       o << "layout of " << layout.value("step", std::string("?")) << " / "
         << layout.value("call_name", std::string("?")) << '\n';
     if (!fault.reason.empty()) o << "reported reason: " << fault.reason << '\n';
+    if (!fault.other_addresses.empty()) o << OtherAddressesText(fault) << '\n';
     return o.str();
   }
 

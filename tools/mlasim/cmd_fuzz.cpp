@@ -285,6 +285,9 @@ class FuzzCommand final : public Command {
           io, InvalidArgumentError("--resume", "needs --out DIR (the progress file lives there)"));
     if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
+    if (Status st = CheckDistinctOutputs({{"--html", html_out_}, {"--junit", junit_out_}});
+        !st.ok())
+      return Fail(io, st);
     if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);
@@ -425,18 +428,21 @@ class FuzzCommand final : public Command {
                           "required with --reproduce (the finding's reproduce command gives it)"));
     if (reproduce_size_ < 1 || reproduce_size_ > 1000)
       return Fail(io, InvalidArgumentError("--size", "must be in 1..1000 (a RapidCheck size)"));
-    // [i,j,...]: small non-negative integers, nothing else
+    // [i,j,...]: small non-negative integers, nothing else; blanks around the brackets and items
+    // only ("[1 2]" was read as [12] when every blank was dropped).
     std::vector<int> path;
-    std::string t;
-    for (char c : shrink_path_)
-      if (c != ' ') t += c;
+    auto trim = [](const std::string& x) {
+      const size_t b = x.find_first_not_of(' ');
+      return b == std::string::npos ? std::string() : x.substr(b, x.find_last_not_of(' ') - b + 1);
+    };
+    const std::string t = trim(shrink_path_);
     const bool bracketed = t.size() >= 2 && t.front() == '[' && t.back() == ']';
-    std::string body = bracketed ? t.substr(1, t.size() - 2) : "";
+    const std::string body = trim(bracketed ? t.substr(1, t.size() - 2) : "");
     bool ok = bracketed;
     for (size_t i = 0; ok && !body.empty();) {
       const size_t comma = body.find(',', i);
       const std::string item =
-          body.substr(i, comma == std::string::npos ? std::string::npos : comma - i);
+          trim(body.substr(i, comma == std::string::npos ? std::string::npos : comma - i));
       ok = !item.empty() && item.size() <= 6 &&
            item.find_first_not_of("0123456789") == std::string::npos;
       if (ok) path.push_back(std::stoi(item));
@@ -496,7 +502,7 @@ class FuzzCommand final : public Command {
   std::string kut_reference_ = "auto";
   bool host_inputs_ = false, skip_known_faults_ = false;
   double kut_timeout_ = 120;
-  int device_ = 0;
+  int64_t device_ = 0;  // 64 bits, as every integer flag: 2^31 reaches the range check
   bool kut_worker_ = false, no_gpu_plans_ = false;
   std::vector<std::string> known_from_;
   std::vector<std::string> profiles_;
@@ -505,7 +511,7 @@ class FuzzCommand final : public Command {
   std::string shrink_text_ = "per-signature";
   std::string seed_text_ = "1", shard_text_, shrink_path_ = "[]";
   uint64_t reproduce_seed_ = 0;
-  int reproduce_size_ = 50;
+  int64_t reproduce_size_ = 50;
 };
 
 // "seed index 25, 14 shrink steps[, cut short by the 200-step budget]".

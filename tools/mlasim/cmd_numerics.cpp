@@ -684,7 +684,7 @@ class NumericsCommand final : public Command {
   ScenarioArgs scenario_;
   std::string accumulate_ = "fp32";
   std::string empty_rows_, zero_kv_;  // empty: the decode contract's
-  int32_t max_context_ = 512;
+  int64_t max_context_ = 512;         // 64 bits: 2^31 reaches the range check
   bool small_dims_ = true;
   uint64_t seed_ = 1;
   CLI::Option* dims_opt_ = nullptr;

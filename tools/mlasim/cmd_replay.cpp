@@ -235,6 +235,13 @@ class ReplayCommand final : public Command {
         return Fail(io, InvalidArgumentError("--mutant", "no simulator mutant named '" + mutant_ +
                                                              "' (see mlasim mutants --list)"));
     }
+    // Four reports into one file: each write replaced the one before, and one report was left.
+    if (Status st = CheckDistinctOutputs({{"--html", html_out_},
+                                          {"--junit", junit_out_},
+                                          {"--layout-out", layout_out_},
+                                          {"--scenario-out", scenario_out_}});
+        !st.ok())
+      return Fail(io, st);
     if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     if (app_->count("--junit"))

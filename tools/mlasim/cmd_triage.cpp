@@ -202,7 +202,7 @@ class TriageCommand final : public Command {
         return InvalidArgumentError("--graph", fmt::format("must be {}..4096 (at least --batch: "
                                                            "the batch is padded up to it)",
                                                            batch_));
-      s.graph.capture_sizes = {graph_};
+      s.graph.capture_sizes = {static_cast<int32_t>(graph_)};  // checked: batch..4096
     }
     s.graph.eager = eager_;
     const int32_t rows = std::max(batch_, app_->count("--graph") ? graph_ : 0);
@@ -382,7 +382,9 @@ class TriageCommand final : public Command {
   std::string model_, target_ = "gfx942", revision_ = "2026-08", versions_, fault_text_, out_dir_;
   std::string seed_text_ = "1";
   std::vector<std::string> profiles_, kernels_, allocators_;
-  int32_t heads_ = 0, tp_ = 1, dp_ = 1, mtp_k_ = 0, batch_ = 0, graph_ = 0;
+  // 64 bits, as every integer flag: 2^31 reaches the range checks (CLI11 would refuse it for an
+  // int32 without naming the range).
+  int64_t heads_ = 0, tp_ = 1, dp_ = 1, mtp_k_ = 0, batch_ = 0, graph_ = 0;
   bool eager_ = false, json_ = false;
 };
 

@@ -1,11 +1,31 @@
 #include "tools/mlasim/html_output.h"
 
+#include <filesystem>
+#include <system_error>
+
 #include "sim/os_error.h"
 
 namespace mlasim::cli {
 
 Status CheckOutputFile(const std::string& flag, const std::string& path) {
   return sim::CheckOutputFile(flag, path);
+}
+
+Status CheckDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<fs::path, std::string>> seen;  // canonical path, flag
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    std::error_code ec;
+    fs::path canonical = fs::weakly_canonical(fs::absolute(path, ec), ec);
+    if (ec) canonical = fs::absolute(path).lexically_normal();
+    for (const auto& [other, other_flag] : seen)
+      if (other == canonical)
+        return InvalidArgumentError(flag, path + " is also " + other_flag +
+                                              "'s output (each output needs a file of its own)");
+    seen.emplace_back(canonical, flag);
+  }
+  return OkStatus();
 }
 
 Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text) {

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "ref/status.h"
 
@@ -16,6 +18,12 @@ namespace mlasim::cli {
 // (flag) naming the cause (sim/os_error.h): "PATH is a directory, not a file", "cannot write
 // PATH: the folder D does not exist", "... D is on a read-only file system".
 Status CheckOutputFile(const std::string& flag, const std::string& path);
+
+// OK when no two of `outputs` ({flag, path}, "" = not given) name one file (compared as
+// weakly canonical paths: "a/../r.html" is "r.html"). Error: InvalidArgument(later flag,
+// "PATH is also EARLIER-FLAG's output (each output needs a file of its own)"): the later write
+// would replace the earlier file, and of the reports asked for one would be left.
+Status CheckDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
 // Writes `text` to `path` (truncating it). Errors: InvalidArgument (flag) as above, or when a
 // write fails ("no space left on the device (the disk is full)": a full disk, /dev/full).

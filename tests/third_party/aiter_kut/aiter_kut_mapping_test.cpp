@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fake_aiter.h"
@@ -151,6 +152,40 @@ TEST_F(AiterKut, DescribeRefusesOpusHkAndUnknownItems) {
     EXPECT_EQ(mlasim_kut_describe(config, &info), MLASIM_KUT_UNSUPPORTED) << config;
     EXPECT_NE(std::string(mlasim_kut_last_error()).find(config), std::string::npos);
   }
+}
+
+// The adapter parses its config with the shared parser (kernels/kut/kut_config.h): a key given
+// twice (the last value won before), an empty item (a trailing comma was ignored), an unknown
+// key, an item without '=' and a value it does not take are refused with the reason.
+TEST_F(AiterKut, DescribeRefusesARepeatedKeyAnEmptyItemAndAnUnknownKey) {
+  const std::string usage = "; config is variant=asm[,heads=16|any])";
+  const std::pair<const char*, std::string> cases[] = {
+      {"heads=any,heads=16", "heads given twice (got 'heads=any,heads=16'; each key at most once)"},
+      {"variant=asm,variant=asm",
+       "variant given twice (got 'variant=asm,variant=asm'; each key at most once)"},
+      {"heads=any,", "empty item: a leading, trailing or doubled comma (got 'heads=any,'" + usage},
+      {",heads=any", "empty item: a leading, trailing or doubled comma (got ',heads=any'" + usage},
+      {"tiling=1", "unknown key 'tiling' (got 'tiling=1'" + usage},
+      {"any", "'any' is not key=value (got 'any'" + usage},
+      {"variant=opus",
+       "unknown variant 'opus' (got 'variant=opus'; variant is asm: the only stage-1 kernel this "
+       "adapter calls)"},
+      {"heads=032", "unknown heads '032' (got 'heads=032'; heads is 16 or any)"}};
+  for (const auto& [config, want] : cases) {
+    mlasim_kut_info info{};
+    EXPECT_EQ(mlasim_kut_describe(config, &info), MLASIM_KUT_UNSUPPORTED) << config;
+    EXPECT_EQ(std::string(mlasim_kut_last_error()), want) << config;
+  }
+}
+
+// A run parses the call's config the same way before it maps any argument.
+TEST_F(AiterKut, RunRefusesARepeatedKeyBeforeCallingAiter) {
+  mlasim_kut_call c = Call(MLASIM_KUT_OP_DECODE);
+  c.config = "heads=16,heads=any";
+  EXPECT_EQ(mlasim_kut_run(&c), MLASIM_KUT_UNSUPPORTED);
+  EXPECT_EQ(std::string(mlasim_kut_last_error()),
+            "heads given twice (got 'heads=16,heads=any'; each key at most once)");
+  EXPECT_EQ(state().decode.calls, 0);
 }
 
 TEST_F(AiterKut, DecodeMapsEveryArgumentBf16) {
