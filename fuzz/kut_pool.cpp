@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -31,13 +32,14 @@ namespace {
 // CUDA_MPS_PIPE_DIRECTORY of an isolated worker: no daemon listens there.
 constexpr char kNoMpsPipeDirectory[] = "/nonexistent/mlasim-worker-outside-mps";
 
-// Whether this process's workers are clients of an NVIDIA MPS daemon: a pipe folder named by
-// CUDA_MPS_PIPE_DIRECTORY, or the daemon's default one, exists.
+// Whether this process's workers are clients of an NVIDIA MPS daemon: the daemon's control pipe
+// is in the folder CUDA_MPS_PIPE_DIRECTORY names, or in its default one (a folder alone may be
+// left over from a daemon that quit).
 bool MpsDaemonVisible() {
   const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   struct stat st {};
   const std::string dir = env != nullptr && *env != 0 ? env : "/tmp/nvidia-mps";
-  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return ::stat((dir + "/control").c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
 }  // namespace
@@ -530,7 +532,7 @@ void KutPool::AddStepEnd(const json& j, KutStepResult& res) {
 }
 
 bool KutPool::RunOnWorker(KutWorker& w, const json& scenario, int32_t start, KutStepResult& res,
-                          json& running, json& fault) {
+                          json& running, json& fault, int32_t& next_start) {
   const json req = {{"scenario", scenario}, {"start_call", start}};
   (void)w.Send(req.dump());  // a worker that died shows as the end of its output below
   std::string line;
@@ -544,7 +546,15 @@ bool KutPool::RunOnWorker(KutWorker& w, const json& scenario, int32_t start, Kut
     }
     if (tag == 'P') running = j;
     if (tag == 'F') fault = j;
-    if (tag == 'C') AddCallReport(j, res);
+    if (tag == 'C') {
+      // The call (and its reduce, announced before the decode's report) is done: a fault from
+      // here to the next announcement is no call's.
+      const int32_t index = j.value("report", json::object()).value("index", -1);
+      const int32_t announced = running.is_object() ? running.value("call", -1) : -1;
+      next_start = std::max({next_start, index + 1, announced + 1});
+      running = json();
+      AddCallReport(j, res);
+    }
     if (tag == 'E') {
       AddStepEnd(j, res);
       return true;
@@ -601,6 +611,7 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
   KutStepResult res;
   const json scenario = sim::ScenarioToJson(s);
   int32_t start = 0;
+  std::string last_device_error;
   for (int ends = 0; ends < kMaxWorkerEndsPerStep; ++ends) {
     std::unique_ptr<KutWorker> w = Take();
     std::string error;
@@ -610,31 +621,38 @@ KutStepResult KutPool::Check(const sim::Scenario& s) {
       return res;
     }
     json running, fault;
-    if (RunOnWorker(*w, scenario, start, res, running, fault)) {
+    int32_t next_start = start;
+    if (RunOnWorker(*w, scenario, start, res, running, fault, next_start)) {
       Give(std::move(w));
       return res;
     }
+    // Before the replacement starts, so that it starts outside the daemon already.
+    if (fault.contains("device") && mps_ && !left_mps_.exchange(true))
+      res.notes.push_back(
+          "a device fault under MPS ends every worker on the GPU, and the daemon takes no new "
+          "client until they have all exited: the workers started from now on run outside it");
     const std::string how = w->Stop();
     ReplaceInBackground();
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++restarts_;
     }
-    if (fault.contains("device") && mps_ && !left_mps_.exchange(true))
-      res.notes.push_back(
-          "a device fault under MPS ends every worker on the GPU, and the daemon takes no new "
-          "client until they have all exited: the workers started from now on run outside it");
-    if (running.is_null() && fault.contains("device")) {
-      // A device error before any kernel call of this attempt (under MPS, another worker's
-      // fault ended this context too): the same calls again on a new worker.
-      res.notes.push_back("the worker's device failed before its first kernel call (" + how +
-                          "): the step runs again from call " + std::to_string(start));
+    if (mps_ && running.is_null() && fault.contains("device")) {
+      // Under MPS, a device error outside any kernel call (another worker's fault ended this
+      // context too): the calls not yet reported run again on a new worker. Bounded with the
+      // other worker ends of the step; without MPS such an error is the step's error below.
+      last_device_error = fault.value("device", std::string());
+      res.notes.push_back("the worker's device failed outside a kernel call (" + how + ": " +
+                          last_device_error + "): the step goes on from call " +
+                          std::to_string(next_start));
+      start = next_start;
       continue;
     }
     start = AddWorkerEnd(scenario, running, std::move(fault), how, w->last_words, res);
     if (start < 0) return res;
   }
-  res.error = "too many worker faults in one step";
+  res.error = "too many worker faults in one step" +
+              (last_device_error.empty() ? "" : " (the last: " + last_device_error + ")");
   return res;
 }
 

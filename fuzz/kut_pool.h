@@ -113,8 +113,9 @@ class KutPool {
   // One attempt of Check on worker `w` from call `start`: true when the step ended ('E'), with
   // its results in `res`; false when the worker ended or hung first, with the last call it
   // announced in `running` and its fault report (or a hang) in `fault`.
+  // `next_start`: past the last call reported ('C'); `running` is cleared at each report.
   bool RunOnWorker(KutWorker& w, const nlohmann::json& scenario, int32_t start, KutStepResult& res,
-                   nlohmann::json& running, nlohmann::json& fault);
+                   nlohmann::json& running, nlohmann::json& fault, int32_t& next_start);
   // A call's report ('C') and the step's end ('E') into `res` and the pool's counters.
   void AddCallReport(const nlohmann::json& j, KutStepResult& res);
   void AddStepEnd(const nlohmann::json& j, KutStepResult& res);

@@ -312,7 +312,7 @@ ref::AttentionOutput reference_attention(const ref::MlaInputs& shape, const Gene
 // fuzzing campaign compares millions of o elements per call, which cost more to download and
 // widen to double on the host than to compare where they are. `host` holds q_rows, num_heads,
 // head_dim_v and lse [q_rows, H] (o empty); `o` is [q_rows, H, Dv] fp32 device memory from
-// device_acquire, released with the object. Move-only.
+// device_acquire, released with the object. Neither copied nor moved (held by unique_ptr).
 struct DeviceAttention {
   DeviceAttention() = default;
   DeviceAttention(const DeviceAttention&) = delete;
@@ -330,10 +330,11 @@ std::unique_ptr<DeviceAttention> reference_attention_on_device(const ref::MlaInp
 // ref::CompareTensors on the device: the first `n` elements of `dev_actual` (`dtype`
 // MLASIM_KUT_BF16 or MLASIM_KUT_FP32, widened exactly) against fp32 `dev_expected`, element i
 // skipped where `skip_groups[i / group]` is set (host memory, ceil(n / group) flags; nullptr:
-// none). Counts, first indices, max_abs / max_rel and their indices, and passed are exactly
+// none). Counts, first indices, max_abs / max_rel and their indices are exactly
 // CompareTensors'; cos_diff sums the same terms in double in a fixed order of its own (blocks
 // of a grid that depends on n only), so it is deterministic and equal to the host's up to the
-// rounding of a reordered sum. Throws std::invalid_argument for another dtype, group < 1, n < 0
+// rounding of a reordered sum, and `passed` is the host's except when cos_diff is within that
+// rounding of its tolerance. Throws std::invalid_argument for another dtype, group < 1, n < 0
 // or a null pointer with n > 0; std::runtime_error for device errors.
 ref::CompareResult compare_on_device(const void* dev_actual, int32_t dtype,
                                      const float* dev_expected, int64_t n, int32_t group,

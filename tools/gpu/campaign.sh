@@ -47,6 +47,7 @@ campaign() {  # MODE SECONDS [TAG FLAGS...]
 }
 source "$(dirname "$0")/mps.sh"
 mps_start
+trap mps_stop EXIT
 campaign sentinel "${SECONDS_SENTINEL:-120}"
 campaign guard "${SECONDS_GUARD:-60}"
 if [ "${AB:-0}" = 1 ]; then
@@ -63,4 +64,3 @@ for f in "$OUT"/camp-*/*.json; do
   rc=$?
   echo "replay $(basename "$f"): rc=$rc"
 done
-mps_stop

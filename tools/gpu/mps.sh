@@ -6,7 +6,8 @@
 #                so every process started afterwards is an MPS client) unless MPS=0, the control
 #                binary is missing, or CUDA_MPS_PIPE_DIRECTORY is already set (a daemon the caller
 #                runs); prints what it did. Returns 0 either way: MPS is an accelerator, not a need.
-#   mps_stop   - quits the daemon mps_start started (nothing otherwise).
+#   mps_stop   - quits the daemon mps_start started and removes its folders (nothing otherwise);
+#                callers trap it on EXIT so an interrupted run leaves no daemon behind.
 MLASIM_MPS_STARTED=0
 mps_start() {
   if [ "${MPS:-1}" = 0 ]; then echo "mps: off (MPS=0)"; return 0; fi
@@ -32,5 +33,6 @@ mps_stop() {
   [ "$MLASIM_MPS_STARTED" = 1 ] || return 0
   echo quit | nvidia-cuda-mps-control > /dev/null 2>&1
   MLASIM_MPS_STARTED=0
+  rm -rf "${CUDA_MPS_PIPE_DIRECTORY%/pipe}"
   unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 }
