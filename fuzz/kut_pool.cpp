@@ -404,35 +404,36 @@ void InjectFaultOnceForTests() {
 
 }  // namespace
 
-KutPool::RerunEnd KutPool::RerunAlone(const json& scenario, const json& running,
-                                      const std::string& guard_only, json* fault) {
+KutPool::RerunEnd KutPool::RerunOn(KutWorker& w, const json& scenario, const json& running,
+                                   const std::string& guard_only, json* fault) {
   const int32_t call = running.value("call", 0);
   const std::string op = running.value("op", "");
   const int32_t decode = op == "reduce" ? call - 1 : call;
-  std::string error;
-  std::unique_ptr<KutWorker> w = NewWorker(&error, /*isolated=*/true);
-  if (w == nullptr) return RerunEnd::kNoWorker;
   json req = {{"scenario", scenario}, {"start_call", decode}, {"end_call", decode + 1}};
   if (!guard_only.empty()) req["guard_only"] = guard_only, req["guard"] = true;
-  (void)w->Send(req.dump());  // a worker that died shows as the end of its output below
+  (void)w.Send(req.dump());  // a worker that died shows as the end of its output below
   std::string line;
   json now;
-  RerunEnd end = RerunEnd::kFaultedElsewhere;  // ended or hung without a step end
-  while (w->Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
+  while (w.Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
     char tag;
     json j;
     if (!Parse(line, &tag, &j)) continue;
     if (tag == 'P') now = j;
-    if (tag == 'E') {
-      end = RerunEnd::kClean;
-      break;
-    }
+    if (tag == 'E') return RerunEnd::kClean;
     if (tag != 'F') continue;
     *fault = j;
-    end = now.value("call", -1) == call && now.value("op", "") == op ? RerunEnd::kFaultedThere
-                                                                     : RerunEnd::kFaultedElsewhere;
-    break;
+    const bool there = now.is_object() && now.value("call", -1) == call && now.value("op", "") == op;
+    return there ? RerunEnd::kFaultedThere : RerunEnd::kFaultedElsewhere;
   }
+  return RerunEnd::kFaultedElsewhere;  // ended or hung without a step end
+}
+
+KutPool::RerunEnd KutPool::RerunAlone(const json& scenario, const json& running,
+                                      const std::string& guard_only, json* fault) {
+  std::string error;
+  std::unique_ptr<KutWorker> w = NewWorker(&error, /*isolated=*/true);
+  if (w == nullptr) return RerunEnd::kNoWorker;
+  const RerunEnd end = RerunOn(*w, scenario, running, guard_only, fault);
   w->Stop();
   return end;
 }
@@ -443,26 +444,25 @@ KutPool::RerunEnd KutPool::RerunAlone(const json& scenario, const json& running,
 // the one guarded buffer where sentinel mode gave it slack) says nothing about this call's fault
 // and moves on to the next buffer.
 json KutPool::AttributeDeviceFault(const json& scenario, const json& running, const json& fault) {
-  const int32_t call = running.value("call", 0);
-  const std::string op = running.value("op", "");
-  const int32_t decode = op == "reduce" ? call - 1 : call;
-  // The reruns borrow the pool's workers (the request says what to guard): a run that does not
-  // fault leaves its worker alive for the next buffer, and only a worker that ended is replaced
-  // (in the background), so a fault costs one new process, not one per buffer tried.
-  if (mps_) {  // the pool's workers may hold contexts the fault ended (MPS): fresh ones outside it
-    for (const char* name : kDeviceGuardOrder) {
-      json device;
-      if (RerunAlone(scenario, running, name, &device) != RerunEnd::kFaultedThere) continue;
-      json out = fault;
-      out["buffer"] = name;
-      out["side"] = "after";
-      out["device"] = device.value("device", fault.value("device", std::string()));
-      return out;
-    }
-    return fault;
-  }
+  auto attributed = [&](const char* name, const json& rerun_fault) {
+    json out = fault;
+    out["buffer"] = name;
+    out["side"] = "after";
+    out["device"] = rerun_fault.value("device", fault.value("device", std::string()));
+    return out;
+  };
+  // Under MPS the pool's workers may hold contexts the fault ended: fresh ones outside it.
+  // Otherwise the reruns borrow the pool's workers: a run that does not fault leaves its worker
+  // alive for the next buffer, and only a worker that ended is replaced (in the background), so a
+  // fault costs one new process, not one per buffer tried.
   std::unique_ptr<KutWorker> w;
   for (const char* name : kDeviceGuardOrder) {
+    json rerun_fault = json::object();
+    if (mps_) {
+      if (RerunAlone(scenario, running, name, &rerun_fault) == RerunEnd::kFaultedThere)
+        return attributed(name, rerun_fault);
+      continue;
+    }
     if (w == nullptr && (w = Take()) == nullptr) {
       std::string error;
       if ((w = NewWorker(&error)) == nullptr) {
@@ -470,38 +470,12 @@ json KutPool::AttributeDeviceFault(const json& scenario, const json& running, co
         break;
       }
     }
-    const json req = {{"scenario", scenario},
-                      {"start_call", decode},
-                      {"end_call", decode + 1},
-                      {"guard_only", name},
-                      {"guard", true}};
-    (void)w->Send(req.dump());  // a worker that died shows as the end of its output below
-    std::string line;
-    json now;
-    bool alive = false;
-    while (w->Next(o_.timeout_seconds, &line) == KutWorker::Read::kLine) {
-      char tag;
-      json j;
-      if (!Parse(line, &tag, &j)) continue;
-      if (tag == 'P') now = j;
-      if (tag == 'E') {
-        alive = true;
-        break;
-      }
-      if (tag != 'F') continue;
-      if (now.value("call", -1) != call || now.value("op", "") != op) break;
-      json out = fault;
-      out["buffer"] = name;
-      out["side"] = "after";
-      out["device"] = j.value("device", fault.value("device", std::string()));
-      w->Stop();
-      ReplaceInBackground();
-      return out;
-    }
-    if (alive) continue;
-    w->Stop();  // it faulted elsewhere, hung or ended: its place is refilled
+    const RerunEnd end = RerunOn(*w, scenario, running, name, &rerun_fault);
+    if (end == RerunEnd::kClean) continue;
+    w->Stop();  // it faulted, hung or ended: its place is refilled
     w.reset();
     ReplaceInBackground();
+    if (end == RerunEnd::kFaultedThere) return attributed(name, rerun_fault);
   }
   if (w != nullptr) Give(std::move(w));
   return fault;

@@ -101,6 +101,9 @@ class KutPool {
   // Runs the decode call of `running` (with its reduce) once more on a fresh isolated worker,
   // guarding only `guard_only` when it is not empty, as the campaign's mode does otherwise; the
   // worker's fault report into `fault`. The worker is ended afterwards.
+  // The rerun itself, on worker `w` (which it does not end).
+  RerunEnd RerunOn(KutWorker& w, const nlohmann::json& scenario, const nlohmann::json& running,
+                   const std::string& guard_only, nlohmann::json* fault);
   RerunEnd RerunAlone(const nlohmann::json& scenario, const nlohmann::json& running,
                       const std::string& guard_only, nlohmann::json* fault);
   // Takes the place of a worker that ended: a new worker starts on a thread of its own (loading

@@ -43,6 +43,17 @@ Built Build(const ref::PlanRequest& r, int32_t d = 576, int32_t dv = 512) {
   return b;
 }
 
+// `r`'s inputs without values (what the device generator fills): everything but q and the cache.
+ref::MlaInputs ShapeOnly(const ref::PlanRequest& r) {
+  ref::NumericsOptions o;
+  o.seed = 7;
+  o.fill_values = false;
+  ref::MlaValueSource src;
+  auto shape = ref::BuildMlaInputs(r, o, &src);
+  EXPECT_TRUE(shape.ok()) << shape.status().ToString();
+  return shape.ok() ? std::move(*shape) : ref::MlaInputs{};
+}
+
 gpu::GeneratedTensor QTensor(const Built& b) {
   gpu::GeneratedTensor t;
   t.state = b.src.q_state;
@@ -204,14 +215,9 @@ TEST(GpuInputs, ReferenceOverGeneratedInputsIsTheUploadedOne) {
        {ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 300}, 4, 16),
         ref::test::SparseRequest(ref::Arch::kGfx950, 16, 2, {10, 40}, 8, 4)}) {
     const Built b = Build(r);
-    ref::NumericsOptions o;
-    o.seed = 7;
-    o.fill_values = false;
-    ref::MlaValueSource src;
-    auto shape = ref::BuildMlaInputs(r, o, &src);
-    ASSERT_TRUE(shape.ok());
+    const ref::MlaInputs shape = ShapeOnly(r);
     const ref::AttentionOutput want = gpu::reference_attention(b.in);
-    const ref::AttentionOutput got = gpu::reference_attention(*shape, QTensor(b), KvTensor(b));
+    const ref::AttentionOutput got = gpu::reference_attention(shape, QTensor(b), KvTensor(b));
     ASSERT_EQ(got.o.size(), want.o.size());
     EXPECT_EQ(std::memcmp(got.o.data(), want.o.data(), want.o.size() * sizeof(double)), 0);
     EXPECT_EQ(std::memcmp(got.lse.data(), want.lse.data(), want.lse.size() * sizeof(double)), 0);
@@ -399,14 +405,9 @@ TEST(GpuCompare, ReferenceOnTheDeviceIsTheDownloadedOne) {
   SKIP_WITHOUT_GPU();
   const ref::PlanRequest r = ref::test::DenseRequest(ref::Arch::kGfx950, 16, 2, {37, 0, 300}, 4, 16);
   const Built b = Build(r);
-  ref::NumericsOptions o;
-  o.seed = 7;
-  o.fill_values = false;
-  ref::MlaValueSource src;
-  auto shape = ref::BuildMlaInputs(r, o, &src);
-  ASSERT_TRUE(shape.ok());
+  const ref::MlaInputs shape = ShapeOnly(r);
   const ref::AttentionOutput want = gpu::reference_attention(b.in);
-  const auto dev = gpu::reference_attention_on_device(*shape, QTensor(b), KvTensor(b));
+  const auto dev = gpu::reference_attention_on_device(shape, QTensor(b), KvTensor(b));
   EXPECT_TRUE(dev->host.o.empty());
   EXPECT_EQ(dev->host.lse, want.lse);
   const int64_t n = static_cast<int64_t>(want.o.size());
@@ -414,7 +415,7 @@ TEST(GpuCompare, ReferenceOnTheDeviceIsTheDownloadedOne) {
   DeviceCopies d;
   const float* host_copy = d.Upload(o32);
   const ref::CompareResult c = gpu::compare_on_device(host_copy, MLASIM_KUT_FP32, dev->o, n,
-                                                      shape->head_dim_v, nullptr, ref::Tolerance{});
+                                                      shape.head_dim_v, nullptr, ref::Tolerance{});
   EXPECT_EQ(c.elements, n);
   EXPECT_EQ(c.max_abs, 0.0);
   EXPECT_EQ(c.max_abs_index, -1);
