@@ -9,6 +9,7 @@ packages=(
   clang libclang-rt-14-dev      # clang-14 and its runtime: -fsanitize=address,undefined and -fsanitize=fuzzer
   libeigen3-dev librapidcheck-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev
+  libgoogle-perftools-dev       # tcmalloc_minimal: the mlasim program's heap allocator (CMakeLists.txt MLASIM_ALLOCATOR)
   zlib1g-dev                    # the FlashInfer / FlashMLA corpora in tests/data/ are gzip JSONL
   liblzma-dev                   # xz: the golden corpora in tests/golden/
   libxtensor-dev xtl-dev        # Debian names xtl "xtl-dev", not "libxtl-dev"
