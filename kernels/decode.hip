@@ -385,7 +385,7 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
   HIP_CHECK(hipStreamSynchronize(stream));
 
   DecodeResult res;
-  res.kernel = kut.KernelName(config.c_str(), in.head_dim_qk, in.head_dim_v, kv_fp8);
+  res.kernel = kut.KernelName(config.c_str(), in.num_heads, in.head_dim_qk, in.head_dim_v, kv_fp8);
   if (b.q.guarded) res.guard = b.q.guard;
   if (b.o.guarded) res.guard = b.o.guard;
   read_back(in, b, log, res);

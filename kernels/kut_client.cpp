@@ -50,7 +50,7 @@ const KutClient& KutClient::Get() {
     client.run_ = reinterpret_cast<mlasim_kut_run_fn>(::dlsym(h, "mlasim_kut_run"));
     client.last_error_ =
         reinterpret_cast<mlasim_kut_last_error_fn>(::dlsym(h, "mlasim_kut_last_error"));
-    client.kernel_name_ = reinterpret_cast<KernelNameFn>(::dlsym(h, "mlasim_kut_gpu_kernel_name"));
+    client.kernel_name_ = reinterpret_cast<KernelNameFn>(::dlsym(h, "mlasim_kut_gpu_kernel_name_for"));
     if (version == nullptr || client.run_ == nullptr || version() != MLASIM_KUT_ABI_VERSION) {
       error = path + ": not a kernel library of this mlasim's ABI version";
       client.run_ = nullptr;
@@ -69,9 +69,9 @@ void KutClient::Run(const mlasim_kut_call& call) const {
   throw std::runtime_error(what);
 }
 
-std::string KutClient::KernelName(const char* config, int head_dim_qk, int head_dim_v,
+std::string KutClient::KernelName(const char* config, int heads, int head_dim_qk, int head_dim_v,
                                   int kv_fp8) const {
-  return kernel_name_ ? kernel_name_(config, head_dim_qk, head_dim_v, kv_fp8) : "";
+  return kernel_name_ ? kernel_name_(config, heads, head_dim_qk, head_dim_v, kv_fp8) : "";
 }
 
 }  // namespace mlasim::gpu

@@ -17,12 +17,13 @@ class KutClient {
   // mlasim_kut_run: throws std::invalid_argument (MLASIM_KUT_UNSUPPORTED) or std::runtime_error
   // (MLASIM_KUT_ERROR) with the library's message.
   void Run(const mlasim_kut_call& call) const;
-  // The decode kernel the library picks for a config and head dims (its optional export
-  // mlasim_kut_gpu_kernel_name), "" without it.
-  std::string KernelName(const char* config, int head_dim_qk, int head_dim_v, int kv_fp8) const;
+  // The decode kernel the library picks for a config, head count and head dims (its optional
+  // export mlasim_kut_gpu_kernel_name_for), "" without it.
+  std::string KernelName(const char* config, int heads, int head_dim_qk, int head_dim_v,
+                         int kv_fp8) const;
 
  private:
-  using KernelNameFn = const char* (*)(const char*, int, int, int);
+  using KernelNameFn = const char* (*)(const char*, int, int, int, int);
   mlasim_kut_run_fn run_ = nullptr;
   mlasim_kut_last_error_fn last_error_ = nullptr;
   KernelNameFn kernel_name_ = nullptr;

@@ -49,14 +49,16 @@ __device__ inline int64_t causal_limit(const DecodeParams& P, const GroupTask& t
 
 // Flat (row, head) index of the group's first row.
 __device__ inline int64_t group_first_row(const DecodeParams& P, const GroupTask& t) {
-  return int64_t{t.w[2]} * P.H + int64_t{t.g} * kRows;
+  return int64_t{t.w[2]} * P.H + int64_t{t.g} * t.rows;
 }
 
-// Walks the cluster's work items (blockIdx.x = cluster) and calls fn(GroupTask) per 16-row group.
+// Walks the cluster's work items (blockIdx.x = cluster) and calls fn(GroupTask) per group of
+// kGroupRows q rows (16, or 32 for the two-tile lock-step kernel; P.H a multiple of it, so that a
+// group's rows are heads of one token).
 // The opus variant returns before reading anything for a zero-KV item (§11 variants). Every
 // thread of a workgroup walks the same sequence, so roles (a producer warp, consumer warps) stay
 // in step without talking.
-template <class Fn>
+template <int kGroupRows = kRows, class Fn>
 __device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
   const int c = blockIdx.x;
   const int32_t w0 = P.work_indptr[c], w1 = P.work_indptr[c + 1];
@@ -64,7 +66,7 @@ __device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
     int32_t w[8];
     for (int f = 0; f < 8; ++f) w[f] = P.work_info[int64_t{wi} * 8 + f];
     if (P.variant == static_cast<int>(ZeroKvVariant::kOpus) && w[5] <= w[4]) continue;
-    GroupTask t{w, 0, 0, 0, 0, 0, 0, 0};
+    GroupTask t{w, 0, 0, 0, 0, 0, 0, 0, kGroupRows};
     if (P.sparse) {
       t.p0 = w[4];
       t.p1 = w[5];
@@ -82,7 +84,7 @@ __device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
       }
     }
     if (t.p1 < t.p0) t.p1 = t.p0;
-    const int groups = (w[3] - w[2]) * P.H / kRows;
+    const int groups = (w[3] - w[2]) * P.H / kGroupRows;
     for (t.g = 0; t.g < groups; ++t.g) fn(t);
   }
 }

@@ -5,8 +5,9 @@
 // HIP names only (nvcc builds it through hip_compat.h; the AMD device check compiles it too).
 //
 // Config (--kernel-config, kernels/kut/gpu_config.h): comma-separated `variant=asm|opus|hk` (the
-// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..6`
-// (DecodeOptions::tiling), each at most once.
+// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..7`
+// (DecodeOptions::tiling), each at most once. `tiling=7` (the lock-step kernel with 32 q rows per
+// pass) declares heads a multiple of 32 and bf16 KV: a campaign then draws only those.
 // Shapes: bf16 q and o, bf16 or fp8 e4m3fn KV, heads a multiple of 16, head_dim_qk a multiple
 // of 32 up to 576, head_dim_v a multiple of 16 up to min(512, head_dim_qk), contiguous rows.
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
@@ -61,7 +62,9 @@ struct DecodeKernel {
   const char* name;
 };
 
-DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8) {
+// tiling 0 (automatic): bf16 KV runs the lock-step kernel, with 32 rows per pass (tiling 7) when
+// the heads allow it (measured on the H200 in docs/performance.md); fp8 KV the warp-specialised one.
+DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
                               decode::portable::portable_smem_bytes(D, Dv), kBlock, "portable"};
 #if defined(__CUDACC__)
@@ -80,6 +83,7 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8) {
   using T32x5 = ls::MmaTiling<32, 5>;
   using T32x6 = ls::MmaTiling<32, 6>;
   using T64x2 = ls::MmaTiling<64, 2>;
+  using T64x2m2 = ls::MmaTiling<64, 2, false, 2>;
   using F64x2 = ls::MmaTiling<64, 2, true>;
   using F64x3 = ls::MmaTiling<64, 3, true>;
   if (kv_fp8) {
@@ -89,6 +93,7 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8) {
     return {&ls::mla_decode_mma_kernel<F64x3>, F64x3::smem_bytes(), kBlock,
             "lockstep fp8 64 keys x 3 stages"};
   }
+  if (tiling == 0 && heads % (2 * kRows) == 0) tiling = 7;
   switch (tiling) {
     case 1:
       return {&ls::mla_decode_mma_kernel<T32x4>, T32x4::smem_bytes(), kBlock,
@@ -99,6 +104,9 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8) {
     case 3:
       return {&ls::mla_decode_mma_kernel<T32x6>, T32x6::smem_bytes(), kBlock,
               "lockstep 32 keys x 6 stages"};
+    case 7:
+      return {&ls::mla_decode_mma_kernel<T64x2m2>, T64x2m2::smem_bytes(), kBlock,
+              "lockstep 64 keys x 2 stages, 32 rows per pass"};
     default:
       return {&ls::mla_decode_mma_kernel<T64x2>, T64x2::smem_bytes(), kBlock,
               "lockstep 64 keys x 2 stages"};
@@ -106,6 +114,7 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8) {
 #else
   (void)tiling;
   (void)kv_fp8;
+  (void)heads;
   return portable;
 #endif
 }
@@ -142,11 +151,21 @@ bool Contiguous(const mlasim_kut_tensor& t, int elem) {
 }
 
 // Shapes the kernels run; "" when they run this call.
-std::string Unsupported(const mlasim_kut_call& c) {
+// Heads per pass of the config's kernel: 32 for tiling 7, else 16 (Describe's heads_multiple).
+int HeadsMultiple(const Config& cfg) {
+  return cfg.tiling == 7 ? 2 * kRows : kRows;
+}
+
+std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   const int H = c.num_heads, D = c.head_dim_qk, Dv = c.head_dim_v;
   if (H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D)
     return "needs heads % 16 == 0, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple "
            "of 16 up to min(512, head_dim_qk)";
+  if (H % HeadsMultiple(cfg) != 0)
+    return "tiling=7 needs heads % 32 == 0 (32 q rows of one token per pass); got " +
+           std::to_string(H);
+  if (cfg.tiling == 7 && c.kv_cache.dtype != MLASIM_KUT_BF16)
+    return "tiling=7 needs bf16 KV (fp8 KV runs the fp8 kernels: tiling 0, 3, 4 or 6)";
   if (c.q.dtype != MLASIM_KUT_BF16 || c.o.dtype != MLASIM_KUT_BF16 ||
       (c.kv_cache.dtype != MLASIM_KUT_BF16 && c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN))
     return "needs bf16 q and o and bf16 or fp8_e4m3fn KV";
@@ -189,7 +208,7 @@ DecodeParams Params(const mlasim_kut_call& c, const Config& cfg) {
 
 int RunDecode(const mlasim_kut_call& c, const Config& cfg, hipStream_t stream) {
   const DecodeParams P = Params(c, cfg);
-  const DecodeKernel dk = PickDecodeKernel(P.D, P.Dv, cfg.tiling, P.kv_fp8);
+  const DecodeKernel dk = PickDecodeKernel(P.D, P.Dv, cfg.tiling, P.kv_fp8, P.H);
   hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn),
                                      hipFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(dk.smem));
@@ -230,9 +249,10 @@ int Describe(const char* config, mlasim_kut_info* info) {
   info->ops = MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE);
   info->memory = MLASIM_KUT_MEMORY_DEVICE;
   info->q_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
-  info->kv_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) | MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN);
+  info->kv_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) |
+                    (cfg.tiling == 7 ? 0u : MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN));
   info->o_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
-  info->heads_multiple = kRows;
+  info->heads_multiple = HeadsMultiple(cfg);
   info->max_heads = 0;
   info->head_dim_qk_multiple = 32;
   info->max_head_dim_qk = kMaxD;
@@ -252,7 +272,8 @@ int Run(const mlasim_kut_call* c) {
     return Fail(MLASIM_KUT_ERROR, "call descriptor of another ABI version or size");
   Config cfg;
   if (!ParseConfig(c->config, &cfg)) return MLASIM_KUT_UNSUPPORTED;
-  if (const std::string why = Unsupported(*c); !why.empty()) return Fail(MLASIM_KUT_UNSUPPORTED, why);
+  if (const std::string why = Unsupported(*c, cfg); !why.empty())
+    return Fail(MLASIM_KUT_UNSUPPORTED, why);
   if (hipSetDevice(c->device) != hipSuccess) return Fail(MLASIM_KUT_ERROR, "hipSetDevice failed");
   const hipStream_t stream = static_cast<hipStream_t>(c->stream);
   if (c->op == MLASIM_KUT_OP_DECODE) return RunDecode(*c, cfg, stream);
@@ -260,10 +281,10 @@ int Run(const mlasim_kut_call* c) {
   return Fail(MLASIM_KUT_UNSUPPORTED, "unknown op " + std::to_string(c->op));
 }
 
-const char* KernelName(const char* config, int D, int Dv, int kv_fp8) {
+const char* KernelName(const char* config, int heads, int D, int Dv, int kv_fp8) {
   Config cfg;
   if (!ParseConfig(config, &cfg)) return "";
-  return PickDecodeKernel(D, Dv, cfg.tiling, kv_fp8 != 0).name;
+  return PickDecodeKernel(D, Dv, cfg.tiling, kv_fp8 != 0, heads).name;
 }
 
 }  // namespace mlasim::gpu::kut
@@ -282,8 +303,10 @@ MLASIM_KUT_EXPORT int mlasim_kut_run(const mlasim_kut_call* call) {
 MLASIM_KUT_EXPORT const char* mlasim_kut_last_error(void) {
   return mlasim::gpu::kut::g_error.c_str();
 }
-// mlasim's own extra export (kernels/kut_client.h): the decode kernel a config picks.
-MLASIM_KUT_EXPORT const char* mlasim_kut_gpu_kernel_name(const char* config, int head_dim_qk,
-                                                        int head_dim_v, int kv_fp8) {
-  return mlasim::gpu::kut::KernelName(config, head_dim_qk, head_dim_v, kv_fp8);
+// mlasim's own extra export (kernels/kut_client.h): the decode kernel a config picks for a shape
+// (heads: tiling 0 picks by the head count).
+MLASIM_KUT_EXPORT const char* mlasim_kut_gpu_kernel_name_for(const char* config, int heads,
+                                                            int head_dim_qk, int head_dim_v,
+                                                            int kv_fp8) {
+  return mlasim::gpu::kut::KernelName(config, heads, head_dim_qk, head_dim_v, kv_fp8);
 }

@@ -234,10 +234,13 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   const ref::AttentionOutput& want = driven->out;
   const auto tol = ref::TolerancesFor(*in, *mono, no.precision);
   // every NVIDIA kernel and the portable one (DecodeOptions::tiling; the AMD build has one kernel):
-  // the warp-specialised kernel (6), the lock-step tilings (1-4; fp8 KV has two: 3 and 4) and
-  // the portable kernel (5)
+  // the warp-specialised kernel (6), the lock-step tilings (1-4; fp8 KV has two: 3 and 4), the
+  // portable kernel (5) and, for heads a multiple of 32 and bf16 KV, the lock-step kernel with
+  // 32 rows per pass (7)
   const bool fp8 = kv_format == ref::NumFormat::kFp8E4m3fn;
-  for (int tiling : fp8 ? std::vector<int>{6, 3, 4, 5} : std::vector<int>{6, 1, 2, 3, 4, 5}) {
+  std::vector<int> tilings = fp8 ? std::vector<int>{6, 3, 4, 5} : std::vector<int>{6, 1, 2, 3, 4, 5};
+  if (!fp8 && in->num_heads % 32 == 0) tilings.push_back(7);
+  for (int tiling : tilings) {
     gpu::DecodeOptions opt;
     opt.variant = variant;
     opt.tiling = tiling;
@@ -304,6 +307,69 @@ TEST(GpuDecode, MatchesCpuNumericsOnRandomBatches) {
           if (HasFatalFailure()) return;
         }
       }
+    }
+  }
+}
+
+// Heads 32, 64 and 128 (every kernel, and tiling 7: two m16 tiles of one token per pass, q in
+// shared memory): dense pages of 1 and 64, sparse top-k, q lengths 1 and 4 (several tokens per
+// work item, so a pass's two tiles must stay within one token), few and many clusters.
+TEST(GpuDecode, ManyHeadsMatchCpuNumericsOnEveryKernel) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(9090);
+  int i = 0;
+  for (int32_t heads : {32, 64, 128}) {
+    for (bool sparse : {false, true}) {
+      for (int32_t page : {1, 64}) {
+        if (sparse && page != 1) continue;
+        for (int32_t qlen : {1, 4}) {
+          PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
+          r.heads_per_head_k = heads;
+          r.target = ref::Arch::kGfx950;  // bf16 at any head count unfolded (run_mla_decode's need)
+          CheckDecode(r, 3000 + i++, gpu::ZeroKvVariant::kAsm,
+                      std::to_string(heads) + " heads " + (sparse ? "sparse" : "dense") +
+                          " page " + std::to_string(page) + " qlen " + std::to_string(qlen));
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// tiling 7 runs 32 heads of one token per pass: 16 or 48 heads, or fp8 KV, are refused as
+// unsupported (std::invalid_argument naming the reason), never run half a pass.
+TEST(GpuDecode, TwoTileKernelRefusesHeadsNotAMultipleOf32AndFp8Kv) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(4343);
+  for (int32_t heads : {16, 48, 32}) {
+    for (bool fp8 : {false, true}) {
+      PlanRequest r = SmallRequest(rng, false, 1, 1, 8);
+      r.heads_per_head_k = heads;
+      r.target = ref::Arch::kGfx950;
+      auto plan = ref::PlanMlaMetadata(r);
+      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+      ref::NumericsOptions no;
+      no.seed = 5;
+      if (fp8) no.kv_format = ref::NumFormat::kFp8E4m3fn;
+      auto in = ref::BuildMlaInputs(r, no);
+      ASSERT_TRUE(in.ok()) << in.status().ToString();
+      gpu::DecodeOptions opt;
+      opt.tiling = 7;
+      if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+      const std::string want = heads % 32 != 0 ? "tiling=7 needs heads % 32 == 0"
+                               : fp8           ? "tiling=7 needs bf16 KV"
+                                               : "";
+      std::string got;
+      try {
+        const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+        EXPECT_EQ(g.kernel, "lockstep 64 keys x 2 stages, 32 rows per pass");
+      } catch (const std::invalid_argument& e) {
+        got = e.what();
+      }
+      if (want.empty())
+        EXPECT_EQ(got, "") << heads << " heads";
+      else
+        EXPECT_NE(got.find(want), std::string::npos) << heads << " heads fp8 " << fp8 << ": " << got;
     }
   }
 }
