@@ -39,7 +39,9 @@ bool MpsDaemonVisible() {
   const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   struct stat st {};
   const std::string dir = env != nullptr && *env != 0 ? env : "/tmp/nvidia-mps";
-  return ::stat((dir + "/control").c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+  // (a FIFO or a UNIX socket, by driver version: any special file; never a folder or a file)
+  return ::stat((dir + "/control").c_str(), &st) == 0 && !S_ISDIR(st.st_mode) &&
+         !S_ISREG(st.st_mode);
 }
 
 }  // namespace

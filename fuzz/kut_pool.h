@@ -78,6 +78,8 @@ class KutPool {
   int64_t faults_not_recurring() const;
   // Whether a device fault under an MPS daemon made the pool start its workers outside it.
   bool left_mps() const { return left_mps_.load(); }
+  // Whether the workers started as clients of an NVIDIA MPS daemon (its control pipe was found).
+  bool under_mps() const { return mps_; }
   // Seconds the workers spent, by part (replay, inputs, kernel, reference, checks, plans), and
   // "steps": the steps they checked.
   std::map<std::string, double> Timing() const;
