@@ -111,8 +111,8 @@ class KutWorker {
         return Read::kLine;
       }
       // Rounded up: a wait never ends before its deadline (kKernelTimeoutMinSeconds).
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return Read::kTimeout;
       pollfd p{from_, POLLIN, 0};
       const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));

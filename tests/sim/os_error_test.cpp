@@ -283,9 +283,9 @@ TEST_F(OsErrors, AFolderThatRefusesNewEntriesSaysSo) {
   // The real thing, where /proc is mounted: it takes no new folder or file, with ENOENT.
   if (!fs::is_directory("/proc/self")) GTEST_SKIP() << "no /proc on this system";
   const std::string refused = " does not allow creating folders in it (its file system refused: ";
-  EXPECT_EQ(Message(PrepareOutputFolder("--out", "/proc/mlasim-x", /*create=*/true)),
-            "--out: cannot create the folder /proc/mlasim-x: the folder /proc" + refused + enoent +
-                ")");
+  EXPECT_EQ(
+      Message(PrepareOutputFolder("--out", "/proc/mlasim-x", /*create=*/true)),
+      "--out: cannot create the folder /proc/mlasim-x: the folder /proc" + refused + enoent + ")");
   EXPECT_EQ(Message(PrepareOutputFolder("--out", "/proc/mlasim-x/findings", /*create=*/true)),
             "--out: cannot create the folder /proc/mlasim-x/findings: the folder /proc" + refused +
                 enoent + ")");
