@@ -285,8 +285,10 @@ bool SmallerFinding(const FindingRecord& a, const FindingRecord& b) {
 
 namespace {
 
-// The progress files of `dir` into `shards` (one entry per campaign shard identity).
-Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>* shards) {
+// The progress files of `dir` into `shards` (one entry per campaign shard identity); `found`
+// counts them.
+Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>* shards,
+                     int* found) {
   std::error_code ec;
   std::vector<fs::path> paths;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -296,6 +298,7 @@ Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>*
   }
   if (ec) return sim::OsError("DIR", sim::FileOp::kListFolder, dir, ec);
   std::sort(paths.begin(), paths.end());
+  *found = static_cast<int>(paths.size());
   for (const fs::path& p : paths) {
     auto prog = ReadProgressFile(p.string(), p.string());
     if (!prog.ok()) return prog.status();
@@ -318,6 +321,20 @@ Status CollectShards(const std::string& dir, std::map<std::string, ShardRecord>*
     }
   }
   return OkStatus();
+}
+
+// A folder given to merge that holds neither a progress file nor a finding: not a shard's
+// output (a mistyped folder, a shard that never started); merging it would report nothing.
+Status NoShardOutput(const std::string& dir, size_t json_without_finding) {
+  const std::string others =
+      json_without_finding == 0
+          ? ""
+          : fmt::format("; its {} .json file(s) hold no finding", json_without_finding);
+  return InvalidArgumentError(
+      "DIR", fmt::format("{} holds no shard output: no progress file (.progress-I-of-N) and no "
+                         "finding file (*.json with a finding){}; name the --out folder of a "
+                         "fuzz campaign",
+                         dir, others));
 }
 
 }  // namespace
@@ -343,11 +360,17 @@ StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
     sources.emplace(ec ? d : canonical.string(), d);
   };
   for (const std::string& d : dirs) add(d);
+  const std::map<std::string, std::string> given = sources;  // OUT alone may hold nothing yet
   if (!out_dir.empty() && fs::is_directory(out_dir, ec)) add(out_dir);
   std::map<std::string, ShardRecord> shards;
   for (const auto& [key, dir] : sources) {
+    const size_t skipped_before = m.skipped.size();
     auto records = ReadFindingDir(dir, "DIR", &m.skipped);
     if (!records.ok()) return records.status();
+    int progress_files = 0;
+    MLASIM_RETURN_IF_ERROR(CollectShards(dir, &shards, &progress_files));
+    if (records->empty() && progress_files == 0 && given.count(key) > 0)
+      return NoShardOutput(dir, m.skipped.size() - skipped_before);
     for (FindingRecord& r : *records) {
       ++m.folders_with[r.signature];
       auto it = m.findings.find(r.signature);
@@ -357,7 +380,6 @@ StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
         it->second = std::move(r);
       }
     }
-    MLASIM_RETURN_IF_ERROR(CollectShards(dir, &shards));
   }
   for (auto& [id, s] : shards) {
     m.cases += s.cases;

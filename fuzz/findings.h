@@ -151,7 +151,9 @@ struct MergeResult {
 // With `out_dir` the kept files are written there as FindingFileName(signature), atomically; a
 // file already holding those bytes is left alone. Deterministic: the same result and bytes for
 // the folders in any order. Errors: a folder that is missing or unreadable (field "DIR"), a
-// malformed finding or progress file (field = its path), OUT not writable ("--out").
+// folder of `dirs` that holds neither a progress file (`.progress-I-of-N`) nor a finding file
+// ("DIR": "... holds no shard output ..."; OUT's own folder may be empty), a malformed finding or
+// progress file (field = its path), OUT not writable ("--out").
 StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
                                        const std::string& out_dir);
 

@@ -112,8 +112,9 @@ class KutWorker {
         buf_.erase(0, nl + 1);
         return Read::kLine;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          deadline - std::chrono::steady_clock::now());
+      // Rounded up: a wait never ends before its deadline (kKernelTimeoutMinSeconds).
+      const auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return Read::kTimeout;
       pollfd p{from_, POLLIN, 0};
       const int r = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left.count(), 1 << 30)));
@@ -248,7 +249,18 @@ std::unique_ptr<KutWorker> KutPool::NewWorker(std::string* error, bool isolated)
   }
 }
 
+Status CheckKernelTimeout(double seconds) {
+  if (seconds >= kKernelTimeoutMinSeconds && seconds <= kKernelTimeoutMaxSeconds)
+    return OkStatus();  // NaN fails both comparisons
+  return InvalidArgumentError(
+      "--kernel-timeout",
+      fmt::format("must be in {}..{} seconds (1 ms, the shortest wait the pool can honour, to a "
+                  "day; got {})",
+                  kKernelTimeoutMinSeconds, kKernelTimeoutMaxSeconds, seconds));
+}
+
 StatusOr<std::unique_ptr<KutPool>> KutPool::Start(const KutPoolOptions& options) {
+  MLASIM_RETURN_IF_ERROR(CheckKernelTimeout(options.timeout_seconds));
   if (options.workers < 1 || options.workers > 256)
     return InvalidArgumentError("--jobs", "workers must be in 1..256");
   // A missing, unreadable or non-file library is named with its cause before a worker starts.

@@ -45,8 +45,21 @@ struct KutPoolOptions {
   KutCheckOptions check;             // what every worker checks
   std::vector<std::string> devices;  // per worker, round robin: the device it sees ("" = all)
   int32_t workers = 1;
-  double timeout_seconds = 120;  // a kernel call that runs longer is a hang
+  double timeout_seconds = 120;  // a kernel call that runs longer is a hang (CheckKernelTimeout)
 };
+
+// The range of `--kernel-timeout` (KutPoolOptions::timeout_seconds), in seconds. The pool waits
+// for a worker's next line with poll(2), whose timeout is whole milliseconds, and rounds the time
+// left up to the next millisecond: 1 ms is the shortest wait it can honour (a shorter one would
+// end before it began); the longest is a day.
+inline constexpr double kKernelTimeoutMinSeconds = 0.001;
+inline constexpr double kKernelTimeoutMaxSeconds = 86400;
+
+// OK when `seconds` is in [kKernelTimeoutMinSeconds, kKernelTimeoutMaxSeconds]. The one check of
+// the value for every command that takes `--kernel-timeout` (fuzz, replay) and for
+// KutPool::Start. Errors: InvalidArgument("--kernel-timeout", "must be in 0.001..86400 seconds
+// (...; got 1e-300)"), NaN and infinities included.
+Status CheckKernelTimeout(double seconds);
 
 // What one step through the kernel gave (the workers' reports stitched together).
 struct KutStepResult {
@@ -65,7 +78,8 @@ class KutPool {
  public:
   // Starts one worker to load and describe the library. Errors: InvalidArgument(
   // "--kernel-under-test") with the worker's reason (another ABI version, a missing symbol, a
-  // crash while loading or describing, an unusable description), or a worker that cannot start.
+  // crash while loading or describing, an unusable description), or a worker that cannot start;
+  // InvalidArgument("--kernel-timeout") outside its range (CheckKernelTimeout).
   static StatusOr<std::unique_ptr<KutPool>> Start(const KutPoolOptions& options);
   ~KutPool();
 

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <vector>
 
+#include <fmt/format.h>
+
 namespace mlasim::sim {
 namespace {
 
@@ -108,12 +110,37 @@ Text Denied(FileOp op, const std::string& path) {
   return {"permission denied " + gerund + " " + path, "permission denied " + gerund + " it"};
 }
 
+// The folder `dir` exists but its file system refused a new entry in it (`err`: ENOENT from
+// /proc, EPERM from /sys, ...): said in words, the system's own words after them.
+Text RefusedIn(FileOp op, const std::string& path, const std::string& dir, int err) {
+  const char* what = op == FileOp::kCreateFolder ? "folders" : "files";
+  const bool itself = dir == path;  // kWriteIn: "cannot write files in /proc: the folder ..."
+  return Cannot(op, path,
+                fmt::format("{} does not allow creating {}{} (its file system refused: {})",
+                            itself ? "the folder" : "the folder " + dir, what,
+                            itself ? "" : " in it", std::strerror(err)));
+}
+
+// The parent of `p` ("." for a bare relative name, "/" for a top-level entry).
+std::string ParentOf(const std::string& p) {
+  const fs::path parent = fs::path(p).parent_path();
+  return parent.empty() ? "." : parent.string();
+}
+
+// ENOENT. A read, or files in a folder: what is missing. A new file: the folder that is missing
+// (a write creates no folder), or, when its folder exists, that folder refused it. A new folder
+// (its missing parents are created too): the first missing part's existing parent refused it.
 Text Missing(FileOp op, const std::string& path) {
   const std::string missing = FirstMissing(path);
+  if (op == FileOp::kWriteIn && missing.empty() && IsDirectory(path))
+    return RefusedIn(op, path, path, ENOENT);
   if (!Writes(op) || op == FileOp::kWriteIn) {
     if (missing.empty() || missing == path) return Led(path, "does not exist");
     return Led(path, "does not exist (there is no folder " + missing + ")");
   }
+  const bool refused = !missing.empty() && IsDirectory(ParentOf(missing)) &&
+                       (op == FileOp::kCreateFolder || missing == path);
+  if (refused) return RefusedIn(op, path, ParentOf(missing), ENOENT);
   if (missing.empty() || missing == path) return Cannot(op, path, std::strerror(ENOENT));
   return Cannot(op, path, "the folder " + missing + " does not exist");
 }
@@ -154,8 +181,11 @@ Text Describe(FileOp op, const std::string& path, int err) {
       return {"cannot " + verb + " " + path, "cannot " + verb + " it"};
     }
     case ENOENT: return Missing(op, path);
-    case EACCES:
-    case EPERM: return PermissionDenied(op, path);
+    case EACCES: return PermissionDenied(op, path);
+    case EPERM:  // not the permission bits: the file system or an attribute forbids it
+      if (op == FileOp::kCreateFolder || (op == FileOp::kWrite && !Exists(path)))
+        return RefusedIn(op, path, NearestFolder(path), EPERM);
+      return PermissionDenied(op, path);
     case EROFS: return ReadOnly(op, path);
     case ENOSPC: return Cannot(op, path, "no space left on the device (the disk is full)");
 #ifdef EDQUOT

@@ -9,7 +9,10 @@
 // The cause comes from the errno of the failed call; where the errno alone does not say which
 // part of the path is at fault (ENOENT: which folder is missing; ENOTDIR: which component is a
 // file; EROFS / EACCES: which folder), the path's components are looked at (lstat / stat) when
-// the message is made.
+// the message is made. A folder that exists and still refuses a new entry (ENOENT from /proc,
+// EPERM from /sys: the file system's rule, not a missing folder or the permission bits) is said
+// so: "the folder /proc does not allow creating folders in it (its file system refused: No such
+// file or directory)".
 #pragma once
 
 #include <cstdint>

@@ -208,6 +208,32 @@ TEST(CliFuzzMerge, BadInputExitsTwoNamingTheField) {
   EXPECT_NE(flag.err.find("--seed: not used with merge"), std::string::npos) << flag.err;
 }
 
+// Round 9: a folder that holds no shard's output (no progress file, no finding) is refused
+// naming it, alone or beside real shards; an empty --out folder still takes part.
+TEST(CliFuzzMerge, AFolderWithoutShardOutputExitsTwoNamingIt) {
+  const fs::path empty = Tmp("mempty"), shard = Tmp("mshard"), out = Tmp("mempty_out");
+  fs::create_directories(empty);
+  const std::string want = "mlasim fuzz: error: DIR: " + empty.string() +
+                           " holds no shard output: no progress file (.progress-I-of-N) and no "
+                           "finding file (*.json with a finding); name the --out folder of a fuzz "
+                           "campaign\n";
+  const Out alone = Cli({"fuzz", "merge", empty.string()});
+  EXPECT_EQ(alone.code, 2);
+  EXPECT_EQ(alone.err, want);
+  EXPECT_TRUE(alone.out.empty()) << alone.out;
+  const Out run = Cli({"fuzz", "--cases", "1", "--seed", "7", "--small", "--out", shard.string()});
+  ASSERT_TRUE(run.code == 0 || run.code == 1) << run.err;  // 1: the case found a known bug
+  const Out beside = Cli({"fuzz", "merge", shard.string(), empty.string()});
+  EXPECT_EQ(beside.code, 2);
+  EXPECT_EQ(beside.err, want);
+  fs::create_directories(out);  // OUT may be empty: it is not a DIR
+  const Out ok = Cli({"fuzz", "merge", shard.string(), "--out", out.string()});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  EXPECT_NE(ok.out.find("fuzz merge: 1 folder(s), 1 shard(s), 1 cases"), std::string::npos)
+      << ok.out;
+  for (const fs::path& d : {empty, shard, out}) fs::remove_all(d);
+}
+
 // Issue 20 §2: --swarm on|off (default on).
 TEST(CliSwarm, FlagParsingAndItsErrors) {
   for (const char* bad : {"yes", "ON", "1"}) {

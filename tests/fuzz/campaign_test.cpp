@@ -523,10 +523,21 @@ TEST(FuzzMerge, BadFoldersAndFilesAreRefusedNamingThem) {
   ASSERT_FALSE(notdir.ok());
   EXPECT_NE(notdir.status().message().find("not a directory"), std::string::npos);
   fs::remove(dir / "file");
-  // JSON without a finding is skipped and listed; a malformed one is an error naming it.
+  // A folder with no progress file and no finding is no shard's output (round 9), JSON without a
+  // finding in it or not; beside a finding that JSON is skipped and listed. A malformed one is an
+  // error naming it.
   std::ofstream(dir / "scenario.json") << "{\"name\": \"plain\"}\n";
+  auto none = MergeFindingDirs({dir.string()}, "");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().field(), "DIR");
+  EXPECT_EQ(none.status().message(),
+            dir.string() +
+                " holds no shard output: no progress file (.progress-I-of-N) and no finding file "
+                "(*.json with a finding); its 1 .json file(s) hold no finding; name the --out "
+                "folder of a fuzz campaign");
+  std::ofstream(dir / "kept.json") << "{\"finding\": {\"signature\": \"x|y\"}}";
   auto skipped = MergeFindingDirs({dir.string()}, "");
-  ASSERT_TRUE(skipped.ok());
+  ASSERT_TRUE(skipped.ok()) << skipped.status().field() << ": " << skipped.status().message();
   EXPECT_EQ(skipped->skipped, std::vector<std::string>{(dir / "scenario.json").string()});
   std::ofstream(dir / "broken.json") << "{\"finding\": ";
   auto broken = MergeFindingDirs({dir.string()}, "");

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <functional>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -400,6 +401,72 @@ TEST(KutCli, HeadDimsBoundaries) {
     EXPECT_EQ(r.code, 2) << bad << '\n' << r.out;
     EXPECT_NE(r.err.find("--head-dims"), std::string::npos) << r.err;
   }
+}
+
+// Round 9: --kernel-timeout is the poll(2) wait of the pool, in whole milliseconds (rounded up):
+// 1 ms to a day. One check (fuzz::CheckKernelTimeout) for fuzz, replay and KutPool::Start.
+TEST(KutPoolOptions, KernelTimeoutRangeIsOneMillisecondToADay) {
+  using fuzz::CheckKernelTimeout;
+  using fuzz::KutPool;
+  const auto message = [](double s) {
+    const Status st = CheckKernelTimeout(s);
+    return st.ok() ? std::string("ok") : st.field() + ": " + st.message();
+  };
+  const std::string range =
+      "--kernel-timeout: must be in 0.001..86400 seconds (1 ms, the shortest wait the pool can "
+      "honour, to a day; got ";
+  EXPECT_EQ(message(0), range + "0)");
+  EXPECT_EQ(message(-1), range + "-1)");
+  EXPECT_EQ(message(1e-300), range + "1e-300)");
+  EXPECT_EQ(message(std::nextafter(0.001, 0.0)), range + "0.0009999999999999998)");
+  EXPECT_EQ(message(0.001), "ok");
+  for (double s : {0.5, 15.0, 120.0}) EXPECT_EQ(message(s), "ok") << s;
+  EXPECT_EQ(message(86400), "ok");
+  EXPECT_EQ(message(std::nextafter(86400.0, 1e9)), range + "86400.00000000001)");
+  EXPECT_EQ(message(86400.5), range + "86400.5)");
+  EXPECT_EQ(message(std::nan("")), range + "nan)");
+  EXPECT_EQ(message(HUGE_VAL), range + "inf)");
+  fuzz::KutPoolOptions o;
+  o.library = Lib("cpu");
+  o.timeout_seconds = 1e-300;
+  auto pool = KutPool::Start(o);
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.status().field(), "--kernel-timeout");
+}
+
+TEST(KutCli, KernelTimeoutOutsideItsRangeIsRefusedByFuzzAndReplay) {
+  const std::string why =
+      "error: --kernel-timeout: must be in 0.001..86400 seconds (1 ms, the shortest wait the "
+      "pool can honour, to a day; got 1e-300)\n";
+  const Out f = Fuzz(Lib("cpu"), {{"--kernel-timeout", "1e-300"}});
+  EXPECT_EQ(f.code, 2);
+  EXPECT_EQ(f.err, "mlasim fuzz: " + why);
+  EXPECT_TRUE(f.out.empty()) << f.out;
+  const Out r = Cli({"replay", "--builtin", "seed", "--gpu", "sentinel", "--kernel-under-test",
+                     Lib("cpu"), "--head-dims", "32,16", "--kernel-timeout", "1e-300"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "mlasim replay: " + why);
+  for (const char* below : {"0", "0.000999", "-0.5"}) {
+    const Out b = Fuzz(Lib("cpu"), {{"--kernel-timeout", below}});
+    EXPECT_EQ(b.code, 2) << below;
+    EXPECT_NE(b.err.find("--kernel-timeout: must be in 0.001..86400 seconds"), std::string::npos)
+        << b.err;
+  }
+  // The bound itself is taken: the worker then loads the library within 1 ms or not (exit 2,
+  // "did not finish within 0.001 s"), and its calls take longer (a hang finding, exit 1).
+  const Out ms = Fuzz(Lib("cpu"), {{"--kernel-timeout", "0.001"}, {"--cases", "1"}});
+  EXPECT_TRUE(ms.code == 1 || ms.code == 2) << ms.code;
+  EXPECT_EQ(ms.err.find("--kernel-timeout: must be in"), std::string::npos) << ms.err;
+  if (ms.code == 2) {
+    EXPECT_NE(ms.err.find("loading or describing it did not finish within 0.001 s"),
+              std::string::npos)
+        << ms.err;
+  }
+  const Out day = Fuzz(Lib("cpu"), {{"--kernel-timeout", "86400"}, {"--cases", "1"}});
+  EXPECT_EQ(day.code, 0) << day.out << day.err;
+  const Out over = Fuzz(Lib("cpu"), {{"--kernel-timeout", "86400.5"}});
+  EXPECT_EQ(over.code, 2);
+  EXPECT_NE(over.err.find("got 86400.5)"), std::string::npos) << over.err;
 }
 
 TEST(KutCli, FlagErrors) {

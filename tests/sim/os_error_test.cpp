@@ -252,6 +252,53 @@ TEST_F(OsErrors, FullFolderIsRefusedBeforeAnyWork) {
   }
 }
 
+// Round 9: a folder that exists and refuses a new entry all the same (/proc answers ENOENT, /sys
+// EPERM) is named with the rule, not "No such file or directory" alone.
+TEST_F(OsErrors, AFolderThatRefusesNewEntriesSaysSo) {
+  const std::string d = dir_.string();
+  const std::string enoent = std::strerror(ENOENT), eperm = std::strerror(EPERM);
+  // From the errno values, on any machine.
+  EXPECT_EQ(OsErrorText(FileOp::kCreateFolder, P("new"), ENOENT),
+            "cannot create the folder " + P("new") + ": the folder " + d +
+                " does not allow creating folders in it (its file system refused: " + enoent + ")");
+  EXPECT_EQ(OsErrorText(FileOp::kCreateFolder, P("new/sub"), ENOENT),
+            "cannot create the folder " + P("new/sub") + ": the folder " + d +
+                " does not allow creating folders in it (its file system refused: " + enoent + ")");
+  EXPECT_EQ(OsErrorText(FileOp::kWrite, P("r.html"), ENOENT),
+            "cannot write " + P("r.html") + ": the folder " + d +
+                " does not allow creating files in it (its file system refused: " + enoent + ")");
+  EXPECT_EQ(OsErrorText(FileOp::kWriteIn, d, ENOENT),
+            "cannot write files in " + d +
+                ": the folder does not allow creating files (its file system refused: " + enoent +
+                ")");
+  EXPECT_EQ(OsErrorText(FileOp::kCreateFolder, P("new"), EPERM),
+            "cannot create the folder " + P("new") + ": the folder " + d +
+                " does not allow creating folders in it (its file system refused: " + eperm + ")");
+  // Unchanged: a missing folder of a new file, a missing folder to write in, a file that exists.
+  EXPECT_EQ(OsErrorText(FileOp::kWrite, P("no/r.html"), ENOENT),
+            "cannot write " + P("no/r.html") + ": the folder " + P("no") + " does not exist");
+  EXPECT_EQ(OsErrorText(FileOp::kWriteIn, P("gone"), ENOENT), P("gone") + " does not exist");
+  const std::string f = Write("kept");
+  EXPECT_EQ(OsErrorText(FileOp::kWrite, f, EPERM), "permission denied writing " + f);
+  // The real thing, where /proc is mounted: it takes no new folder or file, with ENOENT.
+  if (!fs::is_directory("/proc/self")) GTEST_SKIP() << "no /proc on this system";
+  const std::string refused = " does not allow creating folders in it (its file system refused: ";
+  EXPECT_EQ(
+      Message(PrepareOutputFolder("--out", "/proc/mlasim-x", /*create=*/true)),
+      "--out: cannot create the folder /proc/mlasim-x: the folder /proc" + refused + enoent + ")");
+  EXPECT_EQ(Message(PrepareOutputFolder("--out", "/proc/mlasim-x/findings", /*create=*/true)),
+            "--out: cannot create the folder /proc/mlasim-x/findings: the folder /proc" + refused +
+                enoent + ")");
+  EXPECT_EQ(Message(PrepareOutputFolder("--out", "/proc", /*create=*/true)),
+            "--out: cannot write files in /proc: the folder does not allow creating files (its "
+            "file system refused: " +
+                enoent + ")");
+  EXPECT_EQ(Message(WriteTextFile("--html", "/proc/mlasim-r.html", "x")),
+            "--html: cannot write /proc/mlasim-r.html: the folder /proc does not allow creating "
+            "files in it (its file system refused: " +
+                enoent + ")");
+}
+
 TEST_F(OsErrors, EveryOtherCauseKeepsTheSystemWords) {
   const std::string f = P("x");
   EXPECT_EQ(OsErrorText(FileOp::kRead, f, 0), "cannot read " + f);

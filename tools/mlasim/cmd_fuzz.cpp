@@ -387,8 +387,7 @@ class FuzzCommand final : public Command {
     // Guard mode with --ignore-known: a call that would fault through known families only is not
     // run (its finding would be dropped; each fault costs a worker and a GPU context).
     check_.skip_known_faults = check_.guard && (o_.ignore_known || skip_known_faults_);
-    if (!(kut_timeout_ > 0) || kut_timeout_ > 86400)
-      return InvalidArgumentError("--kernel-timeout", "must be in (0, 86400] seconds");
+    MLASIM_RETURN_IF_ERROR(fuzz::CheckKernelTimeout(kut_timeout_));
     if (app_->count("--device") && (device_ < 0 || device_ > 1023))
       return InvalidArgumentError("--device", "must be in 0..1023");
     if (kut_path_.empty()) kut_path_ = fuzz::DefaultGpuKutPath();

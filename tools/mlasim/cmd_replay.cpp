@@ -356,8 +356,7 @@ class ReplayCommand final : public Command {
     if (reference_ != "auto" && reference_ != "cpu" && reference_ != "gpu")
       return Fail(io, InvalidArgumentError("--reference", "must be auto, cpu or gpu"));
     po.check.reference = reference_;
-    if (!(kut_timeout_ > 0) || kut_timeout_ > 86400)
-      return Fail(io, InvalidArgumentError("--kernel-timeout", "must be in (0, 86400] seconds"));
+    if (Status st = fuzz::CheckKernelTimeout(kut_timeout_); !st.ok()) return Fail(io, st);
     po.timeout_seconds = kut_timeout_;
     auto p = fuzz::KutPool::Start(po);
     if (!p.ok()) return Fail(io, p.status());
