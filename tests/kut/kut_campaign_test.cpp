@@ -6,9 +6,13 @@
 // --kernel-under-test` from the command its file records.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -383,6 +387,63 @@ TEST(KutCampaign, AFaultThatDoesNotRecurAloneIsNoFinding) {
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(got, want);
   for (const fs::path& p : {plain, injected, marker}) fs::remove_all(p);
+}
+
+// An NVIDIA MPS daemon is recognised by the special file `control` in its pipe folder
+// (CUDA_MPS_PIPE_DIRECTORY): a FIFO or a UNIX socket, whichever the driver makes. A folder without
+// it, or with a plain file or folder of that name, is none (a daemon that quit leaves folders).
+// Under a daemon, a device fault makes every later worker start outside it: here a fault
+// injected once (the fault another MPS client's fault causes) is no finding, as without MPS.
+TEST(KutCampaign, WorkersUnderAnMpsDaemonAreSaidSoAndLeaveItAfterADeviceFault) {
+  const fs::path pipe = Tmp("mps_pipe"), plain = Tmp("mps_plain"), injected = Tmp("mps_injected");
+  const fs::path marker = Tmp("mps_marker");
+  const std::string kUnder = "; workers ran as clients of an MPS daemon";
+  const std::string kLeft = "; workers left the MPS daemon after a device fault";
+  fs::create_directories(pipe);
+  const std::string control = (pipe / "control").string();
+  ::setenv("CUDA_MPS_PIPE_DIRECTORY", pipe.c_str(), 1);
+  auto summary = [&](const fs::path& out) {
+    const Out r = Campaign("sentinel", Lib("example_tile64"), out);
+    const size_t at = r.out.find("worker replacement(s)");
+    return at == std::string::npos ? r.out : r.out.substr(at, r.out.find('\n', at) - at);
+  };
+  // no control file, a plain file, a folder: no daemon
+  EXPECT_EQ(summary("").find(kUnder), std::string::npos);
+  { std::ofstream(control) << "x"; }
+  EXPECT_EQ(summary("").find(kUnder), std::string::npos);
+  fs::remove(control);
+  fs::create_directory(control);
+  EXPECT_EQ(summary("").find(kUnder), std::string::npos);
+  fs::remove(control);
+  // a UNIX socket: a daemon
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(control.size(), sizeof addr.sun_path);
+  std::strncpy(addr.sun_path, control.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_NE(summary("").find(kUnder), std::string::npos);
+  ::close(fd);
+  fs::remove(control);
+  // a FIFO: a daemon; a device fault once: the campaign's findings, no more, and the pool leaves it
+  ASSERT_EQ(::mkfifo(control.c_str(), 0600), 0);
+  const std::string base = summary(plain);
+  EXPECT_NE(base.find(kUnder), std::string::npos) << base;
+  EXPECT_EQ(base.find(kLeft), std::string::npos) << base;
+  ::setenv("MLASIM_KUT_TEST_FAULT_ONCE", marker.string().c_str(), 1);
+  const std::string once = summary(injected);
+  ::unsetenv("MLASIM_KUT_TEST_FAULT_ONCE");
+  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  EXPECT_TRUE(fs::exists(marker)) << "the fault was not injected";
+  EXPECT_NE(once.find(", 1 device fault(s) that did not recur alone (not findings)" + kUnder + kLeft),
+            std::string::npos)
+      << once;
+  std::vector<std::string> want, got;
+  for (const auto& [sig, doc] : Findings(plain)) want.push_back(sig);
+  for (const auto& [sig, doc] : Findings(injected)) got.push_back(sig);
+  EXPECT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+  for (const fs::path& p : {pipe, plain, injected, marker}) fs::remove_all(p);
 }
 
 }  // namespace
