@@ -3,13 +3,16 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -32,16 +35,39 @@ namespace {
 // CUDA_MPS_PIPE_DIRECTORY of an isolated worker: no daemon listens there.
 constexpr char kNoMpsPipeDirectory[] = "/nonexistent/mlasim-worker-outside-mps";
 
-// Whether this process's workers are clients of an NVIDIA MPS daemon: the daemon's control pipe
-// is in the folder CUDA_MPS_PIPE_DIRECTORY names, or in its default one (a folder alone may be
-// left over from a daemon that quit).
+// Whether something listens on the special file `path`: a UNIX socket accepts a connection, a
+// FIFO has a reader (a non-blocking open for writing fails with ENXIO without one). Closed at once.
+bool Listening(const std::string& path, const struct stat& st) {
+  if (S_ISFIFO(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
+  }
+  if (!S_ISSOCK(st.st_mode)) return false;
+  sockaddr_un addr{};
+  if (path.size() >= sizeof addr.sun_path) return true;  // cannot probe: the socket says enough
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size());
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;
+  // Only a refused connection says nobody listens (a socket of another type than this probe's
+  // says EPROTOTYPE, yet a daemon is there).
+  const bool refused = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 &&
+                       errno == ECONNREFUSED;
+  ::close(fd);
+  return !refused;
+}
+
+// Whether this process's workers are clients of an NVIDIA MPS daemon: the daemon's control file
+// (a UNIX socket with the H200's driver 580; a FIFO is taken too) is in the folder
+// CUDA_MPS_PIPE_DIRECTORY names, or in its default one, and something listens on it (a daemon
+// that was killed leaves its folder and socket behind).
 bool MpsDaemonVisible() {
   const char* env = std::getenv("CUDA_MPS_PIPE_DIRECTORY");
   struct stat st {};
   const std::string dir = env != nullptr && *env != 0 ? env : "/tmp/nvidia-mps";
-  // (a FIFO or a UNIX socket, by driver version: any special file; never a folder or a file)
-  return ::stat((dir + "/control").c_str(), &st) == 0 && !S_ISDIR(st.st_mode) &&
-         !S_ISREG(st.st_mode);
+  const std::string control = dir + "/control";
+  return ::stat(control.c_str(), &st) == 0 && Listening(control, st);
 }
 
 }  // namespace
@@ -436,7 +462,8 @@ KutPool::RerunEnd KutPool::RerunOn(KutWorker& w, const json& scenario, const jso
     if (tag == 'E') return RerunEnd::kClean;
     if (tag != 'F') continue;
     *fault = j;
-    const bool there = now.is_object() && now.value("call", -1) == call && now.value("op", "") == op;
+    const bool there =
+        now.is_object() && now.value("call", -1) == call && now.value("op", "") == op;
     return there ? RerunEnd::kFaultedThere : RerunEnd::kFaultedElsewhere;
   }
   return RerunEnd::kFaultedElsewhere;  // ended or hung without a step end

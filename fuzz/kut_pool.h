@@ -92,7 +92,8 @@ class KutPool {
   int64_t faults_not_recurring() const;
   // Whether a device fault under an MPS daemon made the pool start its workers outside it.
   bool left_mps() const { return left_mps_.load(); }
-  // Whether the workers started as clients of an NVIDIA MPS daemon (its control pipe was found).
+  // Whether an NVIDIA MPS daemon listened when the pool started (its control socket or FIFO in
+  // CUDA_MPS_PIPE_DIRECTORY accepted a connection): the workers start as its clients.
   bool under_mps() const { return mps_; }
   // Seconds the workers spent, by part (replay, inputs, kernel, reference, checks, plans), and
   // "steps": the steps they checked.
@@ -149,11 +150,11 @@ class KutPool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<KutWorker>> idle_;
-  int32_t live_ = 0;                         // workers idle or lent out (under mu_)
-  int64_t started_ = 0;                      // workers started (under mu_)
-  int64_t restarts_ = 0;                     // workers replaced after a fault or hang (under mu_)
-  int64_t faults_not_recurring_ = 0;         // (under mu_)
-  bool mps_ = false;                         // the workers are clients of an MPS daemon
+  int32_t live_ = 0;                  // workers idle or lent out (under mu_)
+  int64_t started_ = 0;               // workers started (under mu_)
+  int64_t restarts_ = 0;              // workers replaced after a fault or hang (under mu_)
+  int64_t faults_not_recurring_ = 0;  // (under mu_)
+  bool mps_ = false;                  // the workers are clients of an MPS daemon
   // Set at the first device fault under MPS: a fault there ends every client on the GPU and the
   // daemon takes no new one until all have exited, so the campaign goes on without it (slower,
   // each fault one worker's again).

@@ -21,6 +21,7 @@ PACKAGES=(
   libeigen3-dev nlohmann-json3-dev libfmt-dev libfmt9 liblzma-dev
   libgtest-dev libgmock-dev librapidcheck-dev libbenchmark-dev libbenchmark1debian
   libcli11-dev libxtensor-dev xtl-dev
+  libgoogle-perftools-dev libtcmalloc-minimal4  # the mlasim program's allocator (MLASIM_ALLOCATOR)
 )
 PREFIX=.gpu-carry/prefix
 

@@ -165,7 +165,7 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
     return "tiling=7 needs heads % 32 == 0 (32 q rows of one token per pass); got " +
            std::to_string(H);
   if (cfg.tiling == 7 && c.kv_cache.dtype != MLASIM_KUT_BF16)
-    return "tiling=7 needs bf16 KV (fp8 KV runs the fp8 kernels: tiling 0, 3, 4 or 6)";
+    return "tiling=7 needs bf16 KV (fp8 KV runs tilings 0-6)";
   if (c.q.dtype != MLASIM_KUT_BF16 || c.o.dtype != MLASIM_KUT_BF16 ||
       (c.kv_cache.dtype != MLASIM_KUT_BF16 && c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN))
     return "needs bf16 q and o and bf16 or fp8_e4m3fn KV";

@@ -4,6 +4,7 @@
 // must find and shrink each deliberate bug, while mlasim's own CPU kernel, on the same seed and
 // budget, has no finding at all; each finding replays through `mlasim replay --gpu
 // --kernel-under-test` from the command its file records.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
@@ -11,6 +12,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
+#include <vector>
 
 #include "tools/mlasim/cli.h"
 
@@ -54,6 +57,31 @@ fs::path Tmp(const std::string& name) {
   fs::remove_all(p);
   return p;
 }
+
+// Sets an environment variable for a scope and restores the caller's value (or its absence).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      ::setenv(name_, old_.c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string old_;
+};
+
+// No MPS daemon for the campaigns of a test (the summary lines they compare would name one).
+constexpr char kNoMps[] = "/nonexistent/mlasim-test-no-mps";
 
 // A small campaign through `library`: 32 cases of seed 1 at head dims 32,16, known families off.
 Out Campaign(const std::string& mode, const std::string& library, const fs::path& out) {
@@ -155,8 +183,9 @@ TEST(KutCampaign, CpuKernelHasNoFindingInEitherMode) {
     // Every decode call it ran had its numerics compared: none is above the CPU reference's
     // work bound at head dims 32,16 (fuzz/kut_check.h max_cpu_reference_macs).
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("numerics: (\\d+) call\\(s\\) compared, "
-                                                       "0 not compared\n")))
+    ASSERT_TRUE(std::regex_search(r.out, m,
+                                  std::regex("numerics: (\\d+) call\\(s\\) compared, "
+                                             "0 not compared\n")))
         << r.out;
     EXPECT_GT(std::stoi(m[1]), 0);
   }
@@ -179,8 +208,8 @@ TEST(KutCampaign, GuardModeWithIgnoreKnownSkipsCallsThatWouldFaultThroughKnownFa
   EXPECT_NE(skip.out.find("calls_skipped_known_fault 3 (guard mode, --ignore-known"),
             std::string::npos)
       << skip.out;
-  const Out all = Cli({"fuzz", "--gpu", "guard", "--kernel-under-test", Lib("cpu"), "--cases",
-                       "32", "--seed", "1", "--small", "--head-dims", "32,16", "--jobs", "2",
+  const Out all = Cli({"fuzz", "--gpu", "guard", "--kernel-under-test", Lib("cpu"), "--cases", "32",
+                       "--seed", "1", "--small", "--head-dims", "32,16", "--jobs", "2",
                        "--shrink-steps", "0", "--out", Tmp("skip_known_all").string()});
   EXPECT_EQ(all.code, 1) << all.out << all.err;  // the known families' faults are findings
   EXPECT_EQ(all.out.find("calls_skipped_known_fault"), std::string::npos) << all.out;
@@ -194,8 +223,8 @@ TEST(KutCampaign, GuardModeWithIgnoreKnownSkipsCallsThatWouldFaultThroughKnownFa
 TEST(KutCampaign, ASelfPlanningKernelRunsHeadFoldedPlansWithNoFinding) {
   for (const std::string mode : {"sentinel", "guard"}) {
     const Out r = Cli({"fuzz", "--gpu", mode, "--kernel-under-test", Lib("cpu"), "--kernel-config",
-                       "variant=self", "--cases", "32", "--seed", "1", "--small",
-                       "--ignore-known", "--head-dims", "32,16", "--jobs", "2"});
+                       "variant=self", "--cases", "32", "--seed", "1", "--small", "--ignore-known",
+                       "--head-dims", "32,16", "--jobs", "2"});
     EXPECT_EQ(r.code, 0) << mode << '\n' << r.out << r.err;
     EXPECT_NE(r.out.find("findings 0: 0 new"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("config variant=self"), std::string::npos) << r.out;
@@ -214,8 +243,9 @@ TEST(KutCampaign, ASelfPlanningKernelRunsHeadFoldedPlansWithNoFinding) {
     } else {
       EXPECT_EQ(skipped, "0") << r.out;
     }
-    ASSERT_TRUE(std::regex_search(r.out, m, std::regex("numerics: (\\d+) call\\(s\\) compared, "
-                                                       "0 not compared\n")))
+    ASSERT_TRUE(std::regex_search(r.out, m,
+                                  std::regex("numerics: (\\d+) call\\(s\\) compared, "
+                                             "0 not compared\n")))
         << r.out;
   }
 }
@@ -357,7 +387,6 @@ TEST(KutCampaign, ResumeWithTheSameKernelFindsNothingNew) {
   fs::remove_all(dir);
 }
 
-
 // A device fault that does not recur when its call runs again alone (what a worker sees when
 // another client of the same NVIDIA MPS daemon faulted: every client on the GPU loses its
 // context) is no finding. Injected once (MLASIM_KUT_TEST_FAULT_ONCE) into a campaign of the
@@ -366,10 +395,13 @@ TEST(KutCampaign, ResumeWithTheSameKernelFindsNothingNew) {
 TEST(KutCampaign, AFaultThatDoesNotRecurAloneIsNoFinding) {
   const fs::path plain = Tmp("fault_once_plain"), injected = Tmp("fault_once_injected");
   const fs::path marker = Tmp("fault_once_marker");
+  const ScopedEnv no_mps("CUDA_MPS_PIPE_DIRECTORY", kNoMps);  // the suffixes below: no daemon's
   const Out base = Campaign("sentinel", Lib("example_tile64"), plain);
-  ::setenv("MLASIM_KUT_TEST_FAULT_ONCE", marker.string().c_str(), 1);
-  const Out r = Campaign("sentinel", Lib("example_tile64"), injected);
-  ::unsetenv("MLASIM_KUT_TEST_FAULT_ONCE");
+  Out r;
+  {
+    const ScopedEnv fault("MLASIM_KUT_TEST_FAULT_ONCE", marker.string());
+    r = Campaign("sentinel", Lib("example_tile64"), injected);
+  }
   EXPECT_TRUE(fs::exists(marker)) << "the fault was not injected";
   EXPECT_EQ(r.code, base.code) << r.out << r.err;
   // The kernel's own whole-tile overruns end workers in both runs (host faults past a sentinel
@@ -390,18 +422,30 @@ TEST(KutCampaign, AFaultThatDoesNotRecurAloneIsNoFinding) {
 }
 
 // An NVIDIA MPS daemon is recognised by the special file `control` in its pipe folder
-// (CUDA_MPS_PIPE_DIRECTORY): a FIFO or a UNIX socket, whichever the driver makes. A folder without
-// it, or with a plain file or folder of that name, is none (a daemon that quit leaves folders).
-// Under a daemon, a device fault makes every later worker start outside it: here a fault
-// injected once (the fault another MPS client's fault causes) is no finding, as without MPS.
+// (CUDA_MPS_PIPE_DIRECTORY) when something listens on it: a UNIX socket that accepts (the H200's
+// driver makes one) or a FIFO with a reader. A folder without it, a plain file or folder of that
+// name, a socket nobody listens on (a daemon that was killed) is none. Under a daemon, a device
+// fault makes every later worker start outside it: here a fault injected once (the fault another
+// MPS client's fault causes) is no finding, as without MPS.
 TEST(KutCampaign, WorkersUnderAnMpsDaemonAreSaidSoAndLeaveItAfterADeviceFault) {
-  const fs::path pipe = Tmp("mps_pipe"), plain = Tmp("mps_plain"), injected = Tmp("mps_injected");
+  // a short folder: a socket path must fit sockaddr_un's 108 bytes
+  const fs::path pipe = fs::path("/tmp") / ("mlasim_mps_" + std::to_string(::getpid()));
+  const fs::path plain = Tmp("mps_plain"), injected = Tmp("mps_injected");
   const fs::path marker = Tmp("mps_marker");
-  const std::string kUnder = "; workers ran as clients of an MPS daemon";
-  const std::string kLeft = "; workers left the MPS daemon after a device fault";
+  fs::remove_all(pipe);
   fs::create_directories(pipe);
+  struct Cleanup {
+    std::vector<fs::path> paths;
+    int fd = -1;
+    ~Cleanup() {
+      if (fd >= 0) ::close(fd);
+      for (const fs::path& p : paths) fs::remove_all(p);
+    }
+  } cleanup{{pipe, plain, injected, marker}};
+  const ScopedEnv mps("CUDA_MPS_PIPE_DIRECTORY", pipe.string());
+  const std::string kUnder = "; an MPS daemon was listening (workers start as its clients)";
+  const std::string kLeft = "; workers left the MPS daemon after a device fault";
   const std::string control = (pipe / "control").string();
-  ::setenv("CUDA_MPS_PIPE_DIRECTORY", pipe.c_str(), 1);
   auto summary = [&](const fs::path& out) {
     const Out r = Campaign("sentinel", Lib("example_tile64"), out);
     const size_t at = r.out.find("worker replacement(s)");
@@ -415,35 +459,45 @@ TEST(KutCampaign, WorkersUnderAnMpsDaemonAreSaidSoAndLeaveItAfterADeviceFault) {
   fs::create_directory(control);
   EXPECT_EQ(summary("").find(kUnder), std::string::npos);
   fs::remove(control);
-  // a UNIX socket: a daemon
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  // a UNIX socket: bound but not listening (refuses), then listening (a daemon)
+  cleanup.fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_GE(cleanup.fd, 0) << std::strerror(errno);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   ASSERT_LT(control.size(), sizeof addr.sun_path);
-  std::strncpy(addr.sun_path, control.c_str(), sizeof addr.sun_path - 1);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0);
+  std::memcpy(addr.sun_path, control.c_str(), control.size());
+  ASSERT_EQ(::bind(cleanup.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr), 0)
+      << std::strerror(errno);
+  EXPECT_EQ(summary("").find(kUnder), std::string::npos);
+  ASSERT_EQ(::listen(cleanup.fd, 64), 0) << std::strerror(errno);
   EXPECT_NE(summary("").find(kUnder), std::string::npos);
-  ::close(fd);
+  ::close(cleanup.fd);
+  cleanup.fd = -1;
   fs::remove(control);
-  // a FIFO: a daemon; a device fault once: the campaign's findings, no more, and the pool leaves it
-  ASSERT_EQ(::mkfifo(control.c_str(), 0600), 0);
+  // a FIFO without a reader: none; with one (held open here): a daemon, and a device fault once
+  // gives the campaign's findings, no more, and the pool leaves the daemon
+  ASSERT_EQ(::mkfifo(control.c_str(), 0600), 0) << std::strerror(errno);
+  EXPECT_EQ(summary("").find(kUnder), std::string::npos);
+  cleanup.fd = ::open(control.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(cleanup.fd, 0) << std::strerror(errno);
   const std::string base = summary(plain);
   EXPECT_NE(base.find(kUnder), std::string::npos) << base;
   EXPECT_EQ(base.find(kLeft), std::string::npos) << base;
-  ::setenv("MLASIM_KUT_TEST_FAULT_ONCE", marker.string().c_str(), 1);
-  const std::string once = summary(injected);
-  ::unsetenv("MLASIM_KUT_TEST_FAULT_ONCE");
-  ::unsetenv("CUDA_MPS_PIPE_DIRECTORY");
+  std::string once;
+  {
+    const ScopedEnv fault("MLASIM_KUT_TEST_FAULT_ONCE", marker.string());
+    once = summary(injected);
+  }
   EXPECT_TRUE(fs::exists(marker)) << "the fault was not injected";
-  EXPECT_NE(once.find(", 1 device fault(s) that did not recur alone (not findings)" + kUnder + kLeft),
-            std::string::npos)
+  EXPECT_NE(
+      once.find(", 1 device fault(s) that did not recur alone (not findings)" + kUnder + kLeft),
+      std::string::npos)
       << once;
   std::vector<std::string> want, got;
   for (const auto& [sig, doc] : Findings(plain)) want.push_back(sig);
   for (const auto& [sig, doc] : Findings(injected)) got.push_back(sig);
   EXPECT_FALSE(want.empty());
   EXPECT_EQ(got, want);
-  for (const fs::path& p : {pipe, plain, injected, marker}) fs::remove_all(p);
 }
 
 }  // namespace

@@ -570,7 +570,7 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
            ? fmt::format(", {} device fault(s) that did not recur alone (not findings)",
                          pool.faults_not_recurring())
            : std::string()) +
-          (pool.under_mps() ? "; workers ran as clients of an MPS daemon" : "") +
+          (pool.under_mps() ? "; an MPS daemon was listening (workers start as its clients)" : "") +
           (pool.left_mps() ? "; workers left the MPS daemon after a device fault" : ""));
   // What became of the decode calls: a kernel that runs none of the generated shapes is silent
   // otherwise.
