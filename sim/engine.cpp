@@ -20,24 +20,42 @@ std::vector<ref::Plan>& PlanPool() {
   return pool;
 }
 
-// Whether `p`'s buffers hold as many elements as `sizes` asks for (reusing it then poisons
-// nothing anew; a buffer that grows is filled at its new elements).
+// Whether `p`'s buffers hold as many elements as `sizes` asks for.
 bool SameSizes(const ref::Plan& p, const ref::MetadataSizes& sizes) {
   for (ref::PlanBufferId id : ref::kInt32PlanBuffers)
     if (p.buffer(id)->size() != sizes.Elements(id)) return false;
   return true;
 }
 
-// A recycled plan to plan into (the newest of the sizes asked for, else the newest), or a fresh
-// one.
+// The elements `sizes` asks for past the memory of `p`'s buffers: what planning into `p` would
+// move to new memory and poison there (growth within the memory writes nothing: ref::Int32Buffer's
+// reserve invariant).
+int64_t ElementsPastMemory(const ref::Plan& p, const ref::MetadataSizes& sizes) {
+  int64_t past = 0;
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+    const int64_t have = static_cast<int64_t>(p.buffer(id)->data.capacity());
+    past += std::max<int64_t>(sizes.Elements(id) - have, 0);
+  }
+  return past;
+}
+
+// A recycled plan to plan into (the newest of the sizes asked for, else the newest of those
+// whose memory lacks the fewest elements), or a fresh one. The choice changes what planning
+// costs, never the plan (PlanRecycling.PlansIntoRecycledBuffersAreThePlansOfFreshBuffers).
 ref::Plan TakePlan(const ref::MetadataSizes& sizes) {
   std::vector<ref::Plan>& pool = PlanPool();
   if (pool.empty()) return ref::Plan{};
-  size_t pick = pool.size() - 1;
+  size_t pick = pool.size();
+  int64_t best = INT64_MAX;
   for (size_t i = pool.size(); i-- > 0;) {
     if (SameSizes(pool[i], sizes)) {
       pick = i;
       break;
+    }
+    const int64_t past = ElementsPastMemory(pool[i], sizes);
+    if (past < best) {
+      best = past;
+      pick = i;
     }
   }
   ref::Plan p = std::move(pool[pick]);
