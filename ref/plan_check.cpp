@@ -143,8 +143,10 @@ void Checker::AssignWorks() {
   // before the next request's [q0, q1)): the work's q end, then its batch_idx, tell them apart.
   std::vector<std::pair<int32_t, int32_t>> by_q0(tiles_.size());
   for (size_t t = 0; t < tiles_.size(); ++t) by_q0[t] = {tiles_[t].q0, static_cast<int32_t>(t)};
-  std::stable_sort(by_q0.begin(), by_q0.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Tiles come in q order unless qo_indptr decreases: a sorted list is its own stable sort.
+  const auto q0_less = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(by_q0.begin(), by_q0.end(), q0_less))
+    std::stable_sort(by_q0.begin(), by_q0.end(), q0_less);
   auto find_tile = [&](int32_t q0, int32_t q1, int32_t batch_idx) {
     int32_t found = -1;
     auto it = std::lower_bound(by_q0.begin(), by_q0.end(), q0,
