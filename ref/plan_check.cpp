@@ -29,7 +29,8 @@ struct Pieces {
 
 class Checker {
  public:
-  Checker(const PlanRequest& r, const Plan& p) : r_(r), p_(p) {}
+  Checker(const PlanRequest& r, const Plan& p)
+      : r_(r), p_(p), rules_(GetRevisionRules(r.revision)) {}
   PlanCheckReport Run();
 
  private:
@@ -57,6 +58,7 @@ class Checker {
 
   const PlanRequest& r_;
   const Plan& p_;
+  const RevisionRules& rules_;  // r_.revision's (looked up once, not per piece)
   PlanCheckReport report_;
   std::vector<ExpectedTile> tiles_;
   // Work rows per tile, in work order, as flat lists: tile t's are
@@ -202,7 +204,7 @@ void Checker::AssignWorks() {
 }
 
 int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const {
-  const RevisionRules& rules = GetRevisionRules(r_.revision);
+  const RevisionRules& rules = rules_;
   *known = true;
   if (r_.page_size == 1) {
     int32_t off = e.kv_full_end - kv_end;
