@@ -121,6 +121,8 @@ constexpr int32_t kPoisonValue = -0x5A5A5A5B;
 // default-initialised: its memory is left as it is, no zero is written. Int32Buffer's vectors use
 // it to grow within their capacity over elements they poisoned before (the reserve invariant
 // below); every other way to make an element (resize(n, v), assign, copies) writes as usual.
+// (Such an element keeps the bytes its memory holds: no store is emitted for int32_t or Cell by
+// GCC or Clang; MemorySanitizer, which the project does not use, would call them uninitialised.)
 template <class T>
 struct KeepBytesAllocator : std::allocator<T> {
   template <class U>
