@@ -88,10 +88,18 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
   if (!s.sizing.empty()) hit("override:sizing");
 }
 
-// The options a swarm case left out (fuzz/scenario_gen.h SwarmOmittedNames).
-void CoverSwarm(const std::vector<std::string>& omitted, std::map<std::string, int64_t>& cov) {
-  if (omitted.empty()) ++cov["swarm-out:nothing"];
-  for (const std::string& o : omitted) ++cov["swarm-out:" + o];
+// The options a swarm case left out (fuzz/scenario_gen.h SwarmOmittedNames), counted under
+// `keys` (SwarmOptionKeys with the prefix "swarm-out:").
+void CoverSwarm(const std::vector<std::vector<std::string>>& keys, const SwarmDraw& draw,
+                std::map<std::string, int64_t>& cov) {
+  bool any = false;
+  for (size_t k = 0; k < keys.size() && k < draw.omitted.size(); ++k)
+    for (size_t i = 0; i < keys[k].size(); ++i)
+      if (draw.omitted[k] >> i & 1u) {
+        ++cov[keys[k][i]];
+        any = true;
+      }
+  if (!any) ++cov["swarm-out:nothing"];
 }
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -156,6 +164,7 @@ class Campaign {
   const ProgressFn& progress_;
   const NoteFn& note_;
   GenConfig config_;
+  std::vector<std::vector<std::string>> swarm_out_keys_;  // SwarmOptionKeys(config_, "swarm-out:")
   Property property_;
   Property numerics_property_;  // property_ and the engine-step numerics (step_numerics_every)
   CampaignSummary sum_;
@@ -297,7 +306,7 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
     scenario = ScenarioAndSwarmFromSeed(config_, seed, size, &swarm);
   }
   Cover(scenario, cov);
-  if (config_.swarm) CoverSwarm(SwarmOmittedNames(config_, swarm), cov);
+  if (config_.swarm) CoverSwarm(swarm_out_keys_, swarm, cov);
   CaseResult res;
   res.step_numerics = numerics_property_ && index % static_cast<uint64_t>(o_.step_numerics_every) == 0;
   const Property& property = res.step_numerics ? numerics_property_ : property_;
@@ -510,6 +519,7 @@ StatusOr<CampaignSummary> Campaign::Run() {
   MLASIM_RETURN_IF_ERROR(EnableFamilies(o_.generate, &config_));
   config_.contracts = o_.contracts;
   config_.swarm = o_.swarm;
+  swarm_out_keys_ = SwarmOptionKeys(config_, "swarm-out:");
   for (const std::string& p : o_.profiles) {
     auto e = sim::GetEngineProfile(p, "--profile");
     if (!e.ok()) return e.status();

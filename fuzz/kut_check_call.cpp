@@ -235,7 +235,7 @@ void StepChecker::ApplyIndexValues(const sim::Call& c) {
 std::string StepChecker::BuildTensors(const sim::Call& c) {
   tensors_.clear();
   const int32_t H = in_.num_heads, D = in_.head_dim_qk, Dv = in_.head_dim_v;
-  auto ints = [&](const std::string& name, const std::vector<int32_t>& v, int32_t cols) {
+  auto ints = [&](const std::string& name, const auto& v, int32_t cols) {
     Tensor t =
         MakeTensor(name, static_cast<int64_t>(v.size()) / cols, 1, cols, MLASIM_KUT_INT32, true);
     t.bytes.resize(v.size() * 4);

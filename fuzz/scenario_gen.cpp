@@ -434,6 +434,17 @@ std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmD
   return out;
 }
 
+std::vector<std::vector<std::string>> SwarmOptionKeys(const GenConfig& config,
+                                                      const std::string& prefix) {
+  std::vector<std::vector<std::string>> keys;
+  for (const SwarmKnob& knob : SwarmKnobs(config)) {
+    keys.emplace_back();
+    for (const std::string& option : knob.options)
+      keys.back().push_back(prefix + knob.name + "." + option);
+  }
+  return keys;
+}
+
 const std::vector<std::string>& GeneratorFamilies() {
   static const std::vector<std::string> k = {"hostile-indices", "disagreements", "paged",
                                              "ragged-q"};

@@ -94,6 +94,11 @@ struct SwarmDraw {
 SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size);
 // "kernel.asm" for every option `draw` leaves out, in knob order.
 std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmDraw& draw);
+// The same names made once per config: keys[k][i] = `prefix` + the name of option i of
+// SwarmKnobs(config)[k] ("swarm-out:kernel.asm"), for a campaign that counts every case's
+// omitted options (bit i of SwarmDraw::omitted[k] names keys[k][i]) without building them anew.
+std::vector<std::vector<std::string>> SwarmOptionKeys(const GenConfig& config,
+                                                      const std::string& prefix);
 
 // The names `--generate` takes, in the order GenConfig lists them.
 const std::vector<std::string>& GeneratorFamilies();

@@ -124,8 +124,8 @@ double host_bf2d(uint16_t x) {
   return f;
 }
 
-template <class T>
-T* upload(const std::vector<T>& v, std::vector<void*>& owned) {
+template <class T, class A>
+T* upload(const std::vector<T, A>& v, std::vector<void*>& owned) {
   T* p = static_cast<T*>(device_alloc(std::max<size_t>(v.size(), 1) * sizeof(T)));
   owned.push_back(p);
   copy_to_device(p, v.data(), v.size() * sizeof(T));
@@ -229,8 +229,8 @@ struct DecodeBuffers {
   ~DecodeBuffers() {
     for (void* p : owned) (void)hipFree(p);
   }
-  template <class T>
-  T* upload(const std::vector<T>& v) {
+  template <class T, class A>
+  T* upload(const std::vector<T, A>& v) {
     return mlasim::gpu::upload(v, owned);
   }
   static int64_t partial_rows(const ref::MlaInputs& in, const ref::Plan& plan) {
@@ -255,8 +255,8 @@ mlasim_kut_tensor Tensor(void* data, int64_t rows, int32_t heads, int32_t cols, 
   return t;
 }
 
-template <class T>
-mlasim_kut_tensor Ints(DecodeBuffers& b, const std::vector<T>& v, int32_t cols) {
+template <class T, class A>
+mlasim_kut_tensor Ints(DecodeBuffers& b, const std::vector<T, A>& v, int32_t cols) {
   return Tensor(b.upload(v), static_cast<int64_t>(v.size()) / cols, 1, cols, MLASIM_KUT_INT32, 4);
 }
 

@@ -573,9 +573,9 @@ struct DevPlan {
     }
   }
   void upload(const ref::Plan& plan) {
-    const std::vector<int32_t>* src[5] = {&plan.work_indptr.data, &plan.work_info.data,
-                                          &plan.reduce_indptr.data, &plan.reduce_final_map.data,
-                                          &plan.reduce_partial_map.data};
+    const ref::Int32Buffer::Ints* src[5] = {&plan.work_indptr.data, &plan.work_info.data,
+                                            &plan.reduce_indptr.data, &plan.reduce_final_map.data,
+                                            &plan.reduce_partial_map.data};
     for (int i = 0; i < 5; ++i) {
       sizes[i] = static_cast<int32_t>(src[i]->size());
       bufs[i] = static_cast<int32_t*>(device_acquire(sizeof(int32_t) * std::max(sizes[i], 1)));
@@ -704,9 +704,10 @@ void decode_update_mla_metadata(const ref::DecodeUpdateRequest& r, ref::Plan& pl
   HIP_CHECK(hipDeviceSynchronize());
   GpuPlan out;
   dp.download(out);
-  plan.work_info.data = out.work_info;
-  plan.reduce_final_map.data = out.reduce_final_map;
-  plan.reduce_partial_map.data = out.reduce_partial_map;
+  plan.work_info.data.assign(out.work_info.begin(), out.work_info.end());
+  plan.reduce_final_map.data.assign(out.reduce_final_map.begin(), out.reduce_final_map.end());
+  plan.reduce_partial_map.data.assign(out.reduce_partial_map.begin(),
+                                      out.reduce_partial_map.end());
 }
 
 }  // namespace mlasim::gpu

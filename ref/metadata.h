@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ref/plan_buffers.h"
@@ -114,6 +117,39 @@ enum class CellTracking : uint8_t {
 // The value an unwritten element holds (0xA5A5A5A5 as int32): stale memory made visible.
 constexpr int32_t kPoisonValue = -0x5A5A5A5B;
 
+// std::allocator, except that an element made without a value (vector::resize(n) growing) is
+// default-initialised: its memory is left as it is, no zero is written. Int32Buffer's vectors use
+// it to grow within their capacity over elements they poisoned before (the reserve invariant
+// below); every other way to make an element (resize(n, v), assign, copies) writes as usual.
+// (Such an element keeps the bytes its memory holds: no store is emitted for int32_t or Cell by
+// GCC or Clang; MemorySanitizer, which the project does not use, would call them uninitialised.)
+template <class T>
+struct KeepBytesAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = KeepBytesAllocator<U>;
+  };
+  KeepBytesAllocator() noexcept = default;
+  template <class U>
+  KeepBytesAllocator(const KeepBytesAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <class T, class U>
+bool operator==(const KeepBytesAllocator<T>&, const KeepBytesAllocator<U>&) {
+  return true;
+}
+template <class T, class U>
+bool operator!=(const KeepBytesAllocator<T>&, const KeepBytesAllocator<U>&) {
+  return false;
+}
+
 // One int32 buffer with its write state. Stores outside the buffer are not performed; they are
 // recorded in `oob_writes` (a sizing/planner disagreement, bug class D).
 //
@@ -122,11 +158,20 @@ constexpr int32_t kPoisonValue = -0x5A5A5A5B;
 // PrepareForRewrite and FinishRewrite, every element at or past `stale_end`). Stores through
 // Store()/Put()/PutRow()/PutFill() keep it; code that writes `data` or `cells` directly must not
 // hand the buffer back to the planner (PlanMlaMetadataInto with a Plan*).
+//
+// Reserve invariant (what lets a recycled buffer grow without a fill): the memory past the end,
+// [size(), data.capacity()), also holds kPoisonValue, and [cells.size(), cells.capacity())
+// Cell::kUnwritten. Prepare and PrepareForRewrite poison what a shrink cuts off (elements below
+// dirty_end only) and grow within the capacity without writing (KeepBytesAllocator); a buffer
+// that outgrows its memory is poisoned up to its new capacity. Reset, copies and moves keep it;
+// direct writes to `data` / `cells`, or resizing them directly, do not.
 struct Int32Buffer {
-  std::vector<int32_t> data;
-  std::vector<Cell> cells;  // same length as data when tracked; empty under CellTracking::kFast
-  int32_t row_width = 1;    // kWorkInfoWidth for work_info, kReduceFinalMapWidth for final map
-  int64_t oob_writes = 0;   // stores at index >= data.size() (or < 0)
+  using Ints = std::vector<int32_t, KeepBytesAllocator<int32_t>>;
+  using Cells = std::vector<Cell, KeepBytesAllocator<Cell>>;
+  Ints data;
+  Cells cells;  // same length as data when tracked; empty (no memory) under CellTracking::kFast
+  int32_t row_width = 1;   // kWorkInfoWidth for work_info, kReduceFinalMapWidth for final map
+  int64_t oob_writes = 0;  // stores at index >= data.size() (or < 0)
   int64_t first_oob_index = -1;
   int64_t last_oob_index = -1;
   int64_t dirty_end = 0;  // one past the highest element stored since the last Reset/Prepare

@@ -29,7 +29,8 @@ struct Pieces {
 
 class Checker {
  public:
-  Checker(const PlanRequest& r, const Plan& p) : r_(r), p_(p) {}
+  Checker(const PlanRequest& r, const Plan& p)
+      : r_(r), p_(p), rules_(GetRevisionRules(r.revision)) {}
   PlanCheckReport Run();
 
  private:
@@ -57,6 +58,7 @@ class Checker {
 
   const PlanRequest& r_;
   const Plan& p_;
+  const RevisionRules& rules_;  // r_.revision's (looked up once, not per piece)
   PlanCheckReport report_;
   std::vector<ExpectedTile> tiles_;
   // Work rows per tile, in work order, as flat lists: tile t's are
@@ -143,8 +145,10 @@ void Checker::AssignWorks() {
   // before the next request's [q0, q1)): the work's q end, then its batch_idx, tell them apart.
   std::vector<std::pair<int32_t, int32_t>> by_q0(tiles_.size());
   for (size_t t = 0; t < tiles_.size(); ++t) by_q0[t] = {tiles_[t].q0, static_cast<int32_t>(t)};
-  std::stable_sort(by_q0.begin(), by_q0.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Tiles come in q order unless qo_indptr decreases: a sorted list is its own stable sort.
+  const auto q0_less = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(by_q0.begin(), by_q0.end(), q0_less))
+    std::stable_sort(by_q0.begin(), by_q0.end(), q0_less);
   auto find_tile = [&](int32_t q0, int32_t q1, int32_t batch_idx) {
     int32_t found = -1;
     auto it = std::lower_bound(by_q0.begin(), by_q0.end(), q0,
@@ -200,7 +204,7 @@ void Checker::AssignWorks() {
 }
 
 int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const {
-  const RevisionRules& rules = GetRevisionRules(r_.revision);
+  const RevisionRules& rules = rules_;
   *known = true;
   if (r_.page_size == 1) {
     int32_t off = e.kv_full_end - kv_end;

@@ -18,7 +18,7 @@ Status CheckSize(const std::vector<int32_t>& v, int32_t width, const char* name)
 }
 
 void Fill(ref::Int32Buffer& b, const std::vector<int32_t>& v, int32_t width) {
-  b.data = v;  // cells stay empty: every element counts as written (the engine's buffers)
+  b.data.assign(v.begin(), v.end());  // cells stay empty: every element counts as written
   b.row_width = width;
 }
 

@@ -20,24 +20,64 @@ std::vector<ref::Plan>& PlanPool() {
   return pool;
 }
 
-// Whether `p`'s buffers hold as many elements as `sizes` asks for (reusing it then poisons
-// nothing anew; a buffer that grows is filled at its new elements).
+// Whether `p`'s buffers hold as many elements as `sizes` asks for.
 bool SameSizes(const ref::Plan& p, const ref::MetadataSizes& sizes) {
   for (ref::PlanBufferId id : ref::kInt32PlanBuffers)
     if (p.buffer(id)->size() != sizes.Elements(id)) return false;
   return true;
 }
 
-// A recycled plan to plan into (the newest of the sizes asked for, else the newest), or a fresh
-// one.
+// The elements `sizes` asks for past the memory of `p`'s buffers: what planning into `p` would
+// move to new memory and poison there (growth within the memory writes nothing: ref::Int32Buffer's
+// reserve invariant).
+int64_t ElementsPastMemory(const ref::Plan& p, const ref::MetadataSizes& sizes) {
+  int64_t past = 0;
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+    const int64_t have = static_cast<int64_t>(p.buffer(id)->data.capacity());
+    past += std::max<int64_t>(sizes.Elements(id) - have, 0);
+  }
+  return past;
+}
+
+// Elements the memory of `p`'s buffers holds.
+int64_t PlanMemory(const ref::Plan& p) {
+  int64_t elements = 0;
+  for (ref::PlanBufferId id : ref::kInt32PlanBuffers)
+    elements += static_cast<int64_t>(p.buffer(id)->data.capacity());
+  return elements;
+}
+
+// Puts `p` in the pool. A full pool keeps the plans with the most memory: the one with the least
+// makes room for `p` if `p` has more (large requests then find memory instead of growing).
+void KeepPlan(ref::Plan&& p) {
+  std::vector<ref::Plan>& pool = PlanPool();
+  if (pool.size() < kRecycledPlansKept) {
+    pool.push_back(std::move(p));
+    return;
+  }
+  auto least = std::min_element(
+      pool.begin(), pool.end(),
+      [](const ref::Plan& a, const ref::Plan& b) { return PlanMemory(a) < PlanMemory(b); });
+  if (PlanMemory(p) > PlanMemory(*least)) *least = std::move(p);
+}
+
+// A recycled plan to plan into (the newest of the sizes asked for, else the newest of those
+// whose memory lacks the fewest elements), or a fresh one. The choice changes what planning
+// costs, never the plan (PlanRecycling.PlansIntoRecycledBuffersAreThePlansOfFreshBuffers).
 ref::Plan TakePlan(const ref::MetadataSizes& sizes) {
   std::vector<ref::Plan>& pool = PlanPool();
   if (pool.empty()) return ref::Plan{};
-  size_t pick = pool.size() - 1;
+  size_t pick = pool.size();
+  int64_t best = INT64_MAX;
   for (size_t i = pool.size(); i-- > 0;) {
     if (SameSizes(pool[i], sizes)) {
       pick = i;
       break;
+    }
+    const int64_t past = ElementsPastMemory(pool[i], sizes);
+    if (past < best) {
+      best = past;
+      pick = i;
     }
   }
   ref::Plan p = std::move(pool[pick]);
@@ -592,6 +632,9 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
   ref::Plan planned = TakePlan(sizes);
   const Status plan = ref::PlanMlaMetadataInto(request, sizes, options, &planned);
   if (!plan.ok()) {
+    // A refused request leaves the plan as it was (the planner refuses before it prepares any
+    // buffer): a recycled one goes back to the pool, a fresh one has no memory to keep.
+    if (planned.work_info.data.capacity() > 0) KeepPlan(std::move(planned));
     const std::string& f = plan.field();
     const bool q_field = f == "uni_seqlen_qo" || f == "max_seqlen_qo" || f == "qo_indptr";
     const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
@@ -1233,16 +1276,20 @@ StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant) {
 }
 
 void RecyclePlans(Trace& trace) {
-  std::vector<ref::Plan>& pool = PlanPool();
   for (PlanSnapshot& snap : trace.plans) {
-    if (pool.size() >= kRecycledPlansKept) break;
     if (snap.dialect || snap.plan.work_info.data.empty()) continue;  // no aiter plan memory
-    pool.push_back(std::move(snap.plan));
+    KeepPlan(std::move(snap.plan));
   }
   trace.plans.clear();
 }
 
 size_t RecycledPlanCount() { return PlanPool().size(); }
+
+int64_t RecycledPlanElements() {
+  int64_t elements = 0;
+  for (const ref::Plan& p : PlanPool()) elements += PlanMemory(p);
+  return elements;
+}
 
 void ClearRecycledPlans() { PlanPool().clear(); }
 

@@ -29,11 +29,15 @@ StatusOr<Trace> ExpandStep(const Scenario& s, SimMutant mutant = SimMutant::kNon
 // restores only the elements the old plan stored instead of poisoning every buffer at capacity
 // (ref::PlanMlaMetadataInto with a Plan*, byte-for-byte the fresh plan). The plans of a trace
 // are written only by the planner and decode_update, as that reuse needs. At most
-// kRecycledPlansKept plans are kept per thread; the rest are freed.
+// kRecycledPlansKept plans are kept per thread: a full pool keeps those whose buffers have the
+// most memory. ExpandStep takes the plan of the sizes asked for, else the one whose memory lacks
+// the fewest elements, and hands a recycled plan back when the planner refuses the request.
 void RecyclePlans(Trace& trace);
 constexpr size_t kRecycledPlansKept = 32;
-// Plans this thread holds for reuse (tests), and dropping them all.
+// Plans this thread holds for reuse (tests), the int32 elements their buffers' memory holds
+// (tests: a full pool keeps the plans with the most), and dropping them all.
 size_t RecycledPlanCount();
+int64_t RecycledPlanElements();
 void ClearRecycledPlans();
 
 }  // namespace mlasim::sim

@@ -182,6 +182,7 @@ class CallExecutor {
   const std::vector<std::shared_ptr<const IndexContent>>* role_contents_[kMaxRoles] = {};
   bool role_contents_found_[kMaxRoles] = {};
   std::vector<std::array<TensorArg, 5>> plan_tensors_;  // per trace plan, built once
+  std::string name_scratch_;               // a plan buffer's name (MarkPlanWrites), its memory kept
   std::vector<int32_t> kernel_qo_indptr_;  // the bound call's qo_indptr (sim/kernel_request.h)
   LoadSource loads_[kLoadSlotCount];
   std::vector<int64_t> vars_;
@@ -308,14 +309,13 @@ void CallExecutor::Flush(const Call& c) {
 // Plan builds and updates
 // ---------------------------------------------------------------------------------------------
 
-// The plan buffers of a snapshot with their allocation names.
-std::vector<std::pair<std::string, const ref::Int32Buffer*>> PlanBuffers(const PlanSnapshot& s) {
-  const ref::Plan& p = s.plan;
-  return {{s.buffer_prefix + "work_indptr", &p.work_indptr},
-          {s.buffer_prefix + "work_info", &p.work_info},
-          {s.buffer_prefix + "reduce_indptr", &p.reduce_indptr},
-          {s.buffer_prefix + "reduce_final_map", &p.reduce_final_map},
-          {s.buffer_prefix + "reduce_partial_map", &p.reduce_partial_map}};
+// A plan's buffers with their names (a snapshot's allocations: its buffer_prefix + the name).
+std::array<std::pair<const char*, const ref::Int32Buffer*>, 5> PlanBuffers(const ref::Plan& p) {
+  return {{{"work_indptr", &p.work_indptr},
+           {"work_info", &p.work_info},
+           {"reduce_indptr", &p.reduce_indptr},
+           {"reduce_final_map", &p.reduce_final_map},
+           {"reduce_partial_map", &p.reduce_partial_map}}};
 }
 
 // Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
@@ -342,18 +342,19 @@ void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
 }
 
 void CallExecutor::MarkPlanWrites(const PlanSnapshot& snap) {
-  for (const auto& [name, b] : PlanBuffers(snap)) {
-    Allocation* alloc = as_.FindMutable(name);
+  for (const auto& [name, b] : PlanBuffers(snap.plan)) {
+    name_scratch_.assign(snap.buffer_prefix).append(name);  // no allocation once it has grown
+    Allocation* alloc = as_.FindMutable(name_scratch_);
     if (!alloc) continue;
     ForEachWrittenRun(*b, [&](int64_t i, int64_t j) { alloc->written.Add(i * 4, j * 4); });
   }
 }
 
 void CallExecutor::ReportPlanOverflow(const Call& c, const PlanSnapshot& snap) {
-  for (const auto& [name, b] : PlanBuffers(snap)) {
+  for (const auto& [name, b] : PlanBuffers(snap.plan)) {
     if (b->oob_writes == 0) continue;
-    Add(c, MakePlanBufferOverflow({name, b->size() / b->row_width, int64_t{b->row_width} * 4,
-                                   b->first_oob_index / b->row_width,
+    Add(c, MakePlanBufferOverflow({snap.buffer_prefix + name, b->size() / b->row_width,
+                                   int64_t{b->row_width} * 4, b->first_oob_index / b->row_width,
                                    b->last_oob_index / b->row_width}));
   }
 }

@@ -350,10 +350,10 @@ py::dict DerivedDict(const ref::PlanDerived& d) {
 }
 
 // A numpy array owning `v` (moved, not copied), with `shape`.
-template <typename T>
-py::array Owning(std::vector<T>&& v, std::vector<py::ssize_t> shape) {
-  auto* heap = new std::vector<T>(std::move(v));
-  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T>*>(p); });
+template <typename T, typename A>
+py::array Owning(std::vector<T, A>&& v, std::vector<py::ssize_t> shape) {
+  auto* heap = new std::vector<T, A>(std::move(v));
+  py::capsule owner(heap, [](void* p) { delete static_cast<std::vector<T, A>*>(p); });
   return py::array_t<T>(shape, heap->data(), owner);
 }
 

@@ -28,11 +28,11 @@ CallCheckInput Input(const ref::PlanRequest& r, const ref::Plan& p) {
   CallCheckInput in;
   in.call = "mla_decode_fwd";
   in.contract = *BuiltinContract(CallKind::kDecode, "asm", "contract");
-  in.work_indptr = p.work_indptr.data;
-  in.work_info = p.work_info.data;
-  in.reduce_indptr = p.reduce_indptr.data;
-  in.reduce_final_map = p.reduce_final_map.data;
-  in.reduce_partial_map = p.reduce_partial_map.data;
+  in.work_indptr.assign(p.work_indptr.data.begin(), p.work_indptr.data.end());
+  in.work_info.assign(p.work_info.data.begin(), p.work_info.data.end());
+  in.reduce_indptr.assign(p.reduce_indptr.data.begin(), p.reduce_indptr.data.end());
+  in.reduce_final_map.assign(p.reduce_final_map.data.begin(), p.reduce_final_map.data.end());
+  in.reduce_partial_map.assign(p.reduce_partial_map.data.begin(), p.reduce_partial_map.data.end());
   in.qo_indptr = r.qo_indptr;
   in.kv_indptr = r.kv_indptr;
   in.kv_last_page_lens = r.kv_last_page_lens;

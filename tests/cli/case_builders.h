@@ -77,6 +77,7 @@ class CaseBuilder {
     if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
     return Add(name, "int32", shape, Bytes(v), data_ptr);
   }
+
   // The request's arrays as tensors and its scalars as config.planner.
   CaseBuilder& AddRequest(const ref::PlanRequest& r);
   // The five plan buffers (and work_metadata_ptrs = {0, 0}) as tensors.
@@ -107,16 +108,21 @@ inline CaseBuilder& CaseBuilder::AddRequest(const ref::PlanRequest& r) {
   return AddInt32("kv_last_page_lens", r.kv_last_page_lens, {}, 0x7f0000003000);
 }
 
+// A plan buffer's values as a plain vector (ref::Int32Buffer::Ints has its own allocator).
+inline std::vector<int32_t> Values(const ref::Int32Buffer& b) {
+  return {b.data.begin(), b.data.end()};
+}
+
 inline CaseBuilder& CaseBuilder::AddPlan(const ref::Plan& p, uint64_t base) {
   const auto rows = [](const ref::Int32Buffer& b, int64_t w) {
     return std::vector<int64_t>{b.size() / w, w};
   };
-  AddInt32("work_indptr", p.work_indptr.data, {}, base);
-  AddInt32("work_info", p.work_info.data, rows(p.work_info, 8), base + 0x10000);
-  AddInt32("reduce_indptr", p.reduce_indptr.data, {}, base + 0x20000);
-  AddInt32("reduce_final_map", p.reduce_final_map.data, rows(p.reduce_final_map, 2),
+  AddInt32("work_indptr", Values(p.work_indptr), {}, base);
+  AddInt32("work_info", Values(p.work_info), rows(p.work_info, 8), base + 0x10000);
+  AddInt32("reduce_indptr", Values(p.reduce_indptr), {}, base + 0x20000);
+  AddInt32("reduce_final_map", Values(p.reduce_final_map), rows(p.reduce_final_map, 2),
            base + 0x30000);
-  AddInt32("reduce_partial_map", p.reduce_partial_map.data, {}, base + 0x40000);
+  AddInt32("reduce_partial_map", Values(p.reduce_partial_map), {}, base + 0x40000);
   return Add("work_metadata_ptrs", "uint64", {2}, Bytes(std::vector<uint64_t>{0, 0}),
              base + 0x50000);
 }

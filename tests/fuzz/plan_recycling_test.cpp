@@ -3,12 +3,14 @@
 // simulator finds with them, must be the ones fresh buffers give.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "fuzz/scenario_gen.h"
 #include "sim/engine.h"
 #include "sim/executor.h"
+#include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
 namespace {
@@ -107,6 +109,56 @@ TEST(PlanRecycling, KeepsAtMostTheBoundAndOnlyAiterPlans) {
   EXPECT_EQ(sim::RecycledPlanCount(), sim::kRecycledPlansKept);
   sim::ClearRecycledPlans();
   EXPECT_EQ(sim::RecycledPlanCount(), 0u);
+}
+
+// A full pool: a plan with more memory than the least of the kept ones replaces it; one with the
+// same or less is freed.
+TEST(PlanRecycling, AFullPoolKeepsThePlansWithTheMostMemory) {
+  sim::ClearRecycledPlans();
+  sim::Trace t;
+  t.plans.resize(sim::kRecycledPlansKept);
+  for (sim::PlanSnapshot& s : t.plans) s.plan.work_info.data.assign(8, 0);
+  sim::RecyclePlans(t);
+  ASSERT_EQ(sim::RecycledPlanCount(), sim::kRecycledPlansKept);
+  const int64_t full = sim::RecycledPlanElements();
+  EXPECT_EQ(full, 8 * static_cast<int64_t>(sim::kRecycledPlansKept));
+  t.plans.resize(3);
+  t.plans[0].plan.work_info.data.assign(8, 0);     // as much: freed
+  t.plans[1].plan.work_info.data.assign(1000, 0);  // more: replaces an 8-element plan
+  t.plans[2].plan.work_info.data.assign(9, 0);     // more by one: replaces another
+  sim::RecyclePlans(t);
+  EXPECT_EQ(sim::RecycledPlanCount(), sim::kRecycledPlansKept);
+  EXPECT_EQ(sim::RecycledPlanElements(), full - 8 + 1000 - 8 + 9);
+  sim::ClearRecycledPlans();
+}
+
+// A request the planner refuses leaves the recycled plan it was to fill untouched: it goes back
+// to the pool. Outside a campaign (an empty pool) nothing is kept.
+TEST(PlanRecycling, ARefusedRequestHandsItsPlanBack) {
+  namespace fs = std::filesystem;
+  auto refused = sim::LoadScenarioFile(
+      (fs::path(MLASIM_SOURCE_DIR) / "tests/cases/bad/unsupported-head-count.json").string());
+  ASSERT_TRUE(refused.ok()) << refused.status().ToString();
+  sim::ClearRecycledPlans();
+  auto none = sim::ExpandStep(*refused);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().ToString().find("refused by the planner"), std::string::npos)
+      << none.status().ToString();
+  EXPECT_EQ(sim::RecycledPlanCount(), 0u);
+
+  GenConfig small;
+  small.small = true;
+  small.max_batch = 64;
+  auto planned = sim::ExpandStep(ScenarioFromSeed(small, 1, 50).value());
+  ASSERT_TRUE(planned.ok());
+  sim::RecyclePlans(*planned);
+  const size_t kept = sim::RecycledPlanCount();
+  const int64_t elements = sim::RecycledPlanElements();
+  ASSERT_GT(kept, 0u);
+  EXPECT_FALSE(sim::ExpandStep(*refused).ok());
+  EXPECT_EQ(sim::RecycledPlanCount(), kept);
+  EXPECT_EQ(sim::RecycledPlanElements(), elements);
+  sim::ClearRecycledPlans();
 }
 
 }  // namespace

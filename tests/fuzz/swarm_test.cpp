@@ -192,6 +192,39 @@ int64_t RareCombination(bool swarm, int64_t n) {
   return hits;
 }
 
+// The campaign counts a case's omitted options through SwarmOptionKeys, made once: the keys its
+// draw's bits name are SwarmOmittedNames of the draw, prefixed, in the same order, for every
+// config the generator families and --small give (and none without swarm).
+TEST(Swarm, OptionKeysNameWhatSwarmOmittedNamesNames) {
+  GenConfig plain;
+  EXPECT_TRUE(SwarmOptionKeys(plain, "swarm-out:").empty());
+  int64_t named = 0;
+  for (int variant = 0; variant < 3; ++variant) {
+    GenConfig c;
+    c.swarm = true;
+    c.small = variant != 1;
+    if (c.small) c.max_batch = 64;
+    if (variant == 2) ASSERT_TRUE(EnableFamilies(GeneratorFamilies(), &c).ok());
+    const std::vector<std::vector<std::string>> keys = SwarmOptionKeys(c, "swarm-out:");
+    const std::vector<SwarmKnob> knobs = SwarmKnobs(c);
+    ASSERT_EQ(keys.size(), knobs.size());
+    for (size_t k = 0; k < knobs.size(); ++k) ASSERT_EQ(keys[k].size(), knobs[k].options.size());
+    EXPECT_EQ(keys[0][0], "swarm-out:" + knobs[0].name + "." + knobs[0].options[0]);
+    for (uint64_t seed = 1; seed <= 100; ++seed) {
+      const SwarmDraw d = SwarmFromSeed(c, seed, static_cast<int>(10 + seed % 91));
+      std::vector<std::string> want;
+      for (const std::string& n : SwarmOmittedNames(c, d)) want.push_back("swarm-out:" + n);
+      std::vector<std::string> got;
+      for (size_t k = 0; k < keys.size() && k < d.omitted.size(); ++k)
+        for (size_t i = 0; i < keys[k].size(); ++i)
+          if (d.omitted[k] >> i & 1u) got.push_back(keys[k][i]);
+      ASSERT_EQ(got, want) << "variant " << variant << " seed " << seed;
+      named += static_cast<int64_t>(got.size());
+    }
+  }
+  EXPECT_GT(named, 300);
+}
+
 TEST(Swarm, ReachesACombinationTheDefaultWeightsMakeRare) {
   // 2000 cases: about 3.6 expected without swarm (1/560), about 28 with it (0.32 x 0.3 x 0.5 x
   // 0.29: each feature's own option left in, or its rival left out).

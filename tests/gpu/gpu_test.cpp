@@ -78,8 +78,8 @@ PlanRequest LargeParallelRequest(SplitMix64& rng) {
 }
 
 // Number of cells where the GPU differs from the reference (undefined cells skipped).
-int64_t Mismatches(const std::vector<int32_t>& gpu, const ref::Int32Buffer& want,
-                   std::string* where) {
+template <class Ints>
+int64_t Mismatches(const Ints& gpu, const ref::Int32Buffer& want, std::string* where) {
   if (static_cast<int64_t>(gpu.size()) != want.size()) {
     *where = "size " + std::to_string(gpu.size()) + " vs " + std::to_string(want.size());
     return 1 + std::max<int64_t>(gpu.size(), want.size());

@@ -26,6 +26,14 @@
 namespace mlasim::ref {
 namespace {
 
+// A buffer's values and write states as plain vectors (its own use KeepBytesAllocator).
+std::vector<int32_t> Values(const Int32Buffer& b) {
+  return {b.data.begin(), b.data.end()};
+}
+std::vector<Cell> States(const Int32Buffer& b) {
+  return {b.cells.begin(), b.cells.end()};
+}
+
 PlannerOptions Options(CellTracking tracking, PlannerChoice choice = PlannerChoice::kAiterDispatch,
                        PlannerMutant mutant = PlannerMutant::kNone) {
   PlannerOptions o;
@@ -211,7 +219,7 @@ TEST(PlannerModes, ParallelPlannerStoreOrdersAgree) {
       const Int32Buffer& a = *full->buffer(id);
       const Int32Buffer& b = *cut->buffer(id);
       if (id == PlanBufferId::kWorkIndptr) {
-        ASSERT_EQ(std::vector<int32_t>(a.data.begin(), a.data.end() - 1), b.data) << trial;
+        ASSERT_EQ(std::vector<int32_t>(a.data.begin(), a.data.end() - 1), Values(b)) << trial;
         EXPECT_GE(b.oob_writes, 1) << trial;  // at least the total at index num_clusters
         EXPECT_EQ(b.first_oob_index, full->derived.num_clusters) << trial;
       } else {
@@ -246,9 +254,9 @@ TEST(PlannerModes, ParallelWalkCountsAWastedClusterCloseOfAnEmptyBatchPastWorkIn
     ASSERT_TRUE(cut.ok()) << cut.status().ToString();
     const Int32Buffer& w = cut->work_indptr;
     ASSERT_EQ(w.data.size(), 18u);
-    EXPECT_EQ(std::vector<int32_t>(full->work_indptr.data.begin(),
-                                   full->work_indptr.data.begin() + 18),
-              w.data);
+    EXPECT_EQ(
+        std::vector<int32_t>(full->work_indptr.data.begin(), full->work_indptr.data.begin() + 18),
+        Values(w));
     // Past the end, counted and not performed: the total stored at [18, 512] (495), batch 10's
     // close of cluster 17 at [18] (the store that went past the buffer: 506 counted before) and
     // the later batches' closes of clusters 18 and up (11).
@@ -315,20 +323,20 @@ TEST(PlannerModes, BufferPrepareRestoresOnlyWhatWasWritten) {
   EXPECT_EQ(b.dirty_end, 0);
   b.Prepare(1, 1, CellTracking::kChecked);
   EXPECT_EQ(b.oob_writes, 0);
-  EXPECT_EQ(b.data, std::vector<int32_t>{kPoisonValue});
+  EXPECT_EQ(Values(b), std::vector<int32_t>{kPoisonValue});
   b.Store(0, 7);
   EXPECT_EQ(b.dirty_end, 1);
   b.Prepare(4, 1, CellTracking::kFast);  // grow, untracked
-  EXPECT_EQ(b.data, std::vector<int32_t>(4, kPoisonValue));
+  EXPECT_EQ(Values(b), std::vector<int32_t>(4, kPoisonValue));
   EXPECT_TRUE(b.cells.empty());
   EXPECT_FALSE(b.tracked());
   b.Store(2, 5);
   EXPECT_EQ(b.dirty_end, 3);
   b.Prepare(2, 1, CellTracking::kChecked);  // shrink, tracked again
-  EXPECT_EQ(b.data, std::vector<int32_t>(2, kPoisonValue));
-  EXPECT_EQ(b.cells, std::vector<Cell>(2, Cell::kUnwritten));
+  EXPECT_EQ(Values(b), std::vector<int32_t>(2, kPoisonValue));
+  EXPECT_EQ(States(b), std::vector<Cell>(2, Cell::kUnwritten));
   b.Prepare(4, 1, CellTracking::kChecked);  // grow back: the old element 2 is gone
-  EXPECT_EQ(b.data, std::vector<int32_t>(4, kPoisonValue));
+  EXPECT_EQ(Values(b), std::vector<int32_t>(4, kPoisonValue));
 }
 
 TEST(PlannerModes, RewriteRestoresTheTailPastTheNewPrefix) {
@@ -341,11 +349,74 @@ TEST(PlannerModes, RewriteRestoresTheTailPastTheNewPrefix) {
   b.Put<CellTracking::kChecked>(1, 2);
   b.dirty_end = 2;  // the writer declares its prefix
   b.FinishRewrite();
-  EXPECT_EQ(b.data,
+  EXPECT_EQ(Values(b),
             (std::vector<int32_t>{1, 2, kPoisonValue, kPoisonValue, kPoisonValue, kPoisonValue}));
-  EXPECT_EQ(b.cells, (std::vector<Cell>{Cell::kWritten, Cell::kWritten, Cell::kUnwritten,
-                                        Cell::kUnwritten, Cell::kUnwritten, Cell::kUnwritten}));
+  EXPECT_EQ(States(b), (std::vector<Cell>{Cell::kWritten, Cell::kWritten, Cell::kUnwritten,
+                                          Cell::kUnwritten, Cell::kUnwritten, Cell::kUnwritten}));
   EXPECT_EQ(b.stale_end, 0);
+}
+
+// The reserve invariant (Int32Buffer): a buffer that shrinks poisons the written elements it cuts
+// off, so that growing back within its memory (no write at all) shows the fresh buffer's
+// contents; a buffer that outgrows its memory is poisoned at its new elements; Reset poisons
+// the whole memory; an untracked buffer keeps no memory for write states.
+TEST(PlannerModes, BuffersGrowWithinTheirMemoryAsFreshBuffers) {
+  const std::vector<int32_t> poison8(8, kPoisonValue);
+  const std::vector<Cell> unwritten8(8, Cell::kUnwritten);
+  Int32Buffer b;
+  b.Reset(8, 1);
+  for (int i = 0; i < 8; ++i) b.Store(i, 10 + i);
+  b.Prepare(3, 1, CellTracking::kChecked);  // shrink: all 8 written elements restored
+  EXPECT_EQ(Values(b), std::vector<int32_t>(3, kPoisonValue));
+  b.Prepare(8, 1, CellTracking::kChecked);  // grow back within the memory
+  EXPECT_EQ(b.data.capacity(), 8u);
+  EXPECT_EQ(Values(b), poison8);
+  EXPECT_EQ(States(b), unwritten8);
+
+  // The rewrite protocol: the shrink cuts off written elements 3..7.
+  for (int i = 0; i < 8; ++i) b.Store(i, 20 + i);
+  b.PrepareForRewrite(3, 1, CellTracking::kChecked);
+  EXPECT_EQ(b.stale_end, 3);
+  b.Put<CellTracking::kChecked>(0, 1);
+  b.Put<CellTracking::kChecked>(1, 2);
+  b.FinishRewrite();
+  EXPECT_EQ(Values(b), (std::vector<int32_t>{1, 2, kPoisonValue}));
+  b.PrepareForRewrite(8, 1, CellTracking::kChecked);  // grow back; nothing rewritten
+  b.FinishRewrite();
+  EXPECT_EQ(b.data.capacity(), 8u);
+  EXPECT_EQ(Values(b), poison8);
+  EXPECT_EQ(States(b), unwritten8);
+
+  // Past the memory: the new elements poisoned; 0 and 1 elements at the boundaries.
+  b.PrepareForRewrite(1, 1, CellTracking::kChecked);
+  b.FinishRewrite();
+  b.PrepareForRewrite(9, 1, CellTracking::kChecked);
+  b.FinishRewrite();
+  EXPECT_EQ(Values(b), std::vector<int32_t>(9, kPoisonValue));
+  EXPECT_EQ(States(b), std::vector<Cell>(9, Cell::kUnwritten));
+  b.Prepare(0, 1, CellTracking::kChecked);
+  EXPECT_EQ(b.size(), 0);
+  b.Prepare(9, 1, CellTracking::kChecked);
+  EXPECT_EQ(Values(b), std::vector<int32_t>(9, kPoisonValue));
+
+  // Reset of a buffer with more memory than it keeps.
+  for (int i = 0; i < 9; ++i) b.Store(i, 30 + i);
+  b.Reset(2, 1);
+  b.PrepareForRewrite(9, 1, CellTracking::kChecked);
+  b.FinishRewrite();
+  EXPECT_EQ(Values(b), std::vector<int32_t>(9, kPoisonValue));
+  EXPECT_EQ(States(b), std::vector<Cell>(9, Cell::kUnwritten));
+
+  // Untracked: no write-state memory, and tracked again: every state kUnwritten.
+  b.Store(4, 5);
+  b.PrepareForRewrite(9, 1, CellTracking::kFast);
+  EXPECT_EQ(b.cells.capacity(), 0u);
+  b.Put<CellTracking::kFast>(0, 3);
+  b.FinishRewrite();
+  b.PrepareForRewrite(9, 1, CellTracking::kChecked);
+  b.FinishRewrite();
+  EXPECT_EQ(Values(b), std::vector<int32_t>(9, kPoisonValue));
+  EXPECT_EQ(States(b), std::vector<Cell>(9, Cell::kUnwritten));
 }
 
 TEST(PlannerModes, FastPlansAreRefusedByTheWriteStateReaders) {

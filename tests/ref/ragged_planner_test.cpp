@@ -204,5 +204,25 @@ TEST(RaggedPlanner, CheckerKillsTheRowsByMaxMutant) {
   EXPECT_NE(report.ToString().find("work_outside_request"), std::string::npos) << report.ToString();
 }
 
+// The checker finds a work's tile by its first q row in a list sorted once per plan; a
+// qo_indptr that decreases gives tiles out of q order (sorted then), the usual one tiles in
+// order (taken as they come). Planned for q lengths {2, 3, 1} (works [0,2) [2,5) [5,6)),
+// checked against qo_indptr {2, 5, 0, 2} (tiles [2,5) [5,0) [0,2)): works 0 and 1 find tiles 2
+// and 0; only work 2's rows are no tile.
+TEST(RaggedPlanner, CheckerFindsTheTilesOfADecreasingQoIndptr) {
+  const PlanRequest r = Ragged({2, 3, 1}, {100, 100, 100}, 3, 1);
+  auto plan = PlanMlaMetadata(r);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->derived.num_works, 3);
+  EXPECT_TRUE(CheckPlan(r, *plan).ok()) << CheckPlan(r, *plan).ToString();
+  PlanRequest unsorted = r;
+  unsorted.qo_indptr = {2, 5, 0, 2};
+  const PlanCheckReport report = CheckPlan(unsorted, *plan);
+  std::vector<int32_t> outside;
+  for (const PlanDiagnostic& d : report.diagnostics)
+    if (d.code == PlanDiag::kWorkOutsideRequest) outside.push_back(d.work);
+  EXPECT_EQ(outside, std::vector<int32_t>{2}) << report.ToString();
+}
+
 }  // namespace
 }  // namespace mlasim::ref

@@ -56,7 +56,7 @@ int64_t WrittenRows(const Int32Buffer& b) {
 
 bool AnyUndefined(const ref::Plan& p) {
   for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
-    const std::vector<Cell>& cells = p.buffer(id)->cells;
+    const auto& cells = p.buffer(id)->cells;
     if (std::find(cells.begin(), cells.end(), Cell::kUndefined) != cells.end()) return true;
   }
   return false;
@@ -280,7 +280,7 @@ std::string NpyBytes(const ref::PlanBufferSpec& spec, const ref::Plan& plan) {
     return xt::dump_npy(xt::adapt(ptrs, shape));
   }
   const Int32Buffer& b = *plan.buffer(spec.id);
-  std::vector<int32_t> v = b.data;
+  std::vector<int32_t> v(b.data.begin(), b.data.end());
   for (size_t i = 0; i < v.size(); ++i)
     if (b.cells[i] != Cell::kWritten) v[i] = ref::Plan::kPoison;
   const size_t width = static_cast<size_t>(spec.row_width);
