@@ -162,7 +162,7 @@ void BuildCases() {
 }
 
 // First differing element of two int32 arrays, or -1.
-int64_t FirstDiff(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+int64_t FirstDiff(const std::vector<int32_t>& a, const mlasim::ref::Int32Buffer::Ints& b) {
   if (a.size() != b.size()) return static_cast<int64_t>(std::min(a.size(), b.size()));
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i] != b[i]) return static_cast<int64_t>(i);
@@ -197,7 +197,7 @@ int VerifyCases() {
         {"reduce_partial_map", &c.partial_map}};
     for (const Plan* p :
          {&fresh, static_cast<const Plan*>(&c.fast), static_cast<const Plan*>(&c.checked)}) {
-      const std::vector<int32_t>* mine[] = {&p->work_indptr.data, &p->work_info.data,
+      const mlasim::ref::Int32Buffer::Ints* mine[] = {&p->work_indptr.data, &p->work_info.data,
                                             &p->reduce_indptr.data, &p->reduce_final_map.data,
                                             &p->reduce_partial_map.data};
       for (int i = 0; i < 5; ++i) {
@@ -366,7 +366,7 @@ int VerifyRaggedCases(int32_t cases, int32_t* parallel_cases, bool print) {
     const char* names[] = {"work_indptr", "work_info", "reduce_indptr", "reduce_final_map",
                            "reduce_partial_map"};
     for (const Plan* p : {static_cast<const Plan*>(&*fresh), static_cast<const Plan*>(&fast)}) {
-      const std::vector<int32_t>* mine[] = {&p->work_indptr.data, &p->work_info.data,
+      const mlasim::ref::Int32Buffer::Ints* mine[] = {&p->work_indptr.data, &p->work_info.data,
                                             &p->reduce_indptr.data, &p->reduce_final_map.data,
                                             &p->reduce_partial_map.data};
       for (int k = 0; k < 5; ++k) {
