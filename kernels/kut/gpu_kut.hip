@@ -62,8 +62,9 @@ struct DecodeKernel {
   const char* name;
 };
 
-// tiling 0 (automatic): bf16 KV runs the lock-step kernel, with 32 rows per pass (tiling 7) when
-// the heads allow it (measured on the H200 in docs/performance.md); fp8 KV the warp-specialised one.
+// tiling 0 (automatic): the lock-step kernel; bf16 KV with 32 rows per pass (tiling 7) when the
+// heads allow it, else 64 x 2 (tiling 4); fp8 KV read directly as mma operands, 64 x 4 (tiling 1).
+// Measured fastest on the H200 (docs/performance.md).
 DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
                               decode::portable::portable_smem_bytes(D, Dv), kBlock, "portable"};
@@ -72,21 +73,29 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   using Ws = decode::WsConfig<false>;
   using WsFp8 = decode::WsConfig<true>;
   if (tiling == 5 || D != Ws::kD || Dv != Ws::kDv) return portable;
-  if (tiling == 6 || (tiling == 0 && kv_fp8)) {
+  if (tiling == 6) {
     if (kv_fp8)
       return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
               "warp-specialised fp8 64 keys x 3 stages"};
     return {&decode::sm90::mla_decode_ws_kernel<Ws>, Ws::kSmemBytes, Ws::kThreads,
             "warp-specialised 64 keys x 2 stages"};
   }
+  using T32x3 = ls::MmaTiling<32, 3>;
   using T32x4 = ls::MmaTiling<32, 4>;
-  using T32x5 = ls::MmaTiling<32, 5>;
-  using T32x6 = ls::MmaTiling<32, 6>;
+  using T32x5 = ls::MmaTiling<32, 5>;  // (32 x 6 no longer fits beside the P buffer)
   using T64x2 = ls::MmaTiling<64, 2>;
   using T64x2m2 = ls::MmaTiling<64, 2, false, 2>;
   using F64x2 = ls::MmaTiling<64, 2, true>;
   using F64x3 = ls::MmaTiling<64, 3, true>;
-  if (kv_fp8) {
+  using D64x4 = ls::MmaTiling<64, 4, true, 1, true>;
+  using D64x5 = ls::MmaTiling<64, 5, true, 1, true>;
+  if (kv_fp8) {  // 1, 2: fp8 operands read directly; 3, 4: the chunk widened to fp16 first
+    if (tiling == 0 || tiling == 1)
+      return {&ls::mla_decode_mma_kernel<D64x4>, D64x4::smem_bytes(), kBlock,
+              "lockstep fp8 direct 64 keys x 4 stages"};
+    if (tiling == 2)
+      return {&ls::mla_decode_mma_kernel<D64x5>, D64x5::smem_bytes(), kBlock,
+              "lockstep fp8 direct 64 keys x 5 stages"};
     if (tiling == 4)
       return {&ls::mla_decode_mma_kernel<F64x2>, F64x2::smem_bytes(), kBlock,
               "lockstep fp8 64 keys x 2 stages"};
@@ -96,14 +105,14 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   if (tiling == 0 && heads % (2 * kRows) == 0) tiling = 7;
   switch (tiling) {
     case 1:
+      return {&ls::mla_decode_mma_kernel<T32x3>, T32x3::smem_bytes(), kBlock,
+              "lockstep 32 keys x 3 stages"};
+    case 2:
       return {&ls::mla_decode_mma_kernel<T32x4>, T32x4::smem_bytes(), kBlock,
               "lockstep 32 keys x 4 stages"};
-    case 2:
+    case 3:
       return {&ls::mla_decode_mma_kernel<T32x5>, T32x5::smem_bytes(), kBlock,
               "lockstep 32 keys x 5 stages"};
-    case 3:
-      return {&ls::mla_decode_mma_kernel<T32x6>, T32x6::smem_bytes(), kBlock,
-              "lockstep 32 keys x 6 stages"};
     case 7:
       return {&ls::mla_decode_mma_kernel<T64x2m2>, T64x2m2::smem_bytes(), kBlock,
               "lockstep 64 keys x 2 stages, 32 rows per pass"};

@@ -1,7 +1,11 @@
 // kernels/decode/sm90/lockstep.h - the lock-step NVIDIA decode kernel (DecodeOptions::tiling 1-4
 // and 7): all 8 warps copy KV chunks with cp.async into a ring of kStages buffers, then compute S,
-// the (redundant, per-warp) online softmax of all rows of the pass and O += P V in lock step, two
-// barriers per chunk (three for fp8 KV, which is widened to fp16 in shared memory).
+// the online softmax (each warp owns kPassRows / 8 rows; P goes through shared memory) and O += P V
+// in lock step, three barriers per chunk (four for fp8 KV widened to fp16 in shared memory).
+// fp8 KV can also be read straight from its staging buffers as mma operands (kDirect, tilings 1
+// and 2 for fp8): no widened copy and no fourth barrier; each thread widens the bytes of its own
+// fragments (cvt e4m3x2 -> f16x2) right before its mma, with the order of the k dimension of each
+// mma permuted so that a fragment is one 16-byte (K) or 4-byte (V) shared-memory load (below).
 // A pass covers kM m16 tiles of q rows (kM x 16 heads of one token): with kM = 2 (tiling 7, heads
 // a multiple of 32) every KV chunk brought into shared memory serves 32 rows instead of 16, so a
 // token with H heads reads its KV range H / 32 times instead of H / 16, and each B fragment
@@ -21,7 +25,7 @@ namespace mlasim::gpu::decode::sm90::lockstep {
 
 // Tiling of the NVIDIA path, for MLA's head dims (576 / 512, bf16). 8 warps = 4 key quarters x 2
 // dimension halves for S = Q K^T; for O += P V each warp owns 64 of the 512 output columns.
-template <int kChunkT, int kStagesT, bool kFp8T = false, int kMT = 1>
+template <int kChunkT, int kStagesT, bool kFp8T = false, int kMT = 1, bool kDirectT = false>
 struct MmaTiling {
   static constexpr int kD = 576, kDv = 512;
   // fp8 e4m3fn KV: the copies land in kStages fp8 staging buffers (kD bytes per key) and each
@@ -44,8 +48,26 @@ struct MmaTiling {
   static constexpr int kPassRows = kM * kRows;     // q rows (heads of one token) per pass
   static constexpr int kLdq = kD + 8;  // bf16 per q row in shared memory (kM > 1): 1168 B, odd x 16
   static constexpr int kQBytes = kM > 1 ? kPassRows * kLdq * 2 : 0;
-  static constexpr int kBufBytes = kChunk * kLdk * 2;                 // one bf16 chunk buffer
-  static constexpr int kStageBytes = kFp8 ? kChunk * kD : kBufBytes;  // one copy destination
+  // fp8 read directly (kDirect): staged rows keep their fp8 bytes with a stride of kLd8 bytes
+  // (576 + 32 = 608 = 96 mod 128: the 4 consecutive rows of one V load hit 4 distinct 32-byte bank
+  // windows, and the 2 rows 2 apart of one K load quarter-warp 2 distinct 64-byte windows).
+  static constexpr bool kDirect = kDirectT;
+  static constexpr int kLd8 = kD + 32;
+  static constexpr int kBufBytes = kChunk * kLdk * 2;  // one bf16 chunk buffer
+  static constexpr int kStageBytes =
+      kDirect ? kChunk * kLd8 : kFp8 ? kChunk * kD : kBufBytes;  // one copy destination
+  static constexpr int kConvBytes = kFp8 && !kDirect ? kBufBytes : 0;  // the widened chunk
+  // Split softmax: each warp computes the online softmax of kPassRows / 8 rows only
+  // (kLanesPerRow lanes per row, kKeysPerLane keys each), writes P (16-bit) and the rows' rescale
+  // factors to shared memory, and every warp loads its P fragments from there (a third barrier
+  // per chunk). (Every warp computing all rows in registers, without that barrier, was measured
+  // slower on every shape: 8 times the exponentials and masks; docs/performance.md, session 10.)
+  static constexpr int kRowsPerWarp = kMT * 16 / 8;
+  static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
+  static constexpr int kKeysPerLane = kChunkT / kLanesPerRow;
+  static constexpr int kLdP = kChunkT + 8;  // 16-bit elements per P row: odd x 16 B (ldmatrix)
+  static constexpr int kPBytes = kMT * 16 * kLdP * 2;
+  static constexpr int kRowBytes = 3 * kMT * 16 * 4;  // alpha, inv, lse per row
   static_assert(kChunk == 32 || kChunk == 64, "chunk of 32 or 64 keys");
   static_assert(kStages >= 2, "at least double buffering");
   static_assert(kDv == 8 * 64, "8 warps x 64 output columns");
@@ -53,21 +75,43 @@ struct MmaTiling {
                 "KV rows are copied as 512-byte warp runs + a tail");
   static_assert(kM == 1 || (kM == 2 && kChunk == 64 && !kFp8),
                 "two m16 tiles per pass: bf16 KV, 64-key chunks");
+  static_assert(!kDirect || (kFp8 && kM == 1 && kChunk == 64),
+                "direct fp8 operands: fp8 KV, one m16 tile, 64-key chunks (a warp's quarter of "
+                "the keys is one k16 step of P V)");
+  static_assert(kLd8 % 16 == 0 && kLd8 % 128 == 96, "see kLd8");
+  static_assert(kKeysPerLane % 2 == 0 && kKeysPerLane <= 8 && (kLdP * 2 / 16) % 2 == 1,
+                "split softmax: whole P pairs per lane, within one validity word");
 
-  static constexpr size_t smem_bytes() {
-    return size_t{kStages} * kStageBytes + (kFp8 ? kBufBytes : 0) + 2 * kPassRows * kLdS * 4 +
-           kQBytes + kSlots * kChunk * 8 + kSlots * kWords * 4;
-  }
+  // Shared-memory plan (bytes, in this order; MmaSmem's views and smem_bytes() both read it).
+  static constexpr size_t kKsOff = 0;
+  static constexpr size_t kConvOff = kKsOff + size_t{kStages} * kStageBytes;
+  static constexpr size_t kSpOff = kConvOff + kConvBytes;
+  static constexpr size_t kQOff = kSpOff + size_t{2} * kPassRows * kLdS * 4;
+  static constexpr size_t kPOff = kQOff + kQBytes;
+  static constexpr size_t kRowOff = kPOff + kPBytes;
+  static constexpr size_t kKrowOff = kRowOff + kRowBytes;
+  static constexpr size_t kValidOff = kKrowOff + size_t{kSlots} * kChunk * 8;
+  static constexpr size_t kSmemBytes = kValidOff + size_t{kSlots} * kWords * 4;
+  static_assert(kStageBytes % 16 == 0 && kConvBytes % 16 == 0 && kQBytes % 16 == 0 &&
+                    kPBytes % 16 == 0 && kRowBytes % 16 == 0,
+                "16-byte aligned parts");
+  static_assert(kSmemBytes <= kSharedLimit, "shared-memory plan exceeds the sm_90 limit");
+
+  static constexpr size_t smem_bytes() { return kSmemBytes; }
 };
 
 template <class T>
 struct MmaSmem {
-  uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows, or (fp8) [kStages][kChunk][kD] bytes
+  uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows, or fp8 [kStages][kChunk][kD] bytes
+                    // (kDirect: [kStages][kChunk][kLd8] bytes)
   uint16_t* kconv;  // fp8 only: [kChunk][kLdk] the current chunk widened to fp16
   float* sp;        // [2][kPassRows][kLdS] S partial sums of the two dimension halves
   uint16_t* q;      // kM > 1 only: [kPassRows][kLdq] bf16 q rows of the pass
   int64_t* krow;    // [kSlots][kChunk] cache row of each key, -1 = masked
   uint32_t* valid;  // [kSlots][kWords] bit j = key j is read
+  uint16_t* p;      // [kPassRows][kLdP] P of the chunk (bf16, fp16 for fp8 KV)
+  float* alpha;     // [kPassRows] rescale of the chunk, then inv [kPassRows] and
+                    // lse [kPassRows] of the finished rows
 };
 
 // Queues the copies of one chunk (cache rows from krow) into the buffer at shared address dst:
@@ -77,7 +121,7 @@ struct MmaSmem {
 template <class T>
 __device__ inline void issue_chunk(const DecodeParams& P, const int64_t* krow, uint32_t dst) {
   constexpr int kRowBytes = T::kD * T::kKvBytes;
-  constexpr int kDstStride = T::kFp8 ? T::kD : T::kLdk * 2;
+  constexpr int kDstStride = T::kDirect ? T::kLd8 : T::kFp8 ? T::kD : T::kLdk * 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const char* kv =
       (T::kFp8 ? reinterpret_cast<const char*>(P.kv8) : reinterpret_cast<const char*>(P.kv)) +
@@ -129,31 +173,56 @@ __device__ inline void put_rows(const MmaSmem<T>& s, int slot, int64_t row) {
   if (threadIdx.x % 32 == 0) s.valid[slot * T::kWords + threadIdx.x / 32] = bits;
 }
 
+// Column pair p (0..7) of this thread's 64 output columns in row gq (hi: gq + 8): its first
+// column (relative to the warp's col0) and its two values. The n8 tiles of O hold columns 8 p +
+// 2 tq (+1); with kDirect (pv_direct) tile 4 cb + e holds 32 cb + 8 tq + e (+4), so the pair 2 r
+// of block cb is tiles 4 cb + 2 (r & 1) and + 1, element r >> 1.
+template <class T>
+__device__ inline int column_pair(const float (&oacc)[8][4], int p, bool hi, int tq, float* v) {
+  const int c = hi ? 2 : 0;
+  if constexpr (T::kDirect) {
+    const int cb = p / 4, r = p % 4, tile = 4 * cb + 2 * (r & 1), e = c + (r >> 1);
+    v[0] = oacc[tile][e], v[1] = oacc[tile + 1][e];
+    return 32 * cb + 8 * tq + 2 * r;
+  } else {
+    v[0] = oacc[p][c], v[1] = oacc[p][c + 1];
+    return 8 * p + 2 * tq;
+  }
+}
+
+// A finished row's output scale (v_scale / l, 0 for a row without keys) and lse (natural log;
+// -inf without keys) from its online-softmax state (m, l in log2 units).
+struct RowEnd {
+  float inv, lse;
+  __device__ RowEnd(const DecodeParams& P, float m, float l) {
+    const bool empty = m == -INFINITY || l == 0;
+    inv = empty ? 0.f : P.v_scale / l;
+    lse = empty ? -INFINITY : (m + log2f(l)) * 0.6931471805599453f;
+  }
+  __device__ RowEnd(float i, float e) : inv(i), lse(e) {}
+};
+
 // Writes one m16 tile's rows [row0, row0 + 16) (flat (token, head) rows of q): o and lse when the
-// work item owns its rows (work_info loc < 0), else the partial rows of its split.
+// work item owns its rows (work_info loc < 0), else the partial rows of its split. lo / hi: rows
+// gq and gq + 8 of the tile.
 template <class T>
 __device__ inline void write_rows(const DecodeParams& P, const GroupTask& t, int64_t token,
-                                  int64_t row0, const float (&oacc)[8][4], float m_lo, float m_hi,
-                                  float l_lo, float l_hi) {
+                                  int64_t row0, const float (&oacc)[8][4], RowEnd lo, RowEnd hi) {
   constexpr int kDv = T::kDv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const int col0 = warp * 64;
-  const float kLn2 = 0.6931471805599453f;
-  const bool empty_lo = m_lo == -INFINITY || l_lo == 0, empty_hi = m_hi == -INFINITY || l_hi == 0;
-  const float inv_lo = empty_lo ? 0.f : P.v_scale / l_lo,
-              inv_hi = empty_hi ? 0.f : P.v_scale / l_hi;
-  const float lse_lo = empty_lo ? -INFINITY : (m_lo + log2f(l_lo)) * kLn2;
-  const float lse_hi = empty_hi ? -INFINITY : (m_hi + log2f(l_hi)) * kLn2;
+  const float inv_lo = lo.inv, inv_hi = hi.inv, lse_lo = lo.lse, lse_hi = hi.lse;
   const int32_t loc = t.w[1];
   if (loc < 0) {
-    uint16_t* o_lo = P.o + (row0 + gq) * kDv + col0 + 2 * tq;
-    uint16_t* o_hi = P.o + (row0 + gq + 8) * kDv + col0 + 2 * tq;
+    uint16_t* o_lo = P.o + (row0 + gq) * kDv + col0;
+    uint16_t* o_hi = P.o + (row0 + gq + 8) * kDv + col0;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      *reinterpret_cast<uint32_t*>(o_lo + nt * 8) =
-          pack_bf16(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
-      *reinterpret_cast<uint32_t*>(o_hi + nt * 8) =
-          pack_bf16(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
+    for (int p = 0; p < 8; ++p) {
+      float v[2];
+      int col = column_pair<T>(oacc, p, false, tq, v);
+      *reinterpret_cast<uint32_t*>(o_lo + col) = pack_bf16(v[0] * inv_lo, v[1] * inv_lo);
+      col = column_pair<T>(oacc, p, true, tq, v);
+      *reinterpret_cast<uint32_t*>(o_hi + col) = pack_bf16(v[0] * inv_hi, v[1] * inv_hi);
     }
     if (warp == 0 && tq == 0) {
       P.lse[row0 + gq] = lse_lo;
@@ -163,19 +232,205 @@ __device__ inline void write_rows(const DecodeParams& P, const GroupTask& t, int
   } else {
     const int64_t q0 = t.w[2];
     const int64_t pfirst = (int64_t{loc} + (token - q0)) * P.H + (row0 - token * P.H);
-    float* po_lo = P.part_o + (pfirst + gq) * kDv + col0 + 2 * tq;
-    float* po_hi = P.part_o + (pfirst + gq + 8) * kDv + col0 + 2 * tq;
+    float* po_lo = P.part_o + (pfirst + gq) * kDv + col0;
+    float* po_hi = P.part_o + (pfirst + gq + 8) * kDv + col0;
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      *reinterpret_cast<float2*>(po_lo + nt * 8) =
-          make_float2(oacc[nt][0] * inv_lo, oacc[nt][1] * inv_lo);
-      *reinterpret_cast<float2*>(po_hi + nt * 8) =
-          make_float2(oacc[nt][2] * inv_hi, oacc[nt][3] * inv_hi);
+    for (int p = 0; p < 8; ++p) {
+      float v[2];
+      int col = column_pair<T>(oacc, p, false, tq, v);
+      *reinterpret_cast<float2*>(po_lo + col) = make_float2(v[0] * inv_lo, v[1] * inv_lo);
+      col = column_pair<T>(oacc, p, true, tq, v);
+      *reinterpret_cast<float2*>(po_hi + col) = make_float2(v[0] * inv_hi, v[1] * inv_hi);
     }
     if (warp == 0 && tq == 0) {
       P.part_lse[pfirst + gq] = lse_lo;
       P.part_lse[pfirst + gq + 8] = lse_hi;
     }
+  }
+}
+
+// ---- fp8 KV read directly as mma operands (kDirect) ---------------------------------------------
+// S = Q K^T: the k16 steps of a dimension half (288 dims) are 4 blocks of 64 dims and a tail of
+// 32. In a block, thread (gq, tq) loads 16 fp8 bytes of one key (dims 16 tq .. 16 tq + 15 of the
+// block) and uses its word w for step 4 blk + w: logical k {2tq, 2tq + 1, 2tq + 8, 2tq + 9} of that
+// mma = physical dims 16 tq + 4 w + {0, 1, 2, 3} (the tail: 8 bytes, dims 8 tq + 4 w + ...). The
+// q fragments are loaded with the same permutation, so the sum over k is the same sum.
+// Dimension of the first of the 4 dims thread tq holds at k16 step st of dimension half kh.
+template <class T>
+__device__ inline int direct_dim(int kh, int st, int tq) {
+  const int blk = st / 4, w = st % 4;
+  return kh * (T::kD / 2) + 64 * blk + (blk < 4 ? 16 : 8) * tq + 4 * w;
+}
+
+// q fragments of rows first + gq / + gq + 8 in the permuted k order above, as f16x2.
+template <class T>
+__device__ inline void load_q_direct(const DecodeParams& P, int64_t first, int kh,
+                                     uint32_t (&qa)[T::kHalfSteps][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const uint32_t* q_lo = reinterpret_cast<const uint32_t*>(P.q + (first + gq) * T::kD);
+  const uint32_t* q_hi = reinterpret_cast<const uint32_t*>(P.q + (first + gq + 8) * T::kD);
+#pragma unroll
+  for (int st = 0; st < T::kHalfSteps; ++st) {
+    const int word = direct_dim<T>(kh, st, tq) / 2;
+    qa[st][0] = bf16x2_to_f16x2(q_lo[word]);
+    qa[st][1] = bf16x2_to_f16x2(q_hi[word]);
+    qa[st][2] = bf16x2_to_f16x2(q_lo[word + 1]);
+    qa[st][3] = bf16x2_to_f16x2(q_hi[word + 1]);
+  }
+}
+
+// The two f16x2 B fragments of one k16 step from one 32-bit word of 4 fp8 dims.
+__device__ inline void mma_fp8_word(float (&c)[4], const uint32_t (&a)[4], uint32_t w) {
+  mma_k16<true>(c, a, e4m3x2_to_f16x2(static_cast<uint16_t>(w & 0xffffu)),
+                e4m3x2_to_f16x2(static_cast<uint16_t>(w >> 16)));
+}
+
+// This warp's S partial (keys of quarter `quarter`, dims of half kh) from the fp8 chunk at shared
+// address kb (rows kLd8 bytes apart). n8 tile nt's column gq is key 16 quarter + 2 gq + nt.
+template <class T>
+__device__ inline void qk_direct(uint32_t kb, int quarter, int kh,
+                                 const uint32_t (&qa)[T::kHalfSteps][4],
+                                 float (&sacc)[2][T::kKeyTiles][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const uint32_t row0 = kb + (quarter * 16 + 2 * gq) * T::kLd8 + kh * (T::kD / 2);
+#pragma unroll
+  for (int blk = 0; blk < 4; ++blk) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const uint4 v = lds128(row0 + nt * T::kLd8 + 64 * blk + 16 * tq);
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) mma_fp8_word(sacc[k & 1][nt], qa[4 * blk + k], w[k]);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half, steps 16 and 17
+    const uint2 v = lds64(row0 + nt * T::kLd8 + 256 + 8 * tq);
+    mma_fp8_word(sacc[0][nt], qa[16], v.x);
+    mma_fp8_word(sacc[1][nt], qa[17], v.y);
+  }
+}
+
+// P V keys: P V's k16 step ks covers keys 16 ks .. 16 ks + 15 (one warp quarter of S), with
+// logical k {2tq, 2tq + 1, 2tq + 8, 2tq + 9} = keys {tq, tq + 4, tq + 8, tq + 12} of the step, so
+// each of the 4 V rows a thread needs is one 4-byte load of 4 output columns. S is stored in the
+// logical order: key 4 t + j of a step (t = 0..3, j = 0..3) at column 2 j + (t & 1) + 8 (t >> 1).
+__device__ inline int direct_s_column(int key_in_step) {
+  const int t = key_in_step / 4, j = key_in_step % 4;
+  return 2 * j + (t & 1) + 8 * (t >> 1);
+}
+
+// O += P V for this warp's 64 columns [col0, col0 + 64) from the fp8 chunk at kb: per k16 step and
+// 32-column block cb, thread (gq, tq) loads columns 32 cb + 4 gq .. + 3 of keys tq + 4 j; n8 tile
+// 4 cb + e holds column 32 cb + 4 gq + e as its column gq (its C fragment: columns 32 cb + 8 tq
+// + e and + 4 + e, which write_rows places).
+template <class T>
+__device__ inline void pv_direct(uint32_t kb, int col0, const uint32_t (&pa)[T::kPvSteps][4],
+                                 float (&oacc)[8][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+#pragma unroll
+  for (int ks = 0; ks < T::kPvSteps; ++ks) {
+#pragma unroll
+    for (int cb = 0; cb < 2; ++cb) {
+      const uint32_t a = kb + (16 * ks + tq) * T::kLd8 + col0 + 32 * cb + 4 * gq;
+      uint32_t w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = lds32(a + 4 * j * T::kLd8);
+      // pairs (key tq, key tq + 4) and (tq + 8, tq + 12) of each column: bytes e of w0 / w1
+      const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+      const uint32_t lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+      const uint32_t b0[4] = {lo01 & 0xffffu, lo01 >> 16, hi01 & 0xffffu, hi01 >> 16};
+      const uint32_t b1[4] = {lo23 & 0xffffu, lo23 >> 16, hi23 & 0xffffu, hi23 >> 16};
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        mma_k16<true>(oacc[4 * cb + e], pa[ks], e4m3x2_to_f16x2(static_cast<uint16_t>(b0[e])),
+                      e4m3x2_to_f16x2(static_cast<uint16_t>(b1[e])));
+    }
+  }
+}
+
+// ---- split softmax -------------------------------------------------------------------------------
+// Chunk key (0 .. kChunk - 1) of the S column `col` (the P V order: direct_s_column's inverse).
+template <class T>
+__device__ inline int key_of_column(int col) {
+  if constexpr (T::kDirect) {
+    const int c = col % 16;
+    return col - c + (c % 8) / 2 + 4 * (c % 2) + 8 * (c / 8);
+  } else {
+    return col;
+  }
+}
+
+// Online softmax of the rows this lane's warp owns: row kRowsPerWarp * warp + lane / kLanesPerRow
+// of the pass, S columns k0 .. k0 + kKeysPerLane - 1 (k0 = kKeysPerLane * (lane % kLanesPerRow)).
+// A key counts when its cache row is valid (`valid`: the chunk's words) and it lies before the
+// causal limit (`rem` keys of this chunk). Writes P (rounded to the operand format) and the row's
+// rescale factor alpha; (m, l): the row's running max and sum (log2 units, unrounded weights).
+template <class T>
+__device__ inline void split_softmax(const MmaSmem<T>& s, const uint32_t* valid, int64_t rem,
+                                     float& m, float& l) {
+  constexpr int kLpr = T::kLanesPerRow, kKpl = T::kKeysPerLane;
+  const int lane = threadIdx.x % 32;
+  const int row = T::kRowsPerWarp * (threadIdx.x / 32) + lane / kLpr, k0 = kKpl * (lane % kLpr);
+  const float* a = s.sp + row * T::kLdS + k0;
+  const float* b = a + T::kPassRows * T::kLdS;
+  float x[kKpl];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int e = 0; e < kKpl; e += 2) {
+    const float2 u = *reinterpret_cast<const float2*>(a + e);
+    const float2 v = *reinterpret_cast<const float2*>(b + e);
+    const int k = key_of_column<T>(k0 + e), k1 = key_of_column<T>(k0 + e + 1);
+    x[e] = (valid[k / 32] >> (k % 32)) & 1u && k < rem ? u.x + v.x : -INFINITY;
+    x[e + 1] = (valid[k1 / 32] >> (k1 % 32)) & 1u && k1 < rem ? u.y + v.y : -INFINITY;
+    mx = fmaxf(mx, fmaxf(x[e], x[e + 1]));
+  }
+#pragma unroll
+  for (int off = kLpr / 2; off > 0; off >>= 1)
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  const float mn = fmaxf(m, mx);
+  // exp2(-inf - finite) = 0 handles masked keys; a row with nothing yet (mn = -inf) subtracts 0.
+  const float sub = mn == -INFINITY ? 0.f : mn;
+  const float alpha = exp2f(m - sub);
+  float ps = 0.f;
+  uint32_t packed[kKpl / 2];
+#pragma unroll
+  for (int e = 0; e < kKpl; e += 2) {
+    const float p0 = exp2f(x[e] - sub), p1 = exp2f(x[e + 1] - sub);
+    ps += p0 + p1;
+    packed[e / 2] = pack_operand<T::kFp8>(p0, p1);
+  }
+#pragma unroll
+  for (int off = kLpr / 2; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
+  l = l * alpha + ps;
+  m = mn;
+  uint32_t* prow = reinterpret_cast<uint32_t*>(s.p + row * T::kLdP + k0);
+#pragma unroll
+  for (int w = 0; w < kKpl / 2; ++w) prow[w] = packed[w];
+  if (lane % kLpr == 0) s.alpha[row] = alpha;
+}
+
+// After split_softmax and a barrier: O of every tile rescaled by its rows' alpha, and the P
+// fragments (A of m16n8k16) of every k16 step loaded from shared memory.
+template <class T>
+__device__ inline void split_p_fragments(const MmaSmem<T>& s, float (&oacc)[T::kM][8][4],
+                                         uint32_t (&pa)[T::kM][T::kPvSteps][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4;
+  // x4 = (rows 0-7 | 8-15) x (keys 0-7 | 8-15) of one k16 step
+  const uint32_t p_lane = smem_u32(s.p) + ((lane % 16) * T::kLdP + (lane / 16) * 8) * 2;
+#pragma unroll
+  for (int mt = 0; mt < T::kM; ++mt) {
+    const float al_lo = s.alpha[mt * kRows + gq], al_hi = s.alpha[mt * kRows + gq + 8];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      oacc[mt][nt][0] *= al_lo;
+      oacc[mt][nt][1] *= al_lo;
+      oacc[mt][nt][2] *= al_hi;
+      oacc[mt][nt][3] *= al_hi;
+    }
+#pragma unroll
+    for (int ks = 0; ks < T::kPvSteps; ++ks)
+      ldmatrix_x4(pa[mt][ks], p_lane + (mt * kRows * T::kLdP + ks * 16) * 2);
   }
 }
 
@@ -192,7 +447,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   // group (kM = 1); with kM = 2 they are loaded from shared memory at each k16 step.
   const int kh = warp / 4, quarter = warp % 4;
   uint32_t qa[kM == 1 ? T::kHalfSteps : 1][4];
-  if constexpr (kM == 1) {
+  if constexpr (T::kDirect) {
+    load_q_direct<T>(P, first, kh, qa);
+  } else if constexpr (kM == 1) {
     const uint32_t* q_lo =
         reinterpret_cast<const uint32_t*>(P.q + (first + gq) * kD) + kh * (kD / 4) + tq;
     const uint32_t* q_hi =
@@ -262,10 +519,7 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
 #pragma unroll
     for (int i = 0; i < 8; ++i)
       oacc[mt][i][0] = oacc[mt][i][1] = oacc[mt][i][2] = oacc[mt][i][3] = 0.f;
-  // per tile: rows gq (lo) and gq + 8 (hi) of the tile; log2 units
-  float m_lo[kM], m_hi[kM], l_lo[kM], l_hi[kM];
-#pragma unroll
-  for (int mt = 0; mt < kM; ++mt) m_lo[mt] = m_hi[mt] = -INFINITY, l_lo[mt] = l_hi[mt] = 0.f;
+  float m_own = -INFINITY, l_own = 0.f;  // the owned row's state (split_softmax), log2 units
   const float scale2 = P.logit_scale * 1.4426950408889634f;
 
   for (int64_t i = 0; i < chunks; ++i) {
@@ -281,7 +535,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     }
     cp_async_commit();
     uint32_t kb;
-    if constexpr (T::kFp8) {
+    if constexpr (T::kDirect) {
+      kb = ks_u32 + static_cast<uint32_t>(i % kStages) * T::kStageBytes;
+    } else if constexpr (T::kFp8) {
       widen_chunk<T>(reinterpret_cast<const uint8_t*>(s.ks) + (i % kStages) * T::kStageBytes,
                      s.kconv);
       __syncthreads();  // the widened chunk is complete
@@ -301,7 +557,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
         for (int nt = 0; nt < T::kKeyTiles; ++nt)
           sacc[mt][par][nt][0] = sacc[mt][par][nt][1] = sacc[mt][par][nt][2] =
               sacc[mt][par][nt][3] = 0.f;
-    if constexpr (T::kKeyTiles == 2) {
+    if constexpr (T::kDirect) {
+      qk_direct<T>(kb, quarter, kh, qa, sacc[0]);
+    } else if constexpr (T::kKeyTiles == 2) {
 #pragma unroll
       for (int st = 0; st < T::kHalfSteps; ++st) {
         uint32_t b[4];
@@ -328,122 +586,74 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
         mma_k16<T::kFp8>(sacc[0][1][0], qa[st + 1], b[2], b[3]);
       }
     }
+    if constexpr (T::kDirect) {  // keys 4 tq + e of the quarter, at their P V columns
+      float* sp = s.sp + kh * kPR * T::kLdS + quarter * 16;
+      const auto& a = sacc[0];
 #pragma unroll
-    for (int mt = 0; mt < kM; ++mt) {
-      float* sp = s.sp + (kh * kPR + mt * kRows) * T::kLdS + quarter * (kChunk / 4) + 2 * tq;
+      for (int e = 0; e < 4; ++e) {
+        const int nt = e & 1, c = e >> 1, col = direct_s_column(4 * tq + e);
+        sp[gq * T::kLdS + col] = (a[0][nt][c] + a[1][nt][c]) * scale2;
+        sp[(gq + 8) * T::kLdS + col] = (a[0][nt][2 + c] + a[1][nt][2 + c]) * scale2;
+      }
+    } else {
 #pragma unroll
-      for (int nt = 0; nt < T::kKeyTiles; ++nt) {
-        // scaled once here (logit scale x log2 e), not by every warp that reads it
-        const auto& a = sacc[mt];
-        *reinterpret_cast<float2*>(sp + gq * T::kLdS + nt * 8) = make_float2(
-            (a[0][nt][0] + a[1][nt][0]) * scale2, (a[0][nt][1] + a[1][nt][1]) * scale2);
-        *reinterpret_cast<float2*>(sp + (gq + 8) * T::kLdS + nt * 8) = make_float2(
-            (a[0][nt][2] + a[1][nt][2]) * scale2, (a[0][nt][3] + a[1][nt][3]) * scale2);
+      for (int mt = 0; mt < kM; ++mt) {
+        float* sp = s.sp + (kh * kPR + mt * kRows) * T::kLdS + quarter * (kChunk / 4) + 2 * tq;
+#pragma unroll
+        for (int nt = 0; nt < T::kKeyTiles; ++nt) {
+          // scaled once here (logit scale x log2 e), not by every warp that reads it
+          const auto& a = sacc[mt];
+          *reinterpret_cast<float2*>(sp + gq * T::kLdS + nt * 8) = make_float2(
+              (a[0][nt][0] + a[1][nt][0]) * scale2, (a[0][nt][1] + a[1][nt][1]) * scale2);
+          *reinterpret_cast<float2*>(sp + (gq + 8) * T::kLdS + nt * 8) = make_float2(
+              (a[0][nt][2] + a[1][nt][2]) * scale2, (a[0][nt][3] + a[1][nt][3]) * scale2);
+        }
       }
     }
     __syncthreads();
 
-    // Online softmax for rows gq (lo) and gq + 8 (hi), keys of k16 step ks: 16 ks + 2 tq + {0, 1}
-    // and 16 ks + 8 + 2 tq + {0, 1} -- exactly the A fragment of P for P V. A key counts when its
-    // cache row is valid and it is before the causal limit; bits shifted so bit b = key 2 tq + b.
-    uint32_t keep[T::kWords];
-    {
-      const int64_t rem = limit - i * kChunk;  // keys of this chunk before the causal limit
-#pragma unroll
-      for (int w = 0; w < T::kWords; ++w) {
-        const int64_t r = rem - 32 * w;
-        const uint32_t causal = r >= 32 ? 0xffffffffu : r <= 0 ? 0u : (1u << r) - 1u;
-        keep[w] = (s.valid[(i % kSlots) * T::kWords + w] & causal) >> (2 * tq);
-      }
-    }
+    // Online softmax of the rows this warp owns, then P fragments and rescale of every row.
     uint32_t pa[kM][T::kPvSteps][4];
-#pragma unroll
-    for (int mt = 0; mt < kM; ++mt) {
-      float x[T::kPvSteps][4][2];
-      float mx_lo = -INFINITY, mx_hi = -INFINITY;
-      const float* sp_lo = s.sp + (mt * kRows + gq) * T::kLdS + 2 * tq;
-#pragma unroll
-      for (int ks = 0; ks < T::kPvSteps; ++ks) {
-#pragma unroll
-        for (int f = 0; f < 4; ++f) {
-          const int off = (f & 1) * 8 * T::kLdS + ks * 16 + (f >> 1) * 8;
-          const float2 a = *reinterpret_cast<const float2*>(sp_lo + off);
-          const float2 b = *reinterpret_cast<const float2*>(sp_lo + kPR * T::kLdS + off);
-          const int bit = (ks % 2) * 16 + (f >> 1) * 8;
-          const uint32_t word = keep[ks / 2];
-          const float x0 = (word >> bit) & 1u ? a.x + b.x : -INFINITY;
-          const float x1 = (word >> (bit + 1)) & 1u ? a.y + b.y : -INFINITY;
-          x[ks][f][0] = x0;
-          x[ks][f][1] = x1;
-          if (f & 1)
-            mx_hi = fmaxf(mx_hi, fmaxf(x0, x1));
-          else
-            mx_lo = fmaxf(mx_lo, fmaxf(x0, x1));
-        }
-      }
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 1));
-      mx_lo = fmaxf(mx_lo, __shfl_xor_sync(0xffffffffu, mx_lo, 2));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 1));
-      mx_hi = fmaxf(mx_hi, __shfl_xor_sync(0xffffffffu, mx_hi, 2));
-      const float mn_lo = fmaxf(m_lo[mt], mx_lo), mn_hi = fmaxf(m_hi[mt], mx_hi);
-      // exp2(-inf - finite) = 0 handles masked keys; a row with nothing yet (mn = -inf) subtracts 0.
-      const float sub_lo = mn_lo == -INFINITY ? 0.f : mn_lo,
-                  sub_hi = mn_hi == -INFINITY ? 0.f : mn_hi;
-      const float alpha_lo = exp2f(m_lo[mt] - sub_lo), alpha_hi = exp2f(m_hi[mt] - sub_hi);
-      float ps_lo = 0.f, ps_hi = 0.f;
-#pragma unroll
-      for (int ks = 0; ks < T::kPvSteps; ++ks) {
-#pragma unroll
-        for (int f = 0; f < 4; ++f) {
-          const float sub = (f & 1) ? sub_hi : sub_lo;
-          const float p0 = exp2f(x[ks][f][0] - sub), p1 = exp2f(x[ks][f][1] - sub);
-          if (f & 1)
-            ps_hi += p0 + p1;
-          else
-            ps_lo += p0 + p1;
-          pa[mt][ks][f] = T::kFp8 ? pack_f16(p0, p1) : pack_bf16(p0, p1);
-        }
-      }
-      ps_lo += __shfl_xor_sync(0xffffffffu, ps_lo, 1);
-      ps_lo += __shfl_xor_sync(0xffffffffu, ps_lo, 2);
-      ps_hi += __shfl_xor_sync(0xffffffffu, ps_hi, 1);
-      ps_hi += __shfl_xor_sync(0xffffffffu, ps_hi, 2);
-      l_lo[mt] = l_lo[mt] * alpha_lo + ps_lo;
-      l_hi[mt] = l_hi[mt] * alpha_hi + ps_hi;
-      m_lo[mt] = mn_lo;
-      m_hi[mt] = mn_hi;
-      // (unconditional: skipping it when no row max moved, behind a warp vote, measured 4 % slower)
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        oacc[mt][nt][0] *= alpha_lo;
-        oacc[mt][nt][1] *= alpha_lo;
-        oacc[mt][nt][2] *= alpha_hi;
-        oacc[mt][nt][3] *= alpha_hi;
-      }
-    }
+    split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk, m_own, l_own);
+    __syncthreads();  // P and alpha of every row
+    split_p_fragments<T>(s, oacc, pa);
 
     // O += P V for columns [col0, col0 + 64): one B fragment, kM tiles of P
+    if constexpr (T::kDirect) {
+      pv_direct<T>(kb, col0, pa[0], oacc[0]);
+    } else {
 #pragma unroll
-    for (int ks = 0; ks < T::kPvSteps; ++ks) {
+      for (int ks = 0; ks < T::kPvSteps; ++ks) {
 #pragma unroll
-      for (int pp = 0; pp < 4; ++pp) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, kb + v_lane + (ks * 16 * kLdk + pp * 16) * 2);
+        for (int pp = 0; pp < 4; ++pp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, kb + v_lane + (ks * 16 * kLdk + pp * 16) * 2);
 #pragma unroll
-        for (int mt = 0; mt < kM; ++mt) {
-          mma_k16<T::kFp8>(oacc[mt][2 * pp], pa[mt][ks], b[0], b[1]);
-          mma_k16<T::kFp8>(oacc[mt][2 * pp + 1], pa[mt][ks], b[2], b[3]);
+          for (int mt = 0; mt < kM; ++mt) {
+            mma_k16<T::kFp8>(oacc[mt][2 * pp], pa[mt][ks], b[0], b[1]);
+            mma_k16<T::kFp8>(oacc[mt][2 * pp + 1], pa[mt][ks], b[2], b[3]);
+          }
         }
       }
     }
   }
   cp_async_wait<0>();
 
-  // Final rows (m and l are identical in every warp: same inputs, same operations).
+  // Final rows: each owner's inv and lse through shared memory.
+  if (lane % T::kLanesPerRow == 0) {
+    const int row = T::kRowsPerWarp * warp + lane / T::kLanesPerRow;
+    const RowEnd e(P, m_own, l_own);
+    s.alpha[kPR + row] = e.inv;
+    s.alpha[2 * kPR + row] = e.lse;
+  }
+  __syncthreads();
 #pragma unroll
-  for (int mt = 0; mt < kM; ++mt)
-    write_rows<T>(P, t, token, first + mt * kRows, oacc[mt], m_lo[mt], m_hi[mt], l_lo[mt],
-                  l_hi[mt]);
+  for (int mt = 0; mt < kM; ++mt) {
+    const int lo = mt * kRows + gq, hi = lo + 8;
+    write_rows<T>(P, t, token, first + mt * kRows, oacc[mt],
+                  RowEnd(s.alpha[kPR + lo], s.alpha[2 * kPR + lo]),
+                  RowEnd(s.alpha[kPR + hi], s.alpha[2 * kPR + hi]));
+  }
   __syncthreads();  // the next group's prologue rewrites the cache-row ring
 }
 
@@ -451,18 +661,14 @@ template <class T>
 __global__ void __launch_bounds__(kBlock, 1) mla_decode_mma_kernel(DecodeParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   MmaSmem<T> s;
-  unsigned char* ptr = smem_raw;
-  s.ks = reinterpret_cast<uint16_t*>(ptr);
-  ptr += size_t{T::kStages} * T::kStageBytes;
-  s.kconv = reinterpret_cast<uint16_t*>(ptr);
-  if (T::kFp8) ptr += T::kBufBytes;
-  s.sp = reinterpret_cast<float*>(ptr);
-  ptr += 2 * T::kPassRows * T::kLdS * 4;
-  s.q = reinterpret_cast<uint16_t*>(ptr);
-  ptr += T::kQBytes;
-  s.krow = reinterpret_cast<int64_t*>(ptr);
-  ptr += T::kSlots * T::kChunk * 8;
-  s.valid = reinterpret_cast<uint32_t*>(ptr);
+  s.ks = reinterpret_cast<uint16_t*>(smem_raw + T::kKsOff);
+  s.kconv = reinterpret_cast<uint16_t*>(smem_raw + T::kConvOff);
+  s.sp = reinterpret_cast<float*>(smem_raw + T::kSpOff);
+  s.q = reinterpret_cast<uint16_t*>(smem_raw + T::kQOff);
+  s.krow = reinterpret_cast<int64_t*>(smem_raw + T::kKrowOff);
+  s.valid = reinterpret_cast<uint32_t*>(smem_raw + T::kValidOff);
+  s.p = reinterpret_cast<uint16_t*>(smem_raw + T::kPOff);
+  s.alpha = reinterpret_cast<float*>(smem_raw + T::kRowOff);
   for_each_group<T::kPassRows>(P, [&](const GroupTask& t) { run_group_mma<T>(P, s, t); });
 }
 
