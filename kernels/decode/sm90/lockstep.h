@@ -349,7 +349,7 @@ __device__ inline void pv_direct(uint32_t kb, int col0, const uint32_t (&pa)[T::
   }
 }
 
-// ---- split softmax -------------------------------------------------------------------------------
+// ---- split softmax ------------------------------------------------------------------------------
 // Chunk key (0 .. kChunk - 1) of the S column `col` (the P V order: direct_s_column's inverse).
 template <class T>
 __device__ inline int key_of_column(int col) {
