@@ -214,9 +214,11 @@ struct DecodeOptions {
   // refuses the call as unsupported). Head dims other than 576 / 512 always run the portable
   // kernel (as the AMD build does).
   int tiling = 0;
-  // KV cache format on the device: bf16, or fp8_e4m3fn (1 byte per element, widened to bf16 in
-  // shared memory; every inputs.kv_cache value must then be an e4m3fn value, else
-  // std::invalid_argument). P, q and o stay bf16 either way.
+  // KV cache format on the device: bf16, or fp8_e4m3fn (1 byte per element; every
+  // inputs.kv_cache value must then be an e4m3fn value, else std::invalid_argument). With fp8 KV
+  // the NVIDIA kernels run fp16 mma: the fp8 bytes widened exactly to fp16 (in shared memory, or
+  // per fragment for tilings 1-2), q converted to fp16 once per group, P rounded to fp16; o stays
+  // bf16. (The portable kernel widens the fp8 rows to bf16 in shared memory.)
   ref::NumFormat kv_format = ref::NumFormat::kBf16;
 };
 

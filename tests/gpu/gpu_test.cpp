@@ -313,23 +313,28 @@ TEST(GpuDecode, MatchesCpuNumericsOnRandomBatches) {
 
 // Heads 32, 64 and 128 (every kernel, and tiling 7: two m16 tiles of one token per pass, q in
 // shared memory): dense pages of 1 and 64, sparse top-k, q lengths 1 and 4 (several tokens per
-// work item, so a pass's two tiles must stay within one token), few and many clusters.
+// work item, so a pass's two tiles must stay within one token), few and many clusters; bf16 KV
+// and fp8 KV (the fp8 kernels' later head groups of a token: q rows first + 16 g).
 TEST(GpuDecode, ManyHeadsMatchCpuNumericsOnEveryKernel) {
   SKIP_WITHOUT_GPU();
   SplitMix64 rng(9090);
   int i = 0;
-  for (int32_t heads : {32, 64, 128}) {
-    for (bool sparse : {false, true}) {
-      for (int32_t page : {1, 64}) {
-        if (sparse && page != 1) continue;
-        for (int32_t qlen : {1, 4}) {
-          PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
-          r.heads_per_head_k = heads;
-          r.target = ref::Arch::kGfx950;  // bf16 at any head count unfolded (run_mla_decode's need)
-          CheckDecode(r, 3000 + i++, gpu::ZeroKvVariant::kAsm,
-                      std::to_string(heads) + " heads " + (sparse ? "sparse" : "dense") + " page " +
-                          std::to_string(page) + " qlen " + std::to_string(qlen));
-          if (HasFatalFailure()) return;
+  for (ref::NumFormat kv : {ref::NumFormat::kBf16, ref::NumFormat::kFp8E4m3fn}) {
+    for (int32_t heads : {32, 64, 128}) {
+      for (bool sparse : {false, true}) {
+        for (int32_t page : {1, 64}) {
+          if (sparse && page != 1) continue;
+          for (int32_t qlen : {1, 4}) {
+            PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
+            r.heads_per_head_k = heads;
+            r.target = ref::Arch::kGfx950;  // any head count unfolded (run_mla_decode's need)
+            CheckDecode(r, 3000 + i++, gpu::ZeroKvVariant::kAsm,
+                        std::string(kv == ref::NumFormat::kBf16 ? "" : "fp8 ") +
+                            std::to_string(heads) + " heads " + (sparse ? "sparse" : "dense") +
+                            " page " + std::to_string(page) + " qlen " + std::to_string(qlen),
+                        kv);
+            if (HasFatalFailure()) return;
+          }
         }
       }
     }
@@ -375,9 +380,9 @@ TEST(GpuDecode, TwoTileKernelRefusesHeadsNotAMultipleOf32AndFp8Kv) {
   }
 }
 
-// fp8 e4m3fn KV (the mma kernel's staging + widening, and the portable kernel): the same random
-// batches with KV values quantised to e4m3fn (NaN pages included), against the CPU numerics on
-// the same values.
+// fp8 e4m3fn KV (every fp8 kernel: lock-step read directly and widened, warp-specialised,
+// portable): the same random batches with KV values quantised to e4m3fn (NaN pages included),
+// against the CPU numerics on the same values.
 TEST(GpuDecode, Fp8KvMatchesCpuNumerics) {
   SKIP_WITHOUT_GPU();
   SplitMix64 rng(777);
@@ -422,69 +427,78 @@ TEST(GpuDecode, Fp8KvRefusesValuesThatAreNotE4m3fn) {
 // same bits under all three (same kernel, same plan); rows of zero-KV requests are NaN (never
 // written) under hk and opus. A kernel whose roles disagreed on a skipped item would hang here.
 // 16 heads: the warp-specialised, lock-step and portable kernels; 64 heads (gfx950, unfolded)
-// adds the lock-step kernel with 32 rows per pass (tiling 7).
+// adds the lock-step kernel with 32 rows per pass (tiling 7); fp8 KV: its direct (1, 2) and
+// widened (3, 4) lock-step kernels too.
 TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
   SKIP_WITHOUT_GPU();
-  for (int32_t heads : {16, 64}) {
-    SplitMix64 rng(99 + heads);
-    int checked = 0;
-    std::vector<int> tilings{6, 4, 5};
-    if (heads % 32 == 0) tilings.push_back(7);
-    for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
-      const bool sparse = attempt % 2 == 1;
-      PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 2, 8);
-      r.heads_per_head_k = heads;
-      if (heads != 16) r.target = ref::Arch::kGfx950;
-      std::vector<bool> empty_row;  // per q row: its request has no keys
-      for (size_t b = 0; b + 1 < r.qo_indptr.size(); ++b)
-        for (int32_t q = r.qo_indptr[b]; q < r.qo_indptr[b + 1]; ++q)
-          empty_row.push_back(r.kv_indptr[b + 1] == r.kv_indptr[b]);
-      if (std::find(empty_row.begin(), empty_row.end(), true) == empty_row.end()) continue;
-      auto plan = ref::PlanMlaMetadata(r, {ref::PlannerChoice::kSerial, ref::PlannerMutant::kNone});
-      ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-      // rows a zero-KV work item covers (a variant may change them, through the reduce too)
-      std::vector<bool> zero_kv_row(empty_row.size(), false);
-      const auto& wip = plan->work_indptr.data;
-      const auto& info = plan->work_info.data;
-      for (size_t c = 0; c + 1 < wip.size(); ++c)
-        for (int32_t w = wip[c]; w < wip[c + 1]; ++w)
-          if (info[8 * w + 5] <= info[8 * w + 4])
-            for (int32_t q = info[8 * w + 2]; q < info[8 * w + 3]; ++q) zero_kv_row.at(q) = true;
-      ref::NumericsOptions no;
-      no.seed = 3000 + attempt;
-      auto in = ref::BuildMlaInputs(r, no);
-      ASSERT_TRUE(in.ok()) << in.status().ToString();
-      const int64_t per_row = int64_t{in->num_heads} * in->head_dim_v;
-      for (int tiling : tilings) {
-        gpu::DecodeOptions opt;
-        opt.tiling = tiling;
-        const gpu::DecodeResult a = gpu::run_mla_decode(*in, *plan, opt);
-        for (auto v : {gpu::ZeroKvVariant::kHk, gpu::ZeroKvVariant::kOpus}) {
-          opt.variant = v;
-          const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
-          ASSERT_EQ(g.o.size(), a.o.size());
-          int64_t differ = 0, written_empty = 0;
-          for (size_t i = 0; i < g.o.size(); ++i) {
-            if (empty_row[i / per_row]) written_empty += !std::isnan(g.o[i]);
-            if (!zero_kv_row[i / per_row])
-              differ += !(g.o[i] == a.o[i] || (std::isnan(g.o[i]) && std::isnan(a.o[i])));
+  for (const bool fp8 : {false, true}) {
+    for (int32_t heads : {16, 64}) {
+      SplitMix64 rng(99 + heads);
+      int checked = 0;
+      std::vector<int> tilings =
+          fp8 ? std::vector<int>{6, 1, 2, 3, 4, 5} : std::vector<int>{6, 1, 4, 5};
+      if (!fp8 && heads % 32 == 0) tilings.push_back(7);
+      for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
+        const bool sparse = attempt % 2 == 1;
+        PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 2, 8);
+        r.heads_per_head_k = heads;
+        if (heads != 16) r.target = ref::Arch::kGfx950;
+        std::vector<bool> empty_row;  // per q row: its request has no keys
+        for (size_t b = 0; b + 1 < r.qo_indptr.size(); ++b)
+          for (int32_t q = r.qo_indptr[b]; q < r.qo_indptr[b + 1]; ++q)
+            empty_row.push_back(r.kv_indptr[b + 1] == r.kv_indptr[b]);
+        if (std::find(empty_row.begin(), empty_row.end(), true) == empty_row.end()) continue;
+        auto plan =
+            ref::PlanMlaMetadata(r, {ref::PlannerChoice::kSerial, ref::PlannerMutant::kNone});
+        ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+        // rows a zero-KV work item covers (a variant may change them, through the reduce too)
+        std::vector<bool> zero_kv_row(empty_row.size(), false);
+        const auto& wip = plan->work_indptr.data;
+        const auto& info = plan->work_info.data;
+        for (size_t c = 0; c + 1 < wip.size(); ++c)
+          for (int32_t w = wip[c]; w < wip[c + 1]; ++w)
+            if (info[8 * w + 5] <= info[8 * w + 4])
+              for (int32_t q = info[8 * w + 2]; q < info[8 * w + 3]; ++q) zero_kv_row.at(q) = true;
+        ref::NumericsOptions no;
+        no.seed = 3000 + attempt;
+        if (fp8) no.kv_format = ref::NumFormat::kFp8E4m3fn;
+        auto in = ref::BuildMlaInputs(r, no);
+        ASSERT_TRUE(in.ok()) << in.status().ToString();
+        const int64_t per_row = int64_t{in->num_heads} * in->head_dim_v;
+        for (int tiling : tilings) {
+          gpu::DecodeOptions opt;
+          opt.tiling = tiling;
+          if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+          const gpu::DecodeResult a = gpu::run_mla_decode(*in, *plan, opt);
+          for (auto v : {gpu::ZeroKvVariant::kHk, gpu::ZeroKvVariant::kOpus}) {
+            opt.variant = v;
+            const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+            ASSERT_EQ(g.o.size(), a.o.size());
+            int64_t differ = 0, written_empty = 0;
+            for (size_t i = 0; i < g.o.size(); ++i) {
+              if (empty_row[i / per_row]) written_empty += !std::isnan(g.o[i]);
+              if (!zero_kv_row[i / per_row])
+                differ += !(g.o[i] == a.o[i] || (std::isnan(g.o[i]) && std::isnan(a.o[i])));
+            }
+            EXPECT_EQ(differ, 0) << "tiling " << tiling << " variant " << static_cast<int>(v);
+            EXPECT_EQ(written_empty, 0)
+                << "tiling " << tiling << " variant " << static_cast<int>(v);
+            EXPECT_TRUE(g.tails.empty());
           }
-          EXPECT_EQ(differ, 0) << "tiling " << tiling << " variant " << static_cast<int>(v);
-          EXPECT_EQ(written_empty, 0) << "tiling " << tiling << " variant " << static_cast<int>(v);
-          EXPECT_TRUE(g.tails.empty());
-        }
-        for (size_t i = 0; i < a.o.size(); ++i) {
-          if (empty_row[i / per_row] && !std::isnan(a.o[i])) {
-            EXPECT_EQ(a.o[i], 0.0) << i;
+          for (size_t i = 0; i < a.o.size(); ++i) {
+            if (empty_row[i / per_row] && !std::isnan(a.o[i])) {
+              EXPECT_EQ(a.o[i], 0.0) << i;
+            }
           }
         }
+        ++checked;
       }
-      ++checked;
+      std::printf(
+          "[gpu] zero-KV variants, %s KV, %d heads: %d batches with empty requests, %zu kernels "
+          "each\n",
+          fp8 ? "fp8" : "bf16", heads, checked, tilings.size());
+      EXPECT_GE(checked, 3);
     }
-    std::printf(
-        "[gpu] zero-KV variants, %d heads: %d batches with empty requests, %zu kernels each\n",
-        heads, checked, tilings.size());
-    EXPECT_GE(checked, 3);
   }
 }
 

@@ -28,9 +28,10 @@ namespace mlasim::gpu::decode::sm90::lockstep {
 template <int kChunkT, int kStagesT, bool kFp8T = false, int kMT = 1, bool kDirectT = false>
 struct MmaTiling {
   static constexpr int kD = 576, kDv = 512;
-  // fp8 e4m3fn KV: the copies land in kStages fp8 staging buffers (kD bytes per key) and each
-  // chunk is widened (exactly) into one fp16 buffer before the math (a third barrier per chunk);
-  // the mma then runs on fp16 operands: q converted from bf16 once per group, P rounded to fp16.
+  // fp8 e4m3fn KV: the copies land in kStages fp8 staging buffers (kD bytes per key); unless read
+  // directly (kDirect), each chunk is widened (exactly) into one fp16 buffer before the math (a
+  // fourth barrier per chunk); the mma runs on fp16 operands either way: q converted from bf16
+  // once per group, P rounded to fp16.
   static constexpr bool kFp8 = kFp8T;
   static constexpr int kKvBytes = kFp8 ? 1 : 2;  // bytes per KV element in global memory
   static constexpr int kLdk = kD + 8;         // bf16 per KV row in shared memory (16 B-odd stride:
@@ -61,13 +62,14 @@ struct MmaTiling {
   // (kLanesPerRow lanes per row, kKeysPerLane keys each), writes P (16-bit) and the rows' rescale
   // factors to shared memory, and every warp loads its P fragments from there (a third barrier
   // per chunk). (Every warp computing all rows in registers, without that barrier, was measured
-  // slower on every shape: 8 times the exponentials and masks; docs/performance.md, session 10.)
+  // slower on the four 16-head shapes compared in one run, and tiling 7 faster than in session 9:
+  // 8 times the exponentials and masks; docs/performance.md "Session 10".)
   static constexpr int kRowsPerWarp = kMT * 16 / 8;
   static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
   static constexpr int kKeysPerLane = kChunkT / kLanesPerRow;
   static constexpr int kLdP = kChunkT + 8;  // 16-bit elements per P row: odd x 16 B (ldmatrix)
   static constexpr int kPBytes = kMT * 16 * kLdP * 2;
-  static constexpr int kRowBytes = 3 * kMT * 16 * 4;  // alpha, inv, lse per row
+  static constexpr int kRowStateBytes = 3 * kMT * 16 * 4;  // alpha, inv, lse per row
   static_assert(kChunk == 32 || kChunk == 64, "chunk of 32 or 64 keys");
   static_assert(kStages >= 2, "at least double buffering");
   static_assert(kDv == 8 * 64, "8 warps x 64 output columns");
@@ -80,7 +82,8 @@ struct MmaTiling {
                 "the keys is one k16 step of P V)");
   static_assert(kLd8 % 16 == 0 && kLd8 % 128 == 96, "see kLd8");
   static_assert(kKeysPerLane % 2 == 0 && kKeysPerLane <= 8 && (kLdP * 2 / 16) % 2 == 1,
-                "split softmax: whole P pairs per lane, within one validity word");
+                "split softmax: whole P pairs per lane, at most 8 keys a lane, ldmatrix-friendly "
+                "P rows");
 
   // Shared-memory plan (bytes, in this order; MmaSmem's views and smem_bytes() both read it).
   static constexpr size_t kKsOff = 0;
@@ -89,11 +92,11 @@ struct MmaTiling {
   static constexpr size_t kQOff = kSpOff + size_t{2} * kPassRows * kLdS * 4;
   static constexpr size_t kPOff = kQOff + kQBytes;
   static constexpr size_t kRowOff = kPOff + kPBytes;
-  static constexpr size_t kKrowOff = kRowOff + kRowBytes;
+  static constexpr size_t kKrowOff = kRowOff + kRowStateBytes;
   static constexpr size_t kValidOff = kKrowOff + size_t{kSlots} * kChunk * 8;
   static constexpr size_t kSmemBytes = kValidOff + size_t{kSlots} * kWords * 4;
   static_assert(kStageBytes % 16 == 0 && kConvBytes % 16 == 0 && kQBytes % 16 == 0 &&
-                    kPBytes % 16 == 0 && kRowBytes % 16 == 0,
+                    kPBytes % 16 == 0 && kRowStateBytes % 16 == 0,
                 "16-byte aligned parts");
   static_assert(kSmemBytes <= kSharedLimit, "shared-memory plan exceeds the sm_90 limit");
 
@@ -104,7 +107,7 @@ template <class T>
 struct MmaSmem {
   uint16_t* ks;     // [kStages][kChunk][kLdk] bf16 KV rows, or fp8 [kStages][kChunk][kD] bytes
                     // (kDirect: [kStages][kChunk][kLd8] bytes)
-  uint16_t* kconv;  // fp8 only: [kChunk][kLdk] the current chunk widened to fp16
+  uint16_t* kconv;  // fp8, not kDirect: [kChunk][kLdk] the current chunk widened to fp16
   float* sp;        // [2][kPassRows][kLdS] S partial sums of the two dimension halves
   uint16_t* q;      // kM > 1 only: [kPassRows][kLdq] bf16 q rows of the pass
   int64_t* krow;    // [kSlots][kChunk] cache row of each key, -1 = masked
