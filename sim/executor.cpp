@@ -188,6 +188,10 @@ class CallExecutor {
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
   int32_t undefined_ = 0;  // slots whose defined_ is 0 (compiled bodies skip the checks at 0)
+  // What the last kAccess record with feeds_next evaluated: its when held and its rows were
+  // defined (access_runs_), and the rows; the record after it (same_as_prev) uses them.
+  bool access_runs_ = false;
+  int64_t access_b_ = 0, access_e_ = 0;
   // Sets a variable slot, keeping undefined_.
   void SetVar(int32_t slot, int64_t value, bool defined) {
     vars_[slot] = value;
@@ -320,7 +324,7 @@ std::array<std::pair<const char*, const ref::Int32Buffer*>, 5> PlanBuffers(const
 
 // Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
 // Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
-// eight at a time, a written run ends at the next kUnwritten byte (memchr).
+// 32, then eight at a time, a written run ends at the next kUnwritten byte (memchr).
 template <class F>
 void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
@@ -328,6 +332,11 @@ void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   const auto* c = reinterpret_cast<const unsigned char*>(b.cells.data());
   const int64_t n = std::min<int64_t>(b.size(), static_cast<int64_t>(b.cells.size()));
   for (int64_t i = 0; i < n;) {
+    for (; i + 32 <= n; i += 32) {  // 32 at a time through the long unwritten stretches
+      uint64_t w[4];
+      std::memcpy(w, c + i, 32);
+      if ((w[0] | w[1] | w[2] | w[3]) != 0) break;
+    }
     for (uint64_t word = 0; i + 8 <= n; i += 8) {
       std::memcpy(&word, c + i, 8);
       if (word != 0) break;
@@ -777,6 +786,18 @@ void CallExecutor::ExecLetRow(const LetRow& r) {
     // The whole row is inside the buffer: each field is loadable when its cell was written.
     const auto* fields = r.slot_field.data();
     const size_t n = r.slot_field.size();
+    if (r.cell_mask != 0 && src.cells) {
+      // A work_info row: every field's cell written (no zero byte under the mask) loads them all.
+      static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
+                    "cells are bytes, kUnwritten is 0");
+      uint64_t cells = 0;
+      std::memcpy(&cells, src.cells + base, 8);
+      cells |= ~r.cell_mask;
+      if (((cells - 0x0101010101010101ull) & ~cells & 0x8080808080808080ull) == 0) {
+        for (size_t k = 0; k < n; ++k) SetVar(fields[k].first, src.data[base + fields[k].second], true);
+        return;
+      }
+    }
     size_t k = 0;
     for (; k < n; ++k) {
       const int64_t e = base + fields[k].second;
@@ -1114,12 +1135,14 @@ int64_t CallExecutor::FlatSelect(const FlatBody& f, const FlatValue& v, bool* de
 template <bool kChecked>
 inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<Statement>& body, int32_t i) {
   const FlatRecord& r = f.records[i];
-  if (r.when >= 0) {
+  if (r.when >= 0 && !r.same_as_prev) {
     bool defined = true;
     const bool holds = CondHolds<kChecked>(f.conds[r.when], &defined);
-    if (!(defined && holds))
+    if (!(defined && holds)) {
+      if (r.feeds_next) access_runs_ = false;
       return r.kind == FlatRecord::Kind::kLoop || r.kind == FlatRecord::Kind::kIf ? r.body_end
                                                                                  : i + 1;
+    }
   }
   switch (r.kind) {
     case FlatRecord::Kind::kLetRow: ExecLetRow(f.rows[r.row]); break;
@@ -1136,6 +1159,20 @@ inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<State
       break;
     }
     case FlatRecord::Kind::kAccess: {
+      if (r.same_as_prev) {  // the record before evaluated this record's when and rows
+        if (access_runs_ && roles_[r.role])
+          TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+        break;
+      }
+      if (r.feeds_next) {  // rows evaluated for the next record even without this buffer
+        bool d1 = true, d2 = true;
+        access_b_ = LinValue<kChecked>(r.begin, &d1);
+        access_e_ = LinValue<kChecked>(r.end, &d2);
+        access_runs_ = d1 && d2;
+        if (access_runs_ && roles_[r.role])
+          TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+        break;
+      }
       if (!roles_[r.role]) break;  // a buffer this call does not pass
       bool d1 = true, d2 = true;
       const int64_t b = LinValue<kChecked>(r.begin, &d1), e = LinValue<kChecked>(r.end, &d2);

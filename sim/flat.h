@@ -45,6 +45,9 @@ struct FlatLin {
   int32_t d[4] = {0, 0, 0, 0};
 };
 
+// Same evaluation: every field equal.
+bool SameLin(const FlatLin& a, const FlatLin& b);
+
 // (eq ? l == r : l < r) != neg: every comparison operator as one of two, maybe negated.
 struct FlatCmp {
   FlatLin l, r;
@@ -58,6 +61,7 @@ struct FlatCond {
   Join join = Join::kOne;
   FlatCmp a, b;
 };
+bool SameCond(const FlatCond& a, const FlatCond& b);
 
 struct FlatValue {
   enum class Kind : uint8_t { kLin, kPost, kLoad, kSelect };
@@ -99,6 +103,11 @@ struct FlatRecord {
   int32_t stmt = -1;      // kLoop: FlatBody::paths index (the statement, for a hang report)
   int32_t body_end = 0;   // kLoop / kIf: the body is records (this one, body_end)
   bool empty_body = false;  // kLoop
+  // kAccess: its `when` and rows are those of the kAccess record just before it in its body
+  // (the decode's logits and attn_lse writes): it takes what that record evaluated (an access
+  // sets no variable and loads nothing, so nothing can have changed in between). The record it
+  // takes them from has feeds_next.
+  bool same_as_prev = false, feeds_next = false;
   FlatLin begin, end;     // kLetLin: begin; kAccess: rows
 };
 
