@@ -7,6 +7,10 @@
 #include <map>
 #include <memory>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
@@ -158,8 +162,21 @@ class CallExecutor {
   // Touch rows [r0, r1) of the tensor `a` (a view of its allocation).
   void Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1, int32_t who);
   // Same, with the tensor's allocation already looked up (null: not in the address space).
+  // Rows inside the tensor that are written, or read and already written, are all there is to
+  // do for most accesses: inline; anything else (a read of unwritten bytes, rows outside the
+  // tensor, no allocation) goes to TouchOut, which does everything TouchIn did.
   void TouchIn(Allocation* alloc, const TensorArg& a, bool write, int64_t r0, int64_t r1,
-               int32_t who);
+               int32_t who) {
+    if (r1 <= r0) return;
+    if (alloc && r0 >= 0 && r1 <= a.rows) {
+      const int64_t b0 = r0 * a.row_bytes, b1 = r1 * a.row_bytes;
+      if (write) return alloc->written.Add(b0, b1);
+      if (alloc->written.Covers(b0, b1)) return;
+    }
+    TouchOut(alloc, a, write, r0, r1, who);
+  }
+  [[gnu::noinline]] void TouchOut(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
+                                  int64_t r1, int32_t who);
   void Flush(const Call& c);
   void Add(const Call& c, Violation v);
 
@@ -233,9 +250,8 @@ void CallExecutor::Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1,
   TouchIn(as_.FindMutable(a.buffer), a, write, r0, r1, who);
 }
 
-void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
-                           int64_t r1, int32_t who) {
-  if (r1 <= r0) return;
+void CallExecutor::TouchOut(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
+                            int64_t r1, int32_t who) {
   const int64_t in_end = std::min(r1, a.rows);
   if (alloc && r0 < in_end) {
     const int64_t b0 = std::max<int64_t>(r0, 0) * a.row_bytes, b1 = in_end * a.row_bytes;
@@ -324,7 +340,7 @@ std::array<std::pair<const char*, const ref::Int32Buffer*>, 5> PlanBuffers(const
 
 // Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
 // Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
-// 32, then eight at a time, a written run ends at the next kUnwritten byte (memchr).
+// 64 (SSE2), 32, then eight at a time, a written run ends at the next kUnwritten byte (memchr).
 template <class F>
 void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
@@ -332,6 +348,14 @@ void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   const auto* c = reinterpret_cast<const unsigned char*>(b.cells.data());
   const int64_t n = std::min<int64_t>(b.size(), static_cast<int64_t>(b.cells.size()));
   for (int64_t i = 0; i < n;) {
+#if defined(__SSE2__)
+    for (; i + 64 <= n; i += 64) {  // 64 at a time through the long unwritten stretches
+      const auto* p = reinterpret_cast<const __m128i*>(c + i);
+      const __m128i any = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(p), _mm_loadu_si128(p + 1)),
+                                       _mm_or_si128(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3)));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) != 0xffff) break;
+    }
+#endif
     for (; i + 32 <= n; i += 32) {  // 32 at a time through the long unwritten stretches
       uint64_t w[4];
       std::memcpy(w, c + i, 32);
@@ -1054,6 +1078,8 @@ int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
   *defined = true;
   if (l.form == FlatLin::Form::kVar) return static_cast<int64_t>(u(l.c) + u(v[l.x[0]]));
   if (l.form == FlatLin::Form::kConst) return l.c;
+  if (l.form == FlatLin::Form::kOne)
+    return static_cast<int64_t>(u(l.c) + u(l.k[0]) * u(v[l.x[0]]) * u(v[l.y[0]]));
   return static_cast<int64_t>(u(l.c) + u(l.k[0]) * u(v[l.x[0]]) * u(v[l.y[0]]) +
                               u(l.k[1]) * u(v[l.x[1]]) * u(v[l.y[1]]) +
                               u(l.k[2]) * u(v[l.x[2]]) * u(v[l.y[2]]));

@@ -134,6 +134,7 @@ class FlatCompiler {
     for (const int32_t s : b.slots) l.d[j++] = s;
     l.form = t == 0                                  ? FlatLin::Form::kConst
              : t == 1 && l.k[0] == 1 && l.y[0] == one_ ? FlatLin::Form::kVar
+             : t == 1                                  ? FlatLin::Form::kOne
                                                       : FlatLin::Form::kGeneral;
     *out = l;
     return true;

@@ -36,8 +36,9 @@ struct CsrWalk;
 // value = c + sum k[i] * vars[x[i]] * vars[y[i]] (wrapping); defined when every d[j] slot is.
 // Unused terms and checks name Contract::one_slot (always 1, always defined) with k = 0.
 struct FlatLin {
-  // kConst: c alone; kVar: c + vars[x[0]] (one term, k = 1, y = one); kGeneral: the sum.
-  enum class Form : uint8_t { kConst, kVar, kGeneral };
+  // kConst: c alone; kVar: c + vars[x[0]] (one term, k = 1, y = one); kOne: one term,
+  // c + k[0] * vars[x[0]] * vars[y[0]]; kGeneral: the sum.
+  enum class Form : uint8_t { kConst, kVar, kOne, kGeneral };
   Form form = Form::kGeneral;
   int64_t c = 0;
   int64_t k[3] = {0, 0, 0};
