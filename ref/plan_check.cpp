@@ -461,8 +461,8 @@ void Checker::CheckReduceIndptr() {
     uint32_t bad_step = 0;
     for (int64_t i = 1; i < n; ++i)
       bad_step |= static_cast<uint32_t>(d[i] < d[i - 1]) |
-                  static_cast<uint32_t>(static_cast<uint32_t>(d[i]) -
-                                            static_cast<uint32_t>(d[i - 1]) == 1u);
+                  static_cast<uint32_t>(
+                      static_cast<uint32_t>(d[i]) - static_cast<uint32_t>(d[i - 1]) == 1u);
     if (unwritten == 0 && d[0] == 0 && bad_step == 0) return;
   }
   for (int64_t i = 0; i < ri.size(); ++i) {

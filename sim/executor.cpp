@@ -351,8 +351,9 @@ void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
 #if defined(__SSE2__)
     for (; i + 64 <= n; i += 64) {  // 64 at a time through the long unwritten stretches
       const auto* p = reinterpret_cast<const __m128i*>(c + i);
-      const __m128i any = _mm_or_si128(_mm_or_si128(_mm_loadu_si128(p), _mm_loadu_si128(p + 1)),
-                                       _mm_or_si128(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3)));
+      const __m128i any =
+          _mm_or_si128(_mm_or_si128(_mm_loadu_si128(p), _mm_loadu_si128(p + 1)),
+                       _mm_or_si128(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3)));
       if (_mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) != 0xffff) break;
     }
 #endif
@@ -818,7 +819,8 @@ void CallExecutor::ExecLetRow(const LetRow& r) {
       std::memcpy(&cells, src.cells + base, 8);
       cells |= ~r.cell_mask;
       if (((cells - 0x0101010101010101ull) & ~cells & 0x8080808080808080ull) == 0) {
-        for (size_t k = 0; k < n; ++k) SetVar(fields[k].first, src.data[base + fields[k].second], true);
+        for (size_t k = 0; k < n; ++k)
+          SetVar(fields[k].first, src.data[base + fields[k].second], true);
         return;
       }
     }
@@ -1328,12 +1330,14 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
           const int64_t e = v + a;
           uint64_t c8 = 0;
           std::memcpy(&c8, cells + e, 8);
-          const bool unwritten = ((c8 - 0x0101010101010101ull) & ~c8 & 0x8080808080808080ull) != 0 ||
-                                 cells[e + 8] == Cell::kUnwritten;
+          const bool unwritten =
+              ((c8 - 0x0101010101010101ull) & ~c8 & 0x8080808080808080ull) != 0 ||
+              cells[e + 8] == Cell::kUnwritten;
           const auto* p = reinterpret_cast<const __m128i*>(data + e);
           const auto* q = reinterpret_cast<const __m128i*>(data + e + 1);
-          const __m128i same = _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(p), _mm_loadu_si128(q)),
-                                             _mm_cmpeq_epi32(_mm_loadu_si128(p + 1), _mm_loadu_si128(q + 1)));
+          const __m128i same =
+              _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(p), _mm_loadu_si128(q)),
+                            _mm_cmpeq_epi32(_mm_loadu_si128(p + 1), _mm_loadu_si128(q + 1)));
           if (unwritten || _mm_movemask_epi8(same) != 0xffff) break;
         }
       }

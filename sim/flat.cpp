@@ -132,10 +132,10 @@ class FlatCompiler {
     if (b.slots.size() > 4) return false;
     int j = 0;
     for (const int32_t s : b.slots) l.d[j++] = s;
-    l.form = t == 0                                  ? FlatLin::Form::kConst
+    l.form = t == 0                                    ? FlatLin::Form::kConst
              : t == 1 && l.k[0] == 1 && l.y[0] == one_ ? FlatLin::Form::kVar
              : t == 1                                  ? FlatLin::Form::kOne
-                                                      : FlatLin::Form::kGeneral;
+                                                       : FlatLin::Form::kGeneral;
     *out = l;
     return true;
   }

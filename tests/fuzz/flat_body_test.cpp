@@ -280,7 +280,8 @@ TEST(FlatBody, AdjacentAccessesShareWhatTheyEvaluateOnlyWhenTheSame) {
   // loop w; the row of lets; eight accesses.
   ASSERT_EQ(f.records.size(), 10u);
   std::string shared;
-  for (const sim::FlatRecord& r : f.records) shared += r.same_as_prev ? 'S' : r.feeds_next ? 'F' : '.';
+  for (const sim::FlatRecord& r : f.records)
+    shared += r.same_as_prev ? 'S' : r.feeds_next ? 'F' : '.';
   EXPECT_EQ(shared, "...FS.FSFS");
   int64_t findings = 0;
   for (const bool sparse : {true, false}) {
