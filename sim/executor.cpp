@@ -544,6 +544,8 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   const int64_t real_rows =
       int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
       fold;
+  // Every row written (the common step): no row to look at one by one.
+  if (o->rows > 0 && oa->written.Covers(0, o->rows * o->row_bytes)) return;
   int64_t first = -1, last = -1, pad_first = -1, pad_last = -1;
   for (int64_t r = 0; r < o->rows; ++r) {
     if (oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) continue;
