@@ -1,6 +1,7 @@
 #include "ref/plan_check.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -149,10 +150,23 @@ void Checker::AssignWorks() {
   const auto q0_less = [](const auto& a, const auto& b) { return a.first < b.first; };
   if (!std::is_sorted(by_q0.begin(), by_q0.end(), q0_less))
     std::stable_sort(by_q0.begin(), by_q0.end(), q0_less);
+  const size_t n_sorted = by_q0.size();
+  // The sorted position of the last tile found: works come in tile order, so the next work's
+  // tile is most often at it or just after it. A position whose first q row no neighbour shares
+  // is the only candidate the search below could visit, so it decides alone.
+  size_t hint = 0;
   auto find_tile = [&](int32_t q0, int32_t q1, int32_t batch_idx) {
+    for (size_t p = hint; p < hint + 2 && p < n_sorted; ++p) {
+      if (by_q0[p].first != q0) continue;
+      if ((p > 0 && by_q0[p - 1].first == q0) || (p + 1 < n_sorted && by_q0[p + 1].first == q0))
+        break;  // a shared first row: the search below
+      hint = p;
+      return tiles_[by_q0[p].second].q1 == q1 ? by_q0[p].second : -1;
+    }
     int32_t found = -1;
     auto it = std::lower_bound(by_q0.begin(), by_q0.end(), q0,
                                [](const auto& a, int32_t q) { return a.first < q; });
+    if (it != by_q0.end() && it->first == q0) hint = static_cast<size_t>(it - by_q0.begin());
     for (; it != by_q0.end() && it->first == q0; ++it) {
       if (tiles_[it->second].q1 != q1) continue;
       if (found < 0 || tiles_[it->second].batch_idx == batch_idx) found = it->second;
@@ -165,9 +179,17 @@ void Checker::AssignWorks() {
   piece_begin_.assign(tiles_.size() + 1, 0);
   int32_t last_tile = -1;
   for (int32_t w = 0; w < num_works_; ++w) {
-    bool written = true;
-    // Every field a kernel reads (all but the pad).
-    for (int f = 0; f < kPad; ++f) written &= p_.work_info.written(int64_t{w} * kWorkInfoWidth + f);
+    // Every field a kernel reads (all but the pad): the row's first seven cells, none 0.
+    static_assert(kPad == 7 && kWorkInfoWidth == 8 && sizeof(Cell) == 1 &&
+                      static_cast<int>(Cell::kUnwritten) == 0,
+                  "a work row is 8 one-byte cells, the pad last");
+    unsigned char cells[8];
+    std::memcpy(cells, p_.work_info.cells.data() + int64_t{w} * kWorkInfoWidth, 8);
+    cells[kPad] = 0xff;  // the pad's cell is not read
+    uint64_t row_cells = 0;
+    std::memcpy(&row_cells, cells, 8);
+    const bool written =
+        ((row_cells - 0x0101010101010101ull) & ~row_cells & 0x8080808080808080ull) == 0;
     if (!written) {
       Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
           "work row " + S(w) + " is below work_indptr[num_clusters] but was never written");
@@ -423,6 +445,25 @@ void Checker::CheckReduceIndptr() {
         "reduce_indptr holds " + S(ri.size()) + " entries; the request has " + S(tiles_.size()) +
             " q tiles and needs " + S(needed));
     return;
+  }
+  // The common plan reports nothing: every entry written, the first 0, no decrease and no step
+  // of exactly 1. Scanned in one branch-free pass; anything else takes the loop as written
+  // (which then reports what it always did, in its order).
+  {
+    const int64_t n = ri.size();
+    const int32_t* d = ri.data.data();
+    const Cell* c = ri.cells.data();
+    // (Byte and int32 lanes, so that the compiler vectorises both loops. A step of 1 modulo 2^32
+    // is a step of 1 or a decrease from INT32_MAX to INT32_MIN: a decrease either way.)
+    const auto* cb = reinterpret_cast<const unsigned char*>(c);
+    unsigned char unwritten = 0;
+    for (int64_t i = 0; i < n; ++i) unwritten |= static_cast<unsigned char>(cb[i] == 0);
+    uint32_t bad_step = 0;
+    for (int64_t i = 1; i < n; ++i)
+      bad_step |= static_cast<uint32_t>(d[i] < d[i - 1]) |
+                  static_cast<uint32_t>(
+                      static_cast<uint32_t>(d[i]) - static_cast<uint32_t>(d[i - 1]) == 1u);
+    if (unwritten == 0 && d[0] == 0 && bad_step == 0) return;
   }
   for (int64_t i = 0; i < ri.size(); ++i) {
     if (!ri.written(i)) {

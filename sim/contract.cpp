@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <utility>
@@ -325,6 +326,15 @@ class ProgramCompiler {
         if (r.buffer != first.buffer || r.index_slot != first.index_slot || r.width != first.width)
           break;
         run.slot_field.emplace_back((*body)[j].slot, r.field);
+      }
+      if (run.width == 8) {
+        unsigned char mask[8] = {};
+        bool in_row = true;
+        for (const auto& [slot, field] : run.slot_field) {
+          in_row &= field >= 0 && field < 8;
+          if (field >= 0 && field < 8) mask[field] = 0xff;
+        }
+        if (in_row) std::memcpy(&run.cell_mask, mask, 8);
       }
       if (run.slot_field.size() >= 2) (*body)[i].let_row = std::move(run);
       i = j;

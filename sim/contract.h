@@ -94,6 +94,9 @@ enum class LoopAttribution : uint8_t { kNone, kWorkgroup, kWorkItem, kTile };
 struct LetRow {
   int32_t buffer = -1, index_slot = -1, width = 1;      // Expr::RowLoad of every let of the run
   std::vector<std::pair<int32_t, int32_t>> slot_field;  // (let slot, field), in program order
+  // A row of 8 one-byte cells (work_info): the run's fields as a mask over the row's cells read
+  // as one word (0xff in each byte the run loads); 0 for any other width.
+  uint64_t cell_mask = 0;
 };
 
 // A loop over `v` whose body walks one range of an indptr buffer (a CSR walk): the decode's

@@ -814,6 +814,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.view_fold = fold;
   c.sparse = sparse;
   c.max_seqlen_q = max_seqlen_q;
+  c.args.reserve(6);  // q, o, logits, attn_lse, kv_indices, kv_cache
   AddDecodeTensors(snap, o, fold, max_seqlen_q, &c);
   AddDecodeIndexArgs(sparse, &c);
   if (o) NoteDecodeOverrides(*o, &c);
@@ -825,8 +826,9 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
   c.note = "q/o " + std::to_string(q_rows) + " rows, plan covers " +
            std::to_string(snap.q_rows_covered) + " rows";
   if (dialect) DialectLaunch(row, snap, &c);
-  t_.calls.push_back(c);
-  t_.calls.push_back(ReduceCallOf(c, row, reduce));
+  Call r = ReduceCallOf(c, row, reduce);
+  t_.calls.push_back(std::move(c));
+  t_.calls.push_back(std::move(r));
 }
 
 void StepBuilder::AddDecodeTensors(const PlanSnapshot& snap, const CallOverride* o, int32_t fold,

@@ -7,6 +7,10 @@
 #include <map>
 #include <memory>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "ref/limits.h"
 #include "ref/plan_check.h"
 #include "sim/contract.h"
@@ -158,8 +162,21 @@ class CallExecutor {
   // Touch rows [r0, r1) of the tensor `a` (a view of its allocation).
   void Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1, int32_t who);
   // Same, with the tensor's allocation already looked up (null: not in the address space).
+  // Rows inside the tensor that are written, or read and already written, are all there is to
+  // do for most accesses: inline; anything else (a read of unwritten bytes, rows outside the
+  // tensor, no allocation) goes to TouchOut, which does everything TouchIn did.
   void TouchIn(Allocation* alloc, const TensorArg& a, bool write, int64_t r0, int64_t r1,
-               int32_t who);
+               int32_t who) {
+    if (r1 <= r0) return;
+    if (alloc && r0 >= 0 && r1 <= a.rows) {
+      const int64_t b0 = r0 * a.row_bytes, b1 = r1 * a.row_bytes;
+      if (write) return alloc->written.Add(b0, b1);
+      if (alloc->written.Covers(b0, b1)) return;
+    }
+    TouchOut(alloc, a, write, r0, r1, who);
+  }
+  [[gnu::noinline]] void TouchOut(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
+                                  int64_t r1, int32_t who);
   void Flush(const Call& c);
   void Add(const Call& c, Violation v);
 
@@ -188,6 +205,10 @@ class CallExecutor {
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
   int32_t undefined_ = 0;  // slots whose defined_ is 0 (compiled bodies skip the checks at 0)
+  // What the last kAccess record with feeds_next evaluated: its when held and its rows were
+  // defined (access_runs_), and the rows; the record after it (same_as_prev) uses them.
+  bool access_runs_ = false;
+  int64_t access_b_ = 0, access_e_ = 0;
   // Sets a variable slot, keeping undefined_.
   void SetVar(int32_t slot, int64_t value, bool defined) {
     vars_[slot] = value;
@@ -229,9 +250,8 @@ void CallExecutor::Touch(const TensorArg& a, bool write, int64_t r0, int64_t r1,
   TouchIn(as_.FindMutable(a.buffer), a, write, r0, r1, who);
 }
 
-void CallExecutor::TouchIn(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
-                           int64_t r1, int32_t who) {
-  if (r1 <= r0) return;
+void CallExecutor::TouchOut(Allocation* alloc, const TensorArg& a, bool write, int64_t r0,
+                            int64_t r1, int32_t who) {
   const int64_t in_end = std::min(r1, a.rows);
   if (alloc && r0 < in_end) {
     const int64_t b0 = std::max<int64_t>(r0, 0) * a.row_bytes, b1 = in_end * a.row_bytes;
@@ -320,7 +340,7 @@ std::array<std::pair<const char*, const ref::Int32Buffer*>, 5> PlanBuffers(const
 
 // Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
 // Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
-// eight at a time, a written run ends at the next kUnwritten byte (memchr).
+// 64 (SSE2), 32, then eight at a time, a written run ends at the next kUnwritten byte (memchr).
 template <class F>
 void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
@@ -328,6 +348,20 @@ void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   const auto* c = reinterpret_cast<const unsigned char*>(b.cells.data());
   const int64_t n = std::min<int64_t>(b.size(), static_cast<int64_t>(b.cells.size()));
   for (int64_t i = 0; i < n;) {
+#if defined(__SSE2__)
+    for (; i + 64 <= n; i += 64) {  // 64 at a time through the long unwritten stretches
+      const auto* p = reinterpret_cast<const __m128i*>(c + i);
+      const __m128i any =
+          _mm_or_si128(_mm_or_si128(_mm_loadu_si128(p), _mm_loadu_si128(p + 1)),
+                       _mm_or_si128(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3)));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) != 0xffff) break;
+    }
+#endif
+    for (; i + 32 <= n; i += 32) {  // 32 at a time through the long unwritten stretches
+      uint64_t w[4];
+      std::memcpy(w, c + i, 32);
+      if ((w[0] | w[1] | w[2] | w[3]) != 0) break;
+    }
     for (uint64_t word = 0; i + 8 <= n; i += 8) {
       std::memcpy(&word, c + i, 8);
       if (word != 0) break;
@@ -510,6 +544,8 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   const int64_t real_rows =
       int64_t{std::min(c.q_rows, snap.real_requests * (c.max_seqlen_q > 1 ? c.max_seqlen_q : 1))} *
       fold;
+  // Every row written (the common step): no row to look at one by one.
+  if (o->rows > 0 && oa->written.Covers(0, o->rows * o->row_bytes)) return;
   int64_t first = -1, last = -1, pad_first = -1, pad_last = -1;
   for (int64_t r = 0; r < o->rows; ++r) {
     if (oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) continue;
@@ -777,6 +813,19 @@ void CallExecutor::ExecLetRow(const LetRow& r) {
     // The whole row is inside the buffer: each field is loadable when its cell was written.
     const auto* fields = r.slot_field.data();
     const size_t n = r.slot_field.size();
+    if (r.cell_mask != 0 && src.cells) {
+      // A work_info row: every field's cell written (no zero byte under the mask) loads them all.
+      static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
+                    "cells are bytes, kUnwritten is 0");
+      uint64_t cells = 0;
+      std::memcpy(&cells, src.cells + base, 8);
+      cells |= ~r.cell_mask;
+      if (((cells - 0x0101010101010101ull) & ~cells & 0x8080808080808080ull) == 0) {
+        for (size_t k = 0; k < n; ++k)
+          SetVar(fields[k].first, src.data[base + fields[k].second], true);
+        return;
+      }
+    }
     size_t k = 0;
     for (; k < n; ++k) {
       const int64_t e = base + fields[k].second;
@@ -1033,6 +1082,8 @@ int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
   *defined = true;
   if (l.form == FlatLin::Form::kVar) return static_cast<int64_t>(u(l.c) + u(v[l.x[0]]));
   if (l.form == FlatLin::Form::kConst) return l.c;
+  if (l.form == FlatLin::Form::kOne)
+    return static_cast<int64_t>(u(l.c) + u(l.k[0]) * u(v[l.x[0]]) * u(v[l.y[0]]));
   return static_cast<int64_t>(u(l.c) + u(l.k[0]) * u(v[l.x[0]]) * u(v[l.y[0]]) +
                               u(l.k[1]) * u(v[l.x[1]]) * u(v[l.y[1]]) +
                               u(l.k[2]) * u(v[l.x[2]]) * u(v[l.y[2]]));
@@ -1114,12 +1165,14 @@ int64_t CallExecutor::FlatSelect(const FlatBody& f, const FlatValue& v, bool* de
 template <bool kChecked>
 inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<Statement>& body, int32_t i) {
   const FlatRecord& r = f.records[i];
-  if (r.when >= 0) {
+  if (r.when >= 0 && !r.same_as_prev) {
     bool defined = true;
     const bool holds = CondHolds<kChecked>(f.conds[r.when], &defined);
-    if (!(defined && holds))
+    if (!(defined && holds)) {
+      if (r.feeds_next) access_runs_ = false;
       return r.kind == FlatRecord::Kind::kLoop || r.kind == FlatRecord::Kind::kIf ? r.body_end
                                                                                  : i + 1;
+    }
   }
   switch (r.kind) {
     case FlatRecord::Kind::kLetRow: ExecLetRow(f.rows[r.row]); break;
@@ -1136,6 +1189,20 @@ inline int32_t CallExecutor::FlatStep(const FlatBody& f, const std::vector<State
       break;
     }
     case FlatRecord::Kind::kAccess: {
+      if (r.same_as_prev) {  // the record before evaluated this record's when and rows
+        if (access_runs_ && roles_[r.role])
+          TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+        break;
+      }
+      if (r.feeds_next) {  // rows evaluated for the next record even without this buffer
+        bool d1 = true, d2 = true;
+        access_b_ = LinValue<kChecked>(r.begin, &d1);
+        access_e_ = LinValue<kChecked>(r.end, &d2);
+        access_runs_ = d1 && d2;
+        if (access_runs_ && roles_[r.role])
+          TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+        break;
+      }
       if (!roles_[r.role]) break;  // a buffer this call does not pass
       bool d1 = true, d2 = true;
       const int64_t b = LinValue<kChecked>(r.begin, &d1), e = LinValue<kChecked>(r.end, &d2);
@@ -1255,6 +1322,28 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
     // five cells written (no zero byte) and no gate above 0; else one at a time below.
     const int64_t a = w.offset[0];
     if (a >= 0 && a < size) {
+#if defined(__SSE2__)
+      // A walk whose gate is k for two equal elements (c0 = -c1) and k <= 0: iterations over
+      // equal, written elements are idle, as the loop below would find them (the long constant
+      // tail of a capacity-sized indptr). Eight at a time: elements e0 .. e0 + 8 all written
+      // and all equal; any other block goes on below.
+      if (static_cast<uint64_t>(c0) + static_cast<uint64_t>(c1) == 0 && k <= 0) {
+        for (; v + 8 <= to && v >= 0 && v <= size - 9 - a; v += 8) {
+          const int64_t e = v + a;
+          uint64_t c8 = 0;
+          std::memcpy(&c8, cells + e, 8);
+          const bool unwritten =
+              ((c8 - 0x0101010101010101ull) & ~c8 & 0x8080808080808080ull) != 0 ||
+              cells[e + 8] == Cell::kUnwritten;
+          const auto* p = reinterpret_cast<const __m128i*>(data + e);
+          const auto* q = reinterpret_cast<const __m128i*>(data + e + 1);
+          const __m128i same =
+              _mm_and_si128(_mm_cmpeq_epi32(_mm_loadu_si128(p), _mm_loadu_si128(q)),
+                            _mm_cmpeq_epi32(_mm_loadu_si128(p + 1), _mm_loadu_si128(q + 1)));
+          if (unwritten || _mm_movemask_epi8(same) != 0xffff) break;
+        }
+      }
+#endif
       for (; v + 4 <= to && v >= 0 && v <= size - 5 - a; v += 4) {
         const int64_t e = v + a;
         uint32_t c4 = 0;

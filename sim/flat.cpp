@@ -132,9 +132,10 @@ class FlatCompiler {
     if (b.slots.size() > 4) return false;
     int j = 0;
     for (const int32_t s : b.slots) l.d[j++] = s;
-    l.form = t == 0                                  ? FlatLin::Form::kConst
+    l.form = t == 0                                    ? FlatLin::Form::kConst
              : t == 1 && l.k[0] == 1 && l.y[0] == one_ ? FlatLin::Form::kVar
-                                                      : FlatLin::Form::kGeneral;
+             : t == 1                                  ? FlatLin::Form::kOne
+                                                       : FlatLin::Form::kGeneral;
     *out = l;
     return true;
   }
@@ -254,8 +255,11 @@ class FlatCompiler {
   // ---- statements ---------------------------------------------------------------------------
 
   bool Body(const std::vector<Statement>& body, const std::vector<int32_t>& path) {
+    int32_t prev_access = -1;  // the record of the statement before, when it is a kAccess
     for (size_t i = 0; i < body.size(); ++i) {
       const Statement& st = body[i];
+      const int32_t prev = prev_access;
+      prev_access = -1;
       FlatRecord r;
       if (!st.when.empty()) {
         if (st.when.is_constant()) {
@@ -289,6 +293,17 @@ class FlatCompiler {
           if (TryLin(st.begin, st.begin.root(), &r.begin) &&
               TryLin(st.end, st.end.root(), &r.end)) {
             r.kind = FlatRecord::Kind::kAccess;
+            if (prev >= 0) {
+              FlatRecord& p = f_->records[prev];
+              const bool same_when =
+                  (p.when < 0 && r.when < 0) ||
+                  (p.when >= 0 && r.when >= 0 && SameCond(f_->conds[p.when], f_->conds[r.when]));
+              if (same_when && SameLin(p.begin, r.begin) && SameLin(p.end, r.end)) {
+                p.feeds_next = true;
+                r.same_as_prev = true;
+              }
+            }
+            prev_access = static_cast<int32_t>(f_->records.size());
           } else if (WholeValue(st.begin, &r.v[0]) && WholeValue(st.end, &r.v[1])) {
             r.kind = FlatRecord::Kind::kAccessValue;
           } else {
@@ -370,5 +385,20 @@ void Walk(Contract* c, std::vector<Statement>* body) {
 }  // namespace
 
 void CompileFlatBodies(Contract* c) { Walk(c, &c->program); }
+
+bool SameLin(const FlatLin& a, const FlatLin& b) {
+  for (int i = 0; i < 3; ++i)
+    if (a.k[i] != b.k[i] || a.x[i] != b.x[i] || a.y[i] != b.y[i]) return false;
+  for (int i = 0; i < 4; ++i)
+    if (a.d[i] != b.d[i]) return false;
+  return a.form == b.form && a.c == b.c;
+}
+
+bool SameCond(const FlatCond& a, const FlatCond& b) {
+  const auto same_cmp = [](const FlatCmp& x, const FlatCmp& y) {
+    return x.eq == y.eq && x.neg == y.neg && SameLin(x.l, y.l) && SameLin(x.r, y.r);
+  };
+  return a.join == b.join && same_cmp(a.a, b.a) && same_cmp(a.b, b.b);
+}
 
 }  // namespace mlasim::sim

@@ -36,14 +36,18 @@ struct CsrWalk;
 // value = c + sum k[i] * vars[x[i]] * vars[y[i]] (wrapping); defined when every d[j] slot is.
 // Unused terms and checks name Contract::one_slot (always 1, always defined) with k = 0.
 struct FlatLin {
-  // kConst: c alone; kVar: c + vars[x[0]] (one term, k = 1, y = one); kGeneral: the sum.
-  enum class Form : uint8_t { kConst, kVar, kGeneral };
+  // kConst: c alone; kVar: c + vars[x[0]] (one term, k = 1, y = one); kOne: one term,
+  // c + k[0] * vars[x[0]] * vars[y[0]]; kGeneral: the sum.
+  enum class Form : uint8_t { kConst, kVar, kOne, kGeneral };
   Form form = Form::kGeneral;
   int64_t c = 0;
   int64_t k[3] = {0, 0, 0};
   int32_t x[3] = {0, 0, 0}, y[3] = {0, 0, 0};
   int32_t d[4] = {0, 0, 0, 0};
 };
+
+// Same evaluation: every field equal.
+bool SameLin(const FlatLin& a, const FlatLin& b);
 
 // (eq ? l == r : l < r) != neg: every comparison operator as one of two, maybe negated.
 struct FlatCmp {
@@ -58,6 +62,7 @@ struct FlatCond {
   Join join = Join::kOne;
   FlatCmp a, b;
 };
+bool SameCond(const FlatCond& a, const FlatCond& b);
 
 struct FlatValue {
   enum class Kind : uint8_t { kLin, kPost, kLoad, kSelect };
@@ -99,6 +104,11 @@ struct FlatRecord {
   int32_t stmt = -1;      // kLoop: FlatBody::paths index (the statement, for a hang report)
   int32_t body_end = 0;   // kLoop / kIf: the body is records (this one, body_end)
   bool empty_body = false;  // kLoop
+  // kAccess: its `when` and rows are those of the kAccess record just before it in its body
+  // (the decode's logits and attn_lse writes): it takes what that record evaluated (an access
+  // sets no variable and loads nothing, so nothing can have changed in between). The record it
+  // takes them from has feeds_next.
+  bool same_as_prev = false, feeds_next = false;
   FlatLin begin, end;     // kLetLin: begin; kAccess: rows
 };
 

@@ -23,18 +23,7 @@ std::string Hex(uint64_t x) {
 
 }  // namespace
 
-void IntervalSet::Add(int64_t begin, int64_t end) {
-  if (end <= begin) return;
-  // Rows written in order: past the last span (a new last span) or from within it (it grows).
-  // What the general merge below gives, without its search, erase and insert.
-  if (spans_.empty() || begin > spans_.back().second) {
-    spans_.push_back({begin, end});
-    return;
-  }
-  if (begin >= spans_.back().first) {
-    spans_.back().second = std::max(spans_.back().second, end);
-    return;
-  }
+void IntervalSet::AddMerged(int64_t begin, int64_t end) {
   auto it = std::lower_bound(spans_.begin(), spans_.end(), std::make_pair(begin, begin));
   if (it != spans_.begin() && std::prev(it)->second >= begin) --it;
   int64_t b = begin, e = end;

@@ -27,7 +27,20 @@ namespace mlasim::sim {
 // Sorted, merged half-open byte intervals.
 class IntervalSet {
  public:
-  void Add(int64_t begin, int64_t end);
+  void Add(int64_t begin, int64_t end) {
+    // Rows written in order: past the last span (a new last span) or from within it (it
+    // grows). What the general merge (AddMerged) gives, without its search, erase and insert.
+    if (end <= begin) return;
+    if (spans_.empty() || begin > spans_.back().second) {
+      spans_.push_back({begin, end});
+      return;
+    }
+    if (begin >= spans_.back().first) {
+      if (end > spans_.back().second) spans_.back().second = end;
+      return;
+    }
+    AddMerged(begin, end);
+  }
   // First sub-interval of [begin, end) not covered, or {end, end} when covered.
   std::pair<int64_t, int64_t> FirstGap(int64_t begin, int64_t end) const;
   bool Covers(int64_t begin, int64_t end) const {
@@ -40,6 +53,7 @@ class IntervalSet {
   void Clear() { spans_.clear(); }
 
  private:
+  void AddMerged(int64_t begin, int64_t end);  // any non-empty range
   std::vector<std::pair<int64_t, int64_t>> spans_;
 };
 

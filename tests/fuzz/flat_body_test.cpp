@@ -247,5 +247,62 @@ TEST(FlatBody, ValuesOfEveryShapeFindWhatTheInterpreterFinds) {
   EXPECT_GT(compiled, 0);
 }
 
+// Adjacent accesses whose `when` and rows are the same (the decode's logits and attn_lse
+// writes) evaluate them once (FlatRecord::same_as_prev); the same rows under another `when`, or
+// the same `when` with other rows, evaluate their own. Rows far past every buffer make each
+// access a finding of its own, so an access that took another's `when` or rows shows.
+constexpr const char* kAdjacent = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows - 1"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"loop": "w", "from": "work_indptr[c]", "to": "work_indptr[c + 1]", "attribute": "work_item", "body": [
+      {"let": "qs", "value": "work_info[w].qo_start"},
+      {"let": "qe", "value": "work_info[w].qo_end"},
+      {"let": "p", "value": "work_info[w].partial_qo_loc"},
+      {"write": "o", "rows": ["qs + 1000000", "qe + 1000000"], "when": "p < 0"},
+      {"write": "attn_lse", "rows": ["qs + 1000000", "qe + 1000000"], "when": "p >= 0"},
+      {"write": "logits", "rows": ["qs + 1000000", "qe + 1000000"], "when": "p >= 0"},
+      {"read": "q", "rows": ["qs + 1000000", "qe + 1000001"], "when": "p >= 0"},
+      {"write": "attn_lse", "rows": ["p", "p + qe - qs"], "when": "p >= 0"},
+      {"write": "logits", "rows": ["p", "p + qe - qs"], "when": "p >= 0"},
+      {"read": "q", "rows": ["qs", "qe"]},
+      {"read": "o", "rows": ["qs", "qe"]}
+    ]}
+  ]}]
+})json";
+
+TEST(FlatBody, AdjacentAccessesShareWhatTheyEvaluateOnlyWhenTheSame) {
+  auto parsed = sim::ParseContract(json::parse(kAdjacent), "adjacent.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const auto user = std::make_shared<const Contract>(std::move(*parsed));
+  ASSERT_NE(user->program.at(0).flat, nullptr);
+  const sim::FlatBody& f = *user->program[0].flat;
+  // loop w; the row of lets; eight accesses.
+  ASSERT_EQ(f.records.size(), 10u);
+  std::string shared;
+  for (const sim::FlatRecord& r : f.records)
+    shared += r.same_as_prev ? 'S' : r.feeds_next ? 'F' : '.';
+  EXPECT_EQ(shared, "...FS.FSFS");
+  int64_t findings = 0;
+  for (const bool sparse : {true, false}) {
+    sim::Scenario s = sim::test::WorkedExample(sparse, sparse ? "atom-2026-08" : "atom-2026-11");
+    s.contracts.push_back(user);
+    auto planned = sim::ExpandStep(s);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    for (int variant = 0; variant < 2; ++variant) {
+      sim::Trace t = *planned;
+      if (variant == 1) UnwriteSomeWorkFields(&t);
+      sim::ExecuteOptions flat, interpreted;
+      interpreted.flat = false;
+      const sim::ExecutionResult a = sim::Execute(s, t, flat);
+      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      EXPECT_EQ(Dump(a), Dump(b)) << (sparse ? "sparse" : "dense") << ", variant " << variant;
+      EXPECT_GT(a.flat_iterations, 0);
+      findings += static_cast<int64_t>(a.violations.size());
+    }
+  }
+  EXPECT_GT(findings, 8);
+}
+
 }  // namespace
 }  // namespace mlasim::fuzz

@@ -4,6 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <string>
+#include <vector>
+
 #include "ref/plan_check.h"
 #include "tests/ref/plan_builders.h"
 
@@ -33,6 +37,54 @@ TEST(PlanChecker, PartialRowsNearInt32MaxAreCheckedInInt64) {
         << d.message;
   }
   EXPECT_TRUE(found);
+}
+
+// reduce_indptr is checked entry by entry only when a quick scan of the whole buffer finds
+// something (ref/plan_check.cpp, CheckReduceIndptr): each kind of bad entry still gets its
+// finding, in the order of the entries, and a good buffer none.
+TEST(PlanChecker, ReduceIndptrFindingsSurviveTheQuickScan) {
+  const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
+  const auto findings = [&](const std::function<void(Plan&)>& edit) {
+    auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+    EXPECT_TRUE(plan.ok());
+    if (!plan.ok()) return std::string("no plan");
+    EXPECT_EQ(Prefix(plan->reduce_indptr, 4), (std::vector<int32_t>{0, 2, 2, 5}));
+    edit(*plan);
+    std::string out;
+    for (const PlanDiagnostic& d : CheckPlan(r, *plan).diagnostics)
+      if (d.code == PlanDiag::kReduceIndptrInvalid)
+        out += std::to_string(d.index) + " " + d.message + "\n";
+    return out;
+  };
+  EXPECT_EQ(findings([](Plan&) {}), "");
+  // A step of 1, twice: groups 0 and 1 of a single piece (the values alone show it).
+  EXPECT_EQ(findings([](Plan& p) { p.reduce_indptr.data[1] = 1; }),
+            "1 reduce group 0 has a single piece (groups are empty or >= 2)\n"
+            "2 reduce group 1 has a single piece (groups are empty or >= 2)\n");
+  // An entry no planner wrote that holds a value that would pass (the cells alone show it).
+  EXPECT_EQ(findings([](Plan& p) { p.reduce_indptr.cells[2] = Cell::kUnwritten; }),
+            "2 reduce_indptr[2] was never written (the reducer reads the whole buffer)\n");
+  EXPECT_EQ(findings([](Plan& p) { p.reduce_indptr.data[2] = 1; }),
+            "2 reduce_indptr decreases at 2\n");
+  EXPECT_EQ(findings([](Plan& p) { p.reduce_indptr.data[0] = 3; }),
+            "0 reduce_indptr[0] is not 0\n1 reduce_indptr decreases at 1\n");
+}
+
+// A work row below work_indptr[num_clusters] is unwritten when any field a kernel reads is (the
+// checker reads a row's eight cells as one word): each of the seven alone is found, the pad is
+// not read.
+TEST(PlanChecker, AWorkRowWithAnyReadFieldUnwrittenIsFound) {
+  const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
+  for (int32_t field = 0; field < kWorkInfoWidth; ++field) {
+    auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+    ASSERT_TRUE(plan.ok());
+    plan->work_info.cells[3 * kWorkInfoWidth + field] = Cell::kUnwritten;  // work 3
+    std::vector<int64_t> rows;
+    for (const PlanDiagnostic& d : CheckPlan(r, *plan).diagnostics)
+      if (d.code == PlanDiag::kWorkRowUnwritten) rows.push_back(d.index);
+    EXPECT_EQ(rows, field == kPad ? std::vector<int64_t>{} : std::vector<int64_t>{3})
+        << "field " << field;
+  }
 }
 
 TEST(PlannerWorkedExample, Decode_6_1) {

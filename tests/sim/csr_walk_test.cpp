@@ -290,6 +290,58 @@ TEST(CsrWalk, TheFastPathFindsWhatTheWalkAsWrittenFinds) {
 // The findings an adversarial indptr makes are there with the fast path (not only equal):
 // a poisoned entry is a read of stale work_indptr memory, a grid past the entries a read past
 // work_indptr's end.
+// The fast path skips runs of equal, written entries eight at a time (k <= 0 and coefficients
+// -1, 1: the decode's and the reduce's walks): one entry of the equal tail left unwritten with
+// the value it had, at each of nine positions (so that one is the ninth entry of an eight-wide
+// block whatever the block's start), is read as the walk as written reads it.
+TEST(CsrWalk, AnUnwrittenEntryInAnEqualTailIsReadAsTheWalkReadsIt) {
+  for (const World& world : Worlds()) {
+    auto planned = ExpandStep(world.scenario);
+    ASSERT_TRUE(planned.ok()) << world.name << ": " << planned.status().ToString();
+    for (int64_t j = 0; j < 9; ++j) {
+      Trace t = *planned;
+      for (PlanSnapshot& p : t.plans) {
+        if (p.dialect) continue;
+        for (ref::Int32Buffer* b : {&p.plan.work_indptr, &p.plan.reduce_indptr}) {
+          const int64_t at = b->size() - 2 - j;
+          if (at > 0 && !b->cells.empty()) b->cells[at] = ref::Cell::kUnwritten;
+        }
+      }
+      ExecuteOptions fast, walk;
+      walk.csr_walks = false;
+      EXPECT_EQ(Dump(Execute(world.scenario, t, fast)), Dump(Execute(world.scenario, t, walk)))
+          << world.name << ", entry size - " << 2 + j;
+    }
+  }
+}
+
+// A walk whose equal entries are not idle (`if n >= 0`: gate n + 1) is never skipped over
+// equal entries.
+TEST(CsrWalk, AWalkWithAPositiveConstantRunsItsEqualEntries) {
+  const json body = {
+      {{"let", "b"}, {"value", "work_indptr[c]"}},
+      {{"let", "n"}, {"value", "work_indptr[c + 1] - b"}},
+      {{"if", "n >= 0"},
+       {"body",
+        json::array({json::parse(R"({"read": "q", "rows": ["c + 1000000", "c + 1000001"]})")})}}};
+  auto parsed = ParseContract(UserDecode(body), "user.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->program.at(0).csr.loads, 2);
+  EXPECT_EQ(parsed->program[0].csr.constant, 1);
+  const auto user = std::make_shared<const Contract>(std::move(*parsed));
+  for (const World& world : Worlds()) {
+    Scenario s = world.scenario;
+    s.contracts.push_back(user);
+    auto planned = ExpandStep(s);
+    ASSERT_TRUE(planned.ok()) << world.name << ": " << planned.status().ToString();
+    ExecuteOptions fast, walk;
+    walk.csr_walks = false;
+    const ExecutionResult a = Execute(s, *planned, fast);
+    EXPECT_EQ(Dump(a), Dump(Execute(s, *planned, walk))) << world.name;
+    EXPECT_FALSE(a.violations.empty()) << world.name;
+  }
+}
+
 TEST(CsrWalk, AdversarialIndptrsKeepTheirFindings) {
   const Scenario s = test::WorkedExample(true, "atom-2026-08");
   auto planned = ExpandStep(s);

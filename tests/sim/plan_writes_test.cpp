@@ -21,7 +21,11 @@ namespace {
 
 using nlohmann::json;
 
-TEST(PlanWrites, AKernelReadingEveryRowFindsExactlyTheRowsWithAnUnwrittenCell) {
+// Runs a kernel that reads every row of work_info over the worked example with the cells
+// `holes` unwritten; returns the rows the planner and the holes left with an unwritten cell
+// (`want`) and the work items of the stale-read finding (`got`).
+void ReadEveryRow(const std::vector<int64_t>& holes, std::vector<int32_t>* want,
+                  std::vector<int32_t>* got) {
   auto reader = ParseContract(json::parse(R"({
       "contract": 1, "name": "rows", "call": "decode", "variant": "rows", "source": "test",
       "launch": {"grid": "work_info_rows"},
@@ -33,9 +37,6 @@ TEST(PlanWrites, AKernelReadingEveryRowFindsExactlyTheRowsWithAnUnwrittenCell) {
   s.contracts.push_back(std::make_shared<const Contract>(std::move(*reader)));
   auto planned = ExpandStep(s);
   ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-  // Unwritten cells: element 0, the last element of row 2, all of row 4, elements 63 and 64
-  // (rows 7 and 8, on both sides of an eight-cell word), and whatever the planner left unwritten.
-  const std::vector<int64_t> holes = {0, 2 * 8 + 7, 32, 33, 34, 35, 36, 37, 38, 39, 63, 64};
   Trace t = *planned;
   for (PlanSnapshot& p : t.plans)
     for (int64_t e : holes) p.plan.work_info.cells.at(e) = ref::Cell::kUnwritten;
@@ -45,24 +46,79 @@ TEST(PlanWrites, AKernelReadingEveryRowFindsExactlyTheRowsWithAnUnwrittenCell) {
     if (c.kind == CallKind::kDecode && !decode) decode = &c;
   ASSERT_NE(decode, nullptr);
   const ref::Int32Buffer& info = t.plans[decode->plan].plan.work_info;
-  std::vector<int32_t> want;
   for (int64_t row = 0; row < info.size() / 8; ++row) {
     bool hole = false;
     for (int64_t e = row * 8; e < row * 8 + 8; ++e) hole = hole || info.cells[e] == ref::Cell::kUnwritten;
-    if (hole) want.push_back(static_cast<int32_t>(row));
+    if (hole) want->push_back(static_cast<int32_t>(row));
   }
-  ASSERT_GE(want.size(), 6u);
-  EXPECT_EQ(std::vector<int32_t>(want.begin(), want.begin() + 5),
-            (std::vector<int32_t>{0, 2, 4, 7, 8}));
   const Violation* stale = nullptr;
   for (const Violation& v : r.violations)
     if (v.call_index == decode->index && v.kind == ViolationKind::kUninitializedRead &&
         v.buffer == t.plans[decode->plan].buffer_prefix + "work_info")
       stale = &v;
   ASSERT_NE(stale, nullptr);
-  EXPECT_EQ(stale->work_items, want);
-  EXPECT_EQ(stale->first_row, 0);
-  EXPECT_EQ(stale->last_row, want.back());
+  *got = stale->work_items;
+  EXPECT_EQ(stale->first_row, want->front());
+  EXPECT_EQ(stale->last_row, want->back());
+}
+
+TEST(PlanWrites, AKernelReadingEveryRowFindsExactlyTheRowsWithAnUnwrittenCell) {
+  // Unwritten cells: element 0, the last element of row 2, all of row 4, elements 63 and 64
+  // (rows 7 and 8, on both sides of an eight-cell word), and whatever the planner left unwritten.
+  const std::vector<int64_t> holes = {0, 2 * 8 + 7, 32, 33, 34, 35, 36, 37, 38, 39, 63, 64};
+  std::vector<int32_t> want, got;
+  ReadEveryRow(holes, &want, &got);
+  ASSERT_GE(want.size(), 6u);
+  EXPECT_EQ(std::vector<int32_t>(want.begin(), want.begin() + 5),
+            (std::vector<int32_t>{0, 2, 4, 7, 8}));
+  EXPECT_EQ(got, want);
+}
+
+// Unwritten stretches are skipped 32 cells at a time: rows 8-10 unwritten (cells [64, 88)) and
+// row 11 written, the last eight cells of a 32-cell block; rows 12-15 unwritten, a whole block.
+TEST(PlanWrites, RowsAfterALongUnwrittenStretchAreWritten) {
+  std::vector<int64_t> holes;
+  for (int64_t e = 64; e < 88; ++e) holes.push_back(e);
+  for (int64_t e = 96; e < 128; ++e) holes.push_back(e);
+  std::vector<int32_t> want, got;
+  ReadEveryRow(holes, &want, &got);
+  ASSERT_GE(want.size(), 7u);
+  EXPECT_EQ(std::vector<int32_t>(want.begin(), want.begin() + 7),
+            (std::vector<int32_t>{8, 9, 10, 12, 13, 14, 15}));
+  EXPECT_EQ(got, want);
+}
+
+// The decode's row of work_info lets (one LetRow) loads its six fields at once when every
+// field's cell is written; a work row with one of them unwritten is a stale read of that row,
+// whichever field it is (the built-in asm contract, compiled and interpreted).
+TEST(PlanWrites, AWorkRowWithOneUnwrittenFieldIsAStaleReadOfThatRow) {
+  Scenario s = test::WorkedExample(false, "atom-2026-11");
+  auto planned = ExpandStep(s);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  for (const bool flat : {true, false}) {
+    for (int32_t field = 1; field < 7; ++field) {  // the lets' fields (batch_idx is loaded alone)
+      Trace t = *planned;
+      const Call* decode = nullptr;
+      for (const Call& c : t.calls)
+        if (c.kind == CallKind::kDecode && !decode) decode = &c;
+      ASSERT_NE(decode, nullptr);
+      PlanSnapshot& snap = t.plans[decode->plan];
+      ASSERT_GE(snap.plan.derived.num_works, 2);
+      snap.plan.work_info.cells.at(1 * 8 + field) = ref::Cell::kUnwritten;  // work 1
+      ExecuteOptions opt;
+      opt.flat = flat;
+      const ExecutionResult r = Execute(s, t, opt);
+      const Violation* stale = nullptr;
+      for (const Violation& v : r.violations)
+        if (v.call_index == decode->index && v.kind == ViolationKind::kUninitializedRead &&
+            v.buffer == snap.buffer_prefix + "work_info")
+          stale = &v;
+      ASSERT_NE(stale, nullptr) << "field " << field << (flat ? ", compiled" : ", interpreted");
+      EXPECT_EQ(stale->first_row, 1) << "field " << field;
+      EXPECT_EQ(stale->last_row, 1) << "field " << field;
+      EXPECT_EQ(stale->work_items, std::vector<int32_t>{1}) << "field " << field;
+    }
+  }
 }
 
 // The written bytes of an allocation (IntervalSet): rows written in order take a fast path
