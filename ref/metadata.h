@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -105,6 +106,20 @@ enum class Cell : uint8_t {
   kWritten = 1,
   kUndefined = 2,  // written, but from an out-of-range input read: the value is unknowable
 };
+
+// Eight consecutive cells read as one word (p must have 8 readable cells), for the scans that
+// test many cells at once (the plan checker's work rows, the simulator's loads and CSR walks).
+inline uint64_t LoadCells8(const Cell* p) {
+  static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
+                "cells are bytes, kUnwritten is 0");
+  uint64_t w = 0;
+  std::memcpy(&w, p, 8);
+  return w;
+}
+// Whether any of the eight cells packed in `w` (LoadCells8) is Cell::kUnwritten: a zero byte.
+constexpr bool AnyUnwritten8(uint64_t w) {
+  return ((w - 0x0101010101010101ull) & ~w & 0x8080808080808080ull) != 0;
+}
 
 // Whether a plan keeps the per-element write state (Int32Buffer::cells). Both modes produce
 // byte-identical `data`, the same out-of-bounds store counts and the same input violations

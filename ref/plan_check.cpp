@@ -1,7 +1,6 @@
 #include "ref/plan_check.h"
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -180,16 +179,10 @@ void Checker::AssignWorks() {
   int32_t last_tile = -1;
   for (int32_t w = 0; w < num_works_; ++w) {
     // Every field a kernel reads (all but the pad): the row's first seven cells, none 0.
-    static_assert(kPad == 7 && kWorkInfoWidth == 8 && sizeof(Cell) == 1 &&
-                      static_cast<int>(Cell::kUnwritten) == 0,
-                  "a work row is 8 one-byte cells, the pad last");
-    unsigned char cells[8];
-    std::memcpy(cells, p_.work_info.cells.data() + int64_t{w} * kWorkInfoWidth, 8);
-    cells[kPad] = 0xff;  // the pad's cell is not read
-    uint64_t row_cells = 0;
-    std::memcpy(&row_cells, cells, 8);
-    const bool written =
-        ((row_cells - 0x0101010101010101ull) & ~row_cells & 0x8080808080808080ull) == 0;
+    static_assert(kPad == 7 && kWorkInfoWidth == 8, "a work row is 8 cells, the pad last");
+    const uint64_t pad_cell = uint64_t{0xff} << (8 * kPad);  // the pad's cell is not read
+    const bool written = !AnyUnwritten8(
+        LoadCells8(p_.work_info.cells.data() + int64_t{w} * kWorkInfoWidth) | pad_cell);
     if (!written) {
       Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
           "work row " + S(w) + " is below work_indptr[num_clusters] but was never written");

@@ -340,7 +340,8 @@ std::array<std::pair<const char*, const ref::Int32Buffer*>, 5> PlanBuffers(const
 
 // Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
 // Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
-// 64 (SSE2), 32, then eight at a time, a written run ends at the next kUnwritten byte (memchr).
+// 64 (SSE2; else 32), then eight at a time; a written run ends at the next kUnwritten byte
+// (memchr).
 template <class F>
 void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
@@ -356,12 +357,13 @@ void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
                        _mm_or_si128(_mm_loadu_si128(p + 2), _mm_loadu_si128(p + 3)));
       if (_mm_movemask_epi8(_mm_cmpeq_epi8(any, _mm_setzero_si128())) != 0xffff) break;
     }
-#endif
+#else
     for (; i + 32 <= n; i += 32) {  // 32 at a time through the long unwritten stretches
       uint64_t w[4];
       std::memcpy(w, c + i, 32);
       if ((w[0] | w[1] | w[2] | w[3]) != 0) break;
     }
+#endif
     for (uint64_t word = 0; i + 8 <= n; i += 8) {
       std::memcpy(&word, c + i, 8);
       if (word != 0) break;
@@ -815,12 +817,7 @@ void CallExecutor::ExecLetRow(const LetRow& r) {
     const size_t n = r.slot_field.size();
     if (r.cell_mask != 0 && src.cells) {
       // A work_info row: every field's cell written (no zero byte under the mask) loads them all.
-      static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
-                    "cells are bytes, kUnwritten is 0");
-      uint64_t cells = 0;
-      std::memcpy(&cells, src.cells + base, 8);
-      cells |= ~r.cell_mask;
-      if (((cells - 0x0101010101010101ull) & ~cells & 0x8080808080808080ull) == 0) {
+      if (!ref::AnyUnwritten8(ref::LoadCells8(src.cells + base) | ~r.cell_mask)) {
         for (size_t k = 0; k < n; ++k)
           SetVar(fields[k].first, src.data[base + fields[k].second], true);
         return;
@@ -1330,11 +1327,8 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
       if (static_cast<uint64_t>(c0) + static_cast<uint64_t>(c1) == 0 && k <= 0) {
         for (; v + 8 <= to && v >= 0 && v <= size - 9 - a; v += 8) {
           const int64_t e = v + a;
-          uint64_t c8 = 0;
-          std::memcpy(&c8, cells + e, 8);
           const bool unwritten =
-              ((c8 - 0x0101010101010101ull) & ~c8 & 0x8080808080808080ull) != 0 ||
-              cells[e + 8] == Cell::kUnwritten;
+              ref::AnyUnwritten8(ref::LoadCells8(cells + e)) || cells[e + 8] == Cell::kUnwritten;
           const auto* p = reinterpret_cast<const __m128i*>(data + e);
           const auto* q = reinterpret_cast<const __m128i*>(data + e + 1);
           const __m128i same =

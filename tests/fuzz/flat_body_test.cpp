@@ -8,6 +8,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fuzz/scenario_gen.h"
@@ -135,6 +136,23 @@ void ShrinkIndexRows(sim::Trace* t) {
   }
 }
 
+// The planned trace, variant 0 as planned, 1 with unwritten work fields, 2 with short index
+// buffers.
+sim::Trace TraceVariant(const sim::Trace& planned, int variant) {
+  sim::Trace t = planned;
+  if (variant == 1) UnwriteSomeWorkFields(&t);
+  if (variant == 2) ShrinkIndexRows(&t);
+  return t;
+}
+
+// The step executed with the compiled bodies (first) and by the interpreter (second).
+std::pair<sim::ExecutionResult, sim::ExecutionResult> RunBothWays(const sim::Scenario& s,
+                                                                  const sim::Trace& t) {
+  sim::ExecuteOptions flat, interpreted;
+  interpreted.flat = false;
+  return {sim::Execute(s, t, flat), sim::Execute(s, t, interpreted)};
+}
+
 // Generated cases (--small and full size, swarm on, every family of docs/fuzzing.md, and
 // every third one under page_count_underflows = 1, whose bodies the interpreter runs): the
 // compiled bodies find what the interpreter finds, as planned, with unwritten work fields and
@@ -165,13 +183,7 @@ TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
     auto planned = sim::ExpandStep(s);
     if (!planned.ok()) continue;  // refused by the planner: nothing to run
     for (int variant = 0; variant < 3; ++variant) {
-      sim::Trace t = *planned;
-      if (variant == 1) UnwriteSomeWorkFields(&t);
-      if (variant == 2) ShrinkIndexRows(&t);
-      sim::ExecuteOptions flat, interpreted;
-      interpreted.flat = false;
-      const sim::ExecutionResult a = sim::Execute(s, t, flat);
-      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      const auto [a, b] = RunBothWays(s, TraceVariant(*planned, variant));
       const std::string what = "seed " + std::to_string(seed) + ", variant " + std::to_string(variant);
       EXPECT_EQ(Dump(a), Dump(b)) << what;
       EXPECT_EQ(b.flat_iterations, 0) << what;
@@ -232,13 +244,7 @@ TEST(FlatBody, ValuesOfEveryShapeFindWhatTheInterpreterFinds) {
     auto planned = sim::ExpandStep(s);
     ASSERT_TRUE(planned.ok()) << planned.status().ToString();
     for (int variant = 0; variant < 3; ++variant) {
-      sim::Trace t = *planned;
-      if (variant == 1) UnwriteSomeWorkFields(&t);
-      if (variant == 2) ShrinkIndexRows(&t);
-      sim::ExecuteOptions flat, interpreted;
-      interpreted.flat = false;
-      const sim::ExecutionResult a = sim::Execute(s, t, flat);
-      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      const auto [a, b] = RunBothWays(s, TraceVariant(*planned, variant));
       EXPECT_EQ(Dump(a), Dump(b)) << (sparse ? "sparse" : "dense") << ", variant " << variant;
       EXPECT_FALSE(a.violations.empty());
       compiled += a.flat_iterations;
@@ -290,12 +296,7 @@ TEST(FlatBody, AdjacentAccessesShareWhatTheyEvaluateOnlyWhenTheSame) {
     auto planned = sim::ExpandStep(s);
     ASSERT_TRUE(planned.ok()) << planned.status().ToString();
     for (int variant = 0; variant < 2; ++variant) {
-      sim::Trace t = *planned;
-      if (variant == 1) UnwriteSomeWorkFields(&t);
-      sim::ExecuteOptions flat, interpreted;
-      interpreted.flat = false;
-      const sim::ExecutionResult a = sim::Execute(s, t, flat);
-      const sim::ExecutionResult b = sim::Execute(s, t, interpreted);
+      const auto [a, b] = RunBothWays(s, TraceVariant(*planned, variant));
       EXPECT_EQ(Dump(a), Dump(b)) << (sparse ? "sparse" : "dense") << ", variant " << variant;
       EXPECT_GT(a.flat_iterations, 0);
       findings += static_cast<int64_t>(a.violations.size());
