@@ -19,18 +19,28 @@ __device__ inline uint16_t f2bf(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-// KV-cache row of position pos in [p0, p1) of a work item; -1 = masked (never read).
-__device__ inline int64_t key_row(const DecodeParams& P, int64_t pos, int64_t p1) {
-  if (pos >= p1) return -1;
-  if (P.sparse) {
-    const int64_t r = P.topk[pos];
-    return (r < 0 || r >= P.cache_rows) ? -1 : r;
-  }
+// KV-cache row of position pos in [p0, p1) of a work item; -1 = masked (never read). In two
+// halves, so that a kernel can issue the index load (key_index) an iteration before it needs the
+// row (key_row_of): the load's latency then overlaps that iteration instead of stalling it.
+// key_index: the int32 the row comes from (the top-k entry, or the page id), 0 past p1.
+__device__ inline int32_t key_index(const DecodeParams& P, int64_t pos, int64_t p1) {
+  if (pos >= p1) return 0;
+  if (P.sparse) return P.topk[pos];
   // 32-bit index math (positions stay below 2^30, ValidatePlanRequest): 64-bit division is slow.
   const int32_t p32 = static_cast<int32_t>(pos);
-  const int64_t r = P.page == 1 ? int64_t{P.kv_indices[p32]}
-                                : int64_t{P.kv_indices[p32 / P.page]} * P.page + p32 % P.page;
+  return P.kv_indices[P.page == 1 ? p32 : p32 / P.page];
+}
+__device__ inline int64_t key_row_of(const DecodeParams& P, int64_t pos, int64_t p1,
+                                     int32_t index) {
+  if (pos >= p1) return -1;
+  const int64_t r =
+      P.sparse || P.page == 1
+          ? int64_t{index}
+          : int64_t{index} * P.page + static_cast<int32_t>(pos) % P.page;
   return (r < 0 || r >= P.cache_rows) ? -1 : r;
+}
+__device__ inline int64_t key_row(const DecodeParams& P, int64_t pos, int64_t p1) {
+  return key_row_of(P, pos, p1, key_index(P, pos, p1));
 }
 
 // Access log: rows [r0, r1) of q (slot 0) or o (slot 2), recorded by one thread (`leader`).

@@ -70,6 +70,8 @@ struct MmaTiling {
   static constexpr int kLdP = kChunkT + 8;  // 16-bit elements per P row: odd x 16 B (ldmatrix)
   static constexpr int kPBytes = kMT * 16 * kLdP * 2;
   static constexpr int kRowStateBytes = 3 * kMT * 16 * 4;  // alpha, inv, lse per row
+  // 16-bit element index of P (row, key) (split_softmax writes P through it)
+  __host__ __device__ static constexpr int p_index(int row, int k) { return row * kLdP + k; }
   static_assert(kChunk == 32 || kChunk == 64, "chunk of 32 or 64 keys");
   static_assert(kStages >= 2, "at least double buffering");
   static_assert(kDv == 8 * 64, "8 warps x 64 output columns");
@@ -407,7 +409,7 @@ __device__ inline void split_softmax(const MmaSmem<T>& s, const uint32_t* valid,
   for (int off = kLpr / 2; off > 0; off >>= 1) ps += __shfl_xor_sync(0xffffffffu, ps, off);
   l = l * alpha + ps;
   m = mn;
-  uint32_t* prow = reinterpret_cast<uint32_t*>(s.p + row * T::kLdP + k0);
+  uint32_t* prow = reinterpret_cast<uint32_t*>(s.p + T::p_index(row, k0));
 #pragma unroll
   for (int w = 0; w < kKpl / 2; ++w) prow[w] = packed[w];
   if (lane % kLpr == 0) s.alpha[row] = alpha;
@@ -482,12 +484,18 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   const int64_t limit = causal_limit(P, t, token);
 
   // Prologue: cache rows of chunks 0 .. kStages - 1, copies of chunks 0 .. kStages - 2.
+  // next_row: the row of chunk i + kStages for iteration i; next_index: the index load of chunk
+  // i + kStages + 1, issued an iteration before its row is needed (its latency then overlaps an
+  // iteration instead of stalling the warps that look rows up: measured on the warpgroup-mma
+  // kernel, docs/performance.md "Session 11").
   int64_t next_row = -1;
+  int32_t next_index = 0;
   if (threadIdx.x < kChunk) {
     int64_t rows[kStages];
 #pragma unroll
     for (int c = 0; c < kStages; ++c) rows[c] = key_row(P, t.p0 + c * kChunk + threadIdx.x, t.p1);
     next_row = key_row(P, t.p0 + kStages * kChunk + threadIdx.x, t.p1);
+    next_index = key_index(P, t.p0 + (kStages + 1) * kChunk + threadIdx.x, t.p1);
 #pragma unroll
     for (int c = 0; c < kStages; ++c) put_rows(s, c, rows[c]);
   }
@@ -530,7 +538,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
     __syncthreads();               // ... and everyone's; chunk i - 1 is fully consumed
     if (threadIdx.x < kChunk) {
       put_rows(s, static_cast<int>((i + kStages) % kSlots), next_row);
-      next_row = key_row(P, t.p0 + (i + kStages + 1) * kChunk + threadIdx.x, t.p1);
+      const int64_t pos = t.p0 + (i + kStages + 1) * kChunk + threadIdx.x;
+      next_row = key_row_of(P, pos, t.p1, next_index);
+      next_index = key_index(P, pos + kChunk, t.p1);
     }
     if (i + kStages - 1 < chunks) {
       const int64_t c = i + kStages - 1;
