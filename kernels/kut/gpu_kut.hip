@@ -5,9 +5,12 @@
 // HIP names only (nvcc builds it through hip_compat.h; the AMD device check compiles it too).
 //
 // Config (--kernel-config, kernels/kut/gpu_config.h): comma-separated `variant=asm|opus|hk` (the
-// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..7`
+// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..9`
 // (DecodeOptions::tiling), each at most once. `tiling=7` (the lock-step kernel with 32 q rows per
-// pass) declares heads a multiple of 32 and bf16 KV: a campaign then draws only those.
+// pass) declares heads a multiple of 32 and bf16 KV, `tiling=9` (the warpgroup-mma kernel with 32
+// rows per pass) heads a multiple of 32: a campaign then draws only those. `tiling=8` and `9` (the
+// warpgroup-mma kernel, kernels/decode/sm90/wgmma.h) need the library built for sm_90a
+// (MLASIM_KUT_SM90A, cmake/KernelUnderTest.cmake); elsewhere a call with them is unsupported.
 // Shapes: bf16 q and o, bf16 or fp8 e4m3fn KV, heads a multiple of 16, head_dim_qk a multiple
 // of 32 up to 576, head_dim_v a multiple of 16 up to min(512, head_dim_qk), contiguous rows.
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
@@ -26,6 +29,7 @@
 #if defined(__CUDACC__)
 #include "kernels/decode/sm90/kernel.h"
 #include "kernels/decode/sm90/lockstep.h"
+#include "kernels/decode/sm90/wgmma.h"
 #endif
 
 namespace mlasim::gpu::kut {
@@ -53,6 +57,13 @@ bool ParseConfig(const char* text, Config* c) {
   return true;
 }
 
+// Whether this library holds the warpgroup-mma kernels (tilings 8 and 9): built for sm_90a.
+#if defined(MLASIM_KUT_SM90A)
+constexpr bool kWgmmaBuilt = true;
+#else
+constexpr bool kWgmmaBuilt = false;
+#endif
+
 // The decode kernel a call runs (DecodeOptions::tiling; kernels/decode.hip documents the
 // defaults, measured on the H200 in docs/performance.md).
 struct DecodeKernel {
@@ -62,8 +73,10 @@ struct DecodeKernel {
   const char* name;
 };
 
-// tiling 0 (automatic): the lock-step kernel; bf16 KV with 32 rows per pass (tiling 7) when the
-// heads allow it, else 64 x 2 (tiling 4); fp8 KV read directly as mma operands, 64 x 4 (tiling 1).
+// tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel, with 32 rows per pass (tiling 9) when
+// the heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the lock-step
+// kernel, 7 or 64 x 2 (4). fp8 KV: the lock-step kernel reading the fp8 bytes directly as mma
+// operands, 64 x 4 (tiling 1).
 // Measured fastest on the H200 (docs/performance.md).
 DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
@@ -89,6 +102,23 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   using F64x3 = ls::MmaTiling<64, 3, true>;
   using D64x4 = ls::MmaTiling<64, 4, true, 1, true>;
   using D64x5 = ls::MmaTiling<64, 5, true, 1, true>;
+  namespace wg = decode::sm90::wg;
+  using W16 = wg::WgTiling<24>;            // a ring of 24 blocks = 2.67 chunks
+  using W32 = wg::WgTiling<20, false, 2>;  // 2.22 chunks beside the larger q, S and P
+  using W16f = wg::WgTiling<3, true>;
+  using W32f = wg::WgTiling<2, true, 2>;
+  if (!kv_fp8 && tiling == 0)
+    tiling = heads % (2 * kRows) == 0 ? (kWgmmaBuilt ? 9 : 7) : (kWgmmaBuilt ? 8 : 4);
+  if (tiling == 8)
+    return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W16f>, W16f::smem_bytes(), kBlock,
+                                 "wgmma fp8 K in registers 64 keys x 3 stages, 16 rows per pass"}
+                  : DecodeKernel{&wg::mla_decode_wg_kernel<W16>, W16::smem_bytes(), kBlock,
+                                 "wgmma 64 keys x 24 blocks, 16 rows per pass"};
+  if (tiling == 9)
+    return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W32f>, W32f::smem_bytes(), kBlock,
+                                 "wgmma fp8 K in registers 64 keys x 2 stages, 32 rows per pass"}
+                  : DecodeKernel{&wg::mla_decode_wg_kernel<W32>, W32::smem_bytes(), kBlock,
+                                 "wgmma 64 keys x 20 blocks, 32 rows per pass"};
   if (kv_fp8) {  // 1, 2: fp8 operands read directly; 3, 4: the chunk widened to fp16 first
     if (tiling == 0 || tiling == 1)
       return {&ls::mla_decode_mma_kernel<D64x4>, D64x4::smem_bytes(), kBlock,
@@ -102,7 +132,6 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
     return {&ls::mla_decode_mma_kernel<F64x3>, F64x3::smem_bytes(), kBlock,
             "lockstep fp8 64 keys x 3 stages"};
   }
-  if (tiling == 0 && heads % (2 * kRows) == 0) tiling = 7;
   switch (tiling) {
     case 1:
       return {&ls::mla_decode_mma_kernel<T32x3>, T32x3::smem_bytes(), kBlock,
@@ -160,9 +189,10 @@ bool Contiguous(const mlasim_kut_tensor& t, int elem) {
 }
 
 // Shapes the kernels run; "" when they run this call.
-// Heads per pass of the config's kernel: 32 for tiling 7, else 16 (Describe's heads_multiple).
+// Heads per pass of the config's kernel: 32 for tilings 7 and 9, else 16 (Describe's
+// heads_multiple).
 int HeadsMultiple(const Config& cfg) {
-  return cfg.tiling == 7 ? 2 * kRows : kRows;
+  return cfg.tiling == 7 || cfg.tiling == 9 ? 2 * kRows : kRows;
 }
 
 std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
@@ -170,11 +200,15 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   if (H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D)
     return "needs heads % 16 == 0, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple "
            "of 16 up to min(512, head_dim_qk)";
+  if ((cfg.tiling == 8 || cfg.tiling == 9) && !kWgmmaBuilt)
+    return "tiling=" + std::to_string(cfg.tiling) +
+           " needs the kernel library built for sm_90a (MLASIM_KUT_SM90A: a CUDA build for "
+           "CMAKE_CUDA_ARCHITECTURES 90)";
   if (H % HeadsMultiple(cfg) != 0)
-    return "tiling=7 needs heads % 32 == 0 (32 q rows of one token per pass); got " +
-           std::to_string(H);
+    return "tiling=" + std::to_string(cfg.tiling) +
+           " needs heads % 32 == 0 (32 q rows of one token per pass); got " + std::to_string(H);
   if (cfg.tiling == 7 && c.kv_cache.dtype != MLASIM_KUT_BF16)
-    return "tiling=7 needs bf16 KV (fp8 KV runs tilings 0-6)";
+    return "tiling=7 needs bf16 KV (fp8 KV runs tilings 0-6, 8 and 9)";
   if (c.q.dtype != MLASIM_KUT_BF16 || c.o.dtype != MLASIM_KUT_BF16 ||
       (c.kv_cache.dtype != MLASIM_KUT_BF16 && c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN))
     return "needs bf16 q and o and bf16 or fp8_e4m3fn KV";

@@ -236,10 +236,12 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   // every NVIDIA kernel and the portable one (DecodeOptions::tiling; the AMD build has one kernel):
   // the warp-specialised kernel (6), the lock-step tilings (1-4; for fp8 KV 1-2 read the fp8
   // bytes as mma operands, 3-4 widen each chunk first), the portable kernel (5) and, for heads a
-  // multiple of 32 and bf16 KV, the lock-step kernel with 32 rows per pass (7)
+  // multiple of 32 and bf16 KV, the lock-step kernel with 32 rows per pass (7); the warpgroup-mma
+  // kernel (8; 9 with 32 rows per pass, heads a multiple of 32)
   const bool fp8 = kv_format == ref::NumFormat::kFp8E4m3fn;
-  std::vector<int> tilings{6, 1, 2, 3, 4, 5};
+  std::vector<int> tilings{6, 1, 2, 3, 4, 5, 8};
   if (!fp8 && in->num_heads % 32 == 0) tilings.push_back(7);
+  if (in->num_heads % 32 == 0) tilings.push_back(9);
   for (int tiling : tilings) {
     gpu::DecodeOptions opt;
     opt.variant = variant;
@@ -427,8 +429,9 @@ TEST(GpuDecode, Fp8KvRefusesValuesThatAreNotE4m3fn) {
 // same bits under all three (same kernel, same plan); rows of zero-KV requests are NaN (never
 // written) under hk and opus. A kernel whose roles disagreed on a skipped item would hang here.
 // 16 heads: the warp-specialised, lock-step and portable kernels; 64 heads (gfx950, unfolded)
-// adds the lock-step kernel with 32 rows per pass (tiling 7); fp8 KV: its direct (1, 2) and
-// widened (3, 4) lock-step kernels too.
+// adds the lock-step kernel with 32 rows per pass (tiling 7) and the warpgroup-mma kernel with 32
+// rows per pass (9); fp8 KV: its direct (1, 2) and widened (3, 4) lock-step kernels too; the
+// warpgroup-mma kernel (8) always.
 TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
   SKIP_WITHOUT_GPU();
   for (const bool fp8 : {false, true}) {
@@ -436,8 +439,9 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
       SplitMix64 rng(99 + heads);
       int checked = 0;
       std::vector<int> tilings =
-          fp8 ? std::vector<int>{6, 1, 2, 3, 4, 5} : std::vector<int>{6, 1, 4, 5};
+          fp8 ? std::vector<int>{6, 1, 2, 3, 4, 5, 8} : std::vector<int>{6, 1, 4, 5, 8};
       if (!fp8 && heads % 32 == 0) tilings.push_back(7);
+      if (heads % 32 == 0) tilings.push_back(9);
       for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
         const bool sparse = attempt % 2 == 1;
         PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 2, 8);

@@ -1,0 +1,672 @@
+// kernels/decode/sm90/wgmma.h - the warpgroup-mma NVIDIA decode kernel (DecodeOptions::tiling 8;
+// sm_90a: built only where the kernel library is compiled for compute_90a, MLASIM_KUT_SM90A).
+//
+// The lock-step kernel's schedule (lockstep.h: all 8 warps copy 64-key chunks with cp.async into
+// a ring of stages, three barriers per chunk, the split online softmax through shared memory),
+// with the two products on Hopper's warpgroup mma (wgmma, operands read by the tensor cores from
+// shared memory through matrix descriptors) in the transposed orientation, so that the 16 (or 32)
+// q rows of a pass are the mma's N and the 64 keys of a chunk (S) or 64 output dims (O) its M:
+//   S^T [64 keys x N rows]  = K [64 keys x 576 dims] . Q^T   (warpgroup kh: dims of half kh,
+//                                                             18 k16 steps; the halves are summed
+//                                                             by the softmax, as in lockstep.h)
+//   O^T [512 dims x N rows] += V^T [512 dims x 64 keys] . P^T (warpgroup kh: dims 256 kh .. +255,
+//                                                             4 m64 tiles x 4 k16 steps)
+// One instruction covers 64 x N x 16 per warpgroup instead of 16 x 8 x 16 per warp, and no thread
+// loads an operand fragment: what the lock-step kernel spends on ldmatrix and mma issue is gone.
+//
+// Shared-memory layouts (the canonical wgmma layouts):
+// - A KV chunk (16-bit) is 9 blocks of 64 dims; block b holds the 64 keys' dims 64 b .. 64 b + 63
+//   as rows of 128 bytes (key j at b * 8192 + 128 j) with the 128-byte swizzle: the 16-byte piece
+//   c (dims 8 c ..) of key j at ((c ^ j % 8) * 16) in its row. Read as K (K-major A: rows = keys,
+//   k = dims) the k16 step of dims 16 k .. is block k / 4 at + 32 (k % 4) (the tensor cores apply
+//   the swizzle to the address bits), stride byte offset 1024 (next 8 keys); read as V^T (M-major
+//   A, transposed: rows = dims, k = keys) an m64 tile is one block, a k16 step + 2048 (16 keys),
+//   stride byte offset 1024 (next 8 keys). A warp copies one key's 1152 bytes as coalesced 512-byte runs (as lockstep.h); the
+//   swizzle spreads each 128-byte row over all banks.
+// - q and P use the no-swizzle layout: 8 x 8 core matrices of 16-bit elements, each 8 rows of 16
+//   bytes stored as 128 contiguous bytes; q is [row group][dim group] (K-major B of S^T: leading
+//   byte offset 128 = next 8 dims, stride byte offset 9216 = next 8 rows), P is [row group][key
+//   group] (K-major B of O^T: 128, and 1024 = next 8 rows).
+//
+// fp8 e4m3fn KV: rows are copied as fp8 (kLd8-byte rows) and each chunk is widened (exactly) to
+// fp16 into one tiled buffer before the math (a fourth barrier per chunk); the mma then runs on
+// fp16 operands (q converted from bf16, P rounded to fp16), the same numerics as every fp8 path.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/decode/config.h"
+#include "kernels/decode/params.h"
+#include "kernels/decode/schedule.h"
+#include "kernels/decode/sm90/lockstep.h"
+#include "kernels/decode/sm90/ptx.h"
+
+namespace mlasim::gpu::decode::sm90::wg {
+
+// ---- PTX: warpgroup mma (sm_90a) ----------------------------------------------------------------
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define MLASIM_WGMMA_ASM 1
+#endif
+
+// Matrix descriptor of an operand at shared address addr: leading byte offset `lbo`, stride byte
+// offset `sbo` (bytes, multiples of 16: the descriptor keeps bits 4..17); `sw128`: the 128-byte
+// swizzle (layout type 1; its 1024-byte atoms must be 1024-byte aligned: base offset 0), else no
+// swizzle (type 0). What lbo and sbo step over depends on the layout (see the file comment).
+__device__ inline uint64_t make_desc(uint32_t addr, uint32_t lbo, uint32_t sbo,
+                                     bool sw128 = false) {
+  return uint64_t{(addr & 0x3ffffu) >> 4} | uint64_t{(lbo & 0x3ffffu) >> 4} << 16 |
+         uint64_t{(sbo & 0x3ffffu) >> 4} << 32 | uint64_t{sw128 ? 1u : 0u} << 62;
+}
+
+__device__ inline void wgmma_fence() {
+#ifdef MLASIM_WGMMA_ASM
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ inline void wgmma_commit() {
+#ifdef MLASIM_WGMMA_ASM
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ inline void wgmma_wait() {
+#ifdef MLASIM_WGMMA_ASM
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Shared-memory writes of this thread (st.shared, cp.async) become visible to the tensor cores'
+// reads (the async proxy) once a barrier follows this fence.
+__device__ inline void fence_proxy_async() {
+#ifdef MLASIM_WGMMA_ASM
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+// Keeps the compiler from moving accumulator reads or writes across a wgmma wait.
+template <int kN>
+__device__ inline void fence_regs(float (&d)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (+)= A . B for one k16 step, m64 x kN (kN = 16 or 32), A and B from descriptors, fp32
+// accumulators; kF16: f16 operands (else bf16); kTransA: A is M-major (transposed); accumulate:
+// 0 = d is overwritten. Every thread of the warpgroup calls it with the same descriptors.
+template <int kN, bool kF16, bool kTransA>
+__device__ inline void wgmma(float (&d)[kN / 2], uint64_t da, uint64_t db, int accumulate) {
+#ifdef MLASIM_WGMMA_ASM
+  static_assert(kN == 16 || kN == 32, "N of 16 or 32 rows");
+  if constexpr (kN == 16) {
+    if constexpr (kF16)
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, %9, "
+          "p, 1, 1, %11, 0;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+            "+f"(d[7])
+          : "l"(da), "l"(db), "r"(accumulate), "n"(kTransA ? 1 : 0));
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7}, %8, "
+          "%9, p, 1, 1, %11, 0;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+            "+f"(d[7])
+          : "l"(da), "l"(db), "r"(accumulate), "n"(kTransA ? 1 : 0));
+  } else {
+    if constexpr (kF16)
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,"
+          "%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, 0;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+            "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+            "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+          : "l"(da), "l"(db), "r"(accumulate), "n"(kTransA ? 1 : 0));
+    else
+      asm volatile(
+          "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+          "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,"
+          "%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, %19, 0;\n}\n"
+          : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+            "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]),
+            "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+          : "l"(da), "l"(db), "r"(accumulate), "n"(kTransA ? 1 : 0));
+  }
+#else
+  (void)d, (void)da, (void)db, (void)accumulate;
+  __trap();  // not an sm_90a build: the host never picks this kernel then (kWgmmaBuilt)
+#endif
+}
+
+// d (+)= A . B for one k16 step with A (f16) from registers: a[0..3] = this thread's m64 x k16
+// fragment (rows 16 (warp % 4) + lane / 4 (+ 8), k 2 (lane % 4) (+ 1, + 8, + 9): the m16n8k16 A
+// layout), B from a descriptor. The caller fences between writing a[] and this call
+// (wgmma_fence) and keeps a[] alive until the wait (fence_regs).
+template <int kN>
+__device__ inline void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t db,
+                                int accumulate) {
+#ifdef MLASIM_WGMMA_ASM
+  static_assert(kN == 16 || kN == 32, "N of 16 or 32 rows");
+  if constexpr (kN == 16)
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, "
+        "{%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+  else
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,"
+        "%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+          "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
+#else
+  (void)d, (void)a, (void)db, (void)accumulate;
+  __trap();
+#endif
+}
+template <int kN>
+__device__ inline void fence_regs_u(uint32_t (&r)[kN][4]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(r[i][k])::"memory");
+}
+
+// ---- tiling and shared-memory plan ---------------------------------------------------------------
+// kBuf: bf16 KV, the blocks of the KV ring (8 KB each: 64 dims of a chunk's 64 keys; 18 = two
+// chunks .. 26); fp8 KV, the fp8 staging buffers of whole chunks. kM m16 tiles of q rows per pass
+// (N = 16 kM rows of one token).
+//
+// The bf16 ring: block b of chunk c (dims 64 b ..) lives in ring slot (9 c + b) % kRing; a wgmma
+// operand never spans two blocks, so a chunk need not be contiguous. At iteration i (after the
+// barrier that retires chunk i - 1) the blocks [9 i + kRing - 9, 9 i + kRing) are queued as two
+// copy groups: the rest of chunk i + 1 and the first kRing - 18 blocks of chunk i + 2. With more
+// than 18 blocks more than one chunk is in flight while a chunk is computed (two stages of whole
+// chunks leave one in flight, then none at the chunk's end).
+template <int kBufT, bool kFp8T = false, int kMT = 1>
+struct WgTiling {
+  static constexpr int kD = 576, kDv = 512;
+  static constexpr bool kFp8 = kFp8T;
+  static constexpr bool kDirect = false;  // (lockstep.h's split_softmax asks)
+  static constexpr int kChunk = 64;       // keys per chunk = the M of S^T
+  static constexpr int kBlocks = kD / 64;          // 64-dim blocks of a chunk (9)
+  static constexpr int kRing = kFp8 ? 0 : kBufT;   // bf16: KV ring blocks
+  static constexpr int kStages = kFp8 ? kBufT : 0;  // fp8: staging buffers
+  // chunks whose cache rows are held beyond the current one (the ring queues chunk i + 2)
+  static constexpr int kAhead = kFp8 ? kStages : 3;
+  static constexpr int kSlots = kAhead + 1;  // ring of per-chunk cache rows / masks
+  static constexpr int kWords = kChunk / 32;  // validity words per chunk
+  static constexpr int kM = kMT;
+  static constexpr int kPassRows = kM * kRows;  // N of every wgmma
+  static constexpr int kCore = 128;              // bytes of one core matrix
+  static constexpr int kDimGroups = kD / 8;      // 72 core matrices along a 576-dim row
+  static constexpr int kKeyGroupBytes = kDimGroups * kCore;  // 9216: 8 rows x 576 dims
+  static constexpr int kTileBytes = kChunk * kD * 2;         // one 16-bit chunk, tiled
+  static constexpr int kBlockBytes = kChunk * 128;  // 64 dims of every key of a chunk (swizzled)
+  static_assert(kBlockBytes == 8192, "64 keys x 128 bytes");
+  static constexpr int kAtom = 1024;                // 8 rows x 128 bytes: one swizzle atom
+  // fp8 staging rows, unpadded: 576 = 64 mod 128, so the two rows of one 8-lane phase of a
+  // 16-byte K fragment load (scores_fp8) fill the 32 banks once
+  static constexpr int kLd8 = kD;
+  static constexpr int kStageBytes = kChunk * kLd8;  // fp8: one staging buffer
+  static constexpr size_t kKvBufBytes =
+      kFp8 ? size_t{kStages} * kStageBytes : size_t{kRing} * kBlockBytes;
+  static constexpr int kConvBytes = kFp8 ? kDv / 64 * kBlockBytes : 0;  // V of the chunk, fp16
+  static constexpr int kQBytes = kPassRows * kD * 2;        // q of the pass, tiled
+  static constexpr int kHalfSteps = kD / 32;                // k16 steps per dimension half (18)
+  static constexpr int kPvSteps = kChunk / 16;              // k16 steps of O^T (4)
+  static constexpr int kOTiles = kDv / 2 / 64;              // m64 tiles of O^T per warpgroup (4)
+  static constexpr int kLdS = kChunk + 8;  // floats per row of a score half
+  // split_softmax (lockstep.h): each warp owns kPassRows / 8 rows
+  static constexpr int kRowsPerWarp = kPassRows / 8;
+  static constexpr int kLanesPerRow = 32 / kRowsPerWarp;
+  static constexpr int kKeysPerLane = kChunk / kLanesPerRow;
+  static constexpr int kPBytes = kPassRows * kChunk * 2;  // P, tiled [row group][key group]
+  static constexpr int kRowStateBytes = 3 * kPassRows * 4;
+  // 16-bit element index of P (row, key) in its tiled layout (core matrix (row / 8, key / 8))
+  __host__ __device__ static constexpr int p_index(int row, int k) {
+    return (row / 8) * (kChunk * 8) + (k / 8) * 64 + (row % 8) * 8 + k % 8;
+  }
+  static_assert(kM == 1 || kM == 2, "N = 16 or 32 rows");
+  static_assert(kFp8 ? kStages >= 2 : kRing >= 2 * kBlocks && kRing < 3 * kBlocks,
+                "fp8: at least double buffering; bf16: a ring of two to three chunks");
+  static_assert(kKeysPerLane % 2 == 0 && kKeysPerLane <= 8 && 8 % kKeysPerLane == 0,
+                "split softmax: a lane's P keys stay inside one core-matrix row");
+  static_assert(kKeyGroupBytes / 16 < (1 << 14), "descriptor offsets fit 14 bits");
+
+  static constexpr size_t kKsOff = 0;
+  static constexpr size_t kConvOff = kKsOff + kKvBufBytes;
+  static constexpr size_t kQOff = kConvOff + kConvBytes;
+  static constexpr size_t kSpOff = kQOff + kQBytes;
+  static constexpr size_t kPOff = kSpOff + size_t{2} * kPassRows * kLdS * 4;
+  static constexpr size_t kRowOff = kPOff + kPBytes;
+  static constexpr size_t kKrowOff = kRowOff + kRowStateBytes;
+  static constexpr size_t kValidOff = kKrowOff + size_t{kSlots} * kChunk * 8;
+  static constexpr size_t kSmemBytes = kValidOff + size_t{kSlots} * kWords * 4;
+  static_assert(kConvOff % kAtom == 0, "1024-byte aligned swizzle atoms");
+  static_assert(kStageBytes % 128 == 0 && kConvOff % 128 == 0 && kQOff % 128 == 0 &&
+                    kPOff % 128 == 0 && kRowStateBytes % 16 == 0,
+                "128-byte aligned operands");
+  static_assert(kSmemBytes <= kSharedLimit, "shared-memory plan exceeds the sm_90 limit");
+  static constexpr size_t smem_bytes() { return kSmemBytes; }
+};
+
+// Byte offset in a contiguous 16-bit chunk (the fp8 path's widened chunk; see the file comment) of
+// key j's 16-byte piece `piece` (dims 8 piece .. 8 piece + 7).
+template <class T>
+__device__ inline uint32_t kv_offset(int j, int piece) {
+  return (piece / 8) * T::kBlockBytes + j * 128 + ((piece % 8) ^ (j % 8)) * 16;
+}
+
+// fp8: queues the copies of one chunk (cache rows from krow; -1 = zero-filled) into the staging
+// buffer at shared address dst: key r / 36, bytes 16 (r % 36) .., rows kLd8 bytes apart.
+template <class T>
+__device__ inline void issue_fp8(const DecodeParams& P, const int64_t* krow, uint32_t dst) {
+  constexpr int kRuns = T::kChunk * (T::kD / 16);
+  for (int r = threadIdx.x; r < kRuns; r += kBlock) {
+    const int j = r / (T::kD / 16), c = r % (T::kD / 16);
+    const int64_t row = krow[j];
+    cp_async16(dst + j * T::kLd8 + c * 16, P.kv8 + (row >= 0 ? row : 0) * T::kD + c * 16,
+               row >= 0 ? 16 : 0);
+  }
+}
+
+// bf16: queues the copies of blocks [b0, b1) of one chunk (cache rows from krow; -1 =
+// zero-filled) into their ring slots: block b at ring slot slot0 + b (mod kRing; slot0 < kRing),
+// ks the ring's shared address. A block is 64 keys x 128 bytes: thread t copies pieces t and
+// t + 256 of every block (keys t / 8 and t / 8 + 32, dims 64 b + 8 (t % 8) ..), so each 8 lanes
+// read one whole 128-byte line and write one swizzled row; the cache rows are read once.
+template <class T>
+__device__ inline void issue_blocks(const DecodeParams& P, const int64_t* krow, int slot0, int b0,
+                                    int b1, uint32_t ks) {
+  const int j = threadIdx.x / 8, cp = threadIdx.x % 8;
+  const int64_t r0 = krow[j], r1 = krow[j + kBlock / 8];
+  const uint16_t* s0 = P.kv + (r0 >= 0 ? r0 : 0) * T::kD + 8 * cp;
+  const uint16_t* s1 = P.kv + (r1 >= 0 ? r1 : 0) * T::kD + 8 * cp;
+  const uint32_t d0 = j * 128 + ((cp ^ (j % 8)) * 16), d1 = d0 + (kBlock / 8) * 128;
+  for (int b = b0; b < b1; ++b) {
+    const int slot = slot0 + b >= T::kRing ? slot0 + b - T::kRing : slot0 + b;
+    const uint32_t dst = ks + slot * T::kBlockBytes;
+    cp_async16(dst + d0, s0 + 64 * b, r0 >= 0 ? 16 : 0);
+    cp_async16(dst + d1, s1 + 64 * b, r1 >= 0 ? 16 : 0);
+  }
+}
+
+// fp8: widens V of the staged chunk (dims 0 .. 511 of each row, kLd8 bytes apart) exactly to
+// fp16 into the swizzled V buffer (blocks 0 .. 7 of the chunk layout): 16 bytes of key j (dims
+// 16 c ..) become its pieces 2 c and 2 c + 1 (kv_offset). 8 consecutive threads take 8 keys of
+// one piece pair: conflict-free swizzled stores.
+template <class T>
+__device__ inline void widen_v(uint32_t staged, uint16_t* dst) {
+  constexpr int kPairs = T::kDv / 16, kRuns = T::kChunk * kPairs;
+  static_assert(kRuns % kBlock == 0, "whole runs per thread");
+#pragma unroll
+  for (int idx = threadIdx.x; idx < kRuns; idx += kBlock) {
+    const int c = idx / 8 % kPairs, j = 8 * (idx / (8 * kPairs)) + idx % 8;
+    const uint4 v = lds128(staged + j * T::kLd8 + c * 16);
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    uint32_t b[8];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
+      b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
+    }
+    char* out = reinterpret_cast<char*>(dst);
+    *reinterpret_cast<uint4*>(out + kv_offset<T>(j, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
+    *reinterpret_cast<uint4*>(out + kv_offset<T>(j, 2 * c + 1)) =
+        make_uint4(b[4], b[5], b[6], b[7]);
+  }
+}
+
+// fp8 KV: K is read straight from the fp8 staging rows as the register A operand of S^T, with the
+// k order of each k16 step permuted so that a thread's fragment of 4 steps is one 16-byte load
+// (as lockstep.h's direct path): step k (0 .. 35) lies in block k / 4 (dims 64 (k / 4) ..), word
+// w = k % 4 of each thread's 16 bytes; logical k 2 t + e (t = lane % 4 for the A fragment) is
+// dim 16 t + 4 w + e of the block, logical k 8 + 2 t + e is dim 16 t + 4 w + 2 + e. q is stored
+// in the same logical order (its core matrix h of step k holds dims 16 t + 4 w + 2 h + e).
+// Dim of logical k `kk` (0 .. 15) of step k.
+__host__ __device__ constexpr int fp8_step_dim(int k, int kk) {
+  return 64 * (k / 4) + 16 * ((kk % 8) / 2) + 4 * (k % 4) + 2 * (kk / 8) + kk % 2;
+}
+
+// q rows [first, first + kPassRows) into the q buffer (no swizzle, [row group][k core]): bf16 KV,
+// run r = (row group, dim group, row % 8) at linear position r; fp8 KV, converted to fp16 and in
+// the permuted k order of fp8_step_dim (core matrix 2 k + h of step k).
+template <class T>
+__device__ inline void load_q_tiled(const DecodeParams& P, int64_t first, uint16_t* q) {
+  constexpr int kRuns = T::kPassRows * T::kDimGroups, kGroupRuns = 8 * T::kDimGroups;
+  for (int r = threadIdx.x; r < kRuns; r += kBlock) {
+    const int row = 8 * (r / kGroupRuns) + r % 8, c = r % kGroupRuns / 8;
+    const uint16_t* qrow = P.q + (first + row) * T::kD;
+    uint4 v;
+    if constexpr (T::kFp8) {  // core c = 2 k + h: words t = dims fp8_step_dim(k, 8 h + 2 t) + 0, 1
+      const int k = c / 2, h = c % 2;
+      uint32_t w[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t)
+        w[t] = bf16x2_to_f16x2(
+            *reinterpret_cast<const uint32_t*>(qrow + fp8_step_dim(k, 8 * h + 2 * t)));
+      v = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+      v = *reinterpret_cast<const uint4*>(qrow + c * 8);
+    }
+    reinterpret_cast<uint4*>(q)[r] = v;
+  }
+}
+
+// fp8 KV: the register A fragments of S^T over dimension half kKh (18 steps) from the staged fp8
+// rows (chunk at shared address staged): keys 16 (warp % 4) + lane / 4 (+ 8), 16 bytes at dims
+// 64 b + 16 (lane % 4) of each block b the half touches.
+template <class T, int kKh>
+__device__ inline void k_fragments_fp8(uint32_t staged, uint32_t (&a)[T::kHalfSteps][4]) {
+  const int lane = threadIdx.x % 32, w4 = threadIdx.x / 32 % 4;
+  const uint32_t lo = staged + (16 * w4 + lane / 4) * T::kLd8 + 16 * (lane % 4);
+  const uint32_t hi = lo + 8 * T::kLd8;
+  uint4 vl, vh;
+#pragma unroll
+  for (int st = 0; st < T::kHalfSteps; ++st) {
+    const int k = kKh * T::kHalfSteps + st;
+    if (st == 0 || k % 4 == 0) {  // a block's 16 bytes per row serve its (up to) 4 steps
+      vl = lds128(lo + 64 * (k / 4));
+      vh = lds128(hi + 64 * (k / 4));
+    }
+    const uint32_t wl = k % 4 == 0 ? vl.x : k % 4 == 1 ? vl.y : k % 4 == 2 ? vl.z : vl.w;
+    const uint32_t wh = k % 4 == 0 ? vh.x : k % 4 == 1 ? vh.y : k % 4 == 2 ? vh.z : vh.w;
+    a[st][0] = e4m3x2_to_f16x2(static_cast<uint16_t>(wl & 0xffffu));
+    a[st][1] = e4m3x2_to_f16x2(static_cast<uint16_t>(wh & 0xffffu));
+    a[st][2] = e4m3x2_to_f16x2(static_cast<uint16_t>(wl >> 16));
+    a[st][3] = e4m3x2_to_f16x2(static_cast<uint16_t>(wh >> 16));
+  }
+}
+
+// fp8 KV: S^T (+)= K Q^T over dimension half kKh with K from registers (a) and q from shared
+// memory (q_half: the half's first core matrix).
+template <class T>
+__device__ inline void scores_fp8(float (&sacc)[T::kPassRows / 2],
+                                  const uint32_t (&a)[T::kHalfSteps][4], uint32_t q_half) {
+#pragma unroll
+  for (int st = 0; st < T::kHalfSteps; ++st)
+    wgmma_rs<T::kPassRows>(
+        sacc, a[st], make_desc(q_half + 2 * st * T::kCore, T::kCore, T::kKeyGroupBytes), st > 0);
+}
+
+// Writes the pass's rows [first, first + kPassRows) (heads of one token): o and lse when the work
+// item owns its rows (work_info loc < 0), else the partial rows of its split. oacc[mt][4 j + e]:
+// O^T (dim 256 kh + 64 mt + 16 (warp % 4) + lane / 4 + 8 (e / 2), row 8 j + 2 (lane % 4) + e % 2)
+// unscaled; s.alpha[kPR + row] / [2 kPR + row]: the rows' inv and lse (RowEnd).
+template <class T>
+__device__ inline void write_rows_t(const DecodeParams& P, const lockstep::MmaSmem<T>& s,
+                                    const GroupTask& t, int64_t token, int64_t first,
+                                    const float (&oacc)[T::kOTiles][T::kPassRows / 2]) {
+  constexpr int kPR = T::kPassRows, kDv = T::kDv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int dim0 = 256 * (warp / 4) + 16 * (warp % 4) + gq;
+  const int32_t loc = t.w[1];
+  const int64_t pfirst =
+      loc < 0 ? 0 : (int64_t{loc} + (token - t.w[2])) * P.H + (first - token * P.H);
+#pragma unroll
+  for (int j = 0; j < kPR / 8; ++j) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int row = 8 * j + 2 * tq + c;
+      const float inv = s.alpha[kPR + row];
+#pragma unroll
+      for (int mt = 0; mt < T::kOTiles; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int dim = dim0 + 64 * mt + 8 * h;
+          const float v = oacc[mt][4 * j + 2 * h + c] * inv;
+          if (loc < 0)
+            P.o[(first + row) * kDv + dim] = f2bf(v);
+          else
+            P.part_o[(pfirst + row) * kDv + dim] = v;
+        }
+      }
+    }
+  }
+  if (threadIdx.x < kPR) {
+    const float lse = s.alpha[2 * kPR + threadIdx.x];
+    if (loc < 0)
+      P.lse[first + threadIdx.x] = lse;
+    else
+      P.part_lse[pfirst + threadIdx.x] = lse;
+  }
+  if (loc < 0) log_rows(P.log, 2, token, token + 1, threadIdx.x == 0);
+}
+
+// S^T (+)= K Q^T over dimension half kh: 18 k16 steps (dims 16 k ..: block k / 4 of the chunk,
+// + 32 (k % 4) bytes), A = K (swizzled, K-major), B = q of the half (no swizzle, K-major).
+// No branch may surround a wgmma: ptxas then serializes every wgmma of the kernel (C7520: a
+// compiler-inserted warpgroup.arrive in a divergent path), so the half is a run-time value here.
+template <class T, class Block>
+__device__ inline void scores_half(float (&sacc)[T::kPassRows / 2], const Block& block, int kh,
+                                   uint32_t q_half) {
+#pragma unroll
+  for (int st = 0; st < T::kHalfSteps; ++st) {
+    const int k16 = kh * T::kHalfSteps + st;
+    wgmma<T::kPassRows, T::kFp8, false>(
+        sacc, make_desc(block(k16 / 4) + (k16 % 4) * 32, 16, T::kAtom, true),
+        make_desc(q_half + 2 * st * T::kCore, T::kCore, T::kKeyGroupBytes), st > 0);
+  }
+}
+
+template <class T>
+__device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& s,
+                             const GroupTask& t) {
+  constexpr int kChunk = T::kChunk, kAhead = T::kAhead, kSlots = T::kSlots;
+  constexpr int kPR = T::kPassRows, kN = T::kPassRows, kAcc = T::kPassRows / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const int kh = warp / 4, w4 = warp % 4;  // warpgroup = dimension half; warp within it
+  const int64_t first = group_first_row(P, t), token = first / P.H;
+  log_rows(P.log, 0, token, token + 1, threadIdx.x == 0);
+  const int64_t n = t.p1 - t.p0;
+  if (n <= 0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) {
+    // hk: read q, write nothing (the read is what the variant's contract states)
+    load_q_tiled<T>(P, first, s.q);
+    __syncthreads();
+    return;
+  }
+  load_q_tiled<T>(P, first, s.q);  // visible after the prologue's fence and barrier
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int64_t limit = causal_limit(P, t, token);
+
+  // Cache rows of chunks 0 .. kAhead - 1, then the first copies: fp8, chunks 0 .. kStages - 2;
+  // bf16, blocks [0, kRing - 9) (chunk 0, and the first kRing - 18 blocks of chunk 1) as two
+  // groups, so that every iteration below waits for all but its last group.
+  // next_row: the row of chunk i + kAhead for iteration i; next_index: the index load of chunk
+  // i + kAhead + 1, issued an iteration before its row is needed.
+  int64_t next_row = -1;
+  int32_t next_index = 0;
+  if (threadIdx.x < kChunk) {
+    int64_t rows[kAhead];
+#pragma unroll
+    for (int c = 0; c < kAhead; ++c) rows[c] = key_row(P, t.p0 + c * kChunk + threadIdx.x, t.p1);
+    next_row = key_row(P, t.p0 + kAhead * kChunk + threadIdx.x, t.p1);
+    next_index = key_index(P, t.p0 + (kAhead + 1) * kChunk + threadIdx.x, t.p1);
+#pragma unroll
+    for (int c = 0; c < kAhead; ++c) lockstep::put_rows(s, c, rows[c]);
+  }
+  __syncthreads();
+  const uint32_t ks_u32 = smem_u32(s.ks);
+  if constexpr (T::kFp8) {
+#pragma unroll
+    for (int c = 0; c < T::kStages - 1; ++c) {
+      if (c < chunks) issue_fp8<T>(P, s.krow + c * kChunk, ks_u32 + c * T::kStageBytes);
+      cp_async_commit();
+    }
+  } else {
+    issue_blocks<T>(P, s.krow, 0, 0, T::kBlocks, ks_u32);
+    cp_async_commit();
+    if (chunks > 1)
+      issue_blocks<T>(P, s.krow + kChunk, T::kBlocks, 0, T::kRing - 2 * T::kBlocks, ks_u32);
+    cp_async_commit();
+  }
+
+  // Descriptor parts that do not change: q of this half, P.
+  const uint32_t q_half = smem_u32(s.q) + kh * (T::kDimGroups / 2) * T::kCore;
+  const uint32_t p_u32 = smem_u32(s.p);
+  float oacc[T::kOTiles][kAcc];
+#pragma unroll
+  for (int mt = 0; mt < T::kOTiles; ++mt)
+#pragma unroll
+    for (int e = 0; e < kAcc; ++e) oacc[mt][e] = 0.f;
+  float m_own = -INFINITY, l_own = 0.f;
+  const float scale2 = P.logit_scale * 1.4426950408889634f;
+
+  int ring0 = 0;  // bf16: ring slot of the current chunk's block 0
+  for (int64_t i = 0; i < chunks; ++i) {
+    // chunk i has landed (this thread's copies; fp8: all but the last kStages - 2 groups, bf16:
+    // all but the last) ...
+    if constexpr (T::kFp8)
+      cp_async_wait<T::kStages - 2>();
+    else
+      cp_async_wait<1>();
+    fence_proxy_async();  // ... for the tensor cores too (and q, P of the last chunk)
+    __syncthreads();      // ... and everyone's; chunk i - 1 is fully consumed
+    if (threadIdx.x < kChunk) {
+      lockstep::put_rows(s, static_cast<int>((i + kAhead) % kSlots), next_row);
+      const int64_t pos = t.p0 + (i + kAhead + 1) * kChunk + threadIdx.x;
+      next_row = key_row_of(P, pos, t.p1, next_index);
+      next_index = key_index(P, pos + kChunk, t.p1);
+    }
+    // Block address of block b of chunk i (bf16 ring), or the chunk's widened buffer (fp8).
+    uint32_t kb = 0;
+    int slot0 = 0;  // bf16: ring slot of the chunk's block 0
+    if constexpr (T::kFp8) {
+      if (i + T::kStages - 1 < chunks) {
+        const int64_t c = i + T::kStages - 1;
+        issue_fp8<T>(P, s.krow + (c % kSlots) * kChunk, ks_u32 + (c % T::kStages) * T::kStageBytes);
+      }
+      cp_async_commit();
+      kb = smem_u32(s.kconv);  // V, widened below while S^T runs
+    } else {
+      // blocks [9 i + kRing - 9, 9 i + kRing): the rest of chunk i + 1, the start of chunk i + 2
+      constexpr int kRest = 3 * T::kBlocks - T::kRing;  // blocks of chunk i + 1 still to queue
+      slot0 = ring0;  // ring slots of chunks i, i + 1, i + 2: ring0, + 9, + 18 (mod kRing)
+      const int slot1 = slot0 + T::kBlocks >= T::kRing ? slot0 + T::kBlocks - T::kRing
+                                                       : slot0 + T::kBlocks;
+      const int slot2 = slot1 + T::kBlocks >= T::kRing ? slot1 + T::kBlocks - T::kRing
+                                                       : slot1 + T::kBlocks;
+      if (i + 1 < chunks)
+        issue_blocks<T>(P, s.krow + ((i + 1) % kSlots) * kChunk, slot1, T::kBlocks - kRest,
+                        T::kBlocks, ks_u32);
+      cp_async_commit();
+      if (i + 2 < chunks)
+        issue_blocks<T>(P, s.krow + ((i + 2) % kSlots) * kChunk, slot2, 0, T::kBlocks - kRest,
+                        ks_u32);
+      cp_async_commit();
+      ring0 = slot1;
+    }
+    // shared address of block b (dims 64 b ..) of the current chunk
+    auto block = [&](int b) -> uint32_t {
+      if constexpr (T::kFp8) {
+        return kb + b * T::kBlockBytes;
+      } else {
+        const int slot = slot0 + b;
+        return ks_u32 + (slot >= T::kRing ? slot - T::kRing : slot) * T::kBlockBytes;
+      }
+    };
+
+    // S^T of this warpgroup's dimension half: 18 k16 steps of m64 (keys) x N (rows).
+    float sacc[kAcc];
+#pragma unroll
+    for (int e = 0; e < kAcc; ++e) sacc[e] = 0.f;  // (overwritten: the first step accumulates 0)
+    if constexpr (T::kFp8) {
+      // K fragments from the staged fp8 rows, S^T from registers; V widened for P V meanwhile
+      const uint32_t staged = ks_u32 + static_cast<uint32_t>(i % T::kStages) * T::kStageBytes;
+      uint32_t ka[T::kHalfSteps][4];
+      if (kh == 0)
+        k_fragments_fp8<T, 0>(staged, ka);
+      else
+        k_fragments_fp8<T, 1>(staged, ka);
+      wgmma_fence();
+      scores_fp8<T>(sacc, ka, q_half);  // (no branch around a wgmma: see scores_half)
+      wgmma_commit();
+      widen_v<T>(staged, s.kconv);
+      fence_proxy_async();  // (before the barrier below) the widened V, for the tensor cores
+      wgmma_wait<0>();
+      fence_regs_u(ka);  // the fragments stay live until the mma has read them
+    } else {
+      wgmma_fence();
+      scores_half<T>(sacc, block, kh, q_half);
+      wgmma_commit();
+      wgmma_wait<0>();
+    }
+    fence_regs(sacc);
+    {  // sacc[4 j + e]: key 16 w4 + gq + 8 (e / 2), row 8 j + 2 tq + e % 2 -> sp[kh][row][key]
+      float* sp = s.sp + kh * kPR * T::kLdS + 16 * w4 + gq;
+#pragma unroll
+      for (int j = 0; j < kPR / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          sp[(8 * j + 2 * tq + e % 2) * T::kLdS + 8 * (e / 2)] = sacc[4 * j + e] * scale2;
+    }
+    __syncthreads();
+
+    lockstep::split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk, m_own,
+                               l_own);
+    fence_proxy_async();  // P is read by the tensor cores
+    __syncthreads();      // P and alpha of every row
+
+    // O^T += V^T P^T for dims [256 kh, +256): rescale by the rows' alpha, then 4 k16 steps x 4
+    // m64 tiles.
+#pragma unroll
+    for (int j = 0; j < kPR / 8; ++j) {
+      const float a0 = s.alpha[8 * j + 2 * tq], a1 = s.alpha[8 * j + 2 * tq + 1];
+#pragma unroll
+      for (int mt = 0; mt < T::kOTiles; ++mt) {
+        oacc[mt][4 * j] *= a0, oacc[mt][4 * j + 2] *= a0;
+        oacc[mt][4 * j + 1] *= a1, oacc[mt][4 * j + 3] *= a1;
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < T::kPvSteps; ++ks) {
+      const uint64_t db = make_desc(p_u32 + 2 * ks * T::kCore, T::kCore, T::kChunk / 8 * T::kCore);
+#pragma unroll
+      for (int mt = 0; mt < T::kOTiles; ++mt) {
+        const uint32_t a = block(4 * kh + mt) + 2 * ks * T::kAtom;
+        wgmma<kN, T::kFp8, true>(oacc[mt], make_desc(a, T::kBlockBytes, T::kAtom, true), db, 1);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
+  }
+  cp_async_wait<0>();
+
+  if (lane % T::kLanesPerRow == 0) {  // each owner's inv and lse through shared memory
+    const int row = T::kRowsPerWarp * warp + lane / T::kLanesPerRow;
+    const lockstep::RowEnd e(P, m_own, l_own);
+    s.alpha[kPR + row] = e.inv;
+    s.alpha[2 * kPR + row] = e.lse;
+  }
+  __syncthreads();
+  write_rows_t<T>(P, s, t, token, first, oacc);
+  __syncthreads();  // the next group's prologue rewrites q and the cache-row ring
+}
+
+template <class T>
+__global__ void __launch_bounds__(kBlock, 1) mla_decode_wg_kernel(DecodeParams P) {
+  extern __shared__ __align__(1024) unsigned char smem_raw[];  // (the swizzle atoms' alignment)
+  lockstep::MmaSmem<T> s;
+  s.ks = reinterpret_cast<uint16_t*>(smem_raw + T::kKsOff);
+  s.kconv = reinterpret_cast<uint16_t*>(smem_raw + T::kConvOff);
+  s.sp = reinterpret_cast<float*>(smem_raw + T::kSpOff);
+  s.q = reinterpret_cast<uint16_t*>(smem_raw + T::kQOff);
+  s.krow = reinterpret_cast<int64_t*>(smem_raw + T::kKrowOff);
+  s.valid = reinterpret_cast<uint32_t*>(smem_raw + T::kValidOff);
+  s.p = reinterpret_cast<uint16_t*>(smem_raw + T::kPOff);
+  s.alpha = reinterpret_cast<float*>(smem_raw + T::kRowOff);
+  for_each_group<T::kPassRows>(P, [&](const GroupTask& t) { run_group_wg<T>(P, s, t); });
+}
+
+}  // namespace mlasim::gpu::decode::sm90::wg
