@@ -203,16 +203,20 @@ struct DecodeOptions {
   // Guard-page mode: "q" or "o" places that buffer (no sentinel tail) with device_alloc_guarded,
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
-  // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 7 where heads are
-  // a multiple of 32, else 4; fp8 KV: 1; the fastest measured on the H200); 6 = the
+  // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 9 where heads are
+  // a multiple of 32, else 8; where the kernel library is not built for sm_90a, 7 and 4; fp8 KV:
+  // 1; the fastest measured on the H200, docs/performance.md); 6 = the
   // warp-specialised kernel (2 producer warps stream 64-key chunks with cp.async into 2 stages, 3
   // for fp8; 8 consumer warps); 1..4 = the lock-step mma kernel with (keys per chunk x stages)
   // 32 x 3, 32 x 4, 32 x 5, 64 x 2 (fp8 KV: 1, 2 = 64 x 4, 64 x 5 with the fp8 bytes read
   // directly as mma operands, 3 = 64 x 3 and 4 = 64 x 2 with each chunk widened to fp16 in shared
   // memory first); 5 = the portable kernel; 7 = the lock-step 64 x 2 kernel with two m16 tiles (32
   // q rows of one token) per pass, for heads a multiple of 32 and bf16 KV (else the kernel library
-  // refuses the call as unsupported). Head dims other than 576 / 512 always run the portable
-  // kernel (as the AMD build does).
+  // refuses the call as unsupported); 8 / 9 = the warpgroup-mma kernel (kernels/decode/sm90/
+  // wgmma.h) with 16 / 32 q rows per pass (9: heads a multiple of 32), bf16 KV in a ring of
+  // 24 / 20 blocks of 8 KB, fp8 KV in 3 / 2 fp8 stages; sm_90a builds only (else refused as
+  // unsupported). Head dims other than 576 / 512 always run the portable kernel (as the AMD
+  // build does).
   int tiling = 0;
   // KV cache format on the device: bf16, or fp8_e4m3fn (1 byte per element; every
   // inputs.kv_cache value must then be an e4m3fn value, else std::invalid_argument). With fp8 KV
