@@ -69,6 +69,15 @@ if(GPU_KUT_HIP_SOURCES AND (GPU_BACKEND STREQUAL "CUDA" OR GPU_BACKEND STREQUAL 
     target_compile_options(mlasim_kut_gpu PRIVATE
                            $<$<COMPILE_LANGUAGE:CUDA>:-gencode=arch=compute_90a,code=sm_90a -lineinfo>)
     target_compile_definitions(mlasim_kut_gpu PRIVATE MLASIM_KUT_SM90A=1)
+    # After each build of the library: ptxas must not have serialized any kernel's wgmma
+    # (cmake/WgmmaCheck.cmake; a static check of the compiler's report, not a timing).
+    add_custom_command(TARGET mlasim_kut_gpu POST_BUILD
+                       COMMAND ${CMAKE_COMMAND} -DNVCC=${CMAKE_CUDA_COMPILER}
+                               -DSRC=${PROJECT_SOURCE_DIR}/kernels/kut/gpu_kut.hip
+                               -DROOT=${PROJECT_SOURCE_DIR}
+                               -DOUT=${CMAKE_BINARY_DIR}/wgmma_check.o
+                               -P ${PROJECT_SOURCE_DIR}/cmake/WgmmaCheck.cmake
+                       VERBATIM)
   endif()
   list(APPEND MLASIM_KUT_TARGETS mlasim_kut_gpu)
   install(TARGETS mlasim_kut_gpu LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
