@@ -118,6 +118,12 @@ class CallExecutor {
   template <bool kChecked>
   [[gnu::always_inline]] inline int32_t FlatStep(const FlatBody& f,
                                                  const std::vector<Statement>& body, int32_t i);
+  // A decode work item (FlatRecord::decode_item) whose records start at `a`, while every slot
+  // is defined: false, having done nothing, when its work_info row is not all written (or not
+  // inside the buffer); then the records run one by one.
+  bool DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  // A kAccess record in the unchecked mode (FlatStep<false>'s case, its `when` included).
+  [[gnu::always_inline]] inline void AccessUnchecked(const FlatBody& f, const FlatRecord& r);
   template <bool kChecked>
   [[gnu::noinline]] void FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
                                   const FlatRecord& r, int32_t at);
@@ -1266,7 +1272,84 @@ void CallExecutor::FlatLoop(const FlatBody& f, const std::vector<Statement>& bod
   auto stmt = [&]() -> const Statement& { return FlatStatement(f, body, r); };
   LoopOver(from, to, r.v[2] >= 0, bound, stmt, r.empty_body, r.csr >= 0 ? &f.csrs[r.csr] : nullptr,
            r.slot, static_cast<LoopAttribution>(r.attribute),
-           [&] { RunFlat(f, body, at + 1, r.body_end); });
+           [&] {
+             if (!r.decode_item || undefined_ != 0 || !DecodeItem(f, body, at + 1))
+               RunFlat(f, body, at + 1, r.body_end);
+           });
+}
+
+void CallExecutor::AccessUnchecked(const FlatBody& f, const FlatRecord& r) {
+  bool defined = true;
+  if (r.same_as_prev) {
+    if (access_runs_ && roles_[r.role])
+      TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+    return;
+  }
+  if (r.when >= 0 && (!CondHolds<false>(f.conds[r.when], &defined) || !defined)) {
+    if (r.feeds_next) access_runs_ = false;
+    return;
+  }
+  if (r.feeds_next) {
+    access_b_ = LinValue<false>(r.begin, &defined);
+    access_e_ = LinValue<false>(r.end, &defined);
+    access_runs_ = true;
+    if (roles_[r.role])
+      TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+    return;
+  }
+  if (!roles_[r.role]) return;
+  const int64_t b = LinValue<false>(r.begin, &defined), e = LinValue<false>(r.end, &defined);
+  TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+}
+
+// The records of the item in their order, as FlatStep<false> runs them, with what their shape
+// fixes decided once: the row of lets and the let of batch_idx (a field of the same row) load
+// without a finding when the row is inside the buffer and the cells of all their fields are
+// written (else nothing is done here, and the records run one by one: the loads that fail are
+// recorded in their order); every slot stays defined, so the rest is the unchecked records'.
+bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a) {
+  const FlatRecord* r = &f.records[a];
+  const LetRow& row = f.rows[r[0].row];
+  const FlatValue& batch = f.values[r[6].v[0]];
+  int64_t* v = vars_.data();
+  const int64_t base = v[row.index_slot] * 8;
+  const LoadSource& src = loads_[row.buffer];
+  if (!src.cells || base < 0 || base > src.size - 8) return false;
+  const uint64_t mask = row.cell_mask | (uint64_t{0xff} << (8 * batch.field));
+  if (ref::AnyUnwritten8(ref::LoadCells8(src.cells + base) | ~mask)) return false;
+  for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
+  bool defined = true;
+  v[r[1].slot] = LinValue<false>(r[1].begin, &defined);
+  AccessUnchecked(f, r[2]);
+  AccessUnchecked(f, r[3]);
+  AccessUnchecked(f, r[4]);
+  AccessUnchecked(f, r[5]);
+  const int64_t batch_value = src.data[base + batch.field];  // its cell is written (the mask)
+  v[r[6].slot] = static_cast<int64_t>(static_cast<uint64_t>(batch.lin.c) +
+                                      static_cast<uint64_t>(batch.sign) *
+                                          static_cast<uint64_t>(batch_value));
+  {
+    const FlatRecord& g = r[7];
+    bool d1 = true, d2 = true, d3 = true;
+    const int64_t p0 = FlatValueOf<false>(f, f.values[g.v[0]], &d1);
+    const int64_t p1 = FlatValueOf<false>(f, f.values[g.v[1]], &d2);
+    const int64_t page = FlatValueOf<false>(f, f.values[g.v[2]], &d3);
+    if (d1 && d2 && d3) GatherAt(g.role, g.index_role, p0, p1, page);
+  }
+  {
+    const FlatRecord& l = r[8];
+    bool d1 = true, d2 = true;
+    const int64_t from = FlatValueOf<false>(f, f.values[l.v[0]], &d1);
+    const int64_t to = FlatValueOf<false>(f, f.values[l.v[1]], &d2);
+    if (!d1 || !d2 || to <= from || l.v[2] < 0) return true;
+    const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+    const int64_t trips = span > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                  : static_cast<int64_t>(span);
+    bool db = true;
+    const int64_t bound = FlatValueOf<false>(f, f.values[l.v[2]], &db);
+    if (db && trips > bound) FlatHang(f, body, l, trips, bound);
+  }
+  return true;
 }
 
 const Statement& CallExecutor::FlatStatement(const FlatBody& f, const std::vector<Statement>& body,

@@ -49,6 +49,9 @@ TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
     EXPECT_EQ(f.records[8].kind, sim::FlatRecord::Kind::kGather);
     EXPECT_EQ(f.records[9].kind, sim::FlatRecord::Kind::kLoop);
     EXPECT_TRUE(f.records[9].empty_body);
+    // The work item runs whole (FlatRecord::decode_item) while every slot is defined.
+    EXPECT_TRUE(f.records[0].decode_item) << variant;
+    for (size_t k = 1; k < f.records.size(); ++k) EXPECT_FALSE(f.records[k].decode_item) << k;
     // `index_rows / 16 + 1` (the KV-block bound) and `page_size == 1` are per call.
     EXPECT_EQ(c->hoisted.size(), 2u) << variant;
     EXPECT_GE(c->one_slot, sim::kLaunchVarCount);
@@ -56,6 +59,7 @@ TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
   const auto r = Builtin(CallKind::kReduce, "mla_reduce_v1");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->program.at(1).flat != nullptr, true);  // loop t: lets, if, loop i, write o
+  for (const sim::FlatRecord& rec : r->program[1].flat->records) EXPECT_FALSE(rec.decode_item);
 }
 
 // page_count_underflows = 1 bounds the KV-block loop by `u32(kv_len - 1) / 16 + 1`: u32 has no
@@ -303,6 +307,103 @@ TEST(FlatBody, AdjacentAccessesShareWhatTheyEvaluateOnlyWhenTheSame) {
     }
   }
   EXPECT_GT(findings, 8);
+}
+
+// The decode work item's shape (sim::FlatDecodeItemShape) with the let of batch_idx, the
+// gather and the KV-block loop as placeholders; partial_qo_loc is the row's last let (a field
+// left stale sends o, logits and attn_lse rows elsewhere, and the reduce reads what was not
+// written). The gather's positions are batch_idx millions
+// (rows far past kv_indices for any batch_idx but 0: a finding whose rows name the value).
+constexpr const char* kDecodeItem = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows - 1"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"loop": "w", "from": "work_indptr[c]", "to": "work_indptr[c + 1]", "attribute": "work_item", "body": [
+      {"let": "qo_start", "value": "work_info[w].qo_start"},
+      {"let": "qo_end", "value": "work_info[w].qo_end"},
+      {"let": "kv_start", "value": "work_info[w].kv_start"},
+      {"let": "kv_end", "value": "work_info[w].kv_end"},
+      {"let": "kv_offset", "value": "work_info[w].kv_offset"},
+      {"let": "partial_qo_loc", "value": "work_info[w].partial_qo_loc"},
+      {"let": "kv_len", "value": "kv_end - kv_start"},
+      {"read": "q", "rows": ["qo_start", "qo_end"], "when": "kv_len > 0"},
+      {"write": "o", "rows": ["qo_start", "qo_end"], "when": "partial_qo_loc < 0"},
+      {"write": "logits", "rows": ["partial_qo_loc", "partial_qo_loc + qo_end - qo_start"], "when": "partial_qo_loc >= 0"},
+      {"write": "attn_lse", "rows": ["partial_qo_loc", "partial_qo_loc + qo_end - qo_start"], "when": "partial_qo_loc >= 0"},
+      {"let": "batch_idx", "value": "BATCH"},
+      {"gather": "kv_cache", "index": "kv_indices", "positions": ["batch_idx * 1000000", "batch_idx * 1000000 + kv_len"], "page_size": "1"GATHER_WHEN},
+      {"loop": "kv_block", "from": 0, "to": "cdiv(kv_len, 16)", "body": [], "bound": "index_rows / 16 + 1",
+       "bound_what": "KV blocks", "exceeded": "too many", "hang_buffer": "kv_indices", "hang_row": "kv_start"LOOP_WHEN}
+    ]}
+  ]}]
+})json";
+
+std::string DecodeItemContract(const std::string& batch, const std::string& gather_when = "",
+                               const std::string& loop_when = "") {
+  std::string text = kDecodeItem;
+  auto put = [&](const std::string& key, const std::string& with) {
+    text.replace(text.find(key), key.size(), with);
+  };
+  put("BATCH", batch);
+  put("GATHER_WHEN", gather_when.empty() ? "" : ", \"when\": \"" + gather_when + "\"");
+  put("LOOP_WHEN", loop_when.empty() ? "" : ", \"when\": \"" + loop_when + "\"");
+  return text;
+}
+
+// A work item of the shape runs whole (decode_item), with batch_idx as a load of the work row
+// plus or minus a constant; any other batch_idx (another row, another buffer), a `when` on the
+// gather or on the KV-block loop, leaves it to the records. Either way the findings are the
+// interpreter's, as planned, with unwritten work fields (the whole item declines: the records
+// run checked) and with an index buffer of one row (the KV-block hang check fires).
+TEST(FlatBody, ADecodeItemRunsWholeOnlyInItsShape) {
+  struct Case {
+    std::string batch, gather_when, loop_when;
+    bool whole;
+  };
+  const Case cases[] = {
+      {"work_info[w].batch_idx", "", "", true},
+      {"work_info[w].batch_idx + 2", "", "", true},
+      {"3 - work_info[w].batch_idx", "", "", true},
+      {"work_info[w + 1].batch_idx", "", "", false},
+      {"work_info[c].batch_idx", "", "", false},
+      {"kv_last_page_lens[w]", "", "", false},
+      {"work_info[w].batch_idx", "kv_len > 0", "", false},
+      {"work_info[w].batch_idx", "", "kv_len > 0", false},
+  };
+  int64_t findings = 0, hangs = 0;
+  for (const Case& k : cases) {
+    const std::string what = k.batch + " / " + k.gather_when + " / " + k.loop_when;
+    auto parsed = sim::ParseContract(
+        json::parse(DecodeItemContract(k.batch, k.gather_when, k.loop_when)), "item.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const auto user = std::make_shared<const Contract>(std::move(*parsed));
+    ASSERT_NE(user->program.at(0).flat, nullptr) << what;
+    const sim::FlatBody& f = *user->program[0].flat;
+    EXPECT_EQ(f.records.at(0).decode_item, k.whole) << what;
+    for (const bool sparse : {true, false}) {
+      sim::Scenario s = sim::test::WorkedExample(sparse, sparse ? "atom-2026-08" : "atom-2026-11");
+      s.contracts.push_back(user);
+      auto planned = sim::ExpandStep(s);
+      ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+      for (int variant = 0; variant < 4; ++variant) {
+        // 3: decodes that see one kv_indices row: the KV-block bound is 1 block.
+        sim::Trace t = TraceVariant(*planned, variant == 3 ? 0 : variant);
+        if (variant == 3)
+          for (sim::Call& c : t.calls)
+            for (sim::TensorArg& x : c.args)
+              if (c.kind == CallKind::kDecode && x.role == "kv_indices") x.rows = 1;
+        const auto [a, b] = RunBothWays(s, t);
+        EXPECT_EQ(Dump(a), Dump(b)) << what << (sparse ? ", sparse" : ", dense") << ", variant "
+                                    << variant;
+        EXPECT_GT(a.flat_iterations, 0);
+        findings += static_cast<int64_t>(a.violations.size());
+        for (const sim::Violation& v : a.violations)
+          hangs += v.kind == sim::ViolationKind::kUnboundedLoop;
+      }
+    }
+  }
+  EXPECT_GT(findings, 40);
+  EXPECT_GT(hangs, 8);
 }
 
 }  // namespace
