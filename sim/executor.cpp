@@ -1398,6 +1398,18 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
     const int32_t* data = l.data;
     const Cell* cells = l.cells;
     const int64_t size = l.size, c0 = w.coef[0], c1 = w.coef[1], k = w.constant;
+    // Whether iteration u is busy: an element outside the buffer or unwritten, or a gate above 0.
+    const auto busy_at = [&](int64_t u) {
+      const int64_t e0 = static_cast<int64_t>(static_cast<uint64_t>(u) +
+                                              static_cast<uint64_t>(w.offset[0]));
+      const int64_t e1 = static_cast<int64_t>(static_cast<uint64_t>(u) +
+                                              static_cast<uint64_t>(w.offset[1]));
+      return e0 < 0 || e0 >= size || e1 < 0 || e1 >= size || cells[e0] == Cell::kUnwritten ||
+             cells[e1] == Cell::kUnwritten || k + c0 * data[e0] + c1 * data[e1] > 0;
+    };
+    // The iteration asked for first: most often busy (a workgroup with work), which ends the
+    // walk here, before the block scans below (which would find the same first busy one).
+    if (v < to && busy_at(v)) return v;
     // Four iterations at a time while elements e0 .. e0 + 4 are all inside the buffer: their
     // five cells written (no zero byte) and no gate above 0; else one at a time below.
     const int64_t a = w.offset[0];
@@ -1434,16 +1446,8 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
         if (unwritten || busy) break;
       }
     }
-    for (; v < to; ++v) {
-      const int64_t e0 = static_cast<int64_t>(static_cast<uint64_t>(v) +
-                                              static_cast<uint64_t>(w.offset[0]));
-      const int64_t e1 = static_cast<int64_t>(static_cast<uint64_t>(v) +
-                                              static_cast<uint64_t>(w.offset[1]));
-      if (e0 < 0 || e0 >= size || e1 < 0 || e1 >= size || cells[e0] == Cell::kUnwritten ||
-          cells[e1] == Cell::kUnwritten)
-        return v;
-      if (k + c0 * data[e0] + c1 * data[e1] > 0) return v;
-    }
+    for (; v < to; ++v)
+      if (busy_at(v)) return v;
     return v;
   }
   for (; v < to; ++v)
