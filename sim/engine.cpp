@@ -923,6 +923,7 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
 // ---------------------------------------------------------------------------------------------
 
 const CallOverride* StepBuilder::Override(const std::string& step, const std::string& call) const {
+  if (s_.calls.empty()) return nullptr;  // (the key is not built for a step without overrides)
   const std::string key = step + "." + call;
   for (const CallOverride& o : s_.calls)
     if (o.call == key) return &o;
@@ -1207,6 +1208,8 @@ Status StepBuilder::Run() {
                               s_.engine.name + " profile's " + backend +
                               " planner takes one q length per batch here");
   ComputeShape();
+  t_.calls.reserve(16);  // a step's calls (about 9 in a --small campaign) without regrowth
+  t_.plans.reserve(8);
   MLASIM_RETURN_IF_ERROR(EvalVariables());
   MLASIM_RETURN_IF_ERROR(ResolveContracts());
   MLASIM_RETURN_IF_ERROR(AllocateBuffers());
