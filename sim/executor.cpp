@@ -128,11 +128,11 @@ class CallExecutor {
   [[gnu::noinline]] void FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
                                   const FlatRecord& r, int32_t at);
   template <bool kChecked>
-  inline int64_t LinValue(const FlatLin& l, bool* defined) const;
+  [[gnu::always_inline]] inline int64_t LinValue(const FlatLin& l, bool* defined) const;
   template <bool kChecked>
-  inline bool CmpHolds(const FlatCmp& c, bool* defined) const;
+  [[gnu::always_inline]] inline bool CmpHolds(const FlatCmp& c, bool* defined) const;
   template <bool kChecked>
-  inline bool CondHolds(const FlatCond& c, bool* defined) const;
+  [[gnu::always_inline]] inline bool CondHolds(const FlatCond& c, bool* defined) const;
   // A value of a compiled body: a select out of line (it recurses), the other kinds inline.
   template <bool kChecked>
   [[gnu::always_inline]] inline int64_t FlatValueOf(const FlatBody& f, const FlatValue& v,
