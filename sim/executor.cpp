@@ -95,7 +95,8 @@ class CallExecutor {
   void ExecLoop(const Statement& st);
   // Rows [b, e) of role `role` in `unit`s, read or written (what an access statement does once
   // its rows are evaluated).
-  void TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b, int64_t e);
+  [[gnu::always_inline]] inline void TouchRows(int32_t role, bool write, AccessUnit unit,
+                                               int64_t b, int64_t e);
   // A gather over token positions [p0, p1) with pages of `page` tokens, all three evaluated.
   void GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1, int64_t page);
   // The iterations of a loop whose range [from, to) is evaluated and defined: the hang checks,
@@ -857,7 +858,8 @@ void CallExecutor::ExecAccess(const Statement& st) {
   TouchRows(st.role, st.kind == Statement::Kind::kWrite, st.unit, b, e);
 }
 
-void CallExecutor::TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b, int64_t e) {
+inline void CallExecutor::TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b,
+                                    int64_t e) {
   const TensorArg* a = roles_[role];
   // To the tensor's rows: a partly touched row counts as touched.
   int64_t per_row = 1;
