@@ -140,6 +140,10 @@ class CallExecutor {
                                                     bool* defined);
   template <bool kChecked>
   [[gnu::noinline]] int64_t FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined);
+  // FlatValueOf with a select's first level inline (FlatSelect's body): the decode's gather end.
+  template <bool kChecked>
+  [[gnu::always_inline]] inline int64_t FlatValueSelectInline(const FlatBody& f,
+                                                              const FlatValue& v, bool* defined);
   void EvalHoisted();
   void ExecLetRow(const LetRow& r);
   inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
@@ -1157,6 +1161,19 @@ inline int64_t CallExecutor::FlatValueOf(const FlatBody& f, const FlatValue& v, 
 }
 
 template <bool kChecked>
+inline int64_t CallExecutor::FlatValueSelectInline(const FlatBody& f, const FlatValue& v,
+                                                   bool* defined) {
+  if (v.kind != FlatValue::Kind::kSelect) return FlatValueOf<kChecked>(f, v, defined);
+  bool dc = true;
+  const bool c = CondHolds<kChecked>(f.conds[v.cond], &dc);
+  if (!dc) {
+    *defined = false;
+    return 0;
+  }
+  return FlatValueOf<kChecked>(f, f.values[c ? v.then_value : v.else_value], defined);
+}
+
+template <bool kChecked>
 int64_t CallExecutor::FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined) {
   bool dc = true;
   const bool c = CondHolds<kChecked>(f.conds[v.cond], &dc);
@@ -1334,7 +1351,7 @@ bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& b
     const FlatRecord& g = r[7];
     bool d1 = true, d2 = true, d3 = true;
     const int64_t p0 = FlatValueOf<false>(f, f.values[g.v[0]], &d1);
-    const int64_t p1 = FlatValueOf<false>(f, f.values[g.v[1]], &d2);
+    const int64_t p1 = FlatValueSelectInline<false>(f, f.values[g.v[1]], &d2);
     const int64_t page = FlatValueOf<false>(f, f.values[g.v[2]], &d3);
     if (d1 && d2 && d3) GatherAt(g.role, g.index_role, p0, p1, page);
   }
