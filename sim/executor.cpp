@@ -896,7 +896,9 @@ void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_
   if (p1 <= p0 || page <= 0) return;
   const TensorArg* index = roles_[index_role];
   if (!index) return;
-  const int64_t e0 = FloorDiv(p0, page), e1 = FloorDiv(p1 - 1, page) + 1;
+  // (Pages of one token, the common gather: no division.)
+  const int64_t e0 = page == 1 ? p0 : FloorDiv(p0, page);
+  const int64_t e1 = page == 1 ? p1 : FloorDiv(p1 - 1, page) + 1;
   TouchIn(role_allocs_[index_role], *index, false, e0, e1, who_);
   if (roles_[role]) GatherRows(role, index_role, *index, e0, e1, p0, p1, page);
 }
@@ -1135,6 +1137,10 @@ inline int64_t CallExecutor::FlatValueOf(const FlatBody& f, const FlatValue& v, 
       const int64_t a = LinValue<kChecked>(v.lin, defined);
       if (!*defined) return 0;
       const int64_t k = v.divisor;  // neither 0 nor -1: always defined
+      if (a >= 0 && k > 0 && (k & (k - 1)) == 0) {  // (cdiv(kv_len, 16): shifts, no division)
+        const int64_t q = a >> __builtin_ctzll(static_cast<uint64_t>(k)), r = a & (k - 1);
+        return v.post == Expr::Op::kDiv ? q : v.post == Expr::Op::kMod ? r : q + (r != 0);
+      }
       if (v.post == Expr::Op::kDiv) return a / k;
       if (v.post == Expr::Op::kMod) return a % k;
       return a / k + ((a % k != 0) && ((a > 0) == (k > 0)));

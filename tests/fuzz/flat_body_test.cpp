@@ -206,7 +206,8 @@ TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
 // A user's decode contract with a record of every kind and a value of every shape: a row of
 // lets, a load minus a variable and a variable minus a load, a bilinear form, a division, a
 // remainder and ceiling divisions by positive and negative constants, selects, conditions
-// joined by && and ||, an if, a nested loop, rows in head rows and elements, a gather; over a
+// joined by && and ||, an if, nested loops (one over rows a division and a remainder by a power
+// of two give: far past logits), rows in head rows and elements, a gather; over a
 // grid two past work_indptr's entries (loads of nothing: undefined lets, checked records).
 constexpr const char* kEveryShape = R"json({
   "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
@@ -227,6 +228,10 @@ constexpr const char* kEveryShape = R"json({
       {"read": "kv_indices", "rows": ["ks % -5", "cdiv(n, -16)"]},
       {"loop": "i", "from": 0, "to": "cdiv(n + 40, 16)", "body": [
         {"read": "logits", "rows": ["p + i", "p + i + 1"], "when": "i < 2 && p >= 0"}]},
+      {"loop": "j", "from": 0, "to": "ks % 8", "body": [
+        {"read": "logits", "rows": ["j + 1000000", "j + 1000001"]}]},
+      {"loop": "k", "from": 0, "to": "ks / 256", "body": [
+        {"read": "logits", "rows": ["k + 2000000", "k + 2000001"]}]},
       {"if": "n >= 2 && m != 1", "body": [
         {"write": "attn_lse", "rows": ["ks * page_size", "ks * page_size + qe"], "unit": "head_rows"},
         {"let": "z", "value": "n <= 4 ? kv_last_page_lens[0] - qs : qe * n - 1"},
