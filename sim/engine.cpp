@@ -173,7 +173,10 @@ class StepBuilder {
   Status EvalVariables();
   Status ResolveContracts();
   Status AllocateBuffers();
-  int64_t Eval(const Expr& e, const std::string& what) const;
+  // `what` names the expression in the message of an undefined value (a literal is not made
+  // into a string for every evaluation).
+  int64_t Eval(const Expr& e, const char* what) const;
+  int64_t Eval(const Expr& e, const std::string& what) const { return Eval(e, what.c_str()); }
   bool When(const Expr& e) const { return e.empty() || Eval(e, "when") != 0; }
   int64_t Var(const std::string& name) const;
   ref::PlanRequest BaseRequest(int32_t qlen) const;
@@ -262,7 +265,7 @@ class StepBuilder {
   std::map<std::string, int32_t> built_;  // "<step>.<call>" -> plan index, this step
 };
 
-int64_t StepBuilder::Eval(const Expr& e, const std::string& what) const {
+int64_t StepBuilder::Eval(const Expr& e, const char* what) const {
   bool defined = true;
   const int64_t v = e.Eval(vars_.data(), nullptr, Loader(), &defined);
   MLASIM_ASSERT(defined, "call table " + table_.name + ": " + what + " \"" + e.text() +
