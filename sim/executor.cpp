@@ -123,6 +123,9 @@ class CallExecutor {
   // is defined: false, having done nothing, when its work_info row is not all written (or not
   // inside the buffer); then the records run one by one.
   bool DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  // The body of a loop with FlatRecord::load_then_accesses, records [a, a + 3), while every slot
+  // is defined: the let's load (a failed one leaves the accesses to the records, checked).
+  void LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
   // A kAccess record in the unchecked mode (FlatStep<false>'s case, its `when` included).
   [[gnu::always_inline]] inline void AccessUnchecked(const FlatBody& f, const FlatRecord& r);
   template <bool kChecked>
@@ -1298,7 +1301,9 @@ void CallExecutor::FlatLoop(const FlatBody& f, const std::vector<Statement>& bod
   LoopOver(from, to, r.v[2] >= 0, bound, stmt, r.empty_body, r.csr >= 0 ? &f.csrs[r.csr] : nullptr,
            r.slot, static_cast<LoopAttribution>(r.attribute),
            [&] {
-             if (!r.decode_item || undefined_ != 0 || !DecodeItem(f, body, at + 1))
+             if (undefined_ == 0 && r.load_then_accesses)
+               LoadThenAccesses(f, body, at + 1);
+             else if (!r.decode_item || undefined_ != 0 || !DecodeItem(f, body, at + 1))
                RunFlat(f, body, at + 1, r.body_end);
            });
 }
@@ -1325,6 +1330,28 @@ void CallExecutor::AccessUnchecked(const FlatBody& f, const FlatRecord& r) {
   if (!roles_[r.role]) return;
   const int64_t b = LinValue<false>(r.begin, &defined), e = LinValue<false>(r.end, &defined);
   TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+}
+
+// FlatStep<false> of the three records in their order: the let (FlatValueOf's kLoad with a
+// constant other side), then, when it loaded, the two accesses as AccessUnchecked runs them;
+// when it did not, its slot is undefined and the records run checked, as they would.
+void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body,
+                                    int32_t a) {
+  const FlatRecord* r = &f.records[a];
+  const FlatValue& v = f.values[r[0].v[0]];
+  bool defined = true;
+  const int64_t idx = LinValue<false>(v.index, &defined);
+  const LoadResult l = Load(v.buffer, idx * v.width + v.field);
+  if (!l.defined) {
+    SetVar(r[0].slot, 0, false);
+    RunFlat(f, body, a + 1, a + 3);
+    return;
+  }
+  const uint64_t loaded = static_cast<uint64_t>(int64_t{l.value});
+  const uint64_t value = static_cast<uint64_t>(v.lin.c) + static_cast<uint64_t>(v.sign) * loaded;
+  SetVar(r[0].slot, static_cast<int64_t>(value), true);
+  AccessUnchecked(f, r[1]);
+  AccessUnchecked(f, r[2]);
 }
 
 // The records of the item in their order, as FlatStep<false> runs them, with what their shape

@@ -375,7 +375,11 @@ void Walk(Contract* c, std::vector<Statement>* body) {
       if (fc.Compile(st.body, flat.get())) {
         fc.Commit();
         for (size_t k = 0; k < flat->records.size(); ++k)
+        {
           flat->records[k].decode_item = FlatDecodeItemShape(*flat, static_cast<int32_t>(k));
+          flat->records[k].load_then_accesses =
+              FlatLoadThenAccessesShape(*flat, static_cast<int32_t>(k));
+        }
         st.flat = std::move(flat);
         continue;
       }
@@ -411,6 +415,19 @@ bool FlatDecodeItemShape(const FlatBody& f, int32_t loop) {
   if (r[7].kind != K::kGather || r[7].when >= 0) return false;
   if (r[8].kind != K::kLoop || r[8].when >= 0 || !r[8].empty_body) return false;
   return true;
+}
+
+bool FlatLoadThenAccessesShape(const FlatBody& f, int32_t loop) {
+  using K = FlatRecord::Kind;
+  const FlatRecord& l = f.records[loop];
+  const int32_t a = loop + 1;
+  if (l.kind != K::kLoop || l.body_end != a + 3) return false;
+  const FlatRecord* r = &f.records[a];
+  if (r[0].kind != K::kLetValue || r[0].when >= 0) return false;
+  const FlatValue& v = f.values[r[0].v[0]];
+  if (v.kind != FlatValue::Kind::kLoad || v.lin.form != FlatLin::Form::kConst) return false;
+  return r[1].kind == K::kAccess && r[1].when < 0 && r[1].feeds_next && r[2].kind == K::kAccess &&
+         r[2].same_as_prev;
 }
 
 bool SameLin(const FlatLin& a, const FlatLin& b) {

@@ -107,6 +107,9 @@ struct FlatRecord {
   // kLoop: its body is a decode work item of the shape FlatDecodeItemShape names, which the
   // executor runs as one step while every variable slot is defined.
   bool decode_item = false;
+  // kLoop: its body is a let of a load and two accesses of the same rows (FlatLoadThenAccesses:
+  // the reduce's partial rows), run as one step while every variable slot is defined.
+  bool load_then_accesses = false;
   // kAccess: its `when` and rows are those of the kAccess record just before it in its body
   // (the decode's logits and attn_lse writes): it takes what that record evaluated (an access
   // sets no variable and loads nothing, so nothing can have changed in between). The record it
@@ -135,5 +138,11 @@ void CompileFlatBodies(Contract* c);
 // of a form, four accesses, a let of one more field of that row plus a constant, a gather and a
 // loop with an empty body, none of the lets, the gather or the loop with a `when`.
 bool FlatDecodeItemShape(const FlatBody& f, int32_t loop);
+
+// Whether records[loop] is a kLoop whose body is a let (no `when`) of a load at any form plus a
+// constant, then two kAccess records without `when`, the second taking the first's rows
+// (same_as_prev): the reduce's `let row = reduce_partial_map[first + i]`, its logits and
+// attn_lse reads.
+bool FlatLoadThenAccessesShape(const FlatBody& f, int32_t loop);
 
 }  // namespace mlasim::sim

@@ -52,6 +52,7 @@ TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
     // The work item runs whole (FlatRecord::decode_item) while every slot is defined.
     EXPECT_TRUE(f.records[0].decode_item) << variant;
     for (size_t k = 1; k < f.records.size(); ++k) EXPECT_FALSE(f.records[k].decode_item) << k;
+    for (const sim::FlatRecord& rec : f.records) EXPECT_FALSE(rec.load_then_accesses);
     // `index_rows / 16 + 1` (the KV-block bound) and `page_size == 1` are per call.
     EXPECT_EQ(c->hoisted.size(), 2u) << variant;
     EXPECT_GE(c->one_slot, sim::kLaunchVarCount);
@@ -59,7 +60,12 @@ TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
   const auto r = Builtin(CallKind::kReduce, "mla_reduce_v1");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->program.at(1).flat != nullptr, true);  // loop t: lets, if, loop i, write o
-  for (const sim::FlatRecord& rec : r->program[1].flat->records) EXPECT_FALSE(rec.decode_item);
+  std::string whole;  // the loops whose body runs as one step
+  for (const sim::FlatRecord& rec : r->program[1].flat->records) {
+    EXPECT_FALSE(rec.decode_item);
+    whole += rec.load_then_accesses ? 'L' : '.';
+  }
+  EXPECT_EQ(whole, "....L....");  // loop i: let row, the logits and attn_lse reads
 }
 
 // page_count_underflows = 1 bounds the KV-block loop by `u32(kv_len - 1) / 16 + 1`: u32 has no
@@ -155,6 +161,85 @@ std::pair<sim::ExecutionResult, sim::ExecutionResult> RunBothWays(const sim::Sce
   sim::ExecuteOptions flat, interpreted;
   interpreted.flat = false;
   return {sim::Execute(s, t, flat), sim::Execute(s, t, interpreted)};
+}
+
+// aiter's reduce with the piece loop's let and first read as placeholders: a row a million past
+// the map's value (so that a read made with a row that did not load, as 0, is a finding of its
+// own), and the read with or without a `when`.
+constexpr const char* kReducePieces = R"json({
+  "contract": 1, "name": "u", "call": "reduce", "variant": "u", "source": "test",
+  "launch": {"grid": "reduce_indptr_rows - 1"},
+  "program": [
+    {"loop": "t", "from": 0, "to": "grid", "attribute": "tile", "body": [
+      {"let": "first", "value": "reduce_indptr[t]"},
+      {"let": "splits", "value": "reduce_indptr[t + 1] - first"},
+      {"if": "splits >= 2", "body": [
+        {"let": "q0", "value": "reduce_final_map[t].q_start"},
+        {"let": "q1", "value": "reduce_final_map[t].q_end"},
+        {"loop": "i", "from": 0, "to": "splits", "body": [
+          {"let": "row", "value": "reduce_partial_map[first + i] + 1000000"},
+          {"read": "logits", "rows": ["row", "row + q1 - q0"]WHEN},
+          {"read": "attn_lse", "rows": ["row", "row + q1 - q0"]WHEN}]},
+        {"write": "o", "rows": ["q0", "q1"]}]}]}]
+})json";
+
+// Generated cases whose reduce reads partial rows from a reduce_partial_map with every third
+// cell unwritten, the first included (its value, partial row 0, is then never loaded: a read
+// made at a row that did not load, as 0, would show): the reduce's loop over a tile's pieces
+// runs as one step (load_then_accesses) where the row loads and through its records where it
+// does not (the let undefined, the reads not made, the stale read of the map reported): the
+// interpreter's findings either way, for aiter's reduce and for the placeholder one (whose
+// piece loop with a `when` on its reads runs through the records).
+TEST(FlatBody, APieceLoopRunsWholeWhereItsRowLoads) {
+  GenConfig small;
+  small.swarm = true;
+  small.small = true;
+  small.max_batch = 64;
+  for (const char* when : {"", "none", ", \"when\": \"q1 > q0\""}) {
+    std::shared_ptr<const Contract> user;
+    if (*when) {
+      std::string text = kReducePieces;
+      const std::string w = std::string(when) == "none" ? "" : when;
+      for (size_t at; (at = text.find("WHEN")) != std::string::npos;) text.replace(at, 4, w);
+      auto parsed = sim::ParseContract(json::parse(text), "pieces.json");
+      ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+      user = std::make_shared<const Contract>(std::move(*parsed));
+      ASSERT_NE(user->program.at(0).flat, nullptr);
+      std::string whole;
+      for (const sim::FlatRecord& rec : user->program[0].flat->records)
+        whole += rec.load_then_accesses ? 'L' : '.';
+      EXPECT_EQ(whole, std::string(when) == "none" ? "....L...." : ".........") << when;
+    }
+    int64_t stale = 0, cases = 0, far = 0;
+    for (uint64_t seed = 1; seed <= 60; ++seed) {
+      sim::Scenario s =
+          ScenarioFromSeed(small, seed, static_cast<int>(10 + seed % 91)).value();
+      if (user) s.contracts.push_back(user);
+      auto planned = sim::ExpandStep(s);
+      if (!planned.ok()) continue;
+      for (const bool unwrite : {false, true}) {
+        sim::Trace t = *planned;
+        if (unwrite)
+          for (sim::PlanSnapshot& p : t.plans) {
+            ref::Int32Buffer& m = p.plan.reduce_partial_map;
+            if (p.dialect || m.cells.empty()) continue;
+            for (size_t i = 0; i < m.cells.size(); i += 3) m.cells[i] = ref::Cell::kUnwritten;
+          }
+        const auto [a, b] = RunBothWays(s, t);
+        EXPECT_EQ(Dump(a), Dump(b)) << "seed " << seed << (unwrite ? ", unwritten cells" : "")
+                                    << ", " << when;
+        ++cases;
+        for (const sim::Violation& v : a.violations) {
+          stale += unwrite && v.kind == sim::ViolationKind::kUninitializedRead &&
+                   v.buffer.find("reduce_partial_map") != std::string::npos;
+          far += v.kind == sim::ViolationKind::kOutOfBounds && v.first_row >= 1000000;
+        }
+      }
+    }
+    EXPECT_GT(cases, 80) << when;
+    EXPECT_GT(stale, 3) << when;
+    if (*when) EXPECT_GT(far, 10) << when;
+  }
 }
 
 // Generated cases (--small and full size, swarm on, every family of docs/fuzzing.md, and
