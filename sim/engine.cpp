@@ -173,7 +173,10 @@ class StepBuilder {
   Status EvalVariables();
   Status ResolveContracts();
   Status AllocateBuffers();
-  int64_t Eval(const Expr& e, const std::string& what) const;
+  // `what` names the expression in the message of an undefined value (a literal is not made
+  // into a string for every evaluation).
+  int64_t Eval(const Expr& e, const char* what) const;
+  int64_t Eval(const Expr& e, const std::string& what) const { return Eval(e, what.c_str()); }
   bool When(const Expr& e) const { return e.empty() || Eval(e, "when") != 0; }
   int64_t Var(const std::string& name) const;
   ref::PlanRequest BaseRequest(int32_t qlen) const;
@@ -262,7 +265,7 @@ class StepBuilder {
   std::map<std::string, int32_t> built_;  // "<step>.<call>" -> plan index, this step
 };
 
-int64_t StepBuilder::Eval(const Expr& e, const std::string& what) const {
+int64_t StepBuilder::Eval(const Expr& e, const char* what) const {
   bool defined = true;
   const int64_t v = e.Eval(vars_.data(), nullptr, Loader(), &defined);
   MLASIM_ASSERT(defined, "call table " + table_.name + ": " + what + " \"" + e.text() +
@@ -923,6 +926,7 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
 // ---------------------------------------------------------------------------------------------
 
 const CallOverride* StepBuilder::Override(const std::string& step, const std::string& call) const {
+  if (s_.calls.empty()) return nullptr;  // (the key is not built for a step without overrides)
   const std::string key = step + "." + call;
   for (const CallOverride& o : s_.calls)
     if (o.call == key) return &o;
@@ -1207,6 +1211,8 @@ Status StepBuilder::Run() {
                               s_.engine.name + " profile's " + backend +
                               " planner takes one q length per batch here");
   ComputeShape();
+  t_.calls.reserve(16);  // a step's calls (about 9 in a --small campaign) without regrowth
+  t_.plans.reserve(8);
   MLASIM_RETURN_IF_ERROR(EvalVariables());
   MLASIM_RETURN_IF_ERROR(ResolveContracts());
   MLASIM_RETURN_IF_ERROR(AllocateBuffers());

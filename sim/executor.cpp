@@ -95,7 +95,8 @@ class CallExecutor {
   void ExecLoop(const Statement& st);
   // Rows [b, e) of role `role` in `unit`s, read or written (what an access statement does once
   // its rows are evaluated).
-  void TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b, int64_t e);
+  [[gnu::always_inline]] inline void TouchRows(int32_t role, bool write, AccessUnit unit,
+                                               int64_t b, int64_t e);
   // A gather over token positions [p0, p1) with pages of `page` tokens, all three evaluated.
   void GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1, int64_t page);
   // The iterations of a loop whose range [from, to) is evaluated and defined: the hang checks,
@@ -118,21 +119,34 @@ class CallExecutor {
   template <bool kChecked>
   [[gnu::always_inline]] inline int32_t FlatStep(const FlatBody& f,
                                                  const std::vector<Statement>& body, int32_t i);
+  // A decode work item (FlatRecord::decode_item) whose records start at `a`, while every slot
+  // is defined: false, having done nothing, when its work_info row is not all written (or not
+  // inside the buffer); then the records run one by one.
+  bool DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  // The body of a loop with FlatRecord::load_then_accesses, records [a, a + 3), while every slot
+  // is defined: the let's load (a failed one leaves the accesses to the records, checked).
+  void LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  // A kAccess record in the unchecked mode (FlatStep<false>'s case, its `when` included).
+  [[gnu::always_inline]] inline void AccessUnchecked(const FlatBody& f, const FlatRecord& r);
   template <bool kChecked>
   [[gnu::noinline]] void FlatLoop(const FlatBody& f, const std::vector<Statement>& body,
                                   const FlatRecord& r, int32_t at);
   template <bool kChecked>
-  inline int64_t LinValue(const FlatLin& l, bool* defined) const;
+  [[gnu::always_inline]] inline int64_t LinValue(const FlatLin& l, bool* defined) const;
   template <bool kChecked>
-  inline bool CmpHolds(const FlatCmp& c, bool* defined) const;
+  [[gnu::always_inline]] inline bool CmpHolds(const FlatCmp& c, bool* defined) const;
   template <bool kChecked>
-  inline bool CondHolds(const FlatCond& c, bool* defined) const;
+  [[gnu::always_inline]] inline bool CondHolds(const FlatCond& c, bool* defined) const;
   // A value of a compiled body: a select out of line (it recurses), the other kinds inline.
   template <bool kChecked>
   [[gnu::always_inline]] inline int64_t FlatValueOf(const FlatBody& f, const FlatValue& v,
                                                     bool* defined);
   template <bool kChecked>
   [[gnu::noinline]] int64_t FlatSelect(const FlatBody& f, const FlatValue& v, bool* defined);
+  // FlatValueOf with a select's first level inline (FlatSelect's body): the decode's gather end.
+  template <bool kChecked>
+  [[gnu::always_inline]] inline int64_t FlatValueSelectInline(const FlatBody& f,
+                                                              const FlatValue& v, bool* defined);
   void EvalHoisted();
   void ExecLetRow(const LetRow& r);
   inline bool CsrIdle(const CsrWalk& w, int64_t v) const;
@@ -851,7 +865,8 @@ void CallExecutor::ExecAccess(const Statement& st) {
   TouchRows(st.role, st.kind == Statement::Kind::kWrite, st.unit, b, e);
 }
 
-void CallExecutor::TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b, int64_t e) {
+inline void CallExecutor::TouchRows(int32_t role, bool write, AccessUnit unit, int64_t b,
+                                    int64_t e) {
   const TensorArg* a = roles_[role];
   // To the tensor's rows: a partly touched row counts as touched.
   int64_t per_row = 1;
@@ -884,7 +899,9 @@ void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_
   if (p1 <= p0 || page <= 0) return;
   const TensorArg* index = roles_[index_role];
   if (!index) return;
-  const int64_t e0 = FloorDiv(p0, page), e1 = FloorDiv(p1 - 1, page) + 1;
+  // (Pages of one token, the common gather: no division.)
+  const int64_t e0 = page == 1 ? p0 : FloorDiv(p0, page);
+  const int64_t e1 = page == 1 ? p1 : FloorDiv(p1 - 1, page) + 1;
   TouchIn(role_allocs_[index_role], *index, false, e0, e1, who_);
   if (roles_[role]) GatherRows(role, index_role, *index, e0, e1, p0, p1, page);
 }
@@ -1123,6 +1140,10 @@ inline int64_t CallExecutor::FlatValueOf(const FlatBody& f, const FlatValue& v, 
       const int64_t a = LinValue<kChecked>(v.lin, defined);
       if (!*defined) return 0;
       const int64_t k = v.divisor;  // neither 0 nor -1: always defined
+      if (a >= 0 && k > 0 && (k & (k - 1)) == 0) {  // (cdiv(kv_len, 16): shifts, no division)
+        const int64_t q = a >> __builtin_ctzll(static_cast<uint64_t>(k)), r = a & (k - 1);
+        return v.post == Expr::Op::kDiv ? q : v.post == Expr::Op::kMod ? r : q + (r != 0);
+      }
       if (v.post == Expr::Op::kDiv) return a / k;
       if (v.post == Expr::Op::kMod) return a % k;
       return a / k + ((a % k != 0) && ((a > 0) == (k > 0)));
@@ -1146,6 +1167,19 @@ inline int64_t CallExecutor::FlatValueOf(const FlatBody& f, const FlatValue& v, 
   }
   *defined = false;
   return 0;
+}
+
+template <bool kChecked>
+inline int64_t CallExecutor::FlatValueSelectInline(const FlatBody& f, const FlatValue& v,
+                                                   bool* defined) {
+  if (v.kind != FlatValue::Kind::kSelect) return FlatValueOf<kChecked>(f, v, defined);
+  bool dc = true;
+  const bool c = CondHolds<kChecked>(f.conds[v.cond], &dc);
+  if (!dc) {
+    *defined = false;
+    return 0;
+  }
+  return FlatValueOf<kChecked>(f, f.values[c ? v.then_value : v.else_value], defined);
 }
 
 template <bool kChecked>
@@ -1266,7 +1300,108 @@ void CallExecutor::FlatLoop(const FlatBody& f, const std::vector<Statement>& bod
   auto stmt = [&]() -> const Statement& { return FlatStatement(f, body, r); };
   LoopOver(from, to, r.v[2] >= 0, bound, stmt, r.empty_body, r.csr >= 0 ? &f.csrs[r.csr] : nullptr,
            r.slot, static_cast<LoopAttribution>(r.attribute),
-           [&] { RunFlat(f, body, at + 1, r.body_end); });
+           [&] {
+             if (undefined_ == 0 && r.load_then_accesses)
+               LoadThenAccesses(f, body, at + 1);
+             else if (!r.decode_item || undefined_ != 0 || !DecodeItem(f, body, at + 1))
+               RunFlat(f, body, at + 1, r.body_end);
+           });
+}
+
+void CallExecutor::AccessUnchecked(const FlatBody& f, const FlatRecord& r) {
+  bool defined = true;
+  if (r.same_as_prev) {
+    if (access_runs_ && roles_[r.role])
+      TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+    return;
+  }
+  if (r.when >= 0 && (!CondHolds<false>(f.conds[r.when], &defined) || !defined)) {
+    if (r.feeds_next) access_runs_ = false;
+    return;
+  }
+  if (r.feeds_next) {
+    access_b_ = LinValue<false>(r.begin, &defined);
+    access_e_ = LinValue<false>(r.end, &defined);
+    access_runs_ = true;
+    if (roles_[r.role])
+      TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), access_b_, access_e_);
+    return;
+  }
+  if (!roles_[r.role]) return;
+  const int64_t b = LinValue<false>(r.begin, &defined), e = LinValue<false>(r.end, &defined);
+  TouchRows(r.role, r.write, static_cast<AccessUnit>(r.unit), b, e);
+}
+
+// FlatStep<false> of the three records in their order: the let (FlatValueOf's kLoad with a
+// constant other side), then, when it loaded, the two accesses as AccessUnchecked runs them;
+// when it did not, its slot is undefined and the records run checked, as they would.
+void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body,
+                                    int32_t a) {
+  const FlatRecord* r = &f.records[a];
+  const FlatValue& v = f.values[r[0].v[0]];
+  bool defined = true;
+  const int64_t idx = LinValue<false>(v.index, &defined);
+  const LoadResult l = Load(v.buffer, idx * v.width + v.field);
+  if (!l.defined) {
+    SetVar(r[0].slot, 0, false);
+    RunFlat(f, body, a + 1, a + 3);
+    return;
+  }
+  const uint64_t loaded = static_cast<uint64_t>(int64_t{l.value});
+  const uint64_t value = static_cast<uint64_t>(v.lin.c) + static_cast<uint64_t>(v.sign) * loaded;
+  SetVar(r[0].slot, static_cast<int64_t>(value), true);
+  AccessUnchecked(f, r[1]);
+  AccessUnchecked(f, r[2]);
+}
+
+// The records of the item in their order, as FlatStep<false> runs them, with what their shape
+// fixes decided once: the row of lets and the let of batch_idx (a field of the same row) load
+// without a finding when the row is inside the buffer and the cells of all their fields are
+// written (else nothing is done here, and the records run one by one: the loads that fail are
+// recorded in their order); every slot stays defined, so the rest is the unchecked records'.
+bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a) {
+  const FlatRecord* r = &f.records[a];
+  const LetRow& row = f.rows[r[0].row];
+  const FlatValue& batch = f.values[r[6].v[0]];
+  int64_t* v = vars_.data();
+  const int64_t base = v[row.index_slot] * 8;
+  const LoadSource& src = loads_[row.buffer];
+  if (!src.cells || base < 0 || base > src.size - 8) return false;
+  const uint64_t mask = row.cell_mask | (uint64_t{0xff} << (8 * batch.field));
+  if (ref::AnyUnwritten8(ref::LoadCells8(src.cells + base) | ~mask)) return false;
+  for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
+  bool defined = true;
+  v[r[1].slot] = LinValue<false>(r[1].begin, &defined);
+  AccessUnchecked(f, r[2]);
+  AccessUnchecked(f, r[3]);
+  AccessUnchecked(f, r[4]);
+  AccessUnchecked(f, r[5]);
+  const int64_t batch_value = src.data[base + batch.field];  // its cell is written (the mask)
+  v[r[6].slot] = static_cast<int64_t>(static_cast<uint64_t>(batch.lin.c) +
+                                      static_cast<uint64_t>(batch.sign) *
+                                          static_cast<uint64_t>(batch_value));
+  {
+    const FlatRecord& g = r[7];
+    bool d1 = true, d2 = true, d3 = true;
+    const int64_t p0 = FlatValueOf<false>(f, f.values[g.v[0]], &d1);
+    const int64_t p1 = FlatValueSelectInline<false>(f, f.values[g.v[1]], &d2);
+    const int64_t page = FlatValueOf<false>(f, f.values[g.v[2]], &d3);
+    if (d1 && d2 && d3) GatherAt(g.role, g.index_role, p0, p1, page);
+  }
+  {
+    const FlatRecord& l = r[8];
+    bool d1 = true, d2 = true;
+    const int64_t from = FlatValueOf<false>(f, f.values[l.v[0]], &d1);
+    const int64_t to = FlatValueOf<false>(f, f.values[l.v[1]], &d2);
+    if (!d1 || !d2 || to <= from || l.v[2] < 0) return true;
+    const uint64_t span = static_cast<uint64_t>(to) - static_cast<uint64_t>(from);
+    const int64_t trips = span > static_cast<uint64_t>(INT64_MAX) ? INT64_MAX
+                                                                  : static_cast<int64_t>(span);
+    bool db = true;
+    const int64_t bound = FlatValueOf<false>(f, f.values[l.v[2]], &db);
+    if (db && trips > bound) FlatHang(f, body, l, trips, bound);
+  }
+  return true;
 }
 
 const Statement& CallExecutor::FlatStatement(const FlatBody& f, const std::vector<Statement>& body,
@@ -1315,6 +1450,18 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
     const int32_t* data = l.data;
     const Cell* cells = l.cells;
     const int64_t size = l.size, c0 = w.coef[0], c1 = w.coef[1], k = w.constant;
+    // Whether iteration u is busy: an element outside the buffer or unwritten, or a gate above 0.
+    const auto busy_at = [&](int64_t u) {
+      const int64_t e0 = static_cast<int64_t>(static_cast<uint64_t>(u) +
+                                              static_cast<uint64_t>(w.offset[0]));
+      const int64_t e1 = static_cast<int64_t>(static_cast<uint64_t>(u) +
+                                              static_cast<uint64_t>(w.offset[1]));
+      return e0 < 0 || e0 >= size || e1 < 0 || e1 >= size || cells[e0] == Cell::kUnwritten ||
+             cells[e1] == Cell::kUnwritten || k + c0 * data[e0] + c1 * data[e1] > 0;
+    };
+    // The iteration asked for first: most often busy (a workgroup with work), which ends the
+    // walk here, before the block scans below (which would find the same first busy one).
+    if (v < to && busy_at(v)) return v;
     // Four iterations at a time while elements e0 .. e0 + 4 are all inside the buffer: their
     // five cells written (no zero byte) and no gate above 0; else one at a time below.
     const int64_t a = w.offset[0];
@@ -1351,16 +1498,8 @@ int64_t CallExecutor::CsrNextBusy(const CsrWalk& w, int64_t v, int64_t to) const
         if (unwritten || busy) break;
       }
     }
-    for (; v < to; ++v) {
-      const int64_t e0 = static_cast<int64_t>(static_cast<uint64_t>(v) +
-                                              static_cast<uint64_t>(w.offset[0]));
-      const int64_t e1 = static_cast<int64_t>(static_cast<uint64_t>(v) +
-                                              static_cast<uint64_t>(w.offset[1]));
-      if (e0 < 0 || e0 >= size || e1 < 0 || e1 >= size || cells[e0] == Cell::kUnwritten ||
-          cells[e1] == Cell::kUnwritten)
-        return v;
-      if (k + c0 * data[e0] + c1 * data[e1] > 0) return v;
-    }
+    for (; v < to; ++v)
+      if (busy_at(v)) return v;
     return v;
   }
   for (; v < to; ++v)

@@ -374,6 +374,12 @@ void Walk(Contract* c, std::vector<Statement>* body) {
       FlatCompiler fc(c);
       if (fc.Compile(st.body, flat.get())) {
         fc.Commit();
+        for (size_t k = 0; k < flat->records.size(); ++k)
+        {
+          flat->records[k].decode_item = FlatDecodeItemShape(*flat, static_cast<int32_t>(k));
+          flat->records[k].load_then_accesses =
+              FlatLoadThenAccessesShape(*flat, static_cast<int32_t>(k));
+        }
         st.flat = std::move(flat);
         continue;
       }
@@ -385,6 +391,44 @@ void Walk(Contract* c, std::vector<Statement>* body) {
 }  // namespace
 
 void CompileFlatBodies(Contract* c) { Walk(c, &c->program); }
+
+bool FlatDecodeItemShape(const FlatBody& f, int32_t loop) {
+  using K = FlatRecord::Kind;
+  const FlatRecord& l = f.records[loop];
+  const int32_t a = loop + 1;
+  if (l.kind != K::kLoop || l.body_end != a + 9) return false;
+  const FlatRecord* r = &f.records[a];
+  if (r[0].kind != K::kLetRow || r[0].when >= 0) return false;
+  const LetRow& row = f.rows[r[0].row];
+  if (row.width != 8 || row.cell_mask == 0 || row.index_slot != l.slot) return false;
+  // The row is read once, at the loop variable's value when the item starts; no let can set
+  // that variable in between (every let has a slot of its own, ProgramCompiler).
+  if (r[1].kind != K::kLetLin || r[1].when >= 0) return false;
+  for (int k = 2; k < 6; ++k)
+    if (r[k].kind != K::kAccess) return false;
+  if (r[6].kind != K::kLetValue || r[6].when >= 0) return false;
+  const FlatValue& v = f.values[r[6].v[0]];
+  if (v.kind != FlatValue::Kind::kLoad || v.lin.form != FlatLin::Form::kConst ||
+      v.buffer != row.buffer || v.width != row.width || v.field < 0 || v.field >= 8 ||
+      v.index.form != FlatLin::Form::kVar || v.index.c != 0 || v.index.x[0] != row.index_slot)
+    return false;
+  if (r[7].kind != K::kGather || r[7].when >= 0) return false;
+  if (r[8].kind != K::kLoop || r[8].when >= 0 || !r[8].empty_body) return false;
+  return true;
+}
+
+bool FlatLoadThenAccessesShape(const FlatBody& f, int32_t loop) {
+  using K = FlatRecord::Kind;
+  const FlatRecord& l = f.records[loop];
+  const int32_t a = loop + 1;
+  if (l.kind != K::kLoop || l.body_end != a + 3) return false;
+  const FlatRecord* r = &f.records[a];
+  if (r[0].kind != K::kLetValue || r[0].when >= 0) return false;
+  const FlatValue& v = f.values[r[0].v[0]];
+  if (v.kind != FlatValue::Kind::kLoad || v.lin.form != FlatLin::Form::kConst) return false;
+  return r[1].kind == K::kAccess && r[1].when < 0 && r[1].feeds_next && r[2].kind == K::kAccess &&
+         r[2].same_as_prev;
+}
 
 bool SameLin(const FlatLin& a, const FlatLin& b) {
   for (int i = 0; i < 3; ++i)

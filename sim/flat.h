@@ -104,6 +104,12 @@ struct FlatRecord {
   int32_t stmt = -1;      // kLoop: FlatBody::paths index (the statement, for a hang report)
   int32_t body_end = 0;   // kLoop / kIf: the body is records (this one, body_end)
   bool empty_body = false;  // kLoop
+  // kLoop: its body is a decode work item of the shape FlatDecodeItemShape names, which the
+  // executor runs as one step while every variable slot is defined.
+  bool decode_item = false;
+  // kLoop: its body is a let of a load and two accesses of the same rows (FlatLoadThenAccesses:
+  // the reduce's partial rows), run as one step while every variable slot is defined.
+  bool load_then_accesses = false;
   // kAccess: its `when` and rows are those of the kAccess record just before it in its body
   // (the decode's logits and attn_lse writes): it takes what that record evaluated (an access
   // sets no variable and loads nothing, so nothing can have changed in between). The record it
@@ -126,5 +132,17 @@ struct FlatBody {
 // compiled form gets one; the loops of a body that has none are tried in turn. Allocates the
 // hoisted slots and Contract::one_slot. Never fails: what it cannot express stays interpreted.
 void CompileFlatBodies(Contract* c);
+
+// Whether records[loop] is a kLoop whose body is a decode work item of this shape (aiter's
+// decode contracts): a row of work_info lets (8 cells, a cell mask) at the loop variable, a let
+// of a form, four accesses, a let of one more field of that row plus a constant, a gather and a
+// loop with an empty body, none of the lets, the gather or the loop with a `when`.
+bool FlatDecodeItemShape(const FlatBody& f, int32_t loop);
+
+// Whether records[loop] is a kLoop whose body is a let (no `when`) of a load at any form plus a
+// constant, then two kAccess records without `when`, the second taking the first's rows
+// (same_as_prev): the reduce's `let row = reduce_partial_map[first + i]`, its logits and
+// attn_lse reads.
+bool FlatLoadThenAccessesShape(const FlatBody& f, int32_t loop);
 
 }  // namespace mlasim::sim

@@ -120,12 +120,21 @@ const std::vector<KnownBug>& KnownBugs() {
   return kAll;
 }
 
-bool SignatureMatches(const std::string& pattern, const std::string& signature) {
-  const std::vector<std::string> p = Parts(pattern), s = Parts(signature);
+namespace {
+
+// SignatureMatches of a signature already split into its Parts.
+bool PartsMatch(const std::string& pattern, const std::vector<std::string>& s) {
+  const std::vector<std::string> p = Parts(pattern);
   if (p.size() != s.size()) return false;
   for (size_t i = 0; i < p.size(); ++i)
     if (!PartMatches(p[i], s[i])) return false;
   return true;
+}
+
+}  // namespace
+
+bool SignatureMatches(const std::string& pattern, const std::string& signature) {
+  return PartsMatch(pattern, Parts(signature));
 }
 
 bool HasUpdateHazard(const ReplayReport& r) {
@@ -145,14 +154,15 @@ bool HasPagedUpdate(const ReplayReport& r) {
 }
 
 const KnownBug* MatchKnownBug(const Violation& v, const ReplayReport& r) {
-  const std::string sig = ViolationSignature(v);
+  const std::vector<std::string> sig = Parts(ViolationSignature(v));  // split once
   const std::string consequence = ConsequenceText(v);
   for (const KnownBug& k : KnownBugs()) {
     const KnownBugPattern& p = k.pattern;
     bool kind = p.kinds.empty();
     for (ViolationKind x : p.kinds) kind = kind || x == v.kind;
+    if (!kind) continue;  // (then nothing else decides: the signatures are not matched)
     bool signature = p.signatures.empty();
-    for (const std::string& s : p.signatures) signature = signature || SignatureMatches(s, sig);
+    for (const std::string& s : p.signatures) signature = signature || PartsMatch(s, sig);
     if (kind && signature && consequence.compare(0, p.consequence.size(), p.consequence) == 0 &&
         WhenHolds(p.when, v, r))
       return &k;

@@ -49,6 +49,10 @@ TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
     EXPECT_EQ(f.records[8].kind, sim::FlatRecord::Kind::kGather);
     EXPECT_EQ(f.records[9].kind, sim::FlatRecord::Kind::kLoop);
     EXPECT_TRUE(f.records[9].empty_body);
+    // The work item runs whole (FlatRecord::decode_item) while every slot is defined.
+    EXPECT_TRUE(f.records[0].decode_item) << variant;
+    for (size_t k = 1; k < f.records.size(); ++k) EXPECT_FALSE(f.records[k].decode_item) << k;
+    for (const sim::FlatRecord& rec : f.records) EXPECT_FALSE(rec.load_then_accesses);
     // `index_rows / 16 + 1` (the KV-block bound) and `page_size == 1` are per call.
     EXPECT_EQ(c->hoisted.size(), 2u) << variant;
     EXPECT_GE(c->one_slot, sim::kLaunchVarCount);
@@ -56,6 +60,12 @@ TEST(FlatBody, TheBuiltinDecodeAndReduceLoopsCompile) {
   const auto r = Builtin(CallKind::kReduce, "mla_reduce_v1");
   ASSERT_NE(r, nullptr);
   EXPECT_EQ(r->program.at(1).flat != nullptr, true);  // loop t: lets, if, loop i, write o
+  std::string whole;  // the loops whose body runs as one step
+  for (const sim::FlatRecord& rec : r->program[1].flat->records) {
+    EXPECT_FALSE(rec.decode_item);
+    whole += rec.load_then_accesses ? 'L' : '.';
+  }
+  EXPECT_EQ(whole, "....L....");  // loop i: let row, the logits and attn_lse reads
 }
 
 // page_count_underflows = 1 bounds the KV-block loop by `u32(kv_len - 1) / 16 + 1`: u32 has no
@@ -153,6 +163,85 @@ std::pair<sim::ExecutionResult, sim::ExecutionResult> RunBothWays(const sim::Sce
   return {sim::Execute(s, t, flat), sim::Execute(s, t, interpreted)};
 }
 
+// aiter's reduce with the piece loop's let and first read as placeholders: a row a million past
+// the map's value (so that a read made with a row that did not load, as 0, is a finding of its
+// own), and the read with or without a `when`.
+constexpr const char* kReducePieces = R"json({
+  "contract": 1, "name": "u", "call": "reduce", "variant": "u", "source": "test",
+  "launch": {"grid": "reduce_indptr_rows - 1"},
+  "program": [
+    {"loop": "t", "from": 0, "to": "grid", "attribute": "tile", "body": [
+      {"let": "first", "value": "reduce_indptr[t]"},
+      {"let": "splits", "value": "reduce_indptr[t + 1] - first"},
+      {"if": "splits >= 2", "body": [
+        {"let": "q0", "value": "reduce_final_map[t].q_start"},
+        {"let": "q1", "value": "reduce_final_map[t].q_end"},
+        {"loop": "i", "from": 0, "to": "splits", "body": [
+          {"let": "row", "value": "reduce_partial_map[first + i] + 1000000"},
+          {"read": "logits", "rows": ["row", "row + q1 - q0"]WHEN},
+          {"read": "attn_lse", "rows": ["row", "row + q1 - q0"]WHEN}]},
+        {"write": "o", "rows": ["q0", "q1"]}]}]}]
+})json";
+
+// Generated cases whose reduce reads partial rows from a reduce_partial_map with every third
+// cell unwritten, the first included (its value, partial row 0, is then never loaded: a read
+// made at a row that did not load, as 0, would show): the reduce's loop over a tile's pieces
+// runs as one step (load_then_accesses) where the row loads and through its records where it
+// does not (the let undefined, the reads not made, the stale read of the map reported): the
+// interpreter's findings either way, for aiter's reduce and for the placeholder one (whose
+// piece loop with a `when` on its reads runs through the records).
+TEST(FlatBody, APieceLoopRunsWholeWhereItsRowLoads) {
+  GenConfig small;
+  small.swarm = true;
+  small.small = true;
+  small.max_batch = 64;
+  for (const char* when : {"", "none", ", \"when\": \"q1 > q0\""}) {
+    std::shared_ptr<const Contract> user;
+    if (*when) {
+      std::string text = kReducePieces;
+      const std::string w = std::string(when) == "none" ? "" : when;
+      for (size_t at; (at = text.find("WHEN")) != std::string::npos;) text.replace(at, 4, w);
+      auto parsed = sim::ParseContract(json::parse(text), "pieces.json");
+      ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+      user = std::make_shared<const Contract>(std::move(*parsed));
+      ASSERT_NE(user->program.at(0).flat, nullptr);
+      std::string whole;
+      for (const sim::FlatRecord& rec : user->program[0].flat->records)
+        whole += rec.load_then_accesses ? 'L' : '.';
+      EXPECT_EQ(whole, std::string(when) == "none" ? "....L...." : ".........") << when;
+    }
+    int64_t stale = 0, cases = 0, far = 0;
+    for (uint64_t seed = 1; seed <= 60; ++seed) {
+      sim::Scenario s =
+          ScenarioFromSeed(small, seed, static_cast<int>(10 + seed % 91)).value();
+      if (user) s.contracts.push_back(user);
+      auto planned = sim::ExpandStep(s);
+      if (!planned.ok()) continue;
+      for (const bool unwrite : {false, true}) {
+        sim::Trace t = *planned;
+        if (unwrite)
+          for (sim::PlanSnapshot& p : t.plans) {
+            ref::Int32Buffer& m = p.plan.reduce_partial_map;
+            if (p.dialect || m.cells.empty()) continue;
+            for (size_t i = 0; i < m.cells.size(); i += 3) m.cells[i] = ref::Cell::kUnwritten;
+          }
+        const auto [a, b] = RunBothWays(s, t);
+        EXPECT_EQ(Dump(a), Dump(b)) << "seed " << seed << (unwrite ? ", unwritten cells" : "")
+                                    << ", " << when;
+        ++cases;
+        for (const sim::Violation& v : a.violations) {
+          stale += unwrite && v.kind == sim::ViolationKind::kUninitializedRead &&
+                   v.buffer.find("reduce_partial_map") != std::string::npos;
+          far += v.kind == sim::ViolationKind::kOutOfBounds && v.first_row >= 1000000;
+        }
+      }
+    }
+    EXPECT_GT(cases, 80) << when;
+    EXPECT_GT(stale, 3) << when;
+    if (*when) EXPECT_GT(far, 10) << when;
+  }
+}
+
 // Generated cases (--small and full size, swarm on, every family of docs/fuzzing.md, and
 // every third one under page_count_underflows = 1, whose bodies the interpreter runs): the
 // compiled bodies find what the interpreter finds, as planned, with unwritten work fields and
@@ -202,7 +291,8 @@ TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
 // A user's decode contract with a record of every kind and a value of every shape: a row of
 // lets, a load minus a variable and a variable minus a load, a bilinear form, a division, a
 // remainder and ceiling divisions by positive and negative constants, selects, conditions
-// joined by && and ||, an if, a nested loop, rows in head rows and elements, a gather; over a
+// joined by && and ||, an if, nested loops (one over rows a division and a remainder by a power
+// of two give: far past logits), rows in head rows and elements, a gather; over a
 // grid two past work_indptr's entries (loads of nothing: undefined lets, checked records).
 constexpr const char* kEveryShape = R"json({
   "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
@@ -223,6 +313,10 @@ constexpr const char* kEveryShape = R"json({
       {"read": "kv_indices", "rows": ["ks % -5", "cdiv(n, -16)"]},
       {"loop": "i", "from": 0, "to": "cdiv(n + 40, 16)", "body": [
         {"read": "logits", "rows": ["p + i", "p + i + 1"], "when": "i < 2 && p >= 0"}]},
+      {"loop": "j", "from": 0, "to": "ks % 8", "body": [
+        {"read": "logits", "rows": ["j + 1000000", "j + 1000001"]}]},
+      {"loop": "k", "from": 0, "to": "ks / 256", "body": [
+        {"read": "logits", "rows": ["k + 2000000", "k + 2000001"]}]},
       {"if": "n >= 2 && m != 1", "body": [
         {"write": "attn_lse", "rows": ["ks * page_size", "ks * page_size + qe"], "unit": "head_rows"},
         {"let": "z", "value": "n <= 4 ? kv_last_page_lens[0] - qs : qe * n - 1"},
@@ -303,6 +397,103 @@ TEST(FlatBody, AdjacentAccessesShareWhatTheyEvaluateOnlyWhenTheSame) {
     }
   }
   EXPECT_GT(findings, 8);
+}
+
+// The decode work item's shape (sim::FlatDecodeItemShape) with the let of batch_idx, the
+// gather and the KV-block loop as placeholders; partial_qo_loc is the row's last let (a field
+// left stale sends o, logits and attn_lse rows elsewhere, and the reduce reads what was not
+// written). The gather's positions are batch_idx millions
+// (rows far past kv_indices for any batch_idx but 0: a finding whose rows name the value).
+constexpr const char* kDecodeItem = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows - 1"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"loop": "w", "from": "work_indptr[c]", "to": "work_indptr[c + 1]", "attribute": "work_item", "body": [
+      {"let": "qo_start", "value": "work_info[w].qo_start"},
+      {"let": "qo_end", "value": "work_info[w].qo_end"},
+      {"let": "kv_start", "value": "work_info[w].kv_start"},
+      {"let": "kv_end", "value": "work_info[w].kv_end"},
+      {"let": "kv_offset", "value": "work_info[w].kv_offset"},
+      {"let": "partial_qo_loc", "value": "work_info[w].partial_qo_loc"},
+      {"let": "kv_len", "value": "kv_end - kv_start"},
+      {"read": "q", "rows": ["qo_start", "qo_end"], "when": "kv_len > 0"},
+      {"write": "o", "rows": ["qo_start", "qo_end"], "when": "partial_qo_loc < 0"},
+      {"write": "logits", "rows": ["partial_qo_loc", "partial_qo_loc + qo_end - qo_start"], "when": "partial_qo_loc >= 0"},
+      {"write": "attn_lse", "rows": ["partial_qo_loc", "partial_qo_loc + qo_end - qo_start"], "when": "partial_qo_loc >= 0"},
+      {"let": "batch_idx", "value": "BATCH"},
+      {"gather": "kv_cache", "index": "kv_indices", "positions": ["batch_idx * 1000000", "batch_idx * 1000000 + kv_len"], "page_size": "1"GATHER_WHEN},
+      {"loop": "kv_block", "from": 0, "to": "cdiv(kv_len, 16)", "body": [], "bound": "index_rows / 16 + 1",
+       "bound_what": "KV blocks", "exceeded": "too many", "hang_buffer": "kv_indices", "hang_row": "kv_start"LOOP_WHEN}
+    ]}
+  ]}]
+})json";
+
+std::string DecodeItemContract(const std::string& batch, const std::string& gather_when = "",
+                               const std::string& loop_when = "") {
+  std::string text = kDecodeItem;
+  auto put = [&](const std::string& key, const std::string& with) {
+    text.replace(text.find(key), key.size(), with);
+  };
+  put("BATCH", batch);
+  put("GATHER_WHEN", gather_when.empty() ? "" : ", \"when\": \"" + gather_when + "\"");
+  put("LOOP_WHEN", loop_when.empty() ? "" : ", \"when\": \"" + loop_when + "\"");
+  return text;
+}
+
+// A work item of the shape runs whole (decode_item), with batch_idx as a load of the work row
+// plus or minus a constant; any other batch_idx (another row, another buffer), a `when` on the
+// gather or on the KV-block loop, leaves it to the records. Either way the findings are the
+// interpreter's, as planned, with unwritten work fields (the whole item declines: the records
+// run checked) and with an index buffer of one row (the KV-block hang check fires).
+TEST(FlatBody, ADecodeItemRunsWholeOnlyInItsShape) {
+  struct Case {
+    std::string batch, gather_when, loop_when;
+    bool whole;
+  };
+  const Case cases[] = {
+      {"work_info[w].batch_idx", "", "", true},
+      {"work_info[w].batch_idx + 2", "", "", true},
+      {"3 - work_info[w].batch_idx", "", "", true},
+      {"work_info[w + 1].batch_idx", "", "", false},
+      {"work_info[c].batch_idx", "", "", false},
+      {"kv_last_page_lens[w]", "", "", false},
+      {"work_info[w].batch_idx", "kv_len > 0", "", false},
+      {"work_info[w].batch_idx", "", "kv_len > 0", false},
+  };
+  int64_t findings = 0, hangs = 0;
+  for (const Case& k : cases) {
+    const std::string what = k.batch + " / " + k.gather_when + " / " + k.loop_when;
+    auto parsed = sim::ParseContract(
+        json::parse(DecodeItemContract(k.batch, k.gather_when, k.loop_when)), "item.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const auto user = std::make_shared<const Contract>(std::move(*parsed));
+    ASSERT_NE(user->program.at(0).flat, nullptr) << what;
+    const sim::FlatBody& f = *user->program[0].flat;
+    EXPECT_EQ(f.records.at(0).decode_item, k.whole) << what;
+    for (const bool sparse : {true, false}) {
+      sim::Scenario s = sim::test::WorkedExample(sparse, sparse ? "atom-2026-08" : "atom-2026-11");
+      s.contracts.push_back(user);
+      auto planned = sim::ExpandStep(s);
+      ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+      for (int variant = 0; variant < 4; ++variant) {
+        // 3: decodes that see one kv_indices row: the KV-block bound is 1 block.
+        sim::Trace t = TraceVariant(*planned, variant == 3 ? 0 : variant);
+        if (variant == 3)
+          for (sim::Call& c : t.calls)
+            for (sim::TensorArg& x : c.args)
+              if (c.kind == CallKind::kDecode && x.role == "kv_indices") x.rows = 1;
+        const auto [a, b] = RunBothWays(s, t);
+        EXPECT_EQ(Dump(a), Dump(b)) << what << (sparse ? ", sparse" : ", dense") << ", variant "
+                                    << variant;
+        EXPECT_GT(a.flat_iterations, 0);
+        findings += static_cast<int64_t>(a.violations.size());
+        for (const sim::Violation& v : a.violations)
+          hangs += v.kind == sim::ViolationKind::kUnboundedLoop;
+      }
+    }
+  }
+  EXPECT_GT(findings, 40);
+  EXPECT_GT(hangs, 8);
 }
 
 }  // namespace

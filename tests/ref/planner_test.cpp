@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/decode_update.h"
 #include "ref/plan_check.h"
 #include "tests/ref/plan_builders.h"
 
@@ -85,6 +86,32 @@ TEST(PlanChecker, AWorkRowWithAnyReadFieldUnwrittenIsFound) {
     EXPECT_EQ(rows, field == kPad ? std::vector<int64_t>{} : std::vector<int64_t>{3})
         << "field " << field;
   }
+}
+
+// decode_update never moves a zero-length last piece (§9.3): a request planned with no KV keeps
+// its one empty piece when it grows, and the checker names that piece (only an updated plan is
+// looked at for this; the plan as planned has none).
+TEST(PlanChecker, AGrownRequestsEmptyPieceAfterAnUpdateIsFound) {
+  const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {0, 300}, 8);
+  auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const auto empty_pieces = [](const PlanRequest& served, const Plan& p) {
+    std::vector<std::string> out;
+    for (const PlanDiagnostic& d : CheckPlan(served, p).diagnostics)
+      if (d.code == PlanDiag::kUpdateLeftEmptyPiece)
+        out.push_back(std::to_string(d.index) + " tile " + std::to_string(d.tile) + " work " +
+                      std::to_string(d.work));
+    return out;
+  };
+  EXPECT_EQ(empty_pieces(r, *plan), std::vector<std::string>{});
+  DecodeUpdateRequest u;
+  u.target = r.target;
+  u.heads_per_head_k = r.heads_per_head_k;
+  u.qo_indptr = r.qo_indptr;
+  u.kv_indptr = {0, 5, 306};  // request 0: 0 -> 5 tokens, request 1: 300 -> 301
+  ASSERT_TRUE(DecodeUpdateMlaMetadataV1(u, *plan).ok());
+  EXPECT_EQ(empty_pieces(DenseRequest(Arch::kGfx942, 16, 1, {5, 301}, 8), *plan),
+            std::vector<std::string>{"0 tile 0 work 0"});
 }
 
 TEST(PlannerWorkedExample, Decode_6_1) {
