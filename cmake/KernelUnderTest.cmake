@@ -76,6 +76,8 @@ if(GPU_KUT_HIP_SOURCES AND (GPU_BACKEND STREQUAL "CUDA" OR GPU_BACKEND STREQUAL 
                                -DSRC=${PROJECT_SOURCE_DIR}/kernels/kut/gpu_kut.hip
                                -DROOT=${PROJECT_SOURCE_DIR}
                                -DOUT=${CMAKE_BINARY_DIR}/wgmma_check.o
+                               "-DFLAGS=${CMAKE_CUDA_FLAGS}"
+                               "-DCCBIN=${CMAKE_CUDA_HOST_COMPILER}"
                                -P ${PROJECT_SOURCE_DIR}/cmake/WgmmaCheck.cmake
                        VERBATIM)
   endif()

@@ -204,8 +204,9 @@ struct DecodeOptions {
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
   // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 9 where heads are
-  // a multiple of 32, else 8; where the kernel library is not built for sm_90a, 7 and 4; fp8 KV:
-  // 1; the fastest measured on the H200, docs/performance.md); 6 = the
+  // a multiple of 32, else 8; fp8 KV: 9 where heads are a multiple of 32, else 1; where the
+  // kernel library is not built for sm_90a, bf16 7 and 4, fp8 1; the fastest measured on the
+  // H200, docs/performance.md "Session 11"); 6 = the
   // warp-specialised kernel (2 producer warps stream 64-key chunks with cp.async into 2 stages, 3
   // for fp8; 8 consumer warps); 1..4 = the lock-step mma kernel with (keys per chunk x stages)
   // 32 x 3, 32 x 4, 32 x 5, 64 x 2 (fp8 KV: 1, 2 = 64 x 4, 64 x 5 with the fp8 bytes read

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/gpu_api.h"
+#include "kernels/kut_client.h"
 #include "kernels/semantics.h"
 #include "ref/limits.h"
 #include "ref/numerics.h"
@@ -25,6 +26,12 @@ using ref::SplitMix64;
 
 #define SKIP_WITHOUT_GPU() \
   if (!gpu::available()) GTEST_SKIP() << "no GPU device (GPU_BACKEND=NONE or none visible)"
+
+// Whether the kernel library holds the warpgroup-mma kernels (tilings 8 and 9: NVIDIA builds for
+// sm_90a; elsewhere the library refuses them and names no kernel for them).
+bool HasWgmmaKernels() {
+  return !gpu::KutClient::Get().KernelName("tiling=8", 16, 576, 512, 0).empty();
+}
 
 // Random valid planner requests: dense page 1 / 64, sparse top-k, MTP, zero-KV requests.
 PlanRequest RandomRequest(SplitMix64& rng) {
@@ -239,9 +246,10 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   // multiple of 32 and bf16 KV, the lock-step kernel with 32 rows per pass (7); the warpgroup-mma
   // kernel (8; 9 with 32 rows per pass, heads a multiple of 32)
   const bool fp8 = kv_format == ref::NumFormat::kFp8E4m3fn;
-  std::vector<int> tilings{6, 1, 2, 3, 4, 5, 8};
+  std::vector<int> tilings{6, 1, 2, 3, 4, 5};
   if (!fp8 && in->num_heads % 32 == 0) tilings.push_back(7);
-  if (in->num_heads % 32 == 0) tilings.push_back(9);
+  if (HasWgmmaKernels()) tilings.push_back(8);
+  if (HasWgmmaKernels() && in->num_heads % 32 == 0) tilings.push_back(9);
   for (int tiling : tilings) {
     gpu::DecodeOptions opt;
     opt.variant = variant;
@@ -382,6 +390,53 @@ TEST(GpuDecode, TwoTileKernelRefusesHeadsNotAMultipleOf32AndFp8Kv) {
   }
 }
 
+// The warpgroup-mma kernel (tilings 8 and 9): where the library holds it, tiling 9 refuses heads
+// that are not a multiple of 32 (16, 48) and runs 32 (bf16 and fp8 KV), tiling 8 runs 16; where
+// it does not (not an sm_90a build), both are refused naming the build they need.
+TEST(GpuDecode, WgmmaKernelRefusesWhatItCannotRun) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(4545);
+  const bool built = HasWgmmaKernels();
+  for (int tiling : {8, 9}) {
+    for (int32_t heads : {16, 48, 32}) {
+      for (bool fp8 : {false, true}) {
+        PlanRequest r = SmallRequest(rng, false, 1, 1, 8);
+        r.heads_per_head_k = heads;
+        r.target = ref::Arch::kGfx950;
+        auto plan = ref::PlanMlaMetadata(r);
+        ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+        ref::NumericsOptions no;
+        no.seed = 6;
+        if (fp8) no.kv_format = ref::NumFormat::kFp8E4m3fn;
+        auto in = ref::BuildMlaInputs(r, no);
+        ASSERT_TRUE(in.ok()) << in.status().ToString();
+        gpu::DecodeOptions opt;
+        opt.tiling = tiling;
+        if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+        const std::string want =
+            !built ? "tiling=" + std::to_string(tiling) + " needs the kernel library built for sm_90a"
+            : tiling == 9 && heads % 32 != 0 ? "tiling=9 needs heads % 32 == 0"
+                                             : "";
+        std::string got;
+        try {
+          const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+          EXPECT_EQ(g.kernel.rfind("wgmma ", 0), 0u) << g.kernel;
+          EXPECT_NE(g.kernel.find(tiling == 9 ? "32 rows per pass" : "16 rows per pass"),
+                    std::string::npos)
+              << g.kernel;
+        } catch (const std::invalid_argument& e) {
+          got = e.what();
+        }
+        if (want.empty())
+          EXPECT_EQ(got, "") << "tiling " << tiling << ", " << heads << " heads";
+        else
+          EXPECT_NE(got.find(want), std::string::npos)
+              << "tiling " << tiling << ", " << heads << " heads, fp8 " << fp8 << ": " << got;
+      }
+    }
+  }
+}
+
 // fp8 e4m3fn KV (every fp8 kernel: lock-step read directly and widened, warp-specialised,
 // portable): the same random batches with KV values quantised to e4m3fn (NaN pages included),
 // against the CPU numerics on the same values.
@@ -439,9 +494,10 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
       SplitMix64 rng(99 + heads);
       int checked = 0;
       std::vector<int> tilings =
-          fp8 ? std::vector<int>{6, 1, 2, 3, 4, 5, 8} : std::vector<int>{6, 1, 4, 5, 8};
+          fp8 ? std::vector<int>{6, 1, 2, 3, 4, 5} : std::vector<int>{6, 1, 4, 5};
       if (!fp8 && heads % 32 == 0) tilings.push_back(7);
-      if (heads % 32 == 0) tilings.push_back(9);
+      if (HasWgmmaKernels()) tilings.push_back(8);
+      if (HasWgmmaKernels() && heads % 32 == 0) tilings.push_back(9);
       for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
         const bool sparse = attempt % 2 == 1;
         PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 2, 8);

@@ -1,5 +1,6 @@
-// kernels/decode/sm90/wgmma.h - the warpgroup-mma NVIDIA decode kernel (DecodeOptions::tiling 8;
-// sm_90a: built only where the kernel library is compiled for compute_90a, MLASIM_KUT_SM90A).
+// kernels/decode/sm90/wgmma.h - the warpgroup-mma NVIDIA decode kernel (DecodeOptions::tiling 8:
+// 16 q rows per pass, 9: 32; sm_90a: built only where the kernel library is compiled for
+// compute_90a, MLASIM_KUT_SM90A).
 //
 // The lock-step kernel's schedule (lockstep.h: all 8 warps copy 64-key chunks with cp.async into
 // a ring of stages, three barriers per chunk, the split online softmax through shared memory),
@@ -11,8 +12,9 @@
 //                                                             by the softmax, as in lockstep.h)
 //   O^T [512 dims x N rows] += V^T [512 dims x 64 keys] . P^T (warpgroup kh: dims 256 kh .. +255,
 //                                                             4 m64 tiles x 4 k16 steps)
-// One instruction covers 64 x N x 16 per warpgroup instead of 16 x 8 x 16 per warp, and no thread
-// loads an operand fragment: what the lock-step kernel spends on ldmatrix and mma issue is gone.
+// One instruction covers 64 x N x 16 per warpgroup instead of 16 x 8 x 16 per warp, and with
+// 16-bit KV no thread loads an operand fragment: what the lock-step kernel spends on ldmatrix and
+// mma issue is gone.
 //
 // Shared-memory layouts (the canonical wgmma layouts):
 // - A KV chunk (16-bit) is 9 blocks of 64 dims; block b holds the 64 keys' dims 64 b .. 64 b + 63
@@ -21,16 +23,19 @@
 //   k = dims) the k16 step of dims 16 k .. is block k / 4 at + 32 (k % 4) (the tensor cores apply
 //   the swizzle to the address bits), stride byte offset 1024 (next 8 keys); read as V^T (M-major
 //   A, transposed: rows = dims, k = keys) an m64 tile is one block, a k16 step + 2048 (16 keys),
-//   stride byte offset 1024 (next 8 keys). A warp copies one key's 1152 bytes as coalesced 512-byte runs (as lockstep.h); the
-//   swizzle spreads each 128-byte row over all banks.
+//   stride byte offset 1024 (next 8 keys). bf16 KV lives in a ring of such blocks (WgTiling);
+//   each 8 lanes copy one whole 128-byte line of one key into one row, which the swizzle spreads
+//   over all banks.
 // - q and P use the no-swizzle layout: 8 x 8 core matrices of 16-bit elements, each 8 rows of 16
 //   bytes stored as 128 contiguous bytes; q is [row group][dim group] (K-major B of S^T: leading
 //   byte offset 128 = next 8 dims, stride byte offset 9216 = next 8 rows), P is [row group][key
 //   group] (K-major B of O^T: 128, and 1024 = next 8 rows).
 //
-// fp8 e4m3fn KV: rows are copied as fp8 (kLd8-byte rows) and each chunk is widened (exactly) to
-// fp16 into one tiled buffer before the math (a fourth barrier per chunk); the mma then runs on
-// fp16 operands (q converted from bf16, P rounded to fp16), the same numerics as every fp8 path.
+// fp8 e4m3fn KV: rows are staged as fp8 (kLd8-byte rows); K is converted (exactly) from them into
+// the register A fragments of S^T (k_fragments_fp8, k order permuted: fp8_step_dim) and V is
+// widened (exactly) to fp16 into a swizzled buffer while S^T runs (widen_v), so no fourth barrier;
+// the mma runs on fp16 operands (q converted from bf16, P rounded to fp16), the same numerics as
+// every fp8 path.
 #pragma once
 
 #include <cstdint>
@@ -300,7 +305,8 @@ __device__ inline void issue_blocks(const DecodeParams& P, const int64_t* krow, 
 // fp8: widens V of the staged chunk (dims 0 .. 511 of each row, kLd8 bytes apart) exactly to
 // fp16 into the swizzled V buffer (blocks 0 .. 7 of the chunk layout): 16 bytes of key j (dims
 // 16 c ..) become its pieces 2 c and 2 c + 1 (kv_offset). 8 consecutive threads take 8 keys of
-// one piece pair: conflict-free swizzled stores.
+// one piece pair: conflict-free swizzled stores (the loads, 8 rows 576 bytes apart, are 4-way
+// conflicted: a cost of this non-default path, not fixed).
 template <class T>
 __device__ inline void widen_v(uint32_t staged, uint16_t* dst) {
   constexpr int kPairs = T::kDv / 16, kRuns = T::kChunk * kPairs;
@@ -384,7 +390,7 @@ __device__ inline void k_fragments_fp8(uint32_t staged, uint32_t (&a)[T::kHalfSt
   }
 }
 
-// fp8 KV: S^T (+)= K Q^T over dimension half kKh with K from registers (a) and q from shared
+// fp8 KV: S^T (+)= K Q^T over this warpgroup's dimension half with K from registers (a) and q from shared
 // memory (q_half: the half's first core matrix).
 template <class T>
 __device__ inline void scores_fp8(float (&sacc)[T::kPassRows / 2],
