@@ -143,13 +143,8 @@ __device__ inline void widen_chunk(const unsigned char* staged, uint16_t* dst) {
     const uint4 v = reinterpret_cast<const uint4*>(staged)[idx];
     const int j = idx / kRunsPerKey, c = idx % kRunsPerKey;
     uint4* out = reinterpret_cast<uint4*>(dst + j * C::kLdk + c * 16);
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint32_t b[8];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
-      b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
-    }
+    e4m3x16_to_f16(v, b);
     out[0] = make_uint4(b[0], b[1], b[2], b[3]);
     out[1] = make_uint4(b[4], b[5], b[6], b[7]);
   }

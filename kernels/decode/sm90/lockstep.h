@@ -117,6 +117,17 @@ struct MmaSmem {
   uint16_t* p;      // [kPassRows][kLdP] P of the chunk (bf16, fp16 for fp8 KV)
   float* alpha;     // [kPassRows] rescale of the chunk, then inv [kPassRows] and
                     // lse [kPassRows] of the finished rows
+
+  // The views of a kernel's dynamic shared memory at T's offsets (T::kKsOff ..).
+  __device__ explicit MmaSmem(unsigned char* raw)
+      : ks(reinterpret_cast<uint16_t*>(raw + T::kKsOff)),
+        kconv(reinterpret_cast<uint16_t*>(raw + T::kConvOff)),
+        sp(reinterpret_cast<float*>(raw + T::kSpOff)),
+        q(reinterpret_cast<uint16_t*>(raw + T::kQOff)),
+        krow(reinterpret_cast<int64_t*>(raw + T::kKrowOff)),
+        valid(reinterpret_cast<uint32_t*>(raw + T::kValidOff)),
+        p(reinterpret_cast<uint16_t*>(raw + T::kPOff)),
+        alpha(reinterpret_cast<float*>(raw + T::kRowOff)) {}
 };
 
 // Queues the copies of one chunk (cache rows from krow) into the buffer at shared address dst:
@@ -158,13 +169,8 @@ __device__ inline void widen_chunk(const uint8_t* staged, uint16_t* dst) {
     const uint4 v = reinterpret_cast<const uint4*>(staged)[idx];
     const int j = idx / kRunsPerKey, c = idx % kRunsPerKey;
     uint4* out = reinterpret_cast<uint4*>(dst + j * T::kLdk + c * 16);
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint32_t b[8];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
-      b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
-    }
+    e4m3x16_to_f16(v, b);
     out[0] = make_uint4(b[0], b[1], b[2], b[3]);
     out[1] = make_uint4(b[4], b[5], b[6], b[7]);
   }
@@ -673,15 +679,7 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
 template <class T>
 __global__ void __launch_bounds__(kBlock, 1) mla_decode_mma_kernel(DecodeParams P) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  MmaSmem<T> s;
-  s.ks = reinterpret_cast<uint16_t*>(smem_raw + T::kKsOff);
-  s.kconv = reinterpret_cast<uint16_t*>(smem_raw + T::kConvOff);
-  s.sp = reinterpret_cast<float*>(smem_raw + T::kSpOff);
-  s.q = reinterpret_cast<uint16_t*>(smem_raw + T::kQOff);
-  s.krow = reinterpret_cast<int64_t*>(smem_raw + T::kKrowOff);
-  s.valid = reinterpret_cast<uint32_t*>(smem_raw + T::kValidOff);
-  s.p = reinterpret_cast<uint16_t*>(smem_raw + T::kPOff);
-  s.alpha = reinterpret_cast<float*>(smem_raw + T::kRowOff);
+  const MmaSmem<T> s(smem_raw);
   for_each_group<T::kPassRows>(P, [&](const GroupTask& t) { run_group_mma<T>(P, s, t); });
 }
 

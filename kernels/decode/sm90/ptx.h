@@ -149,4 +149,15 @@ __device__ inline uint32_t e4m3x2_to_f16x2(uint16_t two) {
   return h2;
 }
 
+// 16 fp8 e4m3fn bytes (one 16-byte load) widened exactly to 16 fp16 values: b[2 k], b[2 k + 1] =
+// bytes 4 k .. 4 k + 3 as two f16x2 words (element order kept).
+__device__ inline void e4m3x16_to_f16(const uint4& v, uint32_t (&b)[8]) {
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
+    b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
+  }
+}
+
 }  // namespace mlasim::gpu::decode::sm90

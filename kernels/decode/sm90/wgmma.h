@@ -315,13 +315,8 @@ __device__ inline void widen_v(uint32_t staged, uint16_t* dst) {
   for (int idx = threadIdx.x; idx < kRuns; idx += kBlock) {
     const int c = idx / 8 % kPairs, j = 8 * (idx / (8 * kPairs)) + idx % 8;
     const uint4 v = lds128(staged + j * T::kLd8 + c * 16);
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
     uint32_t b[8];
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
-      b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
-    }
+    e4m3x16_to_f16(v, b);
     char* out = reinterpret_cast<char*>(dst);
     *reinterpret_cast<uint4*>(out + kv_offset<T>(j, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
     *reinterpret_cast<uint4*>(out + kv_offset<T>(j, 2 * c + 1)) =
@@ -663,15 +658,7 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
 template <class T>
 __global__ void __launch_bounds__(kBlock, 1) mla_decode_wg_kernel(DecodeParams P) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];  // (the swizzle atoms' alignment)
-  lockstep::MmaSmem<T> s;
-  s.ks = reinterpret_cast<uint16_t*>(smem_raw + T::kKsOff);
-  s.kconv = reinterpret_cast<uint16_t*>(smem_raw + T::kConvOff);
-  s.sp = reinterpret_cast<float*>(smem_raw + T::kSpOff);
-  s.q = reinterpret_cast<uint16_t*>(smem_raw + T::kQOff);
-  s.krow = reinterpret_cast<int64_t*>(smem_raw + T::kKrowOff);
-  s.valid = reinterpret_cast<uint32_t*>(smem_raw + T::kValidOff);
-  s.p = reinterpret_cast<uint16_t*>(smem_raw + T::kPOff);
-  s.alpha = reinterpret_cast<float*>(smem_raw + T::kRowOff);
+  const lockstep::MmaSmem<T> s(smem_raw);
   for_each_group<T::kPassRows>(P, [&](const GroupTask& t) { run_group_wg<T>(P, s, t); });
 }
 
