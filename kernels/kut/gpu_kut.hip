@@ -107,19 +107,19 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   namespace wg = decode::sm90::wg;
   using W16 = wg::WgTiling<24>;            // a ring of 24 blocks = 2.67 chunks
   using W32 = wg::WgTiling<20, false, 2>;  // 2.22 chunks beside the larger q, S and P
-  using W16f = wg::WgTiling<3, true>;
-  using W32f = wg::WgTiling<2, true, 2>;
+  using W16f = wg::WgTiling<18, true>;  // fp8: two widened chunks
+  using W32f = wg::WgTiling<18, true, 2>;
   if (tiling == 0 && !kv_fp8)
     tiling = heads % (2 * kRows) == 0 ? (kWgmmaBuilt ? 9 : 7) : (kWgmmaBuilt ? 8 : 4);
   if (tiling == 0 && kv_fp8 && kWgmmaBuilt && heads % (2 * kRows) == 0) tiling = 9;
   if (tiling == 8)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W16f>, W16f::smem_bytes(), kBlock,
-                                 "wgmma fp8 K in registers 64 keys x 3 stages, 16 rows per pass"}
+                                 "wgmma fp8 widened from registers 64 keys x 2 chunks, 16 rows per pass"}
                   : DecodeKernel{&wg::mla_decode_wg_kernel<W16>, W16::smem_bytes(), kBlock,
                                  "wgmma 64 keys x 24 blocks, 16 rows per pass"};
   if (tiling == 9)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W32f>, W32f::smem_bytes(), kBlock,
-                                 "wgmma fp8 K in registers 64 keys x 2 stages, 32 rows per pass"}
+                                 "wgmma fp8 widened from registers 64 keys x 2 chunks, 32 rows per pass"}
                   : DecodeKernel{&wg::mla_decode_wg_kernel<W32>, W32::smem_bytes(), kBlock,
                                  "wgmma 64 keys x 20 blocks, 32 rows per pass"};
   if (kv_fp8) {  // 1, 2: fp8 operands read directly; 3, 4: the chunk widened to fp16 first

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,15 @@ using ref::SplitMix64;
 // sm_90a; elsewhere the library refuses them and names no kernel for them).
 bool HasWgmmaKernels() {
   return !gpu::KutClient::Get().KernelName("tiling=8", 16, 576, 512, 0).empty();
+}
+
+// MLASIM_TEST_TILINGS (comma list of DecodeOptions::tiling): the decode tests run only these of
+// their kernels, e.g. one kernel under compute-sanitizer racecheck (unset: every kernel).
+bool TilingSelected(int tiling) {
+  const char* env = std::getenv("MLASIM_TEST_TILINGS");
+  return env == nullptr || *env == 0 ||
+         ("," + std::string(env) + ",").find("," + std::to_string(tiling) + ",") !=
+             std::string::npos;
 }
 
 // Random valid planner requests: dense page 1 / 64, sparse top-k, MTP, zero-KV requests.
@@ -251,6 +261,7 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   if (HasWgmmaKernels()) tilings.push_back(8);
   if (HasWgmmaKernels() && in->num_heads % 32 == 0) tilings.push_back(9);
   for (int tiling : tilings) {
+    if (!TilingSelected(tiling)) continue;
     gpu::DecodeOptions opt;
     opt.variant = variant;
     opt.tiling = tiling;
@@ -526,6 +537,7 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
         ASSERT_TRUE(in.ok()) << in.status().ToString();
         const int64_t per_row = int64_t{in->num_heads} * in->head_dim_v;
         for (int tiling : tilings) {
+          if (!TilingSelected(tiling)) continue;
           gpu::DecodeOptions opt;
           opt.tiling = tiling;
           if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;

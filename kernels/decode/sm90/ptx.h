@@ -117,6 +117,15 @@ __device__ inline uint32_t lds32(uint32_t addr) {
   return v;
 }
 
+// 16 bytes of read-only global memory (addr 16-byte aligned), not kept in L1: streamed KV rows.
+__device__ inline uint4 ldg_stream128(const void* addr) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.b32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(addr));
+  return v;
+}
+
 // ---- conversions --------------------------------------------------------------------------------
 // Two floats to f16x2 (round to nearest even; lo in the low half).
 __device__ inline uint32_t pack_f16(float lo, float hi) {

@@ -31,11 +31,12 @@
 //   byte offset 128 = next 8 dims, stride byte offset 9216 = next 8 rows), P is [row group][key
 //   group] (K-major B of O^T: 128, and 1024 = next 8 rows).
 //
-// fp8 e4m3fn KV: rows are staged as fp8 (kLd8-byte rows); K is converted (exactly) from them into
-// the register A fragments of S^T (k_fragments_fp8, k order permuted: fp8_step_dim) and V is
-// widened (exactly) to fp16 into a swizzled buffer while S^T runs (widen_v), so no fourth barrier;
-// the mma runs on fp16 operands (q converted from bf16, P rounded to fp16), the same numerics as
-// every fp8 path.
+// fp8 e4m3fn KV: each thread loads its share of a chunk (one key, 9 pieces of 16 bytes) from
+// global memory into registers an iteration ahead (load_fp8), and widens it exactly to fp16
+// straight into the chunk layout above (widen_fp8) while the current chunk's S^T runs on the
+// tensor cores; two widened chunks alternate (18 blocks). Every element is converted once and
+// read by both products from shared memory, as bf16 KV is; the mma runs on fp16 operands (q
+// converted from bf16, P rounded to fp16), the same numerics as every fp8 path.
 #pragma once
 
 #include <cstdint>
@@ -143,49 +144,10 @@ __device__ inline void wgmma(float (&d)[kN / 2], uint64_t da, uint64_t db, int a
 #endif
 }
 
-// d (+)= A . B for one k16 step with A (f16) from registers: a[0..3] = this thread's m64 x k16
-// fragment (rows 16 (warp % 4) + lane / 4 (+ 8), k 2 (lane % 4) (+ 1, + 8, + 9): the m16n8k16 A
-// layout), B from a descriptor. The caller fences between writing a[] and this call
-// (wgmma_fence) and keeps a[] alive until the wait (fence_regs).
-template <int kN>
-__device__ inline void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t db,
-                                int accumulate) {
-#ifdef MLASIM_WGMMA_ASM
-  static_assert(kN == 16 || kN == 32, "N of 16 or 32 rows");
-  if constexpr (kN == 16)
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7}, "
-        "{%8,%9,%10,%11}, %12, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-  else
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,"
-        "%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
-          "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
-          "+f"(d[14]), "+f"(d[15])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate));
-#else
-  (void)d, (void)a, (void)db, (void)accumulate;
-  __trap();
-#endif
-}
-template <int kN>
-__device__ inline void fence_regs_u(uint32_t (&r)[kN][4]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i)
-#pragma unroll
-    for (int k = 0; k < 4; ++k) asm volatile("" : "+r"(r[i][k])::"memory");
-}
-
 // ---- tiling and shared-memory plan ---------------------------------------------------------------
-// kBuf: bf16 KV, the blocks of the KV ring (8 KB each: 64 dims of a chunk's 64 keys; 18 = two
-// chunks .. 26); fp8 KV, the fp8 staging buffers of whole chunks. kM m16 tiles of q rows per pass
-// (N = 16 kM rows of one token).
+// kBuf: the blocks of the KV ring (8 KB each: 64 dims of a chunk's 64 keys; 18 = two chunks ..
+// 26); fp8 KV: 18, the two widened chunks. kM m16 tiles of q rows per pass (N = 16 kM rows of
+// one token).
 //
 // The bf16 ring: block b of chunk c (dims 64 b ..) lives in ring slot (9 c + b) % kRing; a wgmma
 // operand never spans two blocks, so a chunk need not be contiguous. At iteration i (after the
@@ -200,10 +162,10 @@ struct WgTiling {
   static constexpr bool kDirect = false;  // (lockstep.h's split_softmax asks)
   static constexpr int kChunk = 64;       // keys per chunk = the M of S^T
   static constexpr int kBlocks = kD / 64;          // 64-dim blocks of a chunk (9)
-  static constexpr int kRing = kFp8 ? 0 : kBufT;   // bf16: KV ring blocks
-  static constexpr int kStages = kFp8 ? kBufT : 0;  // fp8: staging buffers
-  // chunks whose cache rows are held beyond the current one (the ring queues chunk i + 2)
-  static constexpr int kAhead = kFp8 ? kStages : 3;
+  static constexpr int kRing = kBufT;              // KV ring blocks
+  // chunks whose cache rows are held beyond the current one (the ring queues chunk i + 2; fp8
+  // loads chunk i + 2 into registers)
+  static constexpr int kAhead = 3;
   static constexpr int kSlots = kAhead + 1;  // ring of per-chunk cache rows / masks
   static constexpr int kWords = kChunk / 32;  // validity words per chunk
   static constexpr int kM = kMT;
@@ -215,13 +177,10 @@ struct WgTiling {
   static constexpr int kBlockBytes = kChunk * 128;  // 64 dims of every key of a chunk (swizzled)
   static_assert(kBlockBytes == 8192, "64 keys x 128 bytes");
   static constexpr int kAtom = 1024;                // 8 rows x 128 bytes: one swizzle atom
-  // fp8 staging rows, unpadded: 576 = 64 mod 128, so the two rows of one 8-lane phase of a
-  // 16-byte K fragment load (scores_fp8) fill the 32 banks once
-  static constexpr int kLd8 = kD;
-  static constexpr int kStageBytes = kChunk * kLd8;  // fp8: one staging buffer
-  static constexpr size_t kKvBufBytes =
-      kFp8 ? size_t{kStages} * kStageBytes : size_t{kRing} * kBlockBytes;
-  static constexpr int kConvBytes = kFp8 ? kDv / 64 * kBlockBytes : 0;  // V of the chunk, fp16
+  static constexpr size_t kKvBufBytes = size_t{kRing} * kBlockBytes;
+  static constexpr int kConvBytes = 0;  // (lockstep.h's MmaSmem carves a conv view: empty)
+  // fp8: 16-byte pieces of a chunk per thread (load_fp8: one key, dims 16 (4 r + lane % 4) ..)
+  static constexpr int kFp8Pieces = kD / 64;
   static constexpr int kQBytes = kPassRows * kD * 2;        // q of the pass, tiled
   static constexpr int kHalfSteps = kD / 32;                // k16 steps per dimension half (18)
   static constexpr int kPvSteps = kChunk / 16;              // k16 steps of O^T (4)
@@ -238,8 +197,10 @@ struct WgTiling {
     return (row / 8) * (kChunk * 8) + (k / 8) * 64 + (row % 8) * 8 + k % 8;
   }
   static_assert(kM == 1 || kM == 2, "N = 16 or 32 rows");
-  static_assert(kFp8 ? kStages >= 2 : kRing >= 2 * kBlocks && kRing < 3 * kBlocks,
-                "fp8: at least double buffering; bf16: a ring of two to three chunks");
+  static_assert(kFp8 ? kRing == 2 * kBlocks : kRing >= 2 * kBlocks && kRing < 3 * kBlocks,
+                "fp8: two widened chunks; bf16: a ring of two to three chunks");
+  static_assert(4 * kFp8Pieces * 16 == kD && kChunk * 4 == kBlock,
+                "fp8: four threads per key, 9 pieces each, cover a chunk");
   static_assert(kKeysPerLane % 2 == 0 && kKeysPerLane <= 8 && 8 % kKeysPerLane == 0,
                 "split softmax: a lane's P keys stay inside one core-matrix row");
   static_assert(kKeyGroupBytes / 16 < (1 << 14), "descriptor offsets fit 14 bits");
@@ -254,7 +215,7 @@ struct WgTiling {
   static constexpr size_t kValidOff = kKrowOff + size_t{kSlots} * kChunk * 8;
   static constexpr size_t kSmemBytes = kValidOff + size_t{kSlots} * kWords * 4;
   static_assert(kConvOff % kAtom == 0, "1024-byte aligned swizzle atoms");
-  static_assert(kStageBytes % 128 == 0 && kConvOff % 128 == 0 && kQOff % 128 == 0 &&
+  static_assert(kConvOff % 128 == 0 && kQOff % 128 == 0 &&
                     kPOff % 128 == 0 && kRowStateBytes % 16 == 0,
                 "128-byte aligned operands");
   static_assert(kSmemBytes <= kSharedLimit, "shared-memory plan exceeds the sm_90 limit");
@@ -266,19 +227,6 @@ struct WgTiling {
 template <class T>
 __device__ inline uint32_t kv_offset(int j, int piece) {
   return (piece / 8) * T::kBlockBytes + j * 128 + ((piece % 8) ^ (j % 8)) * 16;
-}
-
-// fp8: queues the copies of one chunk (cache rows from krow; -1 = zero-filled) into the staging
-// buffer at shared address dst: key r / 36, bytes 16 (r % 36) .., rows kLd8 bytes apart.
-template <class T>
-__device__ inline void issue_fp8(const DecodeParams& P, const int64_t* krow, uint32_t dst) {
-  constexpr int kRuns = T::kChunk * (T::kD / 16);
-  for (int r = threadIdx.x; r < kRuns; r += kBlock) {
-    const int j = r / (T::kD / 16), c = r % (T::kD / 16);
-    const int64_t row = krow[j];
-    cp_async16(dst + j * T::kLd8 + c * 16, P.kv8 + (row >= 0 ? row : 0) * T::kD + c * 16,
-               row >= 0 ? 16 : 0);
-  }
 }
 
 // bf16: queues the copies of blocks [b0, b1) of one chunk (cache rows from krow; -1 =
@@ -302,98 +250,51 @@ __device__ inline void issue_blocks(const DecodeParams& P, const int64_t* krow, 
   }
 }
 
-// fp8: widens V of the staged chunk (dims 0 .. 511 of each row, kLd8 bytes apart) exactly to
-// fp16 into the swizzled V buffer (blocks 0 .. 7 of the chunk layout): 16 bytes of key j (dims
-// 16 c ..) become its pieces 2 c and 2 c + 1 (kv_offset). 8 consecutive threads take 8 keys of
-// one piece pair: conflict-free swizzled stores (the loads, 8 rows 576 bytes apart, are 4-way
-// conflicted: a cost of this non-default path, not fixed).
+// fp8: loads this thread's share of one chunk (cache rows from krow; -1 = zeros) into v: key
+// threadIdx.x / 4 of the chunk, its 16-byte pieces r = 0 .. 8 at bytes 16 (4 r + threadIdx.x % 4)
+// of the row (a warp reads 8 keys x 64 contiguous bytes per load). Read-only, not kept in L1.
 template <class T>
-__device__ inline void widen_v(uint32_t staged, uint16_t* dst) {
-  constexpr int kPairs = T::kDv / 16, kRuns = T::kChunk * kPairs;
-  static_assert(kRuns % kBlock == 0, "whole runs per thread");
+__device__ inline void load_fp8(const DecodeParams& P, const int64_t* krow,
+                                uint4 (&v)[T::kFp8Pieces]) {
+  const int64_t row = krow[threadIdx.x / 4];
+  const uint8_t* src = P.kv8 + (row >= 0 ? row : 0) * T::kD + 16 * (threadIdx.x % 4);
 #pragma unroll
-  for (int idx = threadIdx.x; idx < kRuns; idx += kBlock) {
-    const int c = idx / 8 % kPairs, j = 8 * (idx / (8 * kPairs)) + idx % 8;
-    const uint4 v = lds128(staged + j * T::kLd8 + c * 16);
+  for (int r = 0; r < T::kFp8Pieces; ++r)
+    v[r] = row >= 0 ? ldg_stream128(src + 64 * r) : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// fp8: widens the share loaded by load_fp8 exactly to fp16 into a chunk in the swizzled layout
+// (chunk: its block 0): fp8 piece c = 4 r + threadIdx.x % 4 of key j becomes the 16-bit pieces
+// 2 c and 2 c + 1 (kv_offset). A warp's 32 stores of one instruction fall in one block and, keys
+// j % 8 all different, cover all 8 16-byte bank groups four times: conflict-free.
+template <class T>
+__device__ inline void widen_fp8(const uint4 (&v)[T::kFp8Pieces], unsigned char* chunk) {
+  const int j = threadIdx.x / 4;
+#pragma unroll
+  for (int r = 0; r < T::kFp8Pieces; ++r) {
+    const int c = 4 * r + threadIdx.x % 4;
     uint32_t b[8];
-    e4m3x16_to_f16(v, b);
-    char* out = reinterpret_cast<char*>(dst);
-    *reinterpret_cast<uint4*>(out + kv_offset<T>(j, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
-    *reinterpret_cast<uint4*>(out + kv_offset<T>(j, 2 * c + 1)) =
+    e4m3x16_to_f16(v[r], b);
+    *reinterpret_cast<uint4*>(chunk + kv_offset<T>(j, 2 * c)) = make_uint4(b[0], b[1], b[2], b[3]);
+    *reinterpret_cast<uint4*>(chunk + kv_offset<T>(j, 2 * c + 1)) =
         make_uint4(b[4], b[5], b[6], b[7]);
   }
 }
 
-// fp8 KV: K is read straight from the fp8 staging rows as the register A operand of S^T, with the
-// k order of each k16 step permuted so that a thread's fragment of 4 steps is one 16-byte load
-// (as lockstep.h's direct path): step k (0 .. 35) lies in block k / 4 (dims 64 (k / 4) ..), word
-// w = k % 4 of each thread's 16 bytes; logical k 2 t + e (t = lane % 4 for the A fragment) is
-// dim 16 t + 4 w + e of the block, logical k 8 + 2 t + e is dim 16 t + 4 w + 2 + e. q is stored
-// in the same logical order (its core matrix h of step k holds dims 16 t + 4 w + 2 h + e).
-// Dim of logical k `kk` (0 .. 15) of step k.
-__host__ __device__ constexpr int fp8_step_dim(int k, int kk) {
-  return 64 * (k / 4) + 16 * ((kk % 8) / 2) + 4 * (k % 4) + 2 * (kk / 8) + kk % 2;
-}
-
-// q rows [first, first + kPassRows) into the q buffer (no swizzle, [row group][k core]): bf16 KV,
-// run r = (row group, dim group, row % 8) at linear position r; fp8 KV, converted to fp16 and in
-// the permuted k order of fp8_step_dim (core matrix 2 k + h of step k).
+// q rows [first, first + kPassRows) into the q buffer (no swizzle, [row group][k core]): run r =
+// (row group, dim group, row % 8) at linear position r; fp8 KV, converted to fp16.
 template <class T>
 __device__ inline void load_q_tiled(const DecodeParams& P, int64_t first, uint16_t* q) {
   constexpr int kRuns = T::kPassRows * T::kDimGroups, kGroupRuns = 8 * T::kDimGroups;
   for (int r = threadIdx.x; r < kRuns; r += kBlock) {
     const int row = 8 * (r / kGroupRuns) + r % 8, c = r % kGroupRuns / 8;
     const uint16_t* qrow = P.q + (first + row) * T::kD;
-    uint4 v;
-    if constexpr (T::kFp8) {  // core c = 2 k + h: words t = dims fp8_step_dim(k, 8 h + 2 t) + 0, 1
-      const int k = c / 2, h = c % 2;
-      uint32_t w[4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t)
-        w[t] = bf16x2_to_f16x2(
-            *reinterpret_cast<const uint32_t*>(qrow + fp8_step_dim(k, 8 * h + 2 * t)));
-      v = make_uint4(w[0], w[1], w[2], w[3]);
-    } else {
-      v = *reinterpret_cast<const uint4*>(qrow + c * 8);
-    }
+    uint4 v = *reinterpret_cast<const uint4*>(qrow + c * 8);
+    if constexpr (T::kFp8)
+      v = make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z),
+                     bf16x2_to_f16x2(v.w));
     reinterpret_cast<uint4*>(q)[r] = v;
   }
-}
-
-// fp8 KV: the register A fragments of S^T over dimension half kKh (18 steps) from the staged fp8
-// rows (chunk at shared address staged): keys 16 (warp % 4) + lane / 4 (+ 8), 16 bytes at dims
-// 64 b + 16 (lane % 4) of each block b the half touches.
-template <class T, int kKh>
-__device__ inline void k_fragments_fp8(uint32_t staged, uint32_t (&a)[T::kHalfSteps][4]) {
-  const int lane = threadIdx.x % 32, w4 = threadIdx.x / 32 % 4;
-  const uint32_t lo = staged + (16 * w4 + lane / 4) * T::kLd8 + 16 * (lane % 4);
-  const uint32_t hi = lo + 8 * T::kLd8;
-  uint4 vl, vh;
-#pragma unroll
-  for (int st = 0; st < T::kHalfSteps; ++st) {
-    const int k = kKh * T::kHalfSteps + st;
-    if (st == 0 || k % 4 == 0) {  // a block's 16 bytes per row serve its (up to) 4 steps
-      vl = lds128(lo + 64 * (k / 4));
-      vh = lds128(hi + 64 * (k / 4));
-    }
-    const uint32_t wl = k % 4 == 0 ? vl.x : k % 4 == 1 ? vl.y : k % 4 == 2 ? vl.z : vl.w;
-    const uint32_t wh = k % 4 == 0 ? vh.x : k % 4 == 1 ? vh.y : k % 4 == 2 ? vh.z : vh.w;
-    a[st][0] = e4m3x2_to_f16x2(static_cast<uint16_t>(wl & 0xffffu));
-    a[st][1] = e4m3x2_to_f16x2(static_cast<uint16_t>(wh & 0xffffu));
-    a[st][2] = e4m3x2_to_f16x2(static_cast<uint16_t>(wl >> 16));
-    a[st][3] = e4m3x2_to_f16x2(static_cast<uint16_t>(wh >> 16));
-  }
-}
-
-// fp8 KV: S^T (+)= K Q^T over this warpgroup's dimension half with K from registers (a) and q from shared
-// memory (q_half: the half's first core matrix).
-template <class T>
-__device__ inline void scores_fp8(float (&sacc)[T::kPassRows / 2],
-                                  const uint32_t (&a)[T::kHalfSteps][4], uint32_t q_half) {
-#pragma unroll
-  for (int st = 0; st < T::kHalfSteps; ++st)
-    wgmma_rs<T::kPassRows>(
-        sacc, a[st], make_desc(q_half + 2 * st * T::kCore, T::kCore, T::kKeyGroupBytes), st > 0);
 }
 
 // Writes the pass's rows [first, first + kPassRows) (heads of one token): o and lse when the work
@@ -456,13 +357,60 @@ __device__ inline void scores_half(float (&sacc)[T::kPassRows / 2], const Block&
   }
 }
 
+// S^T of this warpgroup (sacc[4 j + e]: key 16 w4 + gq + 8 (e / 2), row 8 j + 2 tq + e % 2),
+// scaled by scale2 (logit scale x log2 e), into its half of the score buffer: sp[kh][row][key].
+template <class T>
+__device__ inline void store_scores(const lockstep::MmaSmem<T>& s,
+                                    const float (&sacc)[T::kPassRows / 2], float scale2) {
+  constexpr int kPR = T::kPassRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* sp = s.sp + (warp / 4) * kPR * T::kLdS + 16 * (warp % 4) + lane / 4;
+#pragma unroll
+  for (int j = 0; j < kPR / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      sp[(8 * j + 2 * (lane % 4) + e % 2) * T::kLdS + 8 * (e / 2)] = sacc[4 * j + e] * scale2;
+}
+
+// O^T += V^T P^T for dims [256 kh, +256) of the chunk at block(0 .. 7): the accumulators rescaled
+// by their rows' alpha, then 4 k16 steps x 4 m64 tiles issued (the caller fences, commits and
+// waits). P (no swizzle, [row group][key group]) at shared address p_u32.
+template <class T, class Block>
+__device__ inline void pv_issue(const lockstep::MmaSmem<T>& s,
+                                float (&oacc)[T::kOTiles][T::kPassRows / 2], const Block& block,
+                                int kh, uint32_t p_u32) {
+  const int tq = threadIdx.x % 4;
+#pragma unroll
+  for (int j = 0; j < T::kPassRows / 8; ++j) {
+    const float a0 = s.alpha[8 * j + 2 * tq], a1 = s.alpha[8 * j + 2 * tq + 1];
+#pragma unroll
+    for (int mt = 0; mt < T::kOTiles; ++mt) {
+      oacc[mt][4 * j] *= a0, oacc[mt][4 * j + 2] *= a0;
+      oacc[mt][4 * j + 1] *= a1, oacc[mt][4 * j + 3] *= a1;
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < T::kPvSteps; ++ks) {
+    const uint64_t db = make_desc(p_u32 + 2 * ks * T::kCore, T::kCore, T::kChunk / 8 * T::kCore);
+#pragma unroll
+    for (int mt = 0; mt < T::kOTiles; ++mt) {
+      const uint32_t a = block(4 * kh + mt) + 2 * ks * T::kAtom;
+      wgmma<T::kPassRows, T::kFp8, true>(oacc[mt], make_desc(a, T::kBlockBytes, T::kAtom, true),
+                                         db, 1);
+    }
+  }
+}
+
 template <class T>
 __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& s,
                              const GroupTask& t) {
   constexpr int kChunk = T::kChunk, kAhead = T::kAhead, kSlots = T::kSlots;
-  constexpr int kPR = T::kPassRows, kN = T::kPassRows, kAcc = T::kPassRows / 2;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
-  const int kh = warp / 4, w4 = warp % 4;  // warpgroup = dimension half; warp within it
+  constexpr int kPR = T::kPassRows, kAcc = T::kPassRows / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int kh = warp / 4;  // warpgroup = dimension half
   const int64_t first = group_first_row(P, t), token = first / P.H;
   log_rows(P.log, 0, token, token + 1, threadIdx.x == 0);
   const int64_t n = t.p1 - t.p0;
@@ -476,9 +424,10 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int64_t limit = causal_limit(P, t, token);
 
-  // Cache rows of chunks 0 .. kAhead - 1, then the first copies: fp8, chunks 0 .. kStages - 2;
-  // bf16, blocks [0, kRing - 9) (chunk 0, and the first kRing - 18 blocks of chunk 1) as two
-  // groups, so that every iteration below waits for all but its last group.
+  // Cache rows of chunks 0 .. kAhead - 1, then the first copies: bf16, blocks [0, kRing - 9)
+  // (chunk 0, and the first kRing - 18 blocks of chunk 1) as two groups, so that every iteration
+  // below waits for all but its last group; fp8, chunk 0 loaded and widened into widened chunk 0,
+  // chunk 1 loaded into registers.
   // next_row: the row of chunk i + kAhead for iteration i; next_index: the index load of chunk
   // i + kAhead + 1, issued an iteration before its row is needed.
   int64_t next_row = -1;
@@ -494,12 +443,12 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
   }
   __syncthreads();
   const uint32_t ks_u32 = smem_u32(s.ks);
+  unsigned char* const widened = reinterpret_cast<unsigned char*>(s.ks);  // fp8: 2 chunks
+  uint4 raw[T::kFp8 ? T::kFp8Pieces : 1];  // fp8: this thread's share of the next chunk
   if constexpr (T::kFp8) {
-#pragma unroll
-    for (int c = 0; c < T::kStages - 1; ++c) {
-      if (c < chunks) issue_fp8<T>(P, s.krow + c * kChunk, ks_u32 + c * T::kStageBytes);
-      cp_async_commit();
-    }
+    load_fp8<T>(P, s.krow, raw);
+    widen_fp8<T>(raw, widened);
+    if (chunks > 1) load_fp8<T>(P, s.krow + kChunk, raw);
   } else {
     issue_blocks<T>(P, s.krow, 0, 0, T::kBlocks, ks_u32);
     cp_async_commit();
@@ -519,36 +468,66 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
   float m_own = -INFINITY, l_own = 0.f;
   const float scale2 = P.logit_scale * 1.4426950408889634f;
 
-  int ring0 = 0;  // bf16: ring slot of the current chunk's block 0
-  for (int64_t i = 0; i < chunks; ++i) {
-    // chunk i has landed (this thread's copies; fp8: all but the last kStages - 2 groups, bf16:
-    // all but the last) ...
-    if constexpr (T::kFp8)
-      cp_async_wait<T::kStages - 2>();
-    else
-      cp_async_wait<1>();
-    fence_proxy_async();  // ... for the tensor cores too (and q, P of the last chunk)
-    __syncthreads();      // ... and everyone's; chunk i - 1 is fully consumed
+  // The next chunk's cache rows (chunk i + kAhead at iteration i; every thread's copies or loads
+  // of chunk i + 2 read them after a barrier).
+  auto put_next_rows = [&](int64_t i) {
     if (threadIdx.x < kChunk) {
       lockstep::put_rows(s, static_cast<int>((i + kAhead) % kSlots), next_row);
       const int64_t pos = t.p0 + (i + kAhead + 1) * kChunk + threadIdx.x;
       next_row = key_row_of(P, pos, t.p1, next_index);
       next_index = key_index(P, pos + kChunk, t.p1);
     }
-    // Block address of block b of chunk i (bf16 ring), or the chunk's widened buffer (fp8).
-    uint32_t kb = 0;
-    int slot0 = 0;  // bf16: ring slot of the chunk's block 0
-    if constexpr (T::kFp8) {
-      if (i + T::kStages - 1 < chunks) {
-        const int64_t c = i + T::kStages - 1;
-        issue_fp8<T>(P, s.krow + (c % kSlots) * kChunk, ks_u32 + (c % T::kStages) * T::kStageBytes);
-      }
-      cp_async_commit();
-      kb = smem_u32(s.kconv);  // V, widened below while S^T runs
-    } else {
+  };
+  float sacc[kAcc];  // S^T of one chunk (the first k16 step overwrites it)
+
+  if constexpr (T::kFp8) {
+    // Two barriers per chunk. Iteration i, with S of chunk i in sp: the softmax of chunk i and the
+    // widening of chunk i + 1 (and loads of chunk i + 2) | barrier | O^T += V^T P^T of chunk i
+    // and S^T of chunk i + 1 on the tensor cores together, S stored | barrier. (The last
+    // iteration's S^T reads the stale widened chunk and is discarded: no branch around a wgmma.)
+    auto widened_block = [&](int64_t c) {  // block b of widened chunk c % 2
+      const uint32_t base = ks_u32 + static_cast<uint32_t>(c % 2) * T::kBlocks * T::kBlockBytes;
+      return [base](int b) -> uint32_t { return base + b * T::kBlockBytes; };
+    };
+    fence_proxy_async();  // widened chunk 0 and q, for the tensor cores
+    __syncthreads();
+    wgmma_fence();
+    scores_half<T>(sacc, widened_block(0), kh, q_half);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(sacc);
+    store_scores<T>(s, sacc, scale2);
+    __syncthreads();
+    for (int64_t i = 0; i < chunks; ++i) {
+      put_next_rows(i);
+      lockstep::split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk,
+                                 m_own, l_own);
+      if (i + 1 < chunks)
+        widen_fp8<T>(raw, widened + static_cast<int>((i + 1) % 2) * T::kBlocks * T::kBlockBytes);
+      if (i + 2 < chunks) load_fp8<T>(P, s.krow + ((i + 2) % kSlots) * kChunk, raw);
+      fence_proxy_async();  // P and the widened chunk i + 1 are read by the tensor cores
+      __syncthreads();      // ... and every row's P and alpha are written
+      pv_issue<T>(s, oacc, widened_block(i), kh, p_u32);
+      scores_half<T>(sacc, widened_block(i + 1), kh, q_half);
+      wgmma_commit();
+      wgmma_wait<0>();
+#pragma unroll
+      for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
+      fence_regs(sacc);
+      store_scores<T>(s, sacc, scale2);  // (S of chunk i + 1: sp was read before the barrier)
+      __syncthreads();  // S of chunk i + 1; chunk i fully consumed (its buffer is widened next)
+    }
+  } else {
+    int ring0 = 0;  // ring slot of the current chunk's block 0
+    for (int64_t i = 0; i < chunks; ++i) {
+      // chunk i has landed (this thread's copies: all but the last group) ...
+      cp_async_wait<1>();
+      fence_proxy_async();  // ... for the tensor cores too (and q, P of the last chunk)
+      __syncthreads();      // ... and everyone's; chunk i - 1 is fully consumed
+      put_next_rows(i);
       // blocks [9 i + kRing - 9, 9 i + kRing): the rest of chunk i + 1, the start of chunk i + 2
       constexpr int kRest = 3 * T::kBlocks - T::kRing;  // blocks of chunk i + 1 still to queue
-      slot0 = ring0;  // ring slots of chunks i, i + 1, i + 2: ring0, + 9, + 18 (mod kRing)
+      const int slot0 = ring0;  // ring slots of chunks i, i + 1, i + 2: ring0, + 9, + 18 (mod kRing)
       const int slot1 = slot0 + T::kBlocks >= T::kRing ? slot0 + T::kBlocks - T::kRing
                                                        : slot0 + T::kBlocks;
       const int slot2 = slot1 + T::kBlocks >= T::kRing ? slot1 + T::kBlocks - T::kRing
@@ -562,85 +541,32 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
                         ks_u32);
       cp_async_commit();
       ring0 = slot1;
-    }
-    // shared address of block b (dims 64 b ..) of the current chunk
-    auto block = [&](int b) -> uint32_t {
-      if constexpr (T::kFp8) {
-        return kb + b * T::kBlockBytes;
-      } else {
+      // shared address of block b (dims 64 b ..) of the current chunk
+      auto block = [&](int b) -> uint32_t {
         const int slot = slot0 + b;
         return ks_u32 + (slot >= T::kRing ? slot - T::kRing : slot) * T::kBlockBytes;
-      }
-    };
+      };
 
-    // S^T of this warpgroup's dimension half: 18 k16 steps of m64 (keys) x N (rows).
-    float sacc[kAcc];
-#pragma unroll
-    for (int e = 0; e < kAcc; ++e) sacc[e] = 0.f;  // (overwritten: the first step accumulates 0)
-    if constexpr (T::kFp8) {
-      // K fragments from the staged fp8 rows, S^T from registers; V widened for P V meanwhile
-      const uint32_t staged = ks_u32 + static_cast<uint32_t>(i % T::kStages) * T::kStageBytes;
-      uint32_t ka[T::kHalfSteps][4];
-      if (kh == 0)
-        k_fragments_fp8<T, 0>(staged, ka);
-      else
-        k_fragments_fp8<T, 1>(staged, ka);
-      wgmma_fence();
-      scores_fp8<T>(sacc, ka, q_half);  // (no branch around a wgmma: see scores_half)
-      wgmma_commit();
-      widen_v<T>(staged, s.kconv);
-      fence_proxy_async();  // (before the barrier below) the widened V, for the tensor cores
-      wgmma_wait<0>();
-      fence_regs_u(ka);  // the fragments stay live until the mma has read them
-    } else {
+      // S^T of this warpgroup's dimension half: 18 k16 steps of m64 (keys) x N (rows).
       wgmma_fence();
       scores_half<T>(sacc, block, kh, q_half);
       wgmma_commit();
       wgmma_wait<0>();
-    }
-    fence_regs(sacc);
-    {  // sacc[4 j + e]: key 16 w4 + gq + 8 (e / 2), row 8 j + 2 tq + e % 2 -> sp[kh][row][key]
-      float* sp = s.sp + kh * kPR * T::kLdS + 16 * w4 + gq;
-#pragma unroll
-      for (int j = 0; j < kPR / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e)
-          sp[(8 * j + 2 * tq + e % 2) * T::kLdS + 8 * (e / 2)] = sacc[4 * j + e] * scale2;
-    }
-    __syncthreads();
+      fence_regs(sacc);
+      store_scores<T>(s, sacc, scale2);
+      __syncthreads();
 
-    lockstep::split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk, m_own,
-                               l_own);
-    fence_proxy_async();  // P is read by the tensor cores
-    __syncthreads();      // P and alpha of every row
+      lockstep::split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk,
+                                 m_own, l_own);
+      fence_proxy_async();  // P is read by the tensor cores
+      __syncthreads();      // P and alpha of every row
 
-    // O^T += V^T P^T for dims [256 kh, +256): rescale by the rows' alpha, then 4 k16 steps x 4
-    // m64 tiles.
+      pv_issue<T>(s, oacc, block, kh, p_u32);
+      wgmma_commit();
+      wgmma_wait<0>();
 #pragma unroll
-    for (int j = 0; j < kPR / 8; ++j) {
-      const float a0 = s.alpha[8 * j + 2 * tq], a1 = s.alpha[8 * j + 2 * tq + 1];
-#pragma unroll
-      for (int mt = 0; mt < T::kOTiles; ++mt) {
-        oacc[mt][4 * j] *= a0, oacc[mt][4 * j + 2] *= a0;
-        oacc[mt][4 * j + 1] *= a1, oacc[mt][4 * j + 3] *= a1;
-      }
+      for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
     }
-#pragma unroll
-    for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < T::kPvSteps; ++ks) {
-      const uint64_t db = make_desc(p_u32 + 2 * ks * T::kCore, T::kCore, T::kChunk / 8 * T::kCore);
-#pragma unroll
-      for (int mt = 0; mt < T::kOTiles; ++mt) {
-        const uint32_t a = block(4 * kh + mt) + 2 * ks * T::kAtom;
-        wgmma<kN, T::kFp8, true>(oacc[mt], make_desc(a, T::kBlockBytes, T::kAtom, true), db, 1);
-      }
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-#pragma unroll
-    for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
   }
   cp_async_wait<0>();
 
