@@ -76,9 +76,9 @@ struct DecodeKernel {
 // tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel, with 32 rows per pass (tiling 9) when
 // the heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the lock-step
 // kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9) when the
-// heads allow it and the library has it (dense, 128 heads: 2091 against 2361 us), else the
+// heads allow it and the library has it (dense, 128 heads: 1752.7 against 2071.2 us), else the
 // lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
-// 267.9 us against 431.0 for tiling 8).
+// 265.0 us against 291.0 for tiling 8).
 // Measured fastest on the H200 (docs/performance.md).
 DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,

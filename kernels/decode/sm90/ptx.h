@@ -163,10 +163,11 @@ __device__ inline uint32_t e4m3x2_to_f16x2(uint16_t two) {
 __device__ inline void e4m3x16_to_f16(const uint4& v, uint32_t (&b)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    b[2 * k] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] & 0xffffu));
-    b[2 * k + 1] = e4m3x2_to_f16x2(static_cast<uint16_t>(w[k] >> 16));
-  }
+  for (int k = 0; k < 4; ++k)  // (the halves split in PTX: no shift per high half)
+    asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %2;\n"
+        "cvt.rn.f16x2.e4m3x2 %0, lo;\ncvt.rn.f16x2.e4m3x2 %1, hi;\n}\n"
+        : "=r"(b[2 * k]), "=r"(b[2 * k + 1])
+        : "r"(w[k]));
 }
 
 }  // namespace mlasim::gpu::decode::sm90

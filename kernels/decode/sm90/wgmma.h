@@ -410,7 +410,9 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
   constexpr int kChunk = T::kChunk, kAhead = T::kAhead, kSlots = T::kSlots;
   constexpr int kPR = T::kPassRows, kAcc = T::kPassRows / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int kh = warp / 4;  // warpgroup = dimension half
+  // warpgroup = dimension half; through a shuffle so that the compiler knows it is warp-uniform
+  // and keeps the matrix descriptors built from it in uniform registers
+  const int kh = __shfl_sync(0xffffffffu, warp / 4, 0);
   const int64_t first = group_first_row(P, t), token = first / P.H;
   log_rows(P.log, 0, token, token + 1, threadIdx.x == 0);
   const int64_t n = t.p1 - t.p0;
