@@ -73,12 +73,23 @@ struct DecodeKernel {
   const char* name;
 };
 
+// The portable kernel runs: tiling 5, head dims other than MLA's 576 / 512, and every call of the
+// AMD build (its only kernel).
+bool PicksPortable(int D, int Dv, int tiling) {
+#if defined(__CUDACC__)
+  return tiling == 5 || D != decode::WsConfig<false>::kD || Dv != decode::WsConfig<false>::kDv;
+#else
+  (void)D, (void)Dv, (void)tiling;
+  return true;
+#endif
+}
+
 // tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel, with 32 rows per pass (tiling 9) when
 // the heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the lock-step
 // kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9) when the
-// heads allow it and the library has it (dense, 128 heads: 1752.7 against 2071.2 us), else the
+// heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
 // lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
-// 265.0 us against 291.0 for tiling 8).
+// 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12").
 // Measured fastest on the H200 (docs/performance.md).
 DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
@@ -87,7 +98,7 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   namespace ls = decode::sm90::lockstep;
   using Ws = decode::WsConfig<false>;
   using WsFp8 = decode::WsConfig<true>;
-  if (tiling == 5 || D != Ws::kD || Dv != Ws::kDv) return portable;
+  if (PicksPortable(D, Dv, tiling)) return portable;
   if (tiling == 6) {
     if (kv_fp8)
       return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
@@ -114,12 +125,12 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   if (tiling == 0 && kv_fp8 && kWgmmaBuilt && heads % (2 * kRows) == 0) tiling = 9;
   if (tiling == 8)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W16f>, W16f::smem_bytes(), kBlock,
-                                 "wgmma fp8 widened from registers 64 keys x 2 chunks, 16 rows per pass"}
+                                 "wgmma fp8 64 keys x 2 widened chunks, 16 rows per pass"}
                   : DecodeKernel{&wg::mla_decode_wg_kernel<W16>, W16::smem_bytes(), kBlock,
                                  "wgmma 64 keys x 24 blocks, 16 rows per pass"};
   if (tiling == 9)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W32f>, W32f::smem_bytes(), kBlock,
-                                 "wgmma fp8 widened from registers 64 keys x 2 chunks, 32 rows per pass"}
+                                 "wgmma fp8 64 keys x 2 widened chunks, 32 rows per pass"}
                   : DecodeKernel{&wg::mla_decode_wg_kernel<W32>, W32::smem_bytes(), kBlock,
                                  "wgmma 64 keys x 20 blocks, 32 rows per pass"};
   if (kv_fp8) {  // 1, 2: fp8 operands read directly; 3, 4: the chunk widened to fp16 first
@@ -226,6 +237,19 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   if (!Contiguous(c.q, 2) || !Contiguous(c.o, 2) || !Contiguous(c.kv_cache, kv_elem) ||
       !Contiguous(c.partial_o, 4))
     return "needs contiguous rows and heads";
+  // Every kernel but the portable one reads q and KV rows in 16-byte pieces (cp.async, 16-byte
+  // loads): a misaligned base would fault on the device ("misaligned address"), so it is refused
+  // here. (Rows are multiples of 16 bytes at these head dims.)
+  const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
+  const void* bad = misaligned(c.q.data)          ? c.q.data
+                    : misaligned(c.kv_cache.data) ? c.kv_cache.data
+                                                  : nullptr;
+  if (bad != nullptr && !PicksPortable(D, Dv, cfg.tiling))
+    return std::string("needs q and kv_cache data 16-byte aligned (the kernel reads them in "
+                       "16-byte pieces); ") +
+           (bad == c.q.data ? "q" : "kv_cache") + " data is " +
+           std::to_string(reinterpret_cast<uintptr_t>(bad) % 16) +
+           " bytes past a multiple of 16 (tiling=5, the portable kernel, reads elements)";
   return "";
 }
 

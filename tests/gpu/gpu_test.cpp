@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -34,13 +37,29 @@ bool HasWgmmaKernels() {
   return !gpu::KutClient::Get().KernelName("tiling=8", 16, 576, 512, 0).empty();
 }
 
-// MLASIM_TEST_TILINGS (comma list of DecodeOptions::tiling): the decode tests run only these of
-// their kernels, e.g. one kernel under compute-sanitizer racecheck (unset: every kernel).
-bool TilingSelected(int tiling) {
+// MLASIM_TEST_TILINGS (comma list of DecodeOptions::tiling, e.g. "8,9"): the decode tests run
+// only these of their kernels, e.g. one kernel under compute-sanitizer racecheck; unset or empty:
+// every kernel. An entry that is not a tiling 0..9 fails the test (a typo must not let the decode
+// tests pass having run nothing); the tests print how many kernels each case ran.
+std::vector<int> Selected(std::vector<int> tilings) {
   const char* env = std::getenv("MLASIM_TEST_TILINGS");
-  return env == nullptr || *env == 0 ||
-         ("," + std::string(env) + ",").find("," + std::to_string(tiling) + ",") !=
-             std::string::npos;
+  if (env == nullptr || *env == 0) return tilings;
+  std::vector<int> want;
+  std::stringstream list(env);
+  for (std::string item; std::getline(list, item, ',');) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != 0 || v < 0 || v > 9)
+      ADD_FAILURE() << "MLASIM_TEST_TILINGS=" << env << ": '" << item << "' is not a tiling 0..9";
+    else
+      want.push_back(static_cast<int>(v));
+  }
+  std::vector<int> out;
+  for (int t : tilings)
+    if (std::find(want.begin(), want.end(), t) != want.end()) out.push_back(t);
+  return out;
 }
 
 // Random valid planner requests: dense page 1 / 64, sparse top-k, MTP, zero-KV requests.
@@ -260,8 +279,8 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   if (!fp8 && in->num_heads % 32 == 0) tilings.push_back(7);
   if (HasWgmmaKernels()) tilings.push_back(8);
   if (HasWgmmaKernels() && in->num_heads % 32 == 0) tilings.push_back(9);
+  tilings = Selected(tilings);
   for (int tiling : tilings) {
-    if (!TilingSelected(tiling)) continue;
     gpu::DecodeOptions opt;
     opt.variant = variant;
     opt.tiling = tiling;
@@ -448,6 +467,67 @@ TEST(GpuDecode, WgmmaKernelRefusesWhatItCannotRun) {
   }
 }
 
+// A q or KV base that is not 16-byte aligned is refused (UNSUPPORTED, naming the tensor and its
+// offset) by every kernel that reads 16-byte pieces, before the library touches the device: the
+// pointers below are never dereferenced. Needs the kernel library (a CUDA build), not a device.
+TEST(GpuKut, MisalignedQOrKvIsRefusedBeforeTheDevice) {
+  try {
+    gpu::KutClient::Get();
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << e.what();
+  }
+  if (gpu::KutClient::Get().KernelName("", 16, 576, 512, 0) == "portable")
+    GTEST_SKIP() << "the library's only kernel is the portable one (reads elements)";
+  auto tensor = [](uintptr_t addr, int64_t rows, int32_t heads, int32_t cols, int32_t dtype,
+                   int elem) {
+    mlasim_kut_tensor t{};
+    t.data = reinterpret_cast<void*>(addr);
+    t.rows = rows, t.heads = heads, t.cols = cols, t.dtype = dtype;
+    t.row_stride = int64_t{heads} * cols * elem;
+    t.head_stride = heads > 1 ? int64_t{cols} * elem : 0;
+    t.bytes = static_cast<uint64_t>(rows * t.row_stride);
+    return t;
+  };
+  std::vector<int> tilings{0, 1, 2, 3, 4, 6};
+  if (HasWgmmaKernels()) tilings.push_back(8);
+  int refused = 0;
+  for (int tiling : tilings) {
+    for (bool fp8 : {false, true}) {
+      for (const char* which : {"q", "kv_cache"}) {
+        for (uintptr_t offset : {uintptr_t{1}, uintptr_t{8}, uintptr_t{15}}) {
+          const bool q_off = std::string(which) == "q";
+          const std::string config = "tiling=" + std::to_string(tiling);
+          mlasim_kut_call c{};
+          c.abi_version = MLASIM_KUT_ABI_VERSION;
+          c.struct_bytes = sizeof(c);
+          c.op = MLASIM_KUT_OP_DECODE;
+          c.config = config.c_str();
+          c.batch = 1, c.num_heads = 16, c.num_kv_heads = 1, c.head_dim_qk = 576;
+          c.head_dim_v = 512, c.page_size = 1, c.num_pages = 64, c.max_seqlen_q = 1, c.topk = -1;
+          c.q = tensor(0x10000 + (q_off ? offset : 0), 1, 16, 576, MLASIM_KUT_BF16, 2);
+          c.kv_cache = tensor(0x40000 + (q_off ? 0 : offset), 64, 1, 576,
+                              fp8 ? MLASIM_KUT_FP8_E4M3FN : MLASIM_KUT_BF16, fp8 ? 1 : 2);
+          c.o = tensor(0x80000, 1, 16, 512, MLASIM_KUT_BF16, 2);
+          const std::string want =
+              std::string(which) + " data is " + std::to_string(offset) + " bytes past";
+          try {
+            gpu::KutClient::Get().Run(c);
+            ADD_FAILURE() << config << " ran a call with " << which << " misaligned by " << offset;
+          } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("16-byte aligned"), std::string::npos) << e.what();
+            EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+            ++refused;
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << config << ", " << which << " + " << offset
+                          << ": not refused as unsupported: " << e.what();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(refused, static_cast<int>(tilings.size()) * 2 * 2 * 3);
+}
+
 // fp8 e4m3fn KV (every fp8 kernel: lock-step read directly and widened, warp-specialised,
 // portable): the same random batches with KV values quantised to e4m3fn (NaN pages included),
 // against the CPU numerics on the same values.
@@ -509,6 +589,7 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
       if (!fp8 && heads % 32 == 0) tilings.push_back(7);
       if (HasWgmmaKernels()) tilings.push_back(8);
       if (HasWgmmaKernels() && heads % 32 == 0) tilings.push_back(9);
+      tilings = Selected(tilings);
       for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
         const bool sparse = attempt % 2 == 1;
         PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 2, 8);
@@ -537,7 +618,6 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
         ASSERT_TRUE(in.ok()) << in.status().ToString();
         const int64_t per_row = int64_t{in->num_heads} * in->head_dim_v;
         for (int tiling : tilings) {
-          if (!TilingSelected(tiling)) continue;
           gpu::DecodeOptions opt;
           opt.tiling = tiling;
           if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;

@@ -3,7 +3,8 @@
 // compute_90a, MLASIM_KUT_SM90A).
 //
 // The lock-step kernel's schedule (lockstep.h: all 8 warps copy 64-key chunks with cp.async into
-// a ring of stages, three barriers per chunk, the split online softmax through shared memory),
+// a ring of stages, three barriers per chunk, the split online softmax through shared memory; for
+// bf16 KV: fp8 KV differs, below),
 // with the two products on Hopper's warpgroup mma (wgmma, operands read by the tensor cores from
 // shared memory through matrix descriptors) in the transposed orientation, so that the 16 (or 32)
 // q rows of a pass are the mma's N and the 64 keys of a chunk (S) or 64 output dims (O) its M:
@@ -33,10 +34,11 @@
 //
 // fp8 e4m3fn KV: each thread loads its share of a chunk (one key, 9 pieces of 16 bytes) from
 // global memory into registers an iteration ahead (load_fp8), and widens it exactly to fp16
-// straight into the chunk layout above (widen_fp8) while the current chunk's S^T runs on the
-// tensor cores; two widened chunks alternate (18 blocks). Every element is converted once and
-// read by both products from shared memory, as bf16 KV is; the mma runs on fp16 operands (q
-// converted from bf16, P rounded to fp16), the same numerics as every fp8 path.
+// straight into the chunk layout above (widen_fp8) beside the softmax of the current chunk; two
+// widened chunks alternate (18 blocks), and the loop has two barriers per chunk (run_group_wg).
+// Every element is converted once and read by both products from shared memory, as bf16 KV is;
+// the mma runs on fp16 operands (q converted from bf16, P rounded to fp16), the same numerics as
+// every fp8 path.
 #pragma once
 
 #include <cstdint>
@@ -486,7 +488,7 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
     // Two barriers per chunk. Iteration i, with S of chunk i in sp: the softmax of chunk i and the
     // widening of chunk i + 1 (and loads of chunk i + 2) | barrier | O^T += V^T P^T of chunk i
     // and S^T of chunk i + 1 on the tensor cores together, S stored | barrier. (The last
-    // iteration's S^T reads the stale widened chunk and is discarded: no branch around a wgmma.)
+    // iteration's S^T reads chunk i again and is discarded: no branch around a wgmma.)
     auto widened_block = [&](int64_t c) {  // block b of widened chunk c % 2
       const uint32_t base = ks_u32 + static_cast<uint32_t>(c % 2) * T::kBlocks * T::kBlockBytes;
       return [base](int b) -> uint32_t { return base + b * T::kBlockBytes; };
@@ -510,7 +512,7 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
       fence_proxy_async();  // P and the widened chunk i + 1 are read by the tensor cores
       __syncthreads();      // ... and every row's P and alpha are written
       pv_issue<T>(s, oacc, widened_block(i), kh, p_u32);
-      scores_half<T>(sacc, widened_block(i + 1), kh, q_half);
+      scores_half<T>(sacc, widened_block(i + 1 < chunks ? i + 1 : i), kh, q_half);
       wgmma_commit();
       wgmma_wait<0>();
 #pragma unroll
@@ -529,7 +531,8 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
       put_next_rows(i);
       // blocks [9 i + kRing - 9, 9 i + kRing): the rest of chunk i + 1, the start of chunk i + 2
       constexpr int kRest = 3 * T::kBlocks - T::kRing;  // blocks of chunk i + 1 still to queue
-      const int slot0 = ring0;  // ring slots of chunks i, i + 1, i + 2: ring0, + 9, + 18 (mod kRing)
+      // ring slots of chunks i, i + 1, i + 2: ring0, + 9, + 18 (mod kRing)
+      const int slot0 = ring0;
       const int slot1 = slot0 + T::kBlocks >= T::kRing ? slot0 + T::kBlocks - T::kRing
                                                        : slot0 + T::kBlocks;
       const int slot2 = slot1 + T::kBlocks >= T::kRing ? slot1 + T::kBlocks - T::kRing
