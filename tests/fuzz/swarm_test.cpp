@@ -204,7 +204,9 @@ TEST(Swarm, OptionKeysNameWhatSwarmOmittedNamesNames) {
     c.swarm = true;
     c.small = variant != 1;
     if (c.small) c.max_batch = 64;
-    if (variant == 2) ASSERT_TRUE(EnableFamilies(GeneratorFamilies(), &c).ok());
+    if (variant == 2) {
+      ASSERT_TRUE(EnableFamilies(GeneratorFamilies(), &c).ok());
+    }
     const std::vector<std::vector<std::string>> keys = SwarmOptionKeys(c, "swarm-out:");
     const std::vector<SwarmKnob> knobs = SwarmKnobs(c);
     ASSERT_EQ(keys.size(), knobs.size());
