@@ -301,10 +301,8 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
   const int size = static_cast<int>(10 + (index % 91));
   sim::Scenario scenario;
   SwarmDraw swarm;
-  {
-    std::lock_guard<std::mutex> gen_lock(GeneratorMutex());  // RapidCheck is not thread-safe
-    scenario = ScenarioAndSwarmFromSeed(config_, seed, size, &swarm);
-  }
+  // Drawn directly (fuzz/draw.h): no RapidCheck state, so no GeneratorMutex.
+  scenario = ScenarioAndSwarmFromSeed(config_, seed, size, &swarm);
   Cover(scenario, cov);
   if (config_.swarm) CoverSwarm(swarm_out_keys_, swarm, cov);
   CaseResult res;

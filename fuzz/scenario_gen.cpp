@@ -2,26 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <tuple>
 
+#include "fuzz/draw.h"
 #include "sim/index_values.h"
 
 namespace mlasim::fuzz {
 namespace {
 
 using sim::Scenario;
-
-// A generator built once per thread and key: RapidCheck generators are immutable values, so
-// drawing from a kept one draws exactly what drawing from a fresh one does, without building
-// (and freeing) its parts for every request of every case.
-template <typename Key, typename G, typename Make>
-const G& Kept(const Key& key, Make&& make) {
-  thread_local std::map<Key, G> kept;
-  auto it = kept.find(key);
-  if (it == kept.end()) it = kept.emplace(key, make()).first;
-  return it->second;
-}
 
 // The swarm knobs (SwarmKnobs), in draw order.
 enum Knob : int {
@@ -98,179 +87,143 @@ struct Swarm {
   uint32_t omitted[kKnobCount] = {};
 };
 
-// Where GenScenario's generator puts the swarm it draws first (ScenarioAndSwarmFromSeed), once;
-// null: nowhere.
-thread_local Swarm* swarm_out = nullptr;
-
 // The swarm draws, first in every case: per drawn knob a uniform mask over its options (each
 // option left out with probability 1/2); a mask leaving every option out leaves none out. Masks
 // shrink towards 0: a shrunk case leaves nothing out. (elementOf, unlike inRange, ignores the
 // RapidCheck size, which would leave nothing out in small cases.)
-Swarm DrawSwarm(const GenConfig& cfg) {
+Swarm DrawSwarm(const GenConfig& cfg, Drawer& d) {
   Swarm sw;
   if (!cfg.swarm) return sw;
   for (int k = 0; k < kKnobCount; ++k) {
     const size_t n = KnobOptionCount(cfg, k);
     if (n < 2 || n > 16) continue;
     const uint32_t all = (1u << n) - 1;
-    const uint32_t m = *Kept<size_t, rc::Gen<uint32_t>>(n, [&] {
-      std::vector<uint32_t> masks(all + 1);
-      for (uint32_t x = 0; x <= all; ++x) masks[x] = x;
-      return rc::gen::elementOf(masks);
-    });
+    const uint32_t m = d(IndexBelow{all + 1});
     sw.omitted[k] = m == all ? 0 : m;
   }
   return sw;
 }
 
-// A weighted option and its generator.
-template <typename T>
-using Options = std::vector<std::pair<int, rc::Gen<T>>>;
-
 // One knob's draw: with nothing left out, `today` (the draw of --swarm off, byte for byte);
-// otherwise a weighted choice among the options left in (bit i of `omitted` = options[i] out).
-template <typename T>
-T Choose(uint32_t omitted, const rc::Gen<T>& today, const Options<T>& options) {
-  if (omitted == 0) return *today;
+// otherwise a weighted choice among the options left in (bit i of `omitted` = the dist at i of
+// `options` out; each dist left in as often as its weight): the choice, then that dist's draw.
+template <typename Today, typename T, typename... D>
+T Choose(Drawer& d, uint32_t omitted, const Today& today, const OneOf<T, D...>& options) {
+  static_assert(std::is_same_v<typename Today::Value, T>, "today draws what the options do");
+  if (omitted == 0) return d(today);
   // Each option left in, as often as its weight (size-independent, shrinks to the first).
   std::vector<size_t> slots;
-  for (size_t i = 0; i < options.size(); ++i)
-    if (!(omitted >> i & 1u)) slots.insert(slots.end(), static_cast<size_t>(options[i].first), i);
+  for (size_t i = 0; i < options.weights.size(); ++i)
+    if (!(omitted >> i & 1u)) slots.insert(slots.end(), options.weights[i], i);
   MLASIM_ASSERT(!slots.empty(), "a swarm mask leaves at least one option in");
-  return *options[*rc::gen::elementOf(slots)].second;
+  return DrawAlternative(d, options, d(ElementOf<size_t>{&slots}));
 }
 
 // An on/off feature: `on_weight` to `off_weight` today; swarm may force either side.
-bool Feature(uint32_t omitted, int off_weight, int on_weight) {
-  struct Gens {
-    rc::Gen<bool> today;
-    Options<bool> options;
-  };
-  const Gens& g = Kept<std::pair<int, int>, Gens>(std::make_pair(off_weight, on_weight), [&] {
-    return Gens{rc::gen::weightedElement<bool>({{static_cast<size_t>(off_weight), false},
-                                                {static_cast<size_t>(on_weight), true}}),
-                {{off_weight, rc::gen::just(false)}, {on_weight, rc::gen::just(true)}}};
-  });
-  return Choose<bool>(omitted, g.today, g.options);
+bool Feature(Drawer& d, uint32_t omitted, size_t off_weight, size_t on_weight) {
+  return Choose(d, omitted, WeightedElement(off_weight, false, on_weight, true),
+                WeightedOneOf<bool>({off_weight, on_weight}, Just<bool>{false}, Just<bool>{true}));
 }
 
 // L = KV tokens incl. this step's Q verify tokens: weight on the minimum (exactly Q), tails just
 // above it, multiples of the split granularity (16) and page sizes, lengths around top-k.
-rc::Gen<int32_t> GenKvLen(int32_t q, int32_t topk) {
-  return rc::gen::weightedOneOf<int32_t>({
-      {3, rc::gen::just(q)},
-      {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 16), [q](int32_t d) { return q + d; })},
-      {2, rc::gen::map(rc::gen::inRange<int32_t>(1, 128),
-                       [q](int32_t k) { return std::max(q, 16 * k); })},
-      {1, rc::gen::map(rc::gen::inRange<int32_t>(1, 64),
-                       [q](int32_t k) { return std::max(q, 64 * k); })},
-      {2, rc::gen::map(rc::gen::inRange<int32_t>(-8, 9),
-                       [q, topk](int32_t d) { return std::max(q, topk + d); })},
-      {3, rc::gen::inRange<int32_t>(q, 8192)},
-      {1, rc::gen::inRange<int32_t>(q, 65536)},
-  });
+int32_t DrawKvLen(Drawer& d, int32_t q, int32_t topk) {
+  return d(WeightedOneOf<int32_t>(
+      {3, 2, 2, 1, 2, 3, 1}, Just<int32_t>{q},
+      Map(InRange<int32_t>{1, 16}, [q](int32_t x) { return q + x; }),
+      Map(InRange<int32_t>{1, 128}, [q](int32_t k) { return std::max(q, 16 * k); }),
+      Map(InRange<int32_t>{1, 64}, [q](int32_t k) { return std::max(q, 64 * k); }),
+      Map(InRange<int32_t>{-8, 9}, [q, topk](int32_t x) { return std::max(q, topk + x); }),
+      InRange<int32_t>{q, 8192}, InRange<int32_t>{q, 65536}));
 }
 
-rc::Gen<std::vector<int32_t>> GenCaptureSizes() {
+std::vector<int32_t> DrawCaptureSizes(Drawer& d) {
+  // The two fixed lists, built once (a Just holds its own copy).
+  static const std::vector<int32_t> kPowers = {1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512};
+  static const std::vector<int32_t> kSixteens = [] {
+    std::vector<int32_t> v = {1, 2, 4, 8};
+    for (int32_t x = 16; x <= 512; x += 16) v.push_back(x);
+    return v;
+  }();
   // Arbitrary lists come first so that shrinking ends on one small size: the founding fault
   // needs only one padded request.
-  return rc::gen::weightedOneOf<std::vector<int32_t>>({
-      {3, rc::gen::map(rc::gen::container<std::vector<int32_t>>(rc::gen::inRange<int32_t>(1, 80)),
-                       [](std::vector<int32_t> v) {
-                         std::sort(v.begin(), v.end());
-                         v.erase(std::unique(v.begin(), v.end()), v.end());
-                         if (v.empty()) v.push_back(2);
-                         return v;
-                       })},
-      {4, rc::gen::just(std::vector<int32_t>{1, 2, 4, 8, 16, 32, 48, 64, 128, 256, 512})},
-      {2, rc::gen::just([] {
-         std::vector<int32_t> v = {1, 2, 4, 8};
-         for (int32_t x = 16; x <= 512; x += 16) v.push_back(x);
-         return v;
-       }())},
-  });
+  return d(WeightedOneOf<std::vector<int32_t>>(
+      {3, 4, 2},
+      Map(VectorOf<InRange<int32_t>>{{1, 80}},
+          [](std::vector<int32_t> v) {
+            std::sort(v.begin(), v.end());
+            v.erase(std::unique(v.begin(), v.end()), v.end());
+            if (v.empty()) v.push_back(2);
+            return v;
+          }),
+      Just<std::vector<int32_t>>{kPowers}, Just<std::vector<int32_t>>{kSixteens}));
 }
 
 // The indexer's top-k count of every verify token of every request (sparse models), up to the
 // engine's min(L - Q + j + 1, topk).
-void GenTopkLengths(Scenario& s) {
+void GenTopkLengths(Drawer& d, Scenario& s) {
   const int32_t q = s.mtp_k + 1;
   for (sim::RequestSpec& r : s.requests) {
     const int32_t L = r.context - r.rejected_prev;
     for (int32_t j = 0; j < q; ++j) {
       const int32_t full = std::min(L - q + j + 1, s.model.topk);
-      r.topk_lengths.push_back(*rc::gen::inRange<int32_t>(1, std::max(full, 1) + 1));
+      r.topk_lengths.push_back(d(InRange<int32_t>{1, std::max(full, 1) + 1}));
     }
   }
 }
 
 // One request of a step with Q = `q` tokens per request: drafts the previous verify rejected, the
 // KV length (GenKvLen) and the drafts this verify rejects.
-sim::RequestSpec GenRequest(int32_t q, int32_t topk) {
-  struct Gens {
-    rc::Gen<int32_t> rejected_prev, context, rejected;
-  };
-  const Gens& g = Kept<std::pair<int32_t, int32_t>, Gens>(std::make_pair(q, topk), [&] {
-    return Gens{rc::gen::weightedOneOf<int32_t>(
-                    {{3, rc::gen::just(0)}, {1, rc::gen::inRange<int32_t>(0, q)}}),
-                GenKvLen(q, topk),
-                rc::gen::weightedOneOf<int32_t>(
-                    {{2, rc::gen::just(0)}, {2, rc::gen::inRange<int32_t>(0, q)}})};
-  });
+sim::RequestSpec GenRequest(Drawer& d, int32_t q, int32_t topk) {
   sim::RequestSpec r;
-  r.rejected_prev = *g.rejected_prev;
-  r.context = *g.context + r.rejected_prev;
-  r.rejected = *g.rejected;
+  r.rejected_prev = d(WeightedOneOf<int32_t>({3, 1}, Just<int32_t>{0}, InRange<int32_t>{0, q}));
+  r.context = DrawKvLen(d, q, topk) + r.rejected_prev;
+  r.rejected = d(WeightedOneOf<int32_t>({2, 2}, Just<int32_t>{0}, InRange<int32_t>{0, q}));
   return r;
 }
 
 // Triage (ReportPins): the report's step with the drawn batch contents and allocator layout.
-Scenario GenPinned(const ReportPins& pins) {
+Scenario GenPinned(const ReportPins& pins, Drawer& d) {
   Scenario s = pins.base;
   const int32_t q = s.mtp_k + 1;
-  for (int32_t i = 0; i < pins.batch; ++i) s.requests.push_back(GenRequest(q, s.model.topk));
-  if (s.model.sparse && *rc::gen::weightedElement<bool>({{6, false}, {1, true}})) GenTopkLengths(s);
-  s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
+  for (int32_t i = 0; i < pins.batch; ++i) s.requests.push_back(GenRequest(d, q, s.model.topk));
+  if (s.model.sparse && d(WeightedElement(6, false, 1, true))) GenTopkLengths(d, s);
+  s.allocator.page_bytes = d(Element<int64_t>(4096, 65536));
   if (s.allocator.model == sim::AllocatorModel::kCaching) {
-    const int32_t n = *rc::gen::inRange<int32_t>(0, 4);
+    const int32_t n = d(InRange<int32_t>{0, 4});
     for (int32_t i = 0; i < n; ++i)
       s.allocator.live_before_call.push_back(
-          {"live_" + std::to_string(i), 512 * *rc::gen::inRange<int64_t>(1, 4097)});
+          {"live_" + std::to_string(i), 512 * d(InRange<int64_t>{1, 4097})});
   }
   return s;
 }
 
 // Request shapes the engine can be configured with (§3 of the round-2 model): the planner's
 // split granularity and budget, and top-k counts below the indexer's default (an index pool).
-void GenRequestShapes(Scenario& s, const Swarm& sw) {
+void GenRequestShapes(Drawer& d, Scenario& s, const Swarm& sw) {
   s.kv_granularity =
-      Choose<int32_t>(sw.omitted[kKvGranularity],
-                      rc::gen::weightedElement<int32_t>({{8, 16}, {1, 32}, {1, 64}, {1, 8}}),
-                      {{8, rc::gen::just(16)},
-                       {1, rc::gen::just(32)},
-                       {1, rc::gen::just(64)},
-                       {1, rc::gen::just(8)}});
-  s.max_split_per_batch = Choose<int32_t>(
-      sw.omitted[kMaxSplit],
-      rc::gen::weightedOneOf<int32_t>(
-          {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}}),
-      {{8, rc::gen::just(16)}, {1, rc::gen::just(-1)}, {1, rc::gen::inRange<int32_t>(1, 33)}});
-  if (!s.model.sparse || !Feature(sw.omitted[kTopkLengths], 6, 1)) return;
-  GenTopkLengths(s);
+      Choose(d, sw.omitted[kKvGranularity], WeightedElement<int32_t>(8, 16, 1, 32, 1, 64, 1, 8),
+             WeightedOneOf<int32_t>({8, 1, 1, 1}, Just<int32_t>{16}, Just<int32_t>{32},
+                                    Just<int32_t>{64}, Just<int32_t>{8}));
+  const auto max_split = WeightedOneOf<int32_t>({8, 1, 1}, Just<int32_t>{16}, Just<int32_t>{-1},
+                                                InRange<int32_t>{1, 33});
+  s.max_split_per_batch = Choose(d, sw.omitted[kMaxSplit], max_split, max_split);
+  if (!s.model.sparse || !Feature(d, sw.omitted[kTopkLengths], 6, 1)) return;
+  GenTopkLengths(d, s);
 }
 
 // Hostile values in the index buffer the verify step fills (kv_cache.index_values).
-void GenHostileIndices(Scenario& s) {
+void GenHostileIndices(Drawer& d, Scenario& s) {
   s.kv_cache.modelled = true;
   const int32_t tokens =
       s.model.sparse ? sim::ScheduledTokens(s) : static_cast<int32_t>(s.requests.size());
   if (tokens <= 0) return;  // a step that schedules no token (ragged q lengths all 0): no slot
-  const int32_t n = *rc::gen::inRange<int32_t>(0, 4);
+  const int32_t n = d(InRange<int32_t>{0, 4});
   for (int32_t i = 0; i < n; ++i) {
     sim::KvCacheSpec::IndexValue v;
-    v.token = *rc::gen::inRange<int32_t>(0, tokens);
-    v.position = *rc::gen::inRange<int32_t>(0, 64);
-    v.value = *rc::gen::element<int64_t>(-1, 2147483647, 2147480000, -2147483648LL, 1 << 24);
+    v.token = d(InRange<int32_t>{0, tokens});
+    v.position = d(InRange<int32_t>{0, 64});
+    v.value = d(Element<int64_t>(-1, 2147483647, 2147480000, -2147483648LL, 1 << 24));
     s.kv_cache.index_values.push_back(v);
   }
 }
@@ -278,13 +231,13 @@ void GenHostileIndices(Scenario& s) {
 // Ragged verify q lengths (batch.q_lens): each request's q_i = Q - d_i, d_i in 0..Q, so 0-length
 // requests occur and every d_i shrinks to 0, i.e. towards the uniform Q (and a shrunk K makes
 // them shorter). Per-token top-k counts and the DP rank's token count follow the new lengths.
-void GenRaggedQ(Scenario& s) {
+void GenRaggedQ(Drawer& d, Scenario& s) {
   const int32_t q = s.mtp_k + 1;
   // inRange at the nominal size: the whole range whatever the case's RapidCheck size (small
   // cases would otherwise stay uniform), shrinking towards d = 0. (elementOf does not shrink.)
-  const rc::Gen<int32_t> d = rc::gen::resize(rc::kNominalSize, rc::gen::inRange<int32_t>(0, q + 1));
+  const Resized<InRange<int32_t>> shorter{rc::kNominalSize, {0, q + 1}};
   for (sim::RequestSpec& r : s.requests) {
-    r.q_len = q - *d;
+    r.q_len = q - d(shorter);
     r.rejected = std::min(r.rejected, std::max(r.q_len - 1, 0));  // it verifies q_len - 1 drafts
     if (!r.topk_lengths.empty()) r.topk_lengths.resize(static_cast<size_t>(r.q_len));
   }
@@ -295,31 +248,31 @@ void GenRaggedQ(Scenario& s) {
 // One stated disagreement between what the engine allocates, sizes, plans and launches.
 // kind: 0 launch grid, 1 o rows, 2 kernel heads, 3 planner CU count, 4 sizing batch, 5 plan from
 // capture.
-void GenDisagreement(Scenario& s, int kind) {
+void GenDisagreement(Drawer& d, Scenario& s, int kind) {
   const bool sparse = s.model.sparse;
   const std::string decode = sparse ? "verify.sparse_decode" : "verify.dense_decode";
   sim::CallOverride o;
   switch (kind) {
     case 0:
       o.call = decode;
-      o.launch_grid = *rc::gen::element(1, 16, 64, 305, 320, 1024);
+      o.launch_grid = d(Element(1, 16, 64, 305, 320, 1024));
       break;
     case 1:
       o.call = decode;
-      o.o_rows = *rc::gen::inRange<int64_t>(0, static_cast<int64_t>(s.requests.size()) + 1);
+      o.o_rows = d(InRange<int64_t>{0, static_cast<int64_t>(s.requests.size()) + 1});
       break;
     case 2:
       o.call = decode;
-      o.kernel_heads = *rc::gen::element(32, 64, 128);
+      o.kernel_heads = d(Element(32, 64, 128));
       break;
     case 3:
       o.call = sparse ? "verify.sparse_mtp_plan" : "verify.main_plan";
-      o.planner_cu_count = *rc::gen::element(80, 256, 304, 512);
+      o.planner_cu_count = d(Element(80, 256, 304, 512));
       break;
     case 4: {
       sim::SizingOverride z;
       z.buffers = "main.";
-      z.batch = *rc::gen::inRange<int32_t>(1, static_cast<int32_t>(s.requests.size()) + 1);
+      z.batch = d(InRange<int32_t>{1, static_cast<int32_t>(s.requests.size()) + 1});
       s.sizing.push_back(z);
       return;
     }
@@ -333,29 +286,30 @@ void GenDisagreement(Scenario& s, int kind) {
 
 // The --generate families, each drawn only when enabled: with nothing left out, the draws of
 // --swarm off.
-void GenFamilies(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+void GenFamilies(Drawer& d, const GenConfig& cfg, const Swarm& sw, Scenario& s) {
   // First, so that the hostile index values draw their tokens among the ragged ones.
   // Only for aiter engines: the vLLM / SGLang profiles' planners take one q length per batch
   // and replay refuses a stated batch.q_lens there (a refused case would check nothing).
   const std::string& backend = s.engine.attention_backend;
-  if (cfg.ragged_q && (backend.empty() || backend == "aiter") && Feature(sw.omitted[kQLens], 1, 1))
-    GenRaggedQ(s);
-  if (cfg.paged && !s.model.sparse && Feature(sw.omitted[kPaged], 1, 1)) {
+  if (cfg.ragged_q && (backend.empty() || backend == "aiter") &&
+      Feature(d, sw.omitted[kQLens], 1, 1))
+    GenRaggedQ(d, s);
+  if (cfg.paged && !s.model.sparse && Feature(d, sw.omitted[kPaged], 1, 1)) {
     s.kv_cache.modelled = true;
-    s.kv_cache.page_size = *rc::gen::element(16, 64);
+    s.kv_cache.page_size = d(Element(16, 64));
   }
-  if (cfg.hostile_indices && Feature(sw.omitted[kHostileIndices], 1, 2)) GenHostileIndices(s);
+  if (cfg.hostile_indices && Feature(d, sw.omitted[kHostileIndices], 1, 2)) GenHostileIndices(d, s);
   if (!cfg.disagreements) return;
   if (sw.omitted[kDisagreements] == 0) {
-    if (*rc::gen::weightedElement<bool>({{1, false}, {2, true}}))
-      GenDisagreement(s, *rc::gen::inRange<int>(0, 6));
+    if (d(WeightedElement(1, false, 2, true))) GenDisagreement(d, s, d(InRange<int>{0, 6}));
     return;
   }
   // Options: off (weight 3), then the six kinds (weight 1 each): today's 1/3 off, 2/3 spread.
-  Options<int> kinds = {{3, rc::gen::just(-1)}};
-  for (int kind = 0; kind < 6; ++kind) kinds.push_back({1, rc::gen::just(kind)});
-  const int kind = Choose<int>(sw.omitted[kDisagreements], rc::gen::just(-1), kinds);
-  if (kind >= 0) GenDisagreement(s, kind);
+  const int kind =
+      Choose(d, sw.omitted[kDisagreements], Just<int>{-1},
+             WeightedOneOf<int>({3, 1, 1, 1, 1, 1, 1}, Just<int>{-1}, Just<int>{0}, Just<int>{1},
+                                Just<int>{2}, Just<int>{3}, Just<int>{4}, Just<int>{5}));
+  if (kind >= 0) GenDisagreement(d, s, kind);
 }
 
 // A dense case whose page size the kernel under test does not run gets the smallest one it runs
@@ -382,12 +336,12 @@ int32_t RunnableHeads(const KernelLimits& k, int32_t drawn) {
 }
 
 // One of the config's profiles, among those the swarm left in.
-std::string PickProfile(const GenConfig& cfg, uint32_t omitted) {
-  if (omitted == 0) return *rc::gen::elementOf(cfg.profiles);
+std::string PickProfile(Drawer& d, const GenConfig& cfg, uint32_t omitted) {
+  if (omitted == 0) return d(ElementOf<std::string>{&cfg.profiles});
   std::vector<std::string> left;
   for (size_t i = 0; i < cfg.profiles.size(); ++i)
     if (!(omitted >> i & 1u)) left.push_back(cfg.profiles[i]);
-  return *rc::gen::elementOf(left);
+  return d(ElementOf<std::string>{&left});
 }
 
 }  // namespace
@@ -419,10 +373,9 @@ SwarmDraw DrawOf(const GenConfig& config, const Swarm& sw) {
 }  // namespace
 
 SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size) {
-  if (!config.swarm) return {};
-  const auto c = std::make_shared<const GenConfig>(config);
-  return DrawOf(config,
-                rc::gen::exec([c] { return DrawSwarm(*c); })(rc::Random(seed), size).value());
+  if (!config.swarm || config.pins) return {};  // the pinned generator draws no swarm
+  Drawer direct(rc::Random(seed), size);
+  return DrawOf(config, DrawSwarm(config, direct));
 }
 
 std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmDraw& draw) {
@@ -480,130 +433,126 @@ namespace {
 // GenScenario's draws, in its order (a seed's cases depend on it): the model (K, sparse, top-k,
 // TP, heads, KV dtype, rope), the batch, graph and parallelism, then target, kernel, planner,
 // allocator and engine.
-void DrawModel(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+void DrawModel(Drawer& d, const GenConfig& cfg, const Swarm& sw, Scenario& s) {
   const int32_t max_k = cfg.small ? 4 : 8;
-  s.mtp_k = Choose<int32_t>(
-      sw.omitted[kMtpK],
-      rc::gen::weightedOneOf<int32_t>(
-          {{1, rc::gen::just(0)}, {6, rc::gen::inRange<int32_t>(1, max_k)}}),
-      {{1, rc::gen::just(0)}, {2, rc::gen::just(1)}, {4, rc::gen::inRange<int32_t>(2, max_k)}});
+  s.mtp_k = Choose(d, sw.omitted[kMtpK],
+                   WeightedOneOf<int32_t>({1, 6}, Just<int32_t>{0}, InRange<int32_t>{1, max_k}),
+                   WeightedOneOf<int32_t>({1, 2, 4}, Just<int32_t>{0}, Just<int32_t>{1},
+                                          InRange<int32_t>{2, max_k}));
   s.model.sparse = cfg.sparse_only
                        ? true
-                       : Choose<bool>(sw.omitted[kModel],
-                                      rc::gen::weightedElement<bool>({{2, true}, {1, false}}),
-                                      {{2, rc::gen::just(true)}, {1, rc::gen::just(false)}});
+                       : Choose(d, sw.omitted[kModel], WeightedElement(2, true, 1, false),
+                                WeightedOneOf<bool>({2, 1}, Just<bool>{true}, Just<bool>{false}));
   if (!cfg.kernel.sparse) s.model.sparse = false;  // the kernel's limits: no extra draw
   if (!cfg.kernel.dense) s.model.sparse = true;
-  s.model.topk = *rc::gen::element(2048, 64, 512);
-  s.parallel.tp = *rc::gen::element(1, 2, 4, 8);
+  s.model.topk = d(Element(2048, 64, 512));
+  s.parallel.tp = d(Element(1, 2, 4, 8));
   // Heads per rank 16..128 (and below 16: repeated), including counts that fold or are refused.
   const int32_t per_rank = RunnableHeads(
-      cfg.kernel, *rc::gen::weightedElement<int32_t>(
-                      {{6, 16}, {2, 32}, {2, 64}, {1, 128}, {1, 48}, {1, 8}, {1, 24}}));
+      cfg.kernel, d(WeightedElement<int32_t>(6, 16, 2, 32, 2, 64, 1, 128, 1, 48, 1, 8, 1, 24)));
   s.model.heads = per_rank * s.parallel.tp;
-  s.model.kv_dtype = Choose<ref::DType>(
-      sw.omitted[kKvDtype], rc::gen::element(ref::DType::kFp8, ref::DType::kBf16),
-      {{1, rc::gen::just(ref::DType::kFp8)}, {1, rc::gen::just(ref::DType::kBf16)}});
+  s.model.kv_dtype = Choose(d, sw.omitted[kKvDtype], Element(ref::DType::kFp8, ref::DType::kBf16),
+                            WeightedOneOf<ref::DType>({1, 1}, Just<ref::DType>{ref::DType::kFp8},
+                                                      Just<ref::DType>{ref::DType::kBf16}));
   if (s.model.kv_dtype == ref::DType::kFp8 && !cfg.kernel.fp8_kv)
     s.model.kv_dtype = ref::DType::kBf16;
   if (s.model.kv_dtype == ref::DType::kBf16 && !cfg.kernel.bf16_kv)
     s.model.kv_dtype = ref::DType::kFp8;
-  s.model.rope_dim = *rc::gen::weightedElement<int32_t>({{5, 64}, {1, 0}});
+  s.model.rope_dim = d(WeightedElement<int32_t>(5, 64, 1, 0));
 }
 
 // The requests (Q tokens each) and, for kernel-input runs of sparse models, index values.
-int32_t DrawBatch(const GenConfig& cfg, Scenario& s) {
+int32_t DrawBatch(Drawer& d, const GenConfig& cfg, Scenario& s) {
   const int32_t q = s.mtp_k + 1;
-  const int32_t batch = *rc::gen::weightedOneOf<int32_t>(
-      {{6, rc::gen::inRange<int32_t>(1, 9)},
-       {3, rc::gen::inRange<int32_t>(1, std::min(cfg.max_batch, 65) + 1)},
-       {1, rc::gen::inRange<int32_t>(1, cfg.max_batch + 1)}});
-  for (int32_t i = 0; i < batch; ++i) s.requests.push_back(GenRequest(q, s.model.topk));
-  if (cfg.kernel_inputs && s.model.sparse &&
-      *rc::gen::weightedElement<bool>({{1, false}, {2, true}})) {
+  const int32_t batch = d(WeightedOneOf<int32_t>(
+      {6, 3, 1}, InRange<int32_t>{1, 9}, InRange<int32_t>{1, std::min(cfg.max_batch, 65) + 1},
+      InRange<int32_t>{1, cfg.max_batch + 1}));
+  s.requests.reserve(static_cast<size_t>(batch));
+  for (int32_t i = 0; i < batch; ++i) s.requests.push_back(GenRequest(d, q, s.model.topk));
+  if (cfg.kernel_inputs && s.model.sparse && d(WeightedElement(1, false, 2, true))) {
     s.kv_cache.modelled = true;
-    const int32_t n = *rc::gen::inRange<int32_t>(1, 5);
+    const int32_t n = d(InRange<int32_t>{1, 5});
     for (int32_t i = 0; i < n; ++i) {
       sim::KvCacheSpec::IndexValue v;
-      v.token = *rc::gen::inRange<int32_t>(0, batch * q);
-      v.position = *rc::gen::inRange<int32_t>(0, 8);
-      v.value = *rc::gen::element<int64_t>(-1, -2, INT32_MAX, INT32_MIN);
+      v.token = d(InRange<int32_t>{0, batch * q});
+      v.position = d(InRange<int32_t>{0, 8});
+      v.value = d(Element<int64_t>(-1, -2, INT32_MAX, INT32_MIN));
       s.kv_cache.index_values.push_back(v);
     }
   }
   return batch;
 }
 
-void DrawGraphAndParallelism(const GenConfig& cfg, const Swarm& sw, int32_t batch, Scenario& s) {
+void DrawGraphAndParallelism(Drawer& d, const GenConfig& cfg, const Swarm& sw, int32_t batch,
+                             Scenario& s) {
   const int32_t q = s.mtp_k + 1;
-  s.graph.capture_sizes = *GenCaptureSizes();
-  s.graph.eager = Feature(sw.omitted[kGraph], 9, 1);
+  s.graph.capture_sizes = DrawCaptureSizes(d);
+  s.graph.eager = Feature(d, sw.omitted[kGraph], 9, 1);
   // Engines configured for small batches size every buffer for fewer sequences.
-  const int32_t seqs = cfg.small ? 64 : *rc::gen::element(512, 256, 128, 64);
+  const int32_t seqs = cfg.small ? 64 : d(Element(512, 256, 128, 64));
   s.graph.max_num_seqs = std::max(seqs, batch);
   s.graph.max_num_batched_tokens = std::max(16384, batch * q);
-  if (cfg.allow_dcp && Feature(sw.omitted[kDcp], 6, 1)) {
-    s.parallel.dcp = *rc::gen::element(2, 4, 8);
-    s.parallel.dcp_interleave = *rc::gen::element(1, 1, 16, 64);
+  if (cfg.allow_dcp && Feature(d, sw.omitted[kDcp], 6, 1)) {
+    s.parallel.dcp = d(Element(2, 4, 8));
+    s.parallel.dcp_interleave = d(Element(1, 1, 16, 64));
   }
-  if (cfg.allow_dp && Feature(sw.omitted[kDp], 5, 1)) {
-    s.parallel.dp = *rc::gen::inRange<int32_t>(2, 5);
+  if (cfg.allow_dp && Feature(d, sw.omitted[kDp], 5, 1)) {
+    s.parallel.dp = d(InRange<int32_t>{2, 5});
     s.parallel.dp_scheduled_tokens.push_back(batch * q);
     for (int32_t r = 1; r < s.parallel.dp; ++r)
-      s.parallel.dp_scheduled_tokens.push_back(q * *rc::gen::inRange<int32_t>(0, batch + 40));
+      s.parallel.dp_scheduled_tokens.push_back(q * d(InRange<int32_t>{0, batch + 40}));
   }
 }
 
-void DrawTargetKernelAndEngine(const GenConfig& cfg, const Swarm& sw, Scenario& s) {
-  s.target = *rc::gen::element(ref::Arch::kGfx950, ref::Arch::kGfx942);
-  s.revision = *rc::gen::weightedElement<ref::Revision>(
-      {{5, ref::Revision::k2026_08}, {1, ref::Revision::k2026_03}});
-  s.cu_count = *rc::gen::weightedOneOf<int32_t>(
-      {{2, rc::gen::just(0)}, {3, rc::gen::inRange<int32_t>(2, 65)}});
-  s.kernel = Choose<std::string>(sw.omitted[kKernel],
-                                 rc::gen::element<std::string>("asm", "asm", "opus", "hk"),
-                                 {{2, rc::gen::just<std::string>("asm")},
-                                  {1, rc::gen::just<std::string>("opus")},
-                                  {1, rc::gen::just<std::string>("hk")}});
+void DrawTargetKernelAndEngine(Drawer& d, const GenConfig& cfg, const Swarm& sw, Scenario& s) {
+  s.target = d(Element(ref::Arch::kGfx950, ref::Arch::kGfx942));
+  s.revision = d(WeightedElement(5, ref::Revision::k2026_08, 1, ref::Revision::k2026_03));
+  s.cu_count = d(WeightedOneOf<int32_t>({2, 3}, Just<int32_t>{0}, InRange<int32_t>{2, 65}));
+  s.kernel = Choose(d, sw.omitted[kKernel], Element<std::string>("asm", "asm", "opus", "hk"),
+                    WeightedOneOf<std::string>({2, 1, 1}, Just<std::string>{"asm"},
+                                               Just<std::string>{"opus"}, Just<std::string>{"hk"}));
   // Shrinks toward the serial planner, which gives every padded request a work item (aiter's
   // parallel planner may drop trailing zero-KV pads, which would stall shrinking).
-  s.serial_planner = *rc::gen::weightedElement<bool>({{1, true}, {3, false}});
-  s.allocator.model = Choose<sim::AllocatorModel>(
-      sw.omitted[kAllocator],
-      rc::gen::element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching),
-      {{1, rc::gen::just(sim::AllocatorModel::kExact)},
-       {1, rc::gen::just(sim::AllocatorModel::kCaching)}});
-  s.allocator.page_bytes = *rc::gen::element<int64_t>(4096, 65536);
-  s.engine = *sim::GetEngineProfile(PickProfile(cfg, sw.omitted[kProfile]), "engine");
+  s.serial_planner = d(WeightedElement(1, true, 3, false));
+  s.allocator.model = Choose(d, sw.omitted[kAllocator],
+                             Element(sim::AllocatorModel::kExact, sim::AllocatorModel::kCaching),
+                             WeightedOneOf<sim::AllocatorModel>(
+                                 {1, 1}, Just<sim::AllocatorModel>{sim::AllocatorModel::kExact},
+                                 Just<sim::AllocatorModel>{sim::AllocatorModel::kCaching}));
+  s.allocator.page_bytes = d(Element<int64_t>(4096, 65536));
+  s.engine = *sim::GetEngineProfile(PickProfile(d, cfg, sw.omitted[kProfile]), "engine");
+}
+
+// One case: the swarm first (SwarmFromSeed replays these draws alone; *swarm gets it when not
+// null), then the scenario, every draw from `d`.
+Scenario Generate(const GenConfig& cfg, Drawer& d, Swarm* swarm) {
+  if (cfg.pins) return GenPinned(*cfg.pins, d);
+  const Swarm sw = DrawSwarm(cfg, d);
+  if (swarm) *swarm = sw;
+  Scenario s;
+  s.name = "fuzz";
+  DrawModel(d, cfg, sw, s);
+  const int32_t batch = DrawBatch(d, cfg, s);
+  DrawGraphAndParallelism(d, cfg, sw, batch, s);
+  DrawTargetKernelAndEngine(d, cfg, sw, s);
+  // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
+  GenRequestShapes(d, s, sw);
+  GenFamilies(d, cfg, sw, s);
+  KeepPageSizeRunnable(cfg.kernel, s);
+  s.contracts = cfg.contracts;
+  // Positions are drawn without the regions' lengths: keep the values a fill places, so that
+  // the case's JSON replays (`mlasim replay` refuses the others, sim/index_values.h).
+  sim::DropUnplacedIndexValues(s);
+  return s;
 }
 
 }  // namespace
 
 rc::Gen<Scenario> GenScenario(const GenConfig& cfg) {
-  if (cfg.pins) return rc::gen::exec([pins = cfg.pins] { return GenPinned(*pins); });
   // Held by pointer: RapidCheck copies the generator's function several times per case.
   return rc::gen::exec([c = std::make_shared<const GenConfig>(cfg)] {
-    const GenConfig& cfg = *c;
-    const Swarm sw = DrawSwarm(cfg);  // first: SwarmFromSeed replays these draws alone
-    if (swarm_out) {
-      *swarm_out = sw;
-      swarm_out = nullptr;
-    }
-    Scenario s;
-    s.name = "fuzz";
-    DrawModel(cfg, sw, s);
-    const int32_t batch = DrawBatch(cfg, s);
-    DrawGraphAndParallelism(cfg, sw, batch, s);
-    DrawTargetKernelAndEngine(cfg, sw, s);
-    // Drawn last, so that every case of a seed keeps the shape it had before these knobs.
-    GenRequestShapes(s, sw);
-    GenFamilies(cfg, sw, s);
-    KeepPageSizeRunnable(cfg.kernel, s);
-    s.contracts = cfg.contracts;
-    // Positions are drawn without the regions' lengths: keep the values a fill places, so that
-    // the case's JSON replays (`mlasim replay` refuses the others, sim/index_values.h).
-    sim::DropUnplacedIndexValues(s);
-    return s;
+    Drawer through_rapidcheck;
+    return Generate(*c, through_rapidcheck, nullptr);
   });
 }
 
@@ -613,19 +562,10 @@ rc::Shrinkable<Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed
 
 Scenario ScenarioAndSwarmFromSeed(const GenConfig& config, uint64_t seed, int size,
                                   SwarmDraw* swarm) {
-  const rc::Shrinkable<Scenario> sh = ScenarioFromSeed(config, seed, size);
-  if (config.pins || !config.swarm) {  // the pinned generator draws no swarm
-    Scenario s = sh.value();
-    *swarm = SwarmFromSeed(config, seed, size);
-    return s;
-  }
+  Drawer direct(rc::Random(seed), size);
   Swarm sw;
-  struct Reset {  // also when the generator throws
-    ~Reset() { swarm_out = nullptr; }
-  } reset;
-  swarm_out = &sw;
-  Scenario s = sh.value();
-  *swarm = DrawOf(config, sw);
+  Scenario s = Generate(config, direct, &sw);
+  *swarm = config.pins ? SwarmDraw{} : DrawOf(config, sw);  // the pinned generator draws none
   return s;
 }
 

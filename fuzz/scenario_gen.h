@@ -90,7 +90,8 @@ struct SwarmDraw {
   std::vector<uint32_t> omitted;
 };
 // The swarm configuration of the case ScenarioFromSeed(config, seed, size) generates (its
-// unshrunk value: the draws come first in the generator, so they are the same).
+// unshrunk value: the draws come first in the generator, so they are the same). Empty without
+// config.swarm and with config.pins (the pinned generator draws no swarm).
 SwarmDraw SwarmFromSeed(const GenConfig& config, uint64_t seed, int size);
 // "kernel.asm" for every option `draw` leaves out, in knob order.
 std::vector<std::string> SwarmOmittedNames(const GenConfig& config, const SwarmDraw& draw);
@@ -114,14 +115,18 @@ rc::Gen<sim::Scenario> GenScenario(const GenConfig& config);
 rc::Shrinkable<sim::Scenario> ScenarioFromSeed(const GenConfig& config, uint64_t seed, int size);
 // ScenarioFromSeed(config, seed, size).value() and, in *swarm, SwarmFromSeed(config, seed, size),
 // generating once: the swarm is the one the generator drew first, not a second run of its draws
-// (campaigns: one generator run per case). `swarm` must not be null.
+// (campaigns: one generator run per case). `swarm` must not be null. Drawn directly
+// (fuzz/draw.h): the same values as RapidCheck's generator, without its Gen / Shrinkable
+// machinery (a case costs about a third of what it did through RapidCheck), and thread-safe
+// (no RapidCheck state: no GeneratorMutex). SwarmFromSeed draws directly too.
 sim::Scenario ScenarioAndSwarmFromSeed(const GenConfig& config, uint64_t seed, int size,
                                        SwarmDraw* swarm);
 
 // RapidCheck keeps the generation context in process-wide state, so running generators on two
 // threads at once corrupts it (crashes "operator* is not allowed in this context"). Hold this
 // mutex around every ScenarioFromSeed / value() / shrinks() / next() when threads may generate
-// concurrently (mlasim fuzz --jobs); replays of the generated scenarios need no lock.
+// concurrently (mlasim fuzz --jobs); replays of the generated scenarios and the direct draws
+// (ScenarioAndSwarmFromSeed, SwarmFromSeed) need no lock.
 std::mutex& GeneratorMutex();
 
 }  // namespace mlasim::fuzz
