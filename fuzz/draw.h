@@ -204,7 +204,7 @@ struct OneOf {
   template <size_t... I>
   T DirectAt(size_t i, const rc::Random& random, int size, std::index_sequence<I...>) const {
     T out{};
-    ((I == i ? (out = std::get<I>(dists).Direct(random, size), true) : false) || ...);
+    ((I == i ? void(out = std::get<I>(dists).Direct(random, size)) : void()), ...);
     return out;
   }
 };
@@ -292,7 +292,7 @@ T DrawAlternative(Drawer& d, const OneOf<T, D...>& options, size_t i) {
   std::apply(
       [&](const auto&... dist) {
         size_t k = 0;
-        ((k++ == i ? (out = d(dist), true) : false) || ...);
+        ((k++ == i ? void(out = d(dist)) : void()), ...);
       },
       options.dists);
   return out;
