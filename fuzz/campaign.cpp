@@ -244,6 +244,7 @@ void Campaign::RecordLocked(const Failure& f, const std::string& signature, uint
   origin.max_shrink_steps = o_.max_shrink_steps;
   origin.replay_flags = o_.replay_flags;
   origin.kernel_inputs = o_.kernel_inputs;
+  origin.gpu_mode = o_.gpu_mode;
   if (!o_.kernel_limits.LimitsNothing()) origin.kernel_flags = o_.kernel_flags;
   origin.swarm = o_.swarm;
   origin.shrink = o_.shrink;

@@ -62,6 +62,7 @@ struct CampaignOptions {
   std::string out_dir;  // "" = do not write findings
   bool resume = false;
   bool kernel_inputs = false;  // GenConfig::kernel_inputs (fuzz --gpu)
+  std::string gpu_mode = "sentinel";  // fuzz --gpu MODE: what the reproduce command names
   KernelLimits kernel_limits;  // GenConfig::kernel: the kernel under test's description
   std::string kernel_flags;    // "--kernel-under-test PATH [--kernel-config TEXT]" (fuzz --gpu)
   int64_t max_shrink_steps = kDefaultShrinkSteps;  // accepted shrink steps per finding, 0..100000

@@ -112,7 +112,7 @@ std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin) {
     cmd += " --generate " + ShellQuote(list);
   }
   for (const std::string& c : origin.contract_files) cmd += " --contract " + ShellQuote(c);
-  if (origin.kernel_inputs) cmd += " --gpu sentinel";
+  if (origin.kernel_inputs) cmd += " --gpu " + origin.gpu_mode;
   if (!origin.kernel_flags.empty()) cmd += " " + origin.kernel_flags;
   // Explicit either way: the CLI's default is on, campaigns of older versions generated as off.
   cmd += origin.swarm ? " --swarm on" : " --swarm off";

@@ -58,6 +58,9 @@ struct FindingOrigin {
   // (recorded as reproduce.replay, "mlasim replay FLAGS FILE"); "" otherwise.
   std::string replay_flags;
   bool kernel_inputs = false;  // generated with GenConfig::kernel_inputs (reproduce: --gpu)
+  // The campaign's --gpu mode ("sentinel", "guard"): the reproduce command names it, so that a
+  // copied command reads as the campaign ran (the generated case is the same for either).
+  std::string gpu_mode = "sentinel";
   // Generated within a kernel's limits (GenConfig::kernel): "--kernel-under-test PATH
   // [--kernel-config TEXT]", which the reproduce command adds so that `fuzz --reproduce`
   // generates within the same limits; "" otherwise.
@@ -66,7 +69,7 @@ struct FindingOrigin {
 
 // The command that regenerates the shrunk case of `f` (the finding file's reproduce.command):
 // `mlasim fuzz --reproduce SEED --size N --shrink-path '[...]'` with the campaign's shaping flags
-// (--profile unless the default, --small, --generate, --contract, --gpu sentinel) and --swarm.
+// (--profile unless the default, --small, --generate, --contract, --gpu MODE) and --swarm.
 std::string ReproduceCommand(const Failure& f, const FindingOrigin& origin);
 
 // `mlasim replay [FLAGS ]PATH`: the command that replays a finding file at `path`, through the

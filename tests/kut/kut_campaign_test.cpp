@@ -335,6 +335,11 @@ TEST(KutCampaign, FindsAndShrinksAKernelReadingARowPastQForZeroKvItems) {
   const Out r = Campaign("guard", Lib("example_q_overread"), dir);
   ASSERT_EQ(r.code, 1) << r.out << r.err;
   ExpectFoundAndShrunk(dir, "q|read|KUT-contract");
+  for (const auto& [sig, doc] : Findings(dir)) {  // the command names the campaign's mode
+    const std::string cmd = doc["finding"]["reproduce"]["command"].get<std::string>();
+    EXPECT_NE(cmd.find(" --gpu guard"), std::string::npos) << cmd;
+    EXPECT_EQ(cmd.find("sentinel"), std::string::npos) << cmd;
+  }
   // The faults end workers; the pool replaces them and the campaign goes on to its budget.
   EXPECT_NE(r.out.find("cases 32 "), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find(" 0 worker replacement(s)"), std::string::npos) << r.out;

@@ -312,6 +312,7 @@ class FuzzCommand final : public Command {
       if (!st.ok()) return Fail(io, st);
       o_.property = fuzz::KutProperty(pool.get(), o_.ignore_known);
       o_.kernel_inputs = true;
+      o_.gpu_mode = gpu_mode_;
     }
     // Plans use capacity-sized buffers (hundreds of KiB): keep them on the heap instead of a
     // fresh mmap per allocation, whose page faults cost more than the simulation.
