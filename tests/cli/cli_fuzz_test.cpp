@@ -77,6 +77,13 @@ TEST(CliFuzz, ShrinkPathBlanksOnlyAroundItems) {
   }
 }
 
+// --help names the profile a campaign generates when --profile is left out.
+TEST(CliFuzz, HelpNamesTheDefaultProfile) {
+  const Out o = Cli({"fuzz", "--help"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("(repeatable; default atom-2026-08)"), std::string::npos) << o.out;
+}
+
 TEST(CliFuzz, GeneratedShapesThatCrashedCampaignsRunToTheirBudget) {
   const std::pair<const char*, const char*> runs[] = {
       {"4", "hostile-indices,disagreements,paged,ragged-q"},

@@ -87,7 +87,9 @@ class FuzzCommand final : public Command {
     app_->add_option("--seed", seed_text_, "base seed: number, 0x-hex or a 40-hex commit")
         ->capture_default_str();
     app_->add_option("--jobs", o_.jobs, "worker threads")->capture_default_str();
-    app_->add_option("--profile", profiles_, "engine profile(s) to generate (repeatable)")
+    app_->add_option("--profile", profiles_,
+                     "engine profile(s) to generate (repeatable; default " +
+                         fuzz::CampaignOptions{}.profiles.front() + ")")
         ->type_name("NAME");
     app_->add_option("--out", o_.out_dir, "write findings (one case JSON each) into DIR")
         ->type_name("DIR");
