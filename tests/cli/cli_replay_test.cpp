@@ -52,6 +52,10 @@ TEST(CliReplay, ExplainFaultNamesTheLogsOtherFaultAddresses) {
             nlohmann::json::array({"0x7f1000300000"}));
   const Out a = Cli({"explain-fault", "--layout", layout.string(), "--address", "0x7f1000200000"});
   EXPECT_EQ(a.out.find("more fault address"), std::string::npos) << a.out;
+  // The call whose layout it is, as a clause of its own (it read as a dangling line before).
+  EXPECT_NE(a.out.find("\n(in the layout of call draft_step_0 / sparse_decode)\n"),
+            std::string::npos)
+      << a.out;
   fs::remove(layout);
   fs::remove(log);
 }

@@ -169,8 +169,8 @@ class ExplainFaultCommand final : public Command {
     o << at.text << '\n';
     if (!at.alternative.empty()) o << "(" << at.alternative << ")\n";
     if (layout.contains("step"))
-      o << "layout of " << layout.value("step", std::string("?")) << " / "
-        << layout.value("call_name", std::string("?")) << '\n';
+      o << "(in the layout of call " << layout.value("step", std::string("?")) << " / "
+        << layout.value("call_name", std::string("?")) << ")\n";
     if (!fault.reason.empty()) o << "reported reason: " << fault.reason << '\n';
     if (!fault.other_addresses.empty()) o << OtherAddressesText(fault) << '\n';
     return o.str();
