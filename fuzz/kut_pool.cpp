@@ -355,25 +355,32 @@ std::map<std::string, int64_t> KutPool::NumericsOutcomes() const {
   return numerics_;
 }
 
+std::string CutReason(std::string s) {
+  constexpr size_t kMaxReason = 400;
+  if (s.size() <= kMaxReason) return s;
+  const size_t blank = s.rfind(' ', kMaxReason - 3);
+  s.resize(blank == std::string::npos || blank == 0 ? kMaxReason - 3 : blank);
+  return s + "...";
+}
+
 namespace {
+
 // "run", "skipped: WHY" or "unsupported: WHY" of one call report (fuzz/kut_check.h).
 std::string Outcome(const json& report) {
-  auto cut = [](std::string s) { return s.size() > 120 ? s.substr(0, 117) + "..." : s; };
-  if (report.contains("skipped")) return "skipped: " + cut(report.value("skipped", ""));
+  if (report.contains("skipped")) return "skipped: " + CutReason(report.value("skipped", ""));
   for (const json& run : report.value("runs", json::array()))
-    if (run.contains("unsupported")) return "unsupported: " + cut(run.value("unsupported", ""));
+    if (run.contains("unsupported"))
+      return "unsupported: " + CutReason(run.value("unsupported", ""));
   return "run";
 }
 
-// "compared" or "not compared: WHY" (cut at 120 characters) of one call report's numerics; ""
-// when the call has none (not run, or not a decode call).
+// "compared" or "not compared: WHY" (CutReason) of one call report's numerics; "" when the call
+// has none (not run, or not a decode call).
 std::string NumericsOutcome(const json& report) {
   const auto n = report.find("numerics");
   if (n == report.end() || !n->is_object()) return "";
   if (n->value("compared", false)) return "compared";
-  std::string why = n->value("why", std::string("-"));
-  if (why.size() > 120) why = why.substr(0, 117) + "...";
-  return "not compared: " + why;
+  return "not compared: " + CutReason(n->value("why", std::string("-")));
 }
 }  // namespace
 

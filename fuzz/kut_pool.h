@@ -74,6 +74,12 @@ struct KutStepResult {
 
 class KutWorker;
 
+// A skip, unsupported or not-compared reason as an outcome key of KutPool::CallOutcomes /
+// NumericsOutcomes: whole up to 400 characters (every reason the harness and the reference give
+// is shorter), else cut at the last blank at or before character 397 and ended with "..." (397
+// characters and "..." when there is none): a kernel library's answer can be any length.
+std::string CutReason(std::string reason);
+
 class KutPool {
  public:
   // Starts one worker to load and describe the library. Errors: InvalidArgument(
@@ -100,10 +106,12 @@ class KutPool {
   std::map<std::string, double> Timing() const;
   // Decode calls of the steps checked, by outcome: "run" (the kernel ran it), "skipped: WHY"
   // (not the kernel's shape, refused by the engine's guard, ...: never called) and
-  // "unsupported: WHY" (the kernel answered MLASIM_KUT_UNSUPPORTED), WHY cut at 120 characters.
+  // "unsupported: WHY" (the kernel answered MLASIM_KUT_UNSUPPORTED), WHY whole up to 400
+  // characters.
   std::map<std::string, int64_t> CallOutcomes() const;
   // Numerics of the decode calls run, by outcome: "compared" or "not compared: WHY" (the
-  // reference's refusal, e.g. above the CPU reference's work bound), WHY cut at 120 characters.
+  // reference's refusal, e.g. above the CPU reference's work bound), WHY whole up to 400
+  // characters.
   std::map<std::string, int64_t> NumericsOutcomes() const;
 
  private:
