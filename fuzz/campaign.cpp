@@ -14,6 +14,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "fuzz/findings.h"
 #include "fuzz/progress.h"
@@ -30,8 +31,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A worker's coverage counts by feature key, merged into the ordered summary at the end (hashed:
+// a case counts about 25 keys, and a search tree compared each key's text several times).
+using CoverageCounts = std::unordered_map<std::string, int64_t>;
+
 // Features of the scenario space a case exercises (the campaign's coverage summary).
-void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
+void Cover(const sim::Scenario& s, CoverageCounts& cov) {
   auto hit = [&cov](const std::string& k) { ++cov[k]; };
   hit(s.model.sparse ? "model:sparse" : "model:dense");
   hit("mtp_k:" + std::to_string(s.mtp_k));
@@ -91,7 +96,7 @@ void Cover(const sim::Scenario& s, std::map<std::string, int64_t>& cov) {
 // The options a swarm case left out (fuzz/scenario_gen.h SwarmOmittedNames), counted under
 // `keys` (SwarmOptionKeys with the prefix "swarm-out:").
 void CoverSwarm(const std::vector<std::vector<std::string>>& keys, const SwarmDraw& draw,
-                std::map<std::string, int64_t>& cov) {
+                CoverageCounts& cov) {
   bool any = false;
   for (size_t k = 0; k < keys.size() && k < draw.omitted.size(); ++k)
     for (size_t i = 0; i < keys[k].size(); ++i)
@@ -128,7 +133,7 @@ class Campaign {
     std::map<std::string, Failure> failures;
     bool step_numerics = false;  // the engine-step numerics joined its property
   };
-  CaseResult RunCase(int64_t k, int32_t slot, std::map<std::string, int64_t>& cov);
+  CaseResult RunCase(int64_t k, int32_t slot, CoverageCounts& cov);
   Failure Unreproduced(const sim::Scenario& scenario, const std::vector<sim::Violation>& broken,
                        uint64_t seed, int size, const std::string& sig);
   void Worker(int32_t slot);
@@ -296,7 +301,7 @@ void Campaign::CommitReadyLocked() {
 }
 
 Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
-                                       std::map<std::string, int64_t>& cov) {
+                                       CoverageCounts& cov) {
   const uint64_t index = SeedIndex(k);
   const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
   const int size = static_cast<int>(10 + (index % 91));
@@ -358,7 +363,7 @@ Failure Campaign::Unreproduced(const sim::Scenario& scenario,
 }
 
 void Campaign::Worker(int32_t slot) {
-  std::map<std::string, int64_t> cov;
+  CoverageCounts cov;
   while (!stop_.load()) {
     const int64_t k = next_.fetch_add(1);
     if (!Budgeted(k) || Since(t0_) >= o_.seconds - spent_before_) break;

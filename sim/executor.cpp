@@ -1553,11 +1553,15 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
   AddressSpace as(s.allocator);
   AllocatePersistent(trace, as);
   // Host-prepared inputs are written before any kernel runs.
-  for (const char* host : {"kv_indptr", "kv_last_page_lens", "sparse_kv_indptr",
-                           "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"}) {
+  // (Names made once: FindMutable takes a std::string, and two of them are too long to build
+  // without an allocation.)
+  static const std::string kHostInputs[] = {"kv_indptr", "kv_last_page_lens", "sparse_kv_indptr",
+                                            "sparse_cu_seqlens_q", "sparse_kv_last_page_lens"};
+  static const std::string kKvCache = "kv_cache";
+  for (const std::string& host : kHostInputs) {
     if (Allocation* a = as.FindMutable(host)) a->written.Add(0, a->bytes);
   }
-  if (Allocation* kv = as.FindMutable("kv_cache"))
+  if (Allocation* kv = as.FindMutable(kKvCache))
     for (const auto& [b, e] : trace.kv_written)
       kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
   CallExecutor ex(s, trace, opt, as, out);
