@@ -164,6 +164,49 @@ TEST(DrawnCases, DirectCasesAreRapidChecksForEveryFamily) {
   ExpectSameCases(kernel, 150);
 }
 
+// Every switch of GenConfig the generator reads, in combinations: batch limits at their edges
+// (1, 2, 64, 65, 512), one to three profiles (the vLLM / SGLang dialects among them), sparse
+// only, no DCP / DP, and kernel limits (one call kind, one KV dtype, page sizes, heads), with and
+// without swarm.
+TEST(DrawnCases, DirectCasesAreRapidChecksUnderEveryConfigSwitch) {
+  const std::vector<std::vector<std::string>> profiles = {
+      {"atom-2026-08"},
+      {"atom-2026-11", "vllm-flashmla"},
+      {"atom-2026-08", "sglang-flashinfer", "atom-2026-11"}};
+  KernelLimits flashmla;  // dense only, bf16, pages of 64, heads a multiple of 16
+  flashmla.sparse = flashmla.fp8_kv = false;
+  flashmla.page_size_multiple = flashmla.max_page_size = 64;
+  flashmla.heads_multiple = 16;
+  KernelLimits sparse_fp8;
+  sparse_fp8.dense = sparse_fp8.bf16_kv = false;
+  sparse_fp8.max_heads = 32;
+  const KernelLimits limits[] = {KernelLimits{}, flashmla, sparse_fp8};
+  int configs = 0;
+  for (int32_t max_batch : {1, 2, 64, 65, 512})
+    for (size_t p = 0; p < profiles.size(); ++p)
+      for (int variant = 0; variant < 4; ++variant) {
+        GenConfig c;
+        c.max_batch = max_batch;
+        c.small = max_batch <= 64;
+        c.profiles = profiles[p];
+        c.sparse_only = variant == 1;
+        c.allow_dcp = c.allow_dp = variant != 2;
+        c.swarm = variant >= 2;
+        c.kernel = limits[(max_batch + static_cast<int32_t>(p) + variant) % 3];
+        c.kernel_inputs = variant == 3;
+        ASSERT_TRUE(EnableFamilies(variant % 2 == 0
+                                       ? std::vector<std::string>{"disagreements", "ragged-q"}
+                                       : std::vector<std::string>{"hostile-indices", "paged"},
+                                   &c)
+                        .ok());
+        SCOPED_TRACE(::testing::Message()
+                     << "max_batch " << max_batch << ", profiles " << p << ", variant " << variant);
+        ExpectSameCases(c, 12);
+        ++configs;
+      }
+  EXPECT_EQ(configs, 60);
+}
+
 TEST(DrawnCases, SwarmMasksDrawnDirectlyLeaveOptionsOut) {
   GenConfig c;
   c.swarm = true;
