@@ -1,5 +1,7 @@
 #include "ref/plan_check.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -16,6 +18,38 @@ std::string S(int64_t x) {
 std::string Range(int64_t a, int64_t b) {
   return "[" + S(a) + "," + S(b) + ")";
 }
+// Range(a, b) as a fmt argument: "[a,b)".
+struct Rng {
+  int64_t a, b;
+};
+// Checker::Label(t): "tile t (batch b, q [q0,q1))".
+struct TileLabel {
+  int32_t t, batch_idx, q0, q1;
+};
+
+}  // namespace
+}  // namespace mlasim::ref
+
+template <>
+struct fmt::formatter<mlasim::ref::Rng> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  template <class Context>
+  auto format(const mlasim::ref::Rng& r, Context& ctx) const {
+    return fmt::format_to(ctx.out(), "[{},{})", r.a, r.b);
+  }
+};
+
+template <>
+struct fmt::formatter<mlasim::ref::TileLabel> {
+  constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
+  template <class Context>
+  auto format(const mlasim::ref::TileLabel& l, Context& ctx) const {
+    return fmt::format_to(ctx.out(), "tile {} (batch {}, q [{},{}))", l.t, l.batch_idx, l.q0, l.q1);
+  }
+};
+
+namespace mlasim::ref {
+namespace {
 
 // The work rows of one tile, in work order: a view into the checker's flat lists.
 struct Pieces {
@@ -27,10 +61,35 @@ struct Pieces {
   int32_t back() const { return rows[n - 1]; }
 };
 
+void FillExpectedTiles(const PlanRequest& r, const PlanDerived& d, std::vector<ExpectedTile>& out);
+
+// A partial-row range of one work item (CheckPartialRows). int64: captured buffers hold any
+// int32, and loc + length may overflow int32.
+struct PartialRows {
+  int64_t begin, end;
+  int32_t work;
+};
+
+// The checker's per-call lists, kept per thread between calls so that a call allocates only when
+// a plan outgrows every earlier one (CheckPlan runs about twice per fuzz case). Every list is
+// cleared or assigned before use: no state passes from one call to the next.
+struct CheckScratch {
+  std::vector<ExpectedTile> tiles;
+  std::vector<int32_t> piece_begin, piece_rows, tile_of, last_piece;
+  std::vector<int32_t> work_rows;  // 0, 1, 2, ...: the pieces when every tile's are in work order
+  std::vector<std::pair<int32_t, int32_t>> by_q0;
+  std::vector<PartialRows> rows;
+};
+
 class Checker {
  public:
-  Checker(const PlanRequest& r, const Plan& p)
-      : r_(r), p_(p), rules_(GetRevisionRules(r.revision)) {}
+  Checker(const PlanRequest& r, const Plan& p, CheckScratch& s)
+      : r_(r),
+        p_(p),
+        rules_(GetRevisionRules(r.revision)),
+        tiles_(s.tiles),
+        piece_begin_(s.piece_begin),
+        s_(s) {}
   PlanCheckReport Run();
 
  private:
@@ -42,15 +101,26 @@ class Checker {
   bool CheckWorkIndptr();
   void CheckBuffersAndInputs();
   void AssignWorks();
+  template <class Finder>
+  void AssignWorksWith(Finder find);
+  [[gnu::cold, gnu::noinline]] void ReportUnwrittenRow(int32_t w);
+  [[gnu::cold, gnu::noinline]] void ReportOutsideRequest(int32_t w, int32_t q0, int32_t q1);
+  [[gnu::cold, gnu::noinline]] void ReportBatchMismatch(int32_t w, int32_t t, int32_t batch_idx);
+  [[gnu::cold, gnu::noinline]] void ReportScattered(int32_t w, int32_t t, int32_t earlier);
   void CheckTile(int32_t t);
-  std::string TileLabel(int32_t t) const;
-  void CheckTileWithoutWork(int32_t t);
+  // "tile t (batch b, q [q0,q1))" as a fmt argument: formatted only when a finding is reported
+  // (CheckTile runs for every tile of every fuzz case).
+  TileLabel Label(int32_t t) const {
+    const ExpectedTile& e = tiles_[t];
+    return {t, e.batch_idx, e.q0, e.q1};
+  }
+  [[gnu::cold, gnu::noinline]] void CheckTileWithoutWork(int32_t t);
   bool CheckUpdatedEmptyPiece(int32_t t);
-  bool CheckTileKv(int32_t t);
-  bool CheckPiece(int32_t t, size_t i, int32_t* cursor);
-  void CheckPieceLength(int32_t t, size_t i);
-  void CheckTileReduce(int32_t t);
-  bool CheckReduceGroup(int32_t t, int32_t g0);
+  bool CheckTileKv(int32_t t, const Pieces& ws);
+  bool CheckPiece(int32_t t, const Pieces& ws, size_t i, bool length_rule, int32_t* cursor);
+  void CheckPieceLength(int32_t t, int32_t w, int32_t k0, int32_t k1, bool last);
+  void CheckTileReduce(int32_t t, const Pieces& ws);
+  bool CheckReduceGroup(int32_t t, const Pieces& ws, int32_t g0);
   void CheckFinalMapRow(int32_t t, const ExpectedTile& e);
   void CheckReduceIndptr();
   void CheckPartialRows();
@@ -60,12 +130,15 @@ class Checker {
   const Plan& p_;
   const RevisionRules& rules_;  // r_.revision's (looked up once, not per piece)
   PlanCheckReport report_;
-  std::vector<ExpectedTile> tiles_;
+  std::vector<ExpectedTile>& tiles_;
   // Work rows per tile, in work order, as flat lists: tile t's are
-  // piece_rows_[piece_begin_[t] .. piece_begin_[t + 1]) (one allocation per plan, not per tile).
-  std::vector<int32_t> piece_begin_, piece_rows_;
+  // piece_rows_[piece_begin_[t] .. piece_begin_[t + 1]) (no allocation per tile).
+  // (piece_rows_ points into s_.piece_rows, or into s_.work_rows when the pieces are in work order.)
+  std::vector<int32_t>& piece_begin_;
+  const int32_t* piece_rows_ = nullptr;
+  CheckScratch& s_;
   Pieces pieces(int32_t t) const {
-    return {piece_rows_.data() + piece_begin_[t],
+    return {piece_rows_ + piece_begin_[t],
             static_cast<size_t>(piece_begin_[t + 1] - piece_begin_[t])};
   }
   int32_t num_works_ = 0;
@@ -139,83 +212,166 @@ void Checker::CheckBuffersAndInputs() {
   }
 }
 
-void Checker::AssignWorks() {
-  // Tiles by first q row, sorted (stable: tile order within a row). Non-uniform q lengths can
-  // give several tiles one first row (a request of q length 0 has the empty range [q0, q0)
-  // before the next request's [q0, q1)): the work's q end, then its batch_idx, tell them apart.
-  std::vector<std::pair<int32_t, int32_t>> by_q0(tiles_.size());
-  for (size_t t = 0; t < tiles_.size(); ++t) by_q0[t] = {tiles_[t].q0, static_cast<int32_t>(t)};
-  // Tiles come in q order unless qo_indptr decreases: a sorted list is its own stable sort.
-  const auto q0_less = [](const auto& a, const auto& b) { return a.first < b.first; };
-  if (!std::is_sorted(by_q0.begin(), by_q0.end(), q0_less))
-    std::stable_sort(by_q0.begin(), by_q0.end(), q0_less);
-  const size_t n_sorted = by_q0.size();
-  // The sorted position of the last tile found: works come in tile order, so the next work's
-  // tile is most often at it or just after it. A position whose first q row no neighbour shares
-  // is the only candidate the search below could visit, so it decides alone.
-  size_t hint = 0;
-  auto find_tile = [&](int32_t q0, int32_t q1, int32_t batch_idx) {
-    for (size_t p = hint; p < hint + 2 && p < n_sorted; ++p) {
-      if (by_q0[p].first != q0) continue;
-      if ((p > 0 && by_q0[p - 1].first == q0) || (p + 1 < n_sorted && by_q0[p + 1].first == q0))
+// The tiles' sorted positions by first q row: position p holds tile tile(p), whose first row is
+// q0(p). Tiles in q order are their own sorted list (InOrder); others go through by_q0 (ByQ0).
+struct InOrder {
+  const ExpectedTile* tiles;
+  int32_t q0(size_t p) const { return tiles[p].q0; }
+  int32_t tile(size_t p) const { return static_cast<int32_t>(p); }
+};
+struct ByQ0 {
+  const std::pair<int32_t, int32_t>* by_q0;
+  int32_t q0(size_t p) const { return by_q0[p].first; }
+  int32_t tile(size_t p) const { return by_q0[p].second; }
+};
+
+// The tile a work's q rows [q0, q1) name. Non-uniform q lengths can give several tiles one first
+// row (a request of q length 0 has the empty range [q0, q0) before the next request's [q0, q1)):
+// the work's q end, then its batch_idx, tell them apart.
+template <class Order>
+class TileFinder {
+ public:
+  TileFinder(Order order, const std::vector<ExpectedTile>& tiles, bool distinct)
+      : order_(order), tiles_(tiles.data()), n_(tiles.size()), distinct_(distinct) {}
+  int32_t Find(int32_t q0, int32_t q1, int32_t batch_idx) {
+    // The sorted position of the last tile found: works come in tile order, so the next work's
+    // tile is most often at it or just after it. A position whose first q row no neighbour
+    // shares is the only candidate the search below could visit, so it decides alone.
+    for (size_t p = hint_; p < hint_ + 2 && p < n_; ++p) {
+      if (order_.q0(p) != q0) continue;
+      if (!distinct_ &&
+          ((p > 0 && order_.q0(p - 1) == q0) || (p + 1 < n_ && order_.q0(p + 1) == q0)))
         break;  // a shared first row: the search below
-      hint = p;
-      return tiles_[by_q0[p].second].q1 == q1 ? by_q0[p].second : -1;
+      hint_ = p;
+      const int32_t t = order_.tile(p);
+      return tiles_[t].q1 == q1 ? t : -1;
     }
+    size_t lo = 0, len = n_;  // lower bound of q0
+    while (len > 0) {
+      const size_t half = len / 2;
+      if (order_.q0(lo + half) < q0) {
+        lo += half + 1;
+        len -= half + 1;
+      } else {
+        len = half;
+      }
+    }
+    if (lo < n_ && order_.q0(lo) == q0) hint_ = lo;
     int32_t found = -1;
-    auto it = std::lower_bound(by_q0.begin(), by_q0.end(), q0,
-                               [](const auto& a, int32_t q) { return a.first < q; });
-    if (it != by_q0.end() && it->first == q0) hint = static_cast<size_t>(it - by_q0.begin());
-    for (; it != by_q0.end() && it->first == q0; ++it) {
-      if (tiles_[it->second].q1 != q1) continue;
-      if (found < 0 || tiles_[it->second].batch_idx == batch_idx) found = it->second;
+    for (size_t p = lo; p < n_ && order_.q0(p) == q0; ++p) {
+      const int32_t t = order_.tile(p);
+      if (tiles_[t].q1 != q1) continue;
+      if (found < 0 || tiles_[t].batch_idx == batch_idx) found = t;
     }
     return found;
-  };
+  }
+
+ private:
+  Order order_;
+  const ExpectedTile* tiles_;
+  size_t n_;
+  bool distinct_;  // no two tiles share a first q row
+  size_t hint_ = 0;
+};
+
+void Checker::AssignWorks() {
+  // Tiles come in q order unless qo_indptr decreases: a sorted list is its own stable sort.
+  bool in_order = true, distinct = true;
+  for (size_t t = 1; t < tiles_.size(); ++t) {
+    in_order &= tiles_[t].q0 >= tiles_[t - 1].q0;
+    distinct &= tiles_[t].q0 > tiles_[t - 1].q0;
+  }
+  if (in_order) {
+    AssignWorksWith(TileFinder<InOrder>({tiles_.data()}, tiles_, distinct));
+    return;
+  }
+  // Tiles by first q row, sorted (stable: tile order within a row).
+  std::vector<std::pair<int32_t, int32_t>>& by_q0 = s_.by_q0;
+  by_q0.resize(tiles_.size());
+  for (size_t t = 0; t < tiles_.size(); ++t) by_q0[t] = {tiles_[t].q0, static_cast<int32_t>(t)};
+  std::stable_sort(by_q0.begin(), by_q0.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  AssignWorksWith(TileFinder<ByQ0>({by_q0.data()}, tiles_, /*distinct=*/false));
+}
+
+template <class Finder>
+void Checker::AssignWorksWith(Finder find) {
   const int32_t n_tiles = static_cast<int32_t>(tiles_.size());
-  std::vector<int32_t> tile_of(static_cast<size_t>(num_works_), -1);  // -1: no tile
-  std::vector<int32_t> last_piece(tiles_.size(), -1);                  // the tile's last work row
+  std::vector<int32_t>& tile_of = s_.tile_of;
+  tile_of.resize(static_cast<size_t>(num_works_));  // every entry is set below; -1: no tile
+  std::vector<int32_t>& last_piece = s_.last_piece;     // the tile's last work row
+  last_piece.assign(tiles_.size(), -1);
   piece_begin_.assign(tiles_.size() + 1, 0);
   int32_t last_tile = -1;
+  // Whether every work row has a tile and the tiles never decrease in work order: then the
+  // pieces of all tiles, in tile order, are the work rows 0, 1, 2, ... (no list to build).
+  bool in_work_order = true;
+  const Cell* cells = p_.work_info.cells.data();
   for (int32_t w = 0; w < num_works_; ++w) {
+    tile_of[w] = -1;
     // Every field a kernel reads (all but the pad): the row's first seven cells, none 0.
     static_assert(kPad == 7 && kWorkInfoWidth == 8, "a work row is 8 cells, the pad last");
     const uint64_t pad_cell = uint64_t{0xff} << (8 * kPad);  // the pad's cell is not read
-    const bool written = !AnyUnwritten8(
-        LoadCells8(p_.work_info.cells.data() + int64_t{w} * kWorkInfoWidth) | pad_cell);
+    const bool written = !AnyUnwritten8(LoadCells8(cells + int64_t{w} * kWorkInfoWidth) | pad_cell);
     if (!written) {
-      Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
-          "work row " + S(w) + " is below work_indptr[num_clusters] but was never written");
+      in_work_order = false;
+      ReportUnwrittenRow(w);
       continue;
     }
     const int32_t q0 = p_.work(w, kQoStart), q1 = p_.work(w, kQoEnd);
-    const int32_t t = find_tile(q0, q1, p_.work(w, kBatchIdx));
+    const int32_t batch_idx = p_.work(w, kBatchIdx);
+    const int32_t t = find.Find(q0, q1, batch_idx);
     if (t < 0) {
-      Add(PlanDiag::kWorkOutsideRequest, "work_info", w, -1, w,
-          "work " + S(w) + " covers q rows " + Range(q0, q1) +
-              ", which is not a q tile of the request (the batch has " +
-              S(tiles_.empty() ? 0 : tiles_.back().q1) + " q rows)");
+      in_work_order = false;
+      ReportOutsideRequest(w, q0, q1);
       continue;
     }
-    if (p_.work(w, kBatchIdx) != tiles_[t].batch_idx)
-      Add(PlanDiag::kWorkBatchMismatch, "work_info", w, t, w,
-          "work " + S(w) + " has batch_idx " + S(p_.work(w, kBatchIdx)) + ", tile " + S(t) +
-              " belongs to batch " + S(tiles_[t].batch_idx));
-    if (last_piece[t] >= 0 && last_tile != t)
-      Add(PlanDiag::kTilePiecesScattered, "work_info", w, t, w,
-          "tile " + S(t) + " has pieces at work " + S(last_piece[t]) + " and " + S(w) +
-              " with other tiles' work in between");
+    if (batch_idx != tiles_[t].batch_idx) ReportBatchMismatch(w, t, batch_idx);
+    if (last_piece[t] >= 0 && last_tile != t) ReportScattered(w, t, last_piece[t]);
+    in_work_order &= t >= last_tile;
     tile_of[w] = t;
     last_piece[t] = w;
     ++piece_begin_[t + 1];
     last_tile = t;
   }
   for (int32_t t = 0; t < n_tiles; ++t) piece_begin_[t + 1] += piece_begin_[t];
-  piece_rows_.assign(static_cast<size_t>(piece_begin_[n_tiles]), 0);
+  if (in_work_order) {
+    std::vector<int32_t>& rows = s_.work_rows;  // 0, 1, 2, ...: kept between calls
+    for (int32_t w = static_cast<int32_t>(rows.size()); w < num_works_; ++w) rows.push_back(w);
+    piece_rows_ = rows.data();
+    return;
+  }
+  std::vector<int32_t>& piece_rows = s_.piece_rows;
+  piece_rows.assign(static_cast<size_t>(piece_begin_[n_tiles]), 0);
   std::vector<int32_t>& fill = last_piece;  // reused: the next free slot per tile
   for (int32_t t = 0; t < n_tiles; ++t) fill[t] = piece_begin_[t];
   for (int32_t w = 0; w < num_works_; ++w)
-    if (tile_of[w] >= 0) piece_rows_[fill[tile_of[w]]++] = w;
+    if (tile_of[w] >= 0) piece_rows[fill[tile_of[w]]++] = w;
+  piece_rows_ = piece_rows.data();
+}
+
+void Checker::ReportUnwrittenRow(int32_t w) {
+  Add(PlanDiag::kWorkRowUnwritten, "work_info", w, -1, w,
+      fmt::format("work row {} is below work_indptr[num_clusters] but was never written", w));
+}
+
+void Checker::ReportOutsideRequest(int32_t w, int32_t q0, int32_t q1) {
+  Add(PlanDiag::kWorkOutsideRequest, "work_info", w, -1, w,
+      fmt::format("work {} covers q rows {}, which is not a q tile of the request (the batch has "
+                  "{} q rows)",
+                  w, Rng{q0, q1}, tiles_.empty() ? 0 : tiles_.back().q1));
+}
+
+void Checker::ReportBatchMismatch(int32_t w, int32_t t, int32_t batch_idx) {
+  Add(PlanDiag::kWorkBatchMismatch, "work_info", w, t, w,
+      fmt::format("work {} has batch_idx {}, tile {} belongs to batch {}", w, batch_idx, t,
+                  tiles_[t].batch_idx));
+}
+
+void Checker::ReportScattered(int32_t w, int32_t t, int32_t earlier) {
+  Add(PlanDiag::kTilePiecesScattered, "work_info", w, t, w,
+      fmt::format("tile {} has pieces at work {} and {} with other tiles' work in between", t,
+                  earlier, w));
 }
 
 int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const {
@@ -243,17 +399,19 @@ void Checker::CheckTileWithoutWork(int32_t t) {
   const ExpectedTile& e = tiles_[t];
   if (e.kv_full_end == e.kv_begin)
     Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
-        TileLabel(t) + " has zero KV and no work item: output rows " + Range(e.q0, e.q1) +
-            " are never written (aiter's parallel planner does this; golden README)",
+        fmt::format("{} has zero KV and no work item: output rows {} are never written (aiter's "
+                    "parallel planner does this; golden README)",
+                    Label(t), Rng{e.q0, e.q1}),
         Severity::kWarning);
   else if (!p_.update_fold_ratios.empty())
     Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", -1, t, -1,
-        TileLabel(t) + " now has KV " + Range(e.kv_begin, e.kv_end) +
-            " but no work item: the plan it was updated from gave this zero-KV request none, "
-            "and decode_update only rewrites existing work items");
+        fmt::format("{} now has KV {} but no work item: the plan it was updated from gave this "
+                    "zero-KV request none, and decode_update only rewrites existing work items",
+                    Label(t), Rng{e.kv_begin, e.kv_end}));
   else
     Add(PlanDiag::kTileKvNotCovered, "work_info", -1, t, -1,
-        TileLabel(t) + " has KV " + Range(e.kv_begin, e.kv_end) + " but no work item covers it");
+        fmt::format("{} has KV {} but no work item covers it", Label(t),
+                    Rng{e.kv_begin, e.kv_end}));
 }
 
 // decode_update never moves a zero-length last piece (§9.3): a tile that grew keeps it empty.
@@ -264,52 +422,48 @@ bool Checker::CheckUpdatedEmptyPiece(int32_t t) {
   const int32_t k0 = p_.work(ws[0], kKvStart), k1 = p_.work(ws[0], kKvEnd);
   if (k1 != k0) return false;
   Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
-      TileLabel(t) + " now has KV " + Range(e.kv_begin, e.kv_end) + " but its only piece (work " +
-          S(ws[0]) + ") is still the empty " + Range(k0, k1) +
-          ": decode_update never moves a zero-length last piece (aiter-mla-metadata.md §9.3), "
-          "so the request's new tokens are not attended");
+      fmt::format("{} now has KV {} but its only piece (work {}) is still the empty {}: "
+                  "decode_update never moves a zero-length last piece (aiter-mla-metadata.md "
+                  "§9.3), so the request's new tokens are not attended",
+                  Label(t), Rng{e.kv_begin, e.kv_end}, ws[0], Rng{k0, k1}));
   return true;
 }
 
 // Tail rule (§4.5, aiter #2106): with page size 1 every causal q row of a split tile must see at
 // least one key in every piece. A tile of n rows needs its final piece to hold >= n tokens and
 // every earlier piece to leave >= n tokens after it (aiter enforces max_seqlen_qo, which is n
-// for whole-request tiles; a per-token tile, trimmed causally, has n = 1).
-void Checker::CheckPieceLength(int32_t t, size_t i) {
+// for whole-request tiles; a per-token tile, trimmed causally, has n = 1). Called only where the
+// rule applies (CheckTileKv: page size 1, a split tile of >= 2 rows, a plan not updated).
+void Checker::CheckPieceLength(int32_t t, int32_t w, int32_t k0, int32_t k1, bool last) {
   const ExpectedTile& e = tiles_[t];
-  const Pieces ws = pieces(t);
-  const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
   const int32_t rows = e.q1 - e.q0;
-  if (r_.page_size != 1 || ws.size() < 2 || rows < 2 || !p_.update_fold_ratios.empty()) return;
-  const bool last = i + 1 == ws.size();
   const int32_t after = e.kv_full_end - k1;
   if (last ? k1 - k0 >= rows : after >= rows) return;
   Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
-      TileLabel(t) + ": " +
-          (last ? "final piece " + Range(k0, k1) + " holds " + S(k1 - k0)
-                : "piece " + Range(k0, k1) + " leaves " + S(after)) +
-          " tokens, fewer than the tile's " + S(rows) +
-          " q rows: causal rows see no key in a piece (NaN partials; the tail rule prevents "
-          "this)");
+      fmt::format("{}: {} {} {} {} tokens, fewer than the tile's {} q rows: causal rows see no "
+                  "key in a piece (NaN partials; the tail rule prevents this)",
+                  Label(t), last ? "final piece" : "piece", Rng{k0, k1}, last ? "holds" : "leaves",
+                  last ? k1 - k0 : after, rows));
 }
 
 // Piece i of tile t must start at *cursor and, unless final, hold KV; its kv_offset must match.
 // Returns false when the tile's remaining pieces cannot be judged.
-bool Checker::CheckPiece(int32_t t, size_t i, int32_t* cursor) {
+inline bool Checker::CheckPiece(int32_t t, const Pieces& ws, size_t i, bool length_rule,
+                                int32_t* cursor) {
   const ExpectedTile& e = tiles_[t];
-  const Pieces ws = pieces(t);
   const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
   const int64_t base = int64_t{w} * kWorkInfoWidth;
   if (p_.work_info.cells[base + kKvEnd] == Cell::kUndefined) return false;  // an input violation
   if (k0 != *cursor) {
     Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-        TileLabel(t) + ": piece " + S(i) + " (work " + S(w) + ") starts at " + S(k0) + ", expected " +
-            S(*cursor) + (k0 > *cursor ? " (gap)" : " (overlap)"));
+        fmt::format("{}: piece {} (work {}) starts at {}, expected {}{}", Label(t), i, w, k0,
+                    *cursor, k0 > *cursor ? " (gap)" : " (overlap)"));
     return false;
   }
   if (i + 1 != ws.size() && k1 <= k0) {
     Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-        TileLabel(t) + ": non-final piece " + S(i) + " (work " + S(w) + ") has empty KV " + Range(k0, k1));
+        fmt::format("{}: non-final piece {} (work {}) has empty KV {}", Label(t), i, w,
+                    Rng{k0, k1}));
     return false;
   }
   bool known = true;
@@ -317,43 +471,47 @@ bool Checker::CheckPiece(int32_t t, size_t i, int32_t* cursor) {
   const bool off_undefined = p_.work_info.cells[base + kKvOffset] == Cell::kUndefined;
   if (known && !off_undefined && p_.work(w, kKvOffset) != want_off)
     Add(PlanDiag::kKvOffsetMismatch, "work_info", base + kKvOffset, t, w,
-        TileLabel(t) + ": work " + S(w) + " has kv_offset " + S(p_.work(w, kKvOffset)) + ", expected " +
-            S(want_off));
-  CheckPieceLength(t, i);
+        fmt::format("{}: work {} has kv_offset {}, expected {}", Label(t), w,
+                    p_.work(w, kKvOffset), want_off));
+  if (length_rule) CheckPieceLength(t, w, k0, k1, i + 1 == ws.size());
   *cursor = k1;
   return true;
 }
 
 // The pieces of tile t must cover its KV range exactly, in order. Returns false when a piece
 // could not be judged (the tile's reduce bookkeeping is then not checked either).
-bool Checker::CheckTileKv(int32_t t) {
+bool Checker::CheckTileKv(int32_t t, const Pieces& ws) {
   const ExpectedTile& e = tiles_[t];
-  const Pieces ws = pieces(t);
   if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
     Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
-        TileLabel(t) + " has causal KV range " + Range(e.kv_begin, e.kv_end) +
-            ": the request is shorter than its q rows, which see no key",
+        fmt::format("{} has causal KV range {}: the request is shorter than its q rows, which see "
+                    "no key",
+                    Label(t), Rng{e.kv_begin, e.kv_end}),
         Severity::kWarning);
   // An empty tile served by one empty piece reads no KV wherever the piece points.
   if (ws.size() == 1 && e.kv_end <= e.kv_begin &&
       p_.work(ws[0], kKvEnd) - p_.work(ws[0], kKvStart) == 0)
     return true;
+  // The tail rule's scope (CheckPieceLength).
+  const bool length_rule = r_.page_size == 1 && ws.size() >= 2 && e.q1 - e.q0 >= 2 &&
+                           p_.update_fold_ratios.empty();
   int32_t cursor = e.kv_begin;
   for (size_t i = 0; i < ws.size(); ++i)
-    if (!CheckPiece(t, i, &cursor)) return false;
+    if (!CheckPiece(t, ws, i, length_rule, &cursor)) return false;
   if (cursor != e.kv_end)
     Add(PlanDiag::kTileKvNotCovered, "work_info", ws.back(), t, ws.back(),
-        TileLabel(t) + ": pieces end at " + S(cursor) + ", the tile's KV ends at " + S(e.kv_end) +
-            (cursor < e.kv_end ? " (" + S(e.kv_end - cursor) + " positions never attended)"
-                               : " (reads past the request)"));
+        fmt::format("{}: pieces end at {}, the tile's KV ends at {}{}", Label(t), cursor,
+                    e.kv_end,
+                    cursor < e.kv_end
+                        ? fmt::format(" ({} positions never attended)", e.kv_end - cursor)
+                        : std::string(" (reads past the request)")));
   return true;
 }
 
 // A split tile's reduce group must list exactly its pieces' partial rows, and its
 // reduce_final_map row must be the tile's q rows; an unsplit tile has an empty group.
-void Checker::CheckTileReduce(int32_t t) {
+void Checker::CheckTileReduce(int32_t t, const Pieces& ws) {
   const ExpectedTile& e = tiles_[t];
-  const Pieces ws = pieces(t);
   const Int32Buffer& ri = p_.reduce_indptr;
   if (int64_t{t} + 1 >= ri.size() || !ri.written(t) || !ri.written(t + 1)) return;  // reported
   // 64-bit: the group's entries of hostile indptr values (-5, INT32_MAX) do not fit in int32.
@@ -362,43 +520,44 @@ void Checker::CheckTileReduce(int32_t t) {
   if (n == 1) {
     if (g1 != g0)
       Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-          TileLabel(t) + " is not split but its reduce group has " + S(g1 - g0) + " entries");
+          fmt::format("{} is not split but its reduce group has {} entries", Label(t), g1 - g0));
     if (p_.work(ws[0], kPartialQoLoc) != -1)
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[0], t, ws[0],
-          TileLabel(t) + " is not split but work " + S(ws[0]) + " has partial_qo_loc " +
-              S(p_.work(ws[0], kPartialQoLoc)) + " (expected -1: write final rows)");
+          fmt::format("{} is not split but work {} has partial_qo_loc {} (expected -1: write "
+                      "final rows)",
+                      Label(t), ws[0], p_.work(ws[0], kPartialQoLoc)));
     return;
   }
   if (g1 - g0 != n) {
     Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-        TileLabel(t) + " is split into " + S(n) + " pieces but its reduce group " + Range(g0, g1) +
-            " has " + S(g1 - g0) + " entries");
+        fmt::format("{} is split into {} pieces but its reduce group {} has {} entries", Label(t),
+                    n, Rng{g0, g1}, g1 - g0));
     return;
   }
-  if (!CheckReduceGroup(t, static_cast<int32_t>(g0))) return;
+  if (!CheckReduceGroup(t, ws, static_cast<int32_t>(g0))) return;
   CheckFinalMapRow(t, e);
 }
 
 // reduce_partial_map[g0 + i] must be piece i's partial_qo_loc.
-bool Checker::CheckReduceGroup(int32_t t, int32_t g0) {
-  const Pieces ws = pieces(t);
+bool Checker::CheckReduceGroup(int32_t t, const Pieces& ws, int32_t g0) {
   const Int32Buffer& pm = p_.reduce_partial_map;
   for (size_t i = 0; i < ws.size(); ++i) {
     const int64_t idx = int64_t{g0} + static_cast<int64_t>(i);
     const int32_t want = p_.work(ws[i], kPartialQoLoc);
     if (want < 0) {
       Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
-          TileLabel(t) + " is split but work " + S(ws[i]) +
-              " has partial_qo_loc -1 (it would write final rows that the reduce then "
-              "overwrites)");
+          fmt::format("{} is split but work {} has partial_qo_loc -1 (it would write final rows "
+                      "that the reduce then overwrites)",
+                      Label(t), ws[i]));
       return false;
     }
     const bool held = idx < pm.size() && pm.written(idx);
     if (!held || pm.data[idx] != want) {
       Add(PlanDiag::kReduceGroupMismatch, "reduce_partial_map", idx, t, ws[i],
-          TileLabel(t) + ": reduce_partial_map[" + S(idx) + "] is " +
-              (held ? S(pm.data[idx]) : std::string("unwritten")) + ", piece " + S(i) + " (work " +
-              S(ws[i]) + ") writes partial row " + S(want));
+          fmt::format("{}: reduce_partial_map[{}] is {}, piece {} (work {}) writes partial row {}",
+                      Label(t), idx,
+                      held ? fmt::to_string(pm.data[idx]) : std::string("unwritten"), i, ws[i],
+                      want));
       return false;
     }
   }
@@ -412,23 +571,17 @@ void Checker::CheckFinalMapRow(int32_t t, const ExpectedTile& e) {
   const bool held = f1 < fm.size() && fm.written(f0) && fm.written(f1);
   if (held && fm.data[f0] == e.q0 && fm.data[f1] == e.q1) return;
   Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
-      TileLabel(t) + " is split but reduce_final_map[" + S(t) + "] is " +
-          (held ? Range(fm.data[f0], fm.data[f1]) : std::string("unwritten")) + ", expected " +
-          Range(e.q0, e.q1));
-}
-
-// "tile t (batch b, q [q0, q1))", built only when a finding is reported: CheckTile runs for every
-// tile of every fuzz case.
-std::string Checker::TileLabel(int32_t t) const {
-  const ExpectedTile& e = tiles_[t];
-  return "tile " + S(t) + " (batch " + S(e.batch_idx) + ", q " + Range(e.q0, e.q1) + ")";
+      fmt::format("{} is split but reduce_final_map[{}] is {}, expected {}", Label(t), t,
+                  held ? fmt::to_string(Rng{fm.data[f0], fm.data[f1]}) : std::string("unwritten"),
+                  Rng{e.q0, e.q1}));
 }
 
 void Checker::CheckTile(int32_t t) {
-  if (pieces(t).empty()) return CheckTileWithoutWork(t);
+  const Pieces ws = pieces(t);
+  if (ws.empty()) return CheckTileWithoutWork(t);
   // (Only an updated plan can have one: the call is skipped for every other plan's tiles.)
   if (!p_.update_fold_ratios.empty() && CheckUpdatedEmptyPiece(t)) return;
-  if (CheckTileKv(t)) CheckTileReduce(t);
+  if (CheckTileKv(t, ws)) CheckTileReduce(t, ws);
 }
 
 void Checker::CheckReduceIndptr() {
@@ -479,11 +632,9 @@ void Checker::CheckReduceIndptr() {
 }
 
 void Checker::CheckPartialRows() {
-  struct Rows {  // int64: captured buffers hold any int32, and loc + length may overflow int32
-    int64_t begin, end;
-    int32_t work;
-  };
-  std::vector<Rows> rows;
+  using Rows = PartialRows;
+  std::vector<Rows>& rows = s_.rows;
+  rows.clear();
   for (int32_t w = 0; w < num_works_; ++w) {
     const int32_t loc = p_.work(w, kPartialQoLoc);
     if (loc < 0 || !p_.work_info.written(int64_t{w} * kWorkInfoWidth + kPartialQoLoc)) continue;
@@ -523,15 +674,15 @@ PlanCheckReport Checker::Run() {
               S(r_.cu_count) + " / num_heads_k " + S(r_.num_heads_k) +
               "): no workgroup runs, so none of the " + S(requests) +
               " requests' output rows is ever written");
-    return report_;
+    return std::move(report_);
   }
-  if (!CheckWorkIndptr()) return report_;
-  tiles_ = ExpectedTiles(r_, p_.derived);
+  if (!CheckWorkIndptr()) return std::move(report_);
+  FillExpectedTiles(r_, p_.derived, tiles_);
   AssignWorks();
   CheckReduceIndptr();
   for (int32_t t = 0; t < static_cast<int32_t>(tiles_.size()); ++t) CheckTile(t);
   CheckPartialRows();
-  return report_;
+  return std::move(report_);
 }
 
 std::string Launch(int64_t workgroups) {
@@ -640,6 +791,15 @@ std::string PlanCheckReport::ToString() const {
 }
 
 std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived& d) {
+  std::vector<ExpectedTile> out;
+  FillExpectedTiles(r, d, out);
+  return out;
+}
+
+namespace {
+// ExpectedTiles() into `out` (cleared first): the checker reuses its memory between calls.
+void FillExpectedTiles(const PlanRequest& r, const PlanDerived& d, std::vector<ExpectedTile>& out) {
+  out.clear();
   const RevisionRules& rules = GetRevisionRules(r.revision);
   const bool sparse = r.topk >= 0;
   const int32_t fold = d.fold_ratio;
@@ -656,7 +816,6 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
                   : CeilDiv(uni * d.planner_heads, d.packed_qo_len_per_wg);
   const int32_t qts = ragged ? 0 : CeilDiv(uni, n_tiles);
   const int32_t topk_p = sparse ? CeilDiv(r.topk, r.page_size) : -1;
-  std::vector<ExpectedTile> out;
   out.reserve(static_cast<size_t>(nb) * n_tiles);
   for (int32_t v = 0; v < nb; ++v) {
     const int32_t b = sparse ? v / ori / fold : v / fold;
@@ -694,14 +853,15 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
       out.push_back(e);
     }
   }
-  return out;
 }
+}  // namespace
 
 PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan) {
   for (PlanBufferId id : kInt32PlanBuffers)
     MLASIM_ASSERT(plan.buffer(id)->tracked(),
                   "CheckPlan needs a plan made with CellTracking::kChecked (the write state)");
-  return Checker(request, plan).Run();
+  thread_local CheckScratch scratch;
+  return Checker(request, plan, scratch).Run();
 }
 
 }  // namespace mlasim::ref
