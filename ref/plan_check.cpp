@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace mlasim::ref {
@@ -30,12 +32,29 @@ struct TileLabel {
 }  // namespace
 }  // namespace mlasim::ref
 
+namespace mlasim::ref {
+namespace {
+// Writes text and decimal integers to a fmt output iterator: the formatters below, without a
+// format string to parse per finding.
+template <class Out>
+Out Put(Out out, std::string_view text) {
+  return std::copy(text.begin(), text.end(), out);
+}
+template <class Out>
+Out Put(Out out, int64_t x) {
+  const fmt::format_int digits(x);
+  return std::copy(digits.data(), digits.data() + digits.size(), out);
+}
+}  // namespace
+}  // namespace mlasim::ref
+
 template <>
 struct fmt::formatter<mlasim::ref::Rng> {
   constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
   template <class Context>
   auto format(const mlasim::ref::Rng& r, Context& ctx) const {
-    return fmt::format_to(ctx.out(), "[{},{})", r.a, r.b);
+    using mlasim::ref::Put;
+    return Put(Put(Put(Put(Put(ctx.out(), "["), r.a), ","), r.b), ")");
   }
 };
 
@@ -44,12 +63,21 @@ struct fmt::formatter<mlasim::ref::TileLabel> {
   constexpr auto parse(format_parse_context& ctx) { return ctx.begin(); }
   template <class Context>
   auto format(const mlasim::ref::TileLabel& l, Context& ctx) const {
-    return fmt::format_to(ctx.out(), "tile {} (batch {}, q [{},{}))", l.t, l.batch_idx, l.q0, l.q1);
+    using mlasim::ref::Put;
+    auto out = Put(Put(Put(Put(ctx.out(), "tile "), l.t), " (batch "), l.batch_idx);
+    return Put(Put(Put(Put(Put(out, ", q ["), l.q0), ","), l.q1), "))");
   }
 };
 
 namespace mlasim::ref {
 namespace {
+
+// Runs `report` out of line: the per-tile and per-piece checks stay small enough to inline, and
+// the code that builds a finding's message is kept off their path.
+template <class F>
+[[gnu::cold, gnu::noinline]] void Cold(const F& report) {
+  report();
+}
 
 // The work rows of one tile, in work order: a view into the checker's flat lists.
 struct Pieces {
@@ -117,7 +145,6 @@ class Checker {
   [[gnu::cold, gnu::noinline]] void CheckTileWithoutWork(int32_t t);
   bool CheckUpdatedEmptyPiece(int32_t t);
   bool CheckTileKv(int32_t t, const Pieces& ws);
-  bool CheckPiece(int32_t t, const Pieces& ws, size_t i, bool length_rule, int32_t* cursor);
   void CheckPieceLength(int32_t t, int32_t w, int32_t k0, int32_t k1, bool last);
   void CheckTileReduce(int32_t t, const Pieces& ws);
   bool CheckReduceGroup(int32_t t, const Pieces& ws, int32_t g0);
@@ -153,17 +180,22 @@ bool Checker::CheckWorkIndptr() {
             " clusters and needs " + S(clusters + 1));
     return false;
   }
-  for (int32_t c = 0; c <= clusters; ++c) {
-    if (!wi.written(c)) {
-      Add(PlanDiag::kWorkIndptrShape, "work_indptr", c, -1, -1,
-          "work_indptr[" + S(c) + "] was never written");
-      return false;
-    }
+  // The first unwritten entry of [0, clusters]: the first zero cell byte (Cell::kUnwritten).
+  static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0, "cells are bytes");
+  if (const void* hole = std::memchr(wi.cells.data(), 0, static_cast<size_t>(clusters) + 1)) {
+    const int32_t c = static_cast<int32_t>(static_cast<const Cell*>(hole) - wi.cells.data());
+    Add(PlanDiag::kWorkIndptrShape, "work_indptr", c, -1, -1,
+        "work_indptr[" + S(c) + "] was never written");
+    return false;
   }
   if (wi.data[0] != 0)
     Add(PlanDiag::kWorkIndptrShape, "work_indptr", 0, -1, -1,
         "work_indptr[0] is " + S(wi.data[0]) + ", not 0");
-  for (int32_t c = 0; c < clusters; ++c) {
+  // Any decrease at all? (One branch-free pass; the loop below reports each, in order.)
+  const int32_t* d = wi.data.data();
+  uint32_t decreases = 0;
+  for (int32_t c = 0; c < clusters; ++c) decreases |= static_cast<uint32_t>(d[c + 1] < d[c]);
+  for (int32_t c = 0; decreases != 0 && c < clusters; ++c) {
     if (wi.data[c + 1] < wi.data[c])
       Add(PlanDiag::kWorkIndptrDecreasing, "work_indptr", c + 1, -1, -1,
           "work_indptr decreases at cluster " + S(c) + ": " + S(wi.data[c]) + " -> " +
@@ -298,8 +330,8 @@ template <class Finder>
 void Checker::AssignWorksWith(Finder find) {
   const int32_t n_tiles = static_cast<int32_t>(tiles_.size());
   std::vector<int32_t>& tile_of = s_.tile_of;
-  tile_of.resize(static_cast<size_t>(num_works_));  // every entry is set below; -1: no tile
-  std::vector<int32_t>& last_piece = s_.last_piece;     // the tile's last work row
+  tile_of.resize(static_cast<size_t>(num_works_));   // every entry is set below; -1: no tile
+  std::vector<int32_t>& last_piece = s_.last_piece;  // the tile's last work row
   last_piece.assign(tiles_.size(), -1);
   piece_begin_.assign(tiles_.size() + 1, 0);
   int32_t last_tile = -1;
@@ -421,11 +453,13 @@ bool Checker::CheckUpdatedEmptyPiece(int32_t t) {
   if (ws.size() != 1 || p_.update_fold_ratios.empty() || e.kv_end <= e.kv_begin) return false;
   const int32_t k0 = p_.work(ws[0], kKvStart), k1 = p_.work(ws[0], kKvEnd);
   if (k1 != k0) return false;
-  Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
-      fmt::format("{} now has KV {} but its only piece (work {}) is still the empty {}: "
-                  "decode_update never moves a zero-length last piece (aiter-mla-metadata.md "
-                  "§9.3), so the request's new tokens are not attended",
-                  Label(t), Rng{e.kv_begin, e.kv_end}, ws[0], Rng{k0, k1}));
+  Cold([&] {
+    Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", ws[0], t, ws[0],
+        fmt::format("{} now has KV {} but its only piece (work {}) is still the empty {}: "
+                    "decode_update never moves a zero-length last piece (aiter-mla-metadata.md "
+                    "§9.3), so the request's new tokens are not attended",
+                    Label(t), Rng{e.kv_begin, e.kv_end}, ws[0], Rng{k0, k1}));
+  });
   return true;
 }
 
@@ -439,72 +473,89 @@ void Checker::CheckPieceLength(int32_t t, int32_t w, int32_t k0, int32_t k1, boo
   const int32_t rows = e.q1 - e.q0;
   const int32_t after = e.kv_full_end - k1;
   if (last ? k1 - k0 >= rows : after >= rows) return;
-  Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
-      fmt::format("{}: {} {} {} {} tokens, fewer than the tile's {} q rows: causal rows see no "
-                  "key in a piece (NaN partials; the tail rule prevents this)",
-                  Label(t), last ? "final piece" : "piece", Rng{k0, k1}, last ? "holds" : "leaves",
-                  last ? k1 - k0 : after, rows));
+  Cold([&] {
+    Add(PlanDiag::kPieceShorterThanQlen, "work_info", w, t, w,
+        fmt::format("{}: {} {} {} {} tokens, fewer than the tile's {} q rows: causal rows see no "
+                    "key in a piece (NaN partials; the tail rule prevents this)",
+                    Label(t), last ? "final piece" : "piece", Rng{k0, k1},
+                    last ? "holds" : "leaves", last ? k1 - k0 : after, rows));
+  });
 }
 
-// Piece i of tile t must start at *cursor and, unless final, hold KV; its kv_offset must match.
-// Returns false when the tile's remaining pieces cannot be judged.
-inline bool Checker::CheckPiece(int32_t t, const Pieces& ws, size_t i, bool length_rule,
-                                int32_t* cursor) {
-  const ExpectedTile& e = tiles_[t];
-  const int32_t w = ws[i], k0 = p_.work(w, kKvStart), k1 = p_.work(w, kKvEnd);
-  const int64_t base = int64_t{w} * kWorkInfoWidth;
-  if (p_.work_info.cells[base + kKvEnd] == Cell::kUndefined) return false;  // an input violation
-  if (k0 != *cursor) {
-    Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-        fmt::format("{}: piece {} (work {}) starts at {}, expected {}{}", Label(t), i, w, k0,
-                    *cursor, k0 > *cursor ? " (gap)" : " (overlap)"));
-    return false;
-  }
-  if (i + 1 != ws.size() && k1 <= k0) {
-    Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
-        fmt::format("{}: non-final piece {} (work {}) has empty KV {}", Label(t), i, w,
-                    Rng{k0, k1}));
-    return false;
-  }
-  bool known = true;
-  const int32_t want_off = ExpectedKvOffset(e, k1, &known);
-  const bool off_undefined = p_.work_info.cells[base + kKvOffset] == Cell::kUndefined;
-  if (known && !off_undefined && p_.work(w, kKvOffset) != want_off)
-    Add(PlanDiag::kKvOffsetMismatch, "work_info", base + kKvOffset, t, w,
-        fmt::format("{}: work {} has kv_offset {}, expected {}", Label(t), w,
-                    p_.work(w, kKvOffset), want_off));
-  if (length_rule) CheckPieceLength(t, w, k0, k1, i + 1 == ws.size());
-  *cursor = k1;
-  return true;
-}
-
-// The pieces of tile t must cover its KV range exactly, in order. Returns false when a piece
-// could not be judged (the tile's reduce bookkeeping is then not checked either).
+// The pieces of tile t must cover its KV range exactly, in order: piece i must start where the
+// previous one ended and, unless final, hold KV; its kv_offset must match. Returns false when a
+// piece could not be judged (the tile's reduce bookkeeping is then not checked either; nor are
+// the tile's remaining pieces).
 bool Checker::CheckTileKv(int32_t t, const Pieces& ws) {
   const ExpectedTile& e = tiles_[t];
   if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
-    Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
-        fmt::format("{} has causal KV range {}: the request is shorter than its q rows, which see "
-                    "no key",
-                    Label(t), Rng{e.kv_begin, e.kv_end}),
-        Severity::kWarning);
+    Cold([&] {
+      Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
+          fmt::format("{} has causal KV range {}: the request is shorter than its q rows, which "
+                      "see no key",
+                      Label(t), Rng{e.kv_begin, e.kv_end}),
+          Severity::kWarning);
+    });
   // An empty tile served by one empty piece reads no KV wherever the piece points.
   if (ws.size() == 1 && e.kv_end <= e.kv_begin &&
       p_.work(ws[0], kKvEnd) - p_.work(ws[0], kKvStart) == 0)
     return true;
   // The tail rule's scope (CheckPieceLength).
-  const bool length_rule = r_.page_size == 1 && ws.size() >= 2 && e.q1 - e.q0 >= 2 &&
-                           p_.update_fold_ratios.empty();
+  const bool length_rule =
+      r_.page_size == 1 && ws.size() >= 2 && e.q1 - e.q0 >= 2 && p_.update_fold_ratios.empty();
+  // ExpectedKvOffset(e, k1) with page size 1: e.kv_full_end - k1 + token_tail.
+  const bool page1 = r_.page_size == 1;
+  int32_t token_tail = 0;
+  if (page1 && r_.topk >= 0 && p_.derived.fold_ratio == 1 &&
+      rules_.sparse_kv_offset_adds_token_tail) {
+    const int32_t ori = p_.derived.ori_seqlen_qo;
+    token_tail = ori - 1 - e.v % ori;
+  }
+  const int32_t* data = p_.work_info.data.data();
+  const Cell* cells = p_.work_info.cells.data();
+  const size_t n = ws.size();
   int32_t cursor = e.kv_begin;
-  for (size_t i = 0; i < ws.size(); ++i)
-    if (!CheckPiece(t, ws, i, length_rule, &cursor)) return false;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t w = ws[i];
+    const int64_t base = int64_t{w} * kWorkInfoWidth;
+    const int32_t k0 = data[base + kKvStart], k1 = data[base + kKvEnd];
+    if (cells[base + kKvEnd] == Cell::kUndefined) return false;  // an input violation
+    if (k0 != cursor) {
+      Cold([&] {
+        Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
+            fmt::format("{}: piece {} (work {}) starts at {}, expected {}{}", Label(t), i, w, k0,
+                        cursor, k0 > cursor ? " (gap)" : " (overlap)"));
+      });
+      return false;
+    }
+    if (i + 1 != n && k1 <= k0) {
+      Cold([&] {
+        Add(PlanDiag::kTileKvNotCovered, "work_info", w, t, w,
+            fmt::format("{}: non-final piece {} (work {}) has empty KV {}", Label(t), i, w,
+                        Rng{k0, k1}));
+      });
+      return false;
+    }
+    bool known = true;
+    const int32_t want_off =
+        page1 ? e.kv_full_end - k1 + token_tail : ExpectedKvOffset(e, k1, &known);
+    const int32_t off = data[base + kKvOffset];
+    if (known && cells[base + kKvOffset] != Cell::kUndefined && off != want_off)
+      Cold([&] {
+        Add(PlanDiag::kKvOffsetMismatch, "work_info", base + kKvOffset, t, w,
+            fmt::format("{}: work {} has kv_offset {}, expected {}", Label(t), w, off, want_off));
+      });
+    if (length_rule) CheckPieceLength(t, w, k0, k1, i + 1 == n);
+    cursor = k1;
+  }
   if (cursor != e.kv_end)
-    Add(PlanDiag::kTileKvNotCovered, "work_info", ws.back(), t, ws.back(),
-        fmt::format("{}: pieces end at {}, the tile's KV ends at {}{}", Label(t), cursor,
-                    e.kv_end,
-                    cursor < e.kv_end
-                        ? fmt::format(" ({} positions never attended)", e.kv_end - cursor)
-                        : std::string(" (reads past the request)")));
+    Cold([&] {
+      Add(PlanDiag::kTileKvNotCovered, "work_info", ws.back(), t, ws.back(),
+          fmt::format(
+              "{}: pieces end at {}, the tile's KV ends at {}{}", Label(t), cursor, e.kv_end,
+              cursor < e.kv_end ? fmt::format(" ({} positions never attended)", e.kv_end - cursor)
+                                : std::string(" (reads past the request)")));
+    });
   return true;
 }
 
@@ -519,19 +570,25 @@ void Checker::CheckTileReduce(int32_t t, const Pieces& ws) {
   const int64_t n = static_cast<int64_t>(ws.size());
   if (n == 1) {
     if (g1 != g0)
-      Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-          fmt::format("{} is not split but its reduce group has {} entries", Label(t), g1 - g0));
+      Cold([&] {
+        Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
+            fmt::format("{} is not split but its reduce group has {} entries", Label(t), g1 - g0));
+      });
     if (p_.work(ws[0], kPartialQoLoc) != -1)
-      Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[0], t, ws[0],
-          fmt::format("{} is not split but work {} has partial_qo_loc {} (expected -1: write "
-                      "final rows)",
-                      Label(t), ws[0], p_.work(ws[0], kPartialQoLoc)));
+      Cold([&] {
+        Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[0], t, ws[0],
+            fmt::format("{} is not split but work {} has partial_qo_loc {} (expected -1: write "
+                        "final rows)",
+                        Label(t), ws[0], p_.work(ws[0], kPartialQoLoc)));
+      });
     return;
   }
   if (g1 - g0 != n) {
-    Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
-        fmt::format("{} is split into {} pieces but its reduce group {} has {} entries", Label(t),
-                    n, Rng{g0, g1}, g1 - g0));
+    Cold([&] {
+      Add(PlanDiag::kReduceGroupMismatch, "reduce_indptr", t, t, ws[0],
+          fmt::format("{} is split into {} pieces but its reduce group {} has {} entries", Label(t),
+                      n, Rng{g0, g1}, g1 - g0));
+    });
     return;
   }
   if (!CheckReduceGroup(t, ws, static_cast<int32_t>(g0))) return;
@@ -545,19 +602,23 @@ bool Checker::CheckReduceGroup(int32_t t, const Pieces& ws, int32_t g0) {
     const int64_t idx = int64_t{g0} + static_cast<int64_t>(i);
     const int32_t want = p_.work(ws[i], kPartialQoLoc);
     if (want < 0) {
-      Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
-          fmt::format("{} is split but work {} has partial_qo_loc -1 (it would write final rows "
-                      "that the reduce then overwrites)",
-                      Label(t), ws[i]));
+      Cold([&] {
+        Add(PlanDiag::kReduceGroupMismatch, "work_info", ws[i], t, ws[i],
+            fmt::format("{} is split but work {} has partial_qo_loc -1 (it would write final rows "
+                        "that the reduce then overwrites)",
+                        Label(t), ws[i]));
+      });
       return false;
     }
     const bool held = idx < pm.size() && pm.written(idx);
     if (!held || pm.data[idx] != want) {
-      Add(PlanDiag::kReduceGroupMismatch, "reduce_partial_map", idx, t, ws[i],
-          fmt::format("{}: reduce_partial_map[{}] is {}, piece {} (work {}) writes partial row {}",
-                      Label(t), idx,
-                      held ? fmt::to_string(pm.data[idx]) : std::string("unwritten"), i, ws[i],
-                      want));
+      Cold([&] {
+        Add(PlanDiag::kReduceGroupMismatch, "reduce_partial_map", idx, t, ws[i],
+            fmt::format(
+                "{}: reduce_partial_map[{}] is {}, piece {} (work {}) writes partial row {}",
+                Label(t), idx, held ? fmt::to_string(pm.data[idx]) : std::string("unwritten"), i,
+                ws[i], want));
+      });
       return false;
     }
   }
@@ -570,10 +631,12 @@ void Checker::CheckFinalMapRow(int32_t t, const ExpectedTile& e) {
   const int64_t f0 = f + kFinalQoStart, f1 = f + kFinalQoEnd;
   const bool held = f1 < fm.size() && fm.written(f0) && fm.written(f1);
   if (held && fm.data[f0] == e.q0 && fm.data[f1] == e.q1) return;
-  Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
-      fmt::format("{} is split but reduce_final_map[{}] is {}, expected {}", Label(t), t,
-                  held ? fmt::to_string(Rng{fm.data[f0], fm.data[f1]}) : std::string("unwritten"),
-                  Rng{e.q0, e.q1}));
+  Cold([&] {
+    Add(PlanDiag::kReduceFinalMapMismatch, "reduce_final_map", t, t, -1,
+        fmt::format("{} is split but reduce_final_map[{}] is {}, expected {}", Label(t), t,
+                    held ? fmt::to_string(Rng{fm.data[f0], fm.data[f1]}) : std::string("unwritten"),
+                    Rng{e.q0, e.q1}));
+  });
 }
 
 void Checker::CheckTile(int32_t t) {
@@ -600,17 +663,16 @@ void Checker::CheckReduceIndptr() {
     const int64_t n = ri.size();
     const int32_t* d = ri.data.data();
     const Cell* c = ri.cells.data();
-    // (Byte and int32 lanes, so that the compiler vectorises both loops. A step of 1 modulo 2^32
-    // is a step of 1 or a decrease from INT32_MAX to INT32_MIN: a decrease either way.)
-    const auto* cb = reinterpret_cast<const unsigned char*>(c);
-    unsigned char unwritten = 0;
-    for (int64_t i = 0; i < n; ++i) unwritten |= static_cast<unsigned char>(cb[i] == 0);
+    // (memchr for an unwritten cell, a zero byte; int32 lanes, so that the compiler vectorises
+    // the step loop. A step of 1 modulo 2^32 is a step of 1 or a decrease from INT32_MAX to
+    // INT32_MIN: a decrease either way.)
+    const bool unwritten = std::memchr(c, 0, static_cast<size_t>(n)) != nullptr;  // kUnwritten
     uint32_t bad_step = 0;
     for (int64_t i = 1; i < n; ++i)
       bad_step |= static_cast<uint32_t>(d[i] < d[i - 1]) |
                   static_cast<uint32_t>(
                       static_cast<uint32_t>(d[i]) - static_cast<uint32_t>(d[i - 1]) == 1u);
-    if (unwritten == 0 && d[0] == 0 && bad_step == 0) return;
+    if (!unwritten && d[0] == 0 && bad_step == 0) return;
   }
   for (int64_t i = 0; i < ri.size(); ++i) {
     if (!ri.written(i)) {
@@ -645,7 +707,8 @@ void Checker::CheckPartialRows() {
   const auto by_rows = [](const Rows& a, const Rows& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.work < b.work;
   };
-  if (!std::is_sorted(rows.begin(), rows.end(), by_rows)) std::sort(rows.begin(), rows.end(), by_rows);
+  if (!std::is_sorted(rows.begin(), rows.end(), by_rows))
+    std::sort(rows.begin(), rows.end(), by_rows);
   for (size_t i = 1; i < rows.size(); ++i) {
     if (rows[i].begin < rows[i - 1].end)
       Add(PlanDiag::kPartialRowsOverlap, "work_info", rows[i].work, -1, rows[i].work,
@@ -797,9 +860,9 @@ std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& r, const PlanDerived&
 }
 
 namespace {
-// ExpectedTiles() into `out` (cleared first): the checker reuses its memory between calls.
+// ExpectedTiles() into `out` (its earlier contents overwritten, its memory reused: the checker
+// keeps one between calls).
 void FillExpectedTiles(const PlanRequest& r, const PlanDerived& d, std::vector<ExpectedTile>& out) {
-  out.clear();
   const RevisionRules& rules = GetRevisionRules(r.revision);
   const bool sparse = r.topk >= 0;
   const int32_t fold = d.fold_ratio;
@@ -817,25 +880,37 @@ void FillExpectedTiles(const PlanRequest& r, const PlanDerived& d, std::vector<E
   const int32_t qts = ragged ? 0 : CeilDiv(uni, n_tiles);
   const int32_t topk_p = sparse ? CeilDiv(r.topk, r.page_size) : -1;
   out.reserve(static_cast<size_t>(nb) * n_tiles);
+  // Written in place, every field of every tile, with the request's fields read once into locals:
+  // stores through ExpectedTile could alias them, and would reload each per tile.
+  out.resize(nb > 0 && n_tiles > 0 ? static_cast<size_t>(nb) * n_tiles : 0);
+  ExpectedTile* o = out.data();
+  const int32_t* kv_indptr = r.kv_indptr.data();
+  const int32_t* qo_indptr = r.qo_indptr.data();
+  const bool batch_is_request = sparse && rules.sparse_batch_idx_is_request;
+  const bool page1 = r.page_size == 1;
+  const bool cp_round_robin = r.is_cp_round_robin;
+  const bool fold_trim = !sparse && fold != 1;
+  const bool no_trim = rules.causal_trim_needs_is_causal && !r.is_causal;
   for (int32_t v = 0; v < nb; ++v) {
     const int32_t b = sparse ? v / ori / fold : v / fold;
-    int32_t len = r.kv_indptr[b + 1] - r.kv_indptr[b];
+    int32_t len = kv_indptr[b + 1] - kv_indptr[b];
     int32_t kb;
     if (sparse) {
       len = std::min(len, topk_p);
       kb = (v / fold) * topk_p;
     } else {
-      kb = r.kv_indptr[b] - r.kv_indptr[0];
+      kb = kv_indptr[b] - kv_indptr[0];
     }
+    const int32_t batch_idx = batch_is_request ? b : v;
     for (int32_t t = 0; t < n_tiles; ++t) {
-      ExpectedTile e;
+      ExpectedTile& e = *o++;
       e.v = v;
       e.tile = t;
       e.request = b;
-      e.batch_idx = sparse ? (rules.sparse_batch_idx_is_request ? b : v) : v;
+      e.batch_idx = batch_idx;
       if (ragged) {  // one tile of the request's rows (DecidePlan refuses q splits here)
-        e.q0 = r.qo_indptr[v];
-        e.q1 = r.qo_indptr[v + 1];
+        e.q0 = qo_indptr[v];
+        e.q1 = qo_indptr[v + 1];
       } else {
         e.q0 = uni * v + t * qts;
         e.q1 = std::min(e.q0 + qts, uni * v + uni);
@@ -843,14 +918,13 @@ void FillExpectedTiles(const PlanRequest& r, const PlanDerived& d, std::vector<E
       e.kv_begin = kb;
       e.kv_full_end = kb + len;
       int32_t bt = 0;
-      if (r.page_size == 1) {
-        bt = r.is_cp_round_robin ? 0 : n_tiles - 1 - t;
-        if (!sparse && fold != 1) bt = n_tiles - (e.q0 / fold) % ori - 1;
+      if (page1) {
+        bt = cp_round_robin ? 0 : n_tiles - 1 - t;
+        if (fold_trim) bt = n_tiles - (e.q0 / fold) % ori - 1;
         bt = std::max(bt, 0);
-        if (rules.causal_trim_needs_is_causal && !r.is_causal) bt = 0;
+        if (no_trim) bt = 0;
       }
       e.kv_end = e.kv_full_end - bt;
-      out.push_back(e);
     }
   }
 }
