@@ -88,6 +88,44 @@ TEST(PlanChecker, AWorkRowWithAnyReadFieldUnwrittenIsFound) {
   }
 }
 
+// The checker takes a tile's pieces in work order, wherever they sit: a plan that serves its tiles
+// in another order than the planner's (tile 2's three pieces first, then tile 0's two, then tile
+// 1's one) is as valid, and a finding names the work row where it now is. (CheckPlan reads the
+// work rows 0, 1, 2, ... as the pieces when the tiles never decrease in work order, and builds
+// the per-tile lists otherwise: this plan takes the second path.)
+TEST(PlanChecker, TilesServedOutOfPlanningOrderAreCheckedByTheirOwnPieces) {
+  const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
+  auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+  ASSERT_TRUE(plan.ok());
+  // Planned: works 0-1 tile 0 (KV [0,240), [240,300)), work 2 tile 1, works 3-5 tile 2.
+  ASSERT_EQ(WorkRows(*plan), (Rows{{0, 0, 0, 1, 0, 240, 60, 0},
+                                   {0, 1, 0, 1, 240, 300, 0, 0},
+                                   {1, -1, 1, 2, 300, 340, 0, 0},
+                                   {2, 2, 2, 3, 340, 580, 460, 0},
+                                   {2, 3, 2, 3, 580, 820, 220, 0},
+                                   {2, 4, 2, 3, 820, 1040, 0, 0}}));
+  EXPECT_TRUE(CheckPlan(r, *plan).diagnostics.empty()) << CheckPlan(r, *plan).ToString();
+  Plan moved = *plan;
+  const int32_t from[] = {3, 4, 5, 0, 1, 2};  // new row w holds planned row from[w]
+  for (int32_t w = 0; w < 6; ++w)
+    for (int32_t f = 0; f < kWorkInfoWidth; ++f) {
+      moved.work_info.data[w * kWorkInfoWidth + f] =
+          plan->work_info.data[from[w] * kWorkInfoWidth + f];
+      moved.work_info.cells[w * kWorkInfoWidth + f] =
+          plan->work_info.cells[from[w] * kWorkInfoWidth + f];
+    }
+  EXPECT_TRUE(CheckPlan(r, moved).diagnostics.empty()) << CheckPlan(r, moved).ToString();
+  moved.work_info.data[1 * kWorkInfoWidth + kKvOffset] = 221;  // tile 2's second piece: 220
+  const PlanCheckReport rep = CheckPlan(r, moved);
+  ASSERT_EQ(rep.diagnostics.size(), 1u) << rep.ToString();
+  const PlanDiagnostic& d = rep.diagnostics[0];
+  EXPECT_EQ(d.code, PlanDiag::kKvOffsetMismatch);
+  EXPECT_EQ(d.index, 1 * kWorkInfoWidth + kKvOffset);
+  EXPECT_EQ(d.tile, 2);
+  EXPECT_EQ(d.work, 1);
+  EXPECT_EQ(d.message, "tile 2 (batch 2, q [2,3)): work 1 has kv_offset 221, expected 220");
+}
+
 // decode_update never moves a zero-length last piece (§9.3): a request planned with no KV keeps
 // its one empty piece when it grows, and the checker names that piece (only an updated plan is
 // looked at for this; the plan as planned has none).
