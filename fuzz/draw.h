@@ -244,8 +244,6 @@ class Drawer {
     return dist.Direct(stream_.split(), size_);
   }
 
-  bool direct() const { return direct_; }
-
  private:
   bool direct_ = false;
   rc::Random stream_;

@@ -88,6 +88,12 @@ TEST(PlanChecker, AWorkRowWithAnyReadFieldUnwrittenIsFound) {
   }
 }
 
+// aiter-mla-metadata.md §6.1's work rows (kv [300, 40, 700], qlen 1, 16 heads, 8 clusters, page
+// 1, granularity 16): works 0-1 tile 0 (KV [0,240), [240,300)), work 2 tile 1, works 3-5 tile 2.
+const Rows kDecode61WorkRows = {{0, 0, 0, 1, 0, 240, 60, 0},    {0, 1, 0, 1, 240, 300, 0, 0},
+                                {1, -1, 1, 2, 300, 340, 0, 0},  {2, 2, 2, 3, 340, 580, 460, 0},
+                                {2, 3, 2, 3, 580, 820, 220, 0}, {2, 4, 2, 3, 820, 1040, 0, 0}};
+
 // The checker takes a tile's pieces in work order, wherever they sit: a plan that serves its tiles
 // in another order than the planner's (tile 2's three pieces first, then tile 0's two, then tile
 // 1's one) is as valid, and a finding names the work row where it now is. (CheckPlan reads the
@@ -97,13 +103,7 @@ TEST(PlanChecker, TilesServedOutOfPlanningOrderAreCheckedByTheirOwnPieces) {
   const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
   auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
   ASSERT_TRUE(plan.ok());
-  // Planned: works 0-1 tile 0 (KV [0,240), [240,300)), work 2 tile 1, works 3-5 tile 2.
-  ASSERT_EQ(WorkRows(*plan), (Rows{{0, 0, 0, 1, 0, 240, 60, 0},
-                                   {0, 1, 0, 1, 240, 300, 0, 0},
-                                   {1, -1, 1, 2, 300, 340, 0, 0},
-                                   {2, 2, 2, 3, 340, 580, 460, 0},
-                                   {2, 3, 2, 3, 580, 820, 220, 0},
-                                   {2, 4, 2, 3, 820, 1040, 0, 0}}));
+  ASSERT_EQ(WorkRows(*plan), kDecode61WorkRows);  // as planned (§6.1)
   EXPECT_TRUE(CheckPlan(r, *plan).diagnostics.empty()) << CheckPlan(r, *plan).ToString();
   Plan moved = *plan;
   const int32_t from[] = {3, 4, 5, 0, 1, 2};  // new row w holds planned row from[w]
@@ -160,12 +160,7 @@ TEST(PlannerWorkedExample, Decode_6_1) {
     ASSERT_TRUE(plan.ok()) << plan.status().ToString();
     EXPECT_EQ(plan->derived.payload, 31);
     EXPECT_EQ(Prefix(plan->work_indptr, 9), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 6, 6}));
-    EXPECT_EQ(WorkRows(*plan), (Rows{{0, 0, 0, 1, 0, 240, 60, 0},
-                                     {0, 1, 0, 1, 240, 300, 0, 0},
-                                     {1, -1, 1, 2, 300, 340, 0, 0},
-                                     {2, 2, 2, 3, 340, 580, 460, 0},
-                                     {2, 3, 2, 3, 580, 820, 220, 0},
-                                     {2, 4, 2, 3, 820, 1040, 0, 0}}));
+    EXPECT_EQ(WorkRows(*plan), kDecode61WorkRows);
     EXPECT_EQ(Prefix(plan->reduce_indptr, 4), (std::vector<int32_t>{0, 2, 2, 5}));
     EXPECT_EQ(test::FinalMap(*plan), (Rows{{0, 0, 1}, {2, 2, 3}}));
     EXPECT_EQ(test::WrittenPrefix(plan->reduce_partial_map), (std::vector<int32_t>{0, 1, 2, 3, 4}));
