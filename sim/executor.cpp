@@ -1548,9 +1548,41 @@ void AllocatePersistent(const Trace& trace, AddressSpace& as) {
   }
 }
 
+namespace {
+
+// An address space lent for one Execute: the thread's spare one (Reset, its allocations' memory
+// kept from the steps before: a campaign executes step after step on each worker), or a new one
+// when the thread has none left (a nested Execute).
+class LentAddressSpace {
+ public:
+  explicit LentAddressSpace(const AllocatorSpec& spec) {
+    if (Spares().empty()) {
+      space_ = std::make_unique<AddressSpace>(spec);
+    } else {
+      space_ = std::move(Spares().back());
+      Spares().pop_back();
+      space_->Reset(spec);
+    }
+  }
+  ~LentAddressSpace() { Spares().push_back(std::move(space_)); }
+  LentAddressSpace(const LentAddressSpace&) = delete;
+  LentAddressSpace& operator=(const LentAddressSpace&) = delete;
+  AddressSpace& operator*() { return *space_; }
+
+ private:
+  static std::vector<std::unique_ptr<AddressSpace>>& Spares() {
+    thread_local std::vector<std::unique_ptr<AddressSpace>> spares;
+    return spares;
+  }
+  std::unique_ptr<AddressSpace> space_;
+};
+
+}  // namespace
+
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt) {
   ExecutionResult out;
-  AddressSpace as(s.allocator);
+  LentAddressSpace lent(s.allocator);
+  AddressSpace& as = *lent;
   AllocatePersistent(trace, as);
   // Host-prepared inputs are written before any kernel runs.
   // (Names made once: FindMutable takes a std::string, and two of them are too long to build

@@ -56,8 +56,26 @@ AddressSpace::AddressSpace(const AllocatorSpec& spec)
       transient_base_(kTransientBase),
       transient_cursor_(kTransientBase) {}
 
+void AddressSpace::Reset(const AllocatorSpec& spec) {
+  for (Allocation& a : allocs_) spare_.push_back(std::move(a));
+  allocs_.clear();
+  spec_ = spec;
+  persistent_cursor_ = kPersistentBase;
+  transient_base_ = transient_cursor_ = kTransientBase;
+  for (int arena = 0; arena < 2; ++arena)
+    seg_begin_[arena] = seg_end_[arena] = seg_used_[arena] = 0;
+}
+
 int32_t AddressSpace::Place(const std::string& name, const TensorShape& shape, bool transient) {
   Allocation a;
+  if (!spare_.empty()) {  // its memory only: the strings' and the written set's buffers
+    Allocation& s = spare_.back();
+    a.name = std::move(s.name);
+    a.dtype = std::move(s.dtype);
+    a.written = std::move(s.written);
+    a.written.Clear();
+    spare_.pop_back();
+  }
   a.name = name;
   a.bytes = std::max<int64_t>(shape.rows * shape.row_bytes, 0);
   a.row_bytes = shape.row_bytes;
@@ -100,9 +118,15 @@ int32_t AddressSpace::Allocate(const std::string& name, const TensorShape& shape
 }
 
 void AddressSpace::BeginCall() {
-  allocs_.erase(std::remove_if(allocs_.begin(), allocs_.end(),
-                               [](const Allocation& a) { return a.transient; }),
-                allocs_.end());
+  // The persistent allocations keep their order; the transient ones go to spare_.
+  size_t kept = 0;
+  for (size_t i = 0; i < allocs_.size(); ++i) {
+    if (allocs_[i].transient)
+      spare_.push_back(std::move(allocs_[i]));
+    else if (kept++ != i)
+      allocs_[kept - 1] = std::move(allocs_[i]);
+  }
+  allocs_.resize(kept);
   transient_cursor_ = transient_base_;
   seg_begin_[1] = seg_end_[1] = seg_used_[1] = 0;
 }

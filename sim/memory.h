@@ -46,8 +46,7 @@ class IntervalSet {
   bool Covers(int64_t begin, int64_t end) const {
     // One span holding the range (a whole buffer written, rows written in order): no search.
     if (end <= begin) return true;
-    if (!spans_.empty() && spans_.back().first <= begin && end <= spans_.back().second)
-      return true;
+    if (!spans_.empty() && spans_.back().first <= begin && end <= spans_.back().second) return true;
     return FirstGap(begin, end).first == end;
   }
   void Clear() { spans_.clear(); }
@@ -85,6 +84,10 @@ struct TensorShape {
 class AddressSpace {
  public:
   explicit AddressSpace(const AllocatorSpec& spec);
+  // Starts over as AddressSpace(spec) would: no allocations, the cursors at their bases. The
+  // memory of the dropped allocations (names, written sets) is kept for the next ones, so a
+  // thread that executes step after step (a fuzz campaign) does not allocate it again.
+  void Reset(const AllocatorSpec& spec);
 
   // Persistent allocation (engine buffers that live across steps). Returns its index.
   int32_t Allocate(const std::string& name, const TensorShape& shape);
@@ -112,6 +115,9 @@ class AddressSpace {
 
   AllocatorSpec spec_;
   std::vector<Allocation> allocs_;
+  // Dropped allocations (BeginCall's transients, Reset's all), their strings and written sets
+  // kept with their memory for Place to fill in again; never looked at otherwise.
+  std::vector<Allocation> spare_;
   uint64_t persistent_cursor_;
   uint64_t transient_base_;
   uint64_t transient_cursor_;

@@ -1,0 +1,106 @@
+// The address space (sim/memory.h) as Execute lends it: one per thread, Reset between steps and
+// BeginCall between calls, its dropped allocations' memory reused. A reused space must place,
+// name and mark every allocation exactly as a fresh one does.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "sim/memory.h"
+
+namespace mlasim::sim {
+namespace {
+
+TensorShape Shape(int64_t rows, int64_t row_bytes, const char* dtype) {
+  TensorShape s;
+  s.rows = rows;
+  s.row_bytes = row_bytes;
+  s.dtype = dtype;
+  return s;
+}
+
+// The written bytes of every allocation, as [begin, end) spans found through FirstGap.
+std::vector<std::vector<int64_t>> WrittenSpans(const AddressSpace& as) {
+  std::vector<std::vector<int64_t>> out;
+  for (const Allocation& a : as.allocations()) {
+    std::vector<int64_t> spans;
+    int64_t at = 0;
+    while (at < a.bytes) {
+      const auto [gap_begin, gap_end] = a.written.FirstGap(at, a.bytes);
+      if (gap_begin > at) spans.insert(spans.end(), {at, gap_begin});
+      at = gap_end;
+    }
+    out.push_back(spans);
+  }
+  return out;
+}
+
+// A step's allocations: persistent buffers (one name longer than a short string's buffer),
+// bytes written, a call's transients, a second call's transients.
+void RunStep(AddressSpace& as, int32_t variant) {
+  as.Allocate("kv_indices", Shape(100 + variant, 4, "int32"));
+  as.Allocate("sparse_mtp_reduce_partial_map", Shape(33, 4, "int32"));
+  as.FindMutable("kv_indices")->written.Add(0, 40);
+  as.BeginCall();
+  as.AllocateTransient("q", Shape(8, 1152, "bf16"));
+  as.AllocateTransient("attn_lse_of_a_long_transient", Shape(8, 64, "fp32"));
+  as.FindMutable("attn_lse_of_a_long_transient")->written.Add(64, 128 + variant);
+  as.BeginCall();
+  as.AllocateTransient("o", Shape(8 + variant, 1024, "bf16"));
+}
+
+TEST(AddressSpace, AResetSpacePlacesNamesAndMarksAsAFreshOne) {
+  AllocatorSpec exact;
+  AllocatorSpec caching;
+  caching.model = AllocatorModel::kCaching;
+  caching.segment_bytes = 8192;
+  for (const AllocatorSpec* spec : {&exact, &caching})
+    for (const AllocatorSpec* before : {&exact, &caching}) {
+      AddressSpace fresh(*spec);
+      RunStep(fresh, 0);
+      // The reused space ran a larger step first (under either model): more allocations, other
+      // names, bytes written where the fresh step writes none, segments opened.
+      AddressSpace reused(*before);
+      RunStep(reused, 5);
+      reused.AllocateTransient("logits", Shape(4, 4096, "fp32"));
+      reused.FindMutable("logits")->written.Add(0, 4 * 4096);
+      reused.Reset(*spec);
+      EXPECT_TRUE(reused.allocations().empty());
+      RunStep(reused, 0);
+      EXPECT_EQ(reused.LayoutJson().dump(), fresh.LayoutJson().dump());
+      EXPECT_EQ(WrittenSpans(reused), WrittenSpans(fresh));
+      const std::vector<std::vector<int64_t>> want = {{0, 40}, {}, {}};
+      EXPECT_EQ(WrittenSpans(reused), want);
+    }
+}
+
+// BeginCall drops the transients wherever they sit and keeps the persistent allocations in
+// their order (one made after a transient included); a transient placed from a dropped one's
+// memory starts with nothing written.
+TEST(AddressSpace, BeginCallKeepsThePersistentOrderAndRecyclesTransientsUnwritten) {
+  AddressSpace as(AllocatorSpec{});
+  as.Allocate("work_indptr", Shape(305, 4, "int32"));
+  as.AllocateTransient("q", Shape(2, 1152, "bf16"));
+  as.FindMutable("q")->written.Add(0, 2304);
+  as.Allocate("late_persistent", Shape(3, 4, "int32"));
+  as.AllocateTransient("o", Shape(2, 1024, "bf16"));
+  as.FindMutable("o")->written.Add(0, 2048);
+  as.Allocate("last_persistent", Shape(1, 4, "int32"));
+  as.BeginCall();
+  std::vector<std::string> names;
+  for (const Allocation& a : as.allocations()) names.push_back(a.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"work_indptr", "late_persistent", "last_persistent"}));
+  as.AllocateTransient("q", Shape(2, 1152, "bf16"));
+  as.AllocateTransient("o", Shape(2, 1024, "bf16"));
+  const Allocation* q = as.Find("q");
+  const Allocation* o = as.Find("o");
+  ASSERT_NE(q, nullptr);
+  ASSERT_NE(o, nullptr);
+  EXPECT_EQ(q->written.FirstGap(0, 2304), std::make_pair(int64_t{0}, int64_t{2304}));
+  EXPECT_EQ(o->written.FirstGap(0, 2048), std::make_pair(int64_t{0}, int64_t{2048}));
+  EXPECT_EQ(q->dtype, "bf16");
+  EXPECT_EQ(q->bytes, 2304);
+}
+
+}  // namespace
+}  // namespace mlasim::sim
