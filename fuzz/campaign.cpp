@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 
@@ -35,31 +36,56 @@ namespace fs = std::filesystem;
 // a case counts about 25 keys, and a search tree compared each key's text several times).
 using CoverageCounts = std::unordered_map<std::string, int64_t>;
 
+// Counts one feature key: `prefix` followed by `suffix` (a name, or a number's decimal digits).
+// The key is spelled in the thread's buffer, so a key counted before costs no allocation.
+class CoverageHits {
+ public:
+  explicit CoverageHits(CoverageCounts& cov) : cov_(cov) {}
+  void operator()(std::string_view prefix, std::string_view suffix = {}) {
+    thread_local std::string key;
+    key.assign(prefix).append(suffix);
+    const auto it = cov_.find(key);
+    if (it != cov_.end())
+      ++it->second;
+    else
+      cov_.emplace(key, 1);
+  }
+  void operator()(std::string_view prefix, int64_t n) {
+    const fmt::format_int digits(n);
+    (*this)(prefix, std::string_view(digits.data(), digits.size()));
+  }
+
+ private:
+  CoverageCounts& cov_;
+};
+
 // Features of the scenario space a case exercises (the campaign's coverage summary).
 void Cover(const sim::Scenario& s, CoverageCounts& cov) {
-  auto hit = [&cov](const std::string& k) { ++cov[k]; };
+  CoverageHits hit(cov);
   hit(s.model.sparse ? "model:sparse" : "model:dense");
-  hit("mtp_k:" + std::to_string(s.mtp_k));
+  hit("mtp_k:", s.mtp_k);
   // An engine whose backend is a planner dialect (vllm-flashmla, sglang-flashinfer) runs that
   // dialect's planner and kernel, whatever the scenario's aiter fields say.
   const std::string& backend = s.engine.attention_backend;
   const bool aiter = backend.empty() || backend == "aiter";
-  hit("kernel:" + (aiter ? sim::DecodeVariant(s) : backend));
-  hit(std::string("target:") + ref::ArchName(s.target));
-  hit(std::string("revision:") + ref::RevisionName(s.revision));
+  hit("kernel:", aiter ? sim::DecodeVariant(s) : backend);
+  hit("target:", ref::ArchName(s.target));
+  hit("revision:", ref::RevisionName(s.revision));
   hit(s.allocator.model == sim::AllocatorModel::kExact ? "allocator:exact" : "allocator:caching");
-  hit("profile:" + s.engine.name);
+  hit("profile:", s.engine.name);
   hit(s.graph.eager ? "graph:eager" : "graph:capture");
-  hit(!aiter ? "planner:" + backend
-             : s.serial_planner ? "planner:serial" : "planner:aiter-dispatch");
+  if (!aiter)
+    hit("planner:", backend);
+  else
+    hit(s.serial_planner ? "planner:serial" : "planner:aiter-dispatch");
   if (s.parallel.dcp > 1) hit("dcp");
   if (s.parallel.dp > 1) hit("dp");
   const int32_t per_rank = s.model.heads / s.parallel.tp;
-  hit("heads_per_rank:" + std::to_string(per_rank));
+  hit("heads_per_rank:", per_rank);
   const size_t b = s.requests.size();
   hit(b == 1 ? "batch:1" : b <= 8 ? "batch:2-8" : b <= 64 ? "batch:9-64" : "batch:65-512");
   // Request shapes, KV model and stated disagreements (docs/scenario.md).
-  hit("kv_granularity:" + std::to_string(s.kv_granularity));
+  hit("kv_granularity:", s.kv_granularity);
   hit(s.max_split_per_batch == 16 ? "max_split:16"
       : s.max_split_per_batch < 0 ? "max_split:none"
                                   : "max_split:other");
@@ -80,7 +106,7 @@ void Cover(const sim::Scenario& s, CoverageCounts& cov) {
     if (zero) hit("q_len:0");
     if (full) hit("q_len:max");
   }
-  if (s.kv_cache.modelled) hit("kv_cache:page_" + std::to_string(s.kv_cache.page_size));
+  if (s.kv_cache.modelled) hit("kv_cache:page_", s.kv_cache.page_size);
   if (!s.kv_cache.index_values.empty()) hit("hostile_indices");
   for (const sim::CallOverride& o : s.calls) {
     if (o.launch_grid >= 0) hit("override:launch_grid");
@@ -104,7 +130,9 @@ void CoverSwarm(const std::vector<std::vector<std::string>>& keys, const SwarmDr
         ++cov[keys[k][i]];
         any = true;
       }
-  if (!any) ++cov["swarm-out:nothing"];
+  if (any) return;
+  CoverageHits hit(cov);
+  hit("swarm-out:nothing");
 }
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -183,9 +211,9 @@ class Campaign {
   // order keeps the lower index's finding. Without this, every worker whose case showed a
   // common new signature shrank it at once (12 full-size kernel-under-test shrinks on the H200).
   std::map<std::string, int64_t> shrinking_;
-  int64_t committed_ = 0;                  // every k < committed_ is committed (under mu_)
-  Status error_;                           // first failure to write a finding (under mu_)
-  int lock_fd_ = -1;                       // DIR/.lock-I-of-N, held (LockShard)
+  int64_t committed_ = 0;  // every k < committed_ is committed (under mu_)
+  Status error_;           // first failure to write a finding (under mu_)
+  int lock_fd_ = -1;       // DIR/.lock-I-of-N, held (LockShard)
   std::atomic<int64_t> next_{0};
   std::atomic<int64_t> cases_{0};
   std::atomic<int64_t> new_findings_{0};
@@ -300,8 +328,7 @@ void Campaign::CommitReadyLocked() {
   }
 }
 
-Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
-                                       CoverageCounts& cov) {
+Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot, CoverageCounts& cov) {
   const uint64_t index = SeedIndex(k);
   const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
   const int size = static_cast<int>(10 + (index % 91));
@@ -312,7 +339,8 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
   Cover(scenario, cov);
   if (config_.swarm) CoverSwarm(swarm_out_keys_, swarm, cov);
   CaseResult res;
-  res.step_numerics = numerics_property_ && index % static_cast<uint64_t>(o_.step_numerics_every) == 0;
+  res.step_numerics =
+      numerics_property_ && index % static_cast<uint64_t>(o_.step_numerics_every) == 0;
   const Property& property = res.step_numerics ? numerics_property_ : property_;
   const std::vector<sim::Violation> broken = Evaluate(scenario, property, sim::SimMutant::kNone);
   if (broken.empty()) return res;
@@ -332,8 +360,8 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot,
   }
   for (const std::string& sig : todo) {
     SetInFlight(slot, k, "shrinking " + sig);
-    std::optional<Failure> f = ShrinkForPolicy(
-        config_, seed, size, property, sim::SimMutant::kNone, sig, Policy(), o_.max_shrink_steps);
+    std::optional<Failure> f = ShrinkForPolicy(config_, seed, size, property, sim::SimMutant::kNone,
+                                               sig, Policy(), o_.max_shrink_steps);
     if (!f.has_value() && !o_.kernel.empty()) f = Unreproduced(scenario, broken, seed, size, sig);
     MLASIM_ASSERT(f.has_value(), "a replay of the same scenario shows the same violations");
     res.failures.emplace(sig, std::move(*f));

@@ -111,8 +111,10 @@ template <typename Today, typename T, typename... D>
 T Choose(Drawer& d, uint32_t omitted, const Today& today, const OneOf<T, D...>& options) {
   static_assert(std::is_same_v<typename Today::Value, T>, "today draws what the options do");
   if (omitted == 0) return d(today);
-  // Each option left in, as often as its weight (size-independent, shrinks to the first).
-  std::vector<size_t> slots;
+  // Each option left in, as often as its weight (size-independent, shrinks to the first). The
+  // list is the thread's, reused: it is drawn from before the option's own draw begins.
+  thread_local std::vector<size_t> slots;
+  slots.clear();
   for (size_t i = 0; i < options.weights.size(); ++i)
     if (!(omitted >> i & 1u)) slots.insert(slots.end(), options.weights[i], i);
   MLASIM_ASSERT(!slots.empty(), "a swarm mask leaves at least one option in");

@@ -297,6 +297,35 @@ TEST(SwarmCampaign, SameFindingsAndCoverageAtOneAndTwoJobs) {
   fs::remove_all(d1);
 }
 
+// Every case counts one key of each feature, the numbers spelled in decimal after the prefix
+// (the campaign spells keys in a reused buffer: a key must never keep a longer one's tail).
+TEST(SwarmCampaign, CoverageCountsOneKeyPerFeatureAndCase) {
+  const fs::path d = TempDir("coverage");
+  auto sum = RunCampaign(SwarmCampaign(1, d), nullptr);
+  ASSERT_TRUE(sum.ok());
+  std::map<std::string, int64_t> family;  // prefix -> cases counted under it
+  std::map<std::string, int64_t> numbered;
+  for (const auto& [k, v] : sum->coverage) {
+    for (const char* prefix :
+         {"mtp_k:", "heads_per_rank:", "kv_granularity:", "kernel:", "target:", "revision:",
+          "profile:", "planner:", "model:", "graph:", "allocator:", "batch:", "max_split:"})
+      if (k.rfind(prefix, 0) == 0) family[prefix] += v;
+    if (k.rfind("mtp_k:", 0) == 0 || k.rfind("heads_per_rank:", 0) == 0 ||
+        k.rfind("kv_granularity:", 0) == 0)
+      numbered[k] = v;
+  }
+  for (const auto& [prefix, n] : family) EXPECT_EQ(n, 60) << prefix;
+  EXPECT_EQ(family.size(), 13u);
+  const std::map<std::string, int64_t> want_numbered = {
+      {"heads_per_rank:128", 4}, {"heads_per_rank:16", 22}, {"heads_per_rank:24", 6},
+      {"heads_per_rank:32", 9},  {"heads_per_rank:48", 2},  {"heads_per_rank:64", 9},
+      {"heads_per_rank:8", 8},   {"kv_granularity:16", 19}, {"kv_granularity:32", 9},
+      {"kv_granularity:64", 17}, {"kv_granularity:8", 15},  {"mtp_k:0", 18},
+      {"mtp_k:1", 19},           {"mtp_k:2", 21},           {"mtp_k:3", 2}};
+  EXPECT_EQ(numbered, want_numbered);
+  fs::remove_all(d);
+}
+
 TEST(SwarmCampaign, AResumeWithTheOtherModeIsRefused) {
   const fs::path dir = TempDir("resume");
   CampaignOptions o = SwarmCampaign(1, dir);
