@@ -116,8 +116,12 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   using D64x4 = ls::MmaTiling<64, 4, true, 1, true>;
   using D64x5 = ls::MmaTiling<64, 5, true, 1, true>;
   namespace wg = decode::sm90::wg;
-  using W16 = wg::WgTiling<24>;            // a ring of 24 blocks = 2.67 chunks
-  using W32 = wg::WgTiling<20, false, 2>;  // 2.22 chunks beside the larger q, S and P
+  // Rings of 18 blocks = two whole chunks (docs/performance.md "Session 14"): 16 rows per pass,
+  // dense 16 heads 281.2-282.5 us against 286.3-288.1 with 24 blocks (2.67 chunks), sparse
+  // 329.2-331.7 against 328.6-329.6; 32 rows per pass, dense 128 heads 1358.9-1361.6 us against
+  // 1405.7-1407.5 with 20 blocks, sparse 1502.7-1527.0 against 1530.3-1544.5.
+  using W16 = wg::WgTiling<18>;
+  using W32 = wg::WgTiling<18, false, 2>;
   using W16f = wg::WgTiling<18, true>;  // fp8: two widened chunks
   using W32f = wg::WgTiling<18, true, 2>;
   if (tiling == 0 && !kv_fp8)
@@ -127,12 +131,12 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W16f>, W16f::smem_bytes(), kBlock,
                                  "wgmma fp8 64 keys x 2 widened chunks, 16 rows per pass"}
                   : DecodeKernel{&wg::mla_decode_wg_kernel<W16>, W16::smem_bytes(), kBlock,
-                                 "wgmma 64 keys x 24 blocks, 16 rows per pass"};
+                                 "wgmma 64 keys x 18 blocks, 16 rows per pass"};
   if (tiling == 9)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W32f>, W32f::smem_bytes(), kBlock,
                                  "wgmma fp8 64 keys x 2 widened chunks, 32 rows per pass"}
                   : DecodeKernel{&wg::mla_decode_wg_kernel<W32>, W32::smem_bytes(), kBlock,
-                                 "wgmma 64 keys x 20 blocks, 32 rows per pass"};
+                                 "wgmma 64 keys x 18 blocks, 32 rows per pass"};
   if (kv_fp8) {  // 1, 2: fp8 operands read directly; 3, 4: the chunk widened to fp16 first
     if (tiling == 0 || tiling == 1)
       return {&ls::mla_decode_mma_kernel<D64x4>, D64x4::smem_bytes(), kBlock,
