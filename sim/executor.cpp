@@ -1105,6 +1105,12 @@ int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
 
 template <bool kChecked>
 bool CallExecutor::CmpHolds(const FlatCmp& c, bool* defined) const {
+  if (!kChecked && c.slot >= 0) {  // a variable against a constant, as data (FlatCmp::outcomes)
+    *defined = true;
+    const int64_t x = static_cast<int64_t>(static_cast<uint64_t>(c.xc) +
+                                           static_cast<uint64_t>(vars_[c.slot]));
+    return (c.outcomes >> ((x > c.k) - (x < c.k) + 1)) & 1;
+  }
   bool dl = true, dr = true;
   const int64_t l = LinValue<kChecked>(c.l, &dl);
   const int64_t r = c.r.form == FlatLin::Form::kConst ? c.r.c : LinValue<kChecked>(c.r, &dr);
@@ -1369,7 +1375,13 @@ bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& b
   if (!src.cells || base < 0 || base > src.size - 8) return false;
   const uint64_t mask = row.cell_mask | (uint64_t{0xff} << (8 * batch.field));
   if (ref::AnyUnwritten8(ref::LoadCells8(src.cells + base) | ~mask)) return false;
-  for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
+  const FlatItemRow& fixed = f.item_rows[r[-1].item_row];
+  if (fixed.fixed) {
+    const int32_t* data = src.data + base;
+    for (int k = 0; k < 8; ++k) v[fixed.slot[k]] = data[fixed.field[k]];
+  } else {
+    for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
+  }
   bool defined = true;
   v[r[1].slot] = LinValue<false>(r[1].begin, &defined);
   AccessUnchecked(f, r[2]);

@@ -498,5 +498,50 @@ TEST(FlatBody, ADecodeItemRunsWholeOnlyInItsShape) {
   EXPECT_GT(hangs, 8);
 }
 
+
+// A comparison of a variable with a constant runs as data (FlatCmp::outcomes): every operator,
+// the variable on either side and with an offset, each the `when` of one write of logits rows
+// i + 1000000 (past the buffer: one finding whose first and last rows are the least and the
+// greatest i for which the condition held) in a loop of i over 0 .. 4, the compiled form against
+// the interpreter.
+constexpr const char* kCompare = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows - 1"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"loop": "w", "from": "work_indptr[c]", "to": "work_indptr[c + 1]", "attribute": "work_item", "body": [
+      {"let": "qs", "value": "work_info[w].qo_start"},
+      {"loop": "i", "from": 0, "to": 5, "body": [
+        {"write": "logits", "rows": ["i + 1000000", "i + 1000001"], "when": "WHEN"}]}
+    ]}
+  ]}]
+})json";
+
+TEST(FlatBody, AVariableAgainstAConstantComparesAsTheInterpreter) {
+  const char* whens[] = {"i < 2",  "2 < i",  "i <= 2", "2 <= i", "i > 2",     "2 > i",
+                         "i >= 2", "2 >= i", "i == 2", "2 == i", "i != 2",    "2 != i",
+                         "i + 3 < 5", "7 - 3 > i + 1", "!i", "i"};
+  for (const char* when : whens) {
+    std::string text = kCompare;
+    text.replace(text.find("WHEN"), 4, when);
+    auto parsed = sim::ParseContract(json::parse(text), "compare.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const auto user = std::make_shared<const Contract>(std::move(*parsed));
+    ASSERT_NE(user->program.at(0).flat, nullptr) << when;
+    const sim::FlatBody& f = *user->program[0].flat;
+    ASSERT_EQ(f.conds.size(), 1u) << when;
+    EXPECT_GE(f.conds[0].a.slot, 0) << when;  // the shape the unchecked executor runs as data
+    sim::Scenario s = sim::test::WorkedExample(false, "atom-2026-11");
+    s.contracts.push_back(user);
+    auto planned = sim::ExpandStep(s);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    const auto [a, b] = RunBothWays(s, TraceVariant(*planned, 0));
+    EXPECT_EQ(Dump(a), Dump(b)) << when;
+    EXPECT_GT(a.flat_iterations, 0) << when;
+    bool found = false;
+    for (const sim::Violation& v : a.violations) found |= v.kind == sim::ViolationKind::kOutOfBounds;
+    EXPECT_TRUE(found) << when;
+  }
+}
+
 }  // namespace
 }  // namespace mlasim::fuzz
