@@ -1122,6 +1122,14 @@ bool CallExecutor::CmpHolds(const FlatCmp& c, bool* defined) const {
 // nothing, so evaluating it anyway changes nothing).
 template <bool kChecked>
 bool CallExecutor::CondHolds(const FlatCond& c, bool* defined) const {
+  if (!kChecked) {  // every slot defined: so is every comparison; the right one as && / || ask
+    *defined = true;
+    bool d = true;
+    const bool a = CmpHolds<false>(c.a, &d);
+    if (c.join == FlatCond::Join::kOne) return a;
+    return c.join == FlatCond::Join::kAnd ? a && CmpHolds<false>(c.b, &d)
+                                          : a || CmpHolds<false>(c.b, &d);
+  }
   bool da = true;
   const bool a = CmpHolds<kChecked>(c.a, &da);
   if (c.join == FlatCond::Join::kOne) {
