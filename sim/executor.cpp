@@ -1384,9 +1384,20 @@ bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& b
   const uint64_t mask = row.cell_mask | (uint64_t{0xff} << (8 * batch.field));
   if (ref::AnyUnwritten8(ref::LoadCells8(src.cells + base) | ~mask)) return false;
   const FlatItemRow& fixed = f.item_rows[r[-1].item_row];
-  if (fixed.fixed) {
+  if (fixed.n > 0) {
     const int32_t* data = src.data + base;
-    for (int k = 0; k < 8; ++k) v[fixed.slot[k]] = data[fixed.field[k]];
+    const int32_t* s = fixed.slot;
+    const int32_t* x = fixed.field;
+    switch (fixed.n) {  // lets n - 1 .. 0 of the row (their slots differ: any order)
+      case 8: v[s[7]] = data[x[7]]; [[fallthrough]];
+      case 7: v[s[6]] = data[x[6]]; [[fallthrough]];
+      case 6: v[s[5]] = data[x[5]]; [[fallthrough]];
+      case 5: v[s[4]] = data[x[4]]; [[fallthrough]];
+      case 4: v[s[3]] = data[x[3]]; [[fallthrough]];
+      case 3: v[s[2]] = data[x[2]]; [[fallthrough]];
+      case 2: v[s[1]] = data[x[1]]; [[fallthrough]];
+      default: v[s[0]] = data[x[0]];
+    }
   } else {
     for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
   }

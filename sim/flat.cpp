@@ -447,12 +447,13 @@ FlatItemRow MakeFlatItemRow(const LetRow& row) {
   FlatItemRow out;
   const size_t n = row.slot_field.size();
   if (n == 0 || n > 8) return out;
-  for (size_t k = 0; k < 8; ++k) {
-    const auto& [slot, field] = row.slot_field[std::min(k, n - 1)];
-    out.slot[k] = slot;
-    out.field[k] = field;
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t j = 0; j < k; ++j)  // (copied in any order: the slots must differ)
+      if (row.slot_field[j].first == row.slot_field[k].first) return FlatItemRow{};
+    out.slot[k] = row.slot_field[k].first;
+    out.field[k] = row.slot_field[k].second;
   }
-  out.fixed = true;
+  out.n = static_cast<int32_t>(n);
   return out;
 }
 

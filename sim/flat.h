@@ -129,13 +129,12 @@ struct FlatRecord {
 };
 
 // A decode item's row of lets (FlatDecodeItemShape) as fixed arrays, so that the item copies
-// them without a loop: vars[slot[k]] = row[field[k]] for k < 8, the run's (slot, field) pairs in
-// program order padded to 8 by repeating the last one (a let done again sets the same value, and
-// nothing reads the slot in between). `fixed` is false when the run has more than 8 lets (then
-// the item copies LetRow::slot_field).
+// them without a loop: vars[slot[k]] = row[field[k]] for k < n, the run's (slot, field) pairs
+// in program order, copied in any order (the slots differ). n is 0 when the run has more than 8
+// lets or names a slot twice (then the item copies LetRow::slot_field in order).
 struct FlatItemRow {
   int32_t slot[8] = {}, field[8] = {};
-  bool fixed = false;
+  int32_t n = 0;
 };
 FlatItemRow MakeFlatItemRow(const LetRow& row);
 

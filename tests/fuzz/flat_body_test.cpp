@@ -543,5 +543,24 @@ TEST(FlatBody, AVariableAgainstAConstantComparesAsTheInterpreter) {
   }
 }
 
+
+// A decode item copies its row of lets from fixed arrays (sim::FlatItemRow) in any order: up to
+// 8 lets whose slots differ; more, or a slot named twice, copy LetRow::slot_field in order.
+TEST(FlatBody, AnItemRowIsFixedOnlyForEightLetsOfDistinctSlots) {
+  sim::LetRow row;
+  row.slot_field = {{21, 5}, {22, 1}, {23, 2}};
+  const sim::FlatItemRow three = sim::MakeFlatItemRow(row);
+  ASSERT_EQ(three.n, 3);
+  EXPECT_EQ(std::vector<int32_t>(three.slot, three.slot + 3), (std::vector<int32_t>{21, 22, 23}));
+  EXPECT_EQ(std::vector<int32_t>(three.field, three.field + 3), (std::vector<int32_t>{5, 1, 2}));
+  row.slot_field.push_back({22, 3});  // slot 22 again: the later let wins, in order
+  EXPECT_EQ(sim::MakeFlatItemRow(row).n, 0);
+  row.slot_field = {};
+  for (int32_t k = 0; k < 8; ++k) row.slot_field.push_back({30 + k, k});
+  EXPECT_EQ(sim::MakeFlatItemRow(row).n, 8);
+  row.slot_field.push_back({40, 0});
+  EXPECT_EQ(sim::MakeFlatItemRow(row).n, 0);
+}
+
 }  // namespace
 }  // namespace mlasim::fuzz
