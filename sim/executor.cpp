@@ -98,7 +98,8 @@ class CallExecutor {
   [[gnu::always_inline]] inline void TouchRows(int32_t role, bool write, AccessUnit unit,
                                                int64_t b, int64_t e);
   // A gather over token positions [p0, p1) with pages of `page` tokens, all three evaluated.
-  void GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1, int64_t page);
+  [[gnu::always_inline]] inline void GatherAt(int32_t role, int32_t index_role, int64_t p0,
+                                              int64_t p1, int64_t page);
   // The iterations of a loop whose range [from, to) is evaluated and defined: the hang checks,
   // then `body()` per iteration with the loop variable set (ExecLoop's semantics, shared by the
   // interpreter and the compiled bodies). `bound(&defined)` gives the trip bound (has_bound);
@@ -122,10 +123,13 @@ class CallExecutor {
   // A decode work item (FlatRecord::decode_item) whose records start at `a`, while every slot
   // is defined: false, having done nothing, when its work_info row is not all written (or not
   // inside the buffer); then the records run one by one.
-  bool DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  [[gnu::always_inline]] inline bool DecodeItem(const FlatBody& f,
+                                                const std::vector<Statement>& body, int32_t a);
   // The body of a loop with FlatRecord::load_then_accesses, records [a, a + 3), while every slot
   // is defined: the let's load (a failed one leaves the accesses to the records, checked).
-  void LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  [[gnu::always_inline]] inline void LoadThenAccesses(const FlatBody& f,
+                                                      const std::vector<Statement>& body,
+                                                      int32_t a);
   // A kAccess record in the unchecked mode (FlatStep<false>'s case, its `when` included).
   [[gnu::always_inline]] inline void AccessUnchecked(const FlatBody& f, const FlatRecord& r);
   template <bool kChecked>
@@ -894,7 +898,7 @@ void CallExecutor::ExecGather(const Statement& st) {
   GatherAt(st.role, st.index_role, p0, p1, page);
 }
 
-void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1,
+inline void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1,
                             int64_t page) {
   if (p1 <= p0 || page <= 0) return;
   const TensorArg* index = roles_[index_role];
@@ -1349,8 +1353,8 @@ void CallExecutor::AccessUnchecked(const FlatBody& f, const FlatRecord& r) {
 // FlatStep<false> of the three records in their order: the let (FlatValueOf's kLoad with a
 // constant other side), then, when it loaded, the two accesses as AccessUnchecked runs them;
 // when it did not, its slot is undefined and the records run checked, as they would.
-void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body,
-                                    int32_t a) {
+inline void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body,
+                                           int32_t a) {
   const FlatRecord* r = &f.records[a];
   const FlatValue& v = f.values[r[0].v[0]];
   bool defined = true;
@@ -1373,7 +1377,8 @@ void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Stateme
 // without a finding when the row is inside the buffer and the cells of all their fields are
 // written (else nothing is done here, and the records run one by one: the loads that fail are
 // recorded in their order); every slot stays defined, so the rest is the unchecked records'.
-bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a) {
+inline bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& body,
+                                     int32_t a) {
   const FlatRecord* r = &f.records[a];
   const LetRow& row = f.rows[r[0].row];
   const FlatValue& batch = f.values[r[6].v[0]];

@@ -538,7 +538,8 @@ TEST(FlatBody, AVariableAgainstAConstantComparesAsTheInterpreter) {
     EXPECT_EQ(Dump(a), Dump(b)) << when;
     EXPECT_GT(a.flat_iterations, 0) << when;
     bool found = false;
-    for (const sim::Violation& v : a.violations) found |= v.kind == sim::ViolationKind::kOutOfBounds;
+    for (const sim::Violation& v : a.violations)
+      found |= v.kind == sim::ViolationKind::kOutOfBounds;
     EXPECT_TRUE(found) << when;
   }
 }
