@@ -223,6 +223,9 @@ class CallExecutor {
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
   int32_t undefined_ = 0;  // slots whose defined_ is 0 (compiled bodies skip the checks at 0)
+  // The trips a loop may run before it is a hang (ref/limits.h), read once per execution (the
+  // limits are set before a campaign or command runs, not while a scenario executes).
+  const int64_t max_loop_trips_ = ref::Limit(ref::LimitId::kLoopTrips);
   // What the last kAccess record with feeds_next evaluated: its when held and its rows were
   // defined (access_runs_), and the rows; the record after it (same_as_prev) uses them.
   bool access_runs_ = false;
@@ -1060,7 +1063,7 @@ void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bo
   }
   if (empty_body) return;
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
-  const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
+  const int64_t max_trips = max_loop_trips_;
   if (trips > max_trips) return ReportHang(stmt(), trips, max_trips);
   const int32_t saved_who = who_;
   const bool walk = csr && opt_.csr_walks;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/scenario_gen.h"
+#include "ref/limits.h"
 #include "sim/contract.h"
 #include "sim/engine.h"
 #include "sim/executor.h"
@@ -561,6 +562,29 @@ TEST(FlatBody, AnItemRowIsFixedOnlyForEightLetsOfDistinctSlots) {
   EXPECT_EQ(sim::MakeFlatItemRow(row).n, 8);
   row.slot_field.push_back({40, 0});
   EXPECT_EQ(sim::MakeFlatItemRow(row).n, 0);
+}
+
+
+// The loop trip limit (ref/limits.h `loop_trips`) is read when an execution starts: set low
+// before a step runs, the workgroup loop's grid is past it and the loop is reported as a hang,
+// compiled and interpreted alike; back to the default, the same step has no hang.
+TEST(FlatBody, TheLoopTripLimitIsTheOneSetBeforeTheStepRuns) {
+  sim::Scenario s = sim::test::WorkedExample(false, "atom-2026-11");
+  auto planned = sim::ExpandStep(s);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  const auto hangs = [](const sim::ExecutionResult& r) {
+    int64_t n = 0;
+    for (const sim::Violation& v : r.violations) n += v.kind == sim::ViolationKind::kUnboundedLoop;
+    return n;
+  };
+  ASSERT_TRUE(ref::SetLimits("loop_trips=1").ok());
+  const auto [a, b] = RunBothWays(s, *planned);
+  ref::ResetLimits();
+  EXPECT_GT(hangs(a), 0);
+  EXPECT_EQ(Dump(a), Dump(b));
+  const auto [c, d] = RunBothWays(s, *planned);
+  EXPECT_EQ(hangs(c), 0);
+  EXPECT_EQ(Dump(c), Dump(d));
 }
 
 }  // namespace
