@@ -98,7 +98,8 @@ class CallExecutor {
   [[gnu::always_inline]] inline void TouchRows(int32_t role, bool write, AccessUnit unit,
                                                int64_t b, int64_t e);
   // A gather over token positions [p0, p1) with pages of `page` tokens, all three evaluated.
-  void GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1, int64_t page);
+  [[gnu::always_inline]] inline void GatherAt(int32_t role, int32_t index_role, int64_t p0,
+                                              int64_t p1, int64_t page);
   // The iterations of a loop whose range [from, to) is evaluated and defined: the hang checks,
   // then `body()` per iteration with the loop variable set (ExecLoop's semantics, shared by the
   // interpreter and the compiled bodies). `bound(&defined)` gives the trip bound (has_bound);
@@ -122,10 +123,13 @@ class CallExecutor {
   // A decode work item (FlatRecord::decode_item) whose records start at `a`, while every slot
   // is defined: false, having done nothing, when its work_info row is not all written (or not
   // inside the buffer); then the records run one by one.
-  bool DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  [[gnu::always_inline]] inline bool DecodeItem(const FlatBody& f,
+                                                const std::vector<Statement>& body, int32_t a);
   // The body of a loop with FlatRecord::load_then_accesses, records [a, a + 3), while every slot
   // is defined: the let's load (a failed one leaves the accesses to the records, checked).
-  void LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body, int32_t a);
+  [[gnu::always_inline]] inline void LoadThenAccesses(const FlatBody& f,
+                                                      const std::vector<Statement>& body,
+                                                      int32_t a);
   // A kAccess record in the unchecked mode (FlatStep<false>'s case, its `when` included).
   [[gnu::always_inline]] inline void AccessUnchecked(const FlatBody& f, const FlatRecord& r);
   template <bool kChecked>
@@ -219,6 +223,9 @@ class CallExecutor {
   std::vector<int64_t> vars_;
   std::vector<uint8_t> defined_;
   int32_t undefined_ = 0;  // slots whose defined_ is 0 (compiled bodies skip the checks at 0)
+  // The trips a loop may run before it is a hang (ref/limits.h), read once per execution (the
+  // limits are set before a campaign or command runs, not while a scenario executes).
+  const int64_t max_loop_trips_ = ref::Limit(ref::LimitId::kLoopTrips);
   // What the last kAccess record with feeds_next evaluated: its when held and its rows were
   // defined (access_runs_), and the rows; the record after it (same_as_prev) uses them.
   bool access_runs_ = false;
@@ -894,7 +901,7 @@ void CallExecutor::ExecGather(const Statement& st) {
   GatherAt(st.role, st.index_role, p0, p1, page);
 }
 
-void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1,
+inline void CallExecutor::GatherAt(int32_t role, int32_t index_role, int64_t p0, int64_t p1,
                             int64_t page) {
   if (p1 <= p0 || page <= 0) return;
   const TensorArg* index = roles_[index_role];
@@ -1056,7 +1063,7 @@ void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bo
   }
   if (empty_body) return;
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
-  const int64_t max_trips = ref::Limit(ref::LimitId::kLoopTrips);  // ref/limits.h
+  const int64_t max_trips = max_loop_trips_;
   if (trips > max_trips) return ReportHang(stmt(), trips, max_trips);
   const int32_t saved_who = who_;
   const bool walk = csr && opt_.csr_walks;
@@ -1105,6 +1112,12 @@ int64_t CallExecutor::LinValue(const FlatLin& l, bool* defined) const {
 
 template <bool kChecked>
 bool CallExecutor::CmpHolds(const FlatCmp& c, bool* defined) const {
+  if (!kChecked && c.slot >= 0) {  // a variable against a constant, as data (FlatCmp::outcomes)
+    *defined = true;
+    const int64_t x = static_cast<int64_t>(static_cast<uint64_t>(c.xc) +
+                                           static_cast<uint64_t>(vars_[c.slot]));
+    return (c.outcomes >> ((x > c.k) - (x < c.k) + 1)) & 1;
+  }
   bool dl = true, dr = true;
   const int64_t l = LinValue<kChecked>(c.l, &dl);
   const int64_t r = c.r.form == FlatLin::Form::kConst ? c.r.c : LinValue<kChecked>(c.r, &dr);
@@ -1116,6 +1129,14 @@ bool CallExecutor::CmpHolds(const FlatCmp& c, bool* defined) const {
 // nothing, so evaluating it anyway changes nothing).
 template <bool kChecked>
 bool CallExecutor::CondHolds(const FlatCond& c, bool* defined) const {
+  if (!kChecked) {  // every slot defined: so is every comparison; the right one as && / || ask
+    *defined = true;
+    bool d = true;
+    const bool a = CmpHolds<false>(c.a, &d);
+    if (c.join == FlatCond::Join::kOne) return a;
+    return c.join == FlatCond::Join::kAnd ? a && CmpHolds<false>(c.b, &d)
+                                          : a || CmpHolds<false>(c.b, &d);
+  }
   bool da = true;
   const bool a = CmpHolds<kChecked>(c.a, &da);
   if (c.join == FlatCond::Join::kOne) {
@@ -1335,8 +1356,8 @@ void CallExecutor::AccessUnchecked(const FlatBody& f, const FlatRecord& r) {
 // FlatStep<false> of the three records in their order: the let (FlatValueOf's kLoad with a
 // constant other side), then, when it loaded, the two accesses as AccessUnchecked runs them;
 // when it did not, its slot is undefined and the records run checked, as they would.
-void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body,
-                                    int32_t a) {
+inline void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Statement>& body,
+                                           int32_t a) {
   const FlatRecord* r = &f.records[a];
   const FlatValue& v = f.values[r[0].v[0]];
   bool defined = true;
@@ -1359,7 +1380,8 @@ void CallExecutor::LoadThenAccesses(const FlatBody& f, const std::vector<Stateme
 // without a finding when the row is inside the buffer and the cells of all their fields are
 // written (else nothing is done here, and the records run one by one: the loads that fail are
 // recorded in their order); every slot stays defined, so the rest is the unchecked records'.
-bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& body, int32_t a) {
+inline bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& body,
+                                     int32_t a) {
   const FlatRecord* r = &f.records[a];
   const LetRow& row = f.rows[r[0].row];
   const FlatValue& batch = f.values[r[6].v[0]];
@@ -1369,7 +1391,24 @@ bool CallExecutor::DecodeItem(const FlatBody& f, const std::vector<Statement>& b
   if (!src.cells || base < 0 || base > src.size - 8) return false;
   const uint64_t mask = row.cell_mask | (uint64_t{0xff} << (8 * batch.field));
   if (ref::AnyUnwritten8(ref::LoadCells8(src.cells + base) | ~mask)) return false;
-  for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
+  const FlatItemRow& fixed = f.item_rows[r[-1].item_row];
+  if (fixed.n > 0) {
+    const int32_t* data = src.data + base;
+    const int32_t* s = fixed.slot;
+    const int32_t* x = fixed.field;
+    switch (fixed.n) {  // lets n - 1 .. 0 of the row (their slots differ: any order)
+      case 8: v[s[7]] = data[x[7]]; [[fallthrough]];
+      case 7: v[s[6]] = data[x[6]]; [[fallthrough]];
+      case 6: v[s[5]] = data[x[5]]; [[fallthrough]];
+      case 5: v[s[4]] = data[x[4]]; [[fallthrough]];
+      case 4: v[s[3]] = data[x[3]]; [[fallthrough]];
+      case 3: v[s[2]] = data[x[2]]; [[fallthrough]];
+      case 2: v[s[1]] = data[x[1]]; [[fallthrough]];
+      default: v[s[0]] = data[x[0]];
+    }
+  } else {
+    for (const auto& [slot, field] : row.slot_field) v[slot] = src.data[base + field];
+  }
   bool defined = true;
   v[r[1].slot] = LinValue<false>(r[1].begin, &defined);
   AccessUnchecked(f, r[2]);

@@ -1,5 +1,6 @@
 #include "sim/flat.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
@@ -181,6 +182,7 @@ class FlatCompiler {
         default: ok = against_zero(i, true); break;
       }
     }
+    if (ok) SetCmpOutcomes(&c);
     if (ok) *out = c;
     return ok;
   }
@@ -377,6 +379,10 @@ void Walk(Contract* c, std::vector<Statement>* body) {
         for (size_t k = 0; k < flat->records.size(); ++k)
         {
           flat->records[k].decode_item = FlatDecodeItemShape(*flat, static_cast<int32_t>(k));
+          if (flat->records[k].decode_item) {
+            flat->records[k].item_row = static_cast<int32_t>(flat->item_rows.size());
+            flat->item_rows.push_back(MakeFlatItemRow(flat->rows[flat->records[k + 1].row]));
+          }
           flat->records[k].load_then_accesses =
               FlatLoadThenAccessesShape(*flat, static_cast<int32_t>(k));
         }
@@ -415,6 +421,40 @@ bool FlatDecodeItemShape(const FlatBody& f, int32_t loop) {
   if (r[7].kind != K::kGather || r[7].when >= 0) return false;
   if (r[8].kind != K::kLoop || r[8].when >= 0 || !r[8].empty_body) return false;
   return true;
+}
+
+void SetCmpOutcomes(FlatCmp* c) {
+  using F = FlatLin::Form;
+  c->slot = -1;
+  c->xc = c->k = 0;
+  c->outcomes = 0;
+  const bool var_left = c->l.form == F::kVar && c->r.form == F::kConst;
+  const bool var_right = c->l.form == F::kConst && c->r.form == F::kVar;
+  if (!var_left && !var_right) return;
+  const FlatLin& var = var_left ? c->l : c->r;
+  c->slot = var.x[0];
+  c->xc = var.c;
+  c->k = (var_left ? c->r : c->l).c;
+  // For each outcome of x against k (less, equal, greater): l == r or l < r, then != neg.
+  for (int outcome = 0; outcome < 3; ++outcome) {
+    const int sign = var_left ? outcome - 1 : 1 - outcome;  // sign of l - r
+    const bool holds = (c->eq ? sign == 0 : sign < 0) != c->neg;
+    c->outcomes |= static_cast<uint8_t>(holds) << outcome;
+  }
+}
+
+FlatItemRow MakeFlatItemRow(const LetRow& row) {
+  FlatItemRow out;
+  const size_t n = row.slot_field.size();
+  if (n == 0 || n > 8) return out;
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t j = 0; j < k; ++j)  // (copied in any order: the slots must differ)
+      if (row.slot_field[j].first == row.slot_field[k].first) return FlatItemRow{};
+    out.slot[k] = row.slot_field[k].first;
+    out.field[k] = row.slot_field[k].second;
+  }
+  out.n = static_cast<int32_t>(n);
+  return out;
 }
 
 bool FlatLoadThenAccessesShape(const FlatBody& f, int32_t loop) {

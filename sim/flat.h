@@ -53,7 +53,16 @@ bool SameLin(const FlatLin& a, const FlatLin& b);
 struct FlatCmp {
   FlatLin l, r;
   bool eq = false, neg = false;
+  // The common shape, one side a lone variable (kVar: x = xc + vars[slot]) and the other a
+  // constant k, as data (SetCmpOutcomes): the comparison holds iff bit (x < k ? 0 : x == k ? 1 :
+  // 2) of `outcomes` is set. What the unchecked executor evaluates (the variable is defined);
+  // slot -1: another shape (l and r as above).
+  int32_t slot = -1;
+  int64_t xc = 0, k = 0;
+  uint8_t outcomes = 0;
 };
+// Sets c's slot, xc, k and outcomes from l, r, eq and neg (slot -1 for another shape).
+void SetCmpOutcomes(FlatCmp* c);
 
 // One comparison, or two joined by && / || (the right one matters only when the left one does
 // not decide, as in the interpreter).
@@ -107,6 +116,7 @@ struct FlatRecord {
   // kLoop: its body is a decode work item of the shape FlatDecodeItemShape names, which the
   // executor runs as one step while every variable slot is defined.
   bool decode_item = false;
+  int32_t item_row = -1;  // decode_item: FlatBody::item_rows index (its row of lets, fixed)
   // kLoop: its body is a let of a load and two accesses of the same rows (FlatLoadThenAccesses:
   // the reduce's partial rows), run as one step while every variable slot is defined.
   bool load_then_accesses = false;
@@ -118,8 +128,19 @@ struct FlatRecord {
   FlatLin begin, end;     // kLetLin: begin; kAccess: rows
 };
 
+// A decode item's row of lets (FlatDecodeItemShape) as fixed arrays, so that the item copies
+// them without a loop: vars[slot[k]] = row[field[k]] for k < n, the run's (slot, field) pairs
+// in program order, copied in any order (the slots differ). n is 0 when the run has more than 8
+// lets or names a slot twice (then the item copies LetRow::slot_field in order).
+struct FlatItemRow {
+  int32_t slot[8] = {}, field[8] = {};
+  int32_t n = 0;
+};
+FlatItemRow MakeFlatItemRow(const LetRow& row);
+
 struct FlatBody {
   std::vector<FlatRecord> records;
+  std::vector<FlatItemRow> item_rows;
   std::vector<FlatCond> conds;
   std::vector<FlatValue> values;
   std::vector<LetRow> rows;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "fuzz/scenario_gen.h"
+#include "ref/limits.h"
 #include "sim/contract.h"
 #include "sim/engine.h"
 #include "sim/executor.h"
@@ -496,6 +497,94 @@ TEST(FlatBody, ADecodeItemRunsWholeOnlyInItsShape) {
   }
   EXPECT_GT(findings, 40);
   EXPECT_GT(hangs, 8);
+}
+
+
+// A comparison of a variable with a constant runs as data (FlatCmp::outcomes): every operator,
+// the variable on either side and with an offset, each the `when` of one write of logits rows
+// i + 1000000 (past the buffer: one finding whose first and last rows are the least and the
+// greatest i for which the condition held) in a loop of i over 0 .. 4, the compiled form against
+// the interpreter.
+constexpr const char* kCompare = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows - 1"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"loop": "w", "from": "work_indptr[c]", "to": "work_indptr[c + 1]", "attribute": "work_item", "body": [
+      {"let": "qs", "value": "work_info[w].qo_start"},
+      {"loop": "i", "from": 0, "to": 5, "body": [
+        {"write": "logits", "rows": ["i + 1000000", "i + 1000001"], "when": "WHEN"}]}
+    ]}
+  ]}]
+})json";
+
+TEST(FlatBody, AVariableAgainstAConstantComparesAsTheInterpreter) {
+  const char* whens[] = {"i < 2",  "2 < i",  "i <= 2", "2 <= i", "i > 2",     "2 > i",
+                         "i >= 2", "2 >= i", "i == 2", "2 == i", "i != 2",    "2 != i",
+                         "i + 3 < 5", "7 - 3 > i + 1", "!i", "i"};
+  for (const char* when : whens) {
+    std::string text = kCompare;
+    text.replace(text.find("WHEN"), 4, when);
+    auto parsed = sim::ParseContract(json::parse(text), "compare.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const auto user = std::make_shared<const Contract>(std::move(*parsed));
+    ASSERT_NE(user->program.at(0).flat, nullptr) << when;
+    const sim::FlatBody& f = *user->program[0].flat;
+    ASSERT_EQ(f.conds.size(), 1u) << when;
+    EXPECT_GE(f.conds[0].a.slot, 0) << when;  // the shape the unchecked executor runs as data
+    sim::Scenario s = sim::test::WorkedExample(false, "atom-2026-11");
+    s.contracts.push_back(user);
+    auto planned = sim::ExpandStep(s);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    const auto [a, b] = RunBothWays(s, TraceVariant(*planned, 0));
+    EXPECT_EQ(Dump(a), Dump(b)) << when;
+    EXPECT_GT(a.flat_iterations, 0) << when;
+    bool found = false;
+    for (const sim::Violation& v : a.violations)
+      found |= v.kind == sim::ViolationKind::kOutOfBounds;
+    EXPECT_TRUE(found) << when;
+  }
+}
+
+
+// A decode item copies its row of lets from fixed arrays (sim::FlatItemRow) in any order: up to
+// 8 lets whose slots differ; more, or a slot named twice, copy LetRow::slot_field in order.
+TEST(FlatBody, AnItemRowIsFixedOnlyForEightLetsOfDistinctSlots) {
+  sim::LetRow row;
+  row.slot_field = {{21, 5}, {22, 1}, {23, 2}};
+  const sim::FlatItemRow three = sim::MakeFlatItemRow(row);
+  ASSERT_EQ(three.n, 3);
+  EXPECT_EQ(std::vector<int32_t>(three.slot, three.slot + 3), (std::vector<int32_t>{21, 22, 23}));
+  EXPECT_EQ(std::vector<int32_t>(three.field, three.field + 3), (std::vector<int32_t>{5, 1, 2}));
+  row.slot_field.push_back({22, 3});  // slot 22 again: the later let wins, in order
+  EXPECT_EQ(sim::MakeFlatItemRow(row).n, 0);
+  row.slot_field = {};
+  for (int32_t k = 0; k < 8; ++k) row.slot_field.push_back({30 + k, k});
+  EXPECT_EQ(sim::MakeFlatItemRow(row).n, 8);
+  row.slot_field.push_back({40, 0});
+  EXPECT_EQ(sim::MakeFlatItemRow(row).n, 0);
+}
+
+
+// The loop trip limit (ref/limits.h `loop_trips`) is read when an execution starts: set low
+// before a step runs, the workgroup loop's grid is past it and the loop is reported as a hang,
+// compiled and interpreted alike; back to the default, the same step has no hang.
+TEST(FlatBody, TheLoopTripLimitIsTheOneSetBeforeTheStepRuns) {
+  sim::Scenario s = sim::test::WorkedExample(false, "atom-2026-11");
+  auto planned = sim::ExpandStep(s);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  const auto hangs = [](const sim::ExecutionResult& r) {
+    int64_t n = 0;
+    for (const sim::Violation& v : r.violations) n += v.kind == sim::ViolationKind::kUnboundedLoop;
+    return n;
+  };
+  ASSERT_TRUE(ref::SetLimits("loop_trips=1").ok());
+  const auto [a, b] = RunBothWays(s, *planned);
+  ref::ResetLimits();
+  EXPECT_GT(hangs(a), 0);
+  EXPECT_EQ(Dump(a), Dump(b));
+  const auto [c, d] = RunBothWays(s, *planned);
+  EXPECT_EQ(hangs(c), 0);
+  EXPECT_EQ(Dump(c), Dump(d));
 }
 
 }  // namespace
