@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 #include <string>
+#include <string_view>
 
 #include "ref/decode_update.h"
 #include "ref/planner.h"
@@ -177,14 +178,16 @@ class StepBuilder {
   // into a string for every evaluation).
   int64_t Eval(const Expr& e, const char* what) const;
   int64_t Eval(const Expr& e, const std::string& what) const { return Eval(e, what.c_str()); }
+  // `prefix` + `what` names the expression in the error (spelled only then).
+  int64_t Eval(const Expr& e, const std::string& prefix, const char* what) const;
   bool When(const Expr& e) const { return e.empty() || Eval(e, "when") != 0; }
-  int64_t Var(const std::string& name) const;
+  int64_t Var(std::string_view name) const;
   ref::PlanRequest BaseRequest(int32_t qlen) const;
   // Some real request's verify q length differs from Q (batch.q_lens).
   bool RaggedQ() const {
     return std::any_of(sh_.q_lens.begin(), sh_.q_lens.end(), [&](int32_t q) { return q != sh_.Q; });
   }
-  void AddPersistent(const std::string& name, int64_t rows, int64_t row_bytes, const char* dtype);
+  void AddPersistent(std::string name, int64_t rows, int64_t row_bytes, const char* dtype);
   void AddPlanBuffers(const std::string& prefix, const ref::MetadataSizes& sizes);
   // Scenario overrides (docs/scenario.md "calls", "sizing", "capture").
   const CallOverride* Override(const std::string& step, const std::string& call) const;
@@ -273,15 +276,22 @@ int64_t StepBuilder::Eval(const Expr& e, const char* what) const {
   return v;
 }
 
-int64_t StepBuilder::Var(const std::string& name) const {
+int64_t StepBuilder::Eval(const Expr& e, const std::string& prefix, const char* what) const {
+  bool defined = true;
+  const int64_t v = e.Eval(vars_.data(), nullptr, Loader(), &defined);
+  if (!defined) return Eval(e, prefix + what);  // reports it, with the name
+  return v;
+}
+
+int64_t StepBuilder::Var(std::string_view name) const {
   for (const TableVariable& v : table_.variables)
     if (v.name == name) return vars_[v.slot];
   return 0;
 }
 
-void StepBuilder::AddPersistent(const std::string& name, int64_t rows, int64_t row_bytes,
+void StepBuilder::AddPersistent(std::string name, int64_t rows, int64_t row_bytes,
                                 const char* dtype) {
-  t_.persistent.push_back(PersistentBuffer{name, rows, row_bytes, dtype});
+  t_.persistent.push_back(PersistentBuffer{std::move(name), rows, row_bytes, dtype});
 }
 
 void StepBuilder::AddPlanBuffers(const std::string& prefix, const ref::MetadataSizes& z) {
@@ -426,8 +436,8 @@ Status StepBuilder::AllocateBuffers() {
   // Capacities (§3): the builder sizes every buffer once, with the table's sizing inputs.
   for (const PlanBufferSet& b : table_.plan_buffers) {
     if (!When(b.when)) continue;
-    int32_t qlen = static_cast<int32_t>(Eval(b.qlen, b.prefix + "qlen"));
-    int32_t batch = static_cast<int32_t>(Eval(b.sizing_batch, b.prefix + "sizing_batch"));
+    int32_t qlen = static_cast<int32_t>(Eval(b.qlen, b.prefix, "qlen"));
+    int32_t batch = static_cast<int32_t>(Eval(b.sizing_batch, b.prefix, "sizing_batch"));
     if (b.planner != "aiter") {  // the dialect's own host sizing (sim/engine_dialect.h)
       auto z = SizeDialect(b.planner, batch, qlen, Dialect());
       if (!z.ok())
@@ -440,7 +450,7 @@ Status StepBuilder::AllocateBuffers() {
       continue;
     }
     ref::PlanRequest sizing = BaseRequest(qlen);
-    sizing.topk = static_cast<int32_t>(Eval(b.topk, b.prefix + "topk"));
+    sizing.topk = static_cast<int32_t>(Eval(b.topk, b.prefix, "topk"));
     // The scenario's sizing inputs where they differ from the planner's (class D).
     for (const SizingOverride& z : s_.sizing) {
       if (z.buffers != b.prefix) continue;
@@ -747,7 +757,8 @@ Status StepBuilder::UpdatePlan(const std::string& step, const CallRow& row, int3
 }
 
 void StepBuilder::SetHandles(const CallRow& row, int32_t plan_index) {
-  handles_["last"] = plan_index;
+  static const std::string kLast = "last";  // (no string made per plan)
+  handles_[kLast] = plan_index;
   for (const std::string& h : row.sets) handles_[h] = plan_index;
 }
 

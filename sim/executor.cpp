@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <string_view>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -164,7 +165,7 @@ class CallExecutor {
   }
   int64_t EvalShapes(const Expr& e, bool* defined);
   inline LoadResult Load(int32_t slot, int64_t element);
-  const TensorArg* Tensor(const std::string& role) const;
+  const TensorArg* Tensor(std::string_view role) const;
   void BindRole(const TensorArg& a);
   [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
@@ -646,7 +647,7 @@ void CallExecutor::KernelCall(const Call& c) {
 // The contract interpreter
 // ---------------------------------------------------------------------------------------------
 
-const TensorArg* CallExecutor::Tensor(const std::string& role) const {
+const TensorArg* CallExecutor::Tensor(std::string_view role) const {
   const auto& names = CallRoles(call_->kind);
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == role) return roles_[i];
