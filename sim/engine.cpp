@@ -1,5 +1,7 @@
 #include "sim/engine.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <numeric>
@@ -655,9 +657,8 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
                               : q_field                      ? "$.batch.q_lens"
                               : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
                                                              : "$";
-    return InvalidArgumentError(field,
-                                "the engine's " + row.call + " at " + step +
-                                    " is refused by the planner: " + plan.ToString());
+    return InvalidArgumentError(field, "the engine's " + row.call + " at " + step +
+                                           " is refused by the planner: " + plan.ToString());
   }
   PlanSnapshot snap;
   snap.name = row.call;
@@ -676,8 +677,8 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
   c.kernel = "get_mla_metadata_v1";
   c.plan = *plan_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = "plans " + std::to_string(t_.plans.back().request.kv_indptr.size() - 1) + " batches (" +
-           std::to_string(real) + " real) into " + row.buffers + "*";
+  c.note = fmt::format("plans {} batches ({} real) into {}*",
+                       t_.plans.back().request.kv_indptr.size() - 1, real, row.buffers);
   t_.calls.push_back(std::move(c));
   return OkStatus();
 }
@@ -837,8 +838,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
     c.guard_checked = true;
     c.guard_refused = snap.q_rows_covered > q_alloc;
   }
-  c.note = "q/o " + std::to_string(q_rows) + " rows, plan covers " +
-           std::to_string(snap.q_rows_covered) + " rows";
+  c.note = fmt::format("q/o {} rows, plan covers {} rows", q_rows, snap.q_rows_covered);
   if (dialect) DialectLaunch(row, snap, &c);
   Call r = ReduceCallOf(c, row, reduce);
   t_.calls.push_back(std::move(c));
@@ -1302,7 +1302,9 @@ void RecyclePlans(Trace& trace) {
   trace.plans.clear();
 }
 
-size_t RecycledPlanCount() { return PlanPool().size(); }
+size_t RecycledPlanCount() {
+  return PlanPool().size();
+}
 
 int64_t RecycledPlanElements() {
   int64_t elements = 0;
@@ -1310,6 +1312,8 @@ int64_t RecycledPlanElements() {
   return elements;
 }
 
-void ClearRecycledPlans() { PlanPool().clear(); }
+void ClearRecycledPlans() {
+  PlanPool().clear();
+}
 
 }  // namespace mlasim::sim

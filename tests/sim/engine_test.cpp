@@ -81,6 +81,23 @@ TEST(EngineTable, T1_MainPlanCoversPaddedRequests) {
   EXPECT_EQ(c->plan_rows, 32);
 }
 
+// The one-sentence notes of a plan build and a decode launch (reports print them), with their
+// numbers.
+TEST(EngineTable, PlanAndDecodeNotesStateTheirNumbers) {
+  auto t = ExpandStep(WorkedExample(false, "atom-2026-08"));
+  ASSERT_TRUE(t.ok());
+  std::vector<std::string> notes;
+  for (const Call& c : t->calls)
+    if (c.kind == CallKind::kPlanBuild || c.kind == CallKind::kDecode)
+      notes.push_back(c.name + ": " + c.note);
+  const std::vector<std::string> want = {"main_plan: plans 8 batches (5 real) into main.*",
+                                         "dense_decode: q/o 32 rows, plan covers 32 rows",
+                                         "dense_decode: q/o 20 rows, plan covers 32 rows",
+                                         "dense_decode: q/o 8 rows, plan covers 8 rows",
+                                         "dense_decode: q/o 8 rows, plan covers 8 rows"};
+  EXPECT_EQ(notes, want);
+}
+
 TEST(EngineTable, T2_SparsePlanTokensPerProfile) {
   for (const char* p : {"atom-2026-08", "atom-2026-11"}) {
     auto t = ExpandStep(WorkedExample(true, p));
