@@ -60,11 +60,21 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
 
+// The plan buffers as tensors (work_indptr, work_info, reduce_indptr, reduce_final_map,
+// reduce_partial_map) of each plan of a trace, built at the plan's first call (`built`).
+struct PlanTensors {
+  std::vector<std::array<TensorArg, 5>> args;
+  std::vector<uint8_t> built;
+};
+
 class CallExecutor {
  public:
   CallExecutor(const Scenario& s, const Trace& t, const ExecuteOptions& opt, AddressSpace& as,
-               ExecutionResult& out)
-      : s_(s), t_(t), opt_(opt), as_(as), out_(out) {}
+               ExecutionResult& out, PlanTensors& plan_tensors)
+      : s_(s), t_(t), opt_(opt), as_(as), out_(out), plan_tensors_(plan_tensors) {
+    plan_tensors_.built.assign(t.plans.size(), 0);
+    if (plan_tensors_.args.size() < t.plans.size()) plan_tensors_.args.resize(t.plans.size());
+  }
 
   void Run(const Call& c);
   void Finish() {
@@ -217,7 +227,7 @@ class CallExecutor {
   // contents_ of the index buffer of each role, looked up at its first gather of the call.
   const std::vector<std::shared_ptr<const IndexContent>>* role_contents_[kMaxRoles] = {};
   bool role_contents_found_[kMaxRoles] = {};
-  std::vector<std::array<TensorArg, 5>> plan_tensors_;  // per trace plan, built once
+  PlanTensors& plan_tensors_;              // per trace plan, built at its first call
   std::string name_scratch_;               // a plan buffer's name (MarkPlanWrites), its memory kept
   std::vector<int32_t> kernel_qo_indptr_;  // the bound call's qo_indptr (sim/kernel_request.h)
   LoadSource loads_[kLoadSlotCount];
@@ -700,13 +710,14 @@ void CallExecutor::Bind(const Call& c) {
         {kLoadReduceIndptr, {"reduce_indptr", &p.reduce_indptr}},
         {kLoadReduceFinalMap, {"reduce_final_map", &p.reduce_final_map}},
         {kLoadReducePartialMap, {"reduce_partial_map", &p.reduce_partial_map}}};
-    if (plan_tensors_.size() < t_.plans.size()) plan_tensors_.resize(t_.plans.size());
-    std::array<TensorArg, 5>& pt = plan_tensors_[c.plan];
+    std::array<TensorArg, 5>& pt = plan_tensors_.args[c.plan];
+    const bool built = plan_tensors_.built[c.plan];
+    plan_tensors_.built[c.plan] = 1;
     for (size_t i = 0; i < 5; ++i) {
       const auto& [slot, rb] = bufs[i];
-      if (pt[i].buffer.empty()) {
+      if (!built) {  // (its strings assigned: the memory of an earlier step's kept)
         pt[i].role = rb.first;
-        pt[i].buffer = pre + rb.first;
+        pt[i].buffer.assign(pre).append(rb.first);
         pt[i].rows = rb.second->size() / rb.second->row_width;
         pt[i].row_bytes = int64_t{rb.second->row_width} * 4;
         pt[i].dtype = "int32";
@@ -1590,39 +1601,42 @@ void AllocatePersistent(const Trace& trace, AddressSpace& as) {
 
 namespace {
 
-// An address space lent for one Execute: the thread's spare one (Reset, its allocations' memory
-// kept from the steps before: a campaign executes step after step on each worker), or a new one
-// when the thread has none left (a nested Execute).
-class LentAddressSpace {
+// A T lent for one Execute: the thread's spare one (its memory kept from the steps before: a
+// campaign executes step after step on each worker), or a new one when the thread has none left
+// (a nested Execute). The borrower resets what it reads.
+template <class T>
+class Lent {
  public:
-  explicit LentAddressSpace(const AllocatorSpec& spec) {
-    if (Spares().empty()) {
-      space_ = std::make_unique<AddressSpace>(spec);
+  template <class... Args>
+  explicit Lent(Args&&... make_args) {
+    std::vector<std::unique_ptr<T>>& spares = Spares();
+    if (spares.empty()) {
+      value_ = std::make_unique<T>(std::forward<Args>(make_args)...);
     } else {
-      space_ = std::move(Spares().back());
-      Spares().pop_back();
-      space_->Reset(spec);
+      value_ = std::move(spares.back());
+      spares.pop_back();
     }
   }
-  ~LentAddressSpace() { Spares().push_back(std::move(space_)); }
-  LentAddressSpace(const LentAddressSpace&) = delete;
-  LentAddressSpace& operator=(const LentAddressSpace&) = delete;
-  AddressSpace& operator*() { return *space_; }
+  ~Lent() { Spares().push_back(std::move(value_)); }
+  Lent(const Lent&) = delete;
+  Lent& operator=(const Lent&) = delete;
+  T& operator*() { return *value_; }
 
  private:
-  static std::vector<std::unique_ptr<AddressSpace>>& Spares() {
-    thread_local std::vector<std::unique_ptr<AddressSpace>> spares;
+  static std::vector<std::unique_ptr<T>>& Spares() {
+    thread_local std::vector<std::unique_ptr<T>> spares;
     return spares;
   }
-  std::unique_ptr<AddressSpace> space_;
+  std::unique_ptr<T> value_;
 };
 
 }  // namespace
 
 ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOptions& opt) {
   ExecutionResult out;
-  LentAddressSpace lent(s.allocator);
-  AddressSpace& as = *lent;
+  Lent<AddressSpace> lent_space(s.allocator);
+  AddressSpace& as = *lent_space;
+  as.Reset(s.allocator);
   AllocatePersistent(trace, as);
   // Host-prepared inputs are written before any kernel runs.
   // (Names made once: FindMutable takes a std::string, and two of them are too long to build
@@ -1636,7 +1650,8 @@ ExecutionResult Execute(const Scenario& s, const Trace& trace, const ExecuteOpti
   if (Allocation* kv = as.FindMutable(kKvCache))
     for (const auto& [b, e] : trace.kv_written)
       kv->written.Add(b * kv->row_bytes, e * kv->row_bytes);
-  CallExecutor ex(s, trace, opt, as, out);
+  Lent<PlanTensors> lent_tensors;
+  CallExecutor ex(s, trace, opt, as, out, *lent_tensors);
   for (const Call& c : trace.calls) ex.Run(c);
   ex.Finish();
   return out;

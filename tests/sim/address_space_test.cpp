@@ -3,10 +3,16 @@
 // name and mark every allocation exactly as a fresh one does.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sim/memory.h"
+#include "sim/replay.h"
+#include "sim/report.h"
+#include "sim/scenario_json.h"
 
 namespace mlasim::sim {
 namespace {
@@ -100,6 +106,33 @@ TEST(AddressSpace, BeginCallKeepsThePersistentOrderAndRecyclesTransientsUnwritte
   EXPECT_EQ(o->written.FirstGap(0, 2048), std::make_pair(int64_t{0}, int64_t{2048}));
   EXPECT_EQ(q->dtype, "bf16");
   EXPECT_EQ(q->bytes, 2304);
+}
+
+// Execute lends each thread's address space and plan tensors from one step to the next: a step
+// replayed after other steps (other plans, other buffer names and sizes) reports exactly what it
+// reports on a thread that never ran one. The steps: the bug cases of tests/cases (every bug
+// class, plans of every dialect and size), one after another, in two orders.
+TEST(LentMemory, AStepReportsTheSameAfterOtherStepsAsOnAFreshThread) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(
+           std::filesystem::path(MLASIM_SOURCE_DIR) / "tests" / "cases"))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 60u);
+  auto report = [](const std::string& file) {
+    auto s = LoadScenarioFile(file);
+    if (!s.ok()) return "load: " + s.status().ToString();
+    auto r = Replay(*s);
+    if (!r.ok()) return "replay: " + r.status().ToString();
+    return ReportJson(*r).dump();
+  };
+  std::vector<std::string> fresh(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::thread t([&, i] { fresh[i] = report(files[i]); });
+    t.join();
+  }
+  for (size_t i = 0; i < files.size(); ++i) EXPECT_EQ(report(files[i]), fresh[i]) << files[i];
+  for (size_t i = files.size(); i-- > 0;) EXPECT_EQ(report(files[i]), fresh[i]) << files[i];
 }
 
 }  // namespace
