@@ -147,6 +147,8 @@ struct PagedLens {
 };
 PagedLens Paged(const std::vector<int32_t>& lens, int32_t page, int32_t empty_last) {
   PagedLens p;
+  p.indptr.reserve(lens.size() + 1);
+  p.last.reserve(lens.size());
   p.indptr.push_back(0);
   for (const int32_t len : lens) {
     const int32_t pages = (len + page - 1) / page;
@@ -327,6 +329,8 @@ void StepBuilder::ComputeShape() {
   const int32_t B = static_cast<int32_t>(s_.requests.size());
   sh_.B = B;
   sh_.Q = s_.mtp_k + 1;
+  sh_.q_lens.reserve(s_.requests.size());
+  sh_.kv_lens.reserve(s_.requests.size());
   for (const RequestSpec& r : s_.requests) sh_.q_lens.push_back(QLen(s_, r));
   sh_.scheduled_tokens = ScheduledTokens(s_);
   sh_.R = ChooseRung(s_, B, &sh_.graph);
@@ -352,6 +356,7 @@ void StepBuilder::ComputeShape() {
   // L - q_b + j + 1 keys, capped at top-k), then the padding tokens up to T_r with 0.
   sparse_kv_indptr_.assign(1, 0);
   sparse_kv_indptr_.reserve(std::max(sh_.running_tokens, sh_.scheduled_tokens) + 1);
+  token_request_.reserve(std::max(sh_.running_tokens, sh_.scheduled_tokens));
   for (int32_t b = 0; b < B; ++b) {
     const int32_t qb = sh_.q_lens[b];
     for (int32_t j = 0; j < qb; ++j) {
@@ -485,6 +490,8 @@ Status StepBuilder::AllocateBuffers() {
     // The KV cache: each request's tokens, and room for its K draft tokens, in slots after the
     // previous request's; one spare row. Row = one token of kv_lora_rank + rope_dim values.
     int64_t rows = 0;  // pages until the end, then rows
+    kv_slot_base_.reserve(sh_.kv_lens.size());
+    t_.kv_written.reserve(sh_.kv_lens.size());
     for (const int32_t L : sh_.kv_lens) {
       kv_slot_base_.push_back(rows);
       t_.kv_written.push_back({rows * page_, rows * page_ + L + s_.mtp_k});
@@ -781,6 +788,7 @@ void StepBuilder::Fill(const std::string& step, const CallRow& row,
   c.contract = fills_.at(row.kernel);
   c.graph_replay = graph;
   const int32_t n = std::min<int32_t>(tokens, static_cast<int32_t>(indptr.size()) - 1);
+  c.fill_regions.reserve(static_cast<size_t>(std::max(n, 0)));
   for (int32_t t = 0; t < n; ++t) c.fill_regions.push_back({indptr[t], indptr[t + 1]});
   c.fill_begin = n > 0 ? indptr[0] : 0;
   c.fill_end = n > 0 ? indptr[n] : 0;
