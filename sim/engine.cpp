@@ -273,17 +273,15 @@ class StepBuilder {
 };
 
 int64_t StepBuilder::Eval(const Expr& e, const char* what) const {
-  bool defined = true;
-  const int64_t v = e.Eval(vars_.data(), nullptr, Loader(), &defined);
-  MLASIM_ASSERT(defined, "call table " + table_.name + ": " + what + " \"" + e.text() +
-                             "\" is undefined (division by zero?)");
-  return v;
+  static const std::string kNoPrefix;
+  return Eval(e, kNoPrefix, what);
 }
 
 int64_t StepBuilder::Eval(const Expr& e, const std::string& prefix, const char* what) const {
   bool defined = true;
   const int64_t v = e.Eval(vars_.data(), nullptr, Loader(), &defined);
-  if (!defined) return Eval(e, prefix + what);  // reports it, with the name
+  MLASIM_ASSERT(defined, "call table " + table_.name + ": " + prefix + what + " \"" + e.text() +
+                             "\" is undefined (division by zero?)");
   return v;
 }
 

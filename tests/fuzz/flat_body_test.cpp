@@ -499,7 +499,6 @@ TEST(FlatBody, ADecodeItemRunsWholeOnlyInItsShape) {
   EXPECT_GT(hangs, 8);
 }
 
-
 // A comparison of a variable with a constant runs as data (FlatCmp::outcomes): every operator,
 // the variable on either side and with an offset, each the `when` of one write of logits rows
 // i + 1000000 (past the buffer: one finding whose first and last rows are the least and the
