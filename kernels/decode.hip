@@ -36,6 +36,23 @@ __global__ void fill_u8_kernel(unsigned char* p, size_t n, unsigned char v) {
     p[i] = v;
 }
 
+// Reads the rows list[0 .. n) of `cache` (row_vecs 16-byte pieces per row) once each, in list
+// order: workgroup g takes the contiguous slice [n g / G, n (g + 1) / G), its threads stride
+// over the slice's pieces. Nothing is kept (the pieces are folded into one word that is stored
+// only if it equals an unlikely value, so that the loads stay).
+__global__ void read_rows_kernel(const uint4* cache, const int32_t* list, int64_t n,
+                                 int32_t row_vecs, uint32_t* sink) {
+  const int64_t b = n * blockIdx.x / gridDim.x, e = n * (blockIdx.x + 1) / gridDim.x;
+  const int32_t total = static_cast<int32_t>((e - b) * row_vecs);
+  uint32_t acc = 0;
+#pragma unroll 8
+  for (int32_t k = threadIdx.x; k < total; k += blockDim.x) {
+    const uint4 x = cache[int64_t{list[b + k / row_vecs]} * row_vecs + k % row_vecs];
+    acc ^= x.x ^ x.y ^ x.z ^ x.w;
+  }
+  if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
+}
+
 // A device buffer of `rows` rows of `row_bytes` plus `tail_rows` sentinel rows.
 struct TailedBuffer {
   std::string name;
@@ -399,6 +416,38 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
     });
   }
   return res;
+}
+
+double measure_row_read_bandwidth(const std::vector<int32_t>& rows, int64_t cache_rows,
+                                  int32_t row_bytes, int iterations) {
+  if (row_bytes <= 0 || row_bytes % 16 != 0 || cache_rows <= 0)
+    throw std::invalid_argument("measure_row_read_bandwidth: row_bytes must be a positive "
+                                "multiple of 16 and cache_rows positive");
+  for (int32_t r : rows)
+    if (r < 0 || r >= cache_rows)
+      throw std::invalid_argument("measure_row_read_bandwidth: a row id outside the cache");
+  if (rows.empty()) return 0.0;
+  std::vector<void*> owned;
+  const std::size_t bytes = static_cast<std::size_t>(cache_rows) * row_bytes;
+  void* cache = device_alloc(bytes);
+  owned.push_back(cache);
+  HIP_CHECK(hipMemset(cache, 1, bytes));
+  const int32_t* list = upload(rows, owned);
+  auto* sink = static_cast<uint32_t*>(device_alloc(4096 * sizeof(uint32_t)));
+  owned.push_back(sink);
+  int device = 0;
+  HIP_CHECK(hipGetDevice(&device));
+  hipDeviceProp_t prop;
+  HIP_CHECK(hipGetDeviceProperties(&prop, device));
+  const int blocks = std::min(4096, 4 * prop.multiProcessorCount);
+  const auto n = static_cast<int64_t>(rows.size());
+  const double us = time_launches(0, iterations, [&] {
+    hipLaunchKernelGGL(read_rows_kernel, dim3(blocks), dim3(512), 0, 0,
+                       static_cast<const uint4*>(cache), list, n, row_bytes / 16, sink);
+    HIP_CHECK(hipGetLastError());
+  });
+  for (void* p : owned) device_free(p);
+  return double(n) * row_bytes / (us * 1e-6) / 1e9;
 }
 
 double measure_copy_bandwidth(std::size_t bytes, int iterations) {

@@ -354,4 +354,13 @@ ref::CompareResult compare_on_device(const void* dev_actual, int32_t dtype,
 // Device-to-device copy bandwidth in GB/s (read + write bytes / time) over `bytes`.
 double measure_copy_bandwidth(std::size_t bytes, int iterations);
 
+// Read bandwidth in GB/s (rows.size() x row_bytes / time) of reading the rows `rows` (ids into a
+// cache of `cache_rows` rows of `row_bytes` bytes, a positive multiple of 16) once each in list
+// order, nothing else read or written: the ceiling a decode that reads exactly those rows (a
+// dense request's pages in order, a sparse token's top-k rows) can reach. Timed as the decode
+// is (the median of 5 batches of `iterations` launches). Throws std::invalid_argument for a bad row_bytes / cache_rows or a row
+// id outside the cache; 0 for an empty list.
+double measure_row_read_bandwidth(const std::vector<int32_t>& rows, int64_t cache_rows,
+                                  int32_t row_bytes, int iterations);
+
 }  // namespace mlasim::gpu

@@ -146,5 +146,8 @@ GeneratedDiff diff_generated(const GeneratedTensor&, int32_t, const void*, int64
 double measure_copy_bandwidth(std::size_t, int) {
   no_backend_call();
 }
+double measure_row_read_bandwidth(const std::vector<int32_t>&, int64_t, int32_t, int) {
+  no_backend_call();
+}
 
 }  // namespace mlasim::gpu

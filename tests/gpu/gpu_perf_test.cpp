@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ using perf::DecodeShape;
   if (!gpu::available()) GTEST_SKIP() << "no GPU device"
 
 // Environment knobs for profiling runs (tools/gpu/profile.sh): MLASIM_PERF_SHAPES = comma list of
-// shape names (default all), MLASIM_PERF_TILINGS = comma list of DecodeOptions::tiling (default
+// shape names (default all but the diagnostic ones), MLASIM_PERF_TILINGS = comma list of DecodeOptions::tiling (default
 // 6 = the warp-specialised kernel, 4 = the lock-step kernel).
 std::vector<int> PerfTilings() {
   const char* env = std::getenv("MLASIM_PERF_TILINGS");
@@ -39,10 +40,50 @@ std::vector<int> PerfTilings() {
   return out;
 }
 
-bool PerfShape(const std::string& shape) {
+// Whether MLASIM_PERF_SHAPES (comma separated) names the shape; unset or empty: every shape
+// but the diagnostic ones (named only on request).
+bool PerfShape(const std::string& shape, bool diagnostic = false) {
   const char* env = std::getenv("MLASIM_PERF_SHAPES");
-  return env == nullptr || *env == 0 ||
-         ("," + std::string(env) + ",").find("," + shape + ",") != std::string::npos;
+  if (env == nullptr || *env == 0) return !diagnostic;
+  return ("," + std::string(env) + ",").find("," + shape + ",") != std::string::npos;
+}
+
+// The rows-read-alone probe's list (host only): every row a decode reads, once, in key order.
+TEST(PerfShapes, KvRowsReadListsEveryRowOnceInKeyOrder) {
+  ref::MlaInputs in;
+  in.page_size = 4;
+  in.num_pages = 3;
+  in.qo_indptr = {0, 1, 2};
+  in.kv_indptr = {0, 2, 3};  // request 0: pages 2, 0 (last holds 3 tokens); request 1: page 1
+  in.kv_indices = {2, 0, 1};
+  in.kv_last_page_lens = {3, 1};
+  EXPECT_EQ(perf::KvRowsRead(in), (std::vector<int32_t>{8, 9, 10, 11, 0, 1, 2, 4}));
+  in.topk = 3;  // sparse: the lists, -1 entries skipped
+  in.topk_indices = {5, -1, 7, 0, 0, -1};
+  EXPECT_EQ(perf::KvRowsRead(in), (std::vector<int32_t>{5, 7, 0, 0}));
+
+  DecodeShape s{"t", 2, 128};  // uniform shapes: page 64 lists the same rows as page 1
+  s.page = 64;
+  const ref::MlaInputs p64 = perf::FastInputs(perf::UniformRequest(s), s);
+  s.page = 1;
+  const ref::MlaInputs p1 = perf::FastInputs(perf::UniformRequest(s), s);
+  std::vector<int32_t> all(256);
+  for (int32_t i = 0; i < 256; ++i) all[i] = i;
+  EXPECT_EQ(perf::KvRowsRead(p64), all);
+  EXPECT_EQ(perf::KvRowsRead(p1), all);
+  EXPECT_EQ(p64.kv_cache, p1.kv_cache);  // same values: only the page table differs
+  EXPECT_EQ(p64.kv_indptr, (std::vector<int32_t>{0, 2, 4}));
+}
+
+// The probe's argument checks (before any device work).
+TEST(GpuPerf, RowReadProbeRefusesRowsOutsideTheCacheAndOddRowSizes) {
+  SKIP_WITHOUT_GPU();
+  EXPECT_THROW(gpu::measure_row_read_bandwidth({0, 4}, 4, 1152, 1), std::invalid_argument);
+  EXPECT_THROW(gpu::measure_row_read_bandwidth({-1}, 4, 1152, 1), std::invalid_argument);
+  EXPECT_THROW(gpu::measure_row_read_bandwidth({0}, 4, 1144, 1), std::invalid_argument);
+  EXPECT_THROW(gpu::measure_row_read_bandwidth({0}, 0, 1152, 1), std::invalid_argument);
+  EXPECT_EQ(gpu::measure_row_read_bandwidth({}, 4, 1152, 1), 0.0);
+  EXPECT_GT(gpu::measure_row_read_bandwidth({3, 0, 1}, 4, 1152, 2), 0.0);
 }
 
 TEST(GpuPerf, DISABLED_PlannerKernelTime) {
@@ -67,13 +108,22 @@ TEST(GpuPerf, DISABLED_PlannerKernelTime) {
 
 // Times decode + reduce of one shape with each tiling (DecodeOptions::tiling): medians of 5
 // batches of 20 launches; the pair runs back to back (reduce as a dependent launch).
-void DecodePerf(const DecodeShape& s, double copy_gbs, const std::vector<int>& tilings) {
-  if (!PerfShape(s.name)) return;
+void DecodePerf(const DecodeShape& s, double copy_gbs, const std::vector<int>& tilings,
+                bool diagnostic = false) {
+  if (!PerfShape(s.name, diagnostic)) return;
   const ref::PlanRequest r = perf::UniformRequest(s);
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const ref::MlaInputs in = perf::FastInputs(r, s);
   const perf::Traffic t = perf::DecodeTraffic(s);
+  // The ceiling for this shape's KV rows: read once each in the decode's order, nothing else.
+  const std::vector<int32_t> rows = perf::KvRowsRead(in);
+  const int32_t row_bytes = 576 * (s.kv_format == ref::NumFormat::kFp8E4m3fn ? 1 : 2);
+  const double read_gbs =
+      gpu::measure_row_read_bandwidth(rows, int64_t{in.num_pages} * in.page_size, row_bytes, 20);
+  const double read_us = double(rows.size()) * row_bytes / (read_gbs * 1e3);
+  std::printf("[perf] rows %s: its %zu KV rows read alone %.1f us, %.0f GB/s (%.1f%% of copy)\n",
+              s.name.c_str(), rows.size(), read_us, read_gbs, 100.0 * read_gbs / copy_gbs);
   for (int tiling : tilings) {
     // tiling 7 runs 32 heads of one token per pass, bf16 KV only (the library refuses the rest)
     if (tiling == 7 && (s.heads % 32 != 0 || s.kv_format != ref::NumFormat::kBf16)) continue;
@@ -87,12 +137,13 @@ void DecodePerf(const DecodeShape& s, double copy_gbs, const std::vector<int>& t
     const double us = g.decode_reduce_us;
     const double gbs = t.bytes / (us * 1e-6) / 1e9;
     std::printf(
-        "[perf] decode %s (B=%d ctx=%d qlen=%d topk=%d heads=%d clusters=%d, %s): decode %.1f us, "
-        "reduce %.1f us, decode+reduce %.1f us; %.0f GB/s (%.1f%% of copy %.0f GB/s), %.1f "
-        "TFLOP/s\n",
-        s.name.c_str(), s.batch, s.ctx, s.qlen, s.topk, s.heads,
+        "[perf] decode %s (B=%d ctx=%d page=%d qlen=%d topk=%d heads=%d clusters=%d, %s): decode "
+        "%.1f us, reduce %.1f us, decode+reduce %.1f us; %.0f GB/s (%.1f%% of copy %.0f GB/s), "
+        "%.1f "
+        "TFLOP/s; %.3fx the rows' read time\n",
+        s.name.c_str(), s.batch, s.ctx, s.page, s.qlen, s.topk, s.heads,
         static_cast<int>(plan->work_indptr.size()) - 1, g.kernel.c_str(), g.decode_us, g.reduce_us,
-        us, gbs, 100.0 * gbs / copy_gbs, copy_gbs, t.flops / (us * 1e-6) / 1e12);
+        us, gbs, 100.0 * gbs / copy_gbs, copy_gbs, t.flops / (us * 1e-6) / 1e12, us / read_us);
     std::fflush(stdout);
   }
 }
@@ -114,9 +165,19 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
   sparse128.name = "sparse-h128", sparse128.heads = 128;
   DecodeShape dense8_128 = dense128;
   dense8_128.name = "dense-fp8-h128", dense8_128.kv_format = fp8;
-  for (const DecodeShape* s :
-       {&dense, &sparse, &dense8, &sparse8, &dense128, &sparse128, &dense8_128})
+  // FlashMLA's layout (pages of 64 tokens: one page id per 64 rows, where page 1 reads one per row)
+  DecodeShape dense_p64 = dense, dense128_p64 = dense128;
+  dense_p64.name = "dense-h16-p64", dense_p64.page = 64;
+  dense128_p64.name = "dense-h128-p64", dense128_p64.page = 64;
+  for (const DecodeShape* s : {&dense, &sparse, &dense8, &sparse8, &dense128, &sparse128,
+                               &dense8_128, &dense_p64, &dense128_p64})
     DecodePerf(*s, copy, tilings);
+  // Diagnostics of the sparse shape: its rows as consecutive runs (the gather's cost), and the
+  // same rows per SM as one 8192-key list per request (the per-token groups' cost).
+  DecodeShape window = sparse, k8192 = sparse;
+  window.name = "sparse-h16-window", window.topk_window = true;
+  k8192.name = "sparse-h16-k8192", k8192.qlen = 1, k8192.topk = 8192;
+  for (const DecodeShape* s : {&window, &k8192}) DecodePerf(*s, copy, tilings, true);
 }
 
 }  // namespace

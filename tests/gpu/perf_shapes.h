@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "ref/attention.h"
 #include "ref/dtypes.h"
@@ -19,11 +20,13 @@ struct DecodeShape {
   int32_t batch = 128, ctx = 8192, qlen = 1;
   int32_t topk = -1;  // >= 0: sparse top-k (one list per token)
   int32_t heads = 16;
-  int32_t clusters = 132;  // cu_count the plan is made for (one workgroup per SM on the H200)
+  int32_t clusters = 132;    // cu_count the plan is made for (one workgroup per SM on the H200)
+  int32_t page = 1;          // tokens per page (dense; ctx a multiple of it): 64 is FlashMLA's
+  bool topk_window = false;  // sparse: each token's list is one run of consecutive rows
   ref::NumFormat kv_format = ref::NumFormat::kBf16;
 };
 
-// B requests of `ctx` tokens and `qlen` q rows each, page size 1. Other head counts than 16 are
+// B requests of `ctx` tokens and `qlen` q rows each, pages of `page` tokens. Other head counts than 16 are
 // planned with gfx950's rules, under which bf16 plans any head count natively: gfx942's rules
 // fold 128 heads into 8 x 16 (aiter-mla-metadata.md §4.5), and run_mla_decode runs no folded plan.
 inline ref::PlanRequest UniformRequest(const DecodeShape& s) {
@@ -34,11 +37,12 @@ inline ref::PlanRequest UniformRequest(const DecodeShape& s) {
   r.qlen = r.max_seqlen_qo = r.uni_seqlen_qo = s.qlen;
   r.topk = s.topk;
   if (s.topk >= 0) r.uni_seqlen_qo = r.max_seqlen_qo = 1;  // sparse plans are per token
+  r.page_size = s.page;
   r.qo_indptr = {0};
   r.kv_indptr = {0};
   for (int32_t i = 0; i < s.batch; ++i) {
-    r.kv_indptr.push_back(r.kv_indptr.back() + s.ctx);
-    r.kv_last_page_lens.push_back(1);
+    r.kv_indptr.push_back(r.kv_indptr.back() + s.ctx / s.page);
+    r.kv_last_page_lens.push_back(s.page);
     r.qo_indptr.push_back(r.qo_indptr.back() + s.qlen);
   }
   return r;
@@ -46,11 +50,11 @@ inline ref::PlanRequest UniformRequest(const DecodeShape& s) {
 
 // Inputs for the shape: values in [-1, 1) rounded to bf16 (an LCG, seed fixed), identity page
 // table, no NaN filling; sparse lists are a fixed hash of (token, slot) within the token's
-// request. fp8 KV: e4m3fn values with |v| < 2 (the fraction and sign bits of the draws).
+// request (or, topk_window, token t's slot j is row (j + topk (t % qlen)) % ctx of it). fp8 KV: e4m3fn values with |v| < 2 (the fraction and sign bits of the draws).
 inline ref::MlaInputs FastInputs(const ref::PlanRequest& r, const DecodeShape& s) {
   ref::MlaInputs in;
   in.num_heads = s.heads;
-  in.page_size = 1;
+  in.page_size = s.page;
   in.num_pages = r.kv_indptr.back();
   in.qo_indptr = r.qo_indptr;
   in.kv_indptr = r.kv_indptr;
@@ -64,7 +68,7 @@ inline ref::MlaInputs FastInputs(const ref::PlanRequest& r, const DecodeShape& s
   };
   in.q.resize(static_cast<size_t>(in.q_rows()) * s.heads * 576);
   for (auto& v : in.q) v = next();
-  in.kv_cache.resize(static_cast<size_t>(in.num_pages) * 576);
+  in.kv_cache.resize(static_cast<size_t>(in.num_pages) * s.page * 576);
   for (auto& v : in.kv_cache) v = next();
   if (s.kv_format == ref::NumFormat::kFp8E4m3fn) {
     for (float& v : in.kv_cache) {
@@ -81,10 +85,31 @@ inline ref::MlaInputs FastInputs(const ref::PlanRequest& r, const DecodeShape& s
       const int32_t req = t / s.qlen;
       for (int32_t j = 0; j < s.topk; ++j)
         in.topk_indices[static_cast<size_t>(t) * s.topk + j] =
-            req * s.ctx + static_cast<int32_t>((j * 2654435761u + t) % s.ctx);
+            req * s.ctx +
+            static_cast<int32_t>((s.topk_window ? j + t % s.qlen * s.topk : j * 2654435761u + t) %
+                                 s.ctx);
     }
   }
   return in;
+}
+
+// The KV-cache rows a decode of `in` reads, once each, in the order of its keys: every
+// request's pages row by row (dense), every token's top-k list (sparse; -1 entries skipped).
+inline std::vector<int32_t> KvRowsRead(const ref::MlaInputs& in) {
+  std::vector<int32_t> rows;
+  if (in.topk >= 0) {
+    for (int32_t r : in.topk_indices)
+      if (r >= 0) rows.push_back(r);
+    return rows;
+  }
+  for (int32_t b = 0; b < in.num_requests(); ++b) {
+    const int32_t first = in.kv_indptr[b], pages = in.kv_indptr[b + 1] - first;
+    for (int32_t p = 0; p < pages; ++p) {
+      const int32_t n = p + 1 < pages ? in.page_size : in.kv_last_page_lens[b];
+      for (int32_t j = 0; j < n; ++j) rows.push_back(in.kv_indices[first + p] * in.page_size + j);
+    }
+  }
+  return rows;
 }
 
 // What a shape must move and compute at least: each request's KV rows once (dense; sparse: each
