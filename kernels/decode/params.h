@@ -39,6 +39,10 @@ struct GroupTask {
   int64_t p0, p1, key_first, lk, lq, req_q0;
   int g;     // group index within the tile
   int rows;  // q rows per group (kRows, or a multiple: for_each_group's kGroupRows)
+  // The group this workgroup runs next (for_each_group): its keys [next_p0, next_p1) and the
+  // flat (row, head) index of its first q row; next_first < 0 when this group is the last.
+  // A kernel may start the next group's loads while this group's last chunks run.
+  int64_t next_p0, next_p1, next_first;
 };
 
 }  // namespace mlasim::gpu::decode

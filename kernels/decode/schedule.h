@@ -62,40 +62,76 @@ __device__ inline int64_t group_first_row(const DecodeParams& P, const GroupTask
   return int64_t{t.w[2]} * P.H + int64_t{t.g} * t.rows;
 }
 
-// Walks the cluster's work items (blockIdx.x = cluster) and calls fn(GroupTask) per group of
-// kGroupRows q rows (16, or 32 for the two-tile lock-step kernel; P.H a multiple of it, so that a
-// group's rows are heads of one token).
-// The opus variant returns before reading anything for a zero-KV item (§11 variants). Every
-// thread of a workgroup walks the same sequence, so roles (a producer warp, consumer warps) stay
-// in step without talking.
-template <int kGroupRows = kRows, class Fn>
-__device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
-  const int c = blockIdx.x;
-  const int32_t w0 = P.work_indptr[c], w1 = P.work_indptr[c + 1];
-  for (int32_t wi = w0; wi < w1; ++wi) {
-    int32_t w[8];
+// One work item of a cluster as for_each_group runs it: its 8 ints and its key range
+// [p0, p1) (positions into kv_indices, or into the token's top-k list), with the causal fields.
+struct WorkItem {
+  int32_t w[8];
+  int64_t p0, p1, key_first, lk, lq, req_q0;
+};
+
+// Loads the first work item in rows [wi, w1) that runs (the opus variant returns before reading
+// anything for a zero-KV item, §11 variants) into `item`; returns its row, w1 when none is left.
+__device__ inline int32_t load_work_item(const DecodeParams& P, int32_t wi, int32_t w1,
+                                         WorkItem& item) {
+  for (; wi < w1; ++wi) {
+    int32_t* w = item.w;
     for (int f = 0; f < 8; ++f) w[f] = P.work_info[int64_t{wi} * 8 + f];
     if (P.variant == static_cast<int>(ZeroKvVariant::kOpus) && w[5] <= w[4]) continue;
-    GroupTask t{w, 0, 0, 0, 0, 0, 0, 0, kGroupRows};
+    item.key_first = item.lk = item.lq = item.req_q0 = 0;
     if (P.sparse) {
-      t.p0 = w[4];
-      t.p1 = w[5];
+      item.p0 = w[4];
+      item.p1 = w[5];
     } else {
       const int64_t page = P.page;
       const int32_t b = w[0];
-      t.p0 = int64_t{w[4]} * page;
-      t.p1 = (w[6] != 0 || page == 1) ? int64_t{w[5]} * page : int64_t{w[5] - 1} * page + P.lpl[b];
+      item.p0 = int64_t{w[4]} * page;
+      item.p1 = (w[6] != 0 || page == 1) ? int64_t{w[5]} * page
+                                         : int64_t{w[5] - 1} * page + P.lpl[b];
       if (P.causal) {
         const int64_t pages = P.kv_indptr[b + 1] - P.kv_indptr[b];
-        t.lk = pages == 0 ? 0 : (pages - 1) * page + P.lpl[b];
-        t.lq = P.qo_indptr[b + 1] - P.qo_indptr[b];
-        t.req_q0 = P.qo_indptr[b];
-        t.key_first = t.p0 - int64_t{P.kv_indptr[b]} * page;
+        item.lk = pages == 0 ? 0 : (pages - 1) * page + P.lpl[b];
+        item.lq = P.qo_indptr[b + 1] - P.qo_indptr[b];
+        item.req_q0 = P.qo_indptr[b];
+        item.key_first = item.p0 - int64_t{P.kv_indptr[b]} * page;
       }
     }
-    if (t.p1 < t.p0) t.p1 = t.p0;
-    const int groups = (w[3] - w[2]) * P.H / kGroupRows;
-    for (t.g = 0; t.g < groups; ++t.g) fn(t);
+    if (item.p1 < item.p0) item.p1 = item.p0;
+    return wi;
+  }
+  return w1;
+}
+
+// Walks the cluster's work items (blockIdx.x = cluster) and calls fn(GroupTask) per group of
+// kGroupRows q rows (16, or 32 for the two-tile lock-step kernel; P.H a multiple of it, so that a
+// group's rows are heads of one token). Each task names the group that follows it (the next
+// group of the item, or the first of the next item that runs), read an item ahead.
+// Every thread of a workgroup walks the same sequence, so roles (a producer warp, consumer
+// warps) stay in step without talking.
+template <int kGroupRows = kRows, class Fn>
+__device__ inline void for_each_group(const DecodeParams& P, Fn&& fn) {
+  const int c = blockIdx.x;
+  const int32_t w1 = P.work_indptr[c + 1];
+  WorkItem it, next;
+  int32_t wi = load_work_item(P, P.work_indptr[c], w1, it);
+  while (wi < w1) {
+    const int32_t wn = load_work_item(P, wi + 1, w1, next);
+    GroupTask t{it.w, it.p0, it.p1, it.key_first, it.lk, it.lq, it.req_q0, 0, kGroupRows,
+                0, 0, -1};
+    const int groups = (it.w[3] - it.w[2]) * P.H / kGroupRows;
+    for (t.g = 0; t.g < groups; ++t.g) {
+      if (t.g + 1 < groups) {
+        t.next_p0 = it.p0, t.next_p1 = it.p1;
+        t.next_first = int64_t{it.w[2]} * P.H + int64_t{t.g + 1} * kGroupRows;
+      } else if (wn < w1) {
+        t.next_p0 = next.p0, t.next_p1 = next.p1;
+        t.next_first = int64_t{next.w[2]} * P.H;
+      } else {
+        t.next_first = -1;
+      }
+      fn(t);
+    }
+    it = next;
+    wi = wn;
   }
 }
 

@@ -406,9 +406,36 @@ __device__ inline void pv_issue(const lockstep::MmaSmem<T>& s,
   }
 }
 
+// bf16: queues the copies of q rows [first, first + kPassRows) into the q buffer in
+// load_q_tiled's layout (cp.async: the caller commits, waits, fences and syncs before a wgmma
+// reads them).
+template <class T>
+__device__ inline void copy_q_tiled(const DecodeParams& P, int64_t first, uint16_t* q) {
+  static_assert(!T::kFp8, "fp8 KV converts q: load_q_tiled");
+  constexpr int kRuns = T::kPassRows * T::kDimGroups, kGroupRuns = 8 * T::kDimGroups;
+  const uint32_t q_u32 = smem_u32(q);
+  for (int r = threadIdx.x; r < kRuns; r += kBlock) {
+    const int row = 8 * (r / kGroupRuns) + r % 8, c = r % kGroupRuns / 8;
+    cp_async16(q_u32 + 16 * r, P.q + (first + row) * T::kD + c * 8, 16);
+  }
+}
+
+// What a group hands to the next one when its pipeline runs on into it (bf16 KV; run_group_wg's
+// run_on): the next group's prologue is done and in flight, not waited for: the cache rows of
+// its chunks 0 .. kAhead - 1 in the row slots from row0 on, next_row / next_index as its prologue
+// leaves them, its first copies queued into the ring from block ring0 (chunk 0, and the first
+// kRing - 18 blocks of chunk 1) and its q rows into the q buffer, as the last copy group.
+struct Handover {
+  bool active = false;
+  int row0 = 0;   // row slot (of kSlots) of the group's chunk 0
+  int ring0 = 0;  // ring block of its chunk 0's block 0
+  int64_t next_row = -1;
+  int32_t next_index = 0;
+};
+
 template <class T>
 __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& s,
-                             const GroupTask& t) {
+                             const GroupTask& t, Handover& ho) {
   constexpr int kChunk = T::kChunk, kAhead = T::kAhead, kSlots = T::kSlots;
   constexpr int kPR = T::kPassRows, kAcc = T::kPassRows / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -418,15 +445,45 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
   const int64_t first = group_first_row(P, t), token = first / P.H;
   log_rows(P.log, 0, token, token + 1, threadIdx.x == 0);
   const int64_t n = t.p1 - t.p0;
+  // this group's prologue was run by the group before it; the handed-over state through shuffles,
+  // so that the compiler knows it is warp-uniform (the ring slots feed the matrix descriptors:
+  // held in registers of each thread instead, they cost 14 % more instructions, call 4)
+  const bool handed = !T::kFp8 && __shfl_sync(0xffffffffu, ho.active ? 1 : 0, 0) != 0;
+  ho.active = false;
   if (n <= 0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) {
     // hk: read q, write nothing (the read is what the variant's contract states)
     load_q_tiled<T>(P, first, s.q);
     __syncthreads();
     return;
   }
-  load_q_tiled<T>(P, first, s.q);  // visible after the prologue's fence and barrier
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int64_t limit = causal_limit(P, t, token);
+  // Whether the pipeline runs on into the next group (bf16): its cache rows, copies and q start
+  // during this group's last chunks instead of after its epilogue (the ring would otherwise
+  // drain at every group boundary). Everything loaded for it here reaches its chunk kAhead + 1,
+  // which must lie inside it: past its end the group after it would begin.
+  const int64_t next_chunks = (t.next_p1 - t.next_p0 + kChunk - 1) / kChunk;
+  const bool run_on = !T::kFp8 && chunks >= 1 && t.next_first >= 0 && next_chunks >= kAhead + 2;
+  // Position of this thread's key of chunk k (counted from this group's chunk 0, on into the
+  // next group's chunks when run_on) and the end of its range; past both: masked.
+  // (32-bit: positions stay below 2^30, ValidatePlanRequest; the loop is short of issue slots)
+  const int64_t np1 = run_on ? t.next_p1 : 0;
+  const int32_t chunks32 = static_cast<int32_t>(chunks);
+  const int32_t here0 = static_cast<int32_t>(t.p0) + static_cast<int32_t>(threadIdx.x);
+  const int32_t there0 =
+      run_on ? static_cast<int32_t>(t.next_p0) - chunks32 * kChunk + static_cast<int32_t>(threadIdx.x)
+             : 0;
+  auto key_at = [&](int32_t k, int64_t* end) -> int64_t {
+    const bool here = k < chunks32;
+    *end = here ? t.p1 : np1;
+    return (here ? here0 : there0) + k * kChunk;
+  };
+  // whether chunk k has keys to copy (this group's, or the next one's when run_on)
+  const int64_t copy_end = chunks + (run_on ? next_chunks : 0);
+  auto copies = [&](int64_t k) { return k < copy_end; };
+  // row slot of chunk 0; chunk i + d: (row0 + i + d) % kSlots
+  static_assert((kSlots & (kSlots - 1)) == 0, "row slots counted with a mask");
+  const int row0 = T::kFp8 ? 0 : __shfl_sync(0xffffffffu, handed ? ho.row0 : 0, 0);
 
   // Cache rows of chunks 0 .. kAhead - 1, then the first copies: bf16, blocks [0, kRing - 9)
   // (chunk 0, and the first kRing - 18 blocks of chunk 1) as two groups, so that every iteration
@@ -434,18 +491,26 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
   // chunk 1 loaded into registers.
   // next_row: the row of chunk i + kAhead for iteration i; next_index: the index load of chunk
   // i + kAhead + 1, issued an iteration before its row is needed.
-  int64_t next_row = -1;
-  int32_t next_index = 0;
-  if (threadIdx.x < kChunk) {
-    int64_t rows[kAhead];
+  int64_t next_row = handed ? ho.next_row : -1;
+  int32_t next_index = handed ? ho.next_index : 0;
+  if (!handed) {
+    load_q_tiled<T>(P, first, s.q);  // visible after the prologue's fence and barrier
+    if (threadIdx.x < kChunk) {
+      int64_t rows[kAhead], end;
 #pragma unroll
-    for (int c = 0; c < kAhead; ++c) rows[c] = key_row(P, t.p0 + c * kChunk + threadIdx.x, t.p1);
-    next_row = key_row(P, t.p0 + kAhead * kChunk + threadIdx.x, t.p1);
-    next_index = key_index(P, t.p0 + (kAhead + 1) * kChunk + threadIdx.x, t.p1);
+      for (int c = 0; c < kAhead; ++c) {
+        const int64_t pos = key_at(c, &end);
+        rows[c] = key_row(P, pos, end);
+      }
+      const int64_t pos = key_at(kAhead, &end);
+      next_row = key_row(P, pos, end);
+      const int64_t pos1 = key_at(kAhead + 1, &end);
+      next_index = key_index(P, pos1, end);
 #pragma unroll
-    for (int c = 0; c < kAhead; ++c) lockstep::put_rows(s, c, rows[c]);
+      for (int c = 0; c < kAhead; ++c) lockstep::put_rows(s, c, rows[c]);
+    }
+    __syncthreads();
   }
-  __syncthreads();
   const uint32_t ks_u32 = smem_u32(s.ks);
   unsigned char* const widened = reinterpret_cast<unsigned char*>(s.ks);  // fp8: 2 chunks
   uint4 raw[T::kFp8 ? T::kFp8Pieces : 1];  // fp8: this thread's share of the next chunk
@@ -453,10 +518,10 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
     load_fp8<T>(P, s.krow, raw);
     widen_fp8<T>(raw, widened);
     if (chunks > 1) load_fp8<T>(P, s.krow + kChunk, raw);
-  } else {
+  } else if (!handed) {
     issue_blocks<T>(P, s.krow, 0, 0, T::kBlocks, ks_u32);
     cp_async_commit();
-    if (chunks > 1)
+    if (copies(1))
       issue_blocks<T>(P, s.krow + kChunk, T::kBlocks, 0, T::kRing - 2 * T::kBlocks, ks_u32);
     cp_async_commit();
   }
@@ -474,15 +539,21 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
 
   // The next chunk's cache rows (chunk i + kAhead at iteration i; every thread's copies or loads
   // of chunk i + 2 read them after a barrier).
-  auto put_next_rows = [&](int64_t i) {
+  // (slot: the row slot of chunk i + kAhead)
+  auto put_next_rows = [&](int64_t i, int slot) {
     if (threadIdx.x < kChunk) {
-      lockstep::put_rows(s, static_cast<int>((i + kAhead) % kSlots), next_row);
-      const int64_t pos = t.p0 + (i + kAhead + 1) * kChunk + threadIdx.x;
-      next_row = key_row_of(P, pos, t.p1, next_index);
-      next_index = key_index(P, pos + kChunk, t.p1);
+      lockstep::put_rows(s, slot, next_row);
+      const int32_t k = static_cast<int32_t>(i) + kAhead + 1;
+      int64_t end, end1;
+      const int64_t pos = key_at(k, &end);
+      next_row = key_row_of(P, pos, end, next_index);
+      const int64_t pos1 = key_at(k + 1, &end1);
+      next_index = key_index(P, pos1, end1);
     }
   };
   float sacc[kAcc];  // S^T of one chunk (the first k16 step overwrites it)
+  // bf16: ring slot of the current chunk's block 0
+  int ring0 = __shfl_sync(0xffffffffu, handed ? ho.ring0 : 0, 0);
 
   if constexpr (T::kFp8) {
     // Two barriers per chunk. Iteration i, with S of chunk i in sp: the softmax of chunk i and the
@@ -503,7 +574,7 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
     store_scores<T>(s, sacc, scale2);
     __syncthreads();
     for (int64_t i = 0; i < chunks; ++i) {
-      put_next_rows(i);
+      put_next_rows(i, static_cast<int>((i + kAhead) % kSlots));
       lockstep::split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk,
                                  m_own, l_own);
       if (i + 1 < chunks)
@@ -522,13 +593,14 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
       __syncthreads();  // S of chunk i + 1; chunk i fully consumed (its buffer is widened next)
     }
   } else {
-    int ring0 = 0;  // ring slot of the current chunk's block 0
+    int rs = row0;  // row slot of chunk i
+    if (handed) cp_async_wait<0>();  // chunk 0 and q, copied during the group before
     for (int64_t i = 0; i < chunks; ++i) {
       // chunk i has landed (this thread's copies: all but the last group) ...
       cp_async_wait<1>();
       fence_proxy_async();  // ... for the tensor cores too (and q, P of the last chunk)
       __syncthreads();      // ... and everyone's; chunk i - 1 is fully consumed
-      put_next_rows(i);
+      put_next_rows(i, (rs + kAhead) & (kSlots - 1));
       // blocks [9 i + kRing - 9, 9 i + kRing): the rest of chunk i + 1, the start of chunk i + 2
       constexpr int kRest = 3 * T::kBlocks - T::kRing;  // blocks of chunk i + 1 still to queue
       // ring slots of chunks i, i + 1, i + 2: ring0, + 9, + 18 (mod kRing)
@@ -537,13 +609,13 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
                                                        : slot0 + T::kBlocks;
       const int slot2 = slot1 + T::kBlocks >= T::kRing ? slot1 + T::kBlocks - T::kRing
                                                        : slot1 + T::kBlocks;
-      if (i + 1 < chunks)
-        issue_blocks<T>(P, s.krow + ((i + 1) % kSlots) * kChunk, slot1, T::kBlocks - kRest,
-                        T::kBlocks, ks_u32);
+      if (copies(i + 1))
+        issue_blocks<T>(P, s.krow + ((rs + 1) & (kSlots - 1)) * kChunk, slot1,
+                        T::kBlocks - kRest, T::kBlocks, ks_u32);
       cp_async_commit();
-      if (i + 2 < chunks)
-        issue_blocks<T>(P, s.krow + ((i + 2) % kSlots) * kChunk, slot2, 0, T::kBlocks - kRest,
-                        ks_u32);
+      if (copies(i + 2))
+        issue_blocks<T>(P, s.krow + ((rs + 2) & (kSlots - 1)) * kChunk, slot2, 0,
+                        T::kBlocks - kRest, ks_u32);
       cp_async_commit();
       ring0 = slot1;
       // shared address of block b (dims 64 b ..) of the current chunk
@@ -561,8 +633,7 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
       store_scores<T>(s, sacc, scale2);
       __syncthreads();
 
-      lockstep::split_softmax<T>(s, s.valid + (i % kSlots) * T::kWords, limit - i * kChunk,
-                                 m_own, l_own);
+      lockstep::split_softmax<T>(s, s.valid + rs * T::kWords, limit - i * kChunk, m_own, l_own);
       fence_proxy_async();  // P is read by the tensor cores
       __syncthreads();      // P and alpha of every row
 
@@ -571,9 +642,15 @@ __device__ void run_group_wg(const DecodeParams& P, const lockstep::MmaSmem<T>& 
       wgmma_wait<0>();
 #pragma unroll
       for (int mt = 0; mt < T::kOTiles; ++mt) fence_regs(oacc[mt]);
+      rs = (rs + 1) & (kSlots - 1);
+    }
+    if (run_on) {  // the next group's copies stay in flight through this epilogue, with its q
+      copy_q_tiled<T>(P, t.next_first, s.q);  // (every S^T of this group has read q)
+      cp_async_commit();
+      ho = Handover{true, rs, ring0, next_row, next_index};
     }
   }
-  cp_async_wait<0>();
+  if (!run_on) cp_async_wait<0>();
 
   if (lane % T::kLanesPerRow == 0) {  // each owner's inv and lse through shared memory
     const int row = T::kRowsPerWarp * warp + lane / T::kLanesPerRow;
@@ -590,7 +667,8 @@ template <class T>
 __global__ void __launch_bounds__(kBlock, 1) mla_decode_wg_kernel(DecodeParams P) {
   extern __shared__ __align__(1024) unsigned char smem_raw[];  // (the swizzle atoms' alignment)
   const lockstep::MmaSmem<T> s(smem_raw);
-  for_each_group<T::kPassRows>(P, [&](const GroupTask& t) { run_group_wg<T>(P, s, t); });
+  Handover ho;
+  for_each_group<T::kPassRows>(P, [&](const GroupTask& t) { run_group_wg<T>(P, s, t, ho); });
 }
 
 }  // namespace mlasim::gpu::decode::sm90::wg
