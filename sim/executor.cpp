@@ -1071,10 +1071,20 @@ void CallExecutor::ExecLoop(const Statement& st) {
   if (st.flat && opt_.flat) {
     const FlatBody& f = *st.flat;
     const int32_t n = static_cast<int32_t>(f.records.size());
+    // A body that is one loop with no `when` (the decode's workgroup: its work-item loop) runs
+    // that loop directly while every slot is defined: FlatStep<false> would do just that.
+    const FlatRecord* only_loop = n > 0 && f.records[0].kind == FlatRecord::Kind::kLoop &&
+                                          f.records[0].when < 0 && !f.records[0].empty_body &&
+                                          f.records[0].body_end == n
+                                      ? &f.records[0]
+                                      : nullptr;
     LoopOver(from, to, !st.bound.empty(), bound, stmt, st.body.empty(), csr, st.slot,
              st.attribute, [&] {
                ++out_.flat_iterations;
-               RunFlat(f, st.body, 0, n);
+               if (only_loop && undefined_ == 0)
+                 FlatLoop<false>(f, st.body, *only_loop, 0);
+               else
+                 RunFlat(f, st.body, 0, n);
              });
     return;
   }
