@@ -609,12 +609,17 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   // Every row written (the common step): no row to look at one by one.
   if (o->rows > 0 && oa->written.Covers(0, o->rows * o->row_bytes)) return;
   int64_t first = -1, last = -1, pad_first = -1, pad_last = -1;
-  for (int64_t r = 0; r < o->rows; ++r) {
-    if (oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) continue;
+  const auto unwritten = [&](int64_t r) {  // rows in increasing order, each once
     int64_t& f = r < real_rows ? first : pad_first;
     (r < real_rows ? last : pad_last) = r;
     if (f < 0) f = r;
     if (r >= real_rows) ++out_.unwritten_pad_rows;
+  };
+  if (o->row_bytes > 0) {
+    oa->written.ForEachRowNotCovered(o->rows, o->row_bytes, unwritten);
+  } else {  // (rows of no bytes: each covered, looked at one by one as ever)
+    for (int64_t r = 0; r < o->rows; ++r)
+      if (!oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) unwritten(r);
   }
   if (first >= 0) Add(c, MakeUnwrittenOutput({"o", o->rows, o->row_bytes, first, last}, false));
   if (pad_first >= 0 && s_.engine.o_padding == EngineProfile::Padding::kConsumed)
