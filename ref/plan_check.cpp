@@ -339,8 +339,14 @@ void Checker::AssignWorksWith(Finder find) {
   // pieces of all tiles, in tile order, are the work rows 0, 1, 2, ... (no list to build).
   bool in_work_order = true;
   const Cell* cells = p_.work_info.cells.data();
-  for (int32_t w = 0; w < num_works_; ++w) {
-    tile_of[w] = -1;
+  // The lists' elements through local pointers and the work count in a local: the loop's int32
+  // stores could otherwise alias the checker's own int32 fields, reloaded every row.
+  int32_t* const tile_of_p = tile_of.data();
+  int32_t* const last_piece_p = last_piece.data();
+  int32_t* const pieces_p = piece_begin_.data();
+  const int32_t num_works = num_works_;
+  for (int32_t w = 0; w < num_works; ++w) {
+    tile_of_p[w] = -1;
     // Every field a kernel reads (all but the pad): the row's first seven cells, none 0.
     static_assert(kPad == 7 && kWorkInfoWidth == 8, "a work row is 8 cells, the pad last");
     const uint64_t pad_cell = uint64_t{0xff} << (8 * kPad);  // the pad's cell is not read
@@ -359,11 +365,11 @@ void Checker::AssignWorksWith(Finder find) {
       continue;
     }
     if (batch_idx != tiles_[t].batch_idx) ReportBatchMismatch(w, t, batch_idx);
-    if (last_piece[t] >= 0 && last_tile != t) ReportScattered(w, t, last_piece[t]);
+    if (last_piece_p[t] >= 0 && last_tile != t) ReportScattered(w, t, last_piece_p[t]);
     in_work_order &= t >= last_tile;
-    tile_of[w] = t;
-    last_piece[t] = w;
-    ++piece_begin_[t + 1];
+    tile_of_p[w] = t;
+    last_piece_p[t] = w;
+    ++pieces_p[t + 1];
     last_tile = t;
   }
   for (int32_t t = 0; t < n_tiles; ++t) piece_begin_[t + 1] += piece_begin_[t];
