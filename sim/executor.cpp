@@ -691,11 +691,17 @@ void CallExecutor::KernelCall(const Call& c) {
 // ---------------------------------------------------------------------------------------------
 
 void CallExecutor::BindRole(const TensorArg& a) {
+  // A kind's role names are distinct (CallRoles.EveryKindNamesDistinctRolesWithinTheRoleArrays):
+  // the first match is the role. Names of one length differ in their first character ("q" / "o",
+  // "attn_lse" / "kv_cache"): tested before the bytes, no memcmp call but the match's.
   const std::vector<std::string>& names = *role_names_;
+  const size_t n = a.role.size();
   for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] != a.role) continue;
+    const std::string& name = names[i];
+    if (name.size() != n || (n > 0 && name[0] != a.role[0]) || name != a.role) continue;
     roles_[i] = &a;
     role_allocs_[i] = as_.FindMutable(a.buffer);
+    return;
   }
 }
 
