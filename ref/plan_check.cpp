@@ -151,6 +151,7 @@ class Checker {
   void CheckFinalMapRow(int32_t t, const ExpectedTile& e);
   void CheckReduceIndptr();
   void CheckPartialRows();
+  bool PartialRowsQuiet(int64_t logits_rows) const;
   int32_t ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const;
 
   const PlanRequest& r_;
@@ -339,8 +340,14 @@ void Checker::AssignWorksWith(Finder find) {
   // pieces of all tiles, in tile order, are the work rows 0, 1, 2, ... (no list to build).
   bool in_work_order = true;
   const Cell* cells = p_.work_info.cells.data();
-  for (int32_t w = 0; w < num_works_; ++w) {
-    tile_of[w] = -1;
+  // The lists' elements through local pointers and the work count in a local: the loop's int32
+  // stores could otherwise alias the checker's own int32 fields, reloaded every row.
+  int32_t* const tile_of_p = tile_of.data();
+  int32_t* const last_piece_p = last_piece.data();
+  int32_t* const pieces_p = piece_begin_.data();
+  const int32_t num_works = num_works_;
+  for (int32_t w = 0; w < num_works; ++w) {
+    tile_of_p[w] = -1;
     // Every field a kernel reads (all but the pad): the row's first seven cells, none 0.
     static_assert(kPad == 7 && kWorkInfoWidth == 8, "a work row is 8 cells, the pad last");
     const uint64_t pad_cell = uint64_t{0xff} << (8 * kPad);  // the pad's cell is not read
@@ -359,11 +366,11 @@ void Checker::AssignWorksWith(Finder find) {
       continue;
     }
     if (batch_idx != tiles_[t].batch_idx) ReportBatchMismatch(w, t, batch_idx);
-    if (last_piece[t] >= 0 && last_tile != t) ReportScattered(w, t, last_piece[t]);
+    if (last_piece_p[t] >= 0 && last_tile != t) ReportScattered(w, t, last_piece_p[t]);
     in_work_order &= t >= last_tile;
-    tile_of[w] = t;
-    last_piece[t] = w;
-    ++piece_begin_[t + 1];
+    tile_of_p[w] = t;
+    last_piece_p[t] = w;
+    ++pieces_p[t + 1];
     last_tile = t;
   }
   for (int32_t t = 0; t < n_tiles; ++t) piece_begin_[t + 1] += piece_begin_[t];
@@ -693,7 +700,31 @@ void Checker::CheckReduceIndptr() {
   }
 }
 
+// Whether CheckPartialRows has nothing to report: the partial rows in work order are sorted (by
+// first row; works come in order), none starts before the one before it ends, none ends past
+// `logits_rows`. One pass over the work rows, no list.
+bool Checker::PartialRowsQuiet(int64_t logits_rows) const {
+  const int32_t* data = p_.work_info.data.data();
+  const Cell* cells = p_.work_info.cells.data();
+  int64_t prev_begin = INT64_MIN, prev_end = INT64_MIN;
+  for (int32_t w = 0; w < num_works_; ++w) {
+    const int64_t base = int64_t{w} * kWorkInfoWidth;
+    const int32_t loc = data[base + kPartialQoLoc];
+    if (loc < 0 || cells[base + kPartialQoLoc] == Cell::kUnwritten) continue;
+    const int64_t begin = loc, end = begin + data[base + kQoEnd] - data[base + kQoStart];
+    if (begin < prev_begin || begin < prev_end || end > logits_rows) return false;
+    prev_begin = begin;
+    prev_end = end;
+  }
+  return true;
+}
+
 void Checker::CheckPartialRows() {
+  // mla_decode_fwd allocates logits with reduce_partial_map.size(0) * max_seqlen_q rows (§10).
+  const int64_t logits_rows = p_.reduce_partial_map.size() * int64_t{r_.max_seqlen_qo};
+  // The common plan reports nothing (PartialRowsQuiet); anything else takes the list below,
+  // which then reports what it always did, in its order.
+  if (PartialRowsQuiet(logits_rows)) return;
   using Rows = PartialRows;
   std::vector<Rows>& rows = s_.rows;
   rows.clear();
@@ -715,8 +746,6 @@ void Checker::CheckPartialRows() {
           "works " + S(rows[i - 1].work) + " and " + S(rows[i].work) + " share partial rows " +
               Range(rows[i].begin, std::min(rows[i].end, rows[i - 1].end)));
   }
-  // mla_decode_fwd allocates logits with reduce_partial_map.size(0) * max_seqlen_q rows (§10).
-  const int64_t logits_rows = p_.reduce_partial_map.size() * int64_t{r_.max_seqlen_qo};
   for (const Rows& x : rows) {
     if (x.end > logits_rows) {
       Add(PlanDiag::kPartialRowsExceedLogits, "logits", x.end - 1, -1, x.work,

@@ -558,7 +558,7 @@ std::vector<int32_t> StepBuilder::Indptr(const std::string& name, int32_t tokens
 }
 
 ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
-  const std::string& in = row.inputs;
+  const std::string_view in = row.inputs;  // (compared with literals: lengths first)
   const int32_t B = sh_.B, R = sh_.R, Q = sh_.Q;
   if (in == "engine_batch" || in == "capture_batch") {
     // vLLM / SGLang (docs/engines.md): `tokens` requests of Q query tokens each. engine_batch:
@@ -628,7 +628,7 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
     r.kv_indptr = DraftSparseIndptr(draft_, n);
     r.kv_last_page_lens.assign(n, 1);
   } else {
-    MLASIM_ASSERT(in == "draft_fresh", "unknown input builder " + in);
+    MLASIM_ASSERT(in == "draft_fresh", "unknown input builder " + row.inputs);
     // Ms(c) / Ms(d): a fresh qlen-1 build over n requests of the draft step's kv_indptr.
     const PagedLens kv = DraftPaged(draft_, n);
     r.qo_indptr = Arange(n);
@@ -895,8 +895,8 @@ void StepBuilder::AddDecodeIndexArgs(bool sparse, Call* c) const {
   TensorArg kv;
   kv.role = "kv_cache";
   kv.buffer = "kv_cache";
-  for (const PersistentBuffer& p : t_.persistent)
-    if (p.name == "kv_cache") kv.rows = p.rows, kv.row_bytes = p.row_bytes;
+  for (const PersistentBuffer& p : t_.persistent)  // (string to string: lengths first)
+    if (p.name == kv.buffer) kv.rows = p.rows, kv.row_bytes = p.row_bytes;
   kv.heads = 1;
   kv.cols = s_.model.kv_lora_rank + s_.model.rope_dim;
   kv.elem_bytes = Bytes(s_.model.kv_dtype);
@@ -930,8 +930,9 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
   r.launch_grid = -1;
   // The reduce reads no KV indices and no KV cache.
   r.args.erase(std::remove_if(r.args.begin(), r.args.end(),
-                              [](const TensorArg& a) {
-                                return a.role == "kv_indices" || a.role == "kv_cache";
+                              [](const TensorArg& a) {  // (as string_views: lengths first)
+                                const std::string_view role = a.role;
+                                return role == "kv_indices" || role == "kv_cache";
                               }),
                r.args.end());
   r.note = "merges the split tiles' partial rows into o";

@@ -60,6 +60,31 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)));
 }
 
+// The roles the executor names itself (Bind's launch variables, the unwritten-output and
+// invalid-index reports): each one's index in CallRoles(kind), -1 where the kind has no such role.
+// Found once per kind, not by a scan of string compares on every call.
+struct NamedRoles {
+  int8_t q = -1, o = -1, logits = -1, kv_indices = -1, indices = -1, kv_cache = -1;
+};
+const NamedRoles& NamedRolesOf(CallKind kind) {
+  constexpr size_t kKinds = static_cast<size_t>(CallKind::kReduce) + 1;  // (the last kind)
+  static const std::array<NamedRoles, kKinds> table = [] {
+    std::array<NamedRoles, kKinds> t{};
+    for (size_t k = 0; k < kKinds; ++k) {
+      const std::vector<std::string>& names = CallRoles(static_cast<CallKind>(k));
+      const auto find = [&](std::string_view role) {
+        for (size_t i = 0; i < names.size(); ++i)
+          if (names[i] == role) return static_cast<int8_t>(i);
+        return int8_t{-1};
+      };
+      t[k] = {find("q"),          find("o"),       find("logits"),
+              find("kv_indices"), find("indices"), find("kv_cache")};
+    }
+    return t;
+  }();
+  return table[static_cast<size_t>(kind)];
+}
+
 // The plan buffers as tensors (work_indptr, work_info, reduce_indptr, reduce_final_map,
 // reduce_partial_map) of each plan of a trace, built at the plan's first call (`built`).
 struct PlanTensors {
@@ -175,7 +200,8 @@ class CallExecutor {
   }
   int64_t EvalShapes(const Expr& e, bool* defined);
   inline LoadResult Load(int32_t slot, int64_t element);
-  const TensorArg* Tensor(std::string_view role) const;
+  // The bound call's tensor of role index `role` (NamedRoles), null when -1 or not passed.
+  const TensorArg* Tensor(int8_t role) const { return role >= 0 ? roles_[role] : nullptr; }
   void BindRole(const TensorArg& a);
   [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
@@ -221,6 +247,8 @@ class CallExecutor {
   // Interpreter state of the current kernel call.
   const Call* call_ = nullptr;
   const Contract* contract_ = nullptr;
+  const std::vector<std::string>* role_names_ = nullptr;  // CallRoles(call_->kind)
+  const NamedRoles* named_ = nullptr;                     // NamedRolesOf(call_->kind)
   // The call's tensors by role id (CallRoles of its kind): its args, and the plan buffers.
   const TensorArg* roles_[kMaxRoles] = {};
   Allocation* role_allocs_[kMaxRoles] = {};  // their allocations, looked up once per call
@@ -571,7 +599,7 @@ void CallExecutor::ReportGuardRefusal(const Call& c) {
 // engine drops are counted only.
 void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   const Allocation* oa = as_.Find("o");
-  const TensorArg* o = Tensor("o");
+  const TensorArg* o = Tensor(named_->o);
   if (!oa || !o) return;
   const PlanSnapshot& snap = t_.plans[c.plan];
   const int32_t fold = c.view_fold;
@@ -581,12 +609,17 @@ void CallExecutor::ReportUnwrittenOutput(const Call& c) {
   // Every row written (the common step): no row to look at one by one.
   if (o->rows > 0 && oa->written.Covers(0, o->rows * o->row_bytes)) return;
   int64_t first = -1, last = -1, pad_first = -1, pad_last = -1;
-  for (int64_t r = 0; r < o->rows; ++r) {
-    if (oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) continue;
+  const auto unwritten = [&](int64_t r) {  // rows in increasing order, each once
     int64_t& f = r < real_rows ? first : pad_first;
     (r < real_rows ? last : pad_last) = r;
     if (f < 0) f = r;
     if (r >= real_rows) ++out_.unwritten_pad_rows;
+  };
+  if (o->row_bytes > 0) {
+    oa->written.ForEachRowNotCovered(o->rows, o->row_bytes, unwritten);
+  } else {  // (rows of no bytes: each covered, looked at one by one as ever)
+    for (int64_t r = 0; r < o->rows; ++r)
+      if (!oa->written.Covers(r * o->row_bytes, (r + 1) * o->row_bytes)) unwritten(r);
   }
   if (first >= 0) Add(c, MakeUnwrittenOutput({"o", o->rows, o->row_bytes, first, last}, false));
   if (pad_first >= 0 && s_.engine.o_padding == EngineProfile::Padding::kConsumed)
@@ -657,25 +690,26 @@ void CallExecutor::KernelCall(const Call& c) {
 // The contract interpreter
 // ---------------------------------------------------------------------------------------------
 
-const TensorArg* CallExecutor::Tensor(std::string_view role) const {
-  const auto& names = CallRoles(call_->kind);
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == role) return roles_[i];
-  return nullptr;
-}
-
 void CallExecutor::BindRole(const TensorArg& a) {
-  const auto& names = CallRoles(call_->kind);
+  // A kind's role names are distinct (CallRoles.EveryKindNamesDistinctRolesWithinTheRoleArrays):
+  // the first match is the role. Names of one length differ in their first character ("q" / "o",
+  // "attn_lse" / "kv_cache"): tested before the bytes, no memcmp call but the match's.
+  const std::vector<std::string>& names = *role_names_;
+  const size_t n = a.role.size();
   for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] != a.role) continue;
+    const std::string& name = names[i];
+    if (name.size() != n || (n > 0 && name[0] != a.role[0]) || name != a.role) continue;
     roles_[i] = &a;
     role_allocs_[i] = as_.FindMutable(a.buffer);
+    return;
   }
 }
 
 // Binds the call's tensors, loadable buffers and launch variables.
 void CallExecutor::Bind(const Call& c) {
   call_ = &c;
+  role_names_ = &CallRoles(c.kind);
+  named_ = &NamedRolesOf(c.kind);
   contract_ = c.contract.get();
   who_ = -1;
   for (int i = 0; i < kMaxRoles; ++i) {
@@ -744,19 +778,20 @@ void CallExecutor::Bind(const Call& c) {
     vec_load(kLoadIndptr, c.fill_indptr_buffer, c.fill_indptr);
     vars_[kVarTokens] = c.fill_tokens;
   }
-  auto rows = [&](const char* role) -> int64_t {
+  auto rows = [&](int8_t role) -> int64_t {
     const TensorArg* a = Tensor(role);
     return a ? a->rows : 0;
   };
-  const TensorArg* q = Tensor("q");
+  const NamedRoles& n = *named_;
+  const TensorArg* q = Tensor(n.q);
   vars_[kVarHeads] = q ? q->heads : 0;
   vars_[kVarMaxSeqlenQ] = c.max_seqlen_q;
   vars_[kVarPageSize] = c.page_size;
-  vars_[kVarQRows] = rows("q");
-  vars_[kVarORows] = rows("o");
-  vars_[kVarPartialRows] = rows("logits");
-  vars_[kVarIndexRows] = c.kind == CallKind::kIndexFill ? rows("indices") : rows("kv_indices");
-  vars_[kVarKvCacheRows] = rows("kv_cache");
+  vars_[kVarQRows] = rows(n.q);
+  vars_[kVarORows] = rows(n.o);
+  vars_[kVarPartialRows] = rows(n.logits);
+  vars_[kVarIndexRows] = c.kind == CallKind::kIndexFill ? rows(n.indices) : rows(n.kv_indices);
+  vars_[kVarKvCacheRows] = rows(n.kv_cache);
 }
 
 // Flattened: the interpreter's fast shapes and the loads inline into one function per call site
@@ -980,7 +1015,7 @@ void CallExecutor::GatherRows(int32_t role, int32_t index_role, const TensorArg&
 // One explicit index value: in range, the row it names is read; out of range (-1, past the
 // cache, INT_MAX), what happens is the contract's invalid_index.
 void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_page, int64_t page) {
-  const TensorArg& kv = *Tensor("kv_cache");
+  const TensorArg& kv = *Tensor(named_->kv_cache);
   Allocation* alloc = as_.FindMutable(kv.buffer);
   const int64_t pages = kv.rows / page;
   if (value >= 0 && value < pages) {
@@ -1010,7 +1045,7 @@ void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_pa
 // Invalid indices the kernel clamped or wrapped: no fault, but a KV row of another token.
 void CallExecutor::FlushInvalid(const Call& c) {
   if (pending_.empty()) return;
-  const TensorArg* index = Tensor("kv_indices");
+  const TensorArg* index = Tensor(named_->kv_indices);
   int64_t first = INT64_MAX, last = -1;
   std::vector<int32_t> works;
   for (const InvalidUse& u : pending_) {
@@ -1047,10 +1082,20 @@ void CallExecutor::ExecLoop(const Statement& st) {
   if (st.flat && opt_.flat) {
     const FlatBody& f = *st.flat;
     const int32_t n = static_cast<int32_t>(f.records.size());
+    // A body that is one loop with no `when` (the decode's workgroup: its work-item loop) runs
+    // that loop directly while every slot is defined: FlatStep<false> would do just that.
+    const FlatRecord* only_loop = n > 0 && f.records[0].kind == FlatRecord::Kind::kLoop &&
+                                          f.records[0].when < 0 && !f.records[0].empty_body &&
+                                          f.records[0].body_end == n
+                                      ? &f.records[0]
+                                      : nullptr;
     LoopOver(from, to, !st.bound.empty(), bound, stmt, st.body.empty(), csr, st.slot,
              st.attribute, [&] {
                ++out_.flat_iterations;
-               RunFlat(f, st.body, 0, n);
+               if (only_loop && undefined_ == 0)
+                 FlatLoop<false>(f, st.body, *only_loop, 0);
+               else
+                 RunFlat(f, st.body, 0, n);
              });
     return;
   }

@@ -67,15 +67,17 @@ void AddressSpace::Reset(const AllocatorSpec& spec) {
 }
 
 int32_t AddressSpace::Place(const std::string& name, const TensorShape& shape, bool transient) {
-  Allocation a;
-  if (!spare_.empty()) {  // its memory only: the strings' and the written set's buffers
-    Allocation& s = spare_.back();
-    a.name = std::move(s.name);
-    a.dtype = std::move(s.dtype);
-    a.written = std::move(s.written);
-    a.written.Clear();
+  // A spare allocation is taken whole, for its memory only (the strings' and the written set's
+  // buffers): every field is set below, the written set cleared. (`name` is never one of this
+  // space's own names, which allocs_ may move: the callers name tensors of a trace.)
+  if (spare_.empty()) {
+    allocs_.emplace_back();
+  } else {
+    allocs_.push_back(std::move(spare_.back()));
     spare_.pop_back();
+    allocs_.back().written.Clear();
   }
+  Allocation& a = allocs_.back();
   a.name = name;
   a.bytes = std::max<int64_t>(shape.rows * shape.row_bytes, 0);
   a.row_bytes = shape.row_bytes;
@@ -109,7 +111,6 @@ int32_t AddressSpace::Place(const std::string& name, const TensorShape& shape, b
     seg_used_[arena] += size;
     cursor = seg_end_[arena];
   }
-  allocs_.push_back(std::move(a));
   return static_cast<int32_t>(allocs_.size() - 1);
 }
 

@@ -14,6 +14,7 @@
 //             separates segments. Overruns land in a neighbour, in slack, or past the segment.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -48,6 +49,22 @@ class IntervalSet {
     if (end <= begin) return true;
     if (!spans_.empty() && spans_.back().first <= begin && end <= spans_.back().second) return true;
     return FirstGap(begin, end).first == end;
+  }
+  // Calls f(r) for each row r of [0, rows), rows of row_bytes (> 0) bytes from byte 0, that the
+  // set does not cover whole, in increasing order, each once: the rows meeting a gap, found gap
+  // by gap (one search a gap, not a Covers per row: most rows of a written buffer are covered).
+  template <class F>
+  void ForEachRowNotCovered(int64_t rows, int64_t row_bytes, F&& f) const {
+    const int64_t end = rows * row_bytes;
+    int64_t next = 0;  // the first row not yet reported (a row may meet two gaps)
+    for (int64_t at = 0; at < end;) {
+      const auto [g0, g1] = FirstGap(at, end);
+      if (g0 >= end) break;
+      const int64_t stop = (g1 + row_bytes - 1) / row_bytes;  // past the last row the gap meets
+      for (int64_t r = std::max(next, g0 / row_bytes); r < stop; ++r) f(r);
+      next = std::max(next, stop);
+      at = g1;
+    }
   }
   void Clear() { spans_.clear(); }
 

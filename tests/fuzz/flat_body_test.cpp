@@ -291,6 +291,54 @@ TEST(FlatBody, CompiledBodiesFindWhatTheInterpreterFinds) {
   EXPECT_GT(compiled, 1000);  // most work items ran compiled
 }
 
+// A workgroup loop whose compiled body is one loop (the decode's work-item loop) runs that loop
+// directly, without the record dispatch, when that is all the body does. Placeholders: a `when`
+// on the work-item loop (workgroup 1 skips its items), and a read after it; every read is
+// far past logits, so each item and each workgroup that reads is a finding row of its own.
+constexpr const char* kOneLoopBody = R"json({
+  "contract": 1, "name": "u", "call": "decode", "variant": "u", "source": "test",
+  "launch": {"grid": "work_indptr_rows - 1"},
+  "program": [{"loop": "c", "from": 0, "to": "grid", "attribute": "workgroup", "body": [
+    {"loop": "w", "from": "work_indptr[c]", "to": "work_indptr[c + 1]", "attribute": "work_item"WHEN,
+     "body": [{"read": "logits", "rows": ["w + 1000000", "w + 1000001"]}]}AFTER]}]
+})json";
+
+TEST(FlatBody, AWorkgroupBodyOfOneLoopRunsItDirectlyOnlyWhenThatIsAllItDoes) {
+  const std::pair<const char*, const char*> variants[] = {
+      {"", ""},
+      {", \"when\": \"c != 1\"", ""},
+      {"", ", {\"read\": \"logits\", \"rows\": [\"c + 2000000\", \"c + 2000001\"]}"}};
+  for (const auto& [when, after] : variants) {
+    std::string text = kOneLoopBody;
+    text.replace(text.find("WHEN"), 4, when);
+    text.replace(text.find("AFTER"), 5, after);
+    auto parsed = sim::ParseContract(json::parse(text), "one-loop.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    const auto user = std::make_shared<const Contract>(std::move(*parsed));
+    ASSERT_NE(user->program.at(0).flat, nullptr) << when << after;
+    for (const bool sparse : {true, false}) {
+      sim::Scenario s = sim::test::WorkedExample(sparse, sparse ? "atom-2026-08" : "atom-2026-11");
+      s.contracts.push_back(user);
+      auto planned = sim::ExpandStep(s);
+      ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+      for (int variant = 0; variant < 2; ++variant) {  // as planned, unwritten work fields
+        const auto [a, b] = RunBothWays(s, TraceVariant(*planned, variant));
+        EXPECT_EQ(Dump(a), Dump(b)) << when << after << (sparse ? ", sparse" : ", dense")
+                                    << ", variant " << variant;
+        // The items' reads (rows from 1000000), and the workgroups' where they follow the loop.
+        int64_t items = 0, workgroups = 0;
+        for (const sim::Violation& v : a.violations) {
+          items += v.first_row >= 1000000 && v.first_row < 2000000;
+          workgroups += v.last_row >= 2000000;
+        }
+        EXPECT_GT(items, 0) << when << after;
+        EXPECT_EQ(workgroups > 0, *after != '\0') << when << after;
+        EXPECT_GT(a.flat_iterations, 0);
+      }
+    }
+  }
+}
+
 // A user's decode contract with a record of every kind and a value of every shape: a row of
 // lets, a load minus a variable and a variable minus a load, a bilinear form, a division, a
 // remainder and ceiling divisions by positive and negative constants, selects, conditions

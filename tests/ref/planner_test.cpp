@@ -71,6 +71,53 @@ TEST(PlanChecker, ReduceIndptrFindingsSurviveTheQuickScan) {
             "0 reduce_indptr[0] is not 0\n1 reduce_indptr decreases at 1\n");
 }
 
+// The partial-row findings (overlaps, rows past logits) after the checker's quick scan
+// (PartialRowsQuiet): a plan that reports nothing skips the sorted list, any other plan gets the
+// findings of the list as before, in its order. Rows out of work order with no overlap between
+// neighbours in work order (a row that ends before it begins) still overlap in sorted order.
+TEST(PlanChecker, PartialRowFindingsSurviveTheQuickScan) {
+  const PlanRequest r = DenseRequest(Arch::kGfx942, 16, 1, {300, 40, 700}, 8);
+  const auto field = [](Plan& p, int32_t w, int32_t f) -> int32_t& {
+    return p.work_info.data[int64_t{w} * kWorkInfoWidth + f];
+  };
+  const auto findings = [&](const std::function<void(Plan&)>& edit) {
+    auto plan = PlanMlaMetadata(r, {PlannerChoice::kSerial});
+    EXPECT_TRUE(plan.ok());
+    if (!plan.ok()) return std::string("no plan");
+    std::vector<int32_t> locs;  // the split works' partial_qo_loc, in work order
+    for (int32_t w = 0; w < plan->num_works(); ++w) locs.push_back(plan->work(w, kPartialQoLoc));
+    EXPECT_EQ(locs, (std::vector<int32_t>{0, 1, -1, 2, 3, 4}));
+    edit(*plan);
+    std::string out;
+    for (const PlanDiagnostic& d : CheckPlan(r, *plan).diagnostics)
+      if (d.code == PlanDiag::kPartialRowsOverlap || d.code == PlanDiag::kPartialRowsExceedLogits)
+        out += std::to_string(d.index) + " " + d.message + "\n";
+    return out;
+  };
+  EXPECT_EQ(findings([](Plan&) {}), "");
+  EXPECT_EQ(findings([&](Plan& p) { field(p, 1, kPartialQoLoc) = 0; }),
+            "1 works 0 and 1 share partial rows [0,1)\n");
+  // Work 3 ends before it begins ([5, 2)), work 4 holds [3, 9), work 5 [9, 10): neighbours in
+  // work order do not overlap, but sorted, [3, 9) and [5, 2) do.
+  EXPECT_EQ(findings([&](Plan& p) {
+              field(p, 3, kPartialQoLoc) = 5;
+              field(p, 3, kQoEnd) = field(p, 3, kQoStart) - 3;
+              field(p, 4, kPartialQoLoc) = 3;
+              field(p, 4, kQoEnd) = field(p, 4, kQoStart) + 6;
+              field(p, 5, kPartialQoLoc) = 9;
+            }),
+            "3 works 4 and 3 share partial rows [5,2)\n");
+  EXPECT_EQ(findings([&](Plan& p) { field(p, 5, kPartialQoLoc) = 1000000; }),
+            "1000000 work 5 writes partial rows [1000000,1000001) but the partial buffers hold 10 "
+            "rows\n");
+  // An unwritten partial_qo_loc is not a partial row, whatever it holds.
+  EXPECT_EQ(findings([&](Plan& p) {
+              field(p, 1, kPartialQoLoc) = 0;
+              p.work_info.cells[int64_t{1} * kWorkInfoWidth + kPartialQoLoc] = Cell::kUnwritten;
+            }),
+            "");
+}
+
 // A work row below work_indptr[num_clusters] is unwritten when any field a kernel reads is (the
 // checker reads a row's eight cells as one word): each of the seven alone is found, the pad is
 // not read.

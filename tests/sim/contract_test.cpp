@@ -53,6 +53,20 @@ struct Fixture {
   }
 };
 
+// A call kind's role names are distinct and fit the executor's role arrays: the executor binds a
+// call's tensor to the one role of its name (CallExecutor::BindRole stops at the first match).
+TEST(CallRoles, EveryKindNamesDistinctRolesWithinTheRoleArrays) {
+  for (CallKind k : {CallKind::kPlanBuild, CallKind::kPlanUpdate, CallKind::kIndexFill,
+                     CallKind::kDecode, CallKind::kReduce}) {
+    const std::vector<std::string>& names = CallRoles(k);
+    EXPECT_LE(names.size(), static_cast<size_t>(kMaxRoles)) << CallKindName(k);
+    for (size_t i = 0; i < names.size(); ++i)
+      for (size_t j = 0; j < i; ++j) EXPECT_NE(names[i], names[j]) << CallKindName(k);
+  }
+  EXPECT_EQ(CallRoles(CallKind::kDecode).size(), 9u);
+  EXPECT_EQ(CallRoles(CallKind::kReduce).size(), 7u);
+}
+
 TEST(Expr, ArithmeticFollowsCPrecedenceAndWrapsLike64BitIntegers) {
   Fixture f;
   EXPECT_EQ(f.Value("a + b * 2"), 16);
