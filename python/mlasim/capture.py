@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import _core
-from ._convert import host_array, is_torch_tensor
+from ._convert import host_array, int_array, is_torch_tensor
 
 # dtype name -> (.npy type string, item size): the table the C++ reader checks against.
 DTYPES = {name: (descr, size) for name, descr, size in _core.dtype_table()}
@@ -102,8 +102,19 @@ def _numpy_entry(name, a):
 def _entry(name, value):
     if is_torch_tensor(value):
         return _torch_entry(name, value)
+    if isinstance(value, (list, tuple)) and _all_ints(value):
+        # A Python list of integers is an index array (indptrs, page tables, lengths, top-k
+        # lists): int32, the dtype every modelled engine passes and `check` reads; numpy would
+        # make it int64, which `check` refuses. A value outside int32 raises ValueError.
+        return _numpy_entry(name, int_array(name, value))
     arr, _ = host_array(name, value)
     return _numpy_entry(name, arr)
+
+
+def _all_ints(seq):
+    """Whether a (nested) list or tuple holds integers only (bools are not integers here)."""
+    return all(_all_ints(v) if isinstance(v, (list, tuple))
+               else isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in seq)
 
 
 def capture(dir, call_name, config=None, **tensors):

@@ -80,6 +80,30 @@ def test_round_trip_of_a_clean_case_prints_the_exact_report(tmp_path, mlasim_bin
         "verdict: ok\n")
 
 
+def test_python_lists_are_captured_as_int32_index_arrays(tmp_path, mlasim_bin):
+    # numpy would make a list int64, which `check` refuses for an index array.
+    lists = {k: v.tolist() for k, v in WORKED_ARRAYS.items()}
+    case = tmp_path / "case"
+    mlasim.capture(case, "mla_decode_fwd", config={"planner": worked_plan().planner_config},
+                   **worked_plan().buffers(), **lists, nested=((1, 2), (3, 4)))
+    m = json.loads((case / "manifest.json").read_text())
+    assert m["tensors"]["kv_indptr"]["dtype"] == "int32"
+    assert m["tensors"]["nested"]["shape"] == [2, 2] and m["tensors"]["nested"]["descr"] == "<i4"
+    assert np.load(case / "kv_indptr.npy").dtype == np.int32
+    r = run_check(mlasim_bin, case)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "kv_indptr int32 (4,)" in r.stdout and "verdict: ok" in r.stdout
+    # Floats, bools and values past int32 are not index arrays: kept as numpy makes them, or refused.
+    other = mlasim.capture(tmp_path / "other", "x", scale=[0.5, 1.5], flags=[True, False])
+    m = json.loads((tmp_path / "other" / "manifest.json").read_text())
+    assert (m["tensors"]["scale"]["dtype"], m["tensors"]["flags"]["dtype"]) == ("float64", "bool")
+    try:
+        mlasim.capture(tmp_path / "big", "x", kv_indptr=[0, 2**31])
+        raise AssertionError("a value past int32 was accepted")
+    except ValueError as e:
+        assert str(e) == "kv_indptr: a value is outside int32"
+
+
 def test_round_trip_of_a_corrupted_plan_names_the_first_difference(tmp_path, mlasim_bin):
     p = worked_plan()
     p.work_info[3, 5] += 20  # in place: work_metadata_ptrs still points at it
