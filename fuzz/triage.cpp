@@ -252,6 +252,7 @@ StatusOr<TriageResult> RunTriage(const TriageOptions& o) {
       const uint64_t page = static_cast<uint64_t>(c.page_bytes);
       bool match = false;
       for (uint64_t a : c.fault_addresses) match |= a % page == *o.fault_address % page;
+      res.fault_address_page_aligned &= *o.fault_address % page == 0;
       res.fault_offset_matches += match;
     }
   }

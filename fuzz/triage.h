@@ -86,6 +86,9 @@ struct TriageResult {
   // faulting cases' first faulting byte has the same offset.
   int64_t faulting_cases = 0;
   int64_t fault_offset_matches = 0;
+  // Whether the fault address starts a page in every faulting case's page size: offset 0 is where
+  // any overrun past a buffer ending on a page boundary faults, so such a match is weak evidence.
+  bool fault_address_page_aligned = true;
 };
 
 // Errors: InvalidArgument naming the flag ("--batch", "--graph", "--profile", "--kernel",

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -234,6 +235,24 @@ TEST(TriageCli, AFaultAddressIsComparedByItsPageOffset) {
   // page, as does the address (offset 0).
   EXPECT_GT(j["fault_address"]["faulting_cases"].get<int64_t>(), 0);
   EXPECT_EQ(j["fault_address"]["same_page_offset"], j["fault_address"]["faulting_cases"]);
+  // ... which is weak evidence, and says so; an address one byte further matches no case.
+  EXPECT_EQ(j["fault_address"]["page_aligned"], true);
+  args.back() = "0x7f3a12340001";
+  const json off = json::parse(Triage(args).out);
+  EXPECT_EQ(off["fault_address"]["same_page_offset"], 0);
+  EXPECT_EQ(off["fault_address"]["page_aligned"], false);
+  args.back() = "0x7f3a12340000";
+  args.erase(std::find(args.begin(), args.end(), "--json"));
+  const CliResult text = Triage(args);
+  EXPECT_NE(text.out.find(fmt::format(
+                "\nfault address 0x7f3a12340000: {0} of {0} faulting cases fault at the same "
+                "offset in a page\n  the address starts a page: every overrun past a buffer that "
+                "ends on a page boundary faults there",
+                j["fault_address"]["faulting_cases"].get<int64_t>())),
+            std::string::npos)
+      << text.out;
+  args.back() = "0x7f3a12340001";
+  EXPECT_EQ(Triage(args).out.find("the address starts a page"), std::string::npos);
 }
 
 }  // namespace

@@ -286,6 +286,10 @@ class TriageCommand final : public Command {
       s += fmt::format(
           "\nfault address {:#x}: {} of {} faulting cases fault at the same offset in a page\n",
           *o_.fault_address, r.fault_offset_matches, r.faulting_cases);
+    if (o_.fault_address && r.faulting_cases > 0 && r.fault_address_page_aligned)
+      s += "  the address starts a page: every overrun past a buffer that ends on a page boundary "
+           "faults there (all of the exact allocator's buffers do), so this match does not tell "
+           "families apart; the caching allocator's offsets do\n";
     return s;
   }
 
@@ -368,7 +372,8 @@ class TriageCommand final : public Command {
     if (o_.fault_address)
       out["fault_address"] = {{"address", fmt::format("{:#x}", *o_.fault_address)},
                               {"faulting_cases", r.faulting_cases},
-                              {"same_page_offset", r.fault_offset_matches}};
+                              {"same_page_offset", r.fault_offset_matches},
+                              {"page_aligned", r.faulting_cases > 0 && r.fault_address_page_aligned}};
     return out;
   }
 
