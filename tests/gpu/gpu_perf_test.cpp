@@ -25,11 +25,13 @@ using perf::DecodeShape;
   if (!gpu::available()) GTEST_SKIP() << "no GPU device"
 
 // Environment knobs for profiling runs (tools/gpu/profile.sh): MLASIM_PERF_SHAPES = comma list of
-// shape names (default all but the diagnostic ones), MLASIM_PERF_TILINGS = comma list of DecodeOptions::tiling (default
-// 6 = the warp-specialised kernel, 4 = the lock-step kernel).
-std::vector<int> PerfTilings() {
-  const char* env = std::getenv("MLASIM_PERF_TILINGS");
-  if (env == nullptr || *env == 0) return {6, 4};
+// shape names (default all but the diagnostic ones), MLASIM_PERF_TILINGS = comma list of
+// DecodeOptions::tiling (default 6 = the warp-specialised kernel, 4 = the lock-step kernel),
+// MLASIM_PERF_CLUSTERS = comma list of the cu_count each shape is planned for (default 132, one
+// workgroup per H200 SM; more clusters than SMs run as further waves of workgroups).
+std::vector<int> IntList(const char* name, std::vector<int> fallback) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == 0) return fallback;
   std::vector<int> out;
   for (const char* p = env; *p != 0;) {
     char* end = nullptr;
@@ -39,6 +41,8 @@ std::vector<int> PerfTilings() {
   }
   return out;
 }
+std::vector<int> PerfTilings() { return IntList("MLASIM_PERF_TILINGS", {6, 4}); }
+std::vector<int> PerfClusters() { return IntList("MLASIM_PERF_CLUSTERS", {132}); }
 
 // Whether MLASIM_PERF_SHAPES (comma separated) names the shape; unset or empty: every shape
 // but the diagnostic ones (named only on request).
@@ -171,13 +175,22 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
   dense128_p64.name = "dense-h128-p64", dense128_p64.page = 64;
   for (const DecodeShape* s : {&dense, &sparse, &dense8, &sparse8, &dense128, &sparse128,
                                &dense8_128, &dense_p64, &dense128_p64})
-    DecodePerf(*s, copy, tilings);
+    for (int32_t clusters : PerfClusters()) {
+      DecodeShape at = *s;
+      at.clusters = clusters;
+      DecodePerf(at, copy, tilings);
+    }
   // Diagnostics of the sparse shape: its rows as consecutive runs (the gather's cost), and the
   // same rows per SM as one 8192-key list per request (the per-token groups' cost).
   DecodeShape window = sparse, k8192 = sparse;
   window.name = "sparse-h16-window", window.topk_window = true;
   k8192.name = "sparse-h16-k8192", k8192.qlen = 1, k8192.topk = 8192;
-  for (const DecodeShape* s : {&window, &k8192}) DecodePerf(*s, copy, tilings, true);
+  for (const DecodeShape* s : {&window, &k8192})
+    for (int32_t clusters : PerfClusters()) {
+      DecodeShape at = *s;
+      at.clusters = clusters;
+      DecodePerf(at, copy, tilings, true);
+    }
 }
 
 }  // namespace
