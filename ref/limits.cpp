@@ -291,13 +291,21 @@ Status CheckPlannerLimits(const PlanRequest& r, const PlanDerived& d) {
 
 Status CheckSizesLimit(const MetadataSizes& s) {
   // In int32 elements (a uint64 counts as two), over kPlanBuffers.
-  int64_t elements = 0;
-  for (const PlanBufferSpec& spec : kPlanBuffers)
-    elements += s.Elements(spec.id) * (spec.element_bytes / 4);
-  if (elements > Limit(LimitId::kPlanElements))
-    return TooLarge("batch_size", elements, LimitId::kPlanElements,
-                    "the get_mla_metadata_info_v1 buffers' int32 element count");
-  return OkStatus();
+  int64_t elements = 0, largest = -1;
+  const PlanBufferSpec* top = &kPlanBuffers[0];
+  for (const PlanBufferSpec& spec : kPlanBuffers) {
+    const int64_t n = s.Elements(spec.id) * (spec.element_bytes / 4);
+    elements += n;
+    if (n > largest) largest = n, top = &spec;
+  }
+  if (elements <= Limit(LimitId::kPlanElements)) return OkStatus();
+  // The field is the batch the sizes come from; the buffer that dominates names what drives it
+  // (work_info's rows grow with qlen x heads as well as with B).
+  const Status st = TooLarge("batch_size", elements, LimitId::kPlanElements,
+                             "the get_mla_metadata_info_v1 buffers' int32 element count");
+  return InvalidArgumentError(st.field(), st.message() + "; the largest is " + top->name + ", " +
+                                              std::to_string(largest) +
+                                              " int32 elements (rows: " + top->rows + ")");
 }
 
 Status CheckPlanInputLimits(const PlanRequest& request, PlannerChoice choice) {

@@ -173,6 +173,15 @@ TEST_F(Limits, PlanElementsAtTheLimitPassesOnePastItIsRefused) {
   EXPECT_EQ(st.field(), "batch_size");
   EXPECT_NE(st.message().find("is 813, above mlasim's limit of 812"), std::string::npos)
       << st.message();
+  // The buffer that drives the count is named with its sizing rule.
+  EXPECT_NE(st.message().find("; the largest is work_info, 800 int32 elements (rows: (B + "
+                              "max_splits - 1) x tiles per batch)"),
+            std::string::npos)
+      << st.message();
+  sizes.reduce_partial_map = 900;  // now the largest
+  EXPECT_NE(CheckSizesLimit(sizes).message().find(
+                "; the largest is reduce_partial_map, 900 int32 elements (rows: max_split_tiles)"),
+            std::string::npos);
 }
 
 // The CLI: --limit before the command, $MLASIM_LIMITS, and their errors (exit 2).
