@@ -12,6 +12,8 @@
 #include <regex>
 #include <sstream>
 
+#include "sim/contract.h"
+#include "sim/scenario.h"
 #include "tools/mlasim/cli.h"
 
 namespace mlasim::cli {
@@ -81,7 +83,26 @@ TEST(CliFuzz, ShrinkPathBlanksOnlyAroundItems) {
 TEST(CliFuzz, HelpNamesTheDefaultProfile) {
   const Out o = Cli({"fuzz", "--help"});
   ASSERT_EQ(o.code, 0) << o.err;
-  EXPECT_NE(o.out.find("(repeatable; default atom-2026-08)"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("(repeatable; default atom-2026-08; known: atom-2026-03, "), std::string::npos)
+      << o.out;
+}
+
+// The help of the commands that take one profile / kernel lists every name their parsers accept
+// (the engine tables and the built-in decode contracts), and fuzz every profile.
+TEST(CliFuzz, HelpListsEveryProfileAndDecodeKernelTheParsersAccept) {
+  for (const char* cmd : {"replay", "numerics", "fuzz"}) {
+    const Out o = Cli({cmd, "--help"});
+    ASSERT_EQ(o.code, 0) << o.err;
+    for (const std::string& name : sim::EngineProfileNames())
+      EXPECT_NE(o.out.find(name + (name == sim::EngineProfileNames().back() ? "" : ", ")),
+                std::string::npos)
+          << cmd << " --help lacks profile " << name;
+    if (std::string(cmd) == "fuzz") continue;  // fuzz's --kernel-under-test is a library
+    const std::vector<std::string> kernels = sim::BuiltinVariants(sim::CallKind::kDecode);
+    EXPECT_GE(kernels.size(), 6u);
+    for (const std::string& k : kernels)
+      EXPECT_NE(o.out.find(" " + k), std::string::npos) << cmd << " --help lacks kernel " << k;
+  }
 }
 
 TEST(CliFuzz, GeneratedShapesThatCrashedCampaignsRunToTheirBudget) {

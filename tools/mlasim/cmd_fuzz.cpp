@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,7 @@
 #include "fuzz/summary_html.h"
 #include "fuzz/summary_junit.h"
 #include "sim/replay.h"
+#include "sim/scenario.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/commands.h"
 #include "tools/mlasim/html_output.h"
@@ -88,8 +90,10 @@ class FuzzCommand final : public Command {
         ->capture_default_str();
     app_->add_option("--jobs", o_.jobs, "worker threads")->capture_default_str();
     app_->add_option("--profile", profiles_,
-                     "engine profile(s) to generate (repeatable; default " +
-                         fuzz::CampaignOptions{}.profiles.front() + ")")
+                     fmt::format("engine profile(s) to generate (repeatable; default {}; "
+                                 "known: {})",
+                                 fuzz::CampaignOptions{}.profiles.front(),
+                                 fmt::join(sim::EngineProfileNames(), ", ")))
         ->type_name("NAME");
     app_->add_option("--out", o_.out_dir, "write findings (one case JSON each) into DIR")
         ->type_name("DIR");

@@ -4,6 +4,9 @@
 #include <limits>
 #include <memory>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "sim/contract.h"
 #include "sim/engine.h"
 #include "sim/index_values.h"
@@ -77,11 +80,16 @@ void ScenarioArgs::Add(CLI::App& app) {
   app.add_option("--builtin", builtin,
                  "a built-in case instead of a file: seed, seed-b35, dense-mtp")
       ->type_name("NAME");
+  // The lists come from the engine tables (sim/engines/*.json) and the built-in contracts, the
+  // same ones the parsers accept.
   app.add_option("--profile", profile,
-                 "override the engine profile: atom-2026-03, atom-2026-08 (before the #2715 "
-                 "fix), atom-2026-11 (after)")
+                 fmt::format("override the engine profile: {} (atom-2026-08 is before the #2715 "
+                             "fix, atom-2026-11 after)",
+                             fmt::join(sim::EngineProfileNames(), ", ")))
       ->type_name("NAME");
-  app.add_option("--kernel", kernel, "override the kernel variant: asm, opus, hk")
+  app.add_option("--kernel", kernel,
+                 fmt::format("override the decode kernel variant: {}",
+                             fmt::join(sim::BuiltinVariants(sim::CallKind::kDecode), ", ")))
       ->type_name("NAME");
   app.add_option("--contract", contracts,
                  "a kernel contract file (docs/contracts.md) in place of the built-in one of its "
