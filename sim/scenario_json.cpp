@@ -496,7 +496,11 @@ StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
   if (!text.ok()) return text.status();
   StatusOr<json> doc = ParseJsonStrict(*text, path);
   if (!doc.ok()) return doc.status();
-  return ParseScenario(*doc);
+  StatusOr<Scenario> s = ParseScenario(*doc);
+  if (s.ok()) return s;
+  // "FILE: $.model.heads: ...", as the read and JSON errors name the file.
+  const Status& st = s.status();
+  return Status(st.code(), path + ": " + (st.field().empty() ? "$" : st.field()), st.message());
 }
 
 namespace {

@@ -16,7 +16,8 @@ namespace mlasim::sim {
 
 StatusOr<Scenario> ParseScenario(const nlohmann::json& doc);
 
-// Reads and parses a file; malformed JSON is reported with its line and column.
+// Reads and parses a file; malformed JSON is reported with its line and column. Every error's
+// field starts with the path ("case.json: $.model.heads").
 StatusOr<Scenario> LoadScenarioFile(const std::string& path);
 // The canonical JSON of a scenario (every field, engine flags spelled out).
 nlohmann::json ScenarioToJson(const Scenario& s);

@@ -36,7 +36,8 @@ def test_a_refused_variation_shows_the_replays_error_and_exits_1(tmp_path, mlasi
     r = sweep(tmp_path, "--grid", "nosuch.key=[1]")
     assert r.returncode == 1
     assert r.stdout == ("[0] nosuch.key=1 rc=2\n"
-                        "    refused: mlasim replay: error: $.nosuch: unknown key\n")
+                        f"    refused: mlasim replay: error: {tmp_path}/out/sweep-0.json: $.nosuch: "
+                        "unknown key\n")
     assert r.stderr == "sweep.py: 1 of 1 variation(s) refused (exit >= 2)\n"
 
 
