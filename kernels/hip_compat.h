@@ -11,6 +11,10 @@ template <class T>
 __device__ inline T compat_shfl_xor(T v, int m) {
   return __shfl_xor(v, m);
 }
+template <class T>
+__device__ inline T compat_shfl(T v, int src_lane) {
+  return __shfl(v, src_lane);
+}
 
 #elif defined(__CUDACC__)
 #include <cuda_runtime.h>
@@ -18,6 +22,10 @@ __device__ inline T compat_shfl_xor(T v, int m) {
 template <class T>
 __device__ inline T compat_shfl_xor(T v, int m) {
   return __shfl_xor_sync(0xffffffffu, v, m);
+}
+template <class T>
+__device__ inline T compat_shfl(T v, int src_lane) {
+  return __shfl_sync(0xffffffffu, v, src_lane);
 }
 using hipError_t = cudaError_t;
 using hipStream_t = cudaStream_t;

@@ -180,12 +180,15 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
 // FlashMLA launches its combine.
 hipError_t LaunchReduce(hipStream_t stream, int tiles, const int32_t* ri, const int32_t* fm,
                         const int32_t* pm, const DecodeParams& P) {
+  // one warp per head of a tile (decode/reduce.h)
+  constexpr int kWarps = decode::kBlock / COMPAT_WARP_SIZE;
+  const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>((P.H + kWarps - 1) / kWarps));
 #if defined(__CUDACC__)
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(tiles);
+  cfg.gridDim = grid;
   cfg.blockDim = dim3(kBlock);
   cfg.dynamicSmemBytes = 0;
   cfg.stream = stream;
@@ -195,7 +198,7 @@ hipError_t LaunchReduce(hipStream_t stream, int tiles, const int32_t* ri, const 
                             static_cast<const float*>(P.part_o),
                             static_cast<const float*>(P.part_lse), P.o, P.lse, P.H, P.Dv, P.log);
 #else
-  hipLaunchKernelGGL(decode::mla_reduce_kernel, dim3(tiles), dim3(kBlock), 0, stream, ri, fm, pm,
+  hipLaunchKernelGGL(decode::mla_reduce_kernel, grid, dim3(kBlock), 0, stream, ri, fm, pm,
                      P.part_o, P.part_lse, P.o, P.lse, P.H, P.Dv, P.log);
   return hipGetLastError();
 #endif
