@@ -41,6 +41,7 @@ enum class LimitId : int32_t {
   kTensorValues,    // values of one numerics tensor (q, KV, o)
   kLaunchGrid,      // workgroups of a launch (`plan --launch-grid`, contract grids)
   kLoopTrips,       // iterations of one contract loop before it is reported as a hang
+  kCallTrips,       // iterations of one call's contract loops in all (nested loops multiply)
   kJsonDepth,       // nesting of arrays and objects in one JSON input (sim/json_input.h)
   kJsonValues,      // values (of any kind, containers too) in one JSON input
   kContractStatements,  // statements of one contract's program, nested ones included

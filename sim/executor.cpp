@@ -205,6 +205,7 @@ class CallExecutor {
   void BindRole(const TensorArg& a);
   [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
+  void ReportCallTrips(const Statement& st, int64_t trips);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
   void GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
                   int64_t p1, int64_t page);
@@ -265,6 +266,10 @@ class CallExecutor {
   // The trips a loop may run before it is a hang (ref/limits.h), read once per execution (the
   // limits are set before a campaign or command runs, not while a scenario executes).
   const int64_t max_loop_trips_ = ref::Limit(ref::LimitId::kLoopTrips);
+  // What is left of the call's trips in all (ref::LimitId::kCallTrips), reset per kernel call:
+  // each loop's trip count is charged when it starts, so nested loops cannot multiply past it.
+  const int64_t max_call_trips_ = ref::Limit(ref::LimitId::kCallTrips);
+  int64_t call_trips_left_ = 0;
   // What the last kAccess record with feeds_next evaluated: its when held and its rows were
   // defined (access_runs_), and the rows; the record after it (same_as_prev) uses them.
   bool access_runs_ = false;
@@ -679,6 +684,7 @@ void CallExecutor::KernelCall(const Call& c) {
       if (a.role == "indices") contents_[a.buffer].push_back(c.fill_content);
   }
   EvalHoisted();
+  call_trips_left_ = max_call_trips_;
   Exec(contract_->program);
   FlushInvalid(c);
   Flush(c);
@@ -1071,6 +1077,23 @@ void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound)
                                 who_, trips, bound, st.bound_what, st.exceeded));
 }
 
+// A loop that would take the call past its trips in all (nested loops each within loop_trips).
+void CallExecutor::ReportCallTrips(const Statement& st, int64_t trips) {
+  const int64_t left = call_trips_left_;
+  call_trips_left_ = 0;  // the call stops here: no later loop of it runs either
+  if (hang_reported_) return;
+  hang_reported_ = true;
+  const TensorArg* a = st.hang_role >= 0 ? roles_[st.hang_role] : nullptr;
+  bool defined = true;
+  const int64_t row = st.hang_row.empty() ? 0 : Eval(st.hang_row, &defined);
+  Add(*call_, MakeUnboundedLoop({a ? a->buffer : st.hang_buffer, a ? a->rows : 0, 0, row, row},
+                                who_, trips, left, "iterations",
+                                "with the iterations before it, the call's loops would pass "
+                                "call_trips (" +
+                                    std::to_string(max_call_trips_) +
+                                    ": nested loops multiply); reported as a hang"));
+}
+
 void CallExecutor::ExecLoop(const Statement& st) {
   bool d1 = true, d2 = true;
   const int64_t from = Eval(st.begin, &d1);
@@ -1122,6 +1145,8 @@ void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bo
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
   const int64_t max_trips = max_loop_trips_;
   if (trips > max_trips) return ReportHang(stmt(), trips, max_trips);
+  if (trips > call_trips_left_) return ReportCallTrips(stmt(), trips);
+  call_trips_left_ -= trips;
   const int32_t saved_who = who_;
   const bool walk = csr && opt_.csr_walks;
   const bool attributed =

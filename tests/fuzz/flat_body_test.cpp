@@ -634,5 +634,44 @@ TEST(FlatBody, TheLoopTripLimitIsTheOneSetBeforeTheStepRuns) {
   EXPECT_EQ(Dump(c), Dump(d));
 }
 
+// Nested loops, each within loop_trips, multiply (2^26 x 2^26 would run for days): a call's loops
+// in all are held to call_trips, each loop's count charged as it starts (and held to it for
+// every kernel call: the step's other calls take far fewer). A decode whose one workgroup runs
+// 3 x 100000 reads of q (300003 trips): at call_trips 300003 it runs whole, at 300002 the third
+// inner loop is the hang (200003 charged, 99999 left: it needs 100000), reported once per step
+// with its numbers; compiled and interpreted alike.
+TEST(FlatBody, NestedLoopsStopAtTheCallsTripsInAll) {
+  auto parsed = sim::ParseContract(json::parse(R"json({
+    "contract": 1, "name": "nested", "call": "decode", "variant": "nested", "source": "test",
+    "launch": {"grid": "1"},
+    "program": [{"loop": "i", "from": 0, "to": 3, "body": [
+      {"loop": "j", "from": 0, "to": 100000, "body": [
+        {"read": "q", "rows": ["0", "1"], "when": "i + j >= 0"}]}]}]})json"),
+                                   "nested.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  sim::Scenario s = sim::test::WorkedExample(false, "atom-2026-11");
+  s.contracts.push_back(std::make_shared<const Contract>(std::move(*parsed)));
+  auto planned = sim::ExpandStep(s);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  const auto hangs = [](const sim::ExecutionResult& r) {
+    std::vector<std::string> out;
+    for (const sim::Violation& v : r.violations)
+      if (v.kind == sim::ViolationKind::kUnboundedLoop) out.push_back(v.detail);
+    return out;
+  };
+  ASSERT_TRUE(ref::SetLimits("call_trips=300003").ok());
+  const auto [a, b] = RunBothWays(s, *planned);
+  ASSERT_TRUE(ref::SetLimits("call_trips=300002").ok());
+  const auto [c, d] = RunBothWays(s, *planned);
+  ref::ResetLimits();
+  EXPECT_EQ(hangs(a), std::vector<std::string>{});
+  EXPECT_EQ(Dump(a), Dump(b));
+  EXPECT_EQ(hangs(c), std::vector<std::string>{
+                          "work -1 would walk 100000 iterations (bound 99999): with the "
+                          "iterations before it, the call's loops would pass call_trips (300002: "
+                          "nested loops multiply); reported as a hang"});
+  EXPECT_EQ(Dump(c), Dump(d));
+}
+
 }  // namespace
 }  // namespace mlasim::fuzz
