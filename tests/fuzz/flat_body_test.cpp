@@ -669,7 +669,8 @@ TEST(FlatBody, NestedLoopsStopAtTheCallsTripsInAll) {
   EXPECT_EQ(hangs(c), std::vector<std::string>{
                           "work -1 would walk 100000 iterations (bound 99999): with the "
                           "iterations before it, the call's loops would pass call_trips (300002: "
-                          "nested loops multiply); reported as a hang"});
+                          "nested loops multiply); reported as a hang"})
+      << Dump(c);
   EXPECT_EQ(Dump(c), Dump(d));
 }
 
