@@ -203,6 +203,18 @@ TEST(CaseManifest, AValidCaseReadsWithItsValues) {
   EXPECT_EQ(*v, (std::vector<int32_t>{0, 300, 340, 1040}));
 }
 
+// A tensor may end exactly at 2^64 (its last byte at 2^64 - 1) or start at address 0.
+TEST(CaseManifest, ATensorMayReachEitherEndOfTheAddressSpace) {
+  for (const auto& [ptr, strides] : std::vector<std::pair<const char*, json>>{
+           {"0xfffffffffffffe80", {64, 4, 1}}, {"0x100", {-64, 4, 1}}}) {
+    CaseBuilder b = ValidCase();
+    b.manifest["tensors"]["q"]["data_ptr"] = ptr;
+    b.manifest["tensors"]["q"]["strides"] = strides;
+    auto m = OpenCase(b.Files());
+    EXPECT_TRUE(m.ok()) << ptr << ": " << m.status().ToString();
+  }
+}
+
 struct ManifestBad {
   const char* name;
   std::function<void(json&)> mutate;
@@ -296,6 +308,16 @@ std::vector<ManifestBad> BadManifests() {
        ":tensors.q.data_ptr", "'0x10000000000000000' is above 64 bits (17 significant hex digits"},
       {"data_ptr_int", [&](json& m) { q(m)["data_ptr"] = 4096; }, ":tensors.q.data_ptr",
        "must be a string"},
+      // q's 384 bytes end at 2^64 from 0xfffffffffffffe80 (accepted: CaseReader.*Extent*); one
+      // byte later they pass it.
+      {"data_ptr_wraps", [&](json& m) { q(m)["data_ptr"] = "0xfffffffffffffe81"; },
+       ":tensors.q.data_ptr", "data_ptr + the tensor's 384 bytes passes 2^64"},
+      {"data_ptr_below_0",
+       [&](json& m) {
+         q(m)["strides"] = {-64, 4, 1};
+         q(m)["data_ptr"] = "0xff";
+       },
+       ":tensors.q.data_ptr", "the tensor's lowest byte (data_ptr - 256) is below address 0"},
   };
 }
 

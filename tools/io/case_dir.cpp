@@ -183,6 +183,14 @@ StatusOr<CaseTensor> ParseTensor(const std::string& name, const json& e, const s
   MLASIM_ASSIGN_OR_RETURN(t.nbytes, Int(e, "nbytes", p, err, 0, int64_t{1} << 62));
   MLASIM_ASSIGN_OR_RETURN(t.data_ptr, ParseAddress(e, "data_ptr", p, err));
   MLASIM_RETURN_IF_ERROR(ComputeExtent(t, p, err));
+  // The bytes the tensor spans, [data_ptr + span_begin, data_ptr + span_end), must be addresses:
+  // faults are attributed by address (explain-fault refuses the same in a layout).
+  if (t.span_begin < 0 && static_cast<uint64_t>(-t.span_begin) > t.data_ptr)
+    return err(p + "data_ptr", "the tensor's lowest byte (data_ptr - " +
+                                   std::to_string(-t.span_begin) + ") is below address 0");
+  if (t.span_end > 0 && static_cast<uint64_t>(t.span_end) > ~uint64_t{0} - t.data_ptr + 1)
+    return err(p + "data_ptr", "data_ptr + the tensor's " + std::to_string(t.span_end) +
+                                   " bytes passes 2^64");
   return t;
 }
 
