@@ -136,7 +136,10 @@ def test_without_the_kv_cache_numerics_say_what_is_missing(tmp_path, mlasim_bin)
     ("o_heads", "tensors.o.shape", "o and q have different head counts"),
     ("kv_width", "tensors.kv_buffer.shape", "the KV cache must be [..., D] with q's D = 576"),
     ("lse_dtype", "tensors.lse.dtype", "must be float32"),
-    ("scale", "config.numerics.kv_scale", "must be a finite number > 0"),
+    ("scale", "config.numerics.kv_scale", "must be a finite number > 0 and <= 1e6"),
+    ("scale_huge", "config.numerics.sm_scale", "must be a finite number > 0 and <= 1e6"),
+    ("scale_typo", "config.numerics.kv_scal", "unknown key (known: q_scale, kv_scale, sm_scale)"),
+    ("numerics_null", "config.numerics", "must be an object of q_scale, kv_scale, sm_scale"),
 ])
 def test_bad_numerics_inputs_exit_2_naming_the_field(tmp_path, mlasim_bin, what, field, message):
     plan = mlasim.plan(**WORKED)
@@ -155,6 +158,12 @@ def test_bad_numerics_inputs_exit_2_naming_the_field(tmp_path, mlasim_bin, what,
         tensors["kv_buffer"] = torch.zeros(1040, 1, 512, dtype=torch.bfloat16)
     elif what == "lse_dtype":
         tensors["lse"] = torch.zeros(3, HEADS, dtype=torch.bfloat16)
+    elif what == "scale_huge":
+        config["numerics"] = {"sm_scale": 1.0000001e6}
+    elif what == "scale_typo":
+        config["numerics"] = {"kv_scal": 1}
+    elif what == "numerics_null":
+        config["numerics"] = None
     else:
         config["numerics"] = {"kv_scale": 0}
     case = mlasim.capture(tmp_path / "case", "mla_decode_fwd", config=config, **plan.buffers(),

@@ -63,14 +63,37 @@ StatusOr<std::vector<double>> ReadValues(const CaseFiles& files, const CaseTenso
   return v;
 }
 
+// config.numerics: absent, or an object of the scales below (no other key: a misspelt scale
+// would silently run with the default).
+constexpr const char* kNumericsKeys[] = {"q_scale", "kv_scale", "sm_scale"};
+// Real scales are near 1 (fp8 descales) or 1 / sqrt(head dim); a scale this large already makes
+// the reference's float scores overflow on ordinary values.
+constexpr double kMaxScale = 1e6;
+
+Status CheckNumericsConfig(const CaseManifest& m, const std::string& manifest) {
+  const auto cfg = m.config.find("numerics");
+  if (cfg == m.config.end()) return OkStatus();
+  if (!cfg->is_object())
+    return InvalidArgumentError(manifest + ":config.numerics",
+                                "must be an object of q_scale, kv_scale, sm_scale");
+  for (auto it = cfg->begin(); it != cfg->end(); ++it)
+    if (std::find_if(std::begin(kNumericsKeys), std::end(kNumericsKeys), [&](const char* k) {
+          return it.key() == k;
+        }) == std::end(kNumericsKeys))
+      return InvalidArgumentError(manifest + ":config.numerics." + it.key(),
+                                  "unknown key (known: q_scale, kv_scale, sm_scale)");
+  return OkStatus();
+}
+
 StatusOr<double> ConfigScale(const CaseManifest& m, const char* key, double fallback,
                              const std::string& manifest) {
   const auto cfg = m.config.find("numerics");
-  if (cfg == m.config.end() || !cfg->is_object() || !cfg->contains(key)) return fallback;
+  if (cfg == m.config.end() || !cfg->contains(key)) return fallback;
   const nlohmann::json& v = cfg->at(key);
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0)
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= 0 ||
+      v.get<double>() > kMaxScale)
     return InvalidArgumentError(manifest + ":config.numerics." + key,
-                                "must be a finite number > 0");
+                                "must be a finite number > 0 and <= 1e6");
   return v.get<double>();
 }
 
@@ -214,6 +237,7 @@ StatusOr<ref::MlaInputs> BuildInputs(const CaseFiles& files, const CaseManifest&
   std::copy(q.begin(), q.begin() + std::min<int64_t>(q.size(), in.q.size()), in.q.begin());
   MLASIM_ASSIGN_OR_RETURN(std::vector<double> kv, ReadValues(files, *c.kv, kf, limits));
   in.kv_cache.assign(kv.begin(), kv.end());
+  MLASIM_RETURN_IF_ERROR(CheckNumericsConfig(m, mf));
   MLASIM_ASSIGN_OR_RETURN(in.q_scale, ConfigScale(m, "q_scale", 1.0, mf));
   MLASIM_ASSIGN_OR_RETURN(in.kv_scale, ConfigScale(m, "kv_scale", 1.0, mf));
   MLASIM_ASSIGN_OR_RETURN(in.sm_scale, ConfigScale(m, "sm_scale", 0.0, mf));
