@@ -213,10 +213,20 @@ StatusOr<CallTensor> CallTensorFromShape(const std::string& role, const std::vec
                                          const std::string& field) {
   for (int64_t d : shape)
     if (d < 0) return InvalidArgumentError(field, "a negative dimension");
+  const bool folds = role == "q" || role == "o";
+  // q and o are [tokens, heads, D] in every engine modelled; their heads fold into rows, which a
+  // shape of another rank could not say (a 1-d or 2-d q was taken as rows of one head).
+  if (folds && shape.size() != 3)
+    return InvalidArgumentError(field, "must be [tokens, heads, D]: got " +
+                                           std::to_string(shape.size()) + " dimension(s)");
+  // Only the rows may be empty: a row of no element has no extent to check.
+  for (size_t i = 1; i < shape.size(); ++i)
+    if (shape[i] == 0 && role != "kv_indices" && role != "indices")
+      return InvalidArgumentError(field, "dimension " + std::to_string(i) +
+                                             " is 0: rows of no element");
   CallTensor t;
   t.role = role;
   t.elem_bytes = std::max(itemsize, 1);
-  const bool folds = role == "q" || role == "o";
   const int64_t fold = folds ? std::max(fold_ratio, 1) : 1;
   t.rows = shape.empty() ? 1 : shape[0] * fold;
   if (role == "kv_indices" || role == "indices") {  // flat: the contracts address elements

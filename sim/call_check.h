@@ -89,8 +89,9 @@ StatusOr<std::shared_ptr<const Contract>> ResolveCallContract(CallKind kind,
 // cols = the product of the remaining dimensions; a 1-d tensor is rows of one element; a 0-d
 // tensor one row. Index arrays (kv_indices, an index fill's indices) are flat whatever their
 // shape: rows = every element (aiter's sparse decode passes a [tokens, topk] matrix as
-// `view(-1)`, and the contracts address its elements). Errors: InvalidArgument (`field`) when q/o heads are not a multiple of the
-// fold ratio, or a dimension is negative.
+// `view(-1)`, and the contracts address its elements). Errors: InvalidArgument (`field`) when
+// q / o are not of rank 3 ([tokens, heads, D]) or their heads are not a multiple of the fold
+// ratio, a dimension is negative, or a dimension past the first is 0 (index arrays excepted).
 StatusOr<CallTensor> CallTensorFromShape(const std::string& role, const std::vector<int64_t>& shape,
                                          int32_t itemsize, int32_t fold_ratio,
                                          const std::string& field);

@@ -23,10 +23,12 @@ _DTYPE_ARGS = ("q_dtype", "kv_dtype")
 def make_request(**args):
     """Builds a validated planner request (mlasim._core.Request) from plan()'s arguments."""
     converted = {}
-    for key, value in args.items():
-        key = ALIASES.get(key, key)
+    for given, value in args.items():
+        key = ALIASES.get(given, given)
         if value is None:
             continue
+        if key in converted:  # aiter's and mlasim's name of one argument: never pick one silently
+            raise TypeError(f"{given}: given twice (as {key} too)")
         if key in _ARRAY_ARGS:
             value = int_array(key, value)
         elif key == "kv_lens":

@@ -149,6 +149,13 @@ def capture(dir, call_name, config=None, **tensors):
                              f"{MAX_NAME} characters")
         arrays[name], entries[name] = _entry(name, value)
         entries[name]["file"] = f"{name}.npy"
+    manifest = {"format": _core.CASE_FORMAT, "schema_version": _core.CASE_SCHEMA_VERSION,
+                "call": call_name, "versions": _versions(), "config": config,
+                "tensors": entries}
+    try:  # what `mlasim check` would refuse is refused here, before any file is written
+        _core.check_manifest(json.dumps(manifest, sort_keys=True))
+    except ValueError as e:
+        raise ValueError(f"mlasim check would refuse this case: {e}") from None
     path = os.fspath(dir)
     os.makedirs(path, exist_ok=True)
     manifest_path = os.path.join(path, "manifest.json")
@@ -157,9 +164,6 @@ def capture(dir, call_name, config=None, **tensors):
                               f"a new directory")
     for name, arr in arrays.items():
         np.save(os.path.join(path, f"{name}.npy"), arr, allow_pickle=False)
-    manifest = {"format": _core.CASE_FORMAT, "schema_version": _core.CASE_SCHEMA_VERSION,
-                "call": call_name, "versions": _versions(), "config": config,
-                "tensors": entries}
     tmp = manifest_path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)

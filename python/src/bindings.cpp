@@ -25,6 +25,7 @@
 #include "ref/sizing.h"
 #include "sim/call_check.h"
 #include "tools/io/case_dir.h"
+#include "tools/io/case_plan.h"
 #include "tools/io/plan_buffers.h"
 #include "tools/io/request_json.h"
 #include "tools/mlasim/plan_input.h"
@@ -653,6 +654,18 @@ PYBIND11_MODULE(_core, m) {
     auto s = mlasim::ref::GetMlaMetadataInfoV1(r, static_cast<int32_t>(r.kv_indptr.size()) - 1);
     Raise(s.status(), req.from_kv_lens);
     return SizesDict(*s);
+  });
+  // The manifest a capture is about to write, read by the same parser `mlasim check` uses (and
+  // its rule that a planner buffer is captured under one name only): ValueError with check's
+  // message ("manifest.json:tensors.q.shape: ...").
+  m.def("check_manifest", [](const std::string& text) {
+    const io::MemoryCaseFiles no_files;  // names only: nothing is read
+    auto manifest = io::ParseCaseManifest(text, io::kCaseManifestName);
+    if (!manifest.ok()) throw py::value_error(manifest.status().ToString());
+    for (const io::PlannerTensorName& n : io::PlannerTensorNames()) {
+      auto t = io::FindPlannerTensor(*manifest, no_files, n.name);
+      if (!t.ok()) throw py::value_error(t.status().ToString());
+    }
   });
   m.def("dtype_table", [] {
     py::list out;

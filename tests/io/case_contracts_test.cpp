@@ -339,6 +339,17 @@ TEST(CheckCall, ShapesFoldQAndOHeadsIntoRows) {
   EXPECT_EQ(sim::CallTensorFromShape("indices", {3, 2, 5}, 4, 1, "indices")->rows, 30);
   EXPECT_EQ(sim::CallTensorFromShape("q", {6, 20, 576}, 2, 8, "q").status().field(), "q");
   EXPECT_EQ(sim::CallTensorFromShape("q", {-1, 16, 576}, 2, 1, "q").status().field(), "q");
+  // q and o are [tokens, heads, D]; no dimension past the rows may be empty.
+  for (const std::vector<int64_t>& shape :
+       std::vector<std::vector<int64_t>>{{}, {6}, {6, 576}, {6, 16, 576, 1}})
+    EXPECT_EQ(sim::CallTensorFromShape("o", shape, 2, 1, "o").status().message(),
+              "must be [tokens, heads, D]: got " + std::to_string(shape.size()) + " dimension(s)");
+  EXPECT_EQ(sim::CallTensorFromShape("q", {3, 0, 576}, 2, 1, "q").status().message(),
+            "dimension 1 is 0: rows of no element");
+  EXPECT_EQ(sim::CallTensorFromShape("lse", {3, 0}, 4, 1, "lse").status().message(),
+            "dimension 1 is 0: rows of no element");
+  EXPECT_TRUE(sim::CallTensorFromShape("q", {0, 16, 576}, 2, 1, "q").ok());  // no token: fine
+  EXPECT_TRUE(sim::CallTensorFromShape("kv_indices", {6, 0}, 4, 1, "kv_indices").ok());
 }
 
 TEST(CheckCall, CallKindsFollowFromNames) {

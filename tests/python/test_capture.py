@@ -155,6 +155,23 @@ def test_a_truncated_capture_exits_2_naming_file_and_field(tmp_path, mlasim_bin)
     assert r.stderr == f"mlasim check: error: {os.path.join(case, 'manifest.json')}: no such file\n"
 
 
+def test_what_check_would_refuse_is_refused_before_any_file_is_written(tmp_path):
+    cases = [
+        (dict(q=np.zeros([1] * 9, np.float32)), "tensors.q.shape: has 9 entries"),
+        (dict(work_info=np.zeros((2, 8), np.int32), work_info_set=np.zeros((2, 8), np.int32)),
+         "tensors.work_info_set: names the same buffer as tensors.work_info; capture one"),
+    ]
+    for tensors, fragment in cases:
+        case = tmp_path / "case"
+        try:
+            mlasim.capture(case, "mla_decode_fwd", **tensors)
+            raise AssertionError(f"accepted {list(tensors)}")
+        except ValueError as e:
+            assert str(e).startswith("mlasim check would refuse this case: manifest.json:"), str(e)
+            assert fragment in str(e), str(e)
+        assert not case.exists()
+
+
 def test_a_second_capture_into_the_same_directory_is_refused(tmp_path):
     case = capture_worked(tmp_path / "case")
     try:

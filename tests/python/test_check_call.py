@@ -153,6 +153,10 @@ def test_bad_arguments_name_the_argument(tmp_path):
         (TypeError, "work_info:", dict(work_info=plan.work_info.astype(np.int64))),
         (ValueError, "work_info:", dict(work_info=np.zeros((3, 7), np.int32))),
         (TypeError, "plan:", dict(plan="a plan")),
+        # q and o are [tokens, heads, D]; only the tokens may be 0
+        (ValueError, "q: must be [tokens, heads, D]: got 0", dict(q=np.zeros(()))),
+        (ValueError, "q: must be [tokens, heads, D]: got 1", dict(q=np.zeros(5))),
+        (ValueError, "o: dimension 1 is 0", dict(o=torch.zeros(3, 0, 512))),
     ]
     for exc, prefix, over in cases:
         args = dict(call="mla_decode_fwd", contract="asm", plan=plan, q=q, o=o)

@@ -39,6 +39,9 @@ def out_with(name, value):
 
 
 CASES = [
+    # plan: aiter's and mlasim's name of one argument together
+    ("alias_twice", indptr_plan(seqlens_kv_indptr=[0, 1, 2, 3]), TypeError,
+     "seqlens_kv_indptr: given twice (as kv_indptr too)"),
     # plan: scalars
     ("heads_float", plan_with(num_heads_per_head_k=1.5), TypeError,
      "num_heads_per_head_k: expected an integer, got float"),
