@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "ref/decode_update.h"
+#include "ref/limits.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
 #include "sim/call_table.h"
@@ -469,6 +470,9 @@ Status StepBuilder::AllocateBuffers() {
     }
     MLASIM_ASSIGN_OR_RETURN(ref::MetadataSizes z, ref::GetMlaMetadataInfoV1(sizing, batch));
     if (Var("partial_map_per_tile")) z = ref::PartialMapOnePerTile(z);  // the one implementation
+    if (const Status st = ref::CheckSizesLimit(z); !st.ok())  // plan_elements, as `mlasim plan`
+      return InvalidArgumentError("$", "the engine's " + b.prefix + " plan buffers: " +
+                                           st.ToString());
     capacity_[b.prefix] = z;
     AddPlanBuffers(b.prefix, z);
   }
@@ -650,7 +654,10 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
   options.mutant = mutant_.planner;
   const ref::MetadataSizes& sizes = capacity_.at(row.capacity);
   ref::Plan planned = TakePlan(sizes);
-  const Status plan = ref::PlanMlaMetadataInto(request, sizes, options, &planned);
+  // mlasim's limits (ref/limits.h: --limit, MLASIM_LIMITS) hold for the engine's requests as for
+  // `mlasim plan`'s: a lowered one is refused here, named by its scenario field.
+  Status plan = ref::CheckRequestLimits(request);
+  if (plan.ok()) plan = ref::PlanMlaMetadataInto(request, sizes, options, &planned);
   if (!plan.ok()) {
     // A refused request leaves the plan as it was (the planner refuses before it prepares any
     // buffer): a recycled one goes back to the pool, a fresh one has no memory to keep.
@@ -660,6 +667,7 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
     const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
                               : f == "topk"                  ? "$.model.topk"
                               : q_field                      ? "$.batch.q_lens"
+                              : f == "qlen"                  ? "$.mtp.k"
                               : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
                                                              : "$";
     return InvalidArgumentError(field, "the engine's " + row.call + " at " + step +
