@@ -404,15 +404,18 @@ std::array<std::pair<const char*, const ref::Int32Buffer*>, 5> PlanBuffers(const
 }
 
 // Calls f(begin, end) for each run of elements of `b` whose cell is not kUnwritten, in order.
-// Plan buffers are allocated at capacity size and mostly unwritten: unwritten cells are skipped
-// 64 (SSE2; else 32), then eight at a time; a written run ends at the next kUnwritten byte
-// (memchr).
+// Plan buffers are allocated at capacity size and mostly unwritten: no element at or past
+// `dirty_end` was written (every writer of an Int32Buffer keeps it past its stores, and no plan
+// is mid-rewrite here: Int32Buffer::Prepare restores only [0, dirty_end) for the same reason),
+// so the scan stops there; before it, unwritten cells are skipped 64 (SSE2; else 32), then eight
+// at a time; a written run ends at the next kUnwritten byte (memchr).
 template <class F>
 void ForEachWrittenRun(const ref::Int32Buffer& b, F&& f) {
   static_assert(sizeof(Cell) == 1 && static_cast<int>(Cell::kUnwritten) == 0,
                 "cells are bytes, kUnwritten is 0");
   const auto* c = reinterpret_cast<const unsigned char*>(b.cells.data());
-  const int64_t n = std::min<int64_t>(b.size(), static_cast<int64_t>(b.cells.size()));
+  const int64_t n = std::min<int64_t>(std::min<int64_t>(b.size(), b.dirty_end),
+                                      static_cast<int64_t>(b.cells.size()));
   for (int64_t i = 0; i < n;) {
 #if defined(__SSE2__)
     for (; i + 64 <= n; i += 64) {  // 64 at a time through the long unwritten stretches

@@ -98,6 +98,43 @@ TEST(PlanRecycling, PlansIntoRecycledBuffersAreThePlansOfFreshBuffers) {
   EXPECT_GT(recycled_plans, 80);
 }
 
+// Execute marks a plan buffer's written runs from element 0 up to its dirty_end only (round 14,
+// docs/performance.md): no element at or past dirty_end may be written in any plan a step
+// holds, planned fresh or into recycled memory, updated by decode_update or not, under every
+// generator family.
+TEST(PlanRecycling, NoPlanOfATraceHoldsAWrittenElementPastItsDirtyEnd) {
+  int64_t checked = 0, updated = 0;
+  sim::ClearRecycledPlans();
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    GenConfig config;
+    config.swarm = true;
+    config.small = seed % 2 == 0;
+    config.hostile_indices = config.disagreements = seed % 3 == 0;
+    config.paged = config.ragged_q = seed % 4 == 1;
+    const sim::Scenario s =
+        ScenarioFromSeed(config, seed, static_cast<int>(10 + seed % 91)).value();
+    auto t = sim::ExpandStep(s);
+    if (!t.ok()) continue;
+    for (const sim::PlanSnapshot& snap : t->plans) {
+      updated += snap.name.find('@') != std::string::npos;
+      for (ref::PlanBufferId id : ref::kInt32PlanBuffers) {
+        const ref::Int32Buffer& b = *snap.plan.buffer(id);
+        const int64_t n = static_cast<int64_t>(b.cells.size());
+        int64_t last = -1;
+        for (int64_t i = n - 1; i >= 0 && last < 0; --i)
+          if (b.cells[static_cast<size_t>(i)] != ref::Cell::kUnwritten) last = i;
+        EXPECT_LT(last, b.dirty_end) << "seed " << seed << " plan " << snap.name << " buffer "
+                                     << static_cast<int>(id);
+        checked += last >= 0;
+      }
+    }
+    sim::RecyclePlans(*t);  // the next seed plans into this memory
+  }
+  sim::ClearRecycledPlans();
+  EXPECT_GT(checked, 500);
+  EXPECT_GT(updated, 10);  // decode_update's patched plans among them
+}
+
 TEST(PlanRecycling, KeepsAtMostTheBoundAndOnlyAiterPlans) {
   sim::ClearRecycledPlans();
   sim::Trace t;

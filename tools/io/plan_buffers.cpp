@@ -46,6 +46,7 @@ Status CopyBuffer(const BufferRef& b, const Int32View& v, std::optional<int32_t>
     for (int64_t i = 0; i < v.size; ++i)
       if (v.data[i] == *unwritten) out.cells[static_cast<size_t>(i)] = ref::Cell::kUnwritten;
   }
+  out.dirty_end = v.size;  // any element may be written (Int32Buffer's invariant)
   return OkStatus();
 }
 
