@@ -87,6 +87,17 @@ TEST(CliFuzz, HelpNamesTheDefaultProfile) {
       << o.out;
 }
 
+// `mutants --list --only NAME` lists that mutant alone (two lines), an unknown NAME is refused.
+TEST(CliFuzz, MutantsListOnlyListsTheOneNamed) {
+  const Out all = Cli({"mutants", "--list"});
+  ASSERT_EQ(all.code, 0) << all.err;
+  const std::string first = all.out.substr(0, all.out.find(' '));
+  const Out one = Cli({"mutants", "--list", "--only", first});
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(one.out, all.out.substr(0, all.out.find('\n', all.out.find('\n') + 1) + 1));
+  EXPECT_EQ(Cli({"mutants", "--list", "--only", "zz"}).code, 2);
+}
+
 // The help of the commands that take one profile / kernel lists every name their parsers accept
 // (the engine tables and the built-in decode contracts), and fuzz every profile.
 TEST(CliFuzz, HelpListsEveryProfileAndDecodeKernelTheParsersAccept) {

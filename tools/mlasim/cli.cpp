@@ -326,6 +326,20 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
 
   if (argc > 1 && argv[1][0] != '-')
     if (const int code = CheckCommandWord(argv[1], commands, err); code >= 0) return code;
+  // Before the command only mlasim's own options: an unknown one is named (CLI11 would report
+  // only that no command was given).
+  for (int i = 1; i < argc && argv[i][0] == '-'; ++i) {
+    const std::string a = argv[i];
+    if (a == "--limit") {
+      ++i;  // its value
+      continue;
+    }
+    if (a == "-h" || a == "--help" || a == "--version" || a.rfind("--limit=", 0) == 0) continue;
+    PrintError(err, "", a,
+               "not an option of mlasim (before the command: --limit, --version, --help; a "
+               "command's own options go after it)");
+    return kExitBadInput;
+  }
   if (const int code = Parse(app, argc, argv, out, err); code >= 0) return code;
   if (!SetRunLimits(limits, err)) return kExitBadInput;
   for (const auto& c : commands)

@@ -44,19 +44,20 @@ class MutantsCommand final : public Command {
 
   int Run(const Streams& io) override {
     const auto& registry = fuzz::MutantRegistry();
-    if (list_) {
+    if (!only_.empty() && !fuzz::FindMutant(only_)) {  // with --list too: never a silent "all"
+      PrintError(io.err, kName, "--only", "no mutant named '" + only_ + "' (see --list)");
+      return kExitBadInput;
+    }
+    if (list_) {  // with --only: that one
       for (const auto& m : registry)
-        io.out << fmt::format("{:<42} {}  {:<13} {:<30} budget {:<5} {}\n    {}\n", m.name,
+        if (only_.empty() || m.name == only_)
+          io.out << fmt::format("{:<42} {}  {:<13} {:<30} budget {:<5} {}\n    {}\n", m.name,
                               sim::BugClassLetter(m.bug_class), fuzz::MutantKindName(m.kind),
                               m.property, m.budget, m.site, m.description);
       return kExitOk;
     }
     if (budget_opt_->count() > 0 && (budget_ < 1 || budget_ > 1000000)) {
       PrintError(io.err, kName, "--budget", "must be a number of cases in 1..1000000");
-      return kExitBadInput;
-    }
-    if (!only_.empty() && !fuzz::FindMutant(only_)) {
-      PrintError(io.err, kName, "--only", "no mutant named '" + only_ + "' (see --list)");
       return kExitBadInput;
     }
     if (!out_dir_.empty()) {  // created; a folder that takes no files is refused now
