@@ -45,6 +45,17 @@ std::string ExpectedNames(const EnumName<E> (&table)[N]) {
   return names;
 }
 
+// "a|b|c": the canonical names, in table order (a CLI option's value type, as its help shows it).
+template <typename E, size_t N>
+std::string NameChoices(const EnumName<E> (&table)[N]) {
+  std::string names;
+  for (size_t i = 0; i < N; ++i) {
+    if (NameOf(table, table[i].value) != table[i].name) continue;  // an alias
+    names += (names.empty() ? "" : "|") + std::string(table[i].name);
+  }
+  return names;
+}
+
 // The value named `text` (a canonical name or an alias). Errors: InvalidArgument(field,
 // "unknown <what> '<text>' (expected ...)").
 template <typename E, size_t N>

@@ -12,6 +12,7 @@
 #include <regex>
 #include <sstream>
 
+#include "ref/target.h"
 #include "sim/contract.h"
 #include "sim/scenario.h"
 #include "tools/mlasim/cli.h"
@@ -85,6 +86,17 @@ TEST(CliFuzz, HelpNamesTheDefaultProfile) {
   ASSERT_EQ(o.code, 0) << o.err;
   EXPECT_NE(o.out.find("(repeatable; default atom-2026-08; known: atom-2026-03, "), std::string::npos)
       << o.out;
+}
+
+// plan's --help shows each enum option's values from the parser's table (canonical names, no
+// aliases): fp32 was accepted but not shown.
+TEST(CliFuzz, PlanHelpShowsTheValuesTheParsersAccept) {
+  EXPECT_EQ(ref::NameChoices(ref::kDTypeNames), "bf16|fp16|fp8|fp32");
+  const Out o = Cli({"plan", "--help"});
+  ASSERT_EQ(o.code, 0) << o.err;
+  EXPECT_NE(o.out.find("--q-dtype bf16|fp16|fp8|fp32=bf16"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("--target gfx942|gfx950|sm90=gfx942"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("--revision 2026-03|2026-08=2026-08"), std::string::npos) << o.out;
 }
 
 // `mutants --list --only NAME` lists that mutant alone (two lines), an unknown NAME is refused.

@@ -67,7 +67,7 @@ std::vector<std::string> PlanFlags::GivenFlags() const {
 }
 
 void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
-  auto add = [&](const char* name, std::string& dest, const char* type, const char* help) {
+  auto add = [&](const char* name, std::string& dest, const std::string& type, const char* help) {
     CLI::Option* o = cmd.add_option(name, dest, help)->type_name(type);
     if (!dest.empty()) o->capture_default_str();
     f.options.push_back(o);
@@ -79,10 +79,12 @@ void AddPlanFlags(CLI::App& cmd, PlanFlags& f) {
   add("--clusters", f.clusters, "INT", "CU count (cu_count); default: the target's");
   add("--page-size", f.page_size, "INT", "tokens per KV page, a power of 2");
   add("--kv-granularity", f.kv_granularity, "INT", "split granularity in pages, a power of 2");
-  add("--q-dtype", f.q_dtype, "bf16|fp16|fp8", "q dtype");
-  add("--kv-dtype", f.kv_dtype, "bf16|fp16|fp8", "KV dtype");
-  add("--target", f.target, "gfx942|gfx950|sm90", "target GPU profile");
-  add("--revision", f.revision, "2026-03|2026-08", "aiter revision whose planner is modelled");
+  // value types from the parsers' own tables (ref/target.h)
+  add("--q-dtype", f.q_dtype, ref::NameChoices(ref::kDTypeNames), "q dtype");
+  add("--kv-dtype", f.kv_dtype, ref::NameChoices(ref::kDTypeNames), "KV dtype");
+  add("--target", f.target, ref::NameChoices(ref::kArchNames), "target GPU profile");
+  add("--revision", f.revision, ref::NameChoices(ref::kRevisionNames),
+      "aiter revision whose planner is modelled");
   add("--topk", f.topk, "INT",
       "sparse top-k tokens per query token (aiter-native sparse); -1 = dense");
   add("--max-split-per-batch", f.max_split_per_batch, "INT",
