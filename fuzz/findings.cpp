@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include "fuzz/progress.h"
 #include "fuzz/signature.h"
@@ -175,6 +176,132 @@ Status BadFinding(const std::string& path, const std::string& why) {
   return InvalidArgumentError(path, "malformed finding file: " + why);
 }
 
+// The keys of a finding object and its parts (FindingDocument): any other is refused, so that a
+// hand-edited or damaged file is not copied on as a finding.
+const std::set<std::string> kFindingKeys = {"signature", "seed_index", "shrink",
+                                            "violation", "reproduce",  "known"};
+const std::set<std::string> kShrinkKeys = {"steps", "max_steps", "cut_short", "policy"};
+const std::set<std::string> kReproduceKeys = {"seed",  "size",    "shrink_path", "profiles",
+                                              "small", "swarm",   "command",     "rc_params",
+                                              "replay"};
+const std::set<std::string> kKnownKeys = {"name", "upstream", "fixed_in"};
+const std::set<std::string> kViolationKeys = {"kind",   "class",  "step",          "call",
+                                              "buffer", "access", "rows_past_end", "detail"};
+
+// "finding.KEY.k is not a key of a finding file" for the first key of `obj` outside `allowed`.
+Status RefuseUnknownKeys(const nlohmann::json& obj, const std::string& where,
+                         const std::set<std::string>& allowed, const std::string& path) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!allowed.count(it.key()))
+      return BadFinding(path, where + "." + it.key() + ": unknown key");
+  return OkStatus();
+}
+
+bool NameChars(const std::string& s, bool dots) {
+  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [dots](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || (dots && c == '.');
+  });
+}
+
+}  // namespace
+
+Status CheckSignature(const std::string& signature, const std::string& field) {
+  std::vector<std::string> part;
+  for (size_t at = 0;;) {
+    const size_t bar = signature.find('|', at);
+    part.push_back(signature.substr(at, bar == std::string::npos ? std::string::npos : bar - at));
+    if (bar == std::string::npos) break;
+    at = bar + 1;
+  }
+  static const std::set<std::string> kClasses = {"A", "B", "C", "D", "E", "F", "G",
+                                                 "H", "I", "J", "KUT-contract",
+                                                 "KUT-numerics", "KUT-fault"};
+  const std::string shown = "'" + signature.substr(0, 80) + (signature.size() > 80 ? "...'" : "'");
+  const std::string form = " is not a signature step|call|buffer|access|class";
+  if (part.size() != 5)
+    return InvalidArgumentError(field, shown + form + fmt::format(" (5 parts separated by |, got {})",
+                                                                  part.size()));
+  if (!NameChars(part[0], false) || !NameChars(part[1], false))
+    return InvalidArgumentError(field, shown + form + ": step and call are 1..128 of [A-Za-z0-9_-]");
+  if (!NameChars(part[2], true))
+    return InvalidArgumentError(field, shown + form + ": buffer is 1..128 of [A-Za-z0-9_.-]");
+  if (part[3] != "read" && part[3] != "write" && part[3] != "run")
+    return InvalidArgumentError(field, shown + form + ": access is read, write or run");
+  if (!kClasses.count(part[4]))
+    return InvalidArgumentError(field, shown + form + ": class is A..J or KUT-contract, "
+                                                      "KUT-numerics, KUT-fault");
+  return OkStatus();
+}
+
+namespace {
+
+// reproduce: the seed a non-negative integer, size 1..1000 and shrink_path items 0..999999 (what
+// `fuzz --reproduce` takes), at most 100000 steps; the flags' types.
+Status ReadReproduce(const nlohmann::json& rp, const std::string& path) {
+  if (!rp.is_object()) return BadFinding(path, "finding.reproduce must be an object");
+  MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(rp, "finding.reproduce", kReproduceKeys, path));
+  if (rp.contains("seed") && !rp["seed"].is_number_unsigned() &&
+      !(rp["seed"].is_number_integer() && rp["seed"].get<int64_t>() >= 0))
+    return BadFinding(path, "finding.reproduce.seed must be an integer in 0..2^64-1");
+  if (rp.contains("size"))
+    if (std::string why = sim::IntegerRangeReason(rp["size"], 1, 1000); !why.empty())
+      return BadFinding(path, "finding.reproduce.size " + why + " (a RapidCheck size)");
+  if (rp.contains("shrink_path")) {
+    const auto& sp = rp["shrink_path"];
+    if (!sp.is_array() || sp.size() > 100000)
+      return BadFinding(path, "finding.reproduce.shrink_path must be an array of at most 100000 "
+                              "steps");
+    for (size_t i = 0; i < sp.size(); ++i)
+      if (std::string why = sim::IntegerRangeReason(sp[i], 0, 999999); !why.empty())
+        return BadFinding(path, fmt::format("finding.reproduce.shrink_path[{}] {}", i, why));
+  }
+  for (const char* k : {"small", "swarm"})
+    if (rp.contains(k) && !rp[k].is_boolean())
+      return BadFinding(path, fmt::format("finding.reproduce.{} must be true or false", k));
+  for (const char* k : {"command", "rc_params", "replay"})
+    if (rp.contains(k) && !rp[k].is_string())
+      return BadFinding(path, fmt::format("finding.reproduce.{} must be a string", k));
+  if (rp.contains("profiles")) {
+    if (!rp["profiles"].is_array())
+      return BadFinding(path, "finding.reproduce.profiles must be an array of names");
+    for (const auto& x : rp["profiles"])
+      if (!x.is_string()) return BadFinding(path, "finding.reproduce.profiles must be an array of names");
+  }
+  return OkStatus();
+}
+
+// The keys of finding and of its objects; violation's step, call, buffer, access and class are
+// the signature's.
+Status CheckFindingShape(const nlohmann::json& fd, const std::string& signature,
+                         const std::string& path) {
+  MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(fd, "finding", kFindingKeys, path));
+  if (fd.contains("shrink") && fd["shrink"].is_object())
+    MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(fd["shrink"], "finding.shrink", kShrinkKeys, path));
+  if (fd.contains("reproduce")) MLASIM_RETURN_IF_ERROR(ReadReproduce(fd["reproduce"], path));
+  if (fd.contains("known")) {
+    if (!fd["known"].is_object()) return BadFinding(path, "finding.known must be an object");
+    MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(fd["known"], "finding.known", kKnownKeys, path));
+  }
+  if (fd.contains("violation")) {
+    const auto& v = fd["violation"];
+    if (!v.is_object()) return BadFinding(path, "finding.violation must be an object");
+    MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(v, "finding.violation", kViolationKeys, path));
+    // The signature's parts, in its order.
+    const char* keys[] = {"step", "call", "buffer", "access", "class"};
+    size_t at = 0;
+    for (const char* k : keys) {
+      const size_t bar = signature.find('|', at);
+      const std::string want = signature.substr(at, bar == std::string::npos ? bar : bar - at);
+      at = bar + 1;
+      if (v.contains(k) && v[k] != want)
+        return BadFinding(path, fmt::format("finding.violation.{} {} is not the signature's {} "
+                                            "'{}'",
+                                            k, v[k].dump().substr(0, 80), k, want));
+    }
+  }
+  return OkStatus();
+}
+
 // The optional parts of `finding` (absent in files of older campaigns), type-checked.
 Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, FindingRecord* r) {
   if (fd.contains("seed_index")) {
@@ -240,9 +367,18 @@ StatusOr<std::optional<FindingRecord>> ParseFindingText(std::string text, const 
   r.path = path;
   r.text = std::move(text);
   r.signature = fd["signature"].get<std::string>();
+  if (Status st = CheckSignature(r.signature, path); !st.ok())
+    return BadFinding(path, "finding.signature: " + st.message());
+  MLASIM_RETURN_IF_ERROR(CheckFindingShape(fd, r.signature, path));
   MLASIM_RETURN_IF_ERROR(ReadFindingDetails(fd, path, &r));
+  // The finding is a scenario: parsed as `mlasim replay` parses it, so that a file merge or
+  // --resume accepts is one replay accepts ("f/x.json: $.model.heads: ...").
   nlohmann::json scenario = *doc;
   scenario.erase("finding");
+  if (StatusOr<sim::Scenario> parsed = sim::ParseScenario(scenario); !parsed.ok()) {
+    const Status& st = parsed.status();
+    return Status(st.code(), path + ": " + (st.field().empty() ? "$" : st.field()), st.message());
+  }
   scenario.erase("name");
   r.scenario = scenario.dump();
   return std::optional<FindingRecord>(std::move(r));
@@ -268,6 +404,12 @@ StatusOr<std::vector<FindingRecord>> ReadFindingDir(const std::string& dir,
   for (const fs::path& p : paths) {
     auto r = ReadFindingFile(p.string());
     if (!r.ok()) return r.status();
+    // A finding file is named after its signature (FindingFileName): merge writes it under that
+    // name, and two files of one signature in one folder are one finding twice.
+    if (*r && FindingFileName((**r).signature) != p.filename().string())
+      return BadFinding(p.string(), "finding.signature '" + (**r).signature.substr(0, 80) +
+                                        "' is not the file's: its file is " +
+                                        FindingFileName((**r).signature));
     if (*r) {
       out.push_back(std::move(**r));
     } else if (skipped) {
@@ -337,6 +479,28 @@ Status NoShardOutput(const std::string& dir, size_t json_without_finding) {
                          dir, others));
 }
 
+// The shards of one campaign (its identity but the shard) are of one split: shard I of N covers
+// the seed indices i with i % N == I, so shards of two splits (0/1 and 1/2) cover the same cases
+// and their counts would add them twice. Errors (field "DIR"): two progress files of one
+// campaign with another N, both named.
+Status CheckOneSplit(const std::map<std::string, ShardRecord>& shards) {
+  std::map<std::string, const ShardRecord*> split_of;  // campaign (identity without shard) -> one
+  for (const auto& [id, s] : shards) {
+    nlohmann::json campaign = nlohmann::json::parse(s.identity);
+    campaign.erase("shard");
+    campaign.erase("shards");
+    auto [it, fresh] = split_of.emplace(campaign.dump(), &s);
+    if (fresh || it->second->shards == s.shards) continue;
+    const ShardRecord& a = *it->second;
+    return InvalidArgumentError(
+        "DIR", fmt::format("{} (shard {}/{}) and {} (shard {}/{}) are shards of one campaign "
+                           "split two ways: their cases overlap and would be counted twice; "
+                           "merge the shards of one --shard I/N split",
+                           a.path, a.shard, a.shards, s.path, s.shard, s.shards));
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 int RemoveTempFiles(const std::string& dir, const std::string& prefix) {
@@ -381,6 +545,7 @@ StatusOr<MergeResult> MergeFindingDirs(const std::vector<std::string>& dirs,
       }
     }
   }
+  MLASIM_RETURN_IF_ERROR(CheckOneSplit(shards));
   for (auto& [id, s] : shards) {
     m.cases += s.cases;
     m.shards.push_back(std::move(s));

@@ -89,6 +89,12 @@ std::string OriginText(std::optional<uint64_t> seed_index, int steps, bool cut_s
 nlohmann::json FindingDocument(const Failure& f, const std::string& signature,
                                const FindingOrigin& origin);
 
+// Whether `signature` is one a campaign writes: "step|call|buffer|access|class", step and call
+// 1..128 of [A-Za-z0-9_-], buffer 1..128 of [A-Za-z0-9_.-], access read|write|run, class A..J
+// or KUT-contract|KUT-numerics|KUT-fault (so FindingFileName is a visible name that maps back
+// to one signature). Errors: InvalidArgument(field, what is wrong).
+Status CheckSignature(const std::string& signature, const std::string& field);
+
 // A finding file read back.
 struct FindingRecord {
   std::string path;
@@ -108,8 +114,11 @@ struct FindingRecord {
 };
 
 // Reads one file. nullopt: JSON that is no finding (no `finding` object: another scenario file).
-// Errors (field = the path): unreadable, malformed JSON, a `finding` without a string signature
-// or with a seed_index or shrink object of the wrong type.
+// Errors (field = the path): unreadable, malformed JSON, a `finding` without a signature
+// CheckSignature accepts, an unknown key in finding or its objects, a seed_index, shrink or
+// reproduce field of the wrong type or out of range (reproduce.size 1..1000, shrink_path items
+// 0..999999), violation parts unlike the signature's; and the scenario refused by
+// sim::ParseScenario (field "PATH: $.model.heads").
 StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path);
 
 // The same from the file's text (`path` names it in errors and becomes FindingRecord::path): what
@@ -117,7 +126,8 @@ StatusOr<std::optional<FindingRecord>> ReadFindingFile(const std::string& path);
 StatusOr<std::optional<FindingRecord>> ParseFindingText(std::string text, const std::string& path);
 
 // Every finding file (visible *.json) of `dir`, by file name. Errors: `dir` unreadable (field
-// `field`), or a file ReadFindingFile refuses. `skipped` (if given) gets the JSON files that
+// `field`), a file ReadFindingFile refuses, or a finding whose file is not named
+// FindingFileName(signature). `skipped` (if given) gets the JSON files that
 // hold no finding.
 StatusOr<std::vector<FindingRecord>> ReadFindingDir(const std::string& dir,
                                                     const std::string& field,

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 
@@ -278,8 +280,48 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
 
 namespace {
 
-// The optional "accesses" array: the replay's rows outside a buffer, per call.
-Status ValidateAccesses(const nlohmann::json& l) {
+// The keys a layout may hold, per object (docs/cli.md "Layout JSON"): any other is refused, so a
+// misspelled key ("page_byte", "head") is never silently ignored.
+const std::set<std::string> kLayoutKeys = {"allocations",   "accesses", "step",
+                                           "call_name",     "call",     "page_bytes",
+                                           "segment_bytes", "allocator", "has_violation"};
+const std::set<std::string> kAllocationKeys = {"name",       "base",       "bytes", "row_bytes",
+                                               "dtype",      "mapped_begin", "mapped_end",
+                                               "heads",      "cols",       "elem_bytes"};
+const std::set<std::string> kAccessKeys = {"call_index", "step",     "call",      "buffer",
+                                           "access",     "first_row", "last_row", "work_items"};
+
+// The element types a layout names and their sizes in bytes: the simulator's (sim/memory.h:
+// "bytes" for raw workspaces, the index and plan types, ref/target.h kDTypeNames) and the
+// common torch names a hand-written layout may use.
+constexpr std::pair<const char*, int64_t> kLayoutDtypes[] = {
+    {"bytes", 1}, {"int8", 1},  {"uint8", 1},      {"int16", 2},        {"int32", 4},
+    {"int64", 8}, {"uint64", 8}, {"fp8", 1},       {"fp8_e4m3fn", 1},   {"fp8_e4m3fnuz", 1},
+    {"bf16", 2},  {"fp16", 2},   {"fp32", 4}};
+
+// "unknown key" for the first key of `obj` outside `allowed`, naming its path.
+Status RefuseUnknownKeys(const nlohmann::json& obj, const std::string& path,
+                         const std::set<std::string>& allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (!allowed.count(it.key())) {
+      std::string list;
+      for (const std::string& k : allowed) list += (list.empty() ? "" : ", ") + k;
+      return InvalidArgumentError(path + "." + it.key(), "unknown key (expected one of: " + list +
+                                                             ")");
+    }
+  return OkStatus();
+}
+
+// The element size of dtype `name`, or 0 for a name the table lacks.
+int64_t DtypeBytes(const std::string& name) {
+  for (const auto& [n, bytes] : kLayoutDtypes)
+    if (name == n) return bytes;
+  return 0;
+}
+
+// The optional "accesses" array: the replay's rows outside a buffer, per call. `names`: the
+// allocations' names (an access names one of them).
+Status ValidateAccesses(const nlohmann::json& l, const std::set<std::string>& names) {
   if (!l.contains("accesses")) return OkStatus();
   if (!l.at("accesses").is_array()) return InvalidArgumentError("$.accesses", "must be an array");
   const auto& a = l.at("accesses");
@@ -287,6 +329,7 @@ Status ValidateAccesses(const nlohmann::json& l) {
     const std::string p = "$.accesses[" + std::to_string(i) + "]";
     const auto& e = a[i];
     if (!e.is_object()) return InvalidArgumentError(p, "must be an object");
+    MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(e, p, kAccessKeys));
     // Required: buffer, first_row, last_row. Optional: step, call, access, call_index.
     for (const char* k : {"buffer", "step", "call", "access"}) {
       const bool required = std::string(k) == "buffer";
@@ -298,6 +341,25 @@ Status ValidateAccesses(const nlohmann::json& l) {
       if ((required || e.contains(k)) && !IsInt64(e.value(k, nlohmann::json())))
         return InvalidArgumentError(p + "." + k, NotAnIntegerReason(e.value(k, nlohmann::json())));
     }
+    const std::string buffer = e.at("buffer").get<std::string>();
+    if (!names.count(buffer))
+      return InvalidArgumentError(p + ".buffer", "'" + buffer.substr(0, 64) +
+                                                     "' names no allocation of the layout");
+    if (e.contains("access")) {
+      const std::string acc = e.at("access").get<std::string>();
+      if (acc != "read" && acc != "write" && acc != "run")
+        return InvalidArgumentError(p + ".access", "must be \"read\", \"write\" or \"run\"");
+    }
+    if (e.contains("call_index") &&
+        IntegerRangeReason(e.at("call_index"), 0, INT32_MAX) != "")
+      return InvalidArgumentError(p + ".call_index",
+                                  IntegerRangeReason(e.at("call_index"), 0, INT32_MAX));
+    const int64_t first = e.at("first_row").get<int64_t>();
+    const int64_t last = e.at("last_row").get<int64_t>();
+    if (first > last)
+      return InvalidArgumentError(p + ".first_row", fmt::format("{} is after last_row {}: the rows "
+                                                                "are first_row..last_row",
+                                                                first, last));
     if (e.contains("work_items")) {
       const auto& w = e.at("work_items");
       if (!w.is_array()) return InvalidArgumentError(p + ".work_items", "must be an array");
@@ -311,58 +373,180 @@ Status ValidateAccesses(const nlohmann::json& l) {
   return OkStatus();
 }
 
-}  // namespace
+// The row shape of allocation `e` (path `p`): heads and cols come together, elem_bytes and dtype
+// agree, a row is heads x cols x elem_bytes bytes and the buffer holds whole rows. (Without a
+// shape a row is row_bytes bytes, the first dimension's stride, and the last row may be partial:
+// a strided tensor's span, tools/io/case_plan.h CaseLayout.)
+Status ValidateRowShape(const nlohmann::json& e, const std::string& p) {
+  for (const char* k : {"heads", "cols"})
+    if (e.contains(k))
+      if (std::string why = IntegerRangeReason(e.at(k), 1, INT32_MAX); !why.empty())
+        return InvalidArgumentError(p + "." + k, why);
+  if (e.contains("heads") != e.contains("cols"))
+    return InvalidArgumentError(p + (e.contains("heads") ? ".heads" : ".cols"),
+                                "heads and cols come together (a row of heads x cols elements)");
+  int64_t elem = 0;
+  if (e.contains("elem_bytes")) {
+    const auto& v = e.at("elem_bytes");
+    if (!IsInt64(v) || (v.get<int64_t>() != 1 && v.get<int64_t>() != 2 &&
+                        v.get<int64_t>() != 4 && v.get<int64_t>() != 8))
+      return InvalidArgumentError(p + ".elem_bytes", Beyond64Or(v, "must be 1, 2, 4 or 8"));
+    if (!e.contains("heads"))
+      return InvalidArgumentError(p + ".elem_bytes",
+                                  "needs heads and cols (the element size of a heads x cols row)");
+    elem = v.get<int64_t>();
+  }
+  if (e.contains("dtype")) {
+    if (!e.at("dtype").is_string()) return InvalidArgumentError(p + ".dtype", "must be a string");
+    const std::string d = e.at("dtype").get<std::string>();
+    const int64_t size = DtypeBytes(d);
+    if (size == 0) {
+      std::string list;
+      for (const auto& [n, bytes] : kLayoutDtypes) list += (list.empty() ? "" : ", ") + std::string(n);
+      return InvalidArgumentError(p + ".dtype", "unknown dtype '" + d.substr(0, 64) +
+                                                    "' (expected one of: " + list + ")");
+    }
+    if (elem != 0 && size != elem)
+      return InvalidArgumentError(
+          p + ".elem_bytes",
+          fmt::format("{} disagrees with dtype {} ({} byte{} an element)", elem, d, size,
+                      size == 1 ? "" : "s"));
+  }
+  if (!e.contains("heads")) return OkStatus();
+  const int64_t row_bytes = e.at("row_bytes").get<int64_t>();
+  const int64_t heads = e.at("heads").get<int64_t>(), cols = e.at("cols").get<int64_t>();
+  int64_t product = 0;
+  if (__builtin_mul_overflow(heads, cols, &product) ||
+      __builtin_mul_overflow(product, elem == 0 ? 1 : elem, &product) || product != row_bytes)
+    return InvalidArgumentError(
+        p + ".row_bytes",
+        fmt::format("{} is not heads x cols x elem_bytes = {} x {} x {}: a row of the buffer is "
+                    "its heads' elements",
+                    row_bytes, heads, cols, elem == 0 ? 1 : elem));
+  const int64_t bytes = e.at("bytes").get<int64_t>();
+  if (bytes % row_bytes != 0)
+    return InvalidArgumentError(p + ".bytes",
+                                fmt::format("{} is not a whole number of rows of {} bytes", bytes,
+                                            row_bytes));
+  return OkStatus();
+}
 
-Status ValidateLayout(const nlohmann::json& l) {
-  if (!l.is_object()) return InvalidArgumentError("$", "a layout must be a JSON object");
-  if (!l.contains("allocations") || !l.at("allocations").is_array())
-    return InvalidArgumentError("$.allocations", "must be an array");
+// One allocation (path `p`): its keys, types and ranges; the mapping holds it; its row shape.
+Status ValidateAllocation(const nlohmann::json& e, const std::string& p) {
+  static const std::regex kHex(R"(0x[0-9a-f]{1,16})");
+  if (!e.is_object()) return InvalidArgumentError(p, "must be an object");
+  MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(e, p, kAllocationKeys));
+  for (const char* k : {"name", "base"})
+    if (!e.contains(k) || !e.at(k).is_string())
+      return InvalidArgumentError(p + "." + k, "must be a string");
+  if (e.at("name").get<std::string>().empty())
+    return InvalidArgumentError(p + ".name", "must not be empty");
+  if (!std::regex_match(e.at("base").get<std::string>(), kHex))
+    return InvalidArgumentError(p + ".base", "must be a lowercase 0x hex address");
+  for (const char* k : {"bytes", "row_bytes"})
+    if (!e.contains(k) || !IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 0)
+      return InvalidArgumentError(p + "." + k, Beyond64Or(e.value(k, nlohmann::json()),
+                                                          "must be an integer in 0..2^63-1"));
+  if (e.at("row_bytes").get<int64_t>() == 0)
+    return InvalidArgumentError(p + ".row_bytes", "must be >= 1");
+  for (const char* k : {"mapped_begin", "mapped_end"})
+    if (e.contains(k) &&
+        (!e.at(k).is_string() || !std::regex_match(e.at(k).get<std::string>(), kHex)))
+      return InvalidArgumentError(p + "." + k, "must be a lowercase 0x hex address");
+  // The mapping must hold the buffer: mapped_begin <= base, base + bytes <= mapped_end.
+  const uint64_t base = LayoutHex(e.at("base"));
+  const uint64_t bytes = e.at("bytes").get<uint64_t>();
+  if (base + bytes < base) return InvalidArgumentError(p + ".bytes", "base + bytes passes 2^64");
+  if (e.contains("mapped_begin") && LayoutHex(e.at("mapped_begin")) > base)
+    return InvalidArgumentError(p + ".mapped_begin",
+                                "lies after base: the mapping must contain the buffer");
+  if (e.contains("mapped_end") && LayoutHex(e.at("mapped_end")) < base + bytes)
+    return InvalidArgumentError(p + ".mapped_end",
+                                "lies before base + bytes: the mapping must contain the buffer");
+  return ValidateRowShape(e, p);
+}
+
+// Allocations are disjoint: no byte in two of them, no two at one base (a zero-byte one
+// included), as every layout the simulator writes (sim/memory.cpp places each buffer after the
+// one before). Overlapping ones would make the attribution depend on their order in the list.
+// The names are distinct (accesses name their buffer). `names` gets them.
+Status ValidateDisjoint(const nlohmann::json& a, std::set<std::string>* names) {
+  std::map<std::string, size_t> by_name;
+  std::vector<std::pair<uint64_t, size_t>> by_base;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const std::string name = a[i].at("name").get<std::string>();
+    const std::string p = "$.allocations[" + std::to_string(i) + "]";
+    if (auto [it, fresh] = by_name.emplace(name, i); !fresh)
+      return InvalidArgumentError(
+          p + ".name", fmt::format("'{}' repeats $.allocations[{}].name: names are distinct",
+                                   name.substr(0, 64), it->second));
+    names->insert(name);
+    by_base.push_back({LayoutHex(a[i].at("base")), i});
+  }
+  std::sort(by_base.begin(), by_base.end());
+  for (size_t k = 1; k < by_base.size(); ++k) {
+    const auto& [lo_base, lo] = by_base[k - 1];
+    const auto& [hi_base, hi] = by_base[k];
+    const uint64_t lo_end = lo_base + a[lo].at("bytes").get<uint64_t>();
+    if (hi_base > lo_base && hi_base >= lo_end) continue;
+    const size_t later = std::max(lo, hi), earlier = std::min(lo, hi);
+    return InvalidArgumentError(
+        "$.allocations[" + std::to_string(later) + "]",
+        fmt::format("{} at {} overlaps $.allocations[{}] ({}, bytes 0x{:x}..0x{:x}): allocations "
+                    "are disjoint (list a tensor's storage once, not each view of it)",
+                    a[later].at("name").get<std::string>().substr(0, 64),
+                    a[later].at("base").get<std::string>(), earlier,
+                    a[earlier].at("name").get<std::string>().substr(0, 64),
+                    LayoutHex(a[earlier].at("base")),
+                    LayoutHex(a[earlier].at("base")) + a[earlier].at("bytes").get<uint64_t>()));
+  }
+  return OkStatus();
+}
+
+// The top-level keys besides allocations and accesses.
+Status ValidateLayoutHeader(const nlohmann::json& l) {
   for (const char* k : {"step", "call_name"})  // printed by explain-fault
     if (l.contains(k) && !l.at(k).is_string())
       return InvalidArgumentError(std::string("$.") + k, "must be a string");
-  const auto& a = l.at("allocations");
-  static const std::regex kHex(R"(0x[0-9a-f]{1,16})");
-  for (size_t i = 0; i < a.size(); ++i) {
-    const std::string p = "$.allocations[" + std::to_string(i) + "]";
-    const auto& e = a[i];
-    if (!e.is_object()) return InvalidArgumentError(p, "must be an object");
-    for (const char* k : {"name", "base"})
-      if (!e.contains(k) || !e.at(k).is_string())
-        return InvalidArgumentError(p + "." + k, "must be a string");
-    if (!std::regex_match(e.at("base").get<std::string>(), kHex))
-      return InvalidArgumentError(p + ".base", "must be a lowercase 0x hex address");
-    for (const char* k : {"bytes", "row_bytes"})
-      if (!e.contains(k) || !IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 0)
-        return InvalidArgumentError(p + "." + k, Beyond64Or(e.value(k, nlohmann::json()),
-                                                            "must be an integer in 0..2^63-1"));
-    if (e.at("row_bytes").get<int64_t>() == 0)
-      return InvalidArgumentError(p + ".row_bytes", "must be >= 1");
-    for (const char* k : {"mapped_begin", "mapped_end"})
-      if (e.contains(k) &&
-          (!e.at(k).is_string() || !std::regex_match(e.at(k).get<std::string>(), kHex)))
-        return InvalidArgumentError(p + "." + k, "must be a lowercase 0x hex address");
-    // The mapping must hold the buffer: mapped_begin <= base, base + bytes <= mapped_end.
-    const uint64_t base = LayoutHex(e.at("base"));
-    const uint64_t bytes = e.at("bytes").get<uint64_t>();
-    if (base + bytes < base) return InvalidArgumentError(p + ".bytes", "base + bytes passes 2^64");
-    if (e.contains("mapped_begin") && LayoutHex(e.at("mapped_begin")) > base)
-      return InvalidArgumentError(p + ".mapped_begin",
-                                  "lies after base: the mapping must contain the buffer");
-    if (e.contains("mapped_end") && LayoutHex(e.at("mapped_end")) < base + bytes)
-      return InvalidArgumentError(p + ".mapped_end",
-                                  "lies before base + bytes: the mapping must contain the buffer");
-    for (const char* k : {"heads", "cols", "elem_bytes"})
-      if (e.contains(k) && (!IsInt64(e.at(k)) || e.at(k).get<int64_t>() < 1))
-        return InvalidArgumentError(p + "." + k,
-                                    Beyond64Or(e.at(k), "must be an integer in 1..2^63-1"));
-  }
+  if (l.contains("allocator") && l.at("allocator") != "exact" && l.at("allocator") != "caching")
+    return InvalidArgumentError("$.allocator", "must be \"exact\" or \"caching\"");
+  if (l.contains("call"))
+    if (std::string why = IntegerRangeReason(l.at("call"), 0, INT32_MAX); !why.empty())
+      return InvalidArgumentError("$.call", why);
+  if (l.contains("has_violation") && !l.at("has_violation").is_boolean())
+    return InvalidArgumentError("$.has_violation", "must be true or false");
   if (l.contains("page_bytes") &&
       (!IsInt64(l.at("page_bytes")) || l.at("page_bytes").get<int64_t>() < 1 ||
        l.at("page_bytes").get<int64_t>() > (int64_t{1} << 30) ||
        (l.at("page_bytes").get<int64_t>() & (l.at("page_bytes").get<int64_t>() - 1)) != 0))
     return InvalidArgumentError("$.page_bytes",
                                 Beyond64Or(l.at("page_bytes"), "must be a power of 2 in 1..2^30"));
-  return ValidateAccesses(l);
+  if (l.contains("segment_bytes")) {
+    if (std::string why = IntegerRangeReason(l.at("segment_bytes"), 1, int64_t{1} << 40);
+        !why.empty())
+      return InvalidArgumentError("$.segment_bytes", why);
+    const int64_t page = l.value("page_bytes", int64_t{4096});
+    if (l.at("segment_bytes").get<int64_t>() % page != 0)
+      return InvalidArgumentError("$.segment_bytes", "must be a multiple of page_bytes (" +
+                                                         std::to_string(page) + ")");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+Status ValidateLayout(const nlohmann::json& l) {
+  if (!l.is_object()) return InvalidArgumentError("$", "a layout must be a JSON object");
+  MLASIM_RETURN_IF_ERROR(RefuseUnknownKeys(l, "$", kLayoutKeys));
+  if (!l.contains("allocations") || !l.at("allocations").is_array())
+    return InvalidArgumentError("$.allocations", "must be an array");
+  MLASIM_RETURN_IF_ERROR(ValidateLayoutHeader(l));
+  const auto& a = l.at("allocations");
+  for (size_t i = 0; i < a.size(); ++i)
+    MLASIM_RETURN_IF_ERROR(ValidateAllocation(a[i], "$.allocations[" + std::to_string(i) + "]"));
+  std::set<std::string> names;
+  MLASIM_RETURN_IF_ERROR(ValidateDisjoint(a, &names));
+  return ValidateAccesses(l, names);
 }
 
 namespace {
@@ -417,6 +601,13 @@ bool IsUnderflow(const Neighbours& n, uint64_t address, uint64_t span, FaultMuta
   const uint64_t past = address - below_end;
   const uint64_t before = n.above_base - std::min(n.above_base, address + span);
   return before < past;
+}
+
+// The rows allocation `e` holds: bytes / row_bytes, a partial last row counted (a strided
+// tensor's span ends inside its last row's stride).
+int64_t RowsOf(const nlohmann::json& e) {
+  const int64_t bytes = e.at("bytes").get<int64_t>(), row_bytes = e.at("row_bytes").get<int64_t>();
+  return bytes / row_bytes + (bytes % row_bytes != 0 ? 1 : 0);
 }
 
 // Head and column of byte `within` (0..row_bytes-1) of a row of `e`.
@@ -508,7 +699,7 @@ StatusOr<Attribution> Underflow(const Neighbours& n, uint64_t address, int64_t p
   const uint64_t gap = n.above_base - address;
   if (gap > kFar) return TooFar(field, address, gap, "before every allocation of the layout");
   at.buffer = e.at("name").get<std::string>();
-  at.rows = e.at("bytes").get<int64_t>() / e.at("row_bytes").get<int64_t>();
+  at.rows = RowsOf(e);
   at.before_start = true;
   at.offset = -static_cast<int64_t>(gap);
   PlaceRows(e, at.offset, page_bytes, at);
@@ -525,7 +716,7 @@ StatusOr<Attribution> AtOrPast(const Neighbours& n, uint64_t address, int64_t pa
   const int64_t bytes = e.at("bytes").get<int64_t>();
   const int64_t row_bytes = e.at("row_bytes").get<int64_t>();
   at.buffer = e.at("name").get<std::string>();
-  at.rows = bytes / row_bytes;
+  at.rows = RowsOf(e);
   const uint64_t offset = address - n.below_base;
   at.inside = offset < static_cast<uint64_t>(bytes);
   if (!at.inside && offset - static_cast<uint64_t>(bytes) > kFar)

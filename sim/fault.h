@@ -44,7 +44,11 @@ StatusOr<FaultReport> ParseFaultText(const std::string& text, const std::string&
 StatusOr<uint64_t> ParseAddressText(const std::string& text, const std::string& field);
 
 // Validates a layout document (the `--layout-out` JSON, or one a user writes from their engine's
-// data_ptr() and byte sizes: docs/cli.md "Layout JSON"). Errors name the JSON path.
+// data_ptr() and byte sizes: docs/cli.md "Layout JSON"): every key known and typed, in range and
+// consistent (a shaped row is heads x cols x elem_bytes = row_bytes bytes and the buffer whole
+// rows; elem_bytes the dtype's size; names distinct; allocations disjoint, no two at one base;
+// an access names an allocation, first_row <= last_row). Errors: InvalidArgument naming the JSON
+// path ("$.allocations[20].row_bytes", "$.page_byte: unknown key").
 Status ValidateLayout(const nlohmann::json& layout);
 
 // A replay access recorded in the layout ("accesses"): a call's rows outside a buffer.

@@ -200,7 +200,9 @@ nlohmann::json AddressSpace::LayoutJson() const {
                         {"dtype", a->dtype},
                         {"mapped_begin", Hex(a->mapped_begin)},
                         {"mapped_end", Hex(a->mapped_end)}};
-    if (a->heads > 0) {
+    // A row's heads and columns, where the rows are heads x cols elements: not for a view
+    // allocated as flat bytes (executor.cpp AllocateTensors: row_bytes 1), whose row is a byte.
+    if (a->heads > 0 && int64_t{a->heads} * a->cols * a->elem_bytes == a->row_bytes) {
       j["heads"] = a->heads;
       j["cols"] = a->cols;
       j["elem_bytes"] = a->elem_bytes;

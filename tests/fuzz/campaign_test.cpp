@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@
 #include "fuzz/progress.h"
 #include "fuzz/search.h"
 #include "fuzz/signature.h"
+#include "sim/replay.h"
 #include "sim/scenario_json.h"
 
 namespace mlasim::fuzz {
@@ -491,7 +493,7 @@ TEST(FuzzMerge, TheSmallerCaseWinsAndOutTakesPart) {
   fs::create_directories(big);
   auto doc = nlohmann::json::parse(ReadDir(sh.a.string()).at(fs::path(f.file).filename().string()));
   doc["description"] = "a larger case of the same signature";
-  std::ofstream(big / "renamed.json") << doc.dump(2) << '\n';
+  std::ofstream(big / FindingFileName(f.signature)) << doc.dump(2) << '\n';
   const fs::path out = TempDir("smallest_out");
   auto m = MergeFindingDirs({big.string(), sh.a.string()}, out.string());
   ASSERT_TRUE(m.ok());
@@ -509,6 +511,117 @@ TEST(FuzzMerge, TheSmallerCaseWinsAndOutTakesPart) {
   EXPECT_EQ(ReadDir(out.string()).at(FindingFileName(f.signature)), mine);
   EXPECT_FALSE(fs::exists(out / ".tmp-merge-x.json"));
   for (const fs::path& d : {sh.a, sh.b, big, out}) fs::remove_all(d);
+}
+
+// A finding file of an older campaign: the seed scenario with a bare `finding` of `signature`
+// (no seed_index, shrink or reproduce), plus `edit` applied to the document.
+std::string SeedFinding(const std::string& signature,
+                        const std::function<void(nlohmann::json&)>& edit = nullptr) {
+  nlohmann::json doc = sim::ScenarioToJson(*sim::BuiltinScenario("seed"));
+  doc["finding"] = {{"signature", signature}};
+  if (edit) edit(doc);
+  return doc.dump(1) + "\n";
+}
+
+// merge and --resume read every finding file with the one reader (ReadFindingDir): a finding
+// whose case `mlasim replay` refuses, an unknown key, a signature that is no signature or not
+// its file's, or a reproduce field out of range is refused naming the file and the field, and
+// nothing is copied into --out. Mutant: ParseFindingText / ReadFindingDir of 219489c accept
+// every case (merge exits 0 and copies it; '|||||' became the hidden file '......json').
+TEST(FuzzMerge, AMalformedFindingIsRefusedNamingFileAndField) {
+  const std::string sig = "verify|sparse_decode|o|write|A";
+  struct Bad {
+    const char* what;
+    std::string file;  // "" = FindingFileName(sig)
+    std::function<void(nlohmann::json&)> edit;
+    std::string field_suffix;  // of the status field after the path ("" = the path alone)
+    const char* reason;
+  };
+  const Bad bad[] = {
+      {"heads -1", "", [](auto& d) { d["model"]["heads"] = -1; }, ": $.model.heads",
+       "must be in 1..1024 (got -1)"},
+      {"unknown scenario key", "", [](auto& d) { d["zzz"] = 1; }, ": $.zzz", "unknown key"},
+      {"unknown finding key", "", [](auto& d) { d["finding"]["zzz"] = 1; }, "",
+       "finding.zzz: unknown key"},
+      {"signature of bars (was written as the hidden file ......json)", "",
+       [](auto& d) { d["finding"]["signature"] = "|||||"; }, "",
+       "'|||||' is not a signature step|call|buffer|access|class (5 parts separated by |, got 6)"},
+      {"signature with a slash", "x.json",
+       [](auto& d) { d["finding"]["signature"] = "verify|a/b|o|write|A"; }, "",
+       "step and call are 1..128 of [A-Za-z0-9_-]"},
+      {"signature class Z", "", [](auto& d) { d["finding"]["signature"] = "verify|sparse_decode|o|write|Z"; },
+       "", "class is A..J"},
+      {"signature not the file's", FindingFileName("verify|sparse_decode|q|read|A"),
+       nullptr, "", "is not the file's: its file is verify.sparse_decode.o.write.A.json"},
+      {"violation unlike the signature", "",
+       [](auto& d) { d["finding"]["violation"] = {{"buffer", "q"}}; }, "",
+       "finding.violation.buffer \"q\" is not the signature's buffer 'o'"},
+      {"huge reproduce.size", "",
+       [](auto& d) { d["finding"]["reproduce"] = {{"size", int64_t{1} << 40}}; }, "",
+       "finding.reproduce.size must be in 1..1000"},
+      {"shrink_path item negative", "",
+       [](auto& d) { d["finding"]["reproduce"] = {{"shrink_path", {0, -3}}}; }, "",
+       "finding.reproduce.shrink_path[1] must be in 0..999999 (got -3)"},
+      {"unknown reproduce key", "",
+       [](auto& d) { d["finding"]["reproduce"] = {{"sizes", 3}}; }, "",
+       "finding.reproduce.sizes: unknown key"},
+  };
+  for (const Bad& b : bad) {
+    const fs::path dir = TempDir("badfinding");
+    const fs::path out = TempDir("badfinding_out");
+    fs::create_directories(dir);
+    const std::string name = b.file.empty() ? FindingFileName(sig) : b.file;
+    std::ofstream(dir / name) << SeedFinding(sig, b.edit);
+    auto m = MergeFindingDirs({dir.string()}, out.string());
+    EXPECT_FALSE(m.ok()) << "accepted: " << b.what;
+    if (!m.ok()) {
+      EXPECT_EQ(m.status().field(), (dir / name).string() + b.field_suffix) << b.what;
+      EXPECT_NE(m.status().message().find(b.reason), std::string::npos)
+          << b.what << ": " << m.status().message();
+    }
+    EXPECT_FALSE(fs::exists(out)) << b.what << ": nothing is written";
+    fs::remove_all(dir);
+    fs::remove_all(out);
+  }
+  // The unedited file is a finding merge keeps (the table's edits are what it refuses).
+  const fs::path dir = TempDir("goodfinding");
+  fs::create_directories(dir);
+  std::ofstream(dir / FindingFileName(sig)) << SeedFinding(sig);
+  auto m = MergeFindingDirs({dir.string()}, "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->findings.count(sig), 1u);
+  fs::remove_all(dir);
+}
+
+// Shards of one campaign split two ways (0/1 and 1/2) cover the same seed indices: merging them
+// would count those cases twice. Mutant: without CheckOneSplit merge reports 0/1's and 1/2's
+// cases summed.
+TEST(FuzzMerge, ShardsOfTwoSplitsOfOneCampaignAreRefused) {
+  const fs::path whole = TempDir("split_whole"), half = TempDir("split_half");
+  CampaignOptions o = Quiet(whole.string());
+  o.max_cases = 4;
+  ASSERT_TRUE(RunCampaign(o, nullptr).ok());
+  o.out_dir = half.string();
+  o.shard = 1;
+  o.shards = 2;
+  ASSERT_TRUE(RunCampaign(o, nullptr).ok());
+  auto m = MergeFindingDirs({whole.string(), half.string()}, "");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().field(), "DIR");
+  EXPECT_NE(m.status().message().find("(shard 0/1) and "), std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("(shard 1/2) are shards of one campaign split two ways"),
+            std::string::npos)
+      << m.status().message();
+  // Another campaign (another seed) split otherwise is merged: its cases are others.
+  fs::remove_all(half);
+  o.seed = 8;
+  ASSERT_TRUE(RunCampaign(o, nullptr).ok());
+  auto other = MergeFindingDirs({whole.string(), half.string()}, "");
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_EQ(other->shards.size(), 2u);
+  fs::remove_all(whole);
+  fs::remove_all(half);
 }
 
 TEST(FuzzMerge, BadFoldersAndFilesAreRefusedNamingThem) {
@@ -535,7 +648,7 @@ TEST(FuzzMerge, BadFoldersAndFilesAreRefusedNamingThem) {
                 " holds no shard output: no progress file (.progress-I-of-N) and no finding file "
                 "(*.json with a finding); its 1 .json file(s) hold no finding; name the --out "
                 "folder of a fuzz campaign");
-  std::ofstream(dir / "kept.json") << "{\"finding\": {\"signature\": \"x|y\"}}";
+  std::ofstream(dir / FindingFileName("x|y|q|read|A")) << SeedFinding("x|y|q|read|A");
   auto skipped = MergeFindingDirs({dir.string()}, "");
   ASSERT_TRUE(skipped.ok()) << skipped.status().field() << ": " << skipped.status().message();
   EXPECT_EQ(skipped->skipped, std::vector<std::string>{(dir / "scenario.json").string()});
@@ -547,21 +660,23 @@ TEST(FuzzMerge, BadFoldersAndFilesAreRefusedNamingThem) {
   broken = MergeFindingDirs({dir.string()}, "");
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("finding.signature"), std::string::npos);
-  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a\", \"seed_index\": -1}}";
+  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a|b|o|write|B\", \"seed_index\": -1}}";
   broken = MergeFindingDirs({dir.string()}, "");
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("seed_index"), std::string::npos);
-  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a\", \"shrink\": 2}}";
+  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a|b|o|write|B\", \"shrink\": 2}}";
   broken = MergeFindingDirs({dir.string()}, "");
   ASSERT_FALSE(broken.ok());
   EXPECT_NE(broken.status().message().find("finding.shrink"), std::string::npos);
   // A finding of an older campaign (no seed_index, no shrink) is merged, its index unknown.
-  std::ofstream(dir / "broken.json") << "{\"finding\": {\"signature\": \"a|b\"}}";
+  fs::remove(dir / "broken.json");
+  std::ofstream(dir / FindingFileName("a|b|o|write|B")) << SeedFinding("a|b|o|write|B");
   auto old = MergeFindingDirs({dir.string()}, "");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
-  EXPECT_FALSE(old->findings.at("a|b").seed_index.has_value());
-  EXPECT_EQ(old->findings.at("a|b").max_shrink_steps, -1);
-  fs::remove(dir / "broken.json");
+  EXPECT_FALSE(old->findings.at("a|b|o|write|B").seed_index.has_value());
+  EXPECT_EQ(old->findings.at("a|b|o|write|B").max_shrink_steps, -1);
+  fs::remove(dir / FindingFileName("a|b|o|write|B"));
+  fs::remove(dir / FindingFileName("x|y|q|read|A"));
   std::ofstream(dir / ".progress-0-of-1") << "{}";
   auto prog = MergeFindingDirs({dir.string()}, "");
   ASSERT_FALSE(prog.ok());

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "sim/fault.h"
 #include "sim/memory.h"
 #include "sim/replay.h"
 #include "sim/report.h"
@@ -112,6 +113,30 @@ TEST(AddressSpace, BeginCallKeepsThePersistentOrderAndRecyclesTransientsUnwritte
 // replayed after other steps (other plans, other buffer names and sizes) reports exactly what it
 // reports on a thread that never ran one. The steps: the bug cases of tests/cases (every bug
 // class, plans of every dialect and size), one after another, in two orders.
+// A kernel's view allocated as flat bytes (executor.cpp AllocateTensors: row_bytes 1 with the
+// view's heads and cols) is written without heads, cols and elem_bytes: its rows are bytes, and
+// a row of 16 x 512 x 2 bytes would contradict row_bytes 1 (sim/fault.h ValidateLayout refuses
+// that). Mutant: LayoutJson writing heads whenever heads > 0 fails both expectations.
+TEST(AddressSpace, TheLayoutOfAFlatViewHasNoHeadsAndValidates) {
+  AllocatorSpec spec;
+  AddressSpace as(spec);
+  TensorShape view = Shape(4096, 1, "bf16");
+  view.heads = 16;
+  view.cols = 512;
+  view.elem_bytes = 2;
+  as.AllocateTransient("o", view);
+  TensorShape rows = Shape(4, 16384, "bf16");
+  rows.heads = 16;
+  rows.cols = 512;
+  rows.elem_bytes = 2;
+  as.AllocateTransient("q", rows);
+  const nlohmann::json l = as.LayoutJson();
+  ASSERT_EQ(l["allocations"].size(), 2u);
+  EXPECT_FALSE(l["allocations"][0].contains("heads")) << l["allocations"][0].dump();
+  EXPECT_EQ(l["allocations"][1]["heads"], 16);
+  EXPECT_TRUE(ValidateLayout(l).ok()) << ValidateLayout(l).ToString();
+}
+
 TEST(LentMemory, AStepReportsTheSameAfterOtherStepsAsOnAFreshThread) {
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(

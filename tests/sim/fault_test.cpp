@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+#include <functional>
+
 namespace mlasim::sim {
 namespace {
 
@@ -215,6 +218,141 @@ TEST(FaultLayout, EveryNewKeyIsCheckedWithItsPath) {
     l["page_bytes"] = page;
     EXPECT_TRUE(AttributeAddress(l, 0x100000).ok()) << page;
   }
+}
+
+
+// A layout as `replay --layout-out` writes it, of three allocations: q (shaped), kv_indices and
+// an empty one; every inconsistency below was accepted before and printed nonsense (an
+// attribution by a 2^63-byte row, a head past the buffer's heads, an answer depending on the
+// order of two overlapping allocations). Mutant: ValidateLayout of 219489c (types and ranges
+// only) accepts every case.
+nlohmann::json FullLayout() {
+  nlohmann::json l = QLayout();
+  l["allocations"][0]["dtype"] = "bf16";
+  l["allocations"].push_back(
+      {{"name", "kv_indices"}, {"base", "0x400000"}, {"bytes", 4096}, {"row_bytes", 4},
+       {"dtype", "int32"}, {"mapped_begin", "0x400000"}, {"mapped_end", "0x401000"}});
+  l["allocations"].push_back({{"name", "empty"}, {"base", "0x500000"}, {"bytes", 0},
+                              {"row_bytes", 8}});
+  l["allocator"] = "exact";
+  l["call"] = 6;
+  l["has_violation"] = true;
+  l["page_bytes"] = 4096;
+  l["segment_bytes"] = 2097152;
+  l["accesses"] = {{{"buffer", "q"}, {"first_row", 10}, {"last_row", 13}, {"access", "read"},
+                    {"call_index", 6}}};
+  return l;
+}
+
+TEST(FaultLayout, TheFullLayoutIsAccepted) {
+  EXPECT_TRUE(ValidateLayout(FullLayout()).ok()) << ValidateLayout(FullLayout()).ToString();
+}
+
+TEST(FaultLayout, EveryInconsistentOrUnknownKeyIsRefusedWithItsPath) {
+  struct Bad {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* path;
+    const char* reason;  // a fragment of the message
+  };
+  auto q = [](nlohmann::json& l) -> nlohmann::json& { return l["allocations"][0]; };
+  const Bad bad[] = {
+      {"row of 2^63-1 bytes", [&](auto& l) { q(l)["row_bytes"] = INT64_MAX; },
+       "$.allocations[0].row_bytes", "is not heads x cols x elem_bytes = 16 x 36 x 2"},
+      {"cols disagreeing with row_bytes", [&](auto& l) { q(l)["cols"] = 7; },
+       "$.allocations[0].row_bytes", "1152 is not heads x cols x elem_bytes = 16 x 7 x 2"},
+      {"heads x cols x elem_bytes beyond 64 bits",
+       [&](auto& l) {
+         q(l).erase("dtype");
+         q(l)["heads"] = INT32_MAX, q(l)["cols"] = INT32_MAX, q(l)["elem_bytes"] = 8;
+       },
+       "$.allocations[0].row_bytes", "is not heads x cols x elem_bytes"},
+      {"bytes not whole rows", [&](auto& l) { q(l)["bytes"] = 11521; }, "$.allocations[0].bytes",
+       "11521 is not a whole number of rows of 1152 bytes"},
+      {"heads without cols", [&](auto& l) { q(l).erase("cols"); }, "$.allocations[0].heads",
+       "heads and cols come together"},
+      {"elem_bytes 3", [&](auto& l) { q(l)["elem_bytes"] = 3; }, "$.allocations[0].elem_bytes",
+       "must be 1, 2, 4 or 8"},
+      {"elem_bytes unlike dtype", [&](auto& l) { q(l)["dtype"] = "fp32"; },
+       "$.allocations[0].elem_bytes", "2 disagrees with dtype fp32 (4 bytes an element)"},
+      {"dtype int7", [&](auto& l) { q(l)["dtype"] = "int7"; }, "$.allocations[0].dtype",
+       "unknown dtype 'int7'"},
+      {"unknown allocation key", [&](auto& l) { q(l)["head"] = 3; }, "$.allocations[0].head",
+       "unknown key"},
+      {"unknown top-level key", [](auto& l) { l["page_byte"] = 65536; }, "$.page_byte",
+       "unknown key"},
+      {"unknown access key", [](auto& l) { l["accesses"][0]["rows"] = 1; }, "$.accesses[0].rows",
+       "unknown key"},
+      {"allocator foo", [](auto& l) { l["allocator"] = "foo"; }, "$.allocator",
+       "must be \"exact\" or \"caching\""},
+      {"call -1", [](auto& l) { l["call"] = -1; }, "$.call", "must be in 0..2147483647 (got -1)"},
+      {"has_violation 1", [](auto& l) { l["has_violation"] = 1; }, "$.has_violation",
+       "must be true or false"},
+      {"segment not pages", [](auto& l) { l["segment_bytes"] = 1000; }, "$.segment_bytes",
+       "must be a multiple of page_bytes (4096)"},
+      {"first_row after last_row", [](auto& l) { l["accesses"][0]["first_row"] = 200; },
+       "$.accesses[0].first_row", "200 is after last_row 13"},
+      {"access to no allocation", [](auto& l) { l["accesses"][0]["buffer"] = "o"; },
+       "$.accesses[0].buffer", "'o' names no allocation of the layout"},
+      {"access kind", [](auto& l) { l["accesses"][0]["access"] = "poke"; },
+       "$.accesses[0].access", "must be \"read\", \"write\" or \"run\""},
+      {"negative call_index", [](auto& l) { l["accesses"][0]["call_index"] = -1; },
+       "$.accesses[0].call_index", "must be in 0..2147483647"},
+      {"a name twice",
+       [](auto& l) { l["allocations"][2]["name"] = "q"; }, "$.allocations[2].name",
+       "'q' repeats $.allocations[0].name"},
+      {"an empty name", [](auto& l) { l["allocations"][2]["name"] = ""; },
+       "$.allocations[2].name", "must not be empty"},
+      {"a duplicate of q (same range)",
+       [&](auto& l) {
+         nlohmann::json dup = q(l);
+         dup["name"] = "q_dup";
+         l["allocations"].push_back(dup);
+       },
+       "$.allocations[3]", "q_dup at 0x300000 overlaps $.allocations[0] (q, bytes "
+                           "0x300000..0x302d00): allocations are disjoint"},
+      {"a buffer inside q, listed first",
+       [&](auto& l) {
+         const nlohmann::json view = {
+             {"name", "view"}, {"base", "0x300100"}, {"bytes", 16}, {"row_bytes", 4}};
+         l["allocations"].insert(l["allocations"].begin(), view);
+       },
+       "$.allocations[1]", "q at 0x300000 overlaps $.allocations[0] (view"},
+      {"an empty buffer at q's base",
+       [](auto& l) { l["allocations"][2]["base"] = "0x300000"; }, "$.allocations[2]",
+       "empty at 0x300000 overlaps $.allocations[0] (q"},
+  };
+  for (const Bad& b : bad) {
+    nlohmann::json l = FullLayout();
+    b.edit(l);
+    const Status st = ValidateLayout(l);
+    EXPECT_FALSE(st.ok()) << "accepted: " << b.what;
+    if (st.ok()) continue;
+    EXPECT_EQ(st.field(), b.path) << b.what;
+    EXPECT_NE(st.message().find(b.reason), std::string::npos) << b.what << ": " << st.message();
+    // The attribution refuses it the same way: no answer computed from it.
+    EXPECT_FALSE(AttributeAddress(l, 0x300000 + 11520 + 16).ok()) << b.what;
+  }
+}
+
+TEST(FaultLayout, ABufferEndingWhereTheNextStartsIsNotAnOverlap) {
+  nlohmann::json l = FullLayout();
+  l["allocations"][1]["base"] = "0x302d00";  // q's end
+  l["allocations"][1].erase("mapped_begin");
+  l["allocations"][1].erase("mapped_end");
+  l["allocations"][2]["base"] = "0x303d00";  // kv_indices' end, an empty buffer
+  EXPECT_TRUE(ValidateLayout(l).ok()) << ValidateLayout(l).ToString();
+}
+
+TEST(FaultLayout, AFlatStridedSpanCountsItsPartialLastRow) {
+  // A [4, 3] int32 slice of a [4, 8] tensor: rows of 32 bytes, the span 3 x 32 + 12 bytes.
+  nlohmann::json l = {
+      {"allocations",
+       {{{"name", "s"}, {"base", "0x100000"}, {"bytes", 108}, {"row_bytes", 32}}}}};
+  auto at = AttributeAddress(l, 0x100000 + 108 + 4);
+  ASSERT_TRUE(at.ok()) << at.status().ToString();
+  EXPECT_EQ(at->rows, 4);  // not 108 / 32 = 3
+  EXPECT_EQ(at->row, 3);
 }
 
 }  // namespace

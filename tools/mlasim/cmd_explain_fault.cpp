@@ -64,6 +64,10 @@ class ExplainFaultCommand final : public Command {
       return Fail(
           io, InvalidArgumentError("--layout", layout_file_ + ": " + parsed.status().message()));
     const nlohmann::json& layout = *parsed;
+    // Every malformed or inconsistent key is refused naming the file and its JSON path
+    // ("lay.json: $.allocations[20].row_bytes: ..."), as scenario files are.
+    if (Status valid = sim::ValidateLayout(layout); !valid.ok())
+      return Fail(io, Status(valid.code(), layout_file_ + ": " + valid.field(), valid.message()));
     if (fault->null_address)
       return Fail(io, InvalidArgumentError(field,
                                            "the fault address is (nil): a null pointer, "
