@@ -73,38 +73,49 @@ const std::vector<CallOverrideField>& CallOverrideFields() {
       {"launch_grid",
        {F::kDecode},
        [](const CallOverride& o) { return o.launch_grid >= 0; },
+       [](const CallOverride& from, CallOverride& to) { to.launch_grid = from.launch_grid; },
        "workgroups the engine launched (a captured grid) instead of the contract's grid"},
       {"q_rows",
        {F::kDecode},
        [](const CallOverride& o) { return o.q_rows >= 0; },
+       [](const CallOverride& from, CallOverride& to) { to.q_rows = from.q_rows; },
        "q rows as allocated"},
       {"o_rows",
        {F::kDecode},
        [](const CallOverride& o) { return o.o_rows >= 0; },
+       [](const CallOverride& from, CallOverride& to) { to.o_rows = from.o_rows; },
        "o rows as allocated (independently of q)"},
       {"kernel_heads",
        {F::kDecode},
        [](const CallOverride& o) { return o.kernel_heads > 0; },
+       [](const CallOverride& from, CallOverride& to) { to.kernel_heads = from.kernel_heads; },
        "the kernel actually run strides q/o rows of this many heads"},
       {"kernel_q_cols",
        {F::kDecode},
        [](const CallOverride& o) { return o.kernel_q_cols > 0; },
+       [](const CallOverride& from, CallOverride& to) { to.kernel_q_cols = from.kernel_q_cols; },
        "the kernel actually run strides q rows of this many columns"},
       {"planner_cu_count",
        {F::kAiterPlanBuild},
        [](const CallOverride& o) { return o.planner_cu_count > 0; },
+       [](const CallOverride& from, CallOverride& to) {
+         to.planner_cu_count = from.planner_cu_count;
+       },
        "the CU count the planner is told, where the sizing was told otherwise"},
       {"planner_heads",
        {F::kAiterPlanBuild},
        [](const CallOverride& o) { return o.planner_heads > 0; },
+       [](const CallOverride& from, CallOverride& to) { to.planner_heads = from.planner_heads; },
        "the heads the planner is told, where the sizing was told otherwise"},
       {"planner_dtype",
        {F::kAiterPlanBuild},
        [](const CallOverride& o) { return !o.planner_dtype.empty(); },
+       [](const CallOverride& from, CallOverride& to) { to.planner_dtype = from.planner_dtype; },
        "the q and KV dtype the planner is told, where the sizing was told otherwise"},
       {"plan_from",
        {F::kDecode, F::kAiterPlanBuild},
        [](const CallOverride& o) { return !o.plan_from.empty(); },
+       [](const CallOverride& from, CallOverride& to) { to.plan_from = from.plan_from; },
        "\"capture\" (the plan built at graph capture) or \"<step>.<call>\" (an earlier plan of "
        "the step): a plan build so marked is not run, a decode consumes that plan"},
   };
@@ -121,6 +132,11 @@ Status CheckOverrideApplies(const CallOverride& o, size_t index, CallForm form,
                                     "); it applies to " + CallOverrideAppliesTo(f));
   }
   return OkStatus();
+}
+
+void MergeCallOverride(const CallOverride& from, CallOverride* into) {
+  for (const CallOverrideField& f : CallOverrideFields())
+    if (f.is_set(from)) f.copy(from, *into);
 }
 
 bool SetsAnyOverride(const CallOverride& o) {

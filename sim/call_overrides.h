@@ -36,6 +36,7 @@ struct CallOverrideField {
   const char* key;                   // the JSON key of $.calls[i]
   std::vector<CallForm> applies_to;  // the calls whose expansion reads it
   bool (*is_set)(const CallOverride&);
+  void (*copy)(const CallOverride& from, CallOverride& to);  // this key's value only
   const char* meaning;
 };
 
@@ -52,6 +53,10 @@ std::string CallOverrideAppliesTo(const CallOverrideField& f);
 // the dialect's planner of a kDialectPlanBuild.
 Status CheckOverrideApplies(const CallOverride& o, size_t index, CallForm form,
                             const std::string& planner = "");
+
+// The keys `from` sets, copied into `into` (theirs replaced): one entry for one call when a second
+// source (a simulator mutant) overrides a call the scenario already overrides.
+void MergeCallOverride(const CallOverride& from, CallOverride* into);
 
 // True when `o` sets at least one key of CallOverrideFields().
 bool SetsAnyOverride(const CallOverride& o);

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "sim/engine.h"
+#include "sim/mutants.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
 #include "tools/mlasim/cli.h"
@@ -270,6 +271,32 @@ TEST(CallOverrides, ExpansionErrorsNameTheFile) {
   EXPECT_EQ(cli::InCaseFile("a.json", st).field(), "a.json: $.batch.q_lens");
   EXPECT_EQ(cli::InCaseFile("", st).field(), "$.batch.q_lens");  // --builtin
   EXPECT_EQ(cli::InCaseFile("a.json", InvalidArgumentError("--kernel", "x")).field(), "--kernel");
+}
+
+// A simulator mutant overriding a call the scenario already overrides merges its keys into the
+// scenario's entry: before, it added a second entry, the engine read the first, and the mutant's
+// grid was dropped (`replay --mutant call-launch-grid-captured` on such a file changed nothing).
+TEST(CallOverrides, AMutantsOverrideMergesIntoTheScenarios) {
+  Scenario s = *BuiltinScenario("seed");
+  CallOverride o;
+  o.call = "verify.sparse_decode";
+  o.o_rows = 100;
+  s.calls = {o};
+  SizingOverride z;
+  z.buffers = "main.";
+  z.heads = 16;
+  s.sizing = {z};
+  for (SimMutant m : {SimMutant::kCallLaunchGridCaptured, SimMutant::kSizingForOneRequest}) {
+    const auto w = MutantScenario(s, m);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    ASSERT_EQ(w->calls.size(), 1u);
+    ASSERT_EQ(w->sizing.size(), 1u);
+    EXPECT_EQ(w->calls[0].o_rows, 100);  // the scenario's own key stays
+    EXPECT_EQ(w->sizing[0].heads, 16);
+    if (m == SimMutant::kCallLaunchGridCaptured) EXPECT_EQ(w->calls[0].launch_grid, 4096);
+    if (m == SimMutant::kSizingForOneRequest) EXPECT_EQ(w->sizing[0].batch, 1);
+    EXPECT_TRUE(ParseScenario(ScenarioToJson(*w)).ok());  // its JSON replays
+  }
 }
 
 }  // namespace
