@@ -12,11 +12,17 @@
 #include "ref/limits.h"
 #include "ref/planner.h"
 #include "ref/sizing.h"
+#include "sim/call_overrides.h"
 #include "sim/call_table.h"
 #include "sim/engine_dialect.h"
 
 namespace mlasim::sim {
 namespace {
+
+// The reduce launch after decode `decode` ("sparse_decode" -> "sparse_reduce").
+std::string ReduceName(const std::string& decode) {
+  return decode.substr(0, decode.find("_decode")) + "_reduce";
+}
 
 // RecyclePlans' plans, per thread (campaign workers each keep their own).
 std::vector<ref::Plan>& PlanPool() {
@@ -196,6 +202,14 @@ class StepBuilder {
   void AddPlanBuffers(const std::string& prefix, const ref::MetadataSizes& sizes);
   // Scenario overrides (docs/scenario.md "calls", "sizing", "capture").
   const CallOverride* Override(const std::string& step, const std::string& call) const;
+  // The entry of $.calls that `o` (one of s_.calls) is.
+  size_t OverrideIndex(const CallOverride* o) const {
+    return static_cast<size_t>(o - s_.calls.data());
+  }
+  // The override of `call` of `step`, if any, sets only keys that apply to a call of `form`
+  // (sim/call_overrides.h).
+  Status CheckOverride(const std::string& step, const std::string& call, CallForm form,
+                       const std::string& planner) const;
   Status CapturePlans();
   StatusOr<int32_t> PlanFrom(const CallOverride& o, const std::string& step, const CallRow& row);
   std::shared_ptr<const IndexContent> FillContent(const CallRow& row,
@@ -206,6 +220,8 @@ class StepBuilder {
   Status RunRow(const CallRow& row, const std::string& step);
   Status PlanRow(const CallRow& row, const std::string& step);
   Status UpdateRow(const CallRow& row, const std::string& step);
+  Status UpdateRefusal(const std::string& step, const CallRow& row, const PlanSnapshot& patched,
+                       const Status& st) const;
   Status FillRow(const CallRow& row, const std::string& step);
   Status DecodeRow(const CallRow& row, const std::string& step);
   // Planner dialects other than aiter's (sim/engine_dialect.h).
@@ -227,8 +243,9 @@ class StepBuilder {
     return t < static_cast<int32_t>(token_request_.size()) ? token_request_[t] : sh_.B;
   }
   // Trace plumbing.
+  // `o`: the call's override (null if none), whose keys a refusal of the planner names.
   Status BuildPlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
-                   int32_t real, int32_t* plan_index);
+                   int32_t real, const CallOverride* o, int32_t* plan_index);
   Status ReusePlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
                    int32_t* plan_index);
   Status UpdatePlan(const std::string& step, const CallRow& row, int32_t plan_index, int32_t real,
@@ -457,9 +474,12 @@ Status StepBuilder::AllocateBuffers() {
     }
     ref::PlanRequest sizing = BaseRequest(qlen);
     sizing.topk = static_cast<int32_t>(Eval(b.topk, b.prefix, "topk"));
-    // The scenario's sizing inputs where they differ from the planner's (class D).
+    // The scenario's sizing inputs where they differ from the planner's (class D): at most one
+    // entry per buffer set (the parser refuses a second).
+    const SizingOverride* stated = nullptr;
     for (const SizingOverride& z : s_.sizing) {
       if (z.buffers != b.prefix) continue;
+      stated = &z;
       if (z.batch >= 0) batch = z.batch;
       if (z.qlen >= 0) sizing.qlen = sizing.max_seqlen_qo = sizing.uni_seqlen_qo = z.qlen;
       if (z.heads >= 0) sizing.heads_per_head_k = z.heads;
@@ -468,7 +488,14 @@ Status StepBuilder::AllocateBuffers() {
         sizing.q_dtype = sizing.kv_dtype = *ref::ParseDType(z.dtype, "$.sizing.dtype");
       if (z.is_sparse >= 0) sizing.topk = z.is_sparse ? std::max(sizing.topk, 0) : -1;
     }
-    MLASIM_ASSIGN_OR_RETURN(ref::MetadataSizes z, ref::GetMlaMetadataInfoV1(sizing, batch));
+    StatusOr<ref::MetadataSizes> sized = ref::GetMlaMetadataInfoV1(sizing, batch);
+    if (!sized.ok()) {
+      const size_t index = stated != nullptr ? static_cast<size_t>(stated - s_.sizing.data()) : 0;
+      return InvalidArgumentError(
+          SizingRefusalPath(sized.status().field(), stated, index),
+          "the engine's " + b.prefix + " buffers cannot be sized: " + sized.status().ToString());
+    }
+    ref::MetadataSizes z = std::move(*sized);
     if (Var("partial_map_per_tile")) z = ref::PartialMapOnePerTile(z);  // the one implementation
     if (const Status st = ref::CheckSizesLimit(z); !st.ok())  // plan_elements, as `mlasim plan`
       return InvalidArgumentError("$", "the engine's " + b.prefix + " plan buffers: " +
@@ -647,7 +674,7 @@ ref::PlanRequest StepBuilder::BuildInputs(const CallRow& row) const {
 // ---------------------------------------------------------------------------------------------
 
 Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::PlanRequest request,
-                              int32_t real, int32_t* plan_index) {
+                              int32_t real, const CallOverride* o, int32_t* plan_index) {
   ref::PlannerOptions options;
   options.choice =
       s_.serial_planner ? ref::PlannerChoice::kSerial : ref::PlannerChoice::kAiterDispatch;
@@ -662,14 +689,9 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
     // A refused request leaves the plan as it was (the planner refuses before it prepares any
     // buffer): a recycled one goes back to the pool, a fresh one has no memory to keep.
     if (planned.work_info.data.capacity() > 0) KeepPlan(std::move(planned));
-    const std::string& f = plan.field();
-    const bool q_field = f == "uni_seqlen_qo" || f == "max_seqlen_qo" || f == "qo_indptr";
-    const std::string field = f == "heads_per_head_k"        ? "$.model.heads"
-                              : f == "topk"                  ? "$.model.topk"
-                              : q_field                      ? "$.batch.q_lens"
-                              : f == "qlen"                  ? "$.mtp.k"
-                              : f.rfind("kv_indptr", 0) == 0 ? "$.batch.contexts"
-                                                             : "$";
+    // The override's key that set the refused input, else the field the engine derives it from.
+    const std::string field =
+        PlannerRefusalPath(plan.field(), o, o != nullptr ? OverrideIndex(o) : 0);
     return InvalidArgumentError(field, "the engine's " + row.call + " at " + step +
                                            " is refused by the planner: " + plan.ToString());
   }
@@ -931,7 +953,7 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
                                const std::shared_ptr<const Contract>& reduce) {
   Call r = decode;
   r.dialect_findings.clear();
-  r.name = row.call.substr(0, row.call.find("_decode")) + "_reduce";
+  r.name = ReduceName(row.call);
   r.kind = CallKind::kReduce;
   r.kernel = reduce->variant;
   r.contract = reduce;
@@ -1004,7 +1026,8 @@ StatusOr<int32_t> StepBuilder::PlanFrom(const CallOverride& o, const std::string
     }
     const auto it = captured_.find(key);
     if (it == captured_.end())
-      return InvalidArgumentError("$.calls", "no plan was captured for " + o.call);
+      return InvalidArgumentError(CallOverridePath(OverrideIndex(&o), "plan_from"),
+                                  "no plan was captured for " + o.call);
     PlanSnapshot snap = it->second;
     snap.name += "(captured)";
     t_.plans.push_back(std::move(snap));
@@ -1012,8 +1035,8 @@ StatusOr<int32_t> StepBuilder::PlanFrom(const CallOverride& o, const std::string
   }
   const auto it = built_.find(o.plan_from);
   if (it == built_.end())
-    return InvalidArgumentError("$.calls", o.call + ": plan_from \"" + o.plan_from +
-                                               "\" names no earlier plan call of this step");
+    return InvalidArgumentError(CallOverridePath(OverrideIndex(&o), "plan_from"),
+                                "\"" + o.plan_from + "\" names no earlier plan call of " + step);
   return it->second;
 }
 
@@ -1079,7 +1102,7 @@ Status StepBuilder::PlanRow(const CallRow& row, const std::string& step) {
              handles_.count(row.reuse_plan)) {
     MLASIM_RETURN_IF_ERROR(ReusePlan(step, row, std::move(request), &plan));
   } else {
-    MLASIM_RETURN_IF_ERROR(BuildPlan(step, row, std::move(request), real, &plan));
+    MLASIM_RETURN_IF_ERROR(BuildPlan(step, row, std::move(request), real, o, &plan));
     if (o) t_.calls.back().overrides.push_back("planner inputs differ from the sizing's");
   }
   built_[step + "." + row.call] = plan;
@@ -1099,11 +1122,7 @@ DialectShape StepBuilder::Dialect() const {
 // A plan build of the flashmla or flashinfer dialect: the planner over the row's batch into the
 // buffers its own sizing gave; what it writes past them is reported with the call (class D).
 Status StepBuilder::DialectPlanRow(const CallRow& row, const std::string& step) {
-  const CallOverride* o = Override(step, row.call);
-  if (o && !o->plan_from.empty())
-    return InvalidArgumentError("$.calls", o->call + ": plan_from applies to aiter plans; " +
-                                               row.call + " runs the " + row.planner +
-                                               " planner (use the capture_batch input)");
+  // (An override of this call was refused by CheckOverride: no key applies to it.)
   ref::PlanRequest request = BuildInputs(row);
   const DialectSizing& z = dialect_capacity_.at(row.capacity);
   auto plan = PlanDialect(z, request, Dialect());
@@ -1185,9 +1204,27 @@ void StepBuilder::DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Ca
 Status StepBuilder::UpdateRow(const CallRow& row, const std::string& step) {
   int32_t plan = -1;
   const int32_t real = static_cast<int32_t>(Eval(row.real, "real"));
-  MLASIM_RETURN_IF_ERROR(UpdatePlan(step, row, Handle(row.plan), real, &plan));
+  const Status st = UpdatePlan(step, row, Handle(row.plan), real, &plan);
+  if (!st.ok()) return UpdateRefusal(step, row, t_.plans[Handle(row.plan)], st);
   SetHandles(row, plan);
   return OkStatus();
+}
+
+// decode_update refused the plan it patches (a plan built over other inputs than its buffers were
+// sized for: a planner override of the step): the error names that override's key, else "$".
+Status StepBuilder::UpdateRefusal(const std::string& step, const CallRow& row,
+                                  const PlanSnapshot& patched, const Status& st) const {
+  const std::string build = patched.name.substr(0, patched.name.find_first_of("@("));
+  std::string field = "$";
+  for (size_t i = 0; i < s_.calls.size() && field == "$"; ++i) {
+    const CallOverride& o = s_.calls[i];
+    if (o.call.substr(o.call.find('.') + 1) != build) continue;
+    for (const CallOverrideField& f : CallOverrideFields())
+      if (field == "$" && f.is_set(o)) field = CallOverridePath(i, f.key);
+  }
+  return InvalidArgumentError(field,
+                              "the engine's " + row.call + " at " + step +
+                                  " is refused by decode_update_mla_metadata_v1: " + st.ToString());
 }
 
 Status StepBuilder::FillRow(const CallRow& row, const std::string& step) {
@@ -1212,8 +1249,34 @@ Status StepBuilder::DecodeRow(const CallRow& row, const std::string& step) {
   return OkStatus();
 }
 
+Status StepBuilder::CheckOverride(const std::string& step, const std::string& call, CallForm form,
+                                  const std::string& planner) const {
+  const CallOverride* o = Override(step, call);
+  return o != nullptr ? CheckOverrideApplies(*o, OverrideIndex(o), form, planner) : OkStatus();
+}
+
 Status StepBuilder::RunRow(const CallRow& row, const std::string& step) {
   if (!When(row.when)) return OkStatus();
+  // An override key the call's expansion would not read is refused, not dropped.
+  switch (row.kind) {
+    case CallKind::kPlanBuild:
+      MLASIM_RETURN_IF_ERROR(CheckOverride(
+          step, row.call,
+          row.planner == "aiter" ? CallForm::kAiterPlanBuild : CallForm::kDialectPlanBuild,
+          row.planner));
+      break;
+    case CallKind::kPlanUpdate:
+      MLASIM_RETURN_IF_ERROR(CheckOverride(step, row.call, CallForm::kPlanUpdate, ""));
+      break;
+    case CallKind::kIndexFill:
+      MLASIM_RETURN_IF_ERROR(CheckOverride(step, row.call, CallForm::kIndexFill, ""));
+      break;
+    case CallKind::kDecode:
+      MLASIM_RETURN_IF_ERROR(CheckOverride(step, row.call, CallForm::kDecode, ""));
+      MLASIM_RETURN_IF_ERROR(CheckOverride(step, ReduceName(row.call), CallForm::kReduce, ""));
+      break;
+    case CallKind::kReduce: break;
+  }
   switch (row.kind) {
     case CallKind::kPlanBuild: return PlanRow(row, step);
     case CallKind::kPlanUpdate: return UpdateRow(row, step);

@@ -1,7 +1,9 @@
 #include "sim/mutants.h"
 
+#include <algorithm>
 #include <vector>
 
+#include "sim/call_overrides.h"
 #include "sim/call_table.h"
 #include "sim/index_values.h"
 
@@ -286,13 +288,33 @@ StatusOr<Scenario> MutantScenario(const Scenario& s, SimMutant m, bool mutated) 
   std::vector<ContractEdit> edits = spec.setting.contract_edits;
   if (mutated) {
     edits.insert(edits.end(), spec.contract_edits.begin(), spec.contract_edits.end());
+    // One entry per call and per buffer set (the engine reads the first of a call's entries):
+    // the mutant's keys go into the scenario's own entry, replacing its values of those keys.
     for (CallOverride c : spec.calls) {
       const auto at = c.call.find("{decode}");
       if (at != std::string::npos)
         c.call.replace(at, 8, out.model.sparse ? "sparse_decode" : "dense_decode");
-      out.calls.push_back(c);
+      auto same = std::find_if(out.calls.begin(), out.calls.end(),
+                               [&](const CallOverride& o) { return o.call == c.call; });
+      if (same == out.calls.end())
+        out.calls.push_back(c);
+      else
+        MergeCallOverride(c, &*same);
     }
-    for (const SizingOverride& z : spec.sizing) out.sizing.push_back(z);
+    for (const SizingOverride& z : spec.sizing) {
+      auto same = std::find_if(out.sizing.begin(), out.sizing.end(),
+                               [&](const SizingOverride& o) { return o.buffers == z.buffers; });
+      if (same == out.sizing.end()) {
+        out.sizing.push_back(z);
+        continue;
+      }
+      if (z.batch >= 0) same->batch = z.batch;
+      if (z.qlen >= 0) same->qlen = z.qlen;
+      if (z.heads >= 0) same->heads = z.heads;
+      if (z.cu_count >= 0) same->cu_count = z.cu_count;
+      if (!z.dtype.empty()) same->dtype = z.dtype;
+      if (z.is_sparse >= 0) same->is_sparse = z.is_sparse;
+    }
   }
   MLASIM_RETURN_IF_ERROR(ApplyUserContract(spec.setting, edits, out));
   std::vector<ContractEdit> parsed;

@@ -1,6 +1,7 @@
 #include "sim/scenario_json.h"
 
 #include "ref/limits.h"
+#include "sim/call_overrides.h"
 #include "sim/call_table.h"
 #include "sim/contract.h"
 
@@ -221,6 +222,8 @@ Status ParsePlanner(const json& j, Scenario* s) {
   std::string dispatch;
   if (j.is_string()) {
     dispatch = j.get<std::string>();
+  } else if (!j.is_object()) {
+    return InvalidArgumentError("$.planner", "must be \"aiter-dispatch\", \"serial\" or an object");
   } else {
     ObjectReader r(j, "$.planner");
     MLASIM_RETURN_IF_ERROR(r.Check());
@@ -286,6 +289,7 @@ Status ParseKvCache(const json& j, Scenario* s) {
 Status ParseCalls(const json& j, Scenario* s) {
   if (!j.is_array() || j.size() > 256)
     return InvalidArgumentError("$.calls", "must be an array of at most 256 objects");
+  std::map<std::string, size_t> entries;  // call -> its entry
   for (size_t i = 0; i < j.size(); ++i) {
     const std::string path = "$.calls[" + std::to_string(i) + "]";
     ObjectReader r(j[i], path);
@@ -313,6 +317,18 @@ Status ParseCalls(const json& j, Scenario* s) {
       return InvalidArgumentError(path + ".plan_from",
                                   "must be \"capture\" or <step>.<call> of an earlier plan");
     MLASIM_RETURN_IF_ERROR(r.Finish());
+    if (!SetsAnyOverride(c)) {
+      std::string keys;
+      for (const CallOverrideField& f : CallOverrideFields())
+        keys += (keys.empty() ? "" : ", ") + std::string(f.key);
+      return InvalidArgumentError(path,
+                                  "overrides nothing of " + c.call + " (give one of " + keys + ")");
+    }
+    // Two entries for one call: which one the engine follows would be a guess.
+    if (const auto [at, fresh] = entries.emplace(c.call, i); !fresh)
+      return InvalidArgumentError(path + ".call", c.call + " is already overridden by $.calls[" +
+                                                      std::to_string(at->second) +
+                                                      "]; a call takes one entry");
     s->calls.push_back(std::move(c));
   }
   return OkStatus();
@@ -321,6 +337,7 @@ Status ParseCalls(const json& j, Scenario* s) {
 Status ParseSizing(const json& j, Scenario* s) {
   if (!j.is_array() || j.size() > 16)
     return InvalidArgumentError("$.sizing", "must be an array of at most 16 objects");
+  std::map<std::string, size_t> entries;  // buffers -> its entry
   for (size_t i = 0; i < j.size(); ++i) {
     const std::string path = "$.sizing[" + std::to_string(i) + "]";
     ObjectReader r(j[i], path);
@@ -341,6 +358,16 @@ Status ParseSizing(const json& j, Scenario* s) {
       z.is_sparse = sparse;
     }
     MLASIM_RETURN_IF_ERROR(r.Finish());
+    if (z.batch < 0 && z.qlen < 0 && z.heads < 0 && z.cu_count < 0 && z.dtype.empty() &&
+        z.is_sparse < 0)
+      return InvalidArgumentError(path, "sizes " + z.buffers +
+                                            " as the engine does (give one of batch, qlen, "
+                                            "heads, cu_count, dtype, is_sparse)");
+    // Two entries for one buffer set: which sizing the engine follows would be a guess.
+    if (const auto [at, fresh] = entries.emplace(z.buffers, i); !fresh)
+      return InvalidArgumentError(
+          path + ".buffers", "\"" + z.buffers + "\" is already sized by $.sizing[" +
+                                 std::to_string(at->second) + "]; a buffer set takes one entry");
     s->sizing.push_back(std::move(z));
   }
   return OkStatus();
@@ -351,6 +378,8 @@ Status ParseEngine(const json& j, EngineProfile* e) {
     MLASIM_ASSIGN_OR_RETURN(*e, GetEngineProfile(j.get<std::string>(), "$.engine"));
     return OkStatus();
   }
+  if (!j.is_object())
+    return InvalidArgumentError("$.engine", "must be a profile name or an object");
   ObjectReader r(j, "$.engine");
   MLASIM_RETURN_IF_ERROR(r.Check());
   std::string preset;

@@ -46,6 +46,11 @@ Status CheckKernelMatchesContract(const std::string& kernel,
   return OkStatus();
 }
 
+Status InCaseFile(const std::string& case_file, const Status& st) {
+  if (st.ok() || case_file.empty() || st.field().rfind('$', 0) != 0) return st;
+  return Status(st.code(), case_file + ": " + st.field(), st.message());
+}
+
 StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std::string& builtin,
                                         const std::string& profile, const std::string& kernel,
                                         const std::vector<std::string>& contracts) {
@@ -67,10 +72,14 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
         sim::BuiltinContract(sim::CallKind::kDecode, kernel, "--kernel").status());
     s->kernel = kernel;
   }
-  if (!s->kv_cache.index_values.empty()) {  // a value no fill places would be dropped silently
-    StatusOr<sim::Trace> t = sim::ExpandStep(*s);
-    if (t.ok()) MLASIM_RETURN_IF_ERROR(sim::CheckIndexValuesPlaced(*s, *t));
-  }
+  // The step's expansion refuses what the parser cannot judge alone (an override naming no call
+  // of the step or a key its call does not read, a plan the planner refuses, a ragged batch on a
+  // dialect profile): expanded here, where the file is known, so that its errors name it.
+  StatusOr<sim::Trace> t = sim::ExpandStep(*s);
+  if (!t.ok()) return InCaseFile(case_file, t.status());
+  // A value no fill places would be dropped silently.
+  if (!s->kv_cache.index_values.empty())
+    MLASIM_RETURN_IF_ERROR(InCaseFile(case_file, sim::CheckIndexValuesPlaced(*s, *t)));
   return s;
 }
 

@@ -20,10 +20,18 @@ namespace mlasim::cli {
 // contract file and its JSON path; --kernel NAME beside a decode contract (from `contracts` or the
 // scenario's own "contracts") of another variant is refused (field "--kernel", naming both), as
 // the contract would decide the kernel and --kernel do nothing; beside one of its variant NAME
-// need not be a built-in one.
+// need not be a built-in one. The step is expanded once (sim::ExpandStep) to refuse what only the
+// expansion can judge (an override naming no call of the step, an index value no fill places);
+// every error whose field is a JSON path names CASE.json first ("case.json: $.calls[0].call"),
+// --builtin cases not.
 StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std::string& builtin,
                                         const std::string& profile, const std::string& kernel,
                                         const std::vector<std::string>& contracts = {});
+
+// `st` with a JSON-path field ("$.calls[0].call") named in `case_file`, as sim::LoadScenarioFile
+// names its own errors ("case.json: $.calls[0].call"); OK, other fields (--kernel) and an empty
+// `case_file` (a --builtin case) are left as they are.
+Status InCaseFile(const std::string& case_file, const Status& st);
 
 // OK unless `kernel` is given and s has a decode contract of another variant. `contract_files`:
 // the --contract paths, to name where that contract came from.
