@@ -221,18 +221,20 @@ Status CheckRequestLimits(const PlanRequest& r) {
   const int64_t requests = static_cast<int64_t>(r.kv_indptr.size()) - 1;
   if (requests > Limit(LimitId::kRequests))
     return TooLarge("kv_indptr", requests, LimitId::kRequests, "request count");
+  // Read once: the loops below run per request, and the simulator checks every plan it builds.
+  const int64_t max_indptr = Limit(LimitId::kIndptr);
   for (size_t i = 0; i < r.kv_indptr.size(); ++i)
-    if (r.kv_indptr[i] > Limit(LimitId::kIndptr))
+    if (r.kv_indptr[i] > max_indptr)
       return TooLarge("kv_indptr[" + std::to_string(i) + "]", r.kv_indptr[i], LimitId::kIndptr,
                       "value");
   for (size_t i = 0; i + 1 < r.kv_indptr.size(); ++i) {
     const int64_t tokens = (int64_t{r.kv_indptr[i + 1]} - r.kv_indptr[i]) * r.page_size;
-    if (tokens > Limit(LimitId::kIndptr))
+    if (tokens > max_indptr)
       return TooLarge("kv_indptr[" + std::to_string(i + 1) + "]", tokens, LimitId::kIndptr,
                       "KV tokens of request " + std::to_string(i) + " (pages x page_size)");
   }
   for (size_t i = 0; i < r.qo_indptr.size(); ++i)
-    if (r.qo_indptr[i] > Limit(LimitId::kIndptr) || r.qo_indptr[i] < -Limit(LimitId::kIndptr))
+    if (r.qo_indptr[i] > max_indptr || r.qo_indptr[i] < -max_indptr)
       return TooLarge("qo_indptr[" + std::to_string(i) + "]", r.qo_indptr[i], LimitId::kIndptr,
                       "value");
   // The planner walks requests x fold (x tokens when sparse) virtual batches.
