@@ -185,9 +185,11 @@ StatusOr<CaseTensor> ParseTensor(const std::string& name, const json& e, const s
   MLASIM_RETURN_IF_ERROR(ComputeExtent(t, p, err));
   // The bytes the tensor spans, [data_ptr + span_begin, data_ptr + span_end), must be addresses:
   // faults are attributed by address (explain-fault refuses the same in a layout).
-  if (t.span_begin < 0 && static_cast<uint64_t>(-t.span_begin) > t.data_ptr)
-    return err(p + "data_ptr", "the tensor's lowest byte (data_ptr - " +
-                                   std::to_string(-t.span_begin) + ") is below address 0");
+  // (|span_begin| in unsigned arithmetic: it may be 2^63, 2^60 elements of 8 bytes)
+  const uint64_t below = t.span_begin < 0 ? uint64_t{0} - static_cast<uint64_t>(t.span_begin) : 0;
+  if (below > t.data_ptr)
+    return err(p + "data_ptr", "the tensor's lowest byte (data_ptr - " + std::to_string(below) +
+                                   ") is below address 0");
   if (t.span_end > 0 && static_cast<uint64_t>(t.span_end) > ~uint64_t{0} - t.data_ptr + 1)
     return err(p + "data_ptr", "data_ptr + the tensor's " + std::to_string(t.span_end) +
                                    " bytes passes 2^64");
