@@ -109,7 +109,10 @@ Status CheckOptions(const EffectivenessOptions& o, const std::vector<EffectTarge
     return InvalidArgumentError("--cases", "must be in 1..1000000");
   if (o.signature_cases < 0 || o.signature_cases > 1000000)
     return InvalidArgumentError("--signature-cases", "must be in 0..1000000");
-  for (const std::string& name : o.only) {
+  for (size_t i = 0; i < o.only.size(); ++i) {
+    const std::string& name = o.only[i];
+    if (std::find(o.only.begin(), o.only.begin() + i, name) != o.only.begin() + i)
+      return InvalidArgumentError("--only", "'" + name + "' given twice");  // as fuzz's --profile
     bool found = false;
     for (const EffectTarget& t : targets) found |= t.name == name;
     if (!found)
