@@ -205,6 +205,8 @@ class CallExecutor {
   void BindRole(const TensorArg& a);
   [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
+  void ReportHang(const Statement& st, int64_t trips, int64_t bound, const std::string& what,
+                  const std::string& why);
   void ReportCallTrips(const Statement& st, int64_t trips);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
   void GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
@@ -1071,13 +1073,18 @@ void CallExecutor::FlushInvalid(const Call& c) {
 }
 
 void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound) {
+  ReportHang(st, trips, bound, st.bound_what, st.exceeded);
+}
+
+void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound,
+                              const std::string& what, const std::string& why) {
   if (hang_reported_) return;
   hang_reported_ = true;
   const TensorArg* a = st.hang_role >= 0 ? roles_[st.hang_role] : nullptr;
   bool defined = true;
   const int64_t row = st.hang_row.empty() ? 0 : Eval(st.hang_row, &defined);
   Add(*call_, MakeUnboundedLoop({a ? a->buffer : st.hang_buffer, a ? a->rows : 0, 0, row, row},
-                                who_, trips, bound, st.bound_what, st.exceeded));
+                                who_, trips, bound, what, why));
 }
 
 // A loop that would take the call past its trips in all (nested loops each within loop_trips).
@@ -1085,16 +1092,9 @@ void CallExecutor::ReportCallTrips(const Statement& st, int64_t trips) {
   const int64_t left = call_trips_left_;
   call_trips_left_ = 0;  // the call stops here: no later loop of it runs either
   if (hang_reported_) return;
-  hang_reported_ = true;
-  const TensorArg* a = st.hang_role >= 0 ? roles_[st.hang_role] : nullptr;
-  bool defined = true;
-  const int64_t row = st.hang_row.empty() ? 0 : Eval(st.hang_row, &defined);
-  Add(*call_, MakeUnboundedLoop({a ? a->buffer : st.hang_buffer, a ? a->rows : 0, 0, row, row},
-                                who_, trips, left, "iterations",
-                                "with the iterations before it, the call's loops would pass "
-                                "call_trips (" +
-                                    std::to_string(max_call_trips_) +
-                                    ": nested loops multiply); reported as a hang"));
+  ReportHang(st, trips, left, "iterations",
+             "with the iterations before it, the call's loops would pass call_trips (" +
+                 std::to_string(max_call_trips_) + ": nested loops multiply); reported as a hang");
 }
 
 void CallExecutor::ExecLoop(const Statement& st) {
