@@ -527,9 +527,14 @@ StatusOr<Scenario> LoadScenarioFile(const std::string& path) {
   if (!doc.ok()) return doc.status();
   StatusOr<Scenario> s = ParseScenario(*doc);
   if (s.ok()) return s;
-  // "FILE: $.model.heads: ...", as the read and JSON errors name the file.
-  const Status& st = s.status();
-  return Status(st.code(), path + ": " + (st.field().empty() ? "$" : st.field()), st.message());
+  return InScenarioFile(path, s.status());  // as the read and JSON errors name the file
+}
+
+Status InScenarioFile(const std::string& path, const Status& st) {
+  if (st.ok() || path.empty()) return st;
+  if (st.field().empty()) return Status(st.code(), path + ": $", st.message());
+  if (st.field()[0] != '$') return st;
+  return Status(st.code(), path + ": " + st.field(), st.message());
 }
 
 namespace {

@@ -268,9 +268,11 @@ TEST(CallOverrides, ExpansionErrorsNameTheFile) {
   }
   fs::remove(file);
   const Status st = InvalidArgumentError("$.batch.q_lens", "x");
-  EXPECT_EQ(cli::InCaseFile("a.json", st).field(), "a.json: $.batch.q_lens");
-  EXPECT_EQ(cli::InCaseFile("", st).field(), "$.batch.q_lens");  // --builtin
-  EXPECT_EQ(cli::InCaseFile("a.json", InvalidArgumentError("--kernel", "x")).field(), "--kernel");
+  EXPECT_EQ(sim::InScenarioFile("a.json", st).field(), "a.json: $.batch.q_lens");
+  EXPECT_EQ(sim::InScenarioFile("", st).field(), "$.batch.q_lens");  // --builtin
+  EXPECT_EQ(sim::InScenarioFile("a.json", InvalidArgumentError("--kernel", "x")).field(),
+            "--kernel");
+  EXPECT_EQ(sim::InScenarioFile("a.json", InvalidArgumentError("", "x")).field(), "a.json: $");
 }
 
 // A simulator mutant overriding a call the scenario already overrides merges its keys into the

@@ -46,11 +46,6 @@ Status CheckKernelMatchesContract(const std::string& kernel,
   return OkStatus();
 }
 
-Status InCaseFile(const std::string& case_file, const Status& st) {
-  if (st.ok() || case_file.empty() || st.field().rfind('$', 0) != 0) return st;
-  return Status(st.code(), case_file + ": " + st.field(), st.message());
-}
-
 StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std::string& builtin,
                                         const std::string& profile, const std::string& kernel,
                                         const std::vector<std::string>& contracts) {
@@ -76,10 +71,10 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
   // of the step or a key its call does not read, a plan the planner refuses, a ragged batch on a
   // dialect profile): expanded here, where the file is known, so that its errors name it.
   StatusOr<sim::Trace> t = sim::ExpandStep(*s);
-  if (!t.ok()) return InCaseFile(case_file, t.status());
+  if (!t.ok()) return sim::InScenarioFile(case_file, t.status());
   // A value no fill places would be dropped silently.
   if (!s->kv_cache.index_values.empty())
-    MLASIM_RETURN_IF_ERROR(InCaseFile(case_file, sim::CheckIndexValuesPlaced(*s, *t)));
+    MLASIM_RETURN_IF_ERROR(sim::InScenarioFile(case_file, sim::CheckIndexValuesPlaced(*s, *t)));
   return s;
 }
 

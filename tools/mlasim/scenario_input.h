@@ -28,11 +28,6 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
                                         const std::string& profile, const std::string& kernel,
                                         const std::vector<std::string>& contracts = {});
 
-// `st` with a JSON-path field ("$.calls[0].call") named in `case_file`, as sim::LoadScenarioFile
-// names its own errors ("case.json: $.calls[0].call"); OK, other fields (--kernel) and an empty
-// `case_file` (a --builtin case) are left as they are.
-Status InCaseFile(const std::string& case_file, const Status& st);
-
 // OK unless `kernel` is given and s has a decode contract of another variant. `contract_files`:
 // the --contract paths, to name where that contract came from.
 Status CheckKernelMatchesContract(const std::string& kernel,
