@@ -43,6 +43,9 @@ const PlannerInputSource* SourceOf(const std::string& field) {
   return nullptr;
 }
 
+// A sizing entry's keys besides `buffers` (docs/scenario.md "sizing").
+constexpr const char* kSizingKeys[] = {"batch", "qlen", "heads", "cu_count", "dtype", "is_sparse"};
+
 bool SizingSets(const SizingOverride& z, const std::string& key) {
   if (key == "batch") return z.batch >= 0;
   if (key == "qlen") return z.qlen >= 0;
@@ -137,6 +140,17 @@ Status CheckOverrideApplies(const CallOverride& o, size_t index, CallForm form,
 void MergeCallOverride(const CallOverride& from, CallOverride* into) {
   for (const CallOverrideField& f : CallOverrideFields())
     if (f.is_set(from)) f.copy(from, *into);
+}
+
+bool SetsAnySizing(const SizingOverride& z) {
+  return std::any_of(std::begin(kSizingKeys), std::end(kSizingKeys),
+                     [&](const char* key) { return SizingSets(z, key); });
+}
+
+std::string SizingKeys() {
+  std::string keys;
+  for (const char* key : kSizingKeys) keys += (keys.empty() ? "" : ", ") + std::string(key);
+  return keys;
 }
 
 bool SetsAnyOverride(const CallOverride& o) {

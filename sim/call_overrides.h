@@ -60,6 +60,9 @@ void MergeCallOverride(const CallOverride& from, CallOverride* into);
 
 // True when `o` sets at least one key of CallOverrideFields().
 bool SetsAnyOverride(const CallOverride& o);
+// Whether a sizing entry sets any of its keys; the keys, "batch, qlen, ..." (for messages).
+bool SetsAnySizing(const SizingOverride& z);
+std::string SizingKeys();
 
 // The JSON path of key `key` of the `calls` entry at `index` ("$.calls[2].planner_heads").
 std::string CallOverridePath(size_t index, const std::string& key);

@@ -358,11 +358,9 @@ Status ParseSizing(const json& j, Scenario* s) {
       z.is_sparse = sparse;
     }
     MLASIM_RETURN_IF_ERROR(r.Finish());
-    if (z.batch < 0 && z.qlen < 0 && z.heads < 0 && z.cu_count < 0 && z.dtype.empty() &&
-        z.is_sparse < 0)
-      return InvalidArgumentError(path, "sizes " + z.buffers +
-                                            " as the engine does (give one of batch, qlen, "
-                                            "heads, cu_count, dtype, is_sparse)");
+    if (!SetsAnySizing(z))
+      return InvalidArgumentError(
+          path, "sizes " + z.buffers + " as the engine does (give one of " + SizingKeys() + ")");
     // Two entries for one buffer set: which sizing the engine follows would be a guess.
     if (const auto [at, fresh] = entries.emplace(z.buffers, i); !fresh)
       return InvalidArgumentError(
