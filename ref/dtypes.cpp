@@ -16,16 +16,7 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-const FormatInfo kFormats[] = {
-    {NumFormat::kFp64, "fp64", 64, 52, 11, 1023, -1022, std::numeric_limits<double>::max(), true,
-     true, 0x1p-53},
-    {NumFormat::kFp32, "fp32", 32, 23, 8, 127, -126,
-     static_cast<double>(std::numeric_limits<float>::max()), true, true, 0x1p-24},
-    {NumFormat::kBf16, "bf16", 16, 7, 8, 127, -126, 0x1.fep127, true, true, 0x1p-8},
-    {NumFormat::kFp16, "fp16", 16, 10, 5, 15, -14, 65504.0, true, true, 0x1p-11},
-    {NumFormat::kFp8E4m3fn, "fp8_e4m3fn", 8, 3, 4, 7, -6, 448.0, false, true, 0x1p-4},
-    {NumFormat::kFp8E4m3fnuz, "fp8_e4m3fnuz", 8, 3, 4, 8, -7, 240.0, false, false, 0x1p-4},
-};
+using internal::kFormats;
 
 bool IsFp8(NumFormat f) {
   return f == NumFormat::kFp8E4m3fn || f == NumFormat::kFp8E4m3fnuz;
@@ -157,7 +148,7 @@ NumFormat FormatForDType(DType dtype, Arch target) {
   return NumFormat::kFp32;
 }
 
-double RoundTo(NumFormat format, double x, Fp8Overflow overflow) {
+double internal::RoundToGrid(NumFormat format, double x, Fp8Overflow overflow) {
   if (format == NumFormat::kFp64) return x;
   if (format == NumFormat::kFp32) return static_cast<double>(static_cast<float>(x));
   const FormatInfo& f = GetFormatInfo(format);
@@ -206,6 +197,11 @@ StatusOr<QuantizedTensor> Quantize(const std::vector<float>& x, NumFormat format
   t.format = format;
   t.scale = scale;
   t.stored.resize(x.size());
+  if (scale == 1.0) {  // x / 1 is x: no division per element (the same values)
+    for (size_t i = 0; i < x.size(); ++i)
+      t.stored[i] = static_cast<float>(RoundTo(format, static_cast<double>(x[i]), overflow));
+    return t;
+  }
   for (size_t i = 0; i < x.size(); ++i)
     t.stored[i] = static_cast<float>(RoundTo(format, static_cast<double>(x[i]) / scale, overflow));
   return t;

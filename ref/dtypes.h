@@ -23,7 +23,10 @@
 // (aiter-mla-metadata.md §15); NVIDIA sm90 uses e4m3fn.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <iterator>
 #include <string_view>
 #include <vector>
 
@@ -55,6 +58,19 @@ struct FormatInfo {
   double unit_roundoff;
 };
 
+namespace internal {
+// Every format's numbers, indexed by NumFormat (the table GetFormatInfo reads).
+inline constexpr FormatInfo kFormats[] = {
+    {NumFormat::kFp64, "fp64", 64, 52, 11, 1023, -1022, 0x1.fffffffffffffp1023, true, true,
+     0x1p-53},
+    {NumFormat::kFp32, "fp32", 32, 23, 8, 127, -126, 0x1.fffffep127, true, true, 0x1p-24},
+    {NumFormat::kBf16, "bf16", 16, 7, 8, 127, -126, 0x1.fep127, true, true, 0x1p-8},
+    {NumFormat::kFp16, "fp16", 16, 10, 5, 15, -14, 65504.0, true, true, 0x1p-11},
+    {NumFormat::kFp8E4m3fn, "fp8_e4m3fn", 8, 3, 4, 7, -6, 448.0, false, true, 0x1p-4},
+    {NumFormat::kFp8E4m3fnuz, "fp8_e4m3fnuz", 8, 3, 4, 8, -7, 240.0, false, false, 0x1p-4},
+};
+}  // namespace internal
+
 const FormatInfo& GetFormatInfo(NumFormat format);
 const char* NumFormatName(NumFormat format);
 // Accepts the names of FormatInfo::name ("fp32", "bf16", "fp16", "fp8_e4m3fn", "fp8_e4m3fnuz",
@@ -68,7 +84,37 @@ NumFormat FormatForDType(DType dtype, Arch target);
 // Rounds x to the nearest value of `format` (ties to even), returned as a double (exact: every
 // value of these formats is a double). NaN -> NaN. kFp64 returns x unchanged; kFp32 is the
 // C++ double -> float conversion. `overflow` applies to the fp8 formats only.
-double RoundTo(NumFormat format, double x, Fp8Overflow overflow = Fp8Overflow::kNaN);
+//
+// Inline for the loops that round whole tensors: a value in the format's normal range whose
+// rounding stays finite (nearly every value a tensor holds) is rounded on its bits, ties to even
+// on the bits dropped (the same value as the grid's: the quantum of a normal binade is one unit
+// of the kept bits, and a carry into the next binade is the value rounded up); every other value
+// (zero, subnormal in the format, overflow, inf, NaN) takes internal::RoundToGrid.
+namespace internal {
+// RoundTo for every value: the binade's quantum, clamped at the smallest normal binade
+// (subnormals), ties to even; overflow, NaN and zeros as RoundTo states. kFp64 / kFp32 as well.
+double RoundToGrid(NumFormat format, double x, Fp8Overflow overflow);
+}  // namespace internal
+
+inline double RoundTo(NumFormat format, double x, Fp8Overflow overflow = Fp8Overflow::kNaN) {
+  const auto i = static_cast<size_t>(format);
+  if (format == NumFormat::kFp64 || format == NumFormat::kFp32 || i >= std::size(internal::kFormats))
+    return internal::RoundToGrid(format, x, overflow);
+  const FormatInfo& f = internal::kFormats[i];
+  uint64_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const int binade = static_cast<int>((bits >> 52) & 0x7ff) - 1023;  // inf / NaN: 1024
+  if (binade >= f.min_normal_exp && binade < 1024) {
+    const int drop = 52 - f.mantissa_bits;  // fraction bits of a double below the format's
+    const uint64_t below_half = (uint64_t{1} << (drop - 1)) - 1;
+    const uint64_t rounded =
+        (bits + below_half + ((bits >> drop) & 1u)) & ~((uint64_t{1} << drop) - 1);
+    double r;
+    std::memcpy(&r, &rounded, sizeof r);
+    if (std::fabs(r) <= f.max_finite) return r;
+  }
+  return internal::RoundToGrid(format, x, overflow);
+}
 
 // Bit encodings. EncodeFp8/DecodeFp8 need an fp8 format (others: MLASIM_ASSERT). NaN encodes
 // as 0x7f (e4m3fn, 0xff when negative) and 0x80 (e4m3fnuz); IEEE NaNs as the quiet NaN

@@ -281,6 +281,46 @@ TEST(NumericsDtypes, Bf16MatchesIntegerRoundingOfFloatBits) {
   EXPECT_EQ(RoundTo(NumFormat::kBf16, 3.4e38), kInf);
 }
 
+// RoundTo's inline path (the bits of a value in the format's normal range, ties to even) gives
+// the generic grid's value for every value it takes, and hands every other one to the grid:
+// random doubles over every binade from below each format's subnormals to past its overflow,
+// each format's exact ties (the bits dropped exactly half a unit, even and odd kept bits), the
+// values next to its largest finite value and its smallest normal one, and the specials.
+TEST(NumericsDtypes, RoundToEqualsTheGenericGridForEveryValue) {
+  const auto same = [](double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+  };
+  TestRng rng{29};
+  for (const FormatInfo& f : internal::kFormats) {
+    std::vector<double> xs = {0.0, -0.0, kInf, -kInf, std::nan(""), f.max_finite, -f.max_finite,
+                              std::nextafter(f.max_finite, kInf), std::ldexp(1.0, f.min_normal_exp),
+                              std::nextafter(std::ldexp(1.0, f.min_normal_exp), 0.0),
+                              std::numeric_limits<double>::denorm_min(), 1e300, -1e-300};
+    // Ties: a kept fraction k (even and odd) plus exactly half a unit, in several binades.
+    for (int binade : {f.min_normal_exp, f.min_normal_exp + 1, 0, 3, f.exponent_bias}) {
+      for (uint64_t k : {uint64_t{0}, uint64_t{1}, uint64_t{2}, (uint64_t{1} << f.mantissa_bits) - 1}) {
+        const double unit = std::ldexp(1.0, binade - f.mantissa_bits);
+        const double tie = std::ldexp(1.0, binade) + static_cast<double>(k) * unit + unit / 2;
+        xs.insert(xs.end(), {tie, -tie, std::nextafter(tie, 0.0), std::nextafter(tie, kInf)});
+      }
+    }
+    // One unit-and-a-half past the largest finite value: where rounding up overflows.
+    const double top_unit = std::ldexp(1.0, std::ilogb(f.max_finite) - f.mantissa_bits);
+    xs.insert(xs.end(), {f.max_finite + top_unit / 2, std::nextafter(f.max_finite + top_unit / 2, 0.0)});
+    for (int i = 0; i < 200000; ++i)
+      xs.push_back(rng.LogUniform(f.min_normal_exp - f.mantissa_bits - 4,
+                                  std::min(std::ilogb(f.max_finite) + 3, 1023)));
+    for (const Fp8Overflow overflow : {Fp8Overflow::kNaN, Fp8Overflow::kSaturate}) {
+      for (const double x : xs) {
+        const double fast = RoundTo(f.format, x, overflow);
+        const double grid = internal::RoundToGrid(f.format, x, overflow);
+        ASSERT_TRUE(same(fast, grid)) << f.name << " x=" << std::hexfloat << x << " inline " << fast
+                                      << " grid " << grid;
+      }
+    }
+  }
+}
+
 TEST(NumericsDtypes, QuantizeAppliesPerTensorScale) {
   auto q = Quantize({1.0f, 100.0f, 1000.0f, -3.0f}, NumFormat::kFp8E4m3fn, 2.0);
   ASSERT_TRUE(q.ok());
