@@ -209,6 +209,20 @@ SplitMix64 SplitMix64::Stream(uint64_t seed, uint64_t salt) {
   return SplitMix64(mix.Next());
 }
 
+namespace {
+
+// Whether d / a <= m surely, without the division (CompareTensors' max_rel scan divides only
+// where this cannot tell): t = m * a * (1 - 2^-50), rounded twice, is below m * a * (1 - 2^-51)
+// when it is a normal double, so d <= t gives d / a < m * (1 - 2^-51), more than two units of m
+// below m: the rounded quotient cannot exceed m. d, a > 0 finite, m >= 0. (An overflowing m * a
+// says yes rightly: d is finite; a subnormal t says no, and the quotient decides.)
+bool BelowMaxRel(double d, double a, double m) {
+  const double t = m * a * (1.0 - 0x1p-50);
+  return t >= std::numeric_limits<double>::min() && d <= t;
+}
+
+}  // namespace
+
 CompareResult CompareTensors(const double* actual, const double* expected, int64_t n,
                              const Tolerance& tol, const uint8_t* skip) {
   CompareResult r;
@@ -227,7 +241,8 @@ CompareResult CompareTensors(const double* actual, const double* expected, int64
     if (xn || xi) continue;  // the same anomaly on both sides
     const double d = std::fabs(x - y);
     if (d > r.max_abs) r.max_abs = d, r.max_abs_index = i;
-    if (y != 0 && d / std::fabs(y) > r.max_rel) r.max_rel = d / std::fabs(y), r.max_rel_index = i;
+    if (y != 0 && !BelowMaxRel(d, std::fabs(y), r.max_rel) && d / std::fabs(y) > r.max_rel)
+      r.max_rel = d / std::fabs(y), r.max_rel_index = i;
     if (d > tol.atol + tol.rtol * std::fabs(y)) {
       ++r.tolerance_violations;
       if (r.first_violation < 0) r.first_violation = i;
@@ -372,11 +387,12 @@ void FillKvCache(const NumericsOptions& opt, NumFormat kf, const MlaValueSource&
     const int64_t t = source.kv_row_token[row];
     if (t < 0) continue;
     float* out = in.kv_cache.data() + row * d;
+    const bool unit = opt.kv_scale == 1.0;  // v / 1 is v: no division per element
     for (int32_t x = 0; x < d; ++x) {
       const float v =
           values::StreamValue(source.kv_state, static_cast<uint64_t>(t * d + x), opt.amplitude);
-      out[x] =
-          static_cast<float>(RoundTo(kf, static_cast<double>(v) / opt.kv_scale, opt.fp8_overflow));
+      const double scaled = unit ? static_cast<double>(v) : static_cast<double>(v) / opt.kv_scale;
+      out[x] = static_cast<float>(RoundTo(kf, scaled, opt.fp8_overflow));
     }
   }
 }

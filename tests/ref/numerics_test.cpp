@@ -97,6 +97,69 @@ TEST(NumericsCompare, ErrorsAndCosineDifferenceAsAiterCalDiff) {
   EXPECT_EQ(CompareTensors(zeros.data(), zeros.data(), 4, {}).cos_diff, 0.0);
 }
 
+// The largest relative error and its index, found by dividing every element (what CompareTensors
+// computed before it skipped the divisions that cannot raise the maximum), against
+// CompareTensors on differences that tie the maximum within a unit, quotients near overflow and
+// underflow, subnormal and huge expected values, and exact zeros.
+TEST(NumericsCompare, LargestRelativeErrorIsTheOneEveryDivisionFinds) {
+  SplitMix64 rng = SplitMix64::Stream(7, 1);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng.Below(300));
+    std::vector<double> x(n), y(n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double scale = std::ldexp(1.0, static_cast<int>(rng.Below(2098)) - 1074);
+      y[i] = (rng.Unit() - 0.5) * scale;
+      switch (rng.Below(5)) {
+        case 0: x[i] = y[i]; break;                                  // no error
+        case 1: x[i] = y[i] * (1 + std::ldexp(1.0, -static_cast<int>(rng.Below(60)))); break;
+        case 2: x[i] = i > 0 ? y[i] + (x[i - 1] - y[i - 1]) * (y[i] / (y[i - 1] != 0 ? y[i - 1] : 1))
+                             : y[i];  // about the last element's relative error: near ties
+          break;
+        case 3: x[i] = std::nextafter(y[i], rng.Unit() < 0.5 ? 0.0 : 1e308); break;
+        default: x[i] = (rng.Unit() - 0.5) * std::ldexp(1.0, static_cast<int>(rng.Below(2000)) - 1000);
+      }
+      if (!std::isfinite(x[i])) x[i] = y[i];
+    }
+    double max_rel = 0;
+    int64_t max_rel_index = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = std::fabs(x[i] - y[i]);
+      if (y[i] != 0 && d / std::fabs(y[i]) > max_rel)
+        max_rel = d / std::fabs(y[i]), max_rel_index = i;
+    }
+    const CompareResult r = CompareTensors(x.data(), y.data(), n, {1, 1, 1});
+    ASSERT_EQ(r.max_rel_index, max_rel_index) << "trial " << trial;
+    ASSERT_EQ(std::memcmp(&r.max_rel, &max_rel, sizeof max_rel), 0) << "trial " << trial;
+  }
+}
+
+// Pairs where the rounded product m * |y| is at or above the difference although the quotient
+// exceeds m (the product rounded up): a scan that compared against m * |y| alone would miss the
+// new maximum. Element 0 sets m = j * 2^-52 exactly (y = 1, x = 1 + m); element 1 has y = k / j
+// rounded (k > j) and x = y + k * 2^-52, so its difference is k * 2^-52 exactly, its quotient
+// just above or below m, and the pairs kept are those where the product rounds up past k.
+// At y of 2^-1000 the product m * |y| is subnormal, its rounding coarse: there the quotient decides.
+TEST(NumericsCompare, ANewMaximumWithinARoundingOfTheOldIsFound) {
+  for (const double scale : {1.0, 0x1p-1000}) {
+    SplitMix64 rng = SplitMix64::Stream(8, 2);
+    int found = 0;
+    for (int i = 0; i < 200000 && found < 50; ++i) {
+      const uint64_t j = 2 + rng.Below(1 << 20), k = j + 1 + rng.Below(j / 2);
+      const double m = static_cast<double>(j) * 0x1p-52;
+      const double y = static_cast<double>(k) / static_cast<double>(j) * scale;
+      const double x = y + static_cast<double>(k) * 0x1p-52 * scale;
+      const double d = std::fabs(x - y);
+      if (!(d <= m * y && d / y > m)) continue;  // not such a pair
+      ++found;
+      const double xs[] = {1.0 + m, x}, ys[] = {1.0, y};
+      const CompareResult r = CompareTensors(xs, ys, 2, {1, 1, 1});
+      ASSERT_EQ(r.max_rel_index, 1) << std::hexfloat << "m " << m << " y " << y << " x " << x;
+      ASSERT_EQ(r.max_rel, d / y);
+    }
+    EXPECT_GE(found, 50) << "scale " << scale;
+  }
+}
+
 TEST(NumericsTolerance, GrowWithRoundingSteps) {
   AttentionPrecision fp32, fp64, bf16p, bf16o, fp8p;
   fp64.accumulate = Accumulate::kFp64;
