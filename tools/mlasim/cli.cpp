@@ -223,6 +223,37 @@ int CheckCommandWord(const char* word, const std::vector<std::unique_ptr<Command
   return kExitBadInput;
 }
 
+// -1 when what comes before the command is mlasim's own options and the first other word names a
+// command; else prints why and returns kExitBadInput: an unknown option is named (CLI11 would
+// report only that no command was given), and so is any word after --version (CLI11 printed the
+// version and exited 0 whatever followed: `mlasim --version extra`).
+int CheckBeforeCommand(int argc, char** argv, const std::vector<std::unique_ptr<Command>>& commands,
+                       std::ostream& err) {
+  bool version = false;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    const std::string a = argv[i];
+    if (a == "--limit") {
+      ++i;  // its value
+      continue;
+    }
+    version = version || a == "--version";
+    if (a == "-h" || a == "--help" || a == "--version" || a.rfind("--limit=", 0) == 0) continue;
+    PrintError(err, "", a,
+               "not an option of mlasim (before the command: --limit, --version, --help; a "
+               "command's own options go after it)");
+    return kExitBadInput;
+  }
+  if (i >= argc) return -1;
+  if (version) {
+    PrintError(err, "", "--version",
+               std::string("takes no command or other argument (got '") + argv[i] +
+                   "'; run 'mlasim --version' alone)");
+    return kExitBadInput;
+  }
+  return CheckCommandWord(argv[i], commands, err);
+}
+
 // Parses argv into `app`: -1 when the command is to run, else the exit code (help, version, or
 // a parse error printed naming the flag: kExitBadInput).
 int Parse(CLI::App& app, int argc, char** argv, std::ostream& out, std::ostream& err) {
@@ -324,22 +355,7 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
   for (RegisterFn reg : kCommands) commands.push_back(reg(app));
   ReadIntegersAsDecimal(app);
 
-  if (argc > 1 && argv[1][0] != '-')
-    if (const int code = CheckCommandWord(argv[1], commands, err); code >= 0) return code;
-  // Before the command only mlasim's own options: an unknown one is named (CLI11 would report
-  // only that no command was given).
-  for (int i = 1; i < argc && argv[i][0] == '-'; ++i) {
-    const std::string a = argv[i];
-    if (a == "--limit") {
-      ++i;  // its value
-      continue;
-    }
-    if (a == "-h" || a == "--help" || a == "--version" || a.rfind("--limit=", 0) == 0) continue;
-    PrintError(err, "", a,
-               "not an option of mlasim (before the command: --limit, --version, --help; a "
-               "command's own options go after it)");
-    return kExitBadInput;
-  }
+  if (const int code = CheckBeforeCommand(argc, argv, commands, err); code >= 0) return code;
   if (const int code = Parse(app, argc, argv, out, err); code >= 0) return code;
   if (!SetRunLimits(limits, err)) return kExitBadInput;
   for (const auto& c : commands)
