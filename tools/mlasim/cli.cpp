@@ -127,11 +127,12 @@ std::pair<std::string, std::string> FindBeyond64Bits(const CLI::App& app) {
   return {};
 }
 
-// CLI11 converts an integer option's text with strtoll(base 0): "010" would be 8 and "0x10" 16,
-// where every flag mlasim parses itself reads decimal ("--heads 016" is 16). This transform, run
-// before the conversion, gives such text its decimal meaning: leading zeros (and blanks around
-// the number) are dropped ("010" is 10), and a 0x / 0X prefix is refused naming the option. Any
-// other text passes unchanged to the option's own parser and its messages.
+// CLI11 converts an integer option's text with strtoll(base 0): "010" would be 8, "0x10" 16 and
+// "+16" 16, where every flag mlasim parses itself reads decimal ("--heads 016" is 16). This
+// transform, run before the conversion, gives such text its decimal meaning: leading zeros (and
+// blanks around the number) are dropped ("010" is 10). Any other text (0x10, +16, 1e3, 1.5, abc)
+// is refused naming the option in one wording, "'TEXT' is not a decimal integer" (the one of
+// --limit and --kernel-config too); empty text is left to EmptyValuedOption.
 CLI::Validator DecimalInteger() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -139,10 +140,8 @@ CLI::Validator DecimalInteger() {
         if (b == std::string::npos) return "";
         const std::string t = v.substr(b, v.find_last_not_of(" \t") - b + 1);
         const size_t digits = t[0] == '-' ? 1 : 0;
-        if (t.size() < digits + 2 || t[digits] != '0') return "";
-        if (t[digits + 1] == 'x' || t[digits + 1] == 'X')
+        if (t.size() == digits || t.find_first_not_of("0123456789", digits) != std::string::npos)
           return "'" + v + "' is not a decimal integer";
-        if (t.find_first_not_of("0123456789", digits) != std::string::npos) return "";
         const size_t nonzero = std::min(t.find_first_not_of('0', digits), t.size() - 1);
         v = (digits ? "-" : "") + t.substr(nonzero);
         if (v == "-0") v = "0";
