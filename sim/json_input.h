@@ -62,26 +62,25 @@ inline bool IsIntegerBeyond64Bits(const nlohmann::json& v) {
          (d >= 18446744073709551616.0 || d <= -9223372036854775808.0);
 }
 
-// Why v is not an integer, naming an integer beyond 64 bits as such: "is an integer above 64
-// bits (1.8446744073709552e+19; the largest is 18446744073709551615)", "is an integer below
-// -2^63 (-1e+30; the smallest is -9223372036854775808)", else "must be an integer". The one text
+// Why v is not an integer: "must be an integer" (a string, 2.5, 1e3), or for a whole number
+// beyond 64 bits, which nlohmann stores as a double whether it was written 1e300 or
+// 18446744073709551616, "is out of the 64-bit integer range (got 1e+300; the largest is
+// 18446744073709551615)" / "(got -1e+30; the smallest is -9223372036854775808)". Words that fit
+// either spelling (it said "is an integer above 64 bits", the wrong word for 1e300). The one text
 // every JSON integer field uses.
 inline std::string NotAnIntegerReason(const nlohmann::json& v) {
   if (!IsIntegerBeyond64Bits(v)) return "must be an integer";
-  return v.get<double>() > 0
-             ? "is an integer above 64 bits (" + v.dump() + "; the largest is 18446744073709551615)"
-             : "is an integer below -2^63 (" + v.dump() + "; the smallest is -9223372036854775808)";
+  return "is out of the 64-bit integer range (got " + v.dump() +
+         (v.get<double>() > 0 ? "; the largest is 18446744073709551615)"
+                              : "; the smallest is -9223372036854775808)");
 }
 
-// Why v is not an integer in lo..hi, or "" when it is: "must be an integer", "is an integer
-// above 64 bits (1e+30; must be in lo..hi)", "must be in lo..hi (got x)" (x printed exactly,
-// 2^63 .. 2^64-1 included).
+// Why v is not an integer in lo..hi, or "" when it is: "must be an integer", or "must be in lo..hi
+// (got x)" for any number outside the range, x printed exactly (2^63 .. 2^64-1 included) or, for
+// one beyond 64 bits, as the double it is stored as ("got 1e+300").
 inline std::string IntegerRangeReason(const nlohmann::json& v, int64_t lo, int64_t hi) {
   const std::string range = "must be in " + std::to_string(lo) + ".." + std::to_string(hi);
-  if (IsIntegerBeyond64Bits(v))
-    return std::string(v.get<double>() > 0 ? "is an integer above 64 bits ("
-                                           : "is an integer below -2^63 (") +
-           v.dump() + "; " + range + ")";
+  if (IsIntegerBeyond64Bits(v)) return range + " (got " + v.dump() + ")";
   if (!v.is_number_integer()) return "must be an integer";
   if (!IsInt64(v)) return range + " (got " + std::to_string(v.get<uint64_t>()) + ")";
   const int64_t x = v.get<int64_t>();
