@@ -612,19 +612,28 @@ int64_t CampaignSummary::NewFindings() const {
   return n;
 }
 
-StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress,
-                                      const NoteFn& note) {
+Status CheckCampaignOptions(const CampaignOptions& options) {
   if (options.jobs < 1 || options.jobs > 256)
     return InvalidArgumentError("--jobs", "must be in 1..256");
   if (options.max_cases < -1 || options.max_cases > kMaxProgressIndex)
     return InvalidArgumentError("--cases", "must be in 0..2^50, or -1 for a time-only run");
-  if (!(options.seconds > 0) || (std::isinf(options.seconds) && options.max_cases < 0))
-    return InvalidArgumentError("--seconds",
-                                "must be a finite number > 0 (it may be left out with --cases)");
+  const bool cases_alone = std::isinf(options.seconds) && options.seconds > 0 &&
+                           options.max_cases >= 0;  // --cases without --seconds
+  if (!cases_alone && !(options.seconds > 0 && options.seconds <= kMaxCampaignSeconds))
+    return InvalidArgumentError(
+        "--seconds", fmt::format("must be in (0, {}] seconds (a year; it may be left out with "
+                                 "--cases; got {})",
+                                 kMaxCampaignSeconds, options.seconds));
   if (options.max_shrink_steps < 0 || options.max_shrink_steps > 100000)
     return InvalidArgumentError("--shrink-steps", "must be in 0..100000");
   if (options.out_dir.empty() && options.resume)
     return InvalidArgumentError("--resume", "needs --out DIR");
+  return OkStatus();
+}
+
+StatusOr<CampaignSummary> RunCampaign(const CampaignOptions& options, const ProgressFn& progress,
+                                      const NoteFn& note) {
+  MLASIM_RETURN_IF_ERROR(CheckCampaignOptions(options));
   Campaign c(options, progress, note);
   return c.Run();
 }

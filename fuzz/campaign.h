@@ -42,9 +42,13 @@ enum class CampaignMutant {
 struct CampaignFinding;
 struct FindingRecord;  // fuzz/findings.h
 
+// The longest --seconds budget: a year (31536000 s), as --kernel-timeout is held to a day. Above it
+// a budget is a typo (1e308 was taken); a longer campaign resumes (--resume) or runs on --cases.
+inline constexpr double kMaxCampaignSeconds = 365.0 * 86400;
+
 struct CampaignOptions {
-  // Budgets of the whole campaign (every run of it: --resume continues them). seconds may be
-  // +infinity only with a case budget.
+  // Budgets of the whole campaign (every run of it: --resume continues them). seconds in
+  // (0, kMaxCampaignSeconds], or +infinity with a case budget.
   double seconds = 10;
   int64_t max_cases = -1;  // stop at this many cases of the shard (-1: time only); <= 2^50
   uint64_t seed = 1;       // base seed (a 40-hex commit hash is accepted by the CLI)
@@ -145,6 +149,12 @@ struct CampaignSummary {
 using ProgressFn = std::function<void(int64_t, int64_t, double)>;
 // A one-line note for the user, as it happens (resume state, cleanup of a killed run's files).
 using NoteFn = std::function<void(const std::string&)>;
+
+// The budgets' and flags' checks RunCampaign makes before any work (also before a --devices
+// campaign starts its processes): --jobs 1..256, --cases 0..2^50 or -1, --seconds in
+// (0, kMaxCampaignSeconds] (or +infinity with --cases), --shrink-steps 0..100000, --resume with
+// --out. Errors: InvalidArgument naming the flag.
+Status CheckCampaignOptions(const CampaignOptions& options);
 
 // Errors: InvalidArgument naming the flag (--jobs, --seconds, --cases, --resume, --out,
 // --profile), e.g. a progress file of another campaign or an unwritable --out.

@@ -197,12 +197,6 @@ Status RefuseUnknownKeys(const nlohmann::json& obj, const std::string& where,
   return OkStatus();
 }
 
-bool NameChars(const std::string& s, bool dots) {
-  return !s.empty() && s.size() <= 128 && std::all_of(s.begin(), s.end(), [dots](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || (dots && c == '.');
-  });
-}
-
 }  // namespace
 
 Status CheckSignature(const std::string& signature, const std::string& field) {
@@ -221,9 +215,9 @@ Status CheckSignature(const std::string& signature, const std::string& field) {
   if (part.size() != 5)
     return InvalidArgumentError(field, shown + form + fmt::format(" (5 parts separated by |, got {})",
                                                                   part.size()));
-  if (!NameChars(part[0], false) || !NameChars(part[1], false))
+  if (!sim::IsSignatureName(part[0], false) || !sim::IsSignatureName(part[1], false))
     return InvalidArgumentError(field, shown + form + ": step and call are 1..128 of [A-Za-z0-9_-]");
-  if (!NameChars(part[2], true))
+  if (!sim::IsSignatureName(part[2], true))
     return InvalidArgumentError(field, shown + form + ": buffer is 1..128 of [A-Za-z0-9_.-]");
   if (part[3] != "read" && part[3] != "write" && part[3] != "run")
     return InvalidArgumentError(field, shown + form + ": access is read, write or run");

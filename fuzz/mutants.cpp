@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "fuzz/campaign.h"
 #include "fuzz/properties.h"
 #include "ref/decode_update.h"
@@ -247,7 +249,7 @@ std::vector<sim::Violation> TwoBugs(const sim::ReplayReport& r) {
 
 std::optional<std::string> CampaignCase(CampaignMutant m, uint64_t s) {
   CampaignOptions o;
-  o.seconds = 1e9;
+  o.seconds = std::numeric_limits<double>::infinity();  // the one case, however long
   o.max_cases = 1;
   o.seed = s;
   o.shard = 60;

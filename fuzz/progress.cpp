@@ -45,7 +45,7 @@ Status Bad(const std::string& field, const std::string& path, const std::string&
   return InvalidArgumentError(field, field == path ? why : path + ": " + why);
 }
 
-// "KEY is an integer above 64 bits (...)" for such a number, else `reason`.
+// "KEY is out of the 64-bit integer range (...)" for a number beyond 64 bits, else `reason`.
 std::string Beyond64Or(const char* key, const nlohmann::json& v, const std::string& reason) {
   return sim::IsIntegerBeyond64Bits(v) ? std::string(key) + " " + sim::NotAnIntegerReason(v)
                                        : reason;

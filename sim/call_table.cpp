@@ -5,6 +5,7 @@
 
 #include "ref/flashmla/sched.h"
 #include "sim/json_input.h"
+#include "sim/violation.h"
 
 namespace mlasim::sim {
 
@@ -17,6 +18,17 @@ extern const EmbeddedTable kEmbeddedTables[];
 extern const int kEmbeddedTablesCount;
 
 namespace {
+
+// `name` (at `path`) as a finding's signature takes it (IsSignatureName): a step or call of
+// [A-Za-z0-9_-], a buffer also with dots, 1..128 characters. A call named "a.b" made findings
+// that `fuzz --resume` and `fuzz merge` refuse.
+Status SignatureName(const std::string& path, const std::string& name, bool dots) {
+  if (IsSignatureName(name, dots)) return OkStatus();
+  return InvalidArgumentError(
+      path, "\"" + name + "\" must be 1..128 of [A-Za-z0-9_" + (dots ? ".-" : "-") +
+                "] (a finding's signature names it; fuzz --resume and merge refuse other "
+                "characters)");
+}
 
 using nlohmann::json;
 
@@ -148,6 +160,7 @@ class TableParser {
     MLASIM_RETURN_IF_ERROR(r.Check());
     PlanBufferSet b;
     MLASIM_RETURN_IF_ERROR(r.String("prefix", &b.prefix, true));
+    MLASIM_RETURN_IF_ERROR(SignatureName(r.Path("prefix"), b.prefix, true));
     MLASIM_RETURN_IF_ERROR(r.String("source", &b.source));
     if (r.Has("planner")) MLASIM_RETURN_IF_ERROR(Name(r, "planner", PlannerNames(), &b.planner));
     MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &b.when));
@@ -163,6 +176,7 @@ class TableParser {
     MLASIM_RETURN_IF_ERROR(r.Check());
     PersistentSpec p;
     MLASIM_RETURN_IF_ERROR(r.String("name", &p.name, true));
+    MLASIM_RETURN_IF_ERROR(SignatureName(r.Path("name"), p.name, true));
     MLASIM_RETURN_IF_ERROR(ExprAt(r, "when", &p.when));
     MLASIM_RETURN_IF_ERROR(ExprAt(r, "rows", &p.rows, true));
     t_->persistent.push_back(std::move(p));
@@ -186,6 +200,7 @@ class TableParser {
         return InvalidArgumentError(r.Path("step"),
                                     "a repeated step's name must contain {" + s.loop_var + "}");
     }
+    MLASIM_RETURN_IF_ERROR(SignatureName(r.Path("step"), StepName(s, 0), false));
     MLASIM_RETURN_IF_ERROR(Array(r, "calls", [&](const json& c, const std::string& p) {
       CallRow row;
       MLASIM_RETURN_IF_ERROR(Row(c, p, &row));
@@ -215,6 +230,7 @@ class TableParser {
     MLASIM_RETURN_IF_ERROR(r.Check());
     MLASIM_RETURN_IF_ERROR(r.String("row", &c->row, true));
     MLASIM_RETURN_IF_ERROR(r.String("call", &c->call, true));
+    MLASIM_RETURN_IF_ERROR(SignatureName(r.Path("call"), c->call, false));
     MLASIM_RETURN_IF_ERROR(r.String("source", &c->source));
     std::string kind;
     MLASIM_RETURN_IF_ERROR(r.String("kind", &kind, true));
@@ -263,6 +279,8 @@ class TableParser {
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "graph", &c->graph, true));
         break;
       case CallKind::kDecode:
+        MLASIM_RETURN_IF_ERROR(
+            SignatureName(r.Path("call") + " (its reduce)", ReduceCallName(c->call), false));
         MLASIM_RETURN_IF_ERROR(Name(r, "plan", kHandles, &c->plan));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "q_rows", &c->q_rows, true));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "sparse", &c->sparse, true));
@@ -446,6 +464,17 @@ const std::vector<std::string>& NamedIndptrs() {
                                              "draft_kv_indptr", "draft_sparse_indptr",
                                              "engine_kv_indptr"};
   return k;
+}
+
+std::string ReduceCallName(const std::string& decode) {
+  return decode.substr(0, decode.find("_decode")) + "_reduce";
+}
+
+std::string StepName(const StepSpec& step, int64_t s) {
+  if (step.loop_var.empty()) return step.step;
+  std::string name = step.step;
+  const std::string pattern = "{" + step.loop_var + "}";
+  return name.replace(name.find(pattern), pattern.size(), std::to_string(s));
 }
 
 StatusOr<CallTable> ParseCallTable(const json& doc, const std::string& file,

@@ -139,10 +139,19 @@ struct CallTable {
   nlohmann::json doc;
 };
 
+// The reduce launch after decode `decode` ("sparse_decode" -> "sparse_reduce").
+std::string ReduceCallName(const std::string& decode);
+
+// The name of `step` at loop value `s` ("draft_step_{s}" -> "draft_step_2"; a step that does not
+// repeat keeps its name).
+std::string StepName(const StepSpec& step, int64_t s);
+
 // Parses a call table. `overrides`: table variables whose value expression is replaced (the
 // data variants mutants and what-ifs are, sim/mutants.h). Errors: InvalidArgument naming the
 // file and JSON path (unknown keys and names, a kind without its fields, an unknown input
-// builder, indptr or plan handle, an override of a variable the table does not have).
+// builder, indptr or plan handle, an override of a variable the table does not have, a step,
+// call (or its reduce), persistent buffer or plan-buffer prefix name a finding's signature
+// cannot hold: sim::IsSignatureName, with the loop variable of a repeated step as 0).
 StatusOr<CallTable> ParseCallTable(const nlohmann::json& doc, const std::string& file,
                                    const std::map<std::string, std::string>& overrides = {});
 

@@ -19,11 +19,6 @@
 namespace mlasim::sim {
 namespace {
 
-// The reduce launch after decode `decode` ("sparse_decode" -> "sparse_reduce").
-std::string ReduceName(const std::string& decode) {
-  return decode.substr(0, decode.find("_decode")) + "_reduce";
-}
-
 // RecyclePlans' plans, per thread (campaign workers each keep their own).
 std::vector<ref::Plan>& PlanPool() {
   thread_local std::vector<ref::Plan> pool;
@@ -955,7 +950,7 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
                                const std::shared_ptr<const Contract>& reduce) {
   Call r = decode;
   r.dialect_findings.clear();
-  r.name = ReduceName(row.call);
+  r.name = ReduceCallName(row.call);
   r.kind = CallKind::kReduce;
   r.kernel = reduce->variant;
   r.contract = reduce;
@@ -1268,7 +1263,7 @@ Status StepBuilder::CheckRowOverrides(const CallRow& row, const std::string& ste
     case CallKind::kIndexFill: return CheckOverride(step, row.call, CallForm::kIndexFill, "");
     case CallKind::kDecode:
       MLASIM_RETURN_IF_ERROR(CheckOverride(step, row.call, CallForm::kDecode, ""));
-      return CheckOverride(step, ReduceName(row.call), CallForm::kReduce, "");
+      return CheckOverride(step, ReduceCallName(row.call), CallForm::kReduce, "");
     case CallKind::kReduce: break;
   }
   return OkStatus();
@@ -1315,13 +1310,10 @@ Status StepBuilder::Run() {
       continue;
     }
     const int64_t from = Eval(step.from, step.step + " from"), to = Eval(step.to, step.step);
-    const std::string pattern = "{" + step.loop_var + "}";
     for (int64_t s = from; s < to; ++s) {
       vars_[step.loop_slot] = s;
       draft_ = static_cast<int32_t>(s);
-      std::string name = step.step;
-      name.replace(name.find(pattern), pattern.size(), std::to_string(s));
-      MLASIM_RETURN_IF_ERROR(RunStep(step, name));
+      MLASIM_RETURN_IF_ERROR(RunStep(step, StepName(step, s)));
     }
   }
   for (size_t i = 0; i < t_.calls.size(); ++i) t_.calls[i].index = static_cast<int32_t>(i);

@@ -56,7 +56,7 @@ bool ParseHex(const std::string& digits, uint64_t* out) {
   return true;
 }
 
-// "is an integer above 64 bits (...)" for such a number, else `reason`.
+// "is out of the 64-bit integer range (...)" for a number beyond 64 bits, else `reason`.
 std::string Beyond64Or(const nlohmann::json& v, const std::string& reason) {
   return IsIntegerBeyond64Bits(v) ? NotAnIntegerReason(v) : reason;
 }

@@ -182,6 +182,16 @@ class StrictDomBuilder {
 
 }  // namespace
 
+const char* CompressionOf(std::string_view bytes) {
+  static constexpr std::pair<std::string_view, const char*> kMagic[] = {
+      {std::string_view("\x1f\x8b", 2), "gzip"},
+      {std::string_view("\xfd\x37\x7a\x58\x5a\x00", 6), "xz"},
+  };
+  for (const auto& [magic, name] : kMagic)
+    if (bytes.substr(0, magic.size()) == magic) return name;
+  return nullptr;
+}
+
 StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field) {
   const int64_t max_depth = ref::Limit(ref::LimitId::kJsonDepth);
   const int64_t max_values = ref::Limit(ref::LimitId::kJsonValues);
@@ -194,6 +204,11 @@ StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field
     return ref::TooLarge(field, max_values + 1, ref::LimitId::kJsonValues,
                          "JSON values (numbers, strings, arrays, objects, ...)");
   if (!ok) {  // parse errors, and numbers out of range (1e400)
+    // A compressed file: no JSON text starts with these bytes.
+    if (const char* z = CompressionOf(text))
+      return InvalidArgumentError(field, std::string(z) +
+                                             "-compressed; decompress it first (this input is "
+                                             "read as plain JSON)");
     std::string what = dom.error();
     const size_t cut = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
     if (cut != std::string::npos) what = what.substr(cut + 2);

@@ -10,6 +10,7 @@
 #include <istream>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -35,13 +36,19 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
 // without limit.
 bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes = -1);
 
+// "gzip" or "xz" when `bytes` start with that format's magic bytes (1F 8B; FD 37 7A 58 5A 00),
+// else nullptr: a compressed file given where text is read is named as such, not as malformed
+// text (ParseJsonStrict; io::InputFile reads xz and refuses gzip).
+const char* CompressionOf(std::string_view bytes);
+
 // Parses JSON text strictly: malformed text, numbers beyond a double (1e400) and duplicate
 // object keys (which nlohmann would silently resolve to the last value) are errors. (Integers up
 // to 2^64 - 1 parse; the typed readers refuse those beyond their field's range.) Bounded by the
 // limits table (ref/limits.h): nesting deeper than json_depth and more values than json_values
 // are refused as they are met (ref::TooLarge: the limit and how to raise it). Linear time, no
 // recursion. Error field: `field`; the reason names the problem and, for a duplicate, its JSON
-// path ("$.requests[1].context").
+// path ("$.requests[1].context"). Text that starts with a gzip or xz magic (CompressionOf) is
+// "gzip-compressed; decompress it first (this input is read as plain JSON)".
 StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::string& field);
 
 // True when v is an integer that fits int64 (nlohmann stores 2^63 .. 2^64-1 as unsigned, and
@@ -62,26 +69,25 @@ inline bool IsIntegerBeyond64Bits(const nlohmann::json& v) {
          (d >= 18446744073709551616.0 || d <= -9223372036854775808.0);
 }
 
-// Why v is not an integer, naming an integer beyond 64 bits as such: "is an integer above 64
-// bits (1.8446744073709552e+19; the largest is 18446744073709551615)", "is an integer below
-// -2^63 (-1e+30; the smallest is -9223372036854775808)", else "must be an integer". The one text
+// Why v is not an integer: "must be an integer" (a string, 2.5, 1e3), or for a whole number
+// beyond 64 bits, which nlohmann stores as a double whether it was written 1e300 or
+// 18446744073709551616, "is out of the 64-bit integer range (got 1e+300; the largest is
+// 18446744073709551615)" / "(got -1e+30; the smallest is -9223372036854775808)". Words that fit
+// either spelling (it said "is an integer above 64 bits", the wrong word for 1e300). The one text
 // every JSON integer field uses.
 inline std::string NotAnIntegerReason(const nlohmann::json& v) {
   if (!IsIntegerBeyond64Bits(v)) return "must be an integer";
-  return v.get<double>() > 0
-             ? "is an integer above 64 bits (" + v.dump() + "; the largest is 18446744073709551615)"
-             : "is an integer below -2^63 (" + v.dump() + "; the smallest is -9223372036854775808)";
+  return "is out of the 64-bit integer range (got " + v.dump() +
+         (v.get<double>() > 0 ? "; the largest is 18446744073709551615)"
+                              : "; the smallest is -9223372036854775808)");
 }
 
-// Why v is not an integer in lo..hi, or "" when it is: "must be an integer", "is an integer
-// above 64 bits (1e+30; must be in lo..hi)", "must be in lo..hi (got x)" (x printed exactly,
-// 2^63 .. 2^64-1 included).
+// Why v is not an integer in lo..hi, or "" when it is: "must be an integer", or "must be in lo..hi
+// (got x)" for any number outside the range, x printed exactly (2^63 .. 2^64-1 included) or, for
+// one beyond 64 bits, as the double it is stored as ("got 1e+300").
 inline std::string IntegerRangeReason(const nlohmann::json& v, int64_t lo, int64_t hi) {
   const std::string range = "must be in " + std::to_string(lo) + ".." + std::to_string(hi);
-  if (IsIntegerBeyond64Bits(v))
-    return std::string(v.get<double>() > 0 ? "is an integer above 64 bits ("
-                                           : "is an integer below -2^63 (") +
-           v.dump() + "; " + range + ")";
+  if (IsIntegerBeyond64Bits(v)) return range + " (got " + v.dump() + ")";
   if (!v.is_number_integer()) return "must be an integer";
   if (!IsInt64(v)) return range + " (got " + std::to_string(v.get<uint64_t>()) + ")";
   const int64_t x = v.get<int64_t>();

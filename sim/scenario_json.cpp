@@ -118,12 +118,8 @@ Status ParseTopkRow(const json& topk, size_t i, size_t requests, int32_t qi, boo
                                        std::string(stated ? "q_lens = " : "Q = ") +
                                        std::to_string(qi) + ")");
   for (size_t t = 0; t < row.size(); ++t) {
-    const std::string pt = p + "[" + std::to_string(t) + "]";
-    if (!row[t].is_number_integer() || !IsInt64(row[t]) || row[t].get<int64_t>() < 0 ||
-        row[t].get<int64_t>() > (1 << 20))
-      return InvalidArgumentError(pt, IsIntegerBeyond64Bits(row[t])
-                                          ? NotAnIntegerReason(row[t])
-                                          : "must be an integer in 0..1048576");
+    if (std::string why = IntegerRangeReason(row[t], 0, 1 << 20); !why.empty())
+      return InvalidArgumentError(p + "[" + std::to_string(t) + "]", why);
     req->topk_lengths.push_back(static_cast<int32_t>(row[t].get<int64_t>()));
   }
   return OkStatus();

@@ -92,6 +92,14 @@ std::string ConsequenceText(const Violation& v) {
   return s;
 }
 
+bool IsSignatureName(std::string_view name, bool dots) {
+  return !name.empty() && name.size() <= 128 &&
+         std::all_of(name.begin(), name.end(), [dots](char c) {
+           return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                  c == '_' || c == '-' || (dots && c == '.');
+         });
+}
+
 std::string ViolationSignature(const Violation& v) {
   return v.step + "|" + v.call + "|" + v.buffer + "|" + AccessName(v.access) + "|" + ClassLabel(v);
 }

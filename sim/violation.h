@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ref/plan_check.h"
@@ -116,6 +117,11 @@ std::string ConsequenceText(const Violation& v);
 // "step|call|buffer|access|class": how campaigns deduplicate findings and how known bugs are
 // recognised (fuzz::Signature is this).
 std::string ViolationSignature(const Violation& v);
+
+// Whether `name` may stand in a signature: 1..128 of [A-Za-z0-9_-] (a step or call), with `dots`
+// also '.' (a buffer). Campaigns name finding files after signatures, and `fuzz --resume` and
+// `fuzz merge` refuse any other (fuzz::CheckSignature); the call tables hold their names to it.
+bool IsSignatureName(std::string_view name, bool dots);
 
 // Rows [first, last] of a buffer of `rows` rows of `row_bytes` bytes, as a factory takes them.
 struct RowSpan {

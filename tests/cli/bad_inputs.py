@@ -21,7 +21,8 @@ Row keys (docs/reliability.md, "Bad inputs"):
             version, header, truncate), {"bytes_hex": "..."}, {"repeat": text, "count": n},
             {"from_fixture": name, "text_replace": [old, new]} (a fixture's text with one
             replacement: numbers JSON cannot round-trip, 18446744073709551616), {"xz_of": name,
-            "truncate": n} (a fixture xz-compressed, its last n bytes cut)
+            "truncate": n} (a fixture xz-compressed, its last n bytes cut), {"gzip_of": name}
+            (a fixture gzip-compressed)
   edits     [{"file": path under {tmp}, "set"|"delete": [JSON path keys], "value": ...}] or
             {"file": ..., "line": n, "set"|"delete": [...], ...} for one line of a .jsonl file,
             or {"file": ..., "append": "text"}
@@ -37,6 +38,7 @@ Row keys (docs/reliability.md, "Bad inputs"):
   note      free text for the reader (why a fragment stops where it does)
 """
 import concurrent.futures
+import gzip
 import json
 import lzma
 import os
@@ -100,6 +102,9 @@ def write_file(path, content, fixtures=None):
         with open(os.path.join(fixtures, content["xz_of"]), "rb") as f:
             data = lzma.compress(f.read())
         data = data[: len(data) - content.get("truncate", 0)]
+    elif isinstance(content, dict) and "gzip_of" in content:
+        with open(os.path.join(fixtures, content["gzip_of"]), "rb") as f:
+            data = gzip.compress(f.read(), mtime=0)
     else:
         data = json.dumps(content).encode()
     with open(path, "wb") as f:

@@ -448,8 +448,8 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
 
 // Integer options CLI11 converts (--launch-grid, --cases, --jobs, --batch, ...) read decimal as the
 // flags mlasim parses itself do: CLI11 alone (strtoll base 0) read "010" as 8 and "0x10" as 16.
-// Leading zeros are dropped, a 0x prefix is refused naming the option, other text is left to the
-// option's own parser.
+// Leading zeros are dropped; any other form (0x, +, an exponent, a lone -) is refused naming the
+// option, in one wording whichever parser reads the flag.
 TEST(CliFlags, IntegerOptionsReadDecimal) {
   for (const auto& [text, want] : std::vector<std::pair<std::string, int>>{
            {"010", 10}, {"0009", 9}, {" 012 ", 12}, {"9", 9}, {"01048576", 1048576}}) {
@@ -474,11 +474,27 @@ TEST(CliFlags, IntegerOptionsReadDecimal) {
       {{"triage", "--batch", "0x8"},
        "mlasim triage: error: --batch: '0x8' is not a decimal integer (run 'mlasim triage --help' "
        "for usage)\n"},
-      // A flag mlasim parses itself keeps its own message for text that is no number.
+      // Every form that is not decimal digits gets one wording, whichever parser reads the flag
+      // (plan's own --heads said "'+16' is not an integer" and "'0x10' is not a decimal
+      // integer"; CLI11 took "+16" as 16 and called "1e300" "not a valid value").
       {{"plan", "--kv-lens", "3", "--heads", "0x10"},
        "mlasim plan: error: --heads: '0x10' is not a decimal integer (run 'mlasim plan --help' "
        "for usage)\n"},
-      {{"plan", "--kv-lens", "3", "--heads", "1e3"}, "mlasim plan: error: --heads: '1e3' is not an integer\n"},
+      {{"plan", "--kv-lens", "3", "--heads", "+16"},
+       "mlasim plan: error: --heads: '+16' is not a decimal integer (run 'mlasim plan --help' "
+       "for usage)\n"},
+      {{"plan", "--kv-lens", "3", "--heads", "1e3"},
+       "mlasim plan: error: --heads: '1e3' is not a decimal integer (run 'mlasim plan --help' "
+       "for usage)\n"},
+      {{"fuzz", "--cases", "+16"},
+       "mlasim fuzz: error: --cases: '+16' is not a decimal integer (run 'mlasim fuzz --help' for "
+       "usage)\n"},
+      {{"fuzz", "--cases", "1e300"},
+       "mlasim fuzz: error: --cases: '1e300' is not a decimal integer (run 'mlasim fuzz --help' "
+       "for usage)\n"},
+      {{"triage", "--batch", "-"},
+       "mlasim triage: error: --batch: '-' is not a decimal integer (run 'mlasim triage --help' "
+       "for usage)\n"},
   };
   for (const auto& [args, want] : refused) {
     const CliResult r = RunCli(args);

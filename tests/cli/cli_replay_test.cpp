@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tools/mlasim/cli.h"
+#include "tools/mlasim/scenario_input.h"
 
 namespace mlasim::cli {
 namespace {
@@ -273,6 +274,43 @@ TEST(CliReplay, BadInputExitsTwoNamingTheField) {
   EXPECT_NE(r.err.find("no address"), std::string::npos) << r.err;
   fs::remove(log);
   fs::remove(layout);
+}
+
+// An error of an expansion after the load (whose own expansion passed) names the scenario file as
+// the load's errors do, and what changed the scenario since: here a mutant whose decode consumes
+// the capture plan, against capture contexts that do not fill the rung. It said
+// "$.capture.contexts: ..." without the file.
+TEST(CliReplay, AnExpansionErrorAfterTheLoadNamesTheFileAndWhatChangedIt) {
+  const fs::path file = Tmp("capture.json");
+  ASSERT_EQ(Cli({"replay", "--builtin", "seed", "--scenario-out", file.string()}).code, 1);
+  nlohmann::json doc = nlohmann::json::parse(std::ifstream(file));
+  doc["capture"] = {{"contexts", {5, 6}}};
+  std::ofstream(file) << doc.dump(1);
+  EXPECT_EQ(Cli({"replay", file.string()}).code, 1);  // loads and replays
+  const Out r = Cli({"replay", file.string(), "--mutant", "engine-decode-plan-from-capture"});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err, "mlasim replay: error: " + file.string() +
+                       ": $.capture.contexts: needs one context per captured request (the rung R "
+                       "= 40) (with simulator mutant engine-decode-plan-from-capture)\n");
+  fs::remove(file);
+}
+
+// ScenarioArgs::InFile, the one wrapper of those errors: a JSON path is named in the file, with
+// what changed the scenario; a built-in case has no file; an internal error is left as it is.
+TEST(CliReplay, ScenarioArgsInFileNamesJsonPathsOnly) {
+  ScenarioArgs a;
+  a.case_file = "c.json";
+  const Status bad = InvalidArgumentError("$.batch.contexts", "too long");
+  EXPECT_EQ(a.InFile(bad).ToString(), "c.json: $.batch.contexts: too long");
+  EXPECT_EQ(a.InFile(bad, "simulator mutant m").ToString(),
+            "c.json: $.batch.contexts: too long (with simulator mutant m)");
+  EXPECT_EQ(a.InFile(InvalidArgumentError("--kernel", "x")).ToString(), "--kernel: x");
+  EXPECT_EQ(a.InFile(InternalError("$.x", "bug")).ToString(),
+            InternalError("$.x", "bug").ToString());
+  EXPECT_TRUE(a.InFile(OkStatus(), "simulator mutant m").ok());
+  ScenarioArgs builtin;
+  builtin.builtin = "seed";
+  EXPECT_EQ(builtin.InFile(bad).ToString(), "$.batch.contexts: too long");
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // signature any case shows is its own target, shrunk to a case that still shows it; budgets count
 // the whole campaign; merge keeps the smallest case per signature. Every check here also runs on
 // CampaignMutant::kSlippingShrink (the old rule) and must fail there.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <cmath>
@@ -397,6 +398,22 @@ TEST(CampaignOptionsCheck, EveryBoundaryAndError) {
   EXPECT_EQ(RunCampaign(o, nullptr).status().field(), "--seconds");
   o.seconds = std::nan("");
   EXPECT_EQ(RunCampaign(o, nullptr).status().field(), "--seconds");
+  // At most a year (kMaxCampaignSeconds): 1e308 was taken. Boundaries with a case budget, so that
+  // a budget that is taken runs one case.
+  o.max_cases = 1;
+  for (double s : {1e308, std::nextafter(kMaxCampaignSeconds, 1e308), -1.0, 0.0,
+                   -std::numeric_limits<double>::infinity()}) {
+    o.seconds = s;
+    EXPECT_EQ(RunCampaign(o, nullptr).status().ToString(),
+              fmt::format("--seconds: must be in (0, 31536000] seconds (a year; it may be left out "
+                          "with --cases; got {})",
+                          s));
+  }
+  for (double s : {kMaxCampaignSeconds, 1e-300, std::numeric_limits<double>::infinity()}) {
+    o.seconds = s;
+    EXPECT_TRUE(RunCampaign(o, nullptr).ok()) << s;
+  }
+  o.max_cases = -1;
   o.seconds = 10;
   o.max_cases = 1;
   for (int steps : {-1, 100001}) {

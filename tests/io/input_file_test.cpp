@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <lzma.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,21 @@ std::string Xz(const std::string& text) {
                                              text.size(), out.data(), &out_pos, out.size());
   EXPECT_EQ(r, LZMA_OK);
   return std::string(reinterpret_cast<const char*>(out.data()), out_pos);
+}
+
+// `text` as gzip writes it (zlib's deflate with the gzip wrapper).
+std::string Gzip(const std::string& text) {
+  z_stream z{};
+  EXPECT_EQ(deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string out(deflateBound(&z, text.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  z.avail_in = static_cast<uInt>(text.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
 }
 
 struct ReadResult {
@@ -112,6 +128,25 @@ TEST(InputFile, XzIsRecognisedByItsMagicNotItsName) {
   const ReadResult r = ReadAll(tmp.Write("short", Xz(text).substr(0, 5)));
   ASSERT_TRUE(r.status.ok());
   EXPECT_FALSE(r.compressed);
+}
+
+// A gzip corpus is refused naming its compression, whatever its name: it was read as text and
+// reported as malformed JSON on line 1. (zlib is no dependency of mlasim's libraries.)
+TEST(InputFile, GzipIsRefusedNamingItsCompression) {
+  TempDir tmp;
+  for (const char* name : {"corpus.jsonl.gz", "corpus.jsonl"}) {
+    const std::string path = tmp.Write(name, Gzip(BigText()));
+    const ReadResult r = ReadAll(path);
+    EXPECT_EQ(r.status.ToString(),
+              path +
+                  ": gzip-compressed; decompress it or compress it with xz (plain and .xz files "
+                  "are read)");
+  }
+  // One byte of the two-byte magic is not gzip: read as plain text.
+  const ReadResult r = ReadAll(tmp.Write("short", Gzip("x").substr(0, 1)));
+  EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_FALSE(r.compressed);
+  EXPECT_EQ(r.bytes.size(), 1u);
 }
 
 TEST(InputFile, ConcatenatedXzStreamsAreAllRead) {

@@ -142,7 +142,7 @@ TEST(KutLibrary, FromJsonRefusesAMalformedDescriptionNamingTheField) {
       {[](nlohmann::json& j) { j.erase("decode_contract"); }, "$.decode_contract: required key"},
       {[](nlohmann::json& j) { j.erase("reduce_contract"); }, "$.reduce_contract: required key"},
       {[](nlohmann::json& j) { j.erase("path"); }, "$.path: required key is missing"},
-      {[](nlohmann::json& j) { j["ops"] = 1e30; }, "$.ops: is an integer above 64 bits"},
+      {[](nlohmann::json& j) { j["ops"] = 1e30; }, "$.ops: must be in 0..4294967295 (got 1e+30)"},
       {[](nlohmann::json& j) { j["ops"] = 1.5; }, "$.ops: must be an integer"},
       {[](nlohmann::json& j) { j["ops"] = -1; }, "$.ops: must be in 0..4294967295 (got -1)"},
       {[](nlohmann::json& j) { j["kv_dtypes"] = 4294967296; },

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "fuzz/findings.h"
 #include "ref/limits.h"
 #include "sim/call_table.h"
 #include "sim/contract.h"
@@ -540,8 +542,8 @@ json MinimalTable() {
 
 TEST(CallTable, EveryErrorNamesTheJsonPath) {
   struct Case {
-    const char* patch;
-    const char* want;
+    std::string patch;
+    std::string want;
   };
   const Case cases[] = {
       {R"({"engine_table": 2})", "t.json: $.engine_table: must be in 1..1 (got 2)"},
@@ -567,6 +569,34 @@ TEST(CallTable, EveryErrorNamesTheJsonPath) {
        "t.json: $.variables[0].value: unknown name 'Bee'"},
       {R"({"profiles": [{"name": "p", "summary": "s", "flags": {"draft_rows": "all"}}]})",
        "t.json: $.profiles[0].flags.draft_rows: must be \"scheduled\" or \"padded\""},
+      // Names a finding's signature holds (sim::IsSignatureName): a call named "main.plan" gave
+      // findings that fuzz --resume and merge refuse.
+      {R"({"steps": [{"step": "v", "calls": [{"row": "T5", "call": "main.decode", "kind": "decode",
+          "plan": "main", "q_rows": 1, "sparse": 0, "graph": 0, "max_seqlen_q": 1}]}]})",
+       "t.json: $.steps[0].calls[0].call: \"main.decode\" must be 1..128 of [A-Za-z0-9_-] (a "
+       "finding's signature names it; fuzz --resume and merge refuse other characters)"},
+      {R"({"steps": [{"step": "v", "calls": [{"row": "F", "call": "gather|x", "kind": "index_fill",
+          "kernel": "g", "indices": "i", "indptr": "verify_kv_indptr", "tokens": 1, "graph": 0}]}]})",
+       "t.json: $.steps[0].calls[0].call: \"gather|x\" must be 1..128 of [A-Za-z0-9_-]"},
+      {R"({"steps": [{"step": "v", "calls": [{"row": "F", "call": "", "kind": "index_fill",
+          "kernel": "g", "indices": "i", "indptr": "verify_kv_indptr", "tokens": 1, "graph": 0}]}]})",
+       "t.json: $.steps[0].calls[0].call: \"\" must be 1..128 of [A-Za-z0-9_-]"},
+      {R"({"steps": [{"step": "v", "calls": [{"row": "T5", "call": ")" + std::string(128, 'd') +
+           R"(", "kind": "decode", "plan": "main", "q_rows": 1, "sparse": 0, "graph": 0,
+           "max_seqlen_q": 1}]}]})",
+       "t.json: $.steps[0].calls[0].call (its reduce): \"" + std::string(128, 'd') +
+           "_reduce\" must be 1..128 of [A-Za-z0-9_-]"},
+      {R"({"steps": [{"step": "verify step", "calls": []}]})",
+       "t.json: $.steps[0].step: \"verify step\" must be 1..128 of [A-Za-z0-9_-]"},
+      {R"({"steps": [{"step": "draft.{s}", "for": "s", "from": 0, "to": "K", "calls": []}]})",
+       "t.json: $.steps[0].step: \"draft.0\" must be 1..128 of [A-Za-z0-9_-]"},
+      {R"({"persistent": [{"name": "kv indptr", "rows": 1}]})",
+       "t.json: $.persistent[0].name: \"kv indptr\" must be 1..128 of [A-Za-z0-9_.-]"},
+      {R"({"plan_buffers": [{"prefix": "main/", "sizing_batch": 1, "qlen": 1, "topk": 0}]})",
+       "t.json: $.plan_buffers[0].prefix: \"main/\" must be 1..128 of [A-Za-z0-9_.-]"},
+      {R"({"persistent": [{"name": "kv.indptr-2_B", "rows": 1}],
+          "steps": [{"step": "d-{s}_x", "for": "s", "from": 0, "to": "K", "calls": []}]})",
+       ""},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.patch);
@@ -574,11 +604,46 @@ TEST(CallTable, EveryErrorNamesTheJsonPath) {
     doc.merge_patch(json::parse(c.patch));
     auto t = ParseCallTable(doc, "t.json");
     const std::string err = t.ok() ? "" : t.status().ToString();
-    if (std::string(c.want).empty())
+    if (c.want.empty())
       EXPECT_EQ(err, "");
     else
       EXPECT_EQ(err.rfind(c.want, 0), 0u) << err;
   }
+}
+
+// Every name of every built-in call table that a finding's signature can hold (each step at
+// loop values 0, 1 and 63, each call and its reduce, each persistent buffer and plan buffer)
+// makes a signature fuzz --resume and merge take (fuzz::CheckSignature), and a finding file name
+// that maps back to it.
+TEST(CallTable, EveryBuiltInNameFitsAFindingSignature) {
+  std::set<std::string> tables;
+  for (const EngineProfile& e : BuiltinProfiles()) tables.insert(e.table);
+  EXPECT_EQ(tables, (std::set<std::string>{"atom", "sglang", "vllm"}));
+  int signatures = 0;
+  for (const std::string& name : tables) {
+    auto t = BuiltinCallTable(name);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    std::vector<std::string> buffers = {"q", "o", "kv_cache"};
+    for (const PersistentSpec& p : (*t)->persistent) buffers.push_back(p.name);
+    for (const PlanBufferSet& b : (*t)->plan_buffers) buffers.push_back(b.prefix + "work_info");
+    for (const StepSpec& st : (*t)->steps) {
+      for (int64_t s : {0, 1, 63}) {
+        for (const CallRow& row : st.calls) {
+          std::vector<std::string> calls = {row.call};
+          if (row.kind == CallKind::kDecode) calls.push_back(ReduceCallName(row.call));
+          for (const std::string& call : calls) {
+            for (const std::string& buffer : buffers) {
+              const std::string sig = StepName(st, s) + "|" + call + "|" + buffer + "|read|A";
+              EXPECT_TRUE(fuzz::CheckSignature(sig, "sig").ok()) << name << ": " << sig;
+              EXPECT_EQ(fuzz::FindingFileName(sig).find('|'), std::string::npos);
+              ++signatures;
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(signatures, 1000);
 }
 
 }  // namespace

@@ -87,6 +87,23 @@ TEST_F(JsonStrict, ParseErrorsAreNlohmannsWithoutItsPrefix) {
             "unexpected end of input; expected '[', '{', or a literal");
 }
 
+// A gzip or xz file given where JSON is read (a compressed scenario, layout, request, ...) is
+// named by its compression from its magic bytes; it was "malformed JSON ... last read: '<U+001F>'".
+// A part of a magic is no magic: malformed JSON as before.
+TEST_F(JsonStrict, ACompressedFileIsNamedByItsMagicBytes) {
+  const std::string gzip("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);
+  const std::string xz("\xfd\x37\x7a\x58\x5a\x00\x00\x04", 8);
+  EXPECT_EQ(MessageOf(gzip),
+            "gzip-compressed; decompress it first (this input is read as plain JSON)");
+  EXPECT_EQ(MessageOf(xz), "xz-compressed; decompress it first (this input is read as plain JSON)");
+  EXPECT_EQ(MessageOf(gzip.substr(0, 1)).rfind("malformed JSON: ", 0), 0u);
+  EXPECT_EQ(MessageOf(xz.substr(0, 5)).rfind("malformed JSON: ", 0), 0u);
+  EXPECT_STREQ(CompressionOf(gzip), "gzip");
+  EXPECT_STREQ(CompressionOf(xz.substr(0, 6)), "xz");
+  EXPECT_EQ(CompressionOf(""), nullptr);
+  EXPECT_EQ(CompressionOf("{}"), nullptr);
+}
+
 TEST_F(JsonStrict, BuildsTheSameDocumentAsNlohmann) {
   const std::string text =
       R"({"n": null, "t": true, "f": false, "i": -5, "u": 18446744073709551615,

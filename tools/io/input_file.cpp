@@ -8,21 +8,20 @@
 #include <fstream>
 #include <streambuf>
 
+#include "sim/json_input.h"
 #include "sim/os_error.h"
 
 namespace mlasim::io {
 namespace {
 
-constexpr unsigned char kXzMagic[6] = {0xFD, '7', 'z', 'X', 'Z', 0x00};
-
-bool StartsWithXzMagic(std::ifstream& f) {
-  char head[sizeof(kXzMagic)] = {};
+// "gzip", "xz" or nullptr (sim::CompressionOf) for the first bytes of `f`, rewound after.
+const char* CompressionOfFile(std::ifstream& f) {
+  char head[8] = {};
   f.read(head, sizeof(head));
-  const bool xz = f.gcount() == static_cast<std::streamsize>(sizeof(head)) &&
-                  std::memcmp(head, kXzMagic, sizeof(head)) == 0;
+  const char* z = sim::CompressionOf(std::string_view(head, static_cast<size_t>(f.gcount())));
   f.clear();
   f.seekg(0);
-  return xz;
+  return z;
 }
 
 std::string LzmaReason(lzma_ret r) {
@@ -128,7 +127,12 @@ StatusOr<std::unique_ptr<InputFile>> InputFile::Open(const std::string& path) {
   MLASIM_RETURN_IF_ERROR(sim::CheckReadableFile(path, path));
   std::ifstream f(path, std::ios::binary);
   if (!f) return sim::OsError(path, sim::FileOp::kRead, path, sim::OpenForReadErrno(path));
-  if (!StartsWithXzMagic(f)) return std::unique_ptr<InputFile>(new PlainInput(std::move(f)));
+  const char* z = CompressionOfFile(f);
+  if (z == nullptr) return std::unique_ptr<InputFile>(new PlainInput(std::move(f)));
+  if (std::string(z) != "xz")  // gzip: zlib is no dependency of mlasim's libraries
+    return InvalidArgumentError(path, std::string(z) +
+                                          "-compressed; decompress it or compress it with xz "
+                                          "(plain and .xz files are read)");
   auto xz = std::make_unique<XzInput>(std::move(f), path);
   MLASIM_RETURN_IF_ERROR(xz->Init());
   return std::unique_ptr<InputFile>(std::move(xz));

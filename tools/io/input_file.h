@@ -23,7 +23,8 @@ inline constexpr uint64_t kMaxXzDecoderBytes = uint64_t{128} << 20;
 class InputFile {
  public:
   // Opens `path`. Errors (field = path): a directory, a file that cannot be opened (the cause
-  // in words: sim/os_error.h), an xz stream whose decoder could not be set up.
+  // in words: sim/os_error.h), an xz stream whose decoder could not be set up, a gzip file
+  // ("gzip-compressed; decompress it or compress it with xz ...": not read as text).
   static StatusOr<std::unique_ptr<InputFile>> Open(const std::string& path);
 
   virtual ~InputFile() = default;

@@ -14,7 +14,7 @@ Status Type(const std::string& field, const char* want) {
   return InvalidArgumentError(field, std::string("must be ") + want);
 }
 
-// "must be an integer", or "is an integer above 64 bits (...)" for such a number.
+// "must be an integer", or "is out of the 64-bit integer range (...)" for a number beyond 64 bits.
 Status NotInt(const std::string& field, const json& v) {
   return InvalidArgumentError(field, sim::NotAnIntegerReason(v));
 }

@@ -127,11 +127,12 @@ std::pair<std::string, std::string> FindBeyond64Bits(const CLI::App& app) {
   return {};
 }
 
-// CLI11 converts an integer option's text with strtoll(base 0): "010" would be 8 and "0x10" 16,
-// where every flag mlasim parses itself reads decimal ("--heads 016" is 16). This transform, run
-// before the conversion, gives such text its decimal meaning: leading zeros (and blanks around
-// the number) are dropped ("010" is 10), and a 0x / 0X prefix is refused naming the option. Any
-// other text passes unchanged to the option's own parser and its messages.
+// CLI11 converts an integer option's text with strtoll(base 0): "010" would be 8, "0x10" 16 and
+// "+16" 16, where every flag mlasim parses itself reads decimal ("--heads 016" is 16). This
+// transform, run before the conversion, gives such text its decimal meaning: leading zeros (and
+// blanks around the number) are dropped ("010" is 10). Any other text (0x10, +16, 1e3, 1.5, abc)
+// is refused naming the option in one wording, "'TEXT' is not a decimal integer" (the one of
+// --limit and --kernel-config too); empty text is left to EmptyValuedOption.
 CLI::Validator DecimalInteger() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -139,10 +140,8 @@ CLI::Validator DecimalInteger() {
         if (b == std::string::npos) return "";
         const std::string t = v.substr(b, v.find_last_not_of(" \t") - b + 1);
         const size_t digits = t[0] == '-' ? 1 : 0;
-        if (t.size() < digits + 2 || t[digits] != '0') return "";
-        if (t[digits + 1] == 'x' || t[digits + 1] == 'X')
+        if (t.size() == digits || t.find_first_not_of("0123456789", digits) != std::string::npos)
           return "'" + v + "' is not a decimal integer";
-        if (t.find_first_not_of("0123456789", digits) != std::string::npos) return "";
         const size_t nonzero = std::min(t.find_first_not_of('0', digits), t.size() - 1);
         v = (digits ? "-" : "") + t.substr(nonzero);
         if (v == "-0") v = "0";
@@ -221,6 +220,37 @@ int CheckCommandWord(const char* word, const std::vector<std::unique_ptr<Command
              std::string("unknown command '") + word + "' (expected one of: " + names +
                  "; run 'mlasim --help' for usage)");
   return kExitBadInput;
+}
+
+// -1 when what comes before the command is mlasim's own options and the first other word names a
+// command; else prints why and returns kExitBadInput: an unknown option is named (CLI11 would
+// report only that no command was given), and so is any word after --version (CLI11 printed the
+// version and exited 0 whatever followed: `mlasim --version extra`).
+int CheckBeforeCommand(int argc, char** argv, const std::vector<std::unique_ptr<Command>>& commands,
+                       std::ostream& err) {
+  bool version = false;
+  int i = 1;
+  for (; i < argc && argv[i][0] == '-'; ++i) {
+    const std::string a = argv[i];
+    if (a == "--limit") {
+      ++i;  // its value
+      continue;
+    }
+    version = version || a == "--version";
+    if (a == "-h" || a == "--help" || a == "--version" || a.rfind("--limit=", 0) == 0) continue;
+    PrintError(err, "", a,
+               "not an option of mlasim (before the command: --limit, --version, --help; a "
+               "command's own options go after it)");
+    return kExitBadInput;
+  }
+  if (i >= argc) return -1;
+  if (version) {
+    PrintError(err, "", "--version",
+               std::string("takes no command or other argument (got '") + argv[i] +
+                   "'; run 'mlasim --version' alone)");
+    return kExitBadInput;
+  }
+  return CheckCommandWord(argv[i], commands, err);
 }
 
 // Parses argv into `app`: -1 when the command is to run, else the exit code (help, version, or
@@ -324,22 +354,7 @@ int RunMlasim(int argc, char** argv, std::ostream& out, std::ostream& err) {
   for (RegisterFn reg : kCommands) commands.push_back(reg(app));
   ReadIntegersAsDecimal(app);
 
-  if (argc > 1 && argv[1][0] != '-')
-    if (const int code = CheckCommandWord(argv[1], commands, err); code >= 0) return code;
-  // Before the command only mlasim's own options: an unknown one is named (CLI11 would report
-  // only that no command was given).
-  for (int i = 1; i < argc && argv[i][0] == '-'; ++i) {
-    const std::string a = argv[i];
-    if (a == "--limit") {
-      ++i;  // its value
-      continue;
-    }
-    if (a == "-h" || a == "--help" || a == "--version" || a.rfind("--limit=", 0) == 0) continue;
-    PrintError(err, "", a,
-               "not an option of mlasim (before the command: --limit, --version, --help; a "
-               "command's own options go after it)");
-    return kExitBadInput;
-  }
+  if (const int code = CheckBeforeCommand(argc, argv, commands, err); code >= 0) return code;
   if (const int code = Parse(app, argc, argv, out, err); code >= 0) return code;
   if (!SetRunLimits(limits, err)) return kExitBadInput;
   for (const auto& c : commands)

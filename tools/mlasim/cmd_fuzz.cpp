@@ -696,6 +696,7 @@ Status FuzzCommand::WriteDeviceJunit(const fuzz::DeviceCampaignSummary& sum) con
 int FuzzCommand::Devices(const Streams& io,
                          const std::function<void(int64_t, int64_t, double)>& progress) {
   Status st = ParseKernelFlags();
+  if (st.ok()) st = fuzz::CheckCampaignOptions(o_);  // each process would refuse them, taken out
   if (!st.ok()) return Fail(io, st);
   auto devices = fuzz::ParseDevices(devices_text_);
   if (!devices.ok()) return Fail(io, devices.status());

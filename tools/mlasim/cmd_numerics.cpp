@@ -197,8 +197,8 @@ class NumericsCommand final : public Command {
 
     sim::ReplayReport step;  // the step, for known-bug matching (sim/known_bugs.h)
     step.scenario = *s;
-    auto trace = sim::ExpandStep(*s);
-    if (!trace.ok()) return Fail(io, trace.status());
+    auto trace = sim::ExpandStep(*s);  // the reduced scenario: its values are not the file's
+    if (!trace.ok()) return Fail(io, scenario_.InFile(trace.status(), ReducedBy()));
     step.trace = std::move(*trace);
     if (Status st = CheckTensorSizes(step.trace, opt); !st.ok()) return Fail(io, st);
     const std::vector<CallResult> results = RunCalls(step, opt, over);
@@ -248,6 +248,12 @@ class NumericsCommand final : public Command {
     if (!out_dir_.empty())  // must exist and take files (a read-only one is refused now)
       MLASIM_RETURN_IF_ERROR(sim::PrepareOutputFolder("--out", out_dir_, /*create=*/false));
     return OkStatus();
+  }
+
+  // How the scenario was reduced (sim::ReduceForNumerics), for an error of its expansion.
+  std::string ReducedBy() const {
+    return "the scenario reduced to contexts and top-k of at most --max-context " +
+           std::to_string(max_context_) + (small_dims_ ? " and small head dims" : "");
   }
 
   // Too large to hold even after the reduction: the user's sizes (exit 2, naming --max-context,

@@ -252,7 +252,7 @@ class ReplayCommand final : public Command {
       if (!path->empty())
         if (Status st = CheckOutputFile(flag, *path); !st.ok()) return Fail(io, st);
     auto report = sim::Replay(*s, exec);
-    if (!report.ok()) return Fail(io, report.status());
+    if (!report.ok()) return Fail(io, scenario_.InFile(report.status(), ChangedSinceLoad(gpu)));
     if (!layout_out_.empty() && !WriteJson(io, "--layout-out", layout_out_, report->result.layout))
       return kExitBadInput;
     if (!scenario_out_.empty() &&
@@ -297,6 +297,14 @@ class ReplayCommand final : public Command {
   int Fail(const Streams& io, const Status& st) {
     PrintError(io.err, kName, st.field(), st.message());
     return ExitCodeFor(st);
+  }
+  // What changed the scenario after its load (whose expansion passed): "the kernel under test's
+  // contracts", "simulator mutant X", both, or "".
+  std::string ChangedSinceLoad(bool gpu) const {
+    std::string with = gpu ? "the kernel under test's contracts" : "";
+    if (!mutant_.empty())
+      with += (with.empty() ? "" : " and ") + std::string("simulator mutant ") + mutant_;
+    return with;
   }
   // --html and --junit, after the report (their paths were checked before the replay); `gpu`
   // and `kernel` with --gpu, else null. Errors: those of WriteOutputFile (a full disk).

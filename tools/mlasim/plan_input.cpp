@@ -32,7 +32,8 @@ std::string Trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-// A decimal integer in [lo, hi], the whole text (surrounding blanks allowed).
+// A decimal integer in [lo, hi], the whole text (surrounding blanks allowed; no sign but -, no
+// 0x, no exponent: "'+16' is not a decimal integer", the wording of every integer flag).
 StatusOr<int64_t> ParseInt(const std::string& field, const std::string& raw, int64_t lo, int64_t hi,
                            const std::string& what = "") {
   const std::string text = Trim(raw);
@@ -42,7 +43,7 @@ StatusOr<int64_t> ParseInt(const std::string& field, const std::string& raw, int
   const char* last = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(first, last, v);
   if (text.empty() || ec == std::errc::invalid_argument || ptr != last)
-    return InvalidArgumentError(field, name + "'" + raw + "' is not an integer");
+    return InvalidArgumentError(field, name + "'" + raw + "' is not a decimal integer");
   if (ec == std::errc::result_out_of_range && ref::IsDecimalBeyond64Bits(text))
     return InvalidArgumentError(
         field, name + ref::Beyond64BitsText(text, std::to_string(lo) + ".." + std::to_string(hi)));

@@ -78,6 +78,13 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
   return s;
 }
 
+Status ScenarioArgs::InFile(const Status& st, const std::string& with) const {
+  if (st.code() != StatusCode::kInvalidArgument) return st;
+  const Status named = sim::InScenarioFile(case_file, st);
+  if (with.empty()) return named;
+  return Status(named.code(), named.field(), named.message() + " (with " + with + ")");
+}
+
 void ScenarioArgs::Add(CLI::App& app) {
   app.add_option("case", case_file, "scenario JSON (schema: docs/scenario.md)")
       ->type_name("CASE.json");

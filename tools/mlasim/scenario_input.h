@@ -47,6 +47,12 @@ struct ScenarioArgs {
   StatusOr<sim::Scenario> Load() const {
     return LoadScenarioArg(case_file, builtin, profile, kernel, contracts);
   }
+  // An error of a later expansion of the loaded scenario (replay --gpu with the kernel under
+  // test's contracts, --mutant, numerics' reduced scenario), named in CASE.json as Load()'s are
+  // ("case.json: $.capture.contexts"; sim::InScenarioFile), `with` (what changed the scenario
+  // since the load: "simulator mutant X") added to the message. Errors other than
+  // InvalidArgument (internal ones) are left as they are.
+  Status InFile(const Status& st, const std::string& with = "") const;
 };
 
 // The request as the decode kernel addresses q (sim/kernel_request.h).
