@@ -299,7 +299,13 @@ void StepChecker::CheckPlans() {
 
 sim::Scenario WithKutContracts(const sim::Scenario& s, const KutDescription& d) {
   sim::Scenario out = s;
-  out.contracts.clear();
+  // The kernel's decode and reduce contracts replace the scenario's of those call kinds; its
+  // contracts of other calls (index fills, plan builds) stay.
+  const auto kernels = [&](const std::shared_ptr<const sim::Contract>& c) {
+    return c->call == d.decode_contract->call || c->call == d.reduce_contract->call;
+  };
+  out.contracts.erase(std::remove_if(out.contracts.begin(), out.contracts.end(), kernels),
+                      out.contracts.end());
   out.contracts.push_back(d.decode_contract);
   out.contracts.push_back(d.reduce_contract);
   return out;

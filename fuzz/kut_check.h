@@ -90,7 +90,8 @@ struct KutStepReport {
   std::map<std::string, double> seconds;
 };
 
-// The scenario with the kernel's contracts in place of its own (the predictions use them).
+// The scenario with the kernel's decode and reduce contracts in place of its own of those call
+// kinds (the predictions use them); its contracts of other call kinds (index fills, plans) kept.
 sim::Scenario WithKutContracts(const sim::Scenario& s, const KutDescription& d);
 
 // Runs the step of `s` through `lib`. `before` is called before each kernel call, `after` after
