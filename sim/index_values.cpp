@@ -81,6 +81,15 @@ Status CheckIndexValuesPlaced(const Scenario& s, const Trace& t) {
   return OkStatus();
 }
 
+std::vector<int32_t> UnplacedIndexValues(const Scenario& s, const Trace& t) {
+  std::vector<int32_t> out;
+  if (s.kv_cache.index_values.empty()) return out;
+  const std::vector<const Call*> fills = ContentFills(t);
+  for (size_t i = 0; i < s.kv_cache.index_values.size(); ++i)
+    if (!Placed(s.kv_cache.index_values[i], fills)) out.push_back(static_cast<int32_t>(i));
+  return out;
+}
+
 void DropUnplacedIndexValues(Scenario& s) {
   if (s.kv_cache.index_values.empty()) return;
   DropRepeatedIndexSlots(s);

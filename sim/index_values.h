@@ -6,6 +6,8 @@
 // indices the model carries, issue 10 §3).
 #pragma once
 
+#include <vector>
+
 #include "ref/status.h"
 #include "sim/scenario.h"
 #include "sim/trace.h"
@@ -18,6 +20,10 @@ namespace mlasim::sim {
 // InvalidArgument("$.kv_cache.index_values[i]") for the first value none places, naming the token
 // or position, the largest fill's tokens or the token's region, and the fill.
 Status CheckIndexValuesPlaced(const Scenario& s, const Trace& t);
+
+// The indices i of the kv_cache.index_values[i] of `s` that no index fill of `t` places (as
+// CheckIndexValuesPlaced judges), in order: what a reduced step (mlasim numerics) leaves out.
+std::vector<int32_t> UnplacedIndexValues(const Scenario& s, const Trace& t);
 
 // `s` without a second value for a (token, position) slot: the first entry of each slot is kept
 // (a scenario file stating two is refused by ParseScenario; a generator may draw a slot twice).

@@ -42,6 +42,9 @@ struct NumericsReduction {
   int32_t head_dim_qk = 0;
   int32_t head_dim_v = 0;
   bool small_dims = true;
+  // kv_cache.index_values[i] the reduced step has no slot for (past its contexts or top-k), set
+  // by the caller once the reduced step is expanded (sim::UnplacedIndexValues).
+  std::vector<int32_t> index_values_left_out;
 };
 
 // Reduces `s` to numerics sizes: every context capped at max(max_context, Q + rejected_prev)

@@ -204,6 +204,28 @@ TEST(CliNumerics, CaseFileRuns) {
   EXPECT_EQ(j["calls"].size(), 4u);
 }
 
+// A scenario's explicit index values at slots the reduced step no longer has (top-k and contexts
+// capped at 2: positions 3 and 4 of token 1) are named as left out, in the text and the JSON;
+// at the default cap they are all in the run.
+TEST(CliNumerics, IndexValuesPastTheReducedStepAreNamedAsLeftOut) {
+  const std::string file = Case("G-hostile-sparse-indices-masked.json");
+  const Out reduced = Numerics({file, "--max-context", "2", "--json"});
+  ASSERT_NE(reduced.code, 2) << reduced.err;
+  const auto j = nlohmann::json::parse(reduced.out);
+  EXPECT_EQ(j["reduction"]["index_values_left_out"], nlohmann::json::array({0, 1}));
+  const Out text = Numerics({file, "--max-context", "2"});
+  EXPECT_NE(text.out.find("left out: 2 of 2 index value(s) name a slot past the reduced step's "
+                          "contexts or top-k: $.kv_cache.index_values[0], "
+                          "$.kv_cache.index_values[1] (raise --max-context to keep them)\n"),
+            std::string::npos)
+      << text.out;
+  const Out whole = Numerics({file, "--json"});
+  ASSERT_NE(whole.code, 2) << whole.err;
+  EXPECT_EQ(nlohmann::json::parse(whole.out)["reduction"]["index_values_left_out"],
+            nlohmann::json::array());
+  EXPECT_EQ(Numerics({file}).out.find("left out:"), std::string::npos);
+}
+
 TEST(CliNumerics, PlanThatDecodeUpdateBrokeFails) {
   // Class H/F: decode_update folds 64 heads by 4 while the planner ran them natively; the
   // updated plan no longer tiles the new lengths, and the numerics see wrong answers.

@@ -41,6 +41,7 @@
 #include "ref/numerics.h"
 #include "sim/contract.h"
 #include "sim/engine.h"
+#include "sim/index_values.h"
 #include "sim/known_bugs.h"
 #include "sim/os_error.h"
 #include "sim/replay.h"
@@ -200,6 +201,7 @@ class NumericsCommand final : public Command {
     auto trace = sim::ExpandStep(*s);  // the reduced scenario: its values are not the file's
     if (!trace.ok()) return Fail(io, scenario_.InFile(trace.status(), ReducedBy()));
     step.trace = std::move(*trace);
+    red.index_values_left_out = sim::UnplacedIndexValues(*s, step.trace);
     if (Status st = CheckTensorSizes(step.trace, opt); !st.ok()) return Fail(io, st);
     const std::vector<CallResult> results = RunCalls(step, opt, over);
 
@@ -376,7 +378,8 @@ class NumericsCommand final : public Command {
             {"topk_after", red.topk_after},
             {"head_dim_qk", red.head_dim_qk},
             {"head_dim_v", red.head_dim_v},
-            {"small_dims", red.small_dims}};
+            {"small_dims", red.small_dims},
+            {"index_values_left_out", red.index_values_left_out}};
   }
 
   // failed, known_bugs_only or within_tolerance.
@@ -437,6 +440,15 @@ class NumericsCommand final : public Command {
         red.max_context, red.contexts_capped, red.requests, red.longest_before, red.longest_after,
         red.topk_before, red.topk_after, red.head_dim_qk, red.head_dim_v,
         red.small_dims ? "--small-dims" : "--full-dims");
+    if (!red.index_values_left_out.empty()) {
+      std::string which;
+      for (const int32_t i : red.index_values_left_out)
+        which += (which.empty() ? "" : ", ") + fmt::format("$.kv_cache.index_values[{}]", i);
+      o << fmt::format(
+          "left out: {} of {} index value(s) name a slot past the reduced step's contexts or "
+          "top-k: {} (raise --max-context to keep them)\n",
+          red.index_values_left_out.size(), s.kv_cache.index_values.size(), which);
+    }
     o << fmt::format(
         "padding: o {}, lse {} (engine profile; consumed padding rows must be "
         "finite and poison-free){}{}\n",
