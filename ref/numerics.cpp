@@ -561,10 +561,13 @@ void CompareWithTruth(const AttentionOutput& mono, PlanDrivenResult& driven, Num
     skip_pairs[i] = pair_mask[i] | pad_mask[i];
     rep.poisoned_rows += pair_mask[i];
   }
+  // Each pair's mask over its dv elements (pair by pair: no division per element).
   std::vector<uint8_t> o_pad(mono.o.size()), o_skip(mono.o.size());
-  for (size_t i = 0; i < o_pad.size(); ++i) {
-    o_pad[i] = pad_mask[i / dv];
-    o_skip[i] = skip_pairs[i / dv];
+  const size_t width = static_cast<size_t>(std::max(dv, 1));
+  for (size_t p = 0, i = 0; i < o_pad.size(); ++p, i += width) {
+    const size_t n = std::min(width, o_pad.size() - i);
+    std::fill_n(o_pad.begin() + static_cast<std::ptrdiff_t>(i), n, pad_mask[p]);
+    std::fill_n(o_skip.begin() + static_cast<std::ptrdiff_t>(i), n, skip_pairs[p]);
   }
   const auto& got = driven.out;
   const int64_t n_o = static_cast<int64_t>(mono.o.size()),

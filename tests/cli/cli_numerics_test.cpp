@@ -258,6 +258,10 @@ TEST(CliNumerics, PaddingRowsAreNotCompared) {
     EXPECT_EQ((*c)["real_requests"], 5);
     EXPECT_EQ((*c)["rows_compared"], 5);
     EXPECT_EQ((*c)["verdict"], "ok");
+    // Exactly the real rows' elements compared: 5 rows x 16 heads (x 64 values of o).
+    EXPECT_EQ((*c)["heads"], 16);
+    EXPECT_EQ((*c)["o"]["elements"], 5 * 16 * 64);
+    EXPECT_EQ((*c)["lse"]["elements"], 5 * 16);
   }
   EXPECT_EQ(d1["poison"]["real_row_findings"], 0);
   EXPECT_EQ(d1["poison"]["padding_row_findings"], 4);

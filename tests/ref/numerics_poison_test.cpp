@@ -281,12 +281,18 @@ TEST(NumericsPadding, NeverWrittenPaddingRowsAreCounted) {
   EXPECT_EQ(rep->padding_o_nonfinite, 16 * 32);  // row 1: 16 heads x 32 columns of NaN
   EXPECT_EQ(rep->padding_lse_bad, 16);
   EXPECT_EQ(rep->padding_poisoned_pairs, 16);
+  // Only the real row's elements compared: 16 heads x 32 values of o, 16 of lse (the masks of
+  // (row, head) pairs spread over each pair's values).
+  EXPECT_EQ(rep->o.elements, 16 * 32);
+  EXPECT_EQ(rep->lse.elements, 16);
+  EXPECT_EQ(rep->o_unpoisoned.elements, 16 * 32);
   // All rows real: nothing counted as padding.
   o.real_rows = -1;
   rep = RunPlanNumerics(r, plan, o);
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->padding_o_nonfinite, 0);
   EXPECT_EQ(rep->padding_poisoned_pairs, 0);
+  EXPECT_EQ(rep->o.elements, 3 * 16 * 32);
 }
 
 TEST(NumericsPadding, Fp8QScaledOverThePaddedBatchChangesTheRealRows) {
