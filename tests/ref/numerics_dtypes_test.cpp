@@ -292,6 +292,9 @@ TEST(NumericsDtypes, RoundToEqualsTheGenericGridForEveryValue) {
   };
   TestRng rng{29};
   for (const FormatInfo& f : internal::kFormats) {
+    // (fp64 and fp32 have no inline path; a double past a float's range converted to float
+    // would be undefined behaviour, which the sanitizer build reports.)
+    if (f.format == NumFormat::kFp64 || f.format == NumFormat::kFp32) continue;
     std::vector<double> xs = {0.0, -0.0, kInf, -kInf, std::nan(""), f.max_finite, -f.max_finite,
                               std::nextafter(f.max_finite, kInf), std::ldexp(1.0, f.min_normal_exp),
                               std::nextafter(std::ldexp(1.0, f.min_normal_exp), 0.0),
