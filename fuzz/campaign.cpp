@@ -612,6 +612,14 @@ int64_t CampaignSummary::NewFindings() const {
   return n;
 }
 
+Status CheckCampaignSeconds(double seconds) {
+  if (seconds > 0 && seconds <= kMaxCampaignSeconds) return OkStatus();
+  return InvalidArgumentError(
+      "--seconds", fmt::format("must be in (0, {}] seconds (a year; it may be left out with "
+                               "--cases; got {})",
+                               kMaxCampaignSeconds, seconds));
+}
+
 Status CheckCampaignOptions(const CampaignOptions& options) {
   if (options.jobs < 1 || options.jobs > 256)
     return InvalidArgumentError("--jobs", "must be in 1..256");
@@ -619,11 +627,7 @@ Status CheckCampaignOptions(const CampaignOptions& options) {
     return InvalidArgumentError("--cases", "must be in 0..2^50, or -1 for a time-only run");
   const bool cases_alone = std::isinf(options.seconds) && options.seconds > 0 &&
                            options.max_cases >= 0;  // --cases without --seconds
-  if (!cases_alone && !(options.seconds > 0 && options.seconds <= kMaxCampaignSeconds))
-    return InvalidArgumentError(
-        "--seconds", fmt::format("must be in (0, {}] seconds (a year; it may be left out with "
-                                 "--cases; got {})",
-                                 kMaxCampaignSeconds, options.seconds));
+  if (!cases_alone) MLASIM_RETURN_IF_ERROR(CheckCampaignSeconds(options.seconds));
   if (options.max_shrink_steps < 0 || options.max_shrink_steps > 100000)
     return InvalidArgumentError("--shrink-steps", "must be in 0..100000");
   if (options.out_dir.empty() && options.resume)

@@ -150,6 +150,11 @@ using ProgressFn = std::function<void(int64_t, int64_t, double)>;
 // A one-line note for the user, as it happens (resume state, cleanup of a killed run's files).
 using NoteFn = std::function<void(const std::string&)>;
 
+// A --seconds the user typed: (0, kMaxCampaignSeconds]. Errors: InvalidArgument("--seconds")
+// (infinity too: only a budget left out, with --cases, is infinite; CheckCampaignOptions cannot
+// tell the two apart, the command line can).
+Status CheckCampaignSeconds(double seconds);
+
 // The budgets' and flags' checks RunCampaign makes before any work (also before a --devices
 // campaign starts its processes): --jobs 1..256, --cases 0..2^50 or -1, --seconds in
 // (0, kMaxCampaignSeconds] (or +infinity with --cases), --shrink-steps 0..100000, --resume with

@@ -408,7 +408,10 @@ TEST(CliFlags, BadValuesExitTwoNamingTheFlag) {
   // Across subcommands: the exact first words of stderr (flag and reason).
   const std::pair<std::vector<std::string>, std::string> cases[] = {
       {{"numerics", "--builtin", "seed", "--seed", "-1"},
-       "mlasim numerics: error: --seed: must be a non-negative decimal integer"},
+       "mlasim numerics: error: --seed: '-1' is not a non-negative decimal integer"},
+      {{"numerics", "--builtin", "seed", "--seed", "0x10"},
+       "mlasim numerics: error: --seed: '0x10' is not a decimal integer"},
+      {{"mutants", "--seed", "+1"}, "mlasim mutants: error: --seed: '+1' is not a decimal integer"},
       {{"numerics", "--builtin", "seed", "--seed", "abc"}, "mlasim numerics: error: --seed: "},
       {{"mutants", "--seed", "99999999999999999999999"},
        "mlasim mutants: error: --seed: '99999999999999999999999' is an integer above 64 bits (the "

@@ -191,10 +191,15 @@ void PrintError(std::ostream& err, const std::string& command, const std::string
 }
 
 CLI::Validator UnsignedInteger() {
+  // DecimalInteger's reading first (blanks and leading zeros dropped, one wording for any other
+  // text), then the sign and the 64 bits.
+  const CLI::Validator decimal = DecimalInteger();
   return CLI::Validator(
-      [](std::string& v) -> std::string {
+      [decimal](std::string& v) -> std::string {
+        const std::string given = v;
+        if (std::string why = decimal(v); !why.empty()) return why;
         if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-          return "must be a non-negative decimal integer";
+          return "'" + given + "' is not a non-negative decimal integer";
         if (ref::IsDecimalBeyond64Bits(v)) return ref::Beyond64BitsText(v);
         return "";
       },

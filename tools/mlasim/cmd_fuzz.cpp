@@ -267,6 +267,8 @@ class FuzzCommand final : public Command {
       for (const char* flag : kKernelFlags)
         if (app_->count(flag))
           return Fail(io, InvalidArgumentError(flag, "only with --gpu sentinel|guard"));
+    if (app_->count("--seconds"))  // typed: never infinite (--cases alone makes it so)
+      if (Status st = fuzz::CheckCampaignSeconds(o_.seconds); !st.ok()) return Fail(io, st);
     return Campaign(io);
   }
 
