@@ -186,6 +186,8 @@ const char* CompressionOf(std::string_view bytes) {
   static constexpr std::pair<std::string_view, const char*> kMagic[] = {
       {std::string_view("\x1f\x8b", 2), "gzip"},
       {std::string_view("\xfd\x37\x7a\x58\x5a\x00", 6), "xz"},
+      {std::string_view("\x28\xb5\x2f\xfd", 4), "zstd"},
+      {std::string_view("BZh", 3), "bzip2"},
   };
   for (const auto& [magic, name] : kMagic)
     if (bytes.substr(0, magic.size()) == magic) return name;

@@ -36,9 +36,10 @@ StatusOr<std::string> ReadTextFile(const std::string& path, const std::string& f
 // without limit.
 bool ReadLineBounded(std::istream& in, std::string* line, bool* too_long, int64_t max_bytes = -1);
 
-// "gzip" or "xz" when `bytes` start with that format's magic bytes (1F 8B; FD 37 7A 58 5A 00),
-// else nullptr: a compressed file given where text is read is named as such, not as malformed
-// text (ParseJsonStrict; io::InputFile reads xz and refuses gzip).
+// "gzip", "xz", "zstd" or "bzip2" when `bytes` start with that format's magic bytes (1F 8B;
+// FD 37 7A 58 5A 00; 28 B5 2F FD; "BZh"), else nullptr: a compressed file given where text is
+// read is named as such, not as malformed text (ParseJsonStrict; io::InputFile reads xz and
+// refuses the others).
 const char* CompressionOf(std::string_view bytes);
 
 // Parses JSON text strictly: malformed text, numbers beyond a double (1e400) and duplicate
@@ -47,7 +48,7 @@ const char* CompressionOf(std::string_view bytes);
 // limits table (ref/limits.h): nesting deeper than json_depth and more values than json_values
 // are refused as they are met (ref::TooLarge: the limit and how to raise it). Linear time, no
 // recursion. Error field: `field`; the reason names the problem and, for a duplicate, its JSON
-// path ("$.requests[1].context"). Text that starts with a gzip or xz magic (CompressionOf) is
+// path ("$.requests[1].context"). Text that starts with a compression's magic (CompressionOf) is
 // "gzip-compressed; decompress it first (this input is read as plain JSON)".
 StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::string& field);
 

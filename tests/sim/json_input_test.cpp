@@ -100,6 +100,14 @@ TEST_F(JsonStrict, ACompressedFileIsNamedByItsMagicBytes) {
   EXPECT_EQ(MessageOf(xz.substr(0, 5)).rfind("malformed JSON: ", 0), 0u);
   EXPECT_STREQ(CompressionOf(gzip), "gzip");
   EXPECT_STREQ(CompressionOf(xz.substr(0, 6)), "xz");
+  // zstd's frame magic and bzip2's "BZh" (no JSON text starts with either).
+  const std::string zstd("\x28\xb5\x2f\xfd\x24\x00", 6), bzip2("BZh91AY&SY", 10);
+  EXPECT_EQ(MessageOf(zstd),
+            "zstd-compressed; decompress it first (this input is read as plain JSON)");
+  EXPECT_EQ(MessageOf(bzip2),
+            "bzip2-compressed; decompress it first (this input is read as plain JSON)");
+  EXPECT_EQ(MessageOf(zstd.substr(0, 3)).rfind("malformed JSON: ", 0), 0u);
+  EXPECT_EQ(MessageOf(bzip2.substr(0, 2)).rfind("malformed JSON: ", 0), 0u);
   EXPECT_EQ(CompressionOf(""), nullptr);
   EXPECT_EQ(CompressionOf("{}"), nullptr);
 }

@@ -14,7 +14,8 @@
 namespace mlasim::io {
 namespace {
 
-// "gzip", "xz" or nullptr (sim::CompressionOf) for the first bytes of `f`, rewound after.
+// "gzip", "xz", "zstd", "bzip2" or nullptr (sim::CompressionOf) for the first bytes of `f`,
+// rewound after.
 const char* CompressionOfFile(std::ifstream& f) {
   char head[8] = {};
   f.read(head, sizeof(head));
@@ -129,7 +130,7 @@ StatusOr<std::unique_ptr<InputFile>> InputFile::Open(const std::string& path) {
   if (!f) return sim::OsError(path, sim::FileOp::kRead, path, sim::OpenForReadErrno(path));
   const char* z = CompressionOfFile(f);
   if (z == nullptr) return std::unique_ptr<InputFile>(new PlainInput(std::move(f)));
-  if (std::string(z) != "xz")  // gzip: zlib is no dependency of mlasim's libraries
+  if (std::string(z) != "xz")  // gzip, zstd, bzip2: no dependency of mlasim's libraries
     return InvalidArgumentError(path, std::string(z) +
                                           "-compressed; decompress it or compress it with xz "
                                           "(plain and .xz files are read)");
