@@ -59,6 +59,25 @@ inline uint64_t FirstNumber(const rc::Random& random) {
   return rc::Random(random).next();
 }
 
+// FirstNumber(random) % n, for n >= 1. When n is 1 the remainder is 0 whatever the number, so
+// the number (one Threefish block, about a tenth of a fuzz case's CPU time) is not made: the
+// value is RapidCheck's all the same, and the copy of `random` it would come from is never seen
+// again.
+inline uint64_t NumberBelow(const rc::Random& random, uint64_t n) {
+  return n == 1 ? 0 : FirstNumber(random) % n;
+}
+
+// WeightedIndex(weights, FirstNumber(random) % WeightSum(weights)), without making the number
+// when every number picks the same index (one weight holds the whole sum: a swarm that left one
+// option in). The index only grows with the number, so the first and last agreeing is enough.
+template <typename Weights>
+size_t WeightedPick(const Weights& weights, const rc::Random& random) {
+  const uint64_t sum = WeightSum(weights);
+  const size_t first = WeightedIndex(weights, 0);
+  if (first == WeightedIndex(weights, sum - 1)) return first;
+  return WeightedIndex(weights, FirstNumber(random) % sum);
+}
+
 }  // namespace draw_detail
 
 // rc::gen::just(value): always `value`.
@@ -86,7 +105,7 @@ struct InRange {
         rc::gen::detail::scaleInteger(
             static_cast<rc::Random::Number>(max) - static_cast<rc::Random::Number>(min) - 1, size) +
         1;
-    return static_cast<T>((draw_detail::FirstNumber(random) % range) + min);
+    return static_cast<T>(draw_detail::NumberBelow(random, range) + min);
   }
 };
 
@@ -123,7 +142,7 @@ struct Elements {
     return rc::gen::elementOf(std::vector<T>(values.begin(), values.end()));
   }
   T Direct(const rc::Random& random, int /*size*/) const {
-    return values[static_cast<size_t>(draw_detail::FirstNumber(random) % N)];
+    return values[static_cast<size_t>(draw_detail::NumberBelow(random, N))];
   }
 };
 template <typename T, typename... Ts>
@@ -140,7 +159,7 @@ struct ElementOf {
   rc::Gen<T> Gen() const { return rc::gen::elementOf(*values); }
   T Direct(const rc::Random& random, int /*size*/) const {
     if (values->empty()) throw rc::GenerationFailure("Cannot pick element from empty container.");
-    return (*values)[static_cast<size_t>(draw_detail::FirstNumber(random) % values->size())];
+    return (*values)[static_cast<size_t>(draw_detail::NumberBelow(random, values->size()))];
   }
 };
 
@@ -156,7 +175,7 @@ struct IndexBelow {
   }
   uint32_t Direct(const rc::Random& random, int /*size*/) const {
     if (n == 0) throw rc::GenerationFailure("Cannot pick element from empty container.");
-    return static_cast<uint32_t>(draw_detail::FirstNumber(random) % n);
+    return static_cast<uint32_t>(draw_detail::NumberBelow(random, n));
   }
 };
 
@@ -173,8 +192,7 @@ struct Weighted {
         std::vector<T>(values.begin(), values.end()));
   }
   T Direct(const rc::Random& random, int /*size*/) const {
-    const uint64_t x = draw_detail::FirstNumber(random) % draw_detail::WeightSum(weights);
-    return values[draw_detail::WeightedIndex(weights, x)];
+    return values[draw_detail::WeightedPick(weights, random)];
   }
 };
 // rc::gen::weightedOneOf<T>({{w, dist}, ...}): a dist picked with probability w / sum(w), then
@@ -195,8 +213,7 @@ struct OneOf {
   T Direct(const rc::Random& random, int size) const {
     rc::Random pick(random);
     const rc::Random inner = pick.split();
-    const uint64_t x = draw_detail::FirstNumber(pick) % draw_detail::WeightSum(weights);
-    return DirectAt(draw_detail::WeightedIndex(weights, x), inner, size,
+    return DirectAt(draw_detail::WeightedPick(weights, pick), inner, size,
                     std::index_sequence_for<D...>{});
   }
 
@@ -218,7 +235,8 @@ struct VectorOf {
   rc::Gen<Value> Gen() const { return rc::gen::container<Value>(dist.Gen()); }
   Value Direct(const rc::Random& random, int size) const {
     rc::Random r(random);
-    const size_t count = static_cast<size_t>(r.split().next() % static_cast<uint64_t>(size + 1));
+    const size_t count =
+        static_cast<size_t>(draw_detail::NumberBelow(r.split(), static_cast<uint64_t>(size) + 1));
     Value out;
     out.reserve(count);
     for (size_t i = 0; i < count; ++i) out.push_back(dist.Direct(r.split(), size));
