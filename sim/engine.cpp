@@ -709,9 +709,7 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
   c.kernel = "get_mla_metadata_v1";
   c.plan = *plan_index;
   c.plan_rows = t_.plans.back().q_rows_covered;
-  c.note = fmt::format("plans {} batches ({} real) into {}*",
-                       t_.plans.back().request.kv_indptr.size() - 1, real, row.buffers);
-  t_.calls.push_back(std::move(c));
+  t_.calls.push_back(std::move(c));  // (its note: CallNote)
   return OkStatus();
 }
 
@@ -828,8 +826,7 @@ void StepBuilder::Fill(const std::string& step, const CallRow& row,
   a.row_bytes = 4;
   a.dtype = "int32";
   c.args.push_back(a);
-  c.note = "writes the index regions of " + std::to_string(n) + " tokens";
-  t_.calls.push_back(std::move(c));
+  t_.calls.push_back(std::move(c));  // (its note: CallNote)
 }
 
 void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t plan, int32_t q_rows,
@@ -871,8 +868,7 @@ void StepBuilder::Decode(const std::string& step, const CallRow& row, int32_t pl
     c.guard_checked = true;
     c.guard_refused = snap.q_rows_covered > q_alloc;
   }
-  c.note = fmt::format("q/o {} rows, plan covers {} rows", q_rows, snap.q_rows_covered);
-  if (dialect) DialectLaunch(row, snap, &c);
+  if (dialect) DialectLaunch(row, snap, &c);  // (the call's note: CallNote)
   Call r = ReduceCallOf(c, row, reduce);
   t_.calls.push_back(std::move(c));
   t_.calls.push_back(std::move(r));
@@ -962,8 +958,7 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
                                 return role == "kv_indices" || role == "kv_cache";
                               }),
                r.args.end());
-  r.note = "merges the split tiles' partial rows into o";
-  return r;
+  return r;  // (its note: CallNote)
 }
 
 // ---------------------------------------------------------------------------------------------

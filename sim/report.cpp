@@ -146,7 +146,7 @@ std::string CallsText(const ReplayReport& r) {
       rows = fmt::format("{} batches, plan covers {} q rows",
                          r.trace.plans[c.plan].request.kv_indptr.size() - 1, c.plan_rows);
     else
-      rows = c.note;
+      rows = CallNote(r.trace, c);
     out += fmt::format("  {:>3} {:<13} {:<6} {:<22} {:<30} {}\n", c.index, c.step, c.table_row,
                        c.name, c.kernel + (c.graph_replay ? " (graph)" : ""), rows);
   }

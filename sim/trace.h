@@ -127,7 +127,9 @@ struct Call {
   bool sparse = false;         // decode reads per-token index lists
   bool guard_checked = false;  // the engine's plan-rows <= q-rows guard ran before this call
   bool guard_refused = false;  // ... and refused the call (it did not launch)
-  std::string note;            // one sentence on what the call does
+  // One sentence on what the call does, when it cannot be said from the call's numbers (a kept
+  // or stale plan, a dialect's plan, a plan update); empty otherwise: CallNote says it.
+  std::string note;
   // decode of a dialect plan: the plan checker's findings on the plan as this launch consumes it
   // (its launched batch, the padding requests' lengths, num_splits as the engine extends it).
   std::vector<DialectFinding> dialect_findings;
@@ -160,5 +162,12 @@ struct Trace {
   std::vector<Call> calls;
   std::vector<PlanSnapshot> plans;
 };
+
+// One sentence on what call `c` of trace `t` does (reports, tests): c.note when set, else said
+// from the call's numbers, as the engine built it: a plan build's batches, real requests and
+// buffers ("plans 8 batches (5 real) into main.*"), a decode's q / o rows against the rows its
+// plan covers ("q/o 20 rows, plan covers 32 rows"), a reduce's merge, an index fill's tokens.
+// Made on demand: a fuzz case builds every call and reads no sentence unless it reports one.
+std::string CallNote(const Trace& t, const Call& c);
 
 }  // namespace mlasim::sim

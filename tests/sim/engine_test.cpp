@@ -89,7 +89,7 @@ TEST(EngineTable, PlanAndDecodeNotesStateTheirNumbers) {
   std::vector<std::string> notes;
   for (const Call& c : t->calls)
     if (c.kind == CallKind::kPlanBuild || c.kind == CallKind::kDecode)
-      notes.push_back(c.name + ": " + c.note);
+      notes.push_back(c.name + ": " + CallNote(*t, c));
   const std::vector<std::string> want = {"main_plan: plans 8 batches (5 real) into main.*",
                                          "dense_decode: q/o 32 rows, plan covers 32 rows",
                                          "dense_decode: q/o 20 rows, plan covers 32 rows",
