@@ -98,6 +98,39 @@ TEST(EngineTable, PlanAndDecodeNotesStateTheirNumbers) {
   EXPECT_EQ(notes, want);
 }
 
+// CallNote says each kind's sentence from the call's numbers, and keeps a note the engine set.
+TEST(EngineTable, CallNoteIsSaidFromTheCallsNumbers) {
+  Trace t;
+  PlanSnapshot snap;
+  snap.buffer_prefix = "sparse_mtp.";
+  snap.request.kv_indptr = {0, 3, 9, 9};
+  snap.real_requests = 2;
+  t.plans.push_back(snap);
+  Call c;
+  c.kind = CallKind::kPlanBuild;
+  c.plan = 0;
+  EXPECT_EQ(CallNote(t, c), "plans 3 batches (2 real) into sparse_mtp.*");
+  c.plan = 1;  // no such plan: nothing to say
+  EXPECT_EQ(CallNote(t, c), "");
+  c.kind = CallKind::kDecode;
+  c.q_rows = c.o_rows = 20;
+  c.plan_rows = 32;
+  EXPECT_EQ(CallNote(t, c), "q/o 20 rows, plan covers 32 rows");
+  c.o_rows = 16;  // o allocated apart from q (a scenario override)
+  EXPECT_EQ(CallNote(t, c), "q 20 rows, o 16 rows, plan covers 32 rows");
+  c.kind = CallKind::kReduce;
+  EXPECT_EQ(CallNote(t, c), "merges the split tiles' partial rows into o");
+  c.kind = CallKind::kIndexFill;
+  c.fill_tokens = 7;
+  EXPECT_EQ(CallNote(t, c), "writes the index regions of 7 tokens");
+  c.kind = CallKind::kPlanUpdate;
+  EXPECT_EQ(CallNote(t, c), "");
+  c.note = "keeps the plan of capture";  // set by the engine: said as set, whatever the kind
+  EXPECT_EQ(CallNote(t, c), "keeps the plan of capture");
+  c.kind = CallKind::kDecode;
+  EXPECT_EQ(CallNote(t, c), "keeps the plan of capture");
+}
+
 TEST(EngineTable, T2_SparsePlanTokensPerProfile) {
   for (const char* p : {"atom-2026-08", "atom-2026-11"}) {
     auto t = ExpandStep(WorkedExample(true, p));
