@@ -111,8 +111,9 @@ struct CheckScratch {
 
 class Checker {
  public:
-  Checker(const PlanRequest& r, const Plan& p, CheckScratch& s)
-      : r_(r),
+  Checker(const PlanRequest& r, const Plan& p, CheckScratch& s, bool warnings)
+      : warnings_(warnings),
+        r_(r),
         p_(p),
         rules_(GetRevisionRules(r.revision)),
         tiles_(s.tiles),
@@ -154,6 +155,7 @@ class Checker {
   bool PartialRowsQuiet(int64_t logits_rows) const;
   int32_t ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* known) const;
 
+  const bool warnings_;  // Severity::kWarning diagnostics reported (PlanCheckScope::kAll)
   const PlanRequest& r_;
   const Plan& p_;
   const RevisionRules& rules_;  // r_.revision's (looked up once, not per piece)
@@ -436,13 +438,14 @@ int32_t Checker::ExpectedKvOffset(const ExpectedTile& e, int32_t kv_end, bool* k
 // A tile that got no work item: harmless only when it has no KV.
 void Checker::CheckTileWithoutWork(int32_t t) {
   const ExpectedTile& e = tiles_[t];
-  if (e.kv_full_end == e.kv_begin)
+  if (e.kv_full_end == e.kv_begin) {
+    if (!warnings_) return;
     Add(PlanDiag::kTileWithoutWork, "work_info", -1, t, -1,
         fmt::format("{} has zero KV and no work item: output rows {} are never written (aiter's "
                     "parallel planner does this; golden README)",
                     Label(t), Rng{e.q0, e.q1}),
         Severity::kWarning);
-  else if (!p_.update_fold_ratios.empty())
+  } else if (!p_.update_fold_ratios.empty())
     Add(PlanDiag::kUpdateLeftEmptyPiece, "work_info", -1, t, -1,
         fmt::format("{} now has KV {} but no work item: the plan it was updated from gave this "
                     "zero-KV request none, and decode_update only rewrites existing work items",
@@ -495,7 +498,7 @@ void Checker::CheckPieceLength(int32_t t, int32_t w, int32_t k0, int32_t k1, boo
 // the tile's remaining pieces).
 bool Checker::CheckTileKv(int32_t t, const Pieces& ws) {
   const ExpectedTile& e = tiles_[t];
-  if (e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
+  if (warnings_ && e.kv_end <= e.kv_begin && e.kv_full_end > e.kv_begin)
     Cold([&] {
       Add(PlanDiag::kTileEmptyKvRange, "work_info", ws[0], t, ws[0],
           fmt::format("{} has causal KV range {}: the request is shorter than its q rows, which "
@@ -959,12 +962,12 @@ void FillExpectedTiles(const PlanRequest& r, const PlanDerived& d, std::vector<E
 }
 }  // namespace
 
-PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan) {
+PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan, PlanCheckScope scope) {
   for (PlanBufferId id : kInt32PlanBuffers)
     MLASIM_ASSERT(plan.buffer(id)->tracked(),
                   "CheckPlan needs a plan made with CellTracking::kChecked (the write state)");
   thread_local CheckScratch scratch;
-  return Checker(request, plan, scratch).Run();
+  return Checker(request, plan, scratch, scope == PlanCheckScope::kAll).Run();
 }
 
 }  // namespace mlasim::ref

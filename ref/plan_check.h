@@ -107,10 +107,16 @@ struct ExpectedTile {
 // The tiles `request` implies under the decisions in `derived` (fold ratio, pack, q split).
 std::vector<ExpectedTile> ExpectedTiles(const PlanRequest& request, const PlanDerived& derived);
 
+// What CheckPlan reports: every diagnostic, or its errors alone (the simulator's executor, which
+// reports nothing else: the warnings' sentences are then not made).
+enum class PlanCheckScope : uint8_t { kAll, kErrors };
+
 // Checks `plan` against the request it must serve. For a plan updated by decode_update, pass the
 // request of the new step (new kv_indptr, max_seqlen_qo = uni_seqlen_qo = 1). The plan must
-// carry its write state (CellTracking::kChecked, the default): asserted.
-PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan);
+// carry its write state (CellTracking::kChecked, the default): asserted. With kErrors the report
+// is kAll's without its Severity::kWarning diagnostics, in the same order.
+PlanCheckReport CheckPlan(const PlanRequest& request, const Plan& plan,
+                          PlanCheckScope scope = PlanCheckScope::kAll);
 
 // The grid aiter's ASM and OPUS launchers use: work_indptr.size(0) - 1 workgroups
 // (aiter-mla-metadata.md §10, "ASM launch"; §2 "caller obligations").

@@ -497,7 +497,8 @@ void CallExecutor::ReportInconsistentBatch(const Call& c, const PlanSnapshot& sn
 // The plan checker, restricted to tiles of real requests: padding rows are dropped anyway.
 void CallExecutor::ReportPlanCheck(const Call& c, const PlanSnapshot& snap) {
   const ref::Plan& p = snap.plan;
-  const ref::PlanCheckReport report = ref::CheckPlan(snap.request, p);
+  const ref::PlanCheckReport report =
+      ref::CheckPlan(snap.request, p, ref::PlanCheckScope::kErrors);  // (the errors are read)
   std::vector<ref::ExpectedTile> tiles;  // computed for the first error naming a tile
   bool have_tiles = false;
   // A plan kept for other lengths (a reuse, or metadata built elsewhere: plan_from) breaks its

@@ -57,6 +57,43 @@ TEST(PlanProperties, CheckerCatchesMutants) {
   }
 }
 
+// CheckPlan's kErrors scope (the simulator's) reports kAll's errors, every one in its order, and
+// no warning: over random batches, both planners and the mutants that break plans (so that errors
+// and warnings both occur; the test asserts they did).
+TEST(PlanProperties, ErrorsScopeIsTheFullReportsErrors) {
+  int64_t warnings = 0, errors = 0;
+  const bool held = rc::check("kErrors = kAll's errors", [&] {
+    const PlanRequest r = *GenRequest();
+    const auto choice = *rc::gen::element(PlannerChoice::kAiterDispatch, PlannerChoice::kSerial,
+                                          PlannerChoice::kParallel);
+    const auto mutant = *rc::gen::element(PlannerMutant::kNone, PlannerMutant::kDropLastPiece,
+                                          PlannerMutant::kPartialMapOffByOne);
+    auto plan = PlanMlaMetadata(r, {choice, mutant});
+    RC_PRE(plan.ok());
+    const PlanCheckReport all = CheckPlan(r, *plan);
+    const PlanCheckReport only = CheckPlan(r, *plan, PlanCheckScope::kErrors);
+    PlanCheckReport want;
+    for (const PlanDiagnostic& d : all.diagnostics) {
+      (d.severity == Severity::kError ? errors : warnings) += 1;
+      if (d.severity == Severity::kError) want.diagnostics.push_back(d);
+    }
+    RC_ASSERT(only.ToString() == want.ToString());
+  });
+  EXPECT_TRUE(held);
+  EXPECT_GT(warnings, 0);
+  EXPECT_GT(errors, 0);
+  // A tile with no work item: a warning when it has no KV, an error when it has some (the
+  // parallel planner's plan of kv [40, 0] served to kv [40, 8]).
+  const PlanRequest planned = test::DenseRequest(Arch::kGfx942, 16, 1, {40, 0}, 2);
+  const PlanRequest served = test::DenseRequest(Arch::kGfx942, 16, 1, {40, 8}, 2);
+  const auto plan = PlanMlaMetadata(planned, {PlannerChoice::kParallel});
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(CheckPlan(planned, *plan).count(PlanDiag::kTileWithoutWork), 1);
+  EXPECT_EQ(CheckPlan(planned, *plan, PlanCheckScope::kErrors).diagnostics.size(), 0u);
+  EXPECT_EQ(CheckPlan(served, *plan, PlanCheckScope::kErrors).count(PlanDiag::kTileKvNotCovered),
+            1);
+}
+
 TEST(PlanProperties, CheckerCatchesMissingTailRule) {
   // MTP split tiles whose KV ends just past a granularity boundary: without the tail rule a
   // piece is left with fewer than qlen tokens (aiter #2106). About 1 draw in 20 puts a split
