@@ -5,9 +5,11 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -36,32 +38,71 @@ namespace fs = std::filesystem;
 // a case counts about 25 keys, and a search tree compared each key's text several times).
 using CoverageCounts = std::unordered_map<std::string, int64_t>;
 
-// Counts one feature key: `prefix` followed by `suffix` (a name, or a number's decimal digits).
-// The key is spelled in the thread's buffer, so a key counted before costs no allocation.
-class CoverageHits {
+// A worker's coverage: the counts by key, a key's counter found through a small cache of the
+// keys it counted last (a case counts about 25 keys, most of them those of the case before:
+// hashing each key's text into the map was about 1 % of a fuzz case), and the swarm's omitted
+// options counted by position (the keys of every case: SwarmOptionKeys).
+class WorkerCoverage {
  public:
-  explicit CoverageHits(CoverageCounts& cov) : cov_(cov) {}
-  void operator()(std::string_view prefix, std::string_view suffix = {}) {
-    thread_local std::string key;
-    key.assign(prefix).append(suffix);
-    const auto it = cov_.find(key);
-    if (it != cov_.end())
-      ++it->second;
-    else
-      cov_.emplace(key, 1);
-  }
-  void operator()(std::string_view prefix, int64_t n) {
+  // Counts the key `prefix` + `suffix` (a name, or a number's decimal digits) once.
+  void Hit(std::string_view prefix, std::string_view suffix = {}) { ++Counter(prefix, suffix); }
+  void Hit(std::string_view prefix, int64_t n) {
     const fmt::format_int digits(n);
-    (*this)(prefix, std::string_view(digits.data(), digits.size()));
+    Hit(prefix, std::string_view(digits.data(), digits.size()));
+  }
+  // Counts option i of swarm knob k left out (`keys`: the campaign's SwarmOptionKeys).
+  void HitSwarm(size_t k, size_t i) {
+    if (swarm_.size() <= k) swarm_.resize(k + 1);
+    if (swarm_[k].size() <= i) swarm_[k].resize(i + 1);
+    ++swarm_[k][i];
+  }
+  // Adds every count to `out` (keys[k][i] names swarm count (k, i)); counts of 0 add no key.
+  void MergeInto(const std::vector<std::vector<std::string>>& keys,
+                 std::map<std::string, int64_t>& out) const {
+    for (const auto& [key, n] : counts_) out[key] += n;
+    for (size_t k = 0; k < swarm_.size(); ++k)
+      for (size_t i = 0; i < swarm_[k].size(); ++i)
+        if (swarm_[k][i] > 0) out[keys[k][i]] += swarm_[k][i];
   }
 
  private:
-  CoverageCounts& cov_;
+  // A cached key: its text, split where the caller split it, and its counter in counts_ (an
+  // unordered_map's values stay where they are when it rehashes).
+  struct Slot {
+    std::string prefix, suffix;
+    int64_t* counter = nullptr;
+  };
+  int64_t& Counter(std::string_view prefix, std::string_view suffix) {
+    // The slot: a hash of where the prefix is (a call site's literal: one address) and of the
+    // suffix's text. A slot holds a key only when both parts' texts are equal, so a prefix met
+    // at another address (the same text elsewhere) only takes another slot, to the same counter.
+    uint64_t h = (static_cast<uint64_t>(reinterpret_cast<uintptr_t>(prefix.data())) ^
+                  (uint64_t{prefix.size()} << 56)) *
+                 0x9E3779B97F4A7C15ull;
+    for (size_t at = 0; at < suffix.size(); at += 8) {
+      uint64_t word = 0;
+      std::memcpy(&word, suffix.data() + at, std::min<size_t>(8, suffix.size() - at));
+      h = (h ^ word) * 0xD6E8FEB86659FD93ull;
+    }
+    Slot& slot = cache_[(h ^ (h >> 32)) % cache_.size()];
+    if (slot.counter != nullptr && slot.prefix == prefix && slot.suffix == suffix)
+      return *slot.counter;
+    key_.assign(prefix).append(suffix);
+    slot.counter = &counts_.try_emplace(key_, 0).first->second;
+    slot.prefix.assign(prefix);
+    slot.suffix.assign(suffix);
+    return *slot.counter;
+  }
+
+  CoverageCounts counts_;
+  std::array<Slot, 64> cache_;
+  std::string key_;  // (the key spelled for a lookup, its memory kept)
+  std::vector<std::vector<int64_t>> swarm_;
 };
 
 // Features of the scenario space a case exercises (the campaign's coverage summary).
-void Cover(const sim::Scenario& s, CoverageCounts& cov) {
-  CoverageHits hit(cov);
+void Cover(const sim::Scenario& s, WorkerCoverage& cov) {
+  auto hit = [&cov](std::string_view prefix, auto... suffix) { cov.Hit(prefix, suffix...); };
   hit(s.model.sparse ? "model:sparse" : "model:dense");
   hit("mtp_k:", s.mtp_k);
   // An engine whose backend is a planner dialect (vllm-flashmla, sglang-flashinfer) runs that
@@ -122,17 +163,15 @@ void Cover(const sim::Scenario& s, CoverageCounts& cov) {
 // The options a swarm case left out (fuzz/scenario_gen.h SwarmOmittedNames), counted under
 // `keys` (SwarmOptionKeys with the prefix "swarm-out:").
 void CoverSwarm(const std::vector<std::vector<std::string>>& keys, const SwarmDraw& draw,
-                CoverageCounts& cov) {
+                WorkerCoverage& cov) {
   bool any = false;
   for (size_t k = 0; k < keys.size() && k < draw.omitted.size(); ++k)
     for (size_t i = 0; i < keys[k].size(); ++i)
       if (draw.omitted[k] >> i & 1u) {
-        ++cov[keys[k][i]];
+        cov.HitSwarm(k, i);
         any = true;
       }
-  if (any) return;
-  CoverageHits hit(cov);
-  hit("swarm-out:nothing");
+  if (!any) cov.Hit("swarm-out:nothing");
 }
 
 double Since(std::chrono::steady_clock::time_point t0) {
@@ -161,7 +200,7 @@ class Campaign {
     std::map<std::string, Failure> failures;
     bool step_numerics = false;  // the engine-step numerics joined its property
   };
-  CaseResult RunCase(int64_t k, int32_t slot, CoverageCounts& cov);
+  CaseResult RunCase(int64_t k, int32_t slot, WorkerCoverage& cov);
   Failure Unreproduced(const sim::Scenario& scenario, const std::vector<sim::Violation>& broken,
                        uint64_t seed, int size, const std::string& sig);
   void Worker(int32_t slot);
@@ -328,7 +367,7 @@ void Campaign::CommitReadyLocked() {
   }
 }
 
-Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot, CoverageCounts& cov) {
+Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot, WorkerCoverage& cov) {
   const uint64_t index = SeedIndex(k);
   const uint64_t seed = o_.seed * 0x9E3779B97F4A7C15ull + index;
   const int size = static_cast<int>(10 + (index % 91));
@@ -391,7 +430,7 @@ Failure Campaign::Unreproduced(const sim::Scenario& scenario,
 }
 
 void Campaign::Worker(int32_t slot) {
-  CoverageCounts cov;
+  WorkerCoverage cov;
   while (!stop_.load()) {
     const int64_t k = next_.fetch_add(1);
     if (!Budgeted(k) || Since(t0_) >= o_.seconds - spent_before_) break;
@@ -406,7 +445,7 @@ void Campaign::Worker(int32_t slot) {
     ++cases_;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (const auto& [k, v] : cov) sum_.coverage[k] += v;
+  cov.MergeInto(swarm_out_keys_, sum_.coverage);
   if (--live_workers_ == 0) done_cv_.notify_all();
 }
 
