@@ -295,8 +295,12 @@ TEST(CallOverrides, AMutantsOverrideMergesIntoTheScenarios) {
     ASSERT_EQ(w->sizing.size(), 1u);
     EXPECT_EQ(w->calls[0].o_rows, 100);  // the scenario's own key stays
     EXPECT_EQ(w->sizing[0].heads, 16);
-    if (m == SimMutant::kCallLaunchGridCaptured) EXPECT_EQ(w->calls[0].launch_grid, 4096);
-    if (m == SimMutant::kSizingForOneRequest) EXPECT_EQ(w->sizing[0].batch, 1);
+    if (m == SimMutant::kCallLaunchGridCaptured) {
+      EXPECT_EQ(w->calls[0].launch_grid, 4096);
+    }
+    if (m == SimMutant::kSizingForOneRequest) {
+      EXPECT_EQ(w->sizing[0].batch, 1);
+    }
     EXPECT_TRUE(ParseScenario(ScenarioToJson(*w)).ok());  // its JSON replays
   }
 }
