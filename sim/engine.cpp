@@ -946,6 +946,7 @@ Call StepBuilder::ReduceCallOf(const Call& decode, const CallRow& row,
                                const std::shared_ptr<const Contract>& reduce) {
   Call r = decode;
   r.dialect_findings.clear();
+  r.note.clear();  // (not a dialect decode's launch note: CallNote says the reduce's)
   r.name = ReduceCallName(row.call);
   r.kind = CallKind::kReduce;
   r.kernel = reduce->variant;
@@ -1190,7 +1191,9 @@ void StepBuilder::DialectLaunch(const CallRow& row, const PlanSnapshot& snap, Ca
   c->dialect_findings = CheckDialectLaunch(*snap.dialect, lens, sh_.Q, page_, tail,
                                            captured ? BugClass::kE : BugClass::kA);
   for (DialectFinding& f : c->dialect_findings) f.buffer = snap.buffer_prefix + f.buffer;
-  c->note += ", launched over " + std::to_string(n) + " requests";
+  // The decode's sentence (CallNote's, from its numbers) and the requests launched: a note its
+  // numbers cannot say alone.
+  c->note = CallNote(t_, *c) + ", launched over " + std::to_string(n) + " requests";
 }
 
 Status StepBuilder::UpdateRow(const CallRow& row, const std::string& step) {

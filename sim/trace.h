@@ -128,7 +128,7 @@ struct Call {
   bool guard_checked = false;  // the engine's plan-rows <= q-rows guard ran before this call
   bool guard_refused = false;  // ... and refused the call (it did not launch)
   // One sentence on what the call does, when it cannot be said from the call's numbers (a kept
-  // or stale plan, a dialect's plan, a plan update); empty otherwise: CallNote says it.
+  // or stale plan, a dialect's plan or launch, a plan update); empty otherwise: CallNote says it.
   std::string note;
   // decode of a dialect plan: the plan checker's findings on the plan as this launch consumes it
   // (its launched batch, the padding requests' lengths, num_splits as the engine extends it).

@@ -91,6 +91,27 @@ void ExpectFindings(const Scenario& s, const Want& want) {
   }
 }
 
+// A dialect decode's note (sim::CallNote) says its rows and the requests it launches over, and
+// the reduce after it says its merge, as the engine said them when it set every call's note.
+// Fails when the decode's note is only DialectLaunch's ", launched over ..." tail (the engine
+// appending to a note it no longer sets) and the reduce inherits it from the decode it copies.
+TEST(EngineProfiles, DialectDecodeAndReduceNotes) {
+  for (const char* p : {"vllm-flashmla-2025-07", "sglang-flashinfer"}) {
+    SCOPED_TRACE(p);
+    auto t = ExpandStep(Step(p, {300, 65, 1000}, {4}));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    std::vector<std::string> notes;
+    for (const Call& c : t->calls) notes.push_back(c.name + ": " + CallNote(*t, c));
+    const std::string planned = std::string(p) == "sglang-flashinfer"
+                                    ? "mla_plan: plans 4 requests (3 real) into flashinfer.*"
+                                    : "mla_plan: plans 3 requests (3 real) into flashmla.*";
+    EXPECT_EQ(notes, (std::vector<std::string>{
+                         planned, "kv_indices_generate: writes the index regions of 4 tokens",
+                         "mla_decode: q/o 4 rows, plan covers 4 rows, launched over 4 requests",
+                         "mla_reduce: merges the split tiles' partial rows into o"}));
+  }
+}
+
 TEST(EngineProfiles, TheTablesAndTheirProfiles) {
   std::vector<std::string> names;
   for (const EngineProfile& e : BuiltinProfiles()) names.push_back(e.name);
