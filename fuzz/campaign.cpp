@@ -34,7 +34,10 @@ namespace fs = std::filesystem;
 
 // Features of the scenario space a case exercises (the campaign's coverage summary).
 void Cover(const sim::Scenario& s, WorkerCoverage& cov) {
-  auto hit = [&cov](std::string_view prefix, auto... suffix) { cov.Hit(prefix, suffix...); };
+  // (the suffix by reference: a name is viewed, not copied, on its way to the count)
+  auto hit = [&cov](std::string_view prefix, const auto&... suffix) {
+    cov.Hit(prefix, suffix...);
+  };
   hit(s.model.sparse ? "model:sparse" : "model:dense");
   hit("mtp_k:", s.mtp_k);
   // An engine whose backend is a planner dialect (vllm-flashmla, sglang-flashinfer) runs that
