@@ -215,7 +215,9 @@ struct DecodeOptions {
   // q rows of one token) per pass, for heads a multiple of 32 and bf16 KV (else the kernel library
   // refuses the call as unsupported); 8 / 9 = the warpgroup-mma kernel (kernels/decode/sm90/
   // wgmma.h) with 16 / 32 q rows per pass (9: heads a multiple of 32), bf16 KV in a ring of
-  // 24 / 20 blocks of 8 KB, fp8 KV in 3 / 2 fp8 stages; sm_90a builds only (else refused as
+  // 24 / 20 blocks of 8 KB, fp8 KV in 3 / 2 fp8 stages; 10 = the warpgroup-mma kernel with 64
+  // heads of one token as the mma's M (kernels/decode/sm90/heads_m.h; heads a multiple of 64,
+  // bf16 KV, a workgroup per 64 heads of a cluster); 8-10: sm_90a builds only (else refused as
   // unsupported). Head dims other than 576 / 512 always run the portable kernel (as the AMD
   // build does).
   int tiling = 0;

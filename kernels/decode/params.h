@@ -26,6 +26,8 @@ struct DecodeParams {
   float* part_lse;             // fp32 [partial rows, H]
   unsigned long long* log;     // access log [q min, q max + 1, o min, o max + 1]; may be nullptr
   int32_t H, D, Dv, page, sparse, causal, batch, variant, kv_fp8;
+  int32_t parts;       // workgroups per cluster (blockIdx.x = cluster x parts + part); 1 but for
+                       // the heads-as-M kernel (sm90/heads_m.h), which splits the heads
   int64_t cache_rows;  // rows of kv / kv8 (pages x page size)
   float logit_scale;   // softmax scale x q scale x kv scale (natural-log units)
   float v_scale;       // kv scale applied to o

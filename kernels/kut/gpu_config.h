@@ -1,6 +1,6 @@
 // kernels/kut/gpu_config.h - the --kernel-config of mlasim's GPU kernels (kernels/kut/gpu_kut.hip):
 // variant=asm|opus|hk (the zero-KV behaviour and the built-in contract it declares, default asm)
-// and tiling=0..9 (DecodeOptions::tiling, default 0), parsed by kernels/kut/kut_config.h. Plain
+// and tiling=0..10 (DecodeOptions::tiling, default 0), parsed by kernels/kut/kut_config.h. Plain
 // host C++, so that the CPU build tests what the GPU library runs (tests/kut/kut_config_test.cpp).
 #pragma once
 

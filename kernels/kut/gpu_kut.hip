@@ -5,11 +5,12 @@
 // HIP names only (nvcc builds it through hip_compat.h; the AMD device check compiles it too).
 //
 // Config (--kernel-config, kernels/kut/gpu_config.h): comma-separated `variant=asm|opus|hk` (the
-// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..9`
+// zero-KV behaviour and the built-in contract it declares, default asm) and `tiling=0..10`
 // (DecodeOptions::tiling), each at most once. `tiling=7` (the lock-step kernel with 32 q rows per
 // pass) declares heads a multiple of 32 and bf16 KV, `tiling=9` (the warpgroup-mma kernel with 32
-// rows per pass) heads a multiple of 32: a campaign then draws only those. `tiling=8` and `9` (the
-// warpgroup-mma kernel, kernels/decode/sm90/wgmma.h) need the library built for sm_90a
+// rows per pass) heads a multiple of 32, `tiling=10` (the warpgroup-mma kernel with the q rows as
+// the mma's M, kernels/decode/sm90/heads_m.h) heads a multiple of 64 and bf16 KV: a campaign then
+// draws only those. `tiling=8`, `9` and `10` need the library built for sm_90a
 // (MLASIM_KUT_SM90A, cmake/KernelUnderTest.cmake); elsewhere a call with them is unsupported.
 // Shapes: bf16 q and o, bf16 or fp8 e4m3fn KV, heads a multiple of 16, head_dim_qk a multiple
 // of 32 up to 576, head_dim_v a multiple of 16 up to min(512, head_dim_qk), contiguous rows.
@@ -27,6 +28,7 @@
 #include "kernels/kut/gpu_config.h"
 #include "kernels/mlasim_kut.h"
 #if defined(__CUDACC__)
+#include "kernels/decode/sm90/heads_m.h"
 #include "kernels/decode/sm90/kernel.h"
 #include "kernels/decode/sm90/lockstep.h"
 #include "kernels/decode/sm90/wgmma.h"
@@ -57,7 +59,7 @@ bool ParseConfig(const char* text, Config* c) {
   return true;
 }
 
-// Whether this library holds the warpgroup-mma kernels (tilings 8 and 9): built for sm_90a.
+// Whether this library holds the warpgroup-mma kernels (tilings 8, 9 and 10): built for sm_90a.
 #if defined(MLASIM_KUT_SM90A)
 constexpr bool kWgmmaBuilt = true;
 #else
@@ -71,6 +73,9 @@ struct DecodeKernel {
   size_t smem;  // dynamic shared memory, bytes
   int threads;
   const char* name;
+  // > 0: the kernel splits a cluster's heads over H / heads_per_part workgroups
+  // (DecodeParams::parts; tiling 10); 0: one workgroup per cluster
+  int heads_per_part = 0;
 };
 
 // The portable kernel runs: tiling 5, head dims other than MLA's 576 / 512, and every call of the
@@ -127,6 +132,10 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   if (tiling == 0 && !kv_fp8)
     tiling = heads % (2 * kRows) == 0 ? (kWgmmaBuilt ? 9 : 7) : (kWgmmaBuilt ? 8 : 4);
   if (tiling == 0 && kv_fp8 && kWgmmaBuilt && heads % (2 * kRows) == 0) tiling = 9;
+  if (tiling == 10)  // bf16 KV only (Unsupported refuses fp8)
+    return {&decode::sm90::hm::mla_decode_hm_kernel, decode::sm90::hm::HmTiling::smem_bytes(),
+            kBlock, "wgmma heads as M, 64 rows per pass, a workgroup per 64 heads",
+            decode::sm90::hm::HmTiling::kPassRows};
   if (tiling == 8)
     return kv_fp8 ? DecodeKernel{&wg::mla_decode_wg_kernel<W16f>, W16f::smem_bytes(), kBlock,
                                  "wgmma fp8 64 keys x 2 widened chunks, 16 rows per pass"}
@@ -210,16 +219,17 @@ bool Contiguous(const mlasim_kut_tensor& t, int elem) {
 }
 
 // Shapes the kernels run; "" when they run this call.
-// Heads per pass of the config's kernel: 32 for tilings 7 and 9, else 16 (Describe's
-// heads_multiple).
+// Heads per pass of the config's kernel: 32 for tilings 7 and 9, 64 for tiling 10, else 16
+// (Describe's heads_multiple).
 int HeadsMultiple(const Config& cfg) {
+  if (cfg.tiling == 10) return 4 * kRows;
   return cfg.tiling == 7 || cfg.tiling == 9 ? 2 * kRows : kRows;
 }
 
-// Why this library cannot run the config's kernel at all ("" when it can): tilings 8 and 9
+// Why this library cannot run the config's kernel at all ("" when it can): tilings 8, 9 and 10
 // without sm_90a.
 std::string NotBuilt(const Config& cfg) {
-  if ((cfg.tiling == 8 || cfg.tiling == 9) && !kWgmmaBuilt)
+  if (cfg.tiling >= 8 && cfg.tiling <= 10 && !kWgmmaBuilt)
     return "tiling=" + std::to_string(cfg.tiling) +
            " needs the kernel library built for sm_90a (MLASIM_KUT_SM90A: a CUDA build for "
            "CMAKE_CUDA_ARCHITECTURES 90)";
@@ -232,11 +242,13 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
     return "needs heads % 16 == 0, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple "
            "of 16 up to min(512, head_dim_qk)";
   if (const std::string why = NotBuilt(cfg); !why.empty()) return why;
-  if (H % HeadsMultiple(cfg) != 0)
+  if (const int m = HeadsMultiple(cfg); H % m != 0)
+    return "tiling=" + std::to_string(cfg.tiling) + " needs heads % " + std::to_string(m) +
+           " == 0 (" + std::to_string(m) + " q rows of one token per pass); got " +
+           std::to_string(H);
+  if ((cfg.tiling == 7 || cfg.tiling == 10) && c.kv_cache.dtype != MLASIM_KUT_BF16)
     return "tiling=" + std::to_string(cfg.tiling) +
-           " needs heads % 32 == 0 (32 q rows of one token per pass); got " + std::to_string(H);
-  if (cfg.tiling == 7 && c.kv_cache.dtype != MLASIM_KUT_BF16)
-    return "tiling=7 needs bf16 KV (fp8 KV runs tilings 0-6, 8 and 9)";
+           " needs bf16 KV (fp8 KV runs tilings 0-6, 8 and 9)";
   if (c.q.dtype != MLASIM_KUT_BF16 || c.o.dtype != MLASIM_KUT_BF16 ||
       (c.kv_cache.dtype != MLASIM_KUT_BF16 && c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN))
     return "needs bf16 q and o and bf16 or fp8_e4m3fn KV";
@@ -287,18 +299,21 @@ DecodeParams Params(const mlasim_kut_call& c, const Config& cfg) {
   P.cache_rows = c.kv_cache.rows;
   P.logit_scale = c.softmax_scale * c.q_scale * c.kv_scale;
   P.v_scale = c.kv_scale;
+  P.parts = 1;  // RunDecode sets the kernel's own
   return P;
 }
 
 int RunDecode(const mlasim_kut_call& c, const Config& cfg, hipStream_t stream) {
-  const DecodeParams P = Params(c, cfg);
+  DecodeParams P = Params(c, cfg);
   const DecodeKernel dk = PickDecodeKernel(P.D, P.Dv, cfg.tiling, P.kv_fp8, P.H);
+  if (dk.heads_per_part > 0) P.parts = P.H / dk.heads_per_part;
   hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn),
                                      hipFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(dk.smem));
   const int clusters = static_cast<int>(c.work_indptr.rows) - 1;
   if (e == hipSuccess && clusters > 0) {
-    hipLaunchKernelGGL(dk.fn, dim3(clusters), dim3(dk.threads), dk.smem, stream, P);
+    hipLaunchKernelGGL(dk.fn, dim3(static_cast<unsigned>(clusters) * P.parts), dim3(dk.threads),
+                       dk.smem, stream, P);
     e = hipGetLastError();
   }
   if (e != hipSuccess) return Fail(MLASIM_KUT_ERROR, std::string("decode launch: ") + hipGetErrorString(e));
@@ -336,7 +351,9 @@ int Describe(const char* config, mlasim_kut_info* info) {
   info->memory = MLASIM_KUT_MEMORY_DEVICE;
   info->q_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
   info->kv_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) |
-                    (cfg.tiling == 7 ? 0u : MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN));
+                    (cfg.tiling == 7 || cfg.tiling == 10
+                         ? 0u
+                         : MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN));
   info->o_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
   info->heads_multiple = HeadsMultiple(cfg);
   info->max_heads = 0;

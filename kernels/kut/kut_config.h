@@ -29,7 +29,7 @@ struct ConfigKey {
   const char* note = "";  // appended to a value's error: why the key takes only these values
 };
 
-// "variant=asm|opus|hk[,tiling=0..9]": the keys and what each takes, for messages.
+// "variant=asm|opus|hk[,tiling=0..10]": the keys and what each takes, for messages.
 inline std::string Usage(const std::vector<ConfigKey>& keys) {
   std::string out;
   for (size_t k = 0; k < keys.size(); ++k) {
@@ -43,7 +43,7 @@ inline std::string Usage(const std::vector<ConfigKey>& keys) {
   return out;
 }
 
-// What `key` takes, for messages: "variant is asm, opus or hk", "tiling is 0 to 9", and its note.
+// What `key` takes, for messages: "variant is asm, opus or hk", "tiling is 0 to 10", and its note.
 inline std::string Takes(const ConfigKey& key) {
   std::string out = std::string(key.name) + " is ";
   for (size_t w = 0; w < key.words.size(); ++w)
@@ -135,7 +135,7 @@ enum CpuKey { kCpuVariant, kCpuOrder };
 // mlasim's GPU kernels (gpu_kut.hip): variant and tiling (DecodeOptions::tiling, 0 = automatic).
 inline const std::vector<ConfigKey>& GpuKeys() {
   static const std::vector<ConfigKey> keys = {{"variant", {"asm", "opus", "hk"}},
-                                              {"tiling", {}, 0, 9, 0}};
+                                              {"tiling", {}, 0, 10, 0}};
   return keys;
 }
 enum GpuKey { kGpuVariant, kGpuTiling };

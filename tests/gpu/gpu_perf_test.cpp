@@ -132,6 +132,8 @@ void DecodePerf(const DecodeShape& s, double copy_gbs, const std::vector<int>& t
     // tiling 7 runs 32 heads of one token per pass, bf16 KV only (the library refuses the rest)
     if (tiling == 7 && (s.heads % 32 != 0 || s.kv_format != ref::NumFormat::kBf16)) continue;
     if (tiling == 9 && s.heads % 32 != 0) continue;  // 32 heads of one token per pass
+    // 64 heads of one token per pass, bf16 KV only
+    if (tiling == 10 && (s.heads % 64 != 0 || s.kv_format != ref::NumFormat::kBf16)) continue;
     gpu::DecodeOptions opt;
     opt.timing_iterations = 20;
     opt.tiling = tiling;

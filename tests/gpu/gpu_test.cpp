@@ -31,7 +31,7 @@ using ref::SplitMix64;
 #define SKIP_WITHOUT_GPU() \
   if (!gpu::available()) GTEST_SKIP() << "no GPU device (GPU_BACKEND=NONE or none visible)"
 
-// Whether the kernel library holds the warpgroup-mma kernels (tilings 8 and 9: NVIDIA builds for
+// Whether the kernel library holds the warpgroup-mma kernels (tilings 8, 9, 10: NVIDIA builds for
 // sm_90a; elsewhere the library refuses them and names no kernel for them).
 bool HasWgmmaKernels() {
   return !gpu::KutClient::Get().KernelName("tiling=8", 16, 576, 512, 0).empty();
@@ -39,7 +39,7 @@ bool HasWgmmaKernels() {
 
 // MLASIM_TEST_TILINGS (comma list of DecodeOptions::tiling, e.g. "8,9"): the decode tests run
 // only these of their kernels, e.g. one kernel under compute-sanitizer racecheck; unset or empty:
-// every kernel. An entry that is not a tiling 0..9 fails the test (a typo must not let the decode
+// every kernel. An entry that is not a tiling 0..10 fails the test (a typo must not let the decode
 // tests pass having run nothing); the tests print how many kernels each case ran.
 std::vector<int> Selected(std::vector<int> tilings) {
   const char* env = std::getenv("MLASIM_TEST_TILINGS");
@@ -51,8 +51,8 @@ std::vector<int> Selected(std::vector<int> tilings) {
     item.erase(item.find_last_not_of(" \t") + 1);
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != 0 || v < 0 || v > 9)
-      ADD_FAILURE() << "MLASIM_TEST_TILINGS=" << env << ": '" << item << "' is not a tiling 0..9";
+    if (item.empty() || *end != 0 || v < 0 || v > 10)
+      ADD_FAILURE() << "MLASIM_TEST_TILINGS=" << env << ": '" << item << "' is not a tiling 0..10";
     else
       want.push_back(static_cast<int>(v));
   }
@@ -273,12 +273,14 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   // the warp-specialised kernel (6), the lock-step tilings (1-4; for fp8 KV 1-2 read the fp8
   // bytes as mma operands, 3-4 widen each chunk first), the portable kernel (5) and, for heads a
   // multiple of 32 and bf16 KV, the lock-step kernel with 32 rows per pass (7); the warpgroup-mma
-  // kernel (8; 9 with 32 rows per pass, heads a multiple of 32)
+  // kernel (8; 9 with 32 rows per pass, heads a multiple of 32; 10 with 64 heads as the mma's M,
+  // heads a multiple of 64 and bf16 KV)
   const bool fp8 = kv_format == ref::NumFormat::kFp8E4m3fn;
   std::vector<int> tilings{6, 1, 2, 3, 4, 5};
   if (!fp8 && in->num_heads % 32 == 0) tilings.push_back(7);
   if (HasWgmmaKernels()) tilings.push_back(8);
   if (HasWgmmaKernels() && in->num_heads % 32 == 0) tilings.push_back(9);
+  if (HasWgmmaKernels() && !fp8 && in->num_heads % 64 == 0) tilings.push_back(10);
   tilings = Selected(tilings);
   for (int tiling : tilings) {
     gpu::DecodeOptions opt;
@@ -420,15 +422,17 @@ TEST(GpuDecode, TwoTileKernelRefusesHeadsNotAMultipleOf32AndFp8Kv) {
   }
 }
 
-// The warpgroup-mma kernel (tilings 8 and 9): where the library holds it, tiling 9 refuses heads
-// that are not a multiple of 32 (16, 48) and runs 32 (bf16 and fp8 KV), tiling 8 runs 16; where
-// it does not (not an sm_90a build), both are refused naming the build they need.
+// The warpgroup-mma kernels (tilings 8, 9 and 10): where the library holds them, tiling 9 refuses
+// heads that are not a multiple of 32 (16, 48) and runs 32 and 64 (bf16 and fp8 KV), tiling 10
+// refuses heads that are not a multiple of 64 (16, 48, 32) and fp8 KV and runs 64 bf16, tiling 8
+// runs all; where the library does not hold them (not an sm_90a build), all three are refused
+// naming the build they need.
 TEST(GpuDecode, WgmmaKernelRefusesWhatItCannotRun) {
   SKIP_WITHOUT_GPU();
   SplitMix64 rng(4545);
   const bool built = HasWgmmaKernels();
-  for (int tiling : {8, 9}) {
-    for (int32_t heads : {16, 48, 32}) {
+  for (int tiling : {8, 9, 10}) {
+    for (int32_t heads : {16, 48, 32, 64}) {
       for (bool fp8 : {false, true}) {
         PlanRequest r = SmallRequest(rng, false, 1, 1, 8);
         r.heads_per_head_k = heads;
@@ -445,13 +449,17 @@ TEST(GpuDecode, WgmmaKernelRefusesWhatItCannotRun) {
         if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
         const std::string want =
             !built ? "tiling=" + std::to_string(tiling) + " needs the kernel library built for sm_90a"
-            : tiling == 9 && heads % 32 != 0 ? "tiling=9 needs heads % 32 == 0"
-                                             : "";
+            : tiling == 9 && heads % 32 != 0  ? "tiling=9 needs heads % 32 == 0"
+            : tiling == 10 && heads % 64 != 0 ? "tiling=10 needs heads % 64 == 0"
+            : tiling == 10 && fp8             ? "tiling=10 needs bf16 KV"
+                                              : "";
         std::string got;
         try {
           const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
           EXPECT_EQ(g.kernel.rfind("wgmma ", 0), 0u) << g.kernel;
-          EXPECT_NE(g.kernel.find(tiling == 9 ? "32 rows per pass" : "16 rows per pass"),
+          EXPECT_NE(g.kernel.find(tiling == 10  ? "64 rows per pass"
+                                  : tiling == 9 ? "32 rows per pass"
+                                                : "16 rows per pass"),
                     std::string::npos)
               << g.kernel;
         } catch (const std::invalid_argument& e) {
@@ -576,8 +584,8 @@ TEST(GpuDecode, Fp8KvRefusesValuesThatAreNotE4m3fn) {
 // written) under hk and opus. A kernel whose roles disagreed on a skipped item would hang here.
 // 16 heads: the warp-specialised, lock-step and portable kernels; 64 heads (gfx950, unfolded)
 // adds the lock-step kernel with 32 rows per pass (tiling 7) and the warpgroup-mma kernel with 32
-// rows per pass (9); fp8 KV: its direct (1, 2) and widened (3, 4) lock-step kernels too; the
-// warpgroup-mma kernel (8) always.
+// rows per pass (9) and, bf16 KV, the one with 64 heads as the mma's M (10); fp8 KV: its direct
+// (1, 2) and widened (3, 4) lock-step kernels too; the warpgroup-mma kernel (8) always.
 TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
   SKIP_WITHOUT_GPU();
   for (const bool fp8 : {false, true}) {
@@ -589,6 +597,7 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
       if (!fp8 && heads % 32 == 0) tilings.push_back(7);
       if (HasWgmmaKernels()) tilings.push_back(8);
       if (HasWgmmaKernels() && heads % 32 == 0) tilings.push_back(9);
+      if (HasWgmmaKernels() && !fp8 && heads % 64 == 0) tilings.push_back(10);
       tilings = Selected(tilings);
       for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
         const bool sparse = attempt % 2 == 1;

@@ -27,7 +27,7 @@ std::string Values(const char* text, const std::vector<ConfigKey>& keys) {
 }
 
 const std::string kCpuUsage = "config is variant=asm|opus|hk|self[,order=forward|reverse]";
-const std::string kGpuUsage = "config is variant=asm|opus|hk[,tiling=0..9]";
+const std::string kGpuUsage = "config is variant=asm|opus|hk[,tiling=0..10]";
 const std::string kAiterUsage = "config is variant=asm[,heads=16|any]";
 
 TEST(KutConfig, UsageOfEachKernelIsItsKeysAndValues) {
@@ -56,10 +56,10 @@ TEST(KutConfig, EveryWordOfEveryKeyIsItsIndex) {
 TEST(KutConfig, IntegerBoundaries) {
   EXPECT_EQ(Values("tiling=0", GpuKeys()), "0,0");   // 0
   EXPECT_EQ(Values("tiling=1", GpuKeys()), "0,1");   // 1
-  EXPECT_EQ(Values("tiling=9", GpuKeys()), "0,9");   // the limit
+  EXPECT_EQ(Values("tiling=10", GpuKeys()), "0,10");  // the limit
   EXPECT_EQ(Values("tiling=06", GpuKeys()), "0,6");  // decimal: a leading zero is not octal
-  EXPECT_EQ(Values("tiling=10", GpuKeys()),          // limit + 1
-            "error: tiling 10 is out of range (got 'tiling=10'; tiling is 0 to 9)");
+  EXPECT_EQ(Values("tiling=11", GpuKeys()),          // limit + 1
+            "error: tiling 11 is out of range (got 'tiling=11'; tiling is 0 to 10)");
 }
 
 TEST(KutConfig, IntegerBelowAPositiveMinimumIsOutOfRange) {
@@ -74,7 +74,7 @@ TEST(KutConfig, IntegerOfMoreDigitsThanInt64IsOutOfRangeNotWrapped) {
   // 2^64 + 6 would wrap to 6 in 64 bits; 2^63 to a negative number.
   EXPECT_EQ(Values("tiling=18446744073709551622", GpuKeys()),
             "error: tiling 18446744073709551622 is out of range (got "
-            "'tiling=18446744073709551622'; tiling is 0 to 9)");
+            "'tiling=18446744073709551622'; tiling is 0 to 10)");
   const std::vector<ConfigKey> wide = {{"n", {}, 0, INT64_MAX, 0}};
   EXPECT_EQ(Values("n=9223372036854775807", wide), "9223372036854775807");  // 2^63 - 1: the limit
   EXPECT_EQ(Values("n=9223372036854775808", wide),                          // 2^63
@@ -87,7 +87,7 @@ TEST(KutConfig, IntegerThatIsNotDecimalDigitsIsRefused) {
     const std::string text = std::string("tiling=") + v;
     EXPECT_EQ(Values(text.c_str(), GpuKeys()), "error: tiling '" + std::string(v) +
                                                    "' is not a decimal integer (got '" + text +
-                                                   "'; tiling is 0 to 9)");
+                                                   "'; tiling is 0 to 10)");
   }
 }
 
@@ -190,8 +190,8 @@ TEST(GpuKernelConfig, RefusesARepeatedKeyAnEmptyItemAndAnIntegerOutsideItsRange)
       {"tiling=1,tiling=1", "tiling given twice (got 'tiling=1,tiling=1'; each key at most once)"},
       {"variant=hk,",
        "empty item: a leading, trailing or doubled comma (got 'variant=hk,'; " + kGpuUsage + ")"},
-      {"tiling=10", "tiling 10 is out of range (got 'tiling=10'; tiling is 0 to 9)"},
-      {"tiling=0x3", "tiling '0x3' is not a decimal integer (got 'tiling=0x3'; tiling is 0 to 9)"},
+      {"tiling=11", "tiling 11 is out of range (got 'tiling=11'; tiling is 0 to 10)"},
+      {"tiling=0x3", "tiling '0x3' is not a decimal integer (got 'tiling=0x3'; tiling is 0 to 10)"},
       {"heads=any", "unknown key 'heads' (got 'heads=any'; " + kGpuUsage + ")"}};
   for (const auto& [text, want] : cases) {
     gpu::kut::GpuConfig cfg;
