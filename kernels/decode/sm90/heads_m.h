@@ -90,6 +90,28 @@ __device__ inline void wgmma_n256(float (&d)[128], uint64_t da, uint64_t db, int
 #endif
 }
 
+// The same for m64 x 64 (MLASIM_HM_PV_N64: P V as 4 m64n64 products a k16 step, measured against
+// one m64n256).
+template <bool kTransB>
+__device__ inline void wgmma_n64(float* d, uint64_t da, uint64_t db, int accumulate) {
+#ifdef MLASIM_WGMMA_ASM
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
+      "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
+      "}, %32, %33, p, 1, 1, 0, %35;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(accumulate), "n"(kTransB ? 1 : 0));
+#else
+  (void)d, (void)da, (void)db, (void)accumulate;
+  __trap();
+#endif
+}
+
 // Tile constants and the shared-memory plan (bytes, in this order; HmSmem's views read it).
 struct HmTiling {
   static constexpr int kD = 576, kDv = 512;
@@ -353,11 +375,21 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
     fence_regs(oacc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < T::kPvSteps; ++ks)
+    for (int ks = 0; ks < T::kPvSteps; ++ks) {
+#ifdef MLASIM_HM_PV_N64
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb)
+        wgmma_n64<true>(oacc + 32 * nb, make_desc(p_u32 + 32 * ks, 16, T::kAtom, true),
+                        make_desc(kv0 + (4 * kw + nb) * T::kBlockBytes + 2 * ks * T::kAtom,
+                                  T::kBlockBytes, T::kAtom, true),
+                        1);
+#else
       wgmma_n256<true>(oacc, make_desc(p_u32 + 32 * ks, 16, T::kAtom, true),
                        make_desc(kv0 + 4 * kw * T::kBlockBytes + 2 * ks * T::kAtom,
                                  T::kBlockBytes, T::kAtom, true),
                        1);
+#endif
+    }
     wgmma_commit();
     wg::wgmma_wait<0>();
     fence_regs(oacc);
