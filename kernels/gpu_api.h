@@ -203,10 +203,10 @@ struct DecodeOptions {
   // Guard-page mode: "q" or "o" places that buffer (no sentinel tail) with device_alloc_guarded,
   // so an access past its end faults; "" (default): every buffer has a sentinel tail.
   std::string guard_buffer;
-  // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 9 where heads are
-  // a multiple of 32, else 8; fp8 KV: 9 where heads are a multiple of 32, else 1; where the
-  // kernel library is not built for sm_90a, bf16 7 and 4, fp8 1; the fastest measured on the
-  // H200, docs/performance.md "Session 11"); 6 = the
+  // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 10 where heads are
+  // a multiple of 64, 9 where they are a multiple of 32, else 8; fp8 KV: 9 where heads are a
+  // multiple of 32, else 1; where the kernel library is not built for sm_90a, bf16 7 and 4, fp8
+  // 1; the fastest measured on the H200, docs/performance.md "Session 11", "Session 19"); 6 = the
   // warp-specialised kernel (2 producer warps stream 64-key chunks with cp.async into 2 stages, 3
   // for fp8; 8 consumer warps); 1..4 = the lock-step mma kernel with (keys per chunk x stages)
   // 32 x 3, 32 x 4, 32 x 5, 64 x 2 (fp8 KV: 1, 2 = 64 x 4, 64 x 5 with the fp8 bytes read

@@ -89,8 +89,10 @@ bool PicksPortable(int D, int Dv, int tiling) {
 #endif
 }
 
-// tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel, with 32 rows per pass (tiling 9) when
-// the heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the lock-step
+// tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel with the heads as M (tiling 10) when
+// the heads are a multiple of 64 (dense 128 heads: 734.9-741.5 against 1358.4-1373.1 us for
+// tiling 9, docs/performance.md "Session 19"), else with 32 rows per pass (tiling 9) when the
+// heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the lock-step
 // kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9) when the
 // heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
 // lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
@@ -130,7 +132,9 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   using W16f = wg::WgTiling<18, true>;  // fp8: two widened chunks
   using W32f = wg::WgTiling<18, true, 2>;
   if (tiling == 0 && !kv_fp8)
-    tiling = heads % (2 * kRows) == 0 ? (kWgmmaBuilt ? 9 : 7) : (kWgmmaBuilt ? 8 : 4);
+    tiling = kWgmmaBuilt && heads % (4 * kRows) == 0 ? 10
+             : heads % (2 * kRows) == 0             ? (kWgmmaBuilt ? 9 : 7)
+                                                    : (kWgmmaBuilt ? 8 : 4);
   if (tiling == 0 && kv_fp8 && kWgmmaBuilt && heads % (2 * kRows) == 0) tiling = 9;
   if (tiling == 10)  // bf16 KV only (Unsupported refuses fp8)
     return {&decode::sm90::hm::mla_decode_hm_kernel, decode::sm90::hm::HmTiling::smem_bytes(),

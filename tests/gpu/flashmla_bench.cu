@@ -221,9 +221,9 @@ void CompareDense(const DecodeShape& s, double copy, int num_sms) {
   std::vector<float> fl(static_cast<size_t>(s.batch) * s.qlen * s.heads);
   Check(cudaMemcpy(fo.data(), f.o, fo.size() * 2, cudaMemcpyDeviceToHost), "copy o");
   Check(cudaMemcpy(fl.data(), f.lse, fl.size() * 4, cudaMemcpyDeviceToHost), "copy lse");
-  // the NVIDIA kernels (DecodeOptions::tiling): warp-specialised, lock-step, and the lock-step
-  // kernel with 32 rows per pass where the heads allow it
-  std::vector<int> tilings{6, 4};
+  // the NVIDIA kernels (DecodeOptions::tiling): the default for the shape, warp-specialised,
+  // lock-step, and the lock-step kernel with 32 rows per pass where the heads allow it
+  std::vector<int> tilings{0, 6, 4};
   if (s.heads % 32 == 0) tilings.push_back(7);
   for (int tiling : tilings) {
     mlasim::gpu::DecodeOptions opt;

@@ -475,6 +475,28 @@ TEST(GpuDecode, WgmmaKernelRefusesWhatItCannotRun) {
   }
 }
 
+// tiling 0 picks per head count and KV format (gpu_kut.hip PickDecodeKernel, measured on the H200:
+// docs/performance.md "Session 19"): bf16 KV, the heads-as-M kernel at 64 and 128 heads, 32 rows
+// per pass at 32 and 96, 16 at 16 and 48; fp8 KV, 32 rows per pass at 128 and the lock-step direct
+// kernel at 16. Where the library has no warpgroup-mma kernels (not sm_90a) there is nothing to
+// pick between here.
+TEST(GpuKernelConfig, DefaultKernelPerHeadCount) {
+  SKIP_WITHOUT_GPU();
+  if (!HasWgmmaKernels()) GTEST_SKIP() << "kernel library without the warpgroup-mma kernels";
+  const auto name = [](int heads, int fp8) {
+    return gpu::KutClient::Get().KernelName("", heads, 576, 512, fp8);
+  };
+  const std::string hm = "wgmma heads as M, 64 rows per pass, a workgroup per 64 heads";
+  EXPECT_EQ(name(128, 0), hm);
+  EXPECT_EQ(name(64, 0), hm);
+  EXPECT_EQ(name(96, 0), "wgmma 64 keys x 18 blocks, 32 rows per pass");
+  EXPECT_EQ(name(32, 0), "wgmma 64 keys x 18 blocks, 32 rows per pass");
+  EXPECT_EQ(name(48, 0), "wgmma 64 keys x 18 blocks, 16 rows per pass");
+  EXPECT_EQ(name(16, 0), "wgmma 64 keys x 18 blocks, 16 rows per pass");
+  EXPECT_EQ(name(128, 1), "wgmma fp8 64 keys x 2 widened chunks, 32 rows per pass");
+  EXPECT_EQ(name(16, 1), "lockstep fp8 direct 64 keys x 4 stages");
+}
+
 // A q or KV base that is not 16-byte aligned is refused (UNSUPPORTED, naming the tensor and its
 // offset) by every kernel that reads 16-byte pieces, before the library touches the device: the
 // pointers below are never dereferenced. Needs the kernel library (a CUDA build), not a device.

@@ -186,6 +186,35 @@ __device__ inline void copy_q(const DecodeParams& P, int64_t first, uint32_t q_u
   }
 }
 
+// Queues the copies of warpgroup kw's share of one chunk (cache rows from krow; -1 = zero-filled)
+// into a ring half at shared address `half`: the V blocks its own P V reads (4 kw .. 4 kw + 3)
+// and keys 32 kw .. + 31 of block 8 (which only S reads), so that a warpgroup may refill them once
+// its own products are done. Thread tw of the warpgroup copies piece tw % 8 (dims 8 (tw % 8) ..
+// of the block) of keys tw / 8 + 16 m; the caller commits.
+__device__ inline void issue_wg_blocks(const DecodeParams& P, const int64_t* krow, uint32_t half,
+                                       int kw) {
+  constexpr int kBB = HmTiling::kBlockBytes, kD = HmTiling::kD;
+  const int tw = threadIdx.x % 128, cp = tw % 8, j0 = tw / 8;
+  int64_t r[4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) r[m] = krow[j0 + 16 * m];
+#pragma unroll
+  for (int b = 0; b < 4; ++b)
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const int blk = 4 * kw + b;
+      cp_async16(half + blk * kBB + swizzled(j0 + 16 * m, cp),
+                 P.kv + (r[m] >= 0 ? r[m] : 0) * kD + 64 * blk + 8 * cp, r[m] >= 0 ? 16 : 0);
+    }
+#pragma unroll
+  for (int m = 0; m < 2; ++m) {
+    const int j = 32 * kw + j0 + 16 * m;
+    const int64_t row = krow[j];
+    cp_async16(half + 8 * kBB + swizzled(j, cp), P.kv + (row >= 0 ? row : 0) * kD + 512 + 8 * cp,
+               row >= 0 ? 16 : 0);
+  }
+}
+
 // Writes the pass's rows: o and lse when the work item owns its rows (work_info loc < 0), else
 // the partial rows of its split. oacc[4 j + e]: row r0 + 8 (e / 2), dim 256 kw + 8 j + 2 tq +
 // e % 2 (the m64n256 accumulator layout); e0 / e1: rows r0 and r0 + 8.
@@ -298,10 +327,12 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
       next_row = key_row_of(P, pos0 + (i + kAhead + 1) * kChunk, t.p1, next_index);
       next_index = key_index(P, pos0 + (i + kAhead + 2) * kChunk, t.p1);
     }
+#ifdef MLASIM_HM_SERIAL
     if (i + 1 < chunks)
       wg::issue_blocks<T>(P, s.krow + ((i + 1) % kSlots) * kChunk,
                           static_cast<int>((i + 1) % 2) * T::kBlocks, 0, T::kBlocks, ring_u32);
     cp_async_commit();
+#endif
     const uint32_t kv0 = ring_u32 + static_cast<uint32_t>(i % 2) * T::kBlocks * T::kBlockBytes;
 
     // S of this warpgroup's 32 keys: 36 k16 steps of m64n32.
@@ -315,8 +346,19 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
           st > 0);
     }
     wgmma_commit();
-    wg::wgmma_wait<0>();
+    wg::wgmma_wait<0>();  // S of chunk i, and this warpgroup's P V of chunk i - 1
     fence_regs(sacc);
+#ifndef MLASIM_HM_SERIAL
+    fence_regs(oacc);
+    // Chunk i + 1 into the ring half chunk i - 1 leaves: this warpgroup's share, the blocks its
+    // own P V of chunk i - 1 read (just waited for) and half of the rope block (S of chunk i - 1
+    // is done everywhere since the last iteration's barriers).
+    if (i + 1 < chunks)
+      issue_wg_blocks(P, s.krow + ((i + 1) % kSlots) * kChunk,
+                      ring_u32 + static_cast<uint32_t>((i + 1) % 2) * T::kBlocks * T::kBlockBytes,
+                      kw);
+    cp_async_commit();
+#endif
 
     // The online softmax: sacc[4 j + e] is row r0 + 8 (e / 2), key 32 kw + 8 j + 2 tq + e % 2.
     const uint32_t* valid = s.valid + rs * T::kWords;
@@ -391,9 +433,14 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
 #endif
     }
     wgmma_commit();
+#ifdef MLASIM_HM_SERIAL
     wg::wgmma_wait<0>();
     fence_regs(oacc);
+#endif
+    // (else P V of chunk i runs on while the next iteration waits for chunk i + 1 and issues S)
   }
+  wg::wgmma_wait<0>();
+  fence_regs(oacc);
   cp_async_wait<0>();
 
   // Row sums: the quad's lanes, then the two warpgroups through shared memory.
