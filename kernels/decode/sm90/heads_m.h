@@ -90,28 +90,6 @@ __device__ inline void wgmma_n256(float (&d)[128], uint64_t da, uint64_t db, int
 #endif
 }
 
-// The same for m64 x 64 (MLASIM_HM_PV_N64: P V as 4 m64n64 products a k16 step, measured against
-// one m64n256).
-template <bool kTransB>
-__device__ inline void wgmma_n64(float* d, uint64_t da, uint64_t db, int accumulate) {
-#ifdef MLASIM_WGMMA_ASM
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,"
-      "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31"
-      "}, %32, %33, p, 1, 1, 0, %35;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(accumulate), "n"(kTransB ? 1 : 0));
-#else
-  (void)d, (void)da, (void)db, (void)accumulate;
-  __trap();
-#endif
-}
-
 // Tile constants and the shared-memory plan (bytes, in this order; HmSmem's views read it).
 struct HmTiling {
   static constexpr int kD = 576, kDv = 512;
@@ -183,35 +161,6 @@ __device__ inline void copy_q(const DecodeParams& P, int64_t first, uint32_t q_u
     const int row = r / kPieces, c = r % kPieces;
     cp_async16(q_u32 + (c / 8) * HmTiling::kBlockBytes + swizzled(row, c % 8),
                P.q + (first + row) * HmTiling::kD + 8 * c, 16);
-  }
-}
-
-// Queues the copies of warpgroup kw's share of one chunk (cache rows from krow; -1 = zero-filled)
-// into a ring half at shared address `half`: the V blocks its own P V reads (4 kw .. 4 kw + 3)
-// and keys 32 kw .. + 31 of block 8 (which only S reads), so that a warpgroup may refill them once
-// its own products are done. Thread tw of the warpgroup copies piece tw % 8 (dims 8 (tw % 8) ..
-// of the block) of keys tw / 8 + 16 m; the caller commits.
-__device__ inline void issue_wg_blocks(const DecodeParams& P, const int64_t* krow, uint32_t half,
-                                       int kw) {
-  constexpr int kBB = HmTiling::kBlockBytes, kD = HmTiling::kD;
-  const int tw = threadIdx.x % 128, cp = tw % 8, j0 = tw / 8;
-  int64_t r[4];
-#pragma unroll
-  for (int m = 0; m < 4; ++m) r[m] = krow[j0 + 16 * m];
-#pragma unroll
-  for (int b = 0; b < 4; ++b)
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const int blk = 4 * kw + b;
-      cp_async16(half + blk * kBB + swizzled(j0 + 16 * m, cp),
-                 P.kv + (r[m] >= 0 ? r[m] : 0) * kD + 64 * blk + 8 * cp, r[m] >= 0 ? 16 : 0);
-    }
-#pragma unroll
-  for (int m = 0; m < 2; ++m) {
-    const int j = 32 * kw + j0 + 16 * m;
-    const int64_t row = krow[j];
-    cp_async16(half + 8 * kBB + swizzled(j, cp), P.kv + (row >= 0 ? row : 0) * kD + 512 + 8 * cp,
-               row >= 0 ? 16 : 0);
   }
 }
 
@@ -327,12 +276,10 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
       next_row = key_row_of(P, pos0 + (i + kAhead + 1) * kChunk, t.p1, next_index);
       next_index = key_index(P, pos0 + (i + kAhead + 2) * kChunk, t.p1);
     }
-#ifdef MLASIM_HM_SERIAL
     if (i + 1 < chunks)
       wg::issue_blocks<T>(P, s.krow + ((i + 1) % kSlots) * kChunk,
                           static_cast<int>((i + 1) % 2) * T::kBlocks, 0, T::kBlocks, ring_u32);
     cp_async_commit();
-#endif
     const uint32_t kv0 = ring_u32 + static_cast<uint32_t>(i % 2) * T::kBlocks * T::kBlockBytes;
 
     // S of this warpgroup's 32 keys: 36 k16 steps of m64n32.
@@ -346,19 +293,8 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
           st > 0);
     }
     wgmma_commit();
-    wg::wgmma_wait<0>();  // S of chunk i, and this warpgroup's P V of chunk i - 1
+    wg::wgmma_wait<0>();
     fence_regs(sacc);
-#ifndef MLASIM_HM_SERIAL
-    fence_regs(oacc);
-    // Chunk i + 1 into the ring half chunk i - 1 leaves: this warpgroup's share, the blocks its
-    // own P V of chunk i - 1 read (just waited for) and half of the rope block (S of chunk i - 1
-    // is done everywhere since the last iteration's barriers).
-    if (i + 1 < chunks)
-      issue_wg_blocks(P, s.krow + ((i + 1) % kSlots) * kChunk,
-                      ring_u32 + static_cast<uint32_t>((i + 1) % 2) * T::kBlocks * T::kBlockBytes,
-                      kw);
-    cp_async_commit();
-#endif
 
     // The online softmax: sacc[4 j + e] is row r0 + 8 (e / 2), key 32 kw + 8 j + 2 tq + e % 2.
     const uint32_t* valid = s.valid + rs * T::kWords;
@@ -417,30 +353,15 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
     fence_regs(oacc);
     wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < T::kPvSteps; ++ks) {
-#ifdef MLASIM_HM_PV_N64
-#pragma unroll
-      for (int nb = 0; nb < 4; ++nb)
-        wgmma_n64<true>(oacc + 32 * nb, make_desc(p_u32 + 32 * ks, 16, T::kAtom, true),
-                        make_desc(kv0 + (4 * kw + nb) * T::kBlockBytes + 2 * ks * T::kAtom,
-                                  T::kBlockBytes, T::kAtom, true),
-                        1);
-#else
+    for (int ks = 0; ks < T::kPvSteps; ++ks)
       wgmma_n256<true>(oacc, make_desc(p_u32 + 32 * ks, 16, T::kAtom, true),
                        make_desc(kv0 + 4 * kw * T::kBlockBytes + 2 * ks * T::kAtom,
                                  T::kBlockBytes, T::kAtom, true),
                        1);
-#endif
-    }
     wgmma_commit();
-#ifdef MLASIM_HM_SERIAL
     wg::wgmma_wait<0>();
     fence_regs(oacc);
-#endif
-    // (else P V of chunk i runs on while the next iteration waits for chunk i + 1 and issues S)
   }
-  wg::wgmma_wait<0>();
-  fence_regs(oacc);
   cp_async_wait<0>();
 
   // Row sums: the quad's lanes, then the two warpgroups through shared memory.
