@@ -59,11 +59,12 @@ if(GPU_KUT_HIP_SOURCES AND (GPU_BACKEND STREQUAL "CUDA" OR GPU_BACKEND STREQUAL 
   endif()
   mlasim_kut_library(mlasim_kut_gpu SOURCES ${GPU_KUT_HIP_SOURCES})
   target_include_directories(mlasim_kut_gpu PRIVATE ${PROJECT_SOURCE_DIR}/kernels)
-  # Hopper's warpgroup mma (the decode kernel of tilings 8 and 9, kernels/decode/sm90/wgmma.h)
+  # Hopper's warpgroup mma (the decode kernels of tilings 8 and 9, kernels/decode/sm90/wgmma.h,
+  # and of tiling 10, kernels/decode/sm90/heads_m.h)
   # exists only for the arch-specific target sm_90a: when the CUDA build is for 90 (the default),
   # this library is compiled for compute_90a / sm_90a instead (it then runs on sm_90 devices
   # only, which is what a build for 90 targets) and says so with MLASIM_KUT_SM90A; other arch
-  # lists keep their own and the library refuses tilings 8 and 9.
+  # lists keep their own and the library refuses tilings 8, 9 and 10.
   if(GPU_BACKEND STREQUAL "CUDA" AND "${CMAKE_CUDA_ARCHITECTURES}" STREQUAL "90")
     set_target_properties(mlasim_kut_gpu PROPERTIES CUDA_ARCHITECTURES OFF)
     target_compile_options(mlasim_kut_gpu PRIVATE

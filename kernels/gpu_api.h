@@ -206,7 +206,8 @@ struct DecodeOptions {
   // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 10 where heads are
   // a multiple of 64, 9 where they are a multiple of 32, else 8; fp8 KV: 9 where heads are a
   // multiple of 32, else 1; where the kernel library is not built for sm_90a, bf16 7 and 4, fp8
-  // 1; the fastest measured on the H200, docs/performance.md "Session 11", "Session 19"); 6 = the
+  // 1; the fastest measured on the H200, docs/performance.md "Session 11", "Session 19": the
+  // choice of 10 was measured at 128 heads only, 64 / 192 / 256 heads follow it unmeasured); 6 = the
   // warp-specialised kernel (2 producer warps stream 64-key chunks with cp.async into 2 stages, 3
   // for fp8; 8 consumer warps); 1..4 = the lock-step mma kernel with (keys per chunk x stages)
   // 32 x 3, 32 x 4, 32 x 5, 64 x 2 (fp8 KV: 1, 2 = 64 x 4, 64 x 5 with the fp8 bytes read
@@ -215,7 +216,7 @@ struct DecodeOptions {
   // q rows of one token) per pass, for heads a multiple of 32 and bf16 KV (else the kernel library
   // refuses the call as unsupported); 8 / 9 = the warpgroup-mma kernel (kernels/decode/sm90/
   // wgmma.h) with 16 / 32 q rows per pass (9: heads a multiple of 32), bf16 KV in a ring of
-  // 24 / 20 blocks of 8 KB, fp8 KV in 3 / 2 fp8 stages; 10 = the warpgroup-mma kernel with 64
+  // 18 blocks of 8 KB, fp8 KV widened into two 16-bit chunks; 10 = the warpgroup-mma kernel with 64
   // heads of one token as the mma's M (kernels/decode/sm90/heads_m.h; heads a multiple of 64,
   // bf16 KV, a workgroup per 64 heads of a cluster); 8-10: sm_90a builds only (else refused as
   // unsupported). Head dims other than 576 / 512 always run the portable kernel (as the AMD

@@ -370,7 +370,7 @@ __device__ void run_group_hm(const DecodeParams& P, const HmSmem& s, const Group
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
     l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
   }
-  __syncthreads();  // the last chunk's maxima are read
+  __syncthreads();  // (a safety barrier: the last chunk's maxima were read before its P barrier)
   if (tq == 0) s.rowx[kw * T::kPassRows + r0] = l[0], s.rowx[kw * T::kPassRows + r0 + 8] = l[1];
   __syncthreads();
   const lockstep::RowEnd e0(P, m[0], s.rowx[r0] + s.rowx[T::kPassRows + r0]);
