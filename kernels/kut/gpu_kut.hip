@@ -91,9 +91,9 @@ bool PicksPortable(int D, int Dv, int tiling) {
 
 // tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel with the heads as M (tiling 10) when
 // the heads are a multiple of 64 (dense 128 heads: 711.0-741.5 against 1270.5-1373.1 us for
-// tiling 9, docs/performance.md "Session 19"; measured at 128 heads only), else with 32 rows per pass (tiling 9) when the
-// heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the lock-step
-// kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9) when the
+// tiling 9, docs/performance.md "Session 19"; measured at 128 heads only), else with 32 rows
+// per pass (tiling 9) when the heads allow it, else 16 (tiling 8); where the library is not
+// built for sm_90a the lock-step kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9) when the
 // heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
 // lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
 // 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12").
@@ -242,9 +242,10 @@ std::string NotBuilt(const Config& cfg) {
 
 std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   const int H = c.num_heads, D = c.head_dim_qk, Dv = c.head_dim_v;
-  if (H < 1 || H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv || Dv > D)
-    return "needs heads >= 1 and a multiple of 16, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple "
-           "of 16 up to min(512, head_dim_qk)";
+  if (H < 1 || H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv ||
+      Dv > D)
+    return "needs heads >= 1 and a multiple of 16, head_dim_qk a multiple of 32 up to 576, "
+           "head_dim_v a multiple of 16 up to min(512, head_dim_qk)";
   if (const std::string why = NotBuilt(cfg); !why.empty()) return why;
   if (const int m = HeadsMultiple(cfg); H % m != 0)
     return "tiling=" + std::to_string(cfg.tiling) + " needs heads % " + std::to_string(m) +
