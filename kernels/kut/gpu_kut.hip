@@ -93,8 +93,8 @@ bool PicksPortable(int D, int Dv, int tiling) {
 // the heads are a multiple of 64 (dense 128 heads: 711.0-741.5 against 1270.5-1373.1 us for
 // tiling 9, docs/performance.md "Session 19"; measured at 128 heads only), else with 32 rows
 // per pass (tiling 9) when the heads allow it, else 16 (tiling 8); where the library is not
-// built for sm_90a the lock-step kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9) when the
-// heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
+// built for sm_90a the lock-step kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with
+// 32 rows per pass (9) when the heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
 // lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
 // 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12").
 // Measured fastest on the H200 (docs/performance.md).
