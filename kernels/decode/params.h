@@ -33,9 +33,10 @@ struct DecodeParams {
   float v_scale;       // kv scale applied to o
 };
 
-// What one group (16 rows, or 32 or 64: GroupTask::rows) of a work item covers: keys [p0, p1) (positions into kv_indices, or into
-// the token's top-k list), and for the causal rule the request's KV length lk, q length lq, first
-// q row req_q0 and the position of p0 within the request (key_first).
+// What one group (16 rows, or 32 or 64: GroupTask::rows) of a work item covers: keys [p0, p1)
+// (positions into kv_indices, or into the token's top-k list), and for the causal rule the
+// request's KV length lk, q length lq, first q row req_q0 and the position of p0 within the
+// request (key_first).
 struct GroupTask {
   const int32_t* w;  // the work item's 8 ints (work_info row)
   int64_t p0, p1, key_first, lk, lq, req_q0;
