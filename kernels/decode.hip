@@ -230,13 +230,35 @@ void encode_kv(const ref::MlaInputs& in, bool kv_fp8, std::vector<uint16_t>& kvh
           " is not an fp8_e4m3fn value (build the inputs with kv_format fp8_e4m3fn)");
 }
 
+// q in the device format, `rows` rows (the inputs' rows, then zeros): bf16 bits, or e4m3fn
+// bytes (every value must already be an e4m3fn value: std::invalid_argument naming the first
+// that is not).
+std::vector<uint8_t> encode_q(const ref::MlaInputs& in, bool q_fp8, int64_t rows) {
+  const size_t n = static_cast<size_t>(rows) * in.num_heads * in.head_dim_qk;
+  std::vector<uint8_t> bytes(n * (q_fp8 ? 1 : 2), 0);
+  for (size_t i = 0; i < in.q.size() && i < n; ++i) {
+    if (!q_fp8) {
+      const uint16_t b = host_f2bf(in.q[i]);
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    } else if (!host_e4m3fn_exact(in.q[i], &bytes[i])) {
+      throw std::invalid_argument("run_mla_decode: q[" + std::to_string(i) + "] = " +
+                                  std::to_string(in.q[i]) +
+                                  " is not an fp8_e4m3fn value (build the inputs with q_format "
+                                  "fp8_e4m3fn)");
+    }
+  }
+  return bytes;
+}
+
 // Everything on the device for one run_mla_decode call (freed on scope exit).
 struct DecodeBuffers {
   std::vector<void*> owned;
   TailedBuffer q, o, lse, po, pl;
   DecodeBuffers(const ref::MlaInputs& in, const ref::Plan& plan, const DecodeOptions& opt)
       : q("q", opt.q_alloc_rows >= 0 ? opt.q_alloc_rows : in.q_rows(),
-          int64_t{in.num_heads} * in.head_dim_qk * 2, opt.tail_rows, opt.guard_buffer == "q"),
+          int64_t{in.num_heads} * in.head_dim_qk *
+              (opt.q_format == ref::NumFormat::kFp8E4m3fn ? 1 : 2),
+          opt.tail_rows, opt.guard_buffer == "q"),
         o("o", opt.o_alloc_rows >= 0 ? opt.o_alloc_rows : in.q_rows(),
           int64_t{in.num_heads} * in.head_dim_v * 2, opt.tail_rows, opt.guard_buffer == "o"),
         lse("lse", o.rows, int64_t{in.num_heads} * 4, opt.tail_rows),
@@ -278,7 +300,7 @@ mlasim_kut_tensor Ints(DecodeBuffers& b, const std::vector<T, A>& v, int32_t col
 }
 
 // The kernel-under-test call over the uploaded inputs (q and the outputs are `b`'s buffers).
-mlasim_kut_call make_call(const ref::MlaInputs& in, DecodeBuffers& b, bool kv_fp8,
+mlasim_kut_call make_call(const ref::MlaInputs& in, DecodeBuffers& b, bool kv_fp8, bool q_fp8,
                           const std::vector<uint16_t>& kvh, const std::vector<uint8_t>& kv8h,
                           const ref::Plan& plan, const std::string& config) {
   mlasim_kut_call c{};
@@ -303,7 +325,8 @@ mlasim_kut_call make_call(const ref::MlaInputs& in, DecodeBuffers& b, bool kv_fp
   c.kv_scale = static_cast<float>(in.kv_scale);
   const int32_t H = in.num_heads, D = in.head_dim_qk, Dv = in.head_dim_v;
   const int64_t cache_rows = int64_t{in.num_pages} * in.page_size;
-  c.q = Tensor(b.q.p, b.q.rows, H, D, MLASIM_KUT_BF16, 2);
+  c.q = q_fp8 ? Tensor(b.q.p, b.q.rows, H, D, MLASIM_KUT_FP8_E4M3FN, 1)
+              : Tensor(b.q.p, b.q.rows, H, D, MLASIM_KUT_BF16, 2);
   c.kv_cache = kv_fp8 ? Tensor(b.upload(kv8h), cache_rows, 1, D, MLASIM_KUT_FP8_E4M3FN, 1)
                       : Tensor(b.upload(kvh), cache_rows, 1, D, MLASIM_KUT_BF16, 2);
   c.kv_indices = Ints(b, in.kv_indices, 1);
@@ -356,20 +379,22 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
   const bool kv_fp8 = opt.kv_format == ref::NumFormat::kFp8E4m3fn;
   if (!kv_fp8 && opt.kv_format != ref::NumFormat::kBf16)
     throw std::invalid_argument("run_mla_decode: kv_format must be bf16 or fp8_e4m3fn");
+  const bool q_fp8 = opt.q_format == ref::NumFormat::kFp8E4m3fn;
+  if (!q_fp8 && opt.q_format != ref::NumFormat::kBf16)
+    throw std::invalid_argument("run_mla_decode: q_format must be bf16 or fp8_e4m3fn");
   std::vector<uint16_t> kvh;
   std::vector<uint8_t> kv8h;
   encode_kv(in, kv_fp8, kvh, kv8h);
 
   DecodeBuffers b(in, plan, opt);
   {
-    std::vector<uint16_t> qh(static_cast<size_t>(b.q.rows) * in.num_heads * in.head_dim_qk, 0);
-    for (size_t i = 0; i < in.q.size() && i < qh.size(); ++i) qh[i] = host_f2bf(in.q[i]);
-    copy_to_device(b.q.p, qh.data(), qh.size() * 2);
+    const std::vector<uint8_t> qh = encode_q(in, q_fp8, b.q.rows);
+    copy_to_device(b.q.p, qh.data(), qh.size());
   }
   static const char* kVariants[] = {"asm", "opus", "hk"};
   const std::string config = "variant=" + std::string(kVariants[static_cast<int>(opt.variant)]) +
                              ",tiling=" + std::to_string(opt.tiling);
-  mlasim_kut_call call = make_call(in, b, kv_fp8, kvh, kv8h, plan, config);
+  mlasim_kut_call call = make_call(in, b, kv_fp8, q_fp8, kvh, kv8h, plan, config);
   unsigned long long* log = b.upload(std::vector<unsigned long long>{~0ull, 0, ~0ull, 0});
   call.access_log = reinterpret_cast<uint64_t*>(log);
   const KutClient& kut = KutClient::Get();
@@ -402,7 +427,8 @@ DecodeResult run_mla_decode(const ref::MlaInputs& in, const ref::Plan& plan,
   HIP_CHECK(hipStreamSynchronize(stream));
 
   DecodeResult res;
-  res.kernel = kut.KernelName(config.c_str(), in.num_heads, in.head_dim_qk, in.head_dim_v, kv_fp8);
+  res.kernel =
+      kut.KernelName(config.c_str(), in.num_heads, in.head_dim_qk, in.head_dim_v, kv_fp8, q_fp8);
   if (b.q.guarded) res.guard = b.q.guard;
   if (b.o.guarded) res.guard = b.o.guard;
   read_back(in, b, log, res);

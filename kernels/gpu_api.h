@@ -228,6 +228,12 @@ struct DecodeOptions {
   // per fragment for tilings 1-2), q converted to fp16 once per group, P rounded to fp16; o stays
   // bf16. (The portable kernel widens the fp8 rows to bf16 in shared memory.)
   ref::NumFormat kv_format = ref::NumFormat::kBf16;
+  // q format on the device: bf16, or fp8_e4m3fn (1 byte per element; every inputs.q value must
+  // then be an e4m3fn value, else std::invalid_argument): with fp8 KV only, as an engine that
+  // keeps q in the KV cache's dtype calls it (ATOM#287). The NVIDIA kernel (tilings 0-2, sm_90a
+  // builds; the library refuses the rest as unsupported) then computes S on e4m3 mma from the
+  // fp8 bytes of q and K (exact products, fp32 accumulation); P V as with bf16 q.
+  ref::NumFormat q_format = ref::NumFormat::kBf16;
 };
 
 // What a sentinel tail showed after a call: rows (of the buffer's row size) past its end.

@@ -70,8 +70,8 @@ void KutClient::Run(const mlasim_kut_call& call) const {
 }
 
 std::string KutClient::KernelName(const char* config, int heads, int head_dim_qk, int head_dim_v,
-                                  int kv_fp8) const {
-  return kernel_name_ ? kernel_name_(config, heads, head_dim_qk, head_dim_v, kv_fp8) : "";
+                                  int kv_fp8, int q_fp8) const {
+  return kernel_name_ ? kernel_name_(config, heads, head_dim_qk, head_dim_v, kv_fp8, q_fp8) : "";
 }
 
 }  // namespace mlasim::gpu

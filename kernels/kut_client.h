@@ -19,11 +19,12 @@ class KutClient {
   void Run(const mlasim_kut_call& call) const;
   // The decode kernel the library picks for a config, head count and head dims (its optional
   // export mlasim_kut_gpu_kernel_name_for), "" without it.
+  // kv_fp8, q_fp8: 1 for fp8 e4m3fn.
   std::string KernelName(const char* config, int heads, int head_dim_qk, int head_dim_v,
-                         int kv_fp8) const;
+                         int kv_fp8, int q_fp8) const;
 
  private:
-  using KernelNameFn = const char* (*)(const char*, int, int, int, int);
+  using KernelNameFn = const char* (*)(const char*, int, int, int, int, int);
   mlasim_kut_run_fn run_ = nullptr;
   mlasim_kut_last_error_fn last_error_ = nullptr;
   KernelNameFn kernel_name_ = nullptr;

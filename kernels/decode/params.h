@@ -10,7 +10,8 @@ namespace mlasim::gpu::decode {
 // Everything a decode launch reads and writes. Row counts are q rows (tokens); every buffer is
 // row-major with the head dimension innermost. "bf16" pointers hold raw bf16 bits.
 struct DecodeParams {
-  const uint16_t* q;           // bf16 [q rows, H, D]
+  const uint16_t* q;           // bf16 [q rows, H, D]; used when q_fp8 == 0
+  const uint8_t* q8;           // fp8 e4m3fn [q rows, H, D]; used when q_fp8 == 1 (fp8 KV only)
   const uint16_t* kv;          // bf16 [cache rows, D]; used when kv_fp8 == 0
   const uint8_t* kv8;          // fp8 e4m3fn [cache rows, D]; used when kv_fp8 == 1
   const int32_t* kv_indices;   // dense: page ids [kv_indptr[b] .. kv_indptr[b + 1]) per request
@@ -25,7 +26,7 @@ struct DecodeParams {
   float* part_o;               // fp32 [partial rows, H, Dv]
   float* part_lse;             // fp32 [partial rows, H]
   unsigned long long* log;     // access log [q min, q max + 1, o min, o max + 1]; may be nullptr
-  int32_t H, D, Dv, page, sparse, causal, batch, variant, kv_fp8;
+  int32_t H, D, Dv, page, sparse, causal, batch, variant, kv_fp8, q_fp8;
   int32_t parts;       // workgroups per cluster (blockIdx.x = cluster x parts + part); 1 but for
                        // the heads-as-M kernel (sm90/heads_m.h), which splits the heads
   int64_t cache_rows;  // rows of kv / kv8 (pages x page size)

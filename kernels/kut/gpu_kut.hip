@@ -12,8 +12,11 @@
 // the mma's M, kernels/decode/sm90/heads_m.h) heads a multiple of 64 and bf16 KV: a campaign then
 // draws only those. `tiling=8`, `9` and `10` need the library built for sm_90a
 // (MLASIM_KUT_SM90A, cmake/KernelUnderTest.cmake); elsewhere a call with them is unsupported.
-// Shapes: bf16 q and o, bf16 or fp8 e4m3fn KV, heads a multiple of 16, head_dim_qk a multiple
-// of 32 up to 576, head_dim_v a multiple of 16 up to min(512, head_dim_qk), contiguous rows.
+// Shapes: bf16 o, bf16 or fp8 e4m3fn KV, bf16 or fp8 e4m3fn q (fp8 q, as an engine that keeps
+// q in the KV cache's dtype calls it, ATOM#287: the portable kernel, or with fp8 KV at MLA's head
+// dims the lock-step kernel with S on e4m3 mma, tilings 0-2 of sm_90a builds; Fp8QUnsupported),
+// heads a multiple of 16, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple of 16 up
+// to min(512, head_dim_qk), contiguous rows.
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
 
 #include <cstring>
@@ -59,7 +62,8 @@ bool ParseConfig(const char* text, Config* c) {
   return true;
 }
 
-// Whether this library holds the warpgroup-mma kernels (tilings 8, 9 and 10): built for sm_90a.
+// Whether this library holds the warpgroup-mma kernels (tilings 8, 9 and 10) and the e4m3 mma of
+// fp8 q (sm_89+): built for sm_90a.
 #if defined(MLASIM_KUT_SM90A)
 constexpr bool kWgmmaBuilt = true;
 #else
@@ -96,9 +100,11 @@ bool PicksPortable(int D, int Dv, int tiling) {
 // built for sm_90a the lock-step kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with
 // 32 rows per pass (9) when the heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
 // lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
-// 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12").
+// 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12"). fp8 q (fp8 KV,
+// sm_90a): tilings 0 and 1 the direct kernel of 64 x 4 with S on e4m3 mma, 2 the same of 64 x 5
+// (Unsupported refuses the others).
 // Measured fastest on the H200 (docs/performance.md).
-DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads) {
+DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, bool q_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
                               decode::portable::portable_smem_bytes(D, Dv), kBlock, "portable"};
 #if defined(__CUDACC__)
@@ -122,6 +128,8 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   using F64x3 = ls::MmaTiling<64, 3, true>;
   using D64x4 = ls::MmaTiling<64, 4, true, 1, true>;
   using D64x5 = ls::MmaTiling<64, 5, true, 1, true>;
+  using Q64x4 = ls::MmaTiling<64, 4, true, 1, true, true>;
+  using Q64x5 = ls::MmaTiling<64, 5, true, 1, true, true>;
   namespace wg = decode::sm90::wg;
   // Rings of 18 blocks = two whole chunks (docs/performance.md "Session 14"): 16 rows per pass,
   // dense 16 heads 281.2-282.5 us against 286.3-288.1 with 24 blocks (2.67 chunks), sparse
@@ -131,6 +139,11 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
   using W32 = wg::WgTiling<18, false, 2>;
   using W16f = wg::WgTiling<18, true>;  // fp8: two widened chunks
   using W32f = wg::WgTiling<18, true, 2>;
+  if (q_fp8 && kv_fp8 && kWgmmaBuilt)  // (and D, Dv = 576, 512: PicksPortable above)
+    return tiling == 2 ? DecodeKernel{&ls::mla_decode_mma_kernel<Q64x5>, Q64x5::smem_bytes(),
+                                      kBlock, "lockstep fp8 q e4m3 mma, direct 64 keys x 5 stages"}
+                       : DecodeKernel{&ls::mla_decode_mma_kernel<Q64x4>, Q64x4::smem_bytes(),
+                                      kBlock, "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages"};
   if (tiling == 0 && !kv_fp8)
     tiling = kWgmmaBuilt && heads % (4 * kRows) == 0 ? 10
              : heads % (2 * kRows) == 0             ? (kWgmmaBuilt ? 9 : 7)
@@ -183,6 +196,7 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, int heads)
 #else
   (void)tiling;
   (void)kv_fp8;
+  (void)q_fp8;
   (void)heads;
   return portable;
 #endif
@@ -240,6 +254,36 @@ std::string NotBuilt(const Config& cfg) {
   return "";
 }
 
+// Why fp8 q cannot run ("" for bf16 q, or where it can). Two kernels take it: the portable one
+// (it widens q to bf16; any KV) and, for fp8 KV at MLA's head dims, the lock-step kernel with S
+// on e4m3 mma (tilings 0-2, sm_90a builds). Describe declares fp8 q for the configs where one of
+// them can run (Fp8QDeclared).
+std::string Fp8QUnsupported(const mlasim_kut_call& c, const Config& cfg) {
+  if (c.q.dtype != MLASIM_KUT_FP8_E4M3FN || PicksPortable(c.head_dim_qk, c.head_dim_v, cfg.tiling))
+    return "";
+  if (c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN)
+    return "fp8_e4m3fn q with bf16 KV runs on the portable kernel only (tiling=5, or head dims "
+           "other than 576 / 512); tiling=" + std::to_string(cfg.tiling) + " has bf16 q";
+  if (!kWgmmaBuilt)
+    return "fp8_e4m3fn q at head dims 576 / 512 needs the kernel library built for sm_90a (e4m3 "
+           "mma: MLASIM_KUT_SM90A), or tiling=5";
+  if (cfg.tiling > 2)
+    return "fp8_e4m3fn q runs tilings 0-2 (the lock-step kernel reading fp8 operands directly) "
+           "and 5 (portable); got tiling=" + std::to_string(cfg.tiling);
+  return "";
+}
+
+// Whether Describe declares fp8 q for the config: a config where some call with fp8 q runs (the
+// portable kernel always takes it; the e4m3 kernel takes it with fp8 KV).
+bool Fp8QDeclared(const Config& cfg) {
+#if defined(__CUDACC__)
+  return cfg.tiling == 5 || (kWgmmaBuilt && cfg.tiling <= 2);
+#else
+  (void)cfg;
+  return true;  // every call runs the portable kernel
+#endif
+}
+
 std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   const int H = c.num_heads, D = c.head_dim_qk, Dv = c.head_dim_v;
   if (H < 1 || H % kRows != 0 || D % 32 != 0 || D > kMaxD || Dv % 16 != 0 || Dv > kMaxDv ||
@@ -254,11 +298,14 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   if ((cfg.tiling == 7 || cfg.tiling == 10) && c.kv_cache.dtype != MLASIM_KUT_BF16)
     return "tiling=" + std::to_string(cfg.tiling) +
            " needs bf16 KV (fp8 KV runs tilings 0-6, 8 and 9)";
-  if (c.q.dtype != MLASIM_KUT_BF16 || c.o.dtype != MLASIM_KUT_BF16 ||
+  if ((c.q.dtype != MLASIM_KUT_BF16 && c.q.dtype != MLASIM_KUT_FP8_E4M3FN) ||
+      c.o.dtype != MLASIM_KUT_BF16 ||
       (c.kv_cache.dtype != MLASIM_KUT_BF16 && c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN))
-    return "needs bf16 q and o and bf16 or fp8_e4m3fn KV";
+    return "needs bf16 o, bf16 or fp8_e4m3fn KV and bf16 or fp8_e4m3fn q";
+  if (const std::string why = Fp8QUnsupported(c, cfg); !why.empty()) return why;
   const int kv_elem = c.kv_cache.dtype == MLASIM_KUT_FP8_E4M3FN ? 1 : 2;
-  if (!Contiguous(c.q, 2) || !Contiguous(c.o, 2) || !Contiguous(c.kv_cache, kv_elem) ||
+  const int q_elem = c.q.dtype == MLASIM_KUT_FP8_E4M3FN ? 1 : 2;
+  if (!Contiguous(c.q, q_elem) || !Contiguous(c.o, 2) || !Contiguous(c.kv_cache, kv_elem) ||
       !Contiguous(c.partial_o, 4))
     return "needs contiguous rows and heads";
   // Every kernel but the portable one reads q and KV rows in 16-byte pieces (cp.async, 16-byte
@@ -280,7 +327,10 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
 DecodeParams Params(const mlasim_kut_call& c, const Config& cfg) {
   DecodeParams P{};
   const bool fp8 = c.kv_cache.dtype == MLASIM_KUT_FP8_E4M3FN;
-  P.q = static_cast<const uint16_t*>(c.q.data);
+  const bool q8 = c.q.dtype == MLASIM_KUT_FP8_E4M3FN;
+  P.q = q8 ? nullptr : static_cast<const uint16_t*>(c.q.data);
+  P.q8 = q8 ? static_cast<const uint8_t*>(c.q.data) : nullptr;
+  P.q_fp8 = q8;
   P.kv = fp8 ? nullptr : static_cast<const uint16_t*>(c.kv_cache.data);
   P.kv8 = fp8 ? static_cast<const uint8_t*>(c.kv_cache.data) : nullptr;
   P.kv_fp8 = fp8;
@@ -310,7 +360,7 @@ DecodeParams Params(const mlasim_kut_call& c, const Config& cfg) {
 
 int RunDecode(const mlasim_kut_call& c, const Config& cfg, hipStream_t stream) {
   DecodeParams P = Params(c, cfg);
-  const DecodeKernel dk = PickDecodeKernel(P.D, P.Dv, cfg.tiling, P.kv_fp8, P.H);
+  const DecodeKernel dk = PickDecodeKernel(P.D, P.Dv, cfg.tiling, P.kv_fp8, P.q_fp8, P.H);
   if (dk.heads_per_part > 0) P.parts = P.H / dk.heads_per_part;
   hipError_t e = hipFuncSetAttribute(reinterpret_cast<const void*>(dk.fn),
                                      hipFuncAttributeMaxDynamicSharedMemorySize,
@@ -354,7 +404,8 @@ int Describe(const char* config, mlasim_kut_info* info) {
   info->name = "mlasim-gpu";
   info->ops = MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_DECODE) | MLASIM_KUT_OP_BIT(MLASIM_KUT_OP_REDUCE);
   info->memory = MLASIM_KUT_MEMORY_DEVICE;
-  info->q_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16);
+  info->q_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) |
+                   (Fp8QDeclared(cfg) ? MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_FP8_E4M3FN) : 0u);
   info->kv_dtypes = MLASIM_KUT_DTYPE_BIT(MLASIM_KUT_BF16) |
                     (cfg.tiling == 7 || cfg.tiling == 10
                          ? 0u
@@ -389,10 +440,10 @@ int Run(const mlasim_kut_call* c) {
   return Fail(MLASIM_KUT_UNSUPPORTED, "unknown op " + std::to_string(c->op));
 }
 
-const char* KernelName(const char* config, int heads, int D, int Dv, int kv_fp8) {
+const char* KernelName(const char* config, int heads, int D, int Dv, int kv_fp8, int q_fp8) {
   Config cfg;
   if (!ParseConfig(config, &cfg) || !NotBuilt(cfg).empty()) return "";
-  return PickDecodeKernel(D, Dv, cfg.tiling, kv_fp8 != 0, heads).name;
+  return PickDecodeKernel(D, Dv, cfg.tiling, kv_fp8 != 0, q_fp8 != 0, heads).name;
 }
 
 }  // namespace mlasim::gpu::kut
@@ -412,9 +463,9 @@ MLASIM_KUT_EXPORT const char* mlasim_kut_last_error(void) {
   return mlasim::gpu::kut::g_error.c_str();
 }
 // mlasim's own extra export (kernels/kut_client.h): the decode kernel a config picks for a shape
-// (heads: tiling 0 picks by the head count).
+// (heads: tiling 0 picks by the head count; kv_fp8, q_fp8: 1 for fp8 e4m3fn).
 MLASIM_KUT_EXPORT const char* mlasim_kut_gpu_kernel_name_for(const char* config, int heads,
                                                             int head_dim_qk, int head_dim_v,
-                                                            int kv_fp8) {
-  return mlasim::gpu::kut::KernelName(config, heads, head_dim_qk, head_dim_v, kv_fp8);
+                                                            int kv_fp8, int q_fp8) {
+  return mlasim::gpu::kut::KernelName(config, heads, head_dim_qk, head_dim_v, kv_fp8, q_fp8);
 }

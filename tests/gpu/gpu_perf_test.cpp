@@ -134,10 +134,13 @@ void DecodePerf(const DecodeShape& s, double copy_gbs, const std::vector<int>& t
     if (tiling == 9 && s.heads % 32 != 0) continue;  // 32 heads of one token per pass
     // 64 heads of one token per pass, bf16 KV only
     if (tiling == 10 && (s.heads % 64 != 0 || s.kv_format != ref::NumFormat::kBf16)) continue;
+    // fp8 q: the direct fp8 kernel only (tilings 0-2)
+    if (tiling > 2 && s.q_format == ref::NumFormat::kFp8E4m3fn) continue;
     gpu::DecodeOptions opt;
     opt.timing_iterations = 20;
     opt.tiling = tiling;
     opt.kv_format = s.kv_format;
+    opt.q_format = s.q_format;
     const gpu::DecodeResult g = gpu::run_mla_decode(in, *plan, opt);
     EXPECT_TRUE(g.tails.empty());
     const double us = g.decode_reduce_us;
@@ -166,6 +169,10 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
   DecodeShape dense8 = dense, sparse8 = sparse;
   dense8.name = "dense-fp8-h16", dense8.kv_format = fp8;
   sparse8.name = "sparse-fp8-h16", sparse8.kv_format = fp8;
+  // q in the KV cache's dtype too (ATOM#287): S on e4m3 mma
+  DecodeShape dense8q = dense8, sparse8q = sparse8;
+  dense8q.name = "dense-fp8q-h16", dense8q.q_format = fp8;
+  sparse8q.name = "sparse-fp8q-h16", sparse8q.q_format = fp8;
   DecodeShape dense128 = dense, sparse128 = sparse;
   dense128.name = "dense-h128", dense128.heads = 128;
   sparse128.name = "sparse-h128", sparse128.heads = 128;
@@ -175,19 +182,22 @@ TEST(GpuPerf, DISABLED_DecodeBandwidth) {
   DecodeShape dense_p64 = dense, dense128_p64 = dense128;
   dense_p64.name = "dense-h16-p64", dense_p64.page = 64;
   dense128_p64.name = "dense-h128-p64", dense128_p64.page = 64;
-  for (const DecodeShape* s : {&dense, &sparse, &dense8, &sparse8, &dense128, &sparse128,
-                               &dense8_128, &dense_p64, &dense128_p64})
+  for (const DecodeShape* s : {&dense, &sparse, &dense8, &sparse8, &dense8q, &sparse8q, &dense128,
+                               &sparse128, &dense8_128, &dense_p64, &dense128_p64})
     for (int32_t clusters : PerfClusters()) {
       DecodeShape at = *s;
       at.clusters = clusters;
       DecodePerf(at, copy, tilings);
     }
   // Diagnostics of the sparse shape: its rows as consecutive runs (the gather's cost), and the
-  // same rows per SM as one 8192-key list per request (the per-token groups' cost).
-  DecodeShape window = sparse, k8192 = sparse;
+  // same rows per SM as one 8192-key list per request (the per-token groups' cost); other head
+  // counts of the dense shape (64: one workgroup per cluster for tiling 10; 256: four).
+  DecodeShape window = sparse, k8192 = sparse, dense64 = dense, dense256 = dense;
   window.name = "sparse-h16-window", window.topk_window = true;
   k8192.name = "sparse-h16-k8192", k8192.qlen = 1, k8192.topk = 8192;
-  for (const DecodeShape* s : {&window, &k8192})
+  dense64.name = "dense-h64", dense64.heads = 64;
+  dense256.name = "dense-h256", dense256.heads = 256;
+  for (const DecodeShape* s : {&window, &k8192, &dense64, &dense256})
     for (int32_t clusters : PerfClusters()) {
       DecodeShape at = *s;
       at.clusters = clusters;

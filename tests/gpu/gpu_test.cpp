@@ -34,7 +34,7 @@ using ref::SplitMix64;
 // Whether the kernel library holds the warpgroup-mma kernels (tilings 8, 9, 10: NVIDIA builds for
 // sm_90a; elsewhere the library refuses them and names no kernel for them).
 bool HasWgmmaKernels() {
-  return !gpu::KutClient::Get().KernelName("tiling=8", 16, 576, 512, 0).empty();
+  return !gpu::KutClient::Get().KernelName("tiling=8", 16, 576, 512, 0, 0).empty();
 }
 
 // MLASIM_TEST_TILINGS (comma list of DecodeOptions::tiling, e.g. "8,9"): the decode tests run
@@ -248,14 +248,19 @@ ref::AttentionPrecision KernelPrecision() {
 
 // One random decode step on the GPU against the CPU (plan-driven run, tolerances from the truth).
 // kv_format fp8_e4m3fn: the inputs' KV values are e4m3fn values and the kernel reads 1 byte each.
+// q_format fp8_e4m3fn (with fp8 KV): q too, with per-tensor scales q 0.125 and KV 0.25, on the
+// kernels that take fp8 q (tilings 0-2: S on e4m3 mma; 5: the portable kernel).
 void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant,
-                 const std::string& what, ref::NumFormat kv_format = ref::NumFormat::kBf16) {
+                 const std::string& what, ref::NumFormat kv_format = ref::NumFormat::kBf16,
+                 ref::NumFormat q_format = ref::NumFormat::kBf16) {
   auto plan = ref::PlanMlaMetadata(r);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ref::NumericsOptions no;
   no.seed = seed;
   no.precision = KernelPrecision();
   if (kv_format != ref::NumFormat::kBf16) no.kv_format = kv_format;
+  const bool q8 = q_format == ref::NumFormat::kFp8E4m3fn;
+  if (q8) no.q_format = q_format, no.q_scale = 0.125, no.kv_scale = 0.25;
   auto in = ref::BuildMlaInputs(r, no);
   ASSERT_TRUE(in.ok()) << in.status().ToString();
   auto mono = ref::RunMonolithic(*in, no.precision);
@@ -281,12 +286,14 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   if (HasWgmmaKernels()) tilings.push_back(8);
   if (HasWgmmaKernels() && in->num_heads % 32 == 0) tilings.push_back(9);
   if (HasWgmmaKernels() && !fp8 && in->num_heads % 64 == 0) tilings.push_back(10);
+  if (q8) tilings = {0, 1, 2, 5};
   tilings = Selected(tilings);
   for (int tiling : tilings) {
     gpu::DecodeOptions opt;
     opt.variant = variant;
     opt.tiling = tiling;
     opt.kv_format = kv_format;
+    opt.q_format = q_format;
     const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
     EXPECT_TRUE(g.tails.empty()) << what
                                  << ": a sentinel tail was overwritten: " << g.tails[0].buffer;
@@ -378,6 +385,119 @@ TEST(GpuDecode, ManyHeadsMatchCpuNumericsOnEveryKernel) {
             if (HasFatalFailure()) return;
           }
         }
+      }
+    }
+  }
+}
+
+// fp8 q with fp8 KV (S on e4m3 mma; sm_90a builds): heads 16, 32 and 128, dense pages of 1 and
+// 64, sparse top-k, q lengths 1 and 4, few and many clusters (the zero-KV variants:
+// ZeroKvVariantsOnEveryKernel).
+TEST(GpuDecode, Fp8QMatchesCpuNumerics) {
+  SKIP_WITHOUT_GPU();
+  if (!HasWgmmaKernels()) GTEST_SKIP() << "the kernel library is not built for sm_90a";
+  SplitMix64 rng(7171);
+  int i = 0;
+  for (int32_t heads : {16, 32, 128}) {
+    for (bool sparse : {false, true}) {
+      for (int32_t page : {1, 64}) {
+        if (sparse && page != 1) continue;
+        for (int32_t qlen : {1, 4}) {
+          PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
+          r.heads_per_head_k = heads;
+          r.target = ref::Arch::kGfx950;
+          CheckDecode(r, 6000 + i++, gpu::ZeroKvVariant::kAsm,
+                      "fp8 q " + std::to_string(heads) + " heads " +
+                          (sparse ? "sparse" : "dense") + " page " + std::to_string(page) +
+                          " qlen " + std::to_string(qlen),
+                      ref::NumFormat::kFp8E4m3fn, ref::NumFormat::kFp8E4m3fn);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+// fp8 q runs on the portable kernel (tiling 5) with any KV and on the e4m3 kernel with fp8 KV and
+// tilings 0-2; elsewhere it is refused as unsupported (std::invalid_argument naming the reason).
+TEST(GpuDecode, Fp8QRefusedWhereNoKernelTakesIt) {
+  SKIP_WITHOUT_GPU();
+  SplitMix64 rng(7272);
+  PlanRequest r = SmallRequest(rng, false, 1, 1, 8);
+  auto plan = ref::PlanMlaMetadata(r);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (bool kv8 : {false, true}) {
+    ref::NumericsOptions no;
+    no.seed = 9;
+    no.q_format = ref::NumFormat::kFp8E4m3fn;
+    if (kv8) no.kv_format = ref::NumFormat::kFp8E4m3fn;
+    auto in = ref::BuildMlaInputs(r, no);
+    ASSERT_TRUE(in.ok()) << in.status().ToString();
+    for (int tiling : {0, 1, 2, 3, 5, 6, 8}) {
+      gpu::DecodeOptions opt;
+      opt.tiling = tiling;
+      opt.q_format = ref::NumFormat::kFp8E4m3fn;
+      if (kv8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+      const std::string want =
+          tiling == 5          ? ""
+          : !kv8               ? "fp8_e4m3fn q with bf16 KV runs on the portable kernel only"
+          : !HasWgmmaKernels() ? "needs the kernel library built for sm_90a"
+          : tiling > 2         ? "fp8_e4m3fn q runs tilings 0-2"
+                               : "";
+      std::string got;
+      try {
+        const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
+        EXPECT_EQ(g.kernel, tiling == 5   ? "portable"
+                            : tiling == 2 ? "lockstep fp8 q e4m3 mma, direct 64 keys x 5 stages"
+                                          : "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages");
+      } catch (const std::invalid_argument& e) {
+        got = e.what();
+      }
+      if (want.empty())
+        EXPECT_EQ(got, "") << "tiling " << tiling;
+      else
+        EXPECT_NE(got.find(want), std::string::npos) << "kv8 " << kv8 << " tiling " << tiling
+                                                     << ": " << got;
+    }
+  }
+  // q values that are not e4m3fn values are named before anything runs
+  ref::NumericsOptions no;
+  no.seed = 9;
+  no.kv_format = ref::NumFormat::kFp8E4m3fn;
+  auto in = ref::BuildMlaInputs(r, no);  // bf16 q values
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  gpu::DecodeOptions opt;
+  opt.q_format = opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+  try {
+    gpu::run_mla_decode(*in, *plan, opt);
+    ADD_FAILURE() << "bf16 q values ran as fp8";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("is not an fp8_e4m3fn value (build the inputs with "
+                                         "q_format fp8_e4m3fn)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// tiling 10 at 192 and 256 heads (3 and 4 workgroups per cluster, DecodeParams::parts) and the
+// default's pick there: dense pages of 1 and 64, sparse top-k, q lengths 1 and 4.
+TEST(GpuDecode, HeadsAsMWithThreeAndFourWorkgroupsPerCluster) {
+  SKIP_WITHOUT_GPU();
+  if (!HasWgmmaKernels()) GTEST_SKIP() << "the kernel library is not built for sm_90a";
+  SplitMix64 rng(8181);
+  int i = 0;
+  for (int32_t heads : {192, 256}) {
+    for (bool sparse : {false, true}) {
+      for (int32_t page : {1, 64}) {
+        if (sparse && page != 1) continue;
+        const int32_t qlen = page == 64 ? 4 : 1;
+        PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
+        r.heads_per_head_k = heads;
+        r.target = ref::Arch::kGfx950;
+        CheckDecode(r, 8000 + i++, gpu::ZeroKvVariant::kAsm,
+                    std::to_string(heads) + " heads " + (sparse ? "sparse" : "dense") + " page " +
+                        std::to_string(page) + " qlen " + std::to_string(qlen));
+        if (HasFatalFailure()) return;
       }
     }
   }
@@ -484,7 +604,7 @@ TEST(GpuKernelConfig, DefaultKernelPerHeadCount) {
   SKIP_WITHOUT_GPU();
   if (!HasWgmmaKernels()) GTEST_SKIP() << "kernel library without the warpgroup-mma kernels";
   const auto name = [](int heads, int fp8) {
-    return gpu::KutClient::Get().KernelName("", heads, 576, 512, fp8);
+    return gpu::KutClient::Get().KernelName("", heads, 576, 512, fp8, 0);
   };
   const std::string hm = "wgmma heads as M, 64 rows per pass, a workgroup per 64 heads";
   EXPECT_EQ(name(128, 0), hm);
@@ -506,7 +626,7 @@ TEST(GpuKut, MisalignedQOrKvIsRefusedBeforeTheDevice) {
   } catch (const std::exception& e) {
     GTEST_SKIP() << e.what();
   }
-  if (gpu::KutClient::Get().KernelName("", 16, 576, 512, 0) == "portable")
+  if (gpu::KutClient::Get().KernelName("", 16, 576, 512, 0, 0) == "portable")
     GTEST_SKIP() << "the library's only kernel is the portable one (reads elements)";
   auto tensor = [](uintptr_t addr, int64_t rows, int32_t heads, int32_t cols, int32_t dtype,
                    int elem) {
@@ -604,14 +724,18 @@ TEST(GpuDecode, Fp8KvRefusesValuesThatAreNotE4m3fn) {
 // without keys, hk reads its q rows and writes nothing, opus skips it. Rows with keys are the
 // same bits under all three (same kernel, same plan); rows of zero-KV requests are NaN (never
 // written) under hk and opus. A kernel whose roles disagreed on a skipped item would hang here.
-// 16 heads: the warp-specialised, lock-step and portable kernels; 64 heads (gfx950, unfolded)
+// 16 heads: the warp-specialised, lock-step and portable kernels; 128 heads: tiling 10 (9 for fp8
+// KV); 64 heads (gfx950, unfolded)
 // adds the lock-step kernel with 32 rows per pass (tiling 7) and the warpgroup-mma kernel with 32
 // rows per pass (9) and, bf16 KV, the one with 64 heads as the mma's M (10); fp8 KV: its direct
-// (1, 2) and widened (3, 4) lock-step kernels too; the warpgroup-mma kernel (8) always.
+// (1, 2) and widened (3, 4) lock-step kernels too; the warpgroup-mma kernel (8) always; fp8 q
+// with fp8 KV (sm_90a builds): the e4m3 kernels (0-2).
 TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
   SKIP_WITHOUT_GPU();
-  for (const bool fp8 : {false, true}) {
-    for (int32_t heads : {16, 64}) {
+  for (const int format : {0, 1, 2}) {  // bf16 q and KV; fp8 KV; fp8 q and KV
+    const bool fp8 = format >= 1, q8 = format == 2;
+    if (q8 && !HasWgmmaKernels()) continue;
+    for (int32_t heads : {16, 64, 128}) {
       SplitMix64 rng(99 + heads);
       int checked = 0;
       std::vector<int> tilings =
@@ -620,6 +744,10 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
       if (HasWgmmaKernels()) tilings.push_back(8);
       if (HasWgmmaKernels() && heads % 32 == 0) tilings.push_back(9);
       if (HasWgmmaKernels() && !fp8 && heads % 64 == 0) tilings.push_back(10);
+      // 128 heads: the kernels that split a token's heads (10: two workgroups of a cluster) or
+      // pass over them in 32-row groups (9)
+      if (heads == 128) tilings = HasWgmmaKernels() ? std::vector<int>{fp8 ? 9 : 10} : tilings;
+      if (q8) tilings = {0, 1, 2, 5};
       tilings = Selected(tilings);
       for (int attempt = 0; attempt < 40 && checked < 6; ++attempt) {
         const bool sparse = attempt % 2 == 1;
@@ -645,6 +773,7 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
         ref::NumericsOptions no;
         no.seed = 3000 + attempt;
         if (fp8) no.kv_format = ref::NumFormat::kFp8E4m3fn;
+        if (q8) no.q_format = ref::NumFormat::kFp8E4m3fn;
         auto in = ref::BuildMlaInputs(r, no);
         ASSERT_TRUE(in.ok()) << in.status().ToString();
         const int64_t per_row = int64_t{in->num_heads} * in->head_dim_v;
@@ -652,6 +781,7 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
           gpu::DecodeOptions opt;
           opt.tiling = tiling;
           if (fp8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+          if (q8) opt.q_format = ref::NumFormat::kFp8E4m3fn;
           const gpu::DecodeResult a = gpu::run_mla_decode(*in, *plan, opt);
           for (auto v : {gpu::ZeroKvVariant::kHk, gpu::ZeroKvVariant::kOpus}) {
             opt.variant = v;
@@ -677,9 +807,9 @@ TEST(GpuDecode, ZeroKvVariantsOnEveryKernel) {
         ++checked;
       }
       std::printf(
-          "[gpu] zero-KV variants, %s KV, %d heads: %d batches with empty requests, %zu kernels "
+          "[gpu] zero-KV variants, %s, %d heads: %d batches with empty requests, %zu kernels "
           "each\n",
-          fp8 ? "fp8" : "bf16", heads, checked, tilings.size());
+          q8 ? "fp8 q and KV" : fp8 ? "fp8 KV" : "bf16 KV", heads, checked, tilings.size());
       EXPECT_GE(checked, 3);
     }
   }

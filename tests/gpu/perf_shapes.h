@@ -24,6 +24,7 @@ struct DecodeShape {
   int32_t page = 1;          // tokens per page (dense; ctx a multiple of it): 64 is FlashMLA's
   bool topk_window = false;  // sparse: each token's list is one run of consecutive rows
   ref::NumFormat kv_format = ref::NumFormat::kBf16;
+  ref::NumFormat q_format = ref::NumFormat::kBf16;  // fp8_e4m3fn: with fp8 KV (ATOM#287's q)
 };
 
 // B requests of `ctx` tokens and `qlen` q rows each, pages of `page` tokens. Other head counts than 16 are
@@ -50,7 +51,8 @@ inline ref::PlanRequest UniformRequest(const DecodeShape& s) {
 
 // Inputs for the shape: values in [-1, 1) rounded to bf16 (an LCG, seed fixed), identity page
 // table, no NaN filling; sparse lists are a fixed hash of (token, slot) within the token's
-// request (or, topk_window, token t's slot j is row (j + topk (t % qlen)) % ctx of it). fp8 KV: e4m3fn values with |v| < 2 (the fraction and sign bits of the draws).
+// request (or, topk_window, token t's slot j is row (j + topk (t % qlen)) % ctx of it). fp8 KV
+// (and fp8 q): e4m3fn values with |v| < 2 (the fraction and sign bits of the draws).
 inline ref::MlaInputs FastInputs(const ref::PlanRequest& r, const DecodeShape& s) {
   ref::MlaInputs in;
   in.num_heads = s.heads;
@@ -70,14 +72,16 @@ inline ref::MlaInputs FastInputs(const ref::PlanRequest& r, const DecodeShape& s
   for (auto& v : in.q) v = next();
   in.kv_cache.resize(static_cast<size_t>(in.num_pages) * s.page * 576);
   for (auto& v : in.kv_cache) v = next();
-  if (s.kv_format == ref::NumFormat::kFp8E4m3fn) {
-    for (float& v : in.kv_cache) {
+  const auto to_e4m3fn = [](std::vector<float>& values) {
+    for (float& v : values) {
       uint32_t u;
       std::memcpy(&u, &v, 4);
-      v = static_cast<float>(
-          ref::DecodeFp8(s.kv_format, static_cast<uint8_t>(((u >> 13) & 0x87u) | 0x30u)));
+      v = static_cast<float>(ref::DecodeFp8(ref::NumFormat::kFp8E4m3fn,
+                                            static_cast<uint8_t>(((u >> 13) & 0x87u) | 0x30u)));
     }
-  }
+  };
+  if (s.kv_format == ref::NumFormat::kFp8E4m3fn) to_e4m3fn(in.kv_cache);
+  if (s.q_format == ref::NumFormat::kFp8E4m3fn) to_e4m3fn(in.q);
   if (s.topk >= 0) {
     in.topk = s.topk;
     in.topk_indices.resize(static_cast<size_t>(in.q_rows()) * s.topk);
@@ -120,11 +124,12 @@ struct Traffic {
 inline Traffic DecodeTraffic(const DecodeShape& s) {
   const double tokens = double(s.batch) * s.qlen;
   const double elem = s.kv_format == ref::NumFormat::kFp8E4m3fn ? 1 : 2;
+  const double q_elem = s.q_format == ref::NumFormat::kFp8E4m3fn ? 1 : 2;
   const double keys_per_token = s.topk >= 0 ? s.topk : s.ctx;
   const double kv =
       s.topk >= 0 ? tokens * s.topk * 576 * elem : double(s.batch) * s.ctx * 576 * elem;
   Traffic t;
-  t.bytes = kv + tokens * s.heads * 576 * 2 + tokens * s.heads * 512 * 2;
+  t.bytes = kv + tokens * s.heads * 576 * q_elem + tokens * s.heads * 512 * 2;
   t.flops = 2.0 * tokens * s.heads * keys_per_token * (576 + 512);
   return t;
 }

@@ -95,10 +95,20 @@ __device__ inline void load_chunk_fp8(const DecodeParams& P, Smem& s) {
 __device__ void run_group_portable(const DecodeParams& P, Smem& s, const GroupTask& t) {
   const int H = P.H, D = P.D, Dv = P.Dv;
   const int64_t first = group_first_row(P, t), token = first / H;
-  for (int idx = threadIdx.x; idx < kRows * D / 8; idx += kBlock) {
-    const int r = idx / (D / 8), c = idx % (D / 8);
-    reinterpret_cast<uint4*>(s.qs + r * s.ldk)[c] =
-        reinterpret_cast<const uint4*>(P.q + (first + r) * D)[c];
+  if (P.q_fp8) {  // fp8 q: widened exactly to bf16 (every e4m3fn value is a bf16 value)
+    for (int idx = threadIdx.x; idx < kRows * D / 16; idx += kBlock) {
+      const int r = idx / (D / 16), c = idx % (D / 16);
+      const uint4 v = reinterpret_cast<const uint4*>(P.q8 + (first + r) * D)[c];
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      uint16_t* dst = s.qs + r * s.ldk + c * 16;
+      for (int e = 0; e < 16; ++e) dst[e] = e4m3fn_to_bf16((w[e / 4] >> (8 * (e % 4))) & 0xffu);
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < kRows * D / 8; idx += kBlock) {
+      const int r = idx / (D / 8), c = idx % (D / 8);
+      reinterpret_cast<uint4*>(s.qs + r * s.ldk)[c] =
+          reinterpret_cast<const uint4*>(P.q + (first + r) * D)[c];
+    }
   }
   log_rows(P.log, 0, token, token + 1, threadIdx.x == 0);
   if (t.p1 <= t.p0 && P.variant != static_cast<int>(ZeroKvVariant::kAsm)) {

@@ -25,7 +25,8 @@ namespace mlasim::gpu::decode::sm90::lockstep {
 
 // Tiling of the NVIDIA path, for MLA's head dims (576 / 512, bf16). 8 warps = 4 key quarters x 2
 // dimension halves for S = Q K^T; for O += P V each warp owns 64 of the 512 output columns.
-template <int kChunkT, int kStagesT, bool kFp8T = false, int kMT = 1, bool kDirectT = false>
+template <int kChunkT, int kStagesT, bool kFp8T = false, int kMT = 1, bool kDirectT = false,
+          bool kQ8T = false>
 struct MmaTiling {
   static constexpr int kD = 576, kDv = 512;
   // fp8 e4m3fn KV: the copies land in kStages fp8 staging buffers (kD bytes per key); unless read
@@ -54,6 +55,14 @@ struct MmaTiling {
   // windows, and the 2 rows 2 apart of one K load quarter-warp 2 distinct 64-byte windows).
   static constexpr bool kDirect = kDirectT;
   static constexpr int kLd8 = kD + 32;
+  // fp8 q (kQ8, with kDirect only): S = Q K^T runs on e4m3 mma (m16n8k32) straight from the fp8
+  // bytes of q and K, nothing widened (the products of e4m3 values are exact in fp32); q's A
+  // fragments are kQ8Steps k32 steps of the dimension half, in registers for the whole group.
+  // P V is as without it (V widened per fragment, P fp16).
+  static constexpr bool kQ8 = kQ8T;
+  static constexpr int kQ8Steps = kD / 64;
+  // 32-bit q fragment words per thread kept in registers: [kQSteps][4]
+  static constexpr int kQSteps = kQ8 ? kQ8Steps : kM == 1 ? kHalfSteps : 1;
   static constexpr int kBufBytes = kChunk * kLdk * 2;  // one bf16 chunk buffer
   static constexpr int kStageBytes =
       kDirect ? kChunk * kLd8 : kFp8 ? kChunk * kD : kBufBytes;  // one copy destination
@@ -83,6 +92,7 @@ struct MmaTiling {
                 "direct fp8 operands: fp8 KV, one m16 tile, 64-key chunks (a warp's quarter of "
                 "the keys is one k16 step of P V)");
   static_assert(kLd8 % 16 == 0 && kLd8 % 128 == 96, "see kLd8");
+  static_assert(!kQ8 || kDirect, "fp8 q: the direct fp8 kernel only");
   static_assert(kKeysPerLane % 2 == 0 && kKeysPerLane <= 8 && (kLdP * 2 / 16) % 2 == 1,
                 "split softmax: whole P pairs per lane, at most 8 keys a lane, ldmatrix-friendly "
                 "P rows");
@@ -290,6 +300,51 @@ __device__ inline void load_q_direct(const DecodeParams& P, int64_t first, int k
   }
 }
 
+// fp8 q (kQ8): k32 step j of dimension half kh is the k16 steps 2 j and 2 j + 1 above, so its
+// B fragments are the words of those steps (physical dims d .. d + 3 and d + 4 .. d + 7, d =
+// direct_dim(kh, 2 j, tq): the mma's k 4 tq .. 4 tq + 3 and 16 + 4 tq ..) and its A fragments
+// are q's bytes at the same 8 dims of rows first + gq and first + gq + 8 (one 8-byte load each).
+template <class T>
+__device__ inline void load_q_direct8(const DecodeParams& P, int64_t first, int kh,
+                                      uint32_t (&qa)[T::kQ8Steps][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const uint8_t* q_lo = P.q8 + (first + gq) * T::kD;
+  const uint8_t* q_hi = P.q8 + (first + gq + 8) * T::kD;
+#pragma unroll
+  for (int j = 0; j < T::kQ8Steps; ++j) {
+    const int d = direct_dim<T>(kh, 2 * j, tq);
+    const uint2 lo = *reinterpret_cast<const uint2*>(q_lo + d);
+    const uint2 hi = *reinterpret_cast<const uint2*>(q_hi + d);
+    qa[j][0] = lo.x;
+    qa[j][1] = hi.x;
+    qa[j][2] = lo.y;
+    qa[j][3] = hi.y;
+  }
+}
+
+// qk_direct with fp8 q: the same loads of K, each 16-byte load feeding two e4m3 k32 steps.
+template <class T>
+__device__ inline void qk_direct8(uint32_t kb, int quarter, int kh,
+                                  const uint32_t (&qa)[T::kQ8Steps][4],
+                                  float (&sacc)[2][T::kKeyTiles][4]) {
+  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
+  const uint32_t row0 = kb + (quarter * 16 + 2 * gq) * T::kLd8 + kh * (T::kD / 2);
+#pragma unroll
+  for (int blk = 0; blk < 4; ++blk) {
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const uint4 v = lds128(row0 + nt * T::kLd8 + 64 * blk + 16 * tq);
+      mma_e4m3_k32(sacc[0][nt], qa[2 * blk], v.x, v.y);
+      mma_e4m3_k32(sacc[1][nt], qa[2 * blk + 1], v.z, v.w);
+    }
+  }
+#pragma unroll
+  for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half, k32 step 8
+    const uint2 v = lds64(row0 + nt * T::kLd8 + 256 + 8 * tq);
+    mma_e4m3_k32(sacc[0][nt], qa[8], v.x, v.y);
+  }
+}
+
 // The two f16x2 B fragments of one k16 step from one 32-bit word of 4 fp8 dims.
 __device__ inline void mma_fp8_word(float (&c)[4], const uint32_t (&a)[4], uint32_t w) {
   mma_k16<true>(c, a, e4m3x2_to_f16x2(static_cast<uint16_t>(w & 0xffffu)),
@@ -457,8 +512,10 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   // q fragments (A of m16n8k16) of this warp's dimension half, kept in registers for the whole
   // group (kM = 1); with kM = 2 they are loaded from shared memory at each k16 step.
   const int kh = warp / 4, quarter = warp % 4;
-  uint32_t qa[kM == 1 ? T::kHalfSteps : 1][4];
-  if constexpr (T::kDirect) {
+  uint32_t qa[T::kQSteps][4];
+  if constexpr (T::kQ8) {
+    load_q_direct8<T>(P, first, kh, qa);
+  } else if constexpr (T::kDirect) {
     load_q_direct<T>(P, first, kh, qa);
   } else if constexpr (kM == 1) {
     const uint32_t* q_lo =
@@ -576,7 +633,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
         for (int nt = 0; nt < T::kKeyTiles; ++nt)
           sacc[mt][par][nt][0] = sacc[mt][par][nt][1] = sacc[mt][par][nt][2] =
               sacc[mt][par][nt][3] = 0.f;
-    if constexpr (T::kDirect) {
+    if constexpr (T::kQ8) {
+      qk_direct8<T>(kb, quarter, kh, qa, sacc[0]);
+    } else if constexpr (T::kDirect) {
       qk_direct<T>(kb, quarter, kh, qa, sacc[0]);
     } else if constexpr (T::kKeyTiles == 2) {
 #pragma unroll

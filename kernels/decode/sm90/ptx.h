@@ -98,6 +98,18 @@ __device__ inline void mma_k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// c += a (16x32, row major) * b (32x8, column major), fp32 accumulate; e4m3 operands (sm_89+),
+// 4 elements a register: a[0] row g, k 4 t .. 4 t + 3; a[1] row g + 8, the same k; a[2], a[3]
+// the same rows at k + 16; b0 k 4 t .. 4 t + 3 of column g, b1 k + 16 (g = lane / 4, t = lane % 4;
+// PTX ISA "mma.m16n8k32"). The products of e4m3 values are exact in fp32.
+__device__ inline void mma_e4m3_k32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // Shared-memory loads of 16, 8 and 4 bytes (addr aligned to its size).
 __device__ inline uint4 lds128(uint32_t addr) {
   uint4 v;
