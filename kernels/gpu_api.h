@@ -183,8 +183,9 @@ GpuPlan plan_mla_metadata(const ref::PlanRequest& request, ref::PlannerChoice ch
 void decode_update_mla_metadata(const ref::DecodeUpdateRequest& request, ref::Plan& plan);
 
 // ---------------------------------------------------------------------------------------------
-// Persistent MLA decode + reduce (kernels/decode.hip). bf16 q and KV, fp32 accumulation, P fed
-// to the matrix product in bf16, o written in bf16, lse and partial rows in fp32.
+// Persistent MLA decode + reduce (kernels/decode.hip). bf16 q and KV (or fp8 e4m3fn: KV, and q
+// with it; DecodeOptions), fp32 accumulation, P fed to the matrix product in bf16 (fp16 with fp8
+// KV), o written in bf16, lse and partial rows in fp32.
 enum class ZeroKvVariant : uint8_t {
   kAsm,   // zero-KV work items read their q rows and write o = 0 / lse = -inf (or partial rows)
   kOpus,  // zero-KV work items return before touching anything
@@ -206,8 +207,8 @@ struct DecodeOptions {
   // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 10 where heads are
   // a multiple of 64, 9 where they are a multiple of 32, else 8; fp8 KV: 9 where heads are a
   // multiple of 32, else 1; where the kernel library is not built for sm_90a, bf16 7 and 4, fp8
-  // 1; the fastest measured on the H200, docs/performance.md "Session 11", "Session 19": the
-  // choice of 10 was measured at 128 heads only, 64 / 192 / 256 heads follow it unmeasured); 6 = the
+  // 1; fp8 q: 1; the fastest measured on the H200, docs/performance.md "Session 11", "Session
+  // 19", "Session 20": 10 against 9 at 64, 128 and 256 heads, 192 heads unmeasured); 6 = the
   // warp-specialised kernel (2 producer warps stream 64-key chunks with cp.async into 2 stages, 3
   // for fp8; 8 consumer warps); 1..4 = the lock-step mma kernel with (keys per chunk x stages)
   // 32 x 3, 32 x 4, 32 x 5, 64 x 2 (fp8 KV: 1, 2 = 64 x 4, 64 x 5 with the fp8 bytes read

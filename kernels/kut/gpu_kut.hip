@@ -94,15 +94,17 @@ bool PicksPortable(int D, int Dv, int tiling) {
 }
 
 // tiling 0 (automatic): bf16 KV, the warpgroup-mma kernel with the heads as M (tiling 10) when
-// the heads are a multiple of 64 (dense 128 heads: 711.0-741.5 against 1270.5-1373.1 us for
-// tiling 9, docs/performance.md "Session 19"; measured at 128 heads only), else with 32 rows
-// per pass (tiling 9) when the heads allow it, else 16 (tiling 8); where the library is not
-// built for sm_90a the lock-step kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with
-// 32 rows per pass (9) when the heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us), else the
-// lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at 16 heads
-// 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12"). fp8 q (fp8 KV,
-// sm_90a): tilings 0 and 1 the direct kernel of 64 x 4 with S on e4m3 mma, 2 the same of 64 x 5
-// (Unsupported refuses the others).
+// the heads are a multiple of 64 (dense, B = 128, 8k context: 128 heads 711.0-741.5 against
+// 1270.5-1373.1 us for tiling 9, docs/performance.md "Session 19"; 64 heads 394.4 against 687.7
+// us, 256 heads 1400.4 against 2697.7 us, "Session 20"), else with 32 rows per pass (tiling 9)
+// when the heads allow it, else 16 (tiling 8); where the library is not built for sm_90a the
+// lock-step kernel, 7 or 64 x 2 (4). fp8 KV: the warpgroup-mma kernel with 32 rows per pass (9)
+// when the heads allow it and the library has it (dense, 128 heads: 1748.4 against 2065.7 us),
+// else the lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at
+// 16 heads 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12"). fp8 q (fp8
+// KV, sm_90a): tilings 0 and 1 the direct kernel of 64 x 4 with S on e4m3 mma (dense 16 heads
+// 268.8 against 272.9 us with bf16 q, "Session 20"), 2 the same of 64 x 5 (Unsupported refuses
+// the others).
 // Measured fastest on the H200 (docs/performance.md).
 DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, bool q_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,

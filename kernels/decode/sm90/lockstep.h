@@ -186,12 +186,19 @@ __device__ inline void widen_chunk(const uint8_t* staged, uint16_t* dst) {
   }
 }
 
-// Cache rows of the keys of one chunk to ring slot `slot` (threads < kChunk, whole warps).
-template <class T>
-__device__ inline void put_rows(const MmaSmem<T>& s, int slot, int64_t row) {
+// Cache rows of the keys of one chunk to ring slot `slot` (threads < T::kChunk, whole warps):
+// krow [slots][kChunk] (the row of key threadIdx.x, -1 = masked), valid [slots][kWords] (bit j =
+// key j is read). Every kernel's ring of cache rows (s: any shared-memory view with krow and
+// valid).
+template <class T, class Smem>
+__device__ inline void put_rows(const Smem& s, int slot, int64_t row) {
   s.krow[slot * T::kChunk + threadIdx.x] = row;
   const uint32_t bits = __ballot_sync(0xffffffffu, row >= 0);
   if (threadIdx.x % 32 == 0) s.valid[slot * T::kWords + threadIdx.x / 32] = bits;
+}
+template <class T>
+__device__ inline void put_rows(const MmaSmem<T>& s, int slot, int64_t row) {
+  put_rows<T, MmaSmem<T>>(s, slot, row);
 }
 
 // Column pair p (0..7) of this thread's 64 output columns in row gq (hi: gq + 8): its first

@@ -224,11 +224,17 @@ struct WgTiling {
   static constexpr size_t smem_bytes() { return kSmemBytes; }
 };
 
+// Byte offset of the 16-byte piece c (0..7: elements 8 c .. 8 c + 7) of row r in a block of
+// 128-byte rows with the 128-byte swizzle (the canonical wgmma layout; 1024-byte atoms).
+__device__ inline uint32_t swizzle128(int r, int c) {
+  return r * 128 + ((c ^ (r % 8)) * 16);
+}
+
 // Byte offset in a contiguous 16-bit chunk (the fp8 path's widened chunk; see the file comment) of
 // key j's 16-byte piece `piece` (dims 8 piece .. 8 piece + 7).
 template <class T>
 __device__ inline uint32_t kv_offset(int j, int piece) {
-  return (piece / 8) * T::kBlockBytes + j * 128 + ((piece % 8) ^ (j % 8)) * 16;
+  return (piece / 8) * T::kBlockBytes + swizzle128(j, piece % 8);
 }
 
 // bf16: queues the copies of blocks [b0, b1) of one chunk (cache rows from krow; -1 =
