@@ -230,10 +230,11 @@ struct DecodeOptions {
   // bf16. (The portable kernel widens the fp8 rows to bf16 in shared memory.)
   ref::NumFormat kv_format = ref::NumFormat::kBf16;
   // q format on the device: bf16, or fp8_e4m3fn (1 byte per element; every inputs.q value must
-  // then be an e4m3fn value, else std::invalid_argument): with fp8 KV only, as an engine that
-  // keeps q in the KV cache's dtype calls it (ATOM#287). The NVIDIA kernel (tilings 0-2, sm_90a
-  // builds; the library refuses the rest as unsupported) then computes S on e4m3 mma from the
-  // fp8 bytes of q and K (exact products, fp32 accumulation); P V as with bf16 q.
+  // then be an e4m3fn value, else std::invalid_argument), as an engine that keeps q in the KV
+  // cache's dtype calls it (ATOM#287). With fp8 KV at 576 / 512 on sm_90a builds, tilings 0-2
+  // compute S on e4m3 mma from the fp8 bytes of q and K (exact products, accumulated by the
+  // tensor cores into fp32 registers); P V as with bf16 q. Tiling 0 otherwise, and tiling 5, run
+  // the portable kernel, which widens q to bf16; other tilings refuse fp8 q as unsupported.
   ref::NumFormat q_format = ref::NumFormat::kBf16;
 };
 

@@ -50,7 +50,8 @@ const KutClient& KutClient::Get() {
     client.run_ = reinterpret_cast<mlasim_kut_run_fn>(::dlsym(h, "mlasim_kut_run"));
     client.last_error_ =
         reinterpret_cast<mlasim_kut_last_error_fn>(::dlsym(h, "mlasim_kut_last_error"));
-    client.kernel_name_ = reinterpret_cast<KernelNameFn>(::dlsym(h, "mlasim_kut_gpu_kernel_name_for"));
+    client.kernel_name_ =
+        reinterpret_cast<KernelNameFn>(::dlsym(h, "mlasim_kut_gpu_kernel_name_v2"));
     if (version == nullptr || client.run_ == nullptr || version() != MLASIM_KUT_ABI_VERSION) {
       error = path + ": not a kernel library of this mlasim's ABI version";
       client.run_ = nullptr;

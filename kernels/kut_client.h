@@ -18,7 +18,7 @@ class KutClient {
   // (MLASIM_KUT_ERROR) with the library's message.
   void Run(const mlasim_kut_call& call) const;
   // The decode kernel the library picks for a config, head count and head dims (its optional
-  // export mlasim_kut_gpu_kernel_name_for), "" without it.
+  // export mlasim_kut_gpu_kernel_name_v2), "" without it.
   // kv_fp8, q_fp8: 1 for fp8 e4m3fn.
   std::string KernelName(const char* config, int heads, int head_dim_qk, int head_dim_v,
                          int kv_fp8, int q_fp8) const;

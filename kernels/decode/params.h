@@ -11,7 +11,7 @@ namespace mlasim::gpu::decode {
 // row-major with the head dimension innermost. "bf16" pointers hold raw bf16 bits.
 struct DecodeParams {
   const uint16_t* q;           // bf16 [q rows, H, D]; used when q_fp8 == 0
-  const uint8_t* q8;           // fp8 e4m3fn [q rows, H, D]; used when q_fp8 == 1 (fp8 KV only)
+  const uint8_t* q8;           // fp8 e4m3fn [q rows, H, D]; used when q_fp8 == 1
   const uint16_t* kv;          // bf16 [cache rows, D]; used when kv_fp8 == 0
   const uint8_t* kv8;          // fp8 e4m3fn [cache rows, D]; used when kv_fp8 == 1
   const int32_t* kv_indices;   // dense: page ids [kv_indptr[b] .. kv_indptr[b + 1]) per request

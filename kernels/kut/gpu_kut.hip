@@ -13,8 +13,9 @@
 // draws only those. `tiling=8`, `9` and `10` need the library built for sm_90a
 // (MLASIM_KUT_SM90A, cmake/KernelUnderTest.cmake); elsewhere a call with them is unsupported.
 // Shapes: bf16 o, bf16 or fp8 e4m3fn KV, bf16 or fp8 e4m3fn q (fp8 q, as an engine that keeps
-// q in the KV cache's dtype calls it, ATOM#287: the portable kernel, or with fp8 KV at MLA's head
-// dims the lock-step kernel with S on e4m3 mma, tilings 0-2 of sm_90a builds; Fp8QUnsupported),
+// q in the KV cache's dtype calls it, ATOM#287: declared for tilings 0 and 5; with fp8 KV at
+// MLA's head dims on sm_90a builds the lock-step kernel with S on e4m3 mma, else the portable
+// kernel; Fp8QUnsupported),
 // heads a multiple of 16, head_dim_qk a multiple of 32 up to 576, head_dim_v a multiple of 16 up
 // to min(512, head_dim_qk), contiguous rows.
 #include "kernels/hip_compat.h"  // first: the HIP/CUDA names the other headers use
@@ -103,8 +104,9 @@ bool PicksPortable(int D, int Dv, int tiling) {
 // else the lock-step kernel reading the fp8 bytes directly as mma operands, 64 x 4 (tiling 1; at
 // 16 heads 266.7 us against 292.1 for tiling 8; docs/performance.md "Session 12"). fp8 q (fp8
 // KV, sm_90a): tilings 0 and 1 the direct kernel of 64 x 4 with S on e4m3 mma (dense 16 heads
-// 268.8 against 272.9 us with bf16 q, "Session 20"), 2 the same of 64 x 5 (Unsupported refuses
-// the others).
+// 268.8 against 272.9 us with bf16 q, "Session 20"), 2 the same of 64 x 5; fp8 q elsewhere:
+// the portable kernel (tiling 0 with bf16 KV or without sm_90a, tiling 5; Unsupported refuses the
+// explicit tilings that cannot take it).
 // Measured fastest on the H200 (docs/performance.md).
 DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, bool q_fp8, int heads) {
   const DecodeKernel portable{&decode::portable::mla_decode_portable_kernel,
@@ -114,6 +116,15 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, bool q_fp8
   using Ws = decode::WsConfig<false>;
   using WsFp8 = decode::WsConfig<true>;
   if (PicksPortable(D, Dv, tiling)) return portable;
+  using Q64x4 = ls::MmaTiling<64, 4, true, 1, true, true>;
+  using Q64x5 = ls::MmaTiling<64, 5, true, 1, true, true>;
+  if (q_fp8) {  // only these two kernels read fp8 q (Fp8QUnsupported refuses the other configs)
+    if (!kv_fp8 || !kWgmmaBuilt || tiling > 2) return portable;
+    return tiling == 2 ? DecodeKernel{&ls::mla_decode_mma_kernel<Q64x5>, Q64x5::smem_bytes(),
+                                      kBlock, "lockstep fp8 q e4m3 mma, direct 64 keys x 5 stages"}
+                       : DecodeKernel{&ls::mla_decode_mma_kernel<Q64x4>, Q64x4::smem_bytes(),
+                                      kBlock, "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages"};
+  }
   if (tiling == 6) {
     if (kv_fp8)
       return {&decode::sm90::mla_decode_ws_kernel<WsFp8>, WsFp8::kSmemBytes, WsFp8::kThreads,
@@ -130,8 +141,6 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, bool q_fp8
   using F64x3 = ls::MmaTiling<64, 3, true>;
   using D64x4 = ls::MmaTiling<64, 4, true, 1, true>;
   using D64x5 = ls::MmaTiling<64, 5, true, 1, true>;
-  using Q64x4 = ls::MmaTiling<64, 4, true, 1, true, true>;
-  using Q64x5 = ls::MmaTiling<64, 5, true, 1, true, true>;
   namespace wg = decode::sm90::wg;
   // Rings of 18 blocks = two whole chunks (docs/performance.md "Session 14"): 16 rows per pass,
   // dense 16 heads 281.2-282.5 us against 286.3-288.1 with 24 blocks (2.67 chunks), sparse
@@ -141,11 +150,6 @@ DecodeKernel PickDecodeKernel(int D, int Dv, int tiling, bool kv_fp8, bool q_fp8
   using W32 = wg::WgTiling<18, false, 2>;
   using W16f = wg::WgTiling<18, true>;  // fp8: two widened chunks
   using W32f = wg::WgTiling<18, true, 2>;
-  if (q_fp8 && kv_fp8 && kWgmmaBuilt)  // (and D, Dv = 576, 512: PicksPortable above)
-    return tiling == 2 ? DecodeKernel{&ls::mla_decode_mma_kernel<Q64x5>, Q64x5::smem_bytes(),
-                                      kBlock, "lockstep fp8 q e4m3 mma, direct 64 keys x 5 stages"}
-                       : DecodeKernel{&ls::mla_decode_mma_kernel<Q64x4>, Q64x4::smem_bytes(),
-                                      kBlock, "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages"};
   if (tiling == 0 && !kv_fp8)
     tiling = kWgmmaBuilt && heads % (4 * kRows) == 0 ? 10
              : heads % (2 * kRows) == 0             ? (kWgmmaBuilt ? 9 : 7)
@@ -256,33 +260,37 @@ std::string NotBuilt(const Config& cfg) {
   return "";
 }
 
-// Why fp8 q cannot run ("" for bf16 q, or where it can). Two kernels take it: the portable one
-// (it widens q to bf16; any KV) and, for fp8 KV at MLA's head dims, the lock-step kernel with S
-// on e4m3 mma (tilings 0-2, sm_90a builds). Describe declares fp8 q for the configs where one of
-// them can run (Fp8QDeclared).
+// Why fp8 q cannot run ("" for bf16 q, or where it can). Two kernels read it (PickDecodeKernel):
+// the lock-step kernel with S on e4m3 mma (fp8 KV, MLA's head dims, sm_90a builds, tilings 0-2)
+// and the portable kernel, which widens q to bf16 (any KV: tiling 0 where the e4m3 kernel does
+// not apply, tiling 5, other head dims). Tilings 1 and 2 take fp8 q only as the e4m3 kernel;
+// 3, 4 and 6-10 take bf16 q only.
 std::string Fp8QUnsupported(const mlasim_kut_call& c, const Config& cfg) {
-  if (c.q.dtype != MLASIM_KUT_FP8_E4M3FN || PicksPortable(c.head_dim_qk, c.head_dim_v, cfg.tiling))
+  if (c.q.dtype != MLASIM_KUT_FP8_E4M3FN || cfg.tiling == 0 ||
+      PicksPortable(c.head_dim_qk, c.head_dim_v, cfg.tiling))
     return "";
-  if (c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN)
-    return "fp8_e4m3fn q with bf16 KV runs on the portable kernel only (tiling=5, or head dims "
-           "other than 576 / 512); tiling=" + std::to_string(cfg.tiling) + " has bf16 q";
-  if (!kWgmmaBuilt)
-    return "fp8_e4m3fn q at head dims 576 / 512 needs the kernel library built for sm_90a (e4m3 "
-           "mma: MLASIM_KUT_SM90A), or tiling=5";
+  const std::string tiling = "tiling=" + std::to_string(cfg.tiling);
   if (cfg.tiling > 2)
-    return "fp8_e4m3fn q runs tilings 0-2 (the lock-step kernel reading fp8 operands directly) "
-           "and 5 (portable); got tiling=" + std::to_string(cfg.tiling);
+    return tiling + " takes bf16 q only (fp8_e4m3fn q runs on tilings 0, 1, 2 and 5)";
+  if (c.kv_cache.dtype != MLASIM_KUT_FP8_E4M3FN)
+    return tiling + " takes fp8_e4m3fn q only with fp8_e4m3fn KV (S on e4m3 mma); got bf16 KV "
+           "(tilings 0 and 5 run it on the portable kernel)";
+  if (!kWgmmaBuilt)
+    return tiling + " takes fp8_e4m3fn q only in a kernel library built for sm_90a "
+           "(MLASIM_KUT_SM90A: the e4m3 kernel is enabled there); tilings 0 and 5 run it on the "
+           "portable kernel";
   return "";
 }
 
-// Whether Describe declares fp8 q for the config: a config where some call with fp8 q runs (the
-// portable kernel always takes it; the e4m3 kernel takes it with fp8 KV).
+// Whether Describe declares fp8 q for the config: tilings 0 and 5, which run it whatever the KV
+// (so a campaign hands fp8 q only where no call of it is refused for that); every config of the
+// AMD build, whose only kernel is the portable one.
 bool Fp8QDeclared(const Config& cfg) {
 #if defined(__CUDACC__)
-  return cfg.tiling == 5 || (kWgmmaBuilt && cfg.tiling <= 2);
+  return cfg.tiling == 0 || cfg.tiling == 5;
 #else
   (void)cfg;
-  return true;  // every call runs the portable kernel
+  return true;
 #endif
 }
 
@@ -310,19 +318,18 @@ std::string Unsupported(const mlasim_kut_call& c, const Config& cfg) {
   if (!Contiguous(c.q, q_elem) || !Contiguous(c.o, 2) || !Contiguous(c.kv_cache, kv_elem) ||
       !Contiguous(c.partial_o, 4))
     return "needs contiguous rows and heads";
-  // Every kernel but the portable one reads q and KV rows in 16-byte pieces (cp.async, 16-byte
-  // loads): a misaligned base would fault on the device ("misaligned address"), so it is refused
+  // Every kernel reads q and KV rows in 16-byte pieces (cp.async, 16-byte loads; the portable one
+  // too): a misaligned base would fault on the device ("misaligned address"), so it is refused
   // here. (Rows are multiples of 16 bytes at these head dims.)
   const auto misaligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 != 0; };
   const void* bad = misaligned(c.q.data)          ? c.q.data
                     : misaligned(c.kv_cache.data) ? c.kv_cache.data
                                                   : nullptr;
-  if (bad != nullptr && !PicksPortable(D, Dv, cfg.tiling))
-    return std::string("needs q and kv_cache data 16-byte aligned (the kernel reads them in "
+  if (bad != nullptr)
+    return std::string("needs q and kv_cache data 16-byte aligned (the kernels read them in "
                        "16-byte pieces); ") +
            (bad == c.q.data ? "q" : "kv_cache") + " data is " +
-           std::to_string(reinterpret_cast<uintptr_t>(bad) % 16) +
-           " bytes past a multiple of 16 (tiling=5, the portable kernel, reads elements)";
+           std::to_string(reinterpret_cast<uintptr_t>(bad) % 16) + " bytes past a multiple of 16";
   return "";
 }
 
@@ -465,9 +472,10 @@ MLASIM_KUT_EXPORT const char* mlasim_kut_last_error(void) {
   return mlasim::gpu::kut::g_error.c_str();
 }
 // mlasim's own extra export (kernels/kut_client.h): the decode kernel a config picks for a shape
-// (heads: tiling 0 picks by the head count; kv_fp8, q_fp8: 1 for fp8 e4m3fn).
-MLASIM_KUT_EXPORT const char* mlasim_kut_gpu_kernel_name_for(const char* config, int heads,
-                                                            int head_dim_qk, int head_dim_v,
-                                                            int kv_fp8, int q_fp8) {
+// (heads: tiling 0 picks by the head count; kv_fp8, q_fp8: 1 for fp8 e4m3fn). _v2: the q format
+// argument (session 20); a stale library of the old name is then not found, not misread.
+MLASIM_KUT_EXPORT const char* mlasim_kut_gpu_kernel_name_v2(const char* config, int heads,
+                                                           int head_dim_qk, int head_dim_v,
+                                                           int kv_fp8, int q_fp8) {
   return mlasim::gpu::kut::KernelName(config, heads, head_dim_qk, head_dim_v, kv_fp8, q_fp8);
 }

@@ -248,8 +248,9 @@ ref::AttentionPrecision KernelPrecision() {
 
 // One random decode step on the GPU against the CPU (plan-driven run, tolerances from the truth).
 // kv_format fp8_e4m3fn: the inputs' KV values are e4m3fn values and the kernel reads 1 byte each.
-// q_format fp8_e4m3fn (with fp8 KV): q too, with per-tensor scales q 0.125 and KV 0.25, on the
-// kernels that take fp8 q (tilings 0-2: S on e4m3 mma; 5: the portable kernel).
+// q_format fp8_e4m3fn: q too, with per-tensor scales q 0.125 and KV 0.25, on the kernels that
+// take fp8 q (fp8 KV: tilings 0-2, S on e4m3 mma, and 5, the portable kernel; bf16 KV: 0 and 5,
+// both the portable kernel).
 void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant,
                  const std::string& what, ref::NumFormat kv_format = ref::NumFormat::kBf16,
                  ref::NumFormat q_format = ref::NumFormat::kBf16) {
@@ -286,7 +287,7 @@ void CheckDecode(const PlanRequest& r, uint64_t seed, gpu::ZeroKvVariant variant
   if (HasWgmmaKernels()) tilings.push_back(8);
   if (HasWgmmaKernels() && in->num_heads % 32 == 0) tilings.push_back(9);
   if (HasWgmmaKernels() && !fp8 && in->num_heads % 64 == 0) tilings.push_back(10);
-  if (q8) tilings = {0, 1, 2, 5};
+  if (q8) tilings = fp8 ? std::vector<int>{0, 1, 2, 5} : std::vector<int>{0, 5};
   tilings = Selected(tilings);
   for (int tiling : tilings) {
     gpu::DecodeOptions opt;
@@ -392,7 +393,8 @@ TEST(GpuDecode, ManyHeadsMatchCpuNumericsOnEveryKernel) {
 
 // fp8 q with fp8 KV (S on e4m3 mma; sm_90a builds): heads 16, 32 and 128, dense pages of 1 and
 // 64, sparse top-k, q lengths 1 and 4, few and many clusters (the zero-KV variants:
-// ZeroKvVariantsOnEveryKernel).
+// ZeroKvVariantsOnEveryKernel); fp8 q with bf16 KV (the portable kernel): 16 heads, dense and
+// sparse.
 TEST(GpuDecode, Fp8QMatchesCpuNumerics) {
   SKIP_WITHOUT_GPU();
   if (!HasWgmmaKernels()) GTEST_SKIP() << "the kernel library is not built for sm_90a";
@@ -416,10 +418,18 @@ TEST(GpuDecode, Fp8QMatchesCpuNumerics) {
       }
     }
   }
+  for (bool sparse : {false, true}) {
+    const PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 4, 8);
+    CheckDecode(r, 6100 + sparse, gpu::ZeroKvVariant::kAsm,
+                std::string("fp8 q, bf16 KV, 16 heads ") + (sparse ? "sparse" : "dense"),
+                ref::NumFormat::kBf16, ref::NumFormat::kFp8E4m3fn);
+    if (HasFatalFailure()) return;
+  }
 }
 
-// fp8 q runs on the portable kernel (tiling 5) with any KV and on the e4m3 kernel with fp8 KV and
-// tilings 0-2; elsewhere it is refused as unsupported (std::invalid_argument naming the reason).
+// fp8 q runs on the e4m3 kernel with fp8 KV and tilings 0-2 (sm_90a builds), on the portable
+// kernel with tiling 5 and with tiling 0 where the e4m3 kernel does not apply; the other tilings
+// refuse it as unsupported (std::invalid_argument naming the reason).
 TEST(GpuDecode, Fp8QRefusedWhereNoKernelTakesIt) {
   SKIP_WITHOUT_GPU();
   SplitMix64 rng(7272);
@@ -438,18 +448,23 @@ TEST(GpuDecode, Fp8QRefusedWhereNoKernelTakesIt) {
       opt.tiling = tiling;
       opt.q_format = ref::NumFormat::kFp8E4m3fn;
       if (kv8) opt.kv_format = ref::NumFormat::kFp8E4m3fn;
+      const bool e4m3 = kv8 && HasWgmmaKernels();  // the e4m3 kernel applies
       const std::string want =
-          tiling == 5          ? ""
-          : !kv8               ? "fp8_e4m3fn q with bf16 KV runs on the portable kernel only"
-          : !HasWgmmaKernels() ? "needs the kernel library built for sm_90a"
-          : tiling > 2         ? "fp8_e4m3fn q runs tilings 0-2"
-                               : "";
+          tiling == 0 || tiling == 5 ? ""
+          : tiling == 8 && !HasWgmmaKernels()
+              ? "tiling=8 needs the kernel library built for sm_90a"
+          : tiling > 2 ? "takes bf16 q only (fp8_e4m3fn q runs on tilings 0, 1, 2 and 5)"
+          : !kv8       ? "takes fp8_e4m3fn q only with fp8_e4m3fn KV"
+          : !e4m3      ? "takes fp8_e4m3fn q only in a kernel library built for sm_90a"
+                       : "";
       std::string got;
       try {
         const gpu::DecodeResult g = gpu::run_mla_decode(*in, *plan, opt);
-        EXPECT_EQ(g.kernel, tiling == 5   ? "portable"
+        EXPECT_EQ(g.kernel, tiling == 5 || !e4m3
+                                ? "portable"
                             : tiling == 2 ? "lockstep fp8 q e4m3 mma, direct 64 keys x 5 stages"
-                                          : "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages");
+                                          : "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages")
+            << "kv8 " << kv8 << " tiling " << tiling;
       } catch (const std::invalid_argument& e) {
         got = e.what();
       }
@@ -479,8 +494,9 @@ TEST(GpuDecode, Fp8QRefusedWhereNoKernelTakesIt) {
   }
 }
 
-// tiling 10 at 192 and 256 heads (3 and 4 workgroups per cluster, DecodeParams::parts) and the
-// default's pick there: dense pages of 1 and 64, sparse top-k, q lengths 1 and 4.
+// tiling 10 at 192 and 256 heads (3 and 4 workgroups per cluster, DecodeParams::parts; with every
+// other kernel, CheckDecode): dense pages of 1 and 64, sparse top-k, q lengths 1 and 4. (tiling 0's
+// pick there: GpuKernelConfig.DefaultKernelPerHeadCount.)
 TEST(GpuDecode, HeadsAsMWithThreeAndFourWorkgroupsPerCluster) {
   SKIP_WITHOUT_GPU();
   if (!HasWgmmaKernels()) GTEST_SKIP() << "the kernel library is not built for sm_90a";
@@ -613,21 +629,30 @@ TEST(GpuKernelConfig, DefaultKernelPerHeadCount) {
   EXPECT_EQ(name(32, 0), "wgmma 64 keys x 18 blocks, 32 rows per pass");
   EXPECT_EQ(name(48, 0), "wgmma 64 keys x 18 blocks, 16 rows per pass");
   EXPECT_EQ(name(16, 0), "wgmma 64 keys x 18 blocks, 16 rows per pass");
+  EXPECT_EQ(name(192, 0), hm);
+  EXPECT_EQ(name(256, 0), hm);
   EXPECT_EQ(name(128, 1), "wgmma fp8 64 keys x 2 widened chunks, 32 rows per pass");
   EXPECT_EQ(name(16, 1), "lockstep fp8 direct 64 keys x 4 stages");
+  // fp8 q: the e4m3 kernel with fp8 KV whatever the heads, the portable one with bf16 KV
+  const auto name_q8 = [](int heads, int fp8) {
+    return gpu::KutClient::Get().KernelName("", heads, 576, 512, fp8, 1);
+  };
+  EXPECT_EQ(name_q8(16, 1), "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages");
+  EXPECT_EQ(name_q8(128, 1), "lockstep fp8 q e4m3 mma, direct 64 keys x 4 stages");
+  EXPECT_EQ(name_q8(16, 0), "portable");
+  EXPECT_EQ(name_q8(128, 0), "portable");
 }
 
 // A q or KV base that is not 16-byte aligned is refused (UNSUPPORTED, naming the tensor and its
-// offset) by every kernel that reads 16-byte pieces, before the library touches the device: the
-// pointers below are never dereferenced. Needs the kernel library (a CUDA build), not a device.
+// offset) by every kernel (all read 16-byte pieces, the portable one too), before the library
+// touches the device: the pointers below are never dereferenced. bf16 and fp8 KV, fp8 q where a
+// tiling takes it. Needs the kernel library (a CUDA build), not a device.
 TEST(GpuKut, MisalignedQOrKvIsRefusedBeforeTheDevice) {
   try {
     gpu::KutClient::Get();
   } catch (const std::exception& e) {
     GTEST_SKIP() << e.what();
   }
-  if (gpu::KutClient::Get().KernelName("", 16, 576, 512, 0, 0) == "portable")
-    GTEST_SKIP() << "the library's only kernel is the portable one (reads elements)";
   auto tensor = [](uintptr_t addr, int64_t rows, int32_t heads, int32_t cols, int32_t dtype,
                    int elem) {
     mlasim_kut_tensor t{};
@@ -638,11 +663,14 @@ TEST(GpuKut, MisalignedQOrKvIsRefusedBeforeTheDevice) {
     t.bytes = static_cast<uint64_t>(rows * t.row_stride);
     return t;
   };
-  std::vector<int> tilings{0, 1, 2, 3, 4, 6};
+  std::vector<int> tilings{0, 1, 2, 3, 4, 5, 6};
   if (HasWgmmaKernels()) tilings.push_back(8);
-  int refused = 0;
+  int refused = 0, calls = 0;
   for (int tiling : tilings) {
-    for (bool fp8 : {false, true}) {
+    for (int format : {0, 1, 2}) {  // bf16 q and KV; fp8 KV; fp8 q and KV (tilings 0-2 and 5)
+      const bool fp8 = format >= 1, q8 = format == 2;
+      if (q8 && tiling > 2 && tiling != 5) continue;
+      if (q8 && (tiling == 1 || tiling == 2) && !HasWgmmaKernels()) continue;  // refused first
       for (const char* which : {"q", "kv_cache"}) {
         for (uintptr_t offset : {uintptr_t{1}, uintptr_t{8}, uintptr_t{15}}) {
           const bool q_off = std::string(which) == "q";
@@ -654,12 +682,14 @@ TEST(GpuKut, MisalignedQOrKvIsRefusedBeforeTheDevice) {
           c.config = config.c_str();
           c.batch = 1, c.num_heads = 16, c.num_kv_heads = 1, c.head_dim_qk = 576;
           c.head_dim_v = 512, c.page_size = 1, c.num_pages = 64, c.max_seqlen_q = 1, c.topk = -1;
-          c.q = tensor(0x10000 + (q_off ? offset : 0), 1, 16, 576, MLASIM_KUT_BF16, 2);
+          c.q = tensor(0x10000 + (q_off ? offset : 0), 1, 16, 576,
+                       q8 ? MLASIM_KUT_FP8_E4M3FN : MLASIM_KUT_BF16, q8 ? 1 : 2);
           c.kv_cache = tensor(0x40000 + (q_off ? 0 : offset), 64, 1, 576,
                               fp8 ? MLASIM_KUT_FP8_E4M3FN : MLASIM_KUT_BF16, fp8 ? 1 : 2);
           c.o = tensor(0x80000, 1, 16, 512, MLASIM_KUT_BF16, 2);
           const std::string want =
               std::string(which) + " data is " + std::to_string(offset) + " bytes past";
+          ++calls;
           try {
             gpu::KutClient::Get().Run(c);
             ADD_FAILURE() << config << " ran a call with " << which << " misaligned by " << offset;
@@ -675,7 +705,8 @@ TEST(GpuKut, MisalignedQOrKvIsRefusedBeforeTheDevice) {
       }
     }
   }
-  EXPECT_EQ(refused, static_cast<int>(tilings.size()) * 2 * 2 * 3);
+  EXPECT_EQ(refused, calls);
+  EXPECT_EQ(calls, (static_cast<int>(tilings.size()) * 2 + (HasWgmmaKernels() ? 4 : 2)) * 2 * 3);
 }
 
 // fp8 e4m3fn KV (every fp8 kernel: lock-step read directly and widened, warp-specialised,

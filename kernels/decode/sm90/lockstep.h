@@ -6,6 +6,7 @@
 // and 2 for fp8): no widened copy and no fourth barrier; each thread widens the bytes of its own
 // fragments (cvt e4m3x2 -> f16x2) right before its mma, with the order of the k dimension of each
 // mma permuted so that a fragment is one 16-byte (K) or 4-byte (V) shared-memory load (below).
+// With fp8 q too (kQ8), S runs on e4m3 mma (m16n8k32) from the fp8 bytes of q and K, unwidened.
 // A pass covers kM m16 tiles of q rows (kM x 16 heads of one token): with kM = 2 (tiling 7, heads
 // a multiple of 32) every KV chunk brought into shared memory serves 32 rows instead of 16, so a
 // token with H heads reads its KV range H / 32 times instead of H / 16, and each B fragment
@@ -516,8 +517,9 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
   const int64_t first = group_first_row(P, t), token = first / P.H;
   log_rows(P.log, 0, token, token + 1, threadIdx.x == 0);
 
-  // q fragments (A of m16n8k16) of this warp's dimension half, kept in registers for the whole
-  // group (kM = 1); with kM = 2 they are loaded from shared memory at each k16 step.
+  // q fragments (A of m16n8k16; kQ8: of m16n8k32, e4m3) of this warp's dimension half, kept in
+  // registers for the whole group (kM = 1); with kM = 2 they are loaded from shared memory at each
+  // k16 step.
   const int kh = warp / 4, quarter = warp % 4;
   uint32_t qa[T::kQSteps][4];
   if constexpr (T::kQ8) {

@@ -1,6 +1,6 @@
 // kernels/decode/sm90/ptx.h - the PTX the NVIDIA decode kernels use (sm_80 mma.sync / ldmatrix /
-// cp.async with mbarrier completion, sm_90 mbarrier waits, named barriers, programmatic
-// dependent launch, fp8 conversion).
+// cp.async with mbarrier completion, sm_89 e4m3 mma.sync, sm_90 mbarrier waits, named barriers,
+// programmatic dependent launch, fp8 conversion).
 // NVIDIA only: included under __CUDACC__.
 #pragma once
 
@@ -104,10 +104,15 @@ __device__ inline void mma_k16(float (&c)[4], const uint32_t (&a)[4], uint32_t b
 // PTX ISA "mma.m16n8k32"). The products of e4m3 values are exact in fp32.
 __device__ inline void mma_e4m3_k32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
                                     uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  (void)c, (void)a, (void)b0, (void)b1;
+  __trap();  // no e4m3 mma before sm_89: the host never picks the kernel then (kWgmmaBuilt)
+#else
   asm("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
 }
 
 // Shared-memory loads of 16, 8 and 4 bytes (addr aligned to its size).
