@@ -207,7 +207,8 @@ struct DecodeOptions {
   // NVIDIA decode kernel, for tuning runs and tests: 0 = the default (bf16 KV: 10 where heads are
   // a multiple of 64, 9 where they are a multiple of 32, else 8; fp8 KV: 9 where heads are a
   // multiple of 32, else 1; where the kernel library is not built for sm_90a, bf16 7 and 4, fp8
-  // 1; fp8 q: 1; the fastest measured on the H200, docs/performance.md "Session 11", "Session
+  // 1; fp8 q with fp8 KV: 1 on sm_90a builds, else (and with bf16 KV) the portable kernel; the
+  // fastest measured on the H200, docs/performance.md "Session 11", "Session
   // 19", "Session 20": 10 against 9 at 64, 128 and 256 heads, 192 heads unmeasured); 6 = the
   // warp-specialised kernel (2 producer warps stream 64-key chunks with cp.async into 2 stages, 3
   // for fp8; 8 consumer warps); 1..4 = the lock-step mma kernel with (keys per chunk x stages)

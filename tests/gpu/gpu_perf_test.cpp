@@ -26,7 +26,8 @@ using perf::DecodeShape;
 
 // Environment knobs for profiling runs (tools/gpu/profile.sh): MLASIM_PERF_SHAPES = comma list of
 // shape names (default all but the diagnostic ones), MLASIM_PERF_TILINGS = comma list of
-// DecodeOptions::tiling (default 6 = the warp-specialised kernel, 4 = the lock-step kernel),
+// DecodeOptions::tiling (default 0 = the kernel the library picks for the shape, 6 = the
+// warp-specialised kernel, 4 = the lock-step kernel),
 // MLASIM_PERF_CLUSTERS = comma list of the cu_count each shape is planned for (default 132, one
 // workgroup per H200 SM; more clusters than SMs run as further waves of workgroups).
 std::vector<int> IntList(const char* name, std::vector<int> fallback) {
@@ -41,7 +42,7 @@ std::vector<int> IntList(const char* name, std::vector<int> fallback) {
   }
   return out;
 }
-std::vector<int> PerfTilings() { return IntList("MLASIM_PERF_TILINGS", {6, 4}); }
+std::vector<int> PerfTilings() { return IntList("MLASIM_PERF_TILINGS", {0, 6, 4}); }
 std::vector<int> PerfClusters() { return IntList("MLASIM_PERF_CLUSTERS", {132}); }
 
 // Whether MLASIM_PERF_SHAPES (comma separated) names the shape; unset or empty: every shape

@@ -6,8 +6,9 @@
 # (tools/gpu/pack.sh does it), name that folder in the call's carry, and run
 #   bash tools/gpu/carried.sh <folder>
 # It runs, in this order, each with a time limit, logging to $OUT: the GPU tests, the performance
-# runs, the FlashMLA side-by-side bench, Nsight Compute on one launch of the default decode kernel
-# (dense shape), compute-sanitizer memcheck on the decode tests, and `mlasim replay --gpu` in
+# runs, the FlashMLA side-by-side bench, Nsight Compute on one launch of the decode kernel
+# NCU_TILING (default 0: the one the library picks) on the perf shape NCU_SHAPE (default
+# dense-h16), compute-sanitizer memcheck on the decode tests, and `mlasim replay --gpu` in
 # sentinel and guard mode (REPLAY_MODES) on the founding case. STEPS (default all) picks some:
 # tests,perf,bench,ncu,memcheck,replay.
 set -uo pipefail
@@ -48,7 +49,7 @@ if step bench && [ -x "$B/mlasim_flashmla_bench" ]; then
 fi
 if step ncu && command -v ncu > /dev/null; then
   stamp ncu
-  MLASIM_PERF_SHAPES=dense-h16 MLASIM_PERF_TILINGS=${NCU_TILING:-6} timeout 80 ncu \
+  MLASIM_PERF_SHAPES=${NCU_SHAPE:-dense-h16} MLASIM_PERF_TILINGS=${NCU_TILING:-0} timeout 80 ncu \
     --clock-control none -k regex:mla_decode --launch-skip 1 --launch-count 1 \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section SchedulerStats \
     --section WarpStateStats --section Occupancy --section LaunchStats --section SourceCounters \
