@@ -11,7 +11,8 @@
 // rows per pass) heads a multiple of 32, `tiling=10` (the warpgroup-mma kernel with the q rows as
 // the mma's M, kernels/decode/sm90/heads_m.h) heads a multiple of 64 and bf16 KV: a campaign then
 // draws only those. `tiling=8`, `9` and `10` need the library built for sm_90a
-// (MLASIM_KUT_SM90A, cmake/KernelUnderTest.cmake); elsewhere a call with them is unsupported.
+// (MLASIM_KUT_SM90A, cmake/KernelUnderTest.cmake); elsewhere the library refuses them (describe
+// and run: UNSUPPORTED, naming the build they need).
 // Shapes: bf16 o, bf16 or fp8 e4m3fn KV, bf16 or fp8 e4m3fn q (fp8 q, as an engine that keeps
 // q in the KV cache's dtype calls it, ATOM#287: declared for tilings 0 and 5; with fp8 KV at
 // MLA's head dims on sm_90a builds the lock-step kernel with S on e4m3 mma, else the portable
