@@ -437,6 +437,10 @@ bool StepChecker::RunOne(int32_t op, const sim::Call& c, const std::vector<Predi
   arena_->Download("access_log", log, sizeof log);
   if (log[1] != 0) run["q_rows_read"] = {log[0], log[1] - 1};
   if (log[3] != 0) run["o_rows_written"] = {log[2], log[3] - 1};
+  if (op == MLASIM_KUT_OP_DECODE) {  // the formats the harness handed the kernel (PickDtype)
+    run["q_dtype"] = KutDtypeName(call.q.dtype);
+    run["kv_dtype"] = KutDtypeName(call.kv_cache.dtype);
+  }
   rep.json["runs"].push_back(run);
   CompareDamage(c, pred, damage, rep);
   CheckInputs(c, rep);

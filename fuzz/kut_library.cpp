@@ -22,14 +22,19 @@ Status Bad(const std::string& path, const std::string& why) {
 }
 
 std::string DtypeList(uint32_t mask) {
-  static const char* kNames[] = {"", "bf16", "fp16", "fp32", "fp8_e4m3fn", "int32"};
   std::string out;
   for (int d = 1; d <= MLASIM_KUT_INT32; ++d)
-    if (mask & MLASIM_KUT_DTYPE_BIT(d)) out += (out.empty() ? "" : ",") + std::string(kNames[d]);
+    if (mask & MLASIM_KUT_DTYPE_BIT(d)) out += (out.empty() ? "" : ",") + KutDtypeName(d);
   return out.empty() ? "none" : out;
 }
 
 }  // namespace
+
+std::string KutDtypeName(int32_t dtype) {
+  static const char* kNames[] = {"", "bf16", "fp16", "fp32", "fp8_e4m3fn", "int32"};
+  if (dtype >= MLASIM_KUT_BF16 && dtype <= MLASIM_KUT_INT32) return kNames[dtype];
+  return "dtype " + std::to_string(dtype);
+}
 
 std::string KutDescription::Unsupported(int32_t op, int32_t heads, int32_t head_dim_qk,
                                         int32_t head_dim_v, int32_t page_size,

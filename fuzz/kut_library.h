@@ -97,4 +97,8 @@ class KutLibrary {
 // "" when none exists (a GPU_BACKEND=NONE build).
 std::string DefaultGpuKutPath();
 
+// The name of an element type of kernels/mlasim_kut.h (MLASIM_KUT_BF16 .. MLASIM_KUT_INT32):
+// "bf16", "fp16", "fp32", "fp8_e4m3fn", "int32"; "dtype N" for any other value.
+std::string KutDtypeName(int32_t dtype);
+
 }  // namespace mlasim::fuzz

@@ -355,6 +355,11 @@ std::map<std::string, int64_t> KutPool::NumericsOutcomes() const {
   return numerics_;
 }
 
+std::map<std::string, int64_t> KutPool::CallFormats() const {
+  std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+  return formats_;
+}
+
 std::string CutReason(std::string s) {
   constexpr size_t kMaxReason = 400;
   if (s.size() <= kMaxReason) return s;
@@ -372,6 +377,15 @@ std::string Outcome(const json& report) {
     if (run.contains("unsupported"))
       return "unsupported: " + CutReason(run.value("unsupported", ""));
   return "run";
+}
+
+// "q Q, kv KV" of the decode run of one call report that ran (KutPool::CallFormats); "" when its
+// decode did not run.
+std::string Formats(const json& report) {
+  for (const json& run : report.value("runs", json::array()))
+    if (run.value("op", "") == "decode" && run.contains("q_dtype"))
+      return "q " + run.value("q_dtype", "") + ", kv " + run.value("kv_dtype", "");
+  return "";
 }
 
 // "compared" or "not compared: WHY" (CutReason) of one call report's numerics; "" when the call
@@ -535,6 +549,7 @@ void KutPool::AddCallReport(const json& j, KutStepResult& res) {
     std::lock_guard<std::mutex> lock(mu_);
     outcomes_[Outcome(res.calls.back())] += 1;
     if (const std::string n = NumericsOutcome(res.calls.back()); !n.empty()) numerics_[n] += 1;
+    if (const std::string f = Formats(res.calls.back()); !f.empty()) formats_[f] += 1;
   }
   AddFindings(j.value("findings", json::array()), &res.findings);
 }

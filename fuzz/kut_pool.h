@@ -113,6 +113,9 @@ class KutPool {
   // reference's refusal, e.g. above the CPU reference's work bound), WHY whole up to 400
   // characters.
   std::map<std::string, int64_t> NumericsOutcomes() const;
+  // Decode calls the kernel ran, by the formats the harness handed it: "q Q, kv KV" (dtype names
+  // of kernels/mlasim_kut.h, e.g. "q fp8_e4m3fn, kv fp8_e4m3fn").
+  std::map<std::string, int64_t> CallFormats() const;
 
  private:
   explicit KutPool(const KutPoolOptions& o);
@@ -170,6 +173,7 @@ class KutPool {
   std::map<std::string, double> timing_;     // (under mu_)
   std::map<std::string, int64_t> outcomes_;  // CallOutcomes (under mu_)
   std::map<std::string, int64_t> numerics_;  // NumericsOutcomes (under mu_)
+  std::map<std::string, int64_t> formats_;   // CallFormats (under mu_)
   struct Replacer {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;

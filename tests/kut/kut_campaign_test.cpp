@@ -252,6 +252,23 @@ TEST(KutCampaign, ASelfPlanningKernelRunsHeadFoldedPlansWithNoFinding) {
   }
 }
 
+// The formats the decode calls that ran were handed, by count: mlasim's CPU kernel declares fp8
+// e4m3fn q and KV, and the campaign's fp8 steps on e4m3fn targets hand it both (q follows the KV
+// cache's dtype, ATOM#287); the counts add up to the calls run.
+TEST(KutCampaign, SaysWhichFormatsTheCallsThatRanWereHanded) {
+  const Out r = Campaign("sentinel", Lib("cpu"), fs::path(), 64);
+  ASSERT_NE(r.code, 2) << r.out << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("decode calls: (\\d+) run, "))) << r.out;
+  const int run = std::stoi(m[1]);
+  ASSERT_TRUE(std::regex_search(r.out, m,
+                                std::regex("decode calls run by format: q bf16, kv bf16 (\\d+); "
+                                           "q fp8_e4m3fn, kv fp8_e4m3fn (\\d+)\n")))
+      << r.out;
+  EXPECT_GT(std::stoi(m[2]), 0) << r.out;
+  EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]), run) << r.out;
+}
+
 // A kernel described as FlashMLA's (dense only, bf16 KV, page size a multiple of 64 and at most
 // 64: tests/kut/lib/kut_page64.cpp) gets steps it runs: every decode call it sees is a page-64
 // bf16 dense call (a call outside its description would be an error return, a KUT-fault
@@ -281,6 +298,10 @@ TEST(KutCampaign, GeneratesStepsAKernelWithFlashMlasLimitsRuns) {
   ASSERT_TRUE(std::regex_search(r.out, m, run)) << r.out;
   EXPECT_GT(std::stoi(m[1]), 0);
   EXPECT_LE(std::stoi(m[1]), calls);  // calls whose worker crashed report nothing
+  // every call it ran was handed bf16 q and KV (the only formats it declares)
+  EXPECT_NE(r.out.find("decode calls run by format: q bf16, kv bf16 " + m[1].str() + "\n"),
+            std::string::npos)
+      << r.out;
   // The most frequent reason whole (a head-folded plan's, ~130 characters, was cut at 120).
   EXPECT_NE(r.out.find("the harness lays q out unfolded)\n"), std::string::npos) << r.out;
   if (fs::exists(out))

@@ -592,6 +592,12 @@ void FuzzCommand::PrintKernelSummary(const Streams& io, const fuzz::KutPool& poo
   io.out << fmt::format("decode calls: {} run, {} skipped, {} unsupported by the kernel{}\n", run,
                         skipped, unsupported,
                         top > 0 ? fmt::format(" (most often {}: {})", top, top_why) : "");
+  // The formats those runs handed the kernel (fuzz/kut_check.cpp PickDtype): whether the
+  // campaign reached a kernel's fp8 path at all shows here.
+  std::string formats;
+  for (const auto& [f, n] : pool.CallFormats())
+    formats += fmt::format("{}{} {}", formats.empty() ? "" : "; ", f, n);
+  if (!formats.empty()) io.out << "decode calls run by format: " << formats << '\n';
   if (check_.skip_known_faults) {
     const auto outcomes = pool.CallOutcomes();
     const auto known = outcomes.find(std::string("skipped: ") + fuzz::kSkippedKnownFault);
