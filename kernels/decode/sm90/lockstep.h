@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/decode/config.h"
+#include "kernels/decode/fragments.h"
 #include "kernels/decode/params.h"
 #include "kernels/decode/schedule.h"
 #include "kernels/decode/sm90/ptx.h"
@@ -279,16 +280,14 @@ __device__ inline void write_rows(const DecodeParams& P, const GroupTask& t, int
 }
 
 // ---- fp8 KV read directly as mma operands (kDirect) ---------------------------------------------
-// S = Q K^T: the k16 steps of a dimension half (288 dims) are 4 blocks of 64 dims and a tail of
-// 32. In a block, thread (gq, tq) loads 16 fp8 bytes of one key (dims 16 tq .. 16 tq + 15 of the
-// block) and uses its word w for step 4 blk + w: logical k {2tq, 2tq + 1, 2tq + 8, 2tq + 9} of that
-// mma = physical dims 16 tq + 4 w + {0, 1, 2, 3} (the tail: 8 bytes, dims 8 tq + 4 w + ...). The
-// q fragments are loaded with the same permutation, so the sum over k is the same sum.
-// Dimension of the first of the 4 dims thread tq holds at k16 step st of dimension half kh.
+// The k orders (which dims and keys each lane's fragment words hold) are kernels/decode/
+// fragments.h's, checked on the CPU (tests/gpu/fragments_test.cpp): S's k16 step st of dimension
+// half kh takes dims direct_dim(kD, kh, st, tq) .., its k32 step j (fp8 q) direct_dim_k32; the
+// K loads below read exactly those bytes (a block's 16 bytes at direct_dim(.., 4 blk, tq), the
+// tail's 8 at direct_dim(.., 16, tq)), the q loads the same dims of q.
 template <class T>
 __device__ inline int direct_dim(int kh, int st, int tq) {
-  const int blk = st / 4, w = st % 4;
-  return kh * (T::kD / 2) + 64 * blk + (blk < 4 ? 16 : 8) * tq + 4 * w;
+  return decode::direct_dim(T::kD, kh, st, tq);
 }
 
 // q fragments of rows first + gq / + gq + 8 in the permuted k order above, as f16x2.
@@ -320,7 +319,7 @@ __device__ inline void load_q_direct8(const DecodeParams& P, int64_t first, int 
   const uint8_t* q_hi = P.q8 + (first + gq + 8) * T::kD;
 #pragma unroll
   for (int j = 0; j < T::kQ8Steps; ++j) {
-    const int d = direct_dim<T>(kh, 2 * j, tq);
+    const int d = decode::direct_dim_k32(T::kD, kh, j, tq);
     const uint2 lo = *reinterpret_cast<const uint2*>(q_lo + d);
     const uint2 hi = *reinterpret_cast<const uint2*>(q_hi + d);
     qa[j][0] = lo.x;
@@ -341,14 +340,14 @@ __device__ inline void qk_direct8(uint32_t kb, int quarter, int kh,
   for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      const uint4 v = lds128(row0 + nt * T::kLd8 + 64 * blk + 16 * tq);
+      const uint4 v = lds128(row0 + nt * T::kLd8 + direct_dim<T>(0, 4 * blk, tq));
       mma_e4m3_k32(sacc[0][nt], qa[2 * blk], v.x, v.y);
       mma_e4m3_k32(sacc[1][nt], qa[2 * blk + 1], v.z, v.w);
     }
   }
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half, k32 step 8
-    const uint2 v = lds64(row0 + nt * T::kLd8 + 256 + 8 * tq);
+    const uint2 v = lds64(row0 + nt * T::kLd8 + direct_dim<T>(0, 16, tq));
     mma_e4m3_k32(sacc[0][nt], qa[8], v.x, v.y);
   }
 }
@@ -371,7 +370,7 @@ __device__ inline void qk_direct(uint32_t kb, int quarter, int kh,
   for (int blk = 0; blk < 4; ++blk) {
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
-      const uint4 v = lds128(row0 + nt * T::kLd8 + 64 * blk + 16 * tq);
+      const uint4 v = lds128(row0 + nt * T::kLd8 + direct_dim<T>(0, 4 * blk, tq));
       const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k) mma_fp8_word(sacc[k & 1][nt], qa[4 * blk + k], w[k]);
@@ -379,20 +378,14 @@ __device__ inline void qk_direct(uint32_t kb, int quarter, int kh,
   }
 #pragma unroll
   for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half, steps 16 and 17
-    const uint2 v = lds64(row0 + nt * T::kLd8 + 256 + 8 * tq);
+    const uint2 v = lds64(row0 + nt * T::kLd8 + direct_dim<T>(0, 16, tq));
     mma_fp8_word(sacc[0][nt], qa[16], v.x);
     mma_fp8_word(sacc[1][nt], qa[17], v.y);
   }
 }
 
-// P V keys: P V's k16 step ks covers keys 16 ks .. 16 ks + 15 (one warp quarter of S), with
-// logical k {2tq, 2tq + 1, 2tq + 8, 2tq + 9} = keys {tq, tq + 4, tq + 8, tq + 12} of the step, so
-// each of the 4 V rows a thread needs is one 4-byte load of 4 output columns. S is stored in the
-// logical order: key 4 t + j of a step (t = 0..3, j = 0..3) at column 2 j + (t & 1) + 8 (t >> 1).
-__device__ inline int direct_s_column(int key_in_step) {
-  const int t = key_in_step / 4, j = key_in_step % 4;
-  return 2 * j + (t & 1) + 8 * (t >> 1);
-}
+// P V keys: P V's k16 step ks covers keys 16 ks .. 16 ks + 15 (one warp quarter of S) in the
+// order of fragments.h (direct_pv_key, direct_s_column).
 
 // O += P V for this warp's 64 columns [col0, col0 + 64) from the fp8 chunk at kb: per k16 step and
 // 32-column block cb, thread (gq, tq) loads columns 32 cb + 4 gq .. + 3 of keys tq + 4 j; n8 tile
@@ -406,10 +399,11 @@ __device__ inline void pv_direct(uint32_t kb, int col0, const uint32_t (&pa)[T::
   for (int ks = 0; ks < T::kPvSteps; ++ks) {
 #pragma unroll
     for (int cb = 0; cb < 2; ++cb) {
-      const uint32_t a = kb + (16 * ks + tq) * T::kLd8 + col0 + 32 * cb + 4 * gq;
+      // word j: V row direct_pv_key(tq, j) = tq + 4 j of the step
+      const uint32_t a = kb + (16 * ks + direct_pv_key(tq, 0)) * T::kLd8 + col0 + 32 * cb + 4 * gq;
       uint32_t w[4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) w[j] = lds32(a + 4 * j * T::kLd8);
+      for (int j = 0; j < 4; ++j) w[j] = lds32(a + (direct_pv_key(0, j)) * T::kLd8);
       // pairs (key tq, key tq + 4) and (tq + 8, tq + 12) of each column: bytes e of w0 / w1
       const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
       const uint32_t lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
@@ -428,8 +422,7 @@ __device__ inline void pv_direct(uint32_t kb, int col0, const uint32_t (&pa)[T::
 template <class T>
 __device__ inline int key_of_column(int col) {
   if constexpr (T::kDirect) {
-    const int c = col % 16;
-    return col - c + (c % 8) / 2 + 4 * (c % 2) + 8 * (c / 8);
+    return direct_key_of_column(col);
   } else {
     return col;
   }
@@ -678,6 +671,8 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
       const auto& a = sacc[0];
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
+        // C fragment column 2 tq + c of tile nt: key direct_s_key(nt, 2 tq + c) = 4 tq + e
+        static_assert(direct_s_keys_are_4tq_plus_e(), "see fragments.h direct_s_key");
         const int nt = e & 1, c = e >> 1, col = direct_s_column(4 * tq + e);
         sp[gq * T::kLdS + col] = (a[0][nt][c] + a[1][nt][c]) * scale2;
         sp[(gq + 8) * T::kLdS + col] = (a[0][nt][2 + c] + a[1][nt][2 + c]) * scale2;
