@@ -15,15 +15,9 @@
 
 #include "ref/attention.h"
 #include "ref/decode_update.h"
+#include "ref/host_device.h"  // MLASIM_HOST_DEVICE: functions usable on both sides of a .hip file
 #include "ref/metadata.h"
 #include "ref/numerics.h"
-
-// Functions usable on both sides of a .hip file (plain inline functions in g++ builds).
-#if defined(__CUDACC__) || defined(__HIP__)
-#define MLASIM_HOST_DEVICE __host__ __device__
-#else
-#define MLASIM_HOST_DEVICE
-#endif
 
 namespace mlasim::gpu {
 

@@ -21,13 +21,7 @@
 
 #include <cstdint>
 
-#if !defined(MLASIM_HOST_DEVICE)
-#if defined(__CUDACC__) || defined(__HIP__)
-#define MLASIM_HOST_DEVICE __host__ __device__
-#else
-#define MLASIM_HOST_DEVICE
-#endif
-#endif
+#include "ref/host_device.h"
 
 namespace mlasim::ref::values {
 

@@ -7,13 +7,7 @@
 // fragments_test.cpp checks them against the PTX fragment layouts on the CPU.
 #pragma once
 
-#if !defined(MLASIM_HOST_DEVICE)
-#if defined(__CUDACC__) || defined(__HIP__)
-#define MLASIM_HOST_DEVICE __host__ __device__
-#else
-#define MLASIM_HOST_DEVICE
-#endif
-#endif
+#include "ref/host_device.h"
 
 namespace mlasim::gpu::decode {
 

@@ -341,6 +341,27 @@ PlanRequest SmallRequest(SplitMix64& rng, bool sparse, int32_t page, int32_t qle
   return r;
 }
 
+// The shapes of the many-heads tests, in this order: for each head count, dense pages of 1 and
+// 64 and sparse top-k, each at q lengths 1 (32 clusters) and 4 (4 clusters), gfx950's rules (any
+// head count unfolded: run_mla_decode's need); fn(request, "H heads dense|sparse page P qlen
+// L"). Stops at the first fatal failure.
+template <class Fn>
+void ForEachHeadsShape(SplitMix64& rng, std::initializer_list<int32_t> heads_list, Fn&& fn) {
+  for (int32_t heads : heads_list)
+    for (bool sparse : {false, true})
+      for (int32_t page : {1, 64}) {
+        if (sparse && page != 1) continue;
+        for (int32_t qlen : {1, 4}) {
+          PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
+          r.heads_per_head_k = heads;
+          r.target = ref::Arch::kGfx950;
+          fn(r, std::to_string(heads) + " heads " + (sparse ? "sparse" : "dense") + " page " +
+                    std::to_string(page) + " qlen " + std::to_string(qlen));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+}
+
 TEST(GpuDecode, MatchesCpuNumericsOnRandomBatches) {
   SKIP_WITHOUT_GPU();
   SplitMix64 rng(4242);
@@ -370,24 +391,11 @@ TEST(GpuDecode, ManyHeadsMatchCpuNumericsOnEveryKernel) {
   SplitMix64 rng(9090);
   int i = 0;
   for (ref::NumFormat kv : {ref::NumFormat::kBf16, ref::NumFormat::kFp8E4m3fn}) {
-    for (int32_t heads : {32, 64, 128}) {
-      for (bool sparse : {false, true}) {
-        for (int32_t page : {1, 64}) {
-          if (sparse && page != 1) continue;
-          for (int32_t qlen : {1, 4}) {
-            PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
-            r.heads_per_head_k = heads;
-            r.target = ref::Arch::kGfx950;  // any head count unfolded (run_mla_decode's need)
-            CheckDecode(r, 3000 + i++, gpu::ZeroKvVariant::kAsm,
-                        std::string(kv == ref::NumFormat::kBf16 ? "" : "fp8 ") +
-                            std::to_string(heads) + " heads " + (sparse ? "sparse" : "dense") +
-                            " page " + std::to_string(page) + " qlen " + std::to_string(qlen),
-                        kv);
-            if (HasFatalFailure()) return;
-          }
-        }
-      }
-    }
+    const std::string fmt = kv == ref::NumFormat::kBf16 ? "" : "fp8 ";
+    ForEachHeadsShape(rng, {32, 64, 128}, [&](const PlanRequest& r, const std::string& shape) {
+      CheckDecode(r, 3000 + i++, gpu::ZeroKvVariant::kAsm, fmt + shape, kv);
+    });
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -400,24 +408,11 @@ TEST(GpuDecode, Fp8QMatchesCpuNumerics) {
   if (!HasWgmmaKernels()) GTEST_SKIP() << "the kernel library is not built for sm_90a";
   SplitMix64 rng(7171);
   int i = 0;
-  for (int32_t heads : {16, 32, 128}) {
-    for (bool sparse : {false, true}) {
-      for (int32_t page : {1, 64}) {
-        if (sparse && page != 1) continue;
-        for (int32_t qlen : {1, 4}) {
-          PlanRequest r = SmallRequest(rng, sparse, page, qlen, qlen == 1 ? 32 : 4);
-          r.heads_per_head_k = heads;
-          r.target = ref::Arch::kGfx950;
-          CheckDecode(r, 6000 + i++, gpu::ZeroKvVariant::kAsm,
-                      "fp8 q " + std::to_string(heads) + " heads " +
-                          (sparse ? "sparse" : "dense") + " page " + std::to_string(page) +
-                          " qlen " + std::to_string(qlen),
-                      ref::NumFormat::kFp8E4m3fn, ref::NumFormat::kFp8E4m3fn);
-          if (HasFatalFailure()) return;
-        }
-      }
-    }
-  }
+  ForEachHeadsShape(rng, {16, 32, 128}, [&](const PlanRequest& r, const std::string& shape) {
+    CheckDecode(r, 6000 + i++, gpu::ZeroKvVariant::kAsm, "fp8 q " + shape,
+                ref::NumFormat::kFp8E4m3fn, ref::NumFormat::kFp8E4m3fn);
+  });
+  if (HasFatalFailure()) return;
   for (bool sparse : {false, true}) {
     const PlanRequest r = SmallRequest(rng, sparse, 1, sparse ? 1 : 4, 8);
     CheckDecode(r, 6100 + sparse, gpu::ZeroKvVariant::kAsm,

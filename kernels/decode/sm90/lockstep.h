@@ -329,29 +329,6 @@ __device__ inline void load_q_direct8(const DecodeParams& P, int64_t first, int 
   }
 }
 
-// qk_direct with fp8 q: the same loads of K, each 16-byte load feeding two e4m3 k32 steps.
-template <class T>
-__device__ inline void qk_direct8(uint32_t kb, int quarter, int kh,
-                                  const uint32_t (&qa)[T::kQ8Steps][4],
-                                  float (&sacc)[2][T::kKeyTiles][4]) {
-  const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
-  const uint32_t row0 = kb + (quarter * 16 + 2 * gq) * T::kLd8 + kh * (T::kD / 2);
-#pragma unroll
-  for (int blk = 0; blk < 4; ++blk) {
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      const uint4 v = lds128(row0 + nt * T::kLd8 + direct_dim<T>(0, 4 * blk, tq));
-      mma_e4m3_k32(sacc[0][nt], qa[2 * blk], v.x, v.y);
-      mma_e4m3_k32(sacc[1][nt], qa[2 * blk + 1], v.z, v.w);
-    }
-  }
-#pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half, k32 step 8
-    const uint2 v = lds64(row0 + nt * T::kLd8 + direct_dim<T>(0, 16, tq));
-    mma_e4m3_k32(sacc[0][nt], qa[8], v.x, v.y);
-  }
-}
-
 // The two f16x2 B fragments of one k16 step from one 32-bit word of 4 fp8 dims.
 __device__ inline void mma_fp8_word(float (&c)[4], const uint32_t (&a)[4], uint32_t w) {
   mma_k16<true>(c, a, e4m3x2_to_f16x2(static_cast<uint16_t>(w & 0xffffu)),
@@ -359,10 +336,12 @@ __device__ inline void mma_fp8_word(float (&c)[4], const uint32_t (&a)[4], uint3
 }
 
 // This warp's S partial (keys of quarter `quarter`, dims of half kh) from the fp8 chunk at shared
-// address kb (rows kLd8 bytes apart). n8 tile nt's column gq is key 16 quarter + 2 gq + nt.
+// address kb (rows kLd8 bytes apart). n8 tile nt's column gq is key 16 quarter + 2 gq + nt. Each
+// 16-byte K load feeds four f16 k16 steps (bf16 q widened to fp16 in qa) or, with fp8 q (kQ8),
+// two e4m3 k32 steps.
 template <class T>
 __device__ inline void qk_direct(uint32_t kb, int quarter, int kh,
-                                 const uint32_t (&qa)[T::kHalfSteps][4],
+                                 const uint32_t (&qa)[T::kQSteps][4],
                                  float (&sacc)[2][T::kKeyTiles][4]) {
   const int lane = threadIdx.x % 32, gq = lane / 4, tq = lane % 4;
   const uint32_t row0 = kb + (quarter * 16 + 2 * gq) * T::kLd8 + kh * (T::kD / 2);
@@ -371,16 +350,25 @@ __device__ inline void qk_direct(uint32_t kb, int quarter, int kh,
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
       const uint4 v = lds128(row0 + nt * T::kLd8 + direct_dim<T>(0, 4 * blk, tq));
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+      if constexpr (T::kQ8) {
+        mma_e4m3_k32(sacc[0][nt], qa[2 * blk], v.x, v.y);
+        mma_e4m3_k32(sacc[1][nt], qa[2 * blk + 1], v.z, v.w);
+      } else {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-      for (int k = 0; k < 4; ++k) mma_fp8_word(sacc[k & 1][nt], qa[4 * blk + k], w[k]);
+        for (int k = 0; k < 4; ++k) mma_fp8_word(sacc[k & 1][nt], qa[4 * blk + k], w[k]);
+      }
     }
   }
 #pragma unroll
-  for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half, steps 16 and 17
+  for (int nt = 0; nt < 2; ++nt) {  // the tail: dims 256 .. 287 of the half (k16 steps 16, 17)
     const uint2 v = lds64(row0 + nt * T::kLd8 + direct_dim<T>(0, 16, tq));
-    mma_fp8_word(sacc[0][nt], qa[16], v.x);
-    mma_fp8_word(sacc[1][nt], qa[17], v.y);
+    if constexpr (T::kQ8) {
+      mma_e4m3_k32(sacc[0][nt], qa[8], v.x, v.y);
+    } else {
+      mma_fp8_word(sacc[0][nt], qa[16], v.x);
+      mma_fp8_word(sacc[1][nt], qa[17], v.y);
+    }
   }
 }
 
@@ -635,9 +623,7 @@ __device__ void run_group_mma(const DecodeParams& P, const MmaSmem<T>& s, const 
         for (int nt = 0; nt < T::kKeyTiles; ++nt)
           sacc[mt][par][nt][0] = sacc[mt][par][nt][1] = sacc[mt][par][nt][2] =
               sacc[mt][par][nt][3] = 0.f;
-    if constexpr (T::kQ8) {
-      qk_direct8<T>(kb, quarter, kh, qa, sacc[0]);
-    } else if constexpr (T::kDirect) {
+    if constexpr (T::kDirect) {
       qk_direct<T>(kb, quarter, kh, qa, sacc[0]);
     } else if constexpr (T::kKeyTiles == 2) {
 #pragma unroll
