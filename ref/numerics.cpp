@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "ref/input_values.h"
 #include "ref/limits.h"
@@ -223,38 +225,115 @@ bool BelowMaxRel(double d, double a, double m) {
 
 }  // namespace
 
-CompareResult CompareTensors(const double* actual, const double* expected, int64_t n,
-                             const Tolerance& tol, const uint8_t* skip) {
-  CompareResult r;
-  double sdd = 0, sxx_yy = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (skip && skip[i]) continue;
-    ++r.elements;
-    const double x = actual[i], y = expected[i];
+namespace {
+
+// One comparison's running figures: CompareTensors' loop body, split so that one pass over the
+// pairs can feed two comparisons that skip different elements (CompareTensorsTwice). A pair is
+// finite (both sides finite) or anomalous; what both comparisons share of a finite pair (|x - y|,
+// |y|, the tolerance test, the two sums' terms) is computed once, by the caller.
+class Comparison {
+ public:
+  void Anomalous(int64_t i, double x, double y) {
+    ++r_.elements;
     const bool xn = std::isnan(x), yn = std::isnan(y);
-    const bool xi = std::isinf(x), yi = std::isinf(y);
-    if (xn != yn || (!xn && (xi || yi) && x != y)) {
-      (xn != yn ? r.nan_mismatches : r.inf_mismatches)++;
-      if (r.first_anomaly_mismatch < 0) r.first_anomaly_mismatch = i;
+    // A NaN on one side only, or two non-NaN values of which one is infinite and they differ;
+    // the same anomaly on both sides is no mismatch and no error.
+    if (xn == yn && (xn || x == y)) return;
+    (xn != yn ? r_.nan_mismatches : r_.inf_mismatches)++;
+    if (r_.first_anomaly_mismatch < 0) r_.first_anomaly_mismatch = i;
+  }
+  // d = |x - y|, ay = |y|, dd = (x - y)^2, ss = x^2 + y^2.
+  void Finite(int64_t i, double y, double d, double ay, bool violates, double dd, double ss) {
+    ++r_.elements;
+    if (d > r_.max_abs) r_.max_abs = d, r_.max_abs_index = i;
+    if (y != 0 && !BelowMaxRel(d, ay, r_.max_rel) && d / ay > r_.max_rel)
+      r_.max_rel = d / ay, r_.max_rel_index = i;
+    if (violates) {
+      ++r_.tolerance_violations;
+      if (r_.first_violation < 0) r_.first_violation = i;
+    }
+    sdd_ += dd;
+    sxx_yy_ += ss;
+  }
+  CompareResult Done(const Tolerance& tol) {
+    r_.cos_diff = sxx_yy_ > 0 ? sdd_ / sxx_yy_ : 0.0;
+    r_.passed = r_.anomalies_match() && r_.tolerance_violations == 0 && r_.cos_diff <= tol.cos_diff;
+    return r_;
+  }
+
+ private:
+  CompareResult r_;
+  // 1 - 2 sum(xy) / sum(x^2 + y^2) == sum((x - y)^2) / sum(x^2 + y^2): the same value
+  // without the cancellation that leaves ~1e-16 of noise in the first form.
+  double sdd_ = 0, sxx_yy_ = 0;
+};
+
+// Feeds pairs [i, end) to the comparisons `to`, each pair to all of them.
+// (The comparisons are copied in and out: running on locals, which no store through `actual`
+// or `expected` could reach, their figures stay in registers across the loop.)
+template <int kCount>
+void CompareRun(const double* actual, const double* expected, int64_t i, int64_t end,
+                const Tolerance& tol, Comparison* const (&to)[kCount]) {
+  Comparison c[kCount];
+  for (int k = 0; k < kCount; ++k) c[k] = *to[k];
+  const double atol = tol.atol, rtol = tol.rtol;
+  for (; i < end; ++i) {
+    const double x = actual[i], y = expected[i];
+    if (!std::isfinite(x) || !std::isfinite(y)) {
+      for (Comparison& one : c) one.Anomalous(i, x, y);
       continue;
     }
-    if (xn || xi) continue;  // the same anomaly on both sides
-    const double d = std::fabs(x - y);
-    if (d > r.max_abs) r.max_abs = d, r.max_abs_index = i;
-    if (y != 0 && !BelowMaxRel(d, std::fabs(y), r.max_rel) && d / std::fabs(y) > r.max_rel)
-      r.max_rel = d / std::fabs(y), r.max_rel_index = i;
-    if (d > tol.atol + tol.rtol * std::fabs(y)) {
-      ++r.tolerance_violations;
-      if (r.first_violation < 0) r.first_violation = i;
-    }
-    // 1 - 2 sum(xy) / sum(x^2 + y^2) == sum((x - y)^2) / sum(x^2 + y^2): the same value
-    // without the cancellation that leaves ~1e-16 of noise in the first form.
-    sdd += (x - y) * (x - y);
-    sxx_yy += x * x + y * y;
+    const double d = std::fabs(x - y), ay = std::fabs(y);
+    const bool violates = d > atol + rtol * ay;
+    const double dd = (x - y) * (x - y), ss = x * x + y * y;
+    for (Comparison& one : c) one.Finite(i, y, d, ay, violates, dd, ss);
   }
-  r.cos_diff = sxx_yy > 0 ? sdd / sxx_yy : 0.0;
-  r.passed = r.anomalies_match() && r.tolerance_violations == 0 && r.cos_diff <= tol.cos_diff;
-  return r;
+  for (int k = 0; k < kCount; ++k) *to[k] = c[k];
+}
+
+}  // namespace
+
+CompareResult CompareTensors(const double* actual, const double* expected, int64_t n,
+                             const Tolerance& tol, const uint8_t* skip) {
+  Comparison c;
+  Comparison* const to[1] = {&c};
+  if (!skip) {
+    CompareRun(actual, expected, 0, n, tol, to);
+    return c.Done(tol);
+  }
+  for (int64_t i = 0; i < n; ++i)
+    if (!skip[i]) CompareRun(actual, expected, i, i + 1, tol, to);
+  return c.Done(tol);
+}
+
+std::pair<CompareResult, CompareResult> CompareTensorsTwice(const double* actual,
+                                                            const double* expected, int64_t n,
+                                                            const Tolerance& tol,
+                                                            const uint8_t* skip_first,
+                                                            const uint8_t* skip_second,
+                                                            int64_t width) {
+  Comparison first, second;
+  Comparison* const both[2] = {&first, &second};
+  Comparison* const first_only[1] = {&first};
+  Comparison* const second_only[1] = {&second};
+  const int64_t w = std::max<int64_t>(width, 1);
+  const int64_t runs = n > 0 ? (n - 1) / w + 1 : 0;
+  if (std::equal(skip_first, skip_first + runs, skip_second)) {  // the same pairs: one result
+    for (int64_t run = 0, i = 0; i < n; ++run, i += w)
+      if (!skip_first[run]) CompareRun(actual, expected, i, std::min(n, i + w), tol, first_only);
+    const CompareResult r = first.Done(tol);
+    return {r, r};
+  }
+  for (int64_t run = 0, i = 0; i < n; ++run, i += w) {
+    const int64_t end = std::min(n, i + w);
+    if (!skip_first[run] && !skip_second[run])
+      CompareRun(actual, expected, i, end, tol, both);
+    else if (!skip_first[run])
+      CompareRun(actual, expected, i, end, tol, first_only);
+    else if (!skip_second[run])
+      CompareRun(actual, expected, i, end, tol, second_only);
+  }
+  return {first.Done(tol), second.Done(tol)};
 }
 
 OutputTolerances DeriveTolerances(const AttentionPrecision& p, int64_t max_keys, double v_max,
@@ -561,27 +640,21 @@ void CompareWithTruth(const AttentionOutput& mono, PlanDrivenResult& driven, Num
     skip_pairs[i] = pair_mask[i] | pad_mask[i];
     rep.poisoned_rows += pair_mask[i];
   }
-  // Each pair's mask over its dv elements (pair by pair: no division per element).
-  std::vector<uint8_t> o_pad(mono.o.size()), o_skip(mono.o.size());
-  const size_t width = static_cast<size_t>(std::max(dv, 1));
-  for (size_t p = 0, i = 0; i < o_pad.size(); ++p, i += width) {
-    const size_t n = std::min(width, o_pad.size() - i);
-    std::fill_n(o_pad.begin() + static_cast<std::ptrdiff_t>(i), n, pad_mask[p]);
-    std::fill_n(o_skip.begin() + static_cast<std::ptrdiff_t>(i), n, skip_pairs[p]);
-  }
+  // o: each pair's flags hold for its dv elements (runs of dv in CompareTensorsTwice).
   const auto& got = driven.out;
   const int64_t n_o = static_cast<int64_t>(mono.o.size()),
                 n_lse = static_cast<int64_t>(mono.lse.size());
-  rep.o = CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_pad.data());
-  rep.lse =
-      CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, pad_mask.data());
-  rep.o_unpoisoned =
-      CompareTensors(got.o.data(), mono.o.data(), n_o, rep.tolerance.o, o_skip.data());
-  rep.lse_unpoisoned =
-      CompareTensors(got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, skip_pairs.data());
-  for (size_t i = 0; i < mono.o.size(); ++i) {
-    rep.monolithic_nan += std::isnan(mono.o[i]);
-    rep.unexplained_nan += std::isnan(got.o[i]) && !o_skip[i];
+  const int64_t width = std::max(dv, 1);
+  std::tie(rep.o, rep.o_unpoisoned) = CompareTensorsTwice(
+      got.o.data(), mono.o.data(), n_o, rep.tolerance.o, pad_mask.data(), skip_pairs.data(), width);
+  std::tie(rep.lse, rep.lse_unpoisoned) = CompareTensorsTwice(
+      got.lse.data(), mono.lse.data(), n_lse, rep.tolerance.lse, pad_mask.data(),
+      skip_pairs.data(), 1);
+  for (int64_t run = 0, i = 0; i < n_o; ++run) {
+    for (const int64_t end = std::min(n_o, i + width); i < end; ++i) {
+      rep.monolithic_nan += std::isnan(mono.o[i]);
+      rep.unexplained_nan += std::isnan(got.o[i]) && !skip_pairs[run];
+    }
   }
   for (size_t i = 0; i < mono.lse.size(); ++i) {
     rep.monolithic_nan += std::isnan(mono.lse[i]);

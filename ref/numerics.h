@@ -74,6 +74,21 @@ struct CompareResult {
 CompareResult CompareTensors(const double* actual, const double* expected, int64_t n,
                              const Tolerance& tol, const uint8_t* skip = nullptr);
 
+// Two comparisons of the same n pairs in one pass, skipping by runs: the pairs form runs of
+// `width` (the last one shorter when width does not divide n), and run r is skipped by the
+// first comparison when skip_first[r] is set, by the second when skip_second[r] is (each mask
+// holds ceil(n / width) flags; width < 1 counts as 1). Returns {CompareTensors(..., first's
+// per-pair flags), CompareTensors(..., second's)}, bit for bit: each result takes its own pairs
+// in index order. For a tensor compared over two sets of (row, head) pairs of dv elements each
+// (all real rows, and the real rows outside poisoned pairs: CompareWithTruth), at about the
+// cost of one comparison and without a flag per element.
+std::pair<CompareResult, CompareResult> CompareTensorsTwice(const double* actual,
+                                                            const double* expected, int64_t n,
+                                                            const Tolerance& tol,
+                                                            const uint8_t* skip_first,
+                                                            const uint8_t* skip_second,
+                                                            int64_t width);
+
 // [rows * heads] flags: 1 where a poison finding on o names the (q row, head) pair. Findings
 // whose rows are unknown (row_begin < 0) flag nothing; the caller decides what they mean.
 std::vector<uint8_t> PoisonPairMask(const std::vector<PoisonFinding>& poison, int32_t rows,

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "ref/plan_check.h"
 #include "ref/planner.h"
@@ -95,6 +97,67 @@ TEST(NumericsCompare, ErrorsAndCosineDifferenceAsAiterCalDiff) {
   EXPECT_EQ(tight.first_violation, 17);
   const std::vector<double> zeros(4, 0.0);
   EXPECT_EQ(CompareTensors(zeros.data(), zeros.data(), 4, {}).cos_diff, 0.0);
+}
+
+// Every field of two comparisons, doubles bit for bit.
+void ExpectSameComparison(const CompareResult& a, const CompareResult& b, const std::string& at) {
+  SCOPED_TRACE(at);
+  EXPECT_EQ(a.elements, b.elements);
+  EXPECT_EQ(a.nan_mismatches, b.nan_mismatches);
+  EXPECT_EQ(a.inf_mismatches, b.inf_mismatches);
+  EXPECT_EQ(a.first_anomaly_mismatch, b.first_anomaly_mismatch);
+  EXPECT_EQ(std::memcmp(&a.max_abs, &b.max_abs, sizeof(double)), 0) << a.max_abs << " " << b.max_abs;
+  EXPECT_EQ(a.max_abs_index, b.max_abs_index);
+  EXPECT_EQ(std::memcmp(&a.max_rel, &b.max_rel, sizeof(double)), 0) << a.max_rel << " " << b.max_rel;
+  EXPECT_EQ(a.max_rel_index, b.max_rel_index);
+  EXPECT_EQ(std::memcmp(&a.cos_diff, &b.cos_diff, sizeof(double)), 0)
+      << a.cos_diff << " " << b.cos_diff;
+  EXPECT_EQ(a.tolerance_violations, b.tolerance_violations);
+  EXPECT_EQ(a.first_violation, b.first_violation);
+  EXPECT_EQ(a.passed, b.passed);
+}
+
+// CompareTensorsTwice against two CompareTensors calls with its run flags spread over their
+// elements: n from 0 up, runs of 1 to past n (and width 0, taken as 1), the last run short,
+// both masks alike (one pass serves both) and apart, values with NaN, infinities, zeros and
+// errors on both sides of the tolerance.
+TEST(NumericsCompare, TwiceIsTwoComparisonsBitForBit) {
+  SplitMix64 rng = SplitMix64::Stream(11, 2);
+  const double specials[] = {kNaN, kInf, -kInf, 0.0, -0.0};
+  int alike = 0, apart = 0;
+  for (int trial = 0; trial < 600; ++trial) {
+    const int64_t n = static_cast<int64_t>(rng.Below(trial < 10 ? 3 : 200));
+    const int64_t width = static_cast<int64_t>(rng.Below(9));  // 0 counts as 1
+    const int64_t w = std::max<int64_t>(width, 1);
+    std::vector<double> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = rng.Below(8) == 0 ? specials[rng.Below(5)] : rng.Symmetric();
+      x[i] = rng.Below(8) == 0 ? specials[rng.Below(5)] : y[i] + 1e-2 * rng.Symmetric();
+    }
+    const int64_t runs = n > 0 ? (n - 1) / w + 1 : 0;
+    std::vector<uint8_t> first(static_cast<size_t>(runs)), second(static_cast<size_t>(runs));
+    // alike; the second skipping more (CompareWithTruth's poisoned pairs); or apart both ways
+    const uint64_t relation = rng.Below(3);
+    for (int64_t r = 0; r < runs; ++r) {
+      first[r] = rng.Below(4) == 0;
+      second[r] = relation == 0   ? first[r]
+                  : relation == 1 ? first[r] | (rng.Below(3) == 0)
+                                  : rng.Below(4) == 0;
+    }
+    (first == second ? alike : apart)++;
+    std::vector<uint8_t> first_each(static_cast<size_t>(n)), second_each(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) first_each[i] = first[i / w], second_each[i] = second[i / w];
+    const Tolerance tol{5e-3, 1e-3, 1e-5};
+    const auto [a, b] =
+        CompareTensorsTwice(x.data(), y.data(), n, tol, first.data(), second.data(), width);
+    const std::string at = "trial " + std::to_string(trial) + ", n " + std::to_string(n) +
+                           ", width " + std::to_string(width);
+    ExpectSameComparison(a, CompareTensors(x.data(), y.data(), n, tol, first_each.data()), at);
+    ExpectSameComparison(b, CompareTensors(x.data(), y.data(), n, tol, second_each.data()), at);
+    if (HasFailure()) return;
+  }
+  EXPECT_GT(alike, 100);
+  EXPECT_GT(apart, 100);
 }
 
 // The largest relative error and its index, found by dividing every element (what CompareTensors
