@@ -294,7 +294,27 @@ def fault_inputs(mlasim):
     allocs = layout["allocations"]
     one = compact(allocs[0])
     big = dict(layout)
-    big["allocations"] = allocs * max(1, (LIMIT - 4096) // (len(one) + 1) // len(allocs))
+    # Copies of the seed's allocations, each a distinct name at its own addresses past the one
+    # before: a layout's names are distinct and its allocations disjoint (explain-fault refuses
+    # repeats at the first one, before any attribution). Copy 0 is the seed's own.
+    ends = [int(a.get("mapped_end", hex(int(a["base"], 16) + a["bytes"])), 16) for a in allocs]
+    low = min(int(a["base"], 16) for a in allocs)
+    span = (max(ends) - low + (4 << 20)) & ~((2 << 20) - 1)
+
+    def copy(k):
+        out = []
+        for a in allocs:
+            b = dict(a)
+            if k:
+                b["name"] = f"{a['name']}#{k}"
+                for key in ("base", "mapped_begin", "mapped_end"):
+                    if key in b:
+                        b[key] = hex(int(b[key], 16) + k * span)
+            out.append(b)
+        return out
+
+    copies = max(1, (LIMIT - 4096) // (len(one) + 8) // len(allocs))
+    big["allocations"] = [b for k in range(copies) for b in copy(k)]
     text = compact(big)
     while len(text) > LIMIT:
         big["allocations"] = big["allocations"][: len(big["allocations"]) * 9 // 10]

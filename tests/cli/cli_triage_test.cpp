@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fuzz/triage.h"
+#include "sim/call_table.h"
 #include "sim/known_bugs.h"
 #include "sim/replay.h"
 #include "sim/scenario_json.h"
@@ -157,6 +158,31 @@ TEST(TriageCli, ExamplesWrittenWithOutReplayToTheirFamily) {
   }
   EXPECT_TRUE(named);
   fs::remove_all(dir);
+}
+
+// Without --profile, triage sweeps ATOM's presets only (the vLLM / SGLang profiles of
+// docs/engines.md are swept only when named), and --help says which ones. The help text said
+// "default: every preset" while the sweep held the three atom-* presets (a newcomer reading it
+// expected the vLLM / SGLang rows): the help assertion fails on that text.
+TEST(TriageCli, DefaultProfilesAreAtomsPresetsAndTheHelpNamesThem) {
+  std::vector<std::string> atom, others;
+  for (const sim::EngineProfile& e : sim::BuiltinProfiles())
+    (e.table == "atom" ? atom : others).push_back(e.name);
+  ASSERT_EQ(atom, (std::vector<std::string>{"atom-2026-03", "atom-2026-08", "atom-2026-11"}));
+  ASSERT_FALSE(others.empty());
+  CliResult r = Triage({"--model", "glm-5.2", "--tp", "8", "--mtp-k", "3", "--batch", "61",
+                        "--graph", "64", "--cases", "3", "--shrink-steps", "0", "--json"});
+  ASSERT_LE(r.exit_code, 1) << r.err;
+  EXPECT_EQ(json::parse(r.out)["report"]["profiles"], json(atom));
+  const CliResult help = Triage({"--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  const size_t at = help.out.find("--profile LIST");
+  ASSERT_NE(at, std::string::npos) << help.out;
+  const std::string line = help.out.substr(at, help.out.find("--versions", at) - at);
+  EXPECT_EQ(line.find("every preset"), std::string::npos) << line;
+  EXPECT_NE(line.find("default: ATOM's presets atom-2026-03, atom-2026-08, atom-2026-11"),
+            std::string::npos)
+      << line;
 }
 
 TEST(TriageCli, BadInputsExitTwoNamingTheFlag) {

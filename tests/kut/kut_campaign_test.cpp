@@ -369,6 +369,30 @@ TEST(KutCampaign, FindsAndShrinksAKernelReadingARowPastQForZeroKvItems) {
   fs::remove_all(dir);
 }
 
+// A campaign given the library by a relative path, as a user types it from the repository root
+// (build/bin/lib.so): each finding file's replay command, which runs from --out, names the
+// library by its absolute path, so it replays from there. It named the path as typed, which does
+// not resolve from --out (exit 2, "--kernel-under-test: build/bin/... does not exist").
+TEST(KutCampaign, AFindingsReplayCommandNamesTheLibraryByItsAbsolutePath) {
+  const fs::path dir = Tmp("relative");
+  const fs::path cwd = fs::current_path();
+  fs::current_path(fs::path(MLASIM_KUT_DIR).parent_path());
+  const std::string relative =
+      (fs::path(MLASIM_KUT_DIR).filename() / "libmlasim_kut_example_q_overread.so").string();
+  const Out r = Campaign("guard", relative, dir);
+  fs::current_path(cwd);
+  ASSERT_EQ(r.code, 1) << r.out << r.err;
+  for (const auto& [sig, doc] : Findings(dir)) {
+    const std::string cmd = doc["finding"]["reproduce"]["replay"].get<std::string>();
+    EXPECT_NE(cmd.find(" --kernel-under-test " +
+                       fs::path(Lib("example_q_overread")).lexically_normal().string() + " "),
+              std::string::npos)
+        << cmd;
+  }
+  ExpectFoundAndShrunk(dir, "q|read|KUT-contract");  // each replays from --out
+  fs::remove_all(dir);
+}
+
 // In both modes: the KV cache starts at an unmapped page in sentinel mode too, so the read of
 // row -1 faults instead of reading sentinel bytes unseen.
 TEST(KutCampaign, FindsAndShrinksAKernelDereferencingIndexMinusOne) {

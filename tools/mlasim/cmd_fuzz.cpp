@@ -408,9 +408,14 @@ class FuzzCommand final : public Command {
     return OkStatus();
   }
 
-  // The `mlasim replay` flags that run a finding through the same kernel again.
+  // The `mlasim replay` flags that run a finding through the same kernel again. A finding file's
+  // command is run from --out (it names the file alone), so the library is named by its absolute
+  // path: a relative one (build/bin/lib.so) does not resolve from there.
   std::string ReplayFlags() const {
-    std::string f = "--gpu " + gpu_mode_ + " --kernel-under-test " + fuzz::ShellQuote(kut_path_);
+    std::error_code ec;
+    const std::filesystem::path lib = std::filesystem::absolute(kut_path_, ec);
+    std::string f = "--gpu " + gpu_mode_ + " --kernel-under-test " +
+                    fuzz::ShellQuote(ec ? kut_path_ : lib.lexically_normal().string());
     if (!kut_config_.empty()) f += " --kernel-config " + fuzz::ShellQuote(kut_config_);
     if (!head_dims_text_.empty()) f += " --head-dims " + head_dims_text_;
     if (kut_reference_ != "auto") f += " --reference " + kut_reference_;

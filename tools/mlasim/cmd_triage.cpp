@@ -107,7 +107,9 @@ class TriageCommand final : public Command {
     app_->add_option("--revision", revision_, "aiter revision 2026-03 or 2026-08")
         ->capture_default_str();
     app_->add_option("--profile", profiles_,
-                     "engine profile(s), comma-separated or repeated (default: every preset)")
+                     "engine profile(s), comma-separated or repeated (default: ATOM's presets " +
+                         fmt::format("{}", fmt::join(AtomProfiles(), ", ")) +
+                         "; the vLLM / SGLang ones only when named)")
         ->type_name("LIST");
     app_->add_option("--versions", versions_,
                      "the engine version range as dates: the presets in FROM..TO (YYYY-MM)")
