@@ -133,12 +133,13 @@ class Monolithic {
     const NumFormat f = prec_.out_format;
     const bool exact =
         f == NumFormat::kFp64 || (f == NumFormat::kFp32 && sizeof(T) == sizeof(float));
+    const Rounder round(f);
     for (int64_t r = 0; r < m; ++r) {
       const int64_t out_row = q_first * in_.num_heads + r0 + r;
       double* dst = out_.o.data() + out_row * dv;
       const T* src = buf_.o.data() + r * dv;
       for (int32_t x = 0; x < dv; ++x)
-        dst[x] = exact ? static_cast<double>(src[x]) : RoundTo(f, static_cast<double>(src[x]));
+        dst[x] = exact ? static_cast<double>(src[x]) : round(static_cast<double>(src[x]));
       out_.lse[out_row] = static_cast<double>(buf_.lse[r]);
     }
   }

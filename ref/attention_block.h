@@ -91,7 +91,8 @@ void RoundWeights(T* p, int64_t n, NumFormat format) {
     }
     return;
   }
-  for (int64_t j = 0; j < n; ++j) p[j] = static_cast<T>(RoundTo(format, static_cast<double>(p[j])));
+  const Rounder round(format);
+  for (int64_t j = 0; j < n; ++j) p[j] = static_cast<T>(round(static_cast<double>(p[j])));
 }
 
 // Scores, masked softmax and P x V for one block. Rows with no visible key get o = 0 and

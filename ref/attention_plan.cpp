@@ -711,8 +711,8 @@ class PlanExecutor {
   static void RoundOutput(T* x, int64_t n, NumFormat format) {
     if (format == NumFormat::kFp64 || (format == NumFormat::kFp32 && sizeof(T) == sizeof(float)))
       return;
-    for (int64_t i = 0; i < n; ++i)
-      x[i] = static_cast<T>(RoundTo(format, static_cast<double>(x[i])));
+    const Rounder round(format);
+    for (int64_t i = 0; i < n; ++i) x[i] = static_cast<T>(round(static_cast<double>(x[i])));
   }
 
   // ---- stage 2: mla_reduce_v1 ---------------------------------------------------------------

@@ -197,10 +197,13 @@ StatusOr<QuantizedTensor> Quantize(const std::vector<float>& x, NumFormat format
   t.format = format;
   t.scale = scale;
   t.stored.resize(x.size());
-  const bool unit = scale == 1.0;  // x / 1 is x: no division per element (the same values)
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double v = unit ? static_cast<double>(x[i]) : static_cast<double>(x[i]) / scale;
-    t.stored[i] = static_cast<float>(RoundTo(format, v, overflow));
+  const Rounder round(format, overflow);
+  if (scale == 1.0) {  // x / 1 is x: no division per element (the same values)
+    for (size_t i = 0; i < x.size(); ++i)
+      t.stored[i] = static_cast<float>(round(static_cast<double>(x[i])));
+  } else {
+    for (size_t i = 0; i < x.size(); ++i)
+      t.stored[i] = static_cast<float>(round(static_cast<double>(x[i]) / scale));
   }
   return t;
 }

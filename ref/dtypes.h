@@ -96,24 +96,54 @@ namespace internal {
 double RoundToGrid(NumFormat format, double x, Fp8Overflow overflow);
 }  // namespace internal
 
-inline double RoundTo(NumFormat format, double x, Fp8Overflow overflow = Fp8Overflow::kNaN) {
-  const auto i = static_cast<size_t>(format);
-  if (format == NumFormat::kFp64 || format == NumFormat::kFp32 || i >= std::size(internal::kFormats))
-    return internal::RoundToGrid(format, x, overflow);
-  const FormatInfo& f = internal::kFormats[i];
-  uint64_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  const int binade = static_cast<int>((bits >> 52) & 0x7ff) - 1023;  // inf / NaN: 1024
-  if (binade >= f.min_normal_exp && binade < 1024) {
+// RoundTo(format, ., overflow) for loops that round many values to one format (a tensor, a row
+// of weights): what the format fixes (the fraction bits a double drops, the binades rounded on
+// the bits, the largest finite value) decided once, at construction.
+class Rounder {
+ public:
+  explicit Rounder(NumFormat format, Fp8Overflow overflow = Fp8Overflow::kNaN)
+      : format_(format), overflow_(overflow) {
+    const auto i = static_cast<size_t>(format);
+    if (format == NumFormat::kFp64 || format == NumFormat::kFp32 ||
+        i >= std::size(internal::kFormats))
+      return;  // every value takes internal::RoundToGrid
+    const FormatInfo& f = internal::kFormats[i];
     const int drop = 52 - f.mantissa_bits;  // fraction bits of a double below the format's
-    const uint64_t below_half = (uint64_t{1} << (drop - 1)) - 1;
-    const uint64_t rounded =
-        (bits + below_half + ((bits >> drop) & 1u)) & ~((uint64_t{1} << drop) - 1);
-    double r;
-    std::memcpy(&r, &rounded, sizeof r);
-    if (std::fabs(r) <= f.max_finite) return r;
+    on_bits_ = true;
+    drop_ = drop;
+    below_half_ = (uint64_t{1} << (drop - 1)) - 1;
+    keep_ = ~((uint64_t{1} << drop) - 1);
+    min_normal_exp_ = f.min_normal_exp;
+    max_finite_ = f.max_finite;
   }
-  return internal::RoundToGrid(format, x, overflow);
+  double operator()(double x) const {
+    if (on_bits_) {
+      uint64_t bits;
+      std::memcpy(&bits, &x, sizeof bits);
+      const int binade = static_cast<int>((bits >> 52) & 0x7ff) - 1023;  // inf / NaN: 1024
+      if (binade >= min_normal_exp_ && binade < 1024) {
+        const uint64_t rounded = (bits + below_half_ + ((bits >> drop_) & 1u)) & keep_;
+        double r;
+        std::memcpy(&r, &rounded, sizeof r);
+        if (std::fabs(r) <= max_finite_) return r;
+      }
+    }
+    return internal::RoundToGrid(format_, x, overflow_);
+  }
+
+ private:
+  NumFormat format_;
+  Fp8Overflow overflow_;
+  bool on_bits_ = false;  // a format narrower than float: normal values rounded on their bits
+  int drop_ = 0;
+  uint64_t below_half_ = 0;
+  uint64_t keep_ = 0;
+  int min_normal_exp_ = 0;
+  double max_finite_ = 0;
+};
+
+inline double RoundTo(NumFormat format, double x, Fp8Overflow overflow = Fp8Overflow::kNaN) {
+  return Rounder(format, overflow)(x);
 }
 
 // Bit encodings. EncodeFp8/DecodeFp8 need an fp8 format (others: MLASIM_ASSERT). NaN encodes

@@ -462,16 +462,17 @@ void FillKvCache(const NumericsOptions& opt, NumFormat kf, const MlaValueSource&
                  int64_t pages, MlaInputs& in) {
   const int32_t d = in.head_dim_qk;
   in.kv_cache.assign(static_cast<size_t>(pages * in.page_size * d), std::nanf(""));
+  const bool unit = opt.kv_scale == 1.0;  // v / 1 is v: no division per element
+  const Rounder round(kf, opt.fp8_overflow);
   for (size_t row = 0; row < source.kv_row_token.size(); ++row) {
     const int64_t t = source.kv_row_token[row];
     if (t < 0) continue;
     float* out = in.kv_cache.data() + row * d;
-    const bool unit = opt.kv_scale == 1.0;  // v / 1 is v: no division per element
     for (int32_t x = 0; x < d; ++x) {
       const float v =
           values::StreamValue(source.kv_state, static_cast<uint64_t>(t * d + x), opt.amplitude);
       const double scaled = unit ? static_cast<double>(v) : static_cast<double>(v) / opt.kv_scale;
-      out[x] = static_cast<float>(RoundTo(kf, scaled, opt.fp8_overflow));
+      out[x] = static_cast<float>(round(scaled));
     }
   }
 }
