@@ -209,7 +209,7 @@ StatusOr<std::shared_ptr<const Contract>> ResolveCallContract(CallKind kind,
         contract.empty() ? (kind == CallKind::kDecode ? "asm" : "mla_reduce_v1") : contract;
     return BuiltinContract(kind, v, field);
   }
-  StatusOr<Contract> c = LoadContractFile(contract);
+  StatusOr<Contract> c = LoadContractFile(contract, field);
   if (!c.ok()) return c.status();
   if (c->call != kind)
     return InvalidArgumentError(field, contract + " is a contract for " + CallKindName(c->call) +

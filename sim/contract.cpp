@@ -657,8 +657,8 @@ StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
   return c;
 }
 
-StatusOr<Contract> LoadContractFile(const std::string& path) {
-  MLASIM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "--contract"));
+StatusOr<Contract> LoadContractFile(const std::string& path, const std::string& field) {
+  MLASIM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, field));
   MLASIM_ASSIGN_OR_RETURN(json doc, ParseJsonStrict(text, path));
   return ParseContract(doc, path);
 }
