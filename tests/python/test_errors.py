@@ -96,6 +96,9 @@ CASES = [
      "kv_indptr: dtype is int64, expected int32"),
     ("indptr_torch_int64", indptr_plan(kv_indptr=torch.tensor([0, 300, 340, 1040])), TypeError,
      "kv_indptr: dtype is int64, expected int32"),
+    # a byte-swapped int32 has int32's name: it read "dtype is int32, expected int32"
+    ("indptr_big_endian", indptr_plan(kv_indptr=np.array([0, 300, 340, 1040], ">i4")), TypeError,
+     "kv_indptr: dtype is int32 stored as '>i4', expected int32 in native byte order ('<i4')"),
     ("indptr_2d", indptr_plan(kv_indptr=np.zeros((2, 2), I32)), ValueError,
      "kv_indptr: has 2 dimensions, expected 1"),
     ("indptr_strided", indptr_plan(kv_indptr=np.zeros(8, I32)[::2]), ValueError,
