@@ -127,10 +127,12 @@ class PlanCommand final : public Command {
     if (mutant_opt_->count() > 0) {
       MLASIM_ASSIGN_OR_RETURN(options.mutant, ref::ParsePlannerMutant(mutant_, "--mutant"));
     }
+    // "got" the text as typed (decimal-normalised): 2^63 .. 2^64 - 1 reach launch_grid_ as
+    // INT64_MAX, which the message printed instead.
     if (launch_opt_->count() > 0 && (launch_grid_ < 1 || launch_grid_ > MaxLaunchGrid()))
       return InvalidArgumentError("--launch-grid", "must be in 1.." +
                                                        std::to_string(MaxLaunchGrid()) + ", got " +
-                                                       std::to_string(launch_grid_));
+                                                       launch_opt_->results().back());
     return options;
   }
 
