@@ -92,6 +92,10 @@ class PlanCommand final : public Command {
                   "required: give --kv-lens LEN,... (with other flags), --request FILE or "
                   "--check-golden FILE.jsonl (see 'mlasim plan --help')");
     const InputSource source = from_file ? InputSource::kRequestFile : InputSource::kFlags;
+    if (Status st = CheckOutputsAreNotInputs({{"--svg", svg_file_}},
+                                             {{"--request's file", request_file_}});
+        !st.ok())
+      return Fail(io, st.field(), st.message());
     StatusOr<ref::PlanRequest> request =
         from_file ? RequestFromFile(request_file_) : RequestFromFlags(flags_);
     if (!request.ok()) return Fail(io, request.status(), source);
