@@ -32,6 +32,21 @@ def check_with(name, value):
     return lambda: mlasim.check_plan(bufs, request=p.request)
 
 
+def self_holding():
+    """A config mapping that holds itself (capture raised RecursionError, naming nothing)."""
+    d = {"engine": {"tp": 8}}
+    d["engine"]["parent"] = d
+    return d
+
+
+def nested(depth):
+    """A list nested `depth` levels deep (capture raised RecursionError from about 490)."""
+    x = []
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
 def out_with(name, value):
     _, bufs = good_buffers()
     bufs[name] = value
@@ -174,6 +189,11 @@ CASES = [
      ValueError, "config.a[0]: nan is not a finite number"),
     ("capture_config_key", lambda: mlasim.capture("/nonexistent/x", "c", config={1: 2}),
      TypeError, "config: key 1 is not a string"),
+    ("capture_config_cycle", lambda: mlasim.capture("/nonexistent/x", "c", config=self_holding()),
+     ValueError, "config.engine.parent: holds itself (a cycle): JSON data has none"),
+    ("capture_config_too_deep", lambda: mlasim.capture("/nonexistent/x", "c",
+                                                       config={"a": nested(5000)}),
+     ValueError, "config: nested deeper than Python's recursion limit"),
     ("capture_scalar", lambda: mlasim.capture("/nonexistent/x", "c", max_seqlen_qo=4), TypeError,
      "max_seqlen_qo: expected a numpy array or a torch tensor, got int"),
     ("capture_complex", lambda: mlasim.capture("/nonexistent/x", "c",
