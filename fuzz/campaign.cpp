@@ -528,8 +528,8 @@ Status Campaign::CheckOneSplit() const {
         "--shard", fmt::format("{} holds {} (shard {}/{}), this campaign split another way: "
                                "shard {}/{} would run cases it ran, and fuzz merge refuses the "
                                "folder; use the same --shard I/N or a new --out",
-                               o_.out_dir, p.string(), prog->identity.shard,
-                               prog->identity.shards, o_.shard, o_.shards));
+                               o_.out_dir, p.string(), prog->identity.shard, prog->identity.shards,
+                               o_.shard, o_.shards));
   }
   return OkStatus();
 }

@@ -434,7 +434,8 @@ class ProgramCompiler {
 
   Status Var(ObjectReader& r, const char* key, const std::string& path, std::string* out) {
     MLASIM_RETURN_IF_ERROR(r.String(key, out, true));
-    if (!IsDeclarableName(*out)) return Err(path + "." + key, "must be a name (letters, digits, _)");
+    if (!IsDeclarableName(*out))
+      return Err(path + "." + key, "must be a name (letters, digits, _)");
     return OkStatus();
   }
 

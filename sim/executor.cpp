@@ -1081,8 +1081,7 @@ void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound)
 }
 
 void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound,
-                              const std::string& what, const std::string& why,
-                              bool beyond_limits) {
+                              const std::string& what, const std::string& why, bool beyond_limits) {
   bool& reported = beyond_limits ? limit_hang_reported_ : hang_reported_;
   if (reported) return;
   reported = true;

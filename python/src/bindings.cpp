@@ -123,9 +123,9 @@ py::array Array(const std::string& arg, py::handle v, const py::dtype& dtype,
     const std::string got = a.dtype().attr("name").cast<std::string>(),
                       want = dtype.attr("name").cast<std::string>();
     if (got == want)
-      ThrowType(arg, "dtype is " + got + " stored as '" + a.dtype().attr("str").cast<std::string>() +
-                         "', expected " + want + " in native byte order ('" +
-                         dtype.attr("str").cast<std::string>() + "')");
+      ThrowType(arg, "dtype is " + got + " stored as '" +
+                         a.dtype().attr("str").cast<std::string>() + "', expected " + want +
+                         " in native byte order ('" + dtype.attr("str").cast<std::string>() + "')");
     ThrowType(arg, "dtype is " + got + ", expected " + want);
   }
   bool rank_ok = false;

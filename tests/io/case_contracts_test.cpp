@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "ref/plan_buffers.h"
 #include "ref/limits.h"
+#include "ref/plan_buffers.h"
 #include "ref/planner.h"
 #include "sim/call_check.h"
 #include "tests/cli/case_builders.h"

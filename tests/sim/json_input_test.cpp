@@ -231,8 +231,8 @@ TEST_F(JsonStrict, ANulByteIsRefusedWhereverItIs) {
   EXPECT_EQ(MessageOf("{\"a\": 1}\0{\"a\": 2, garbage"s),
             "malformed JSON: a NUL byte at line 1, column 9 (JSON text holds none; a binary, "
             "padded or damaged file?)");
-  EXPECT_EQ(MessageOf("{\"a\": 1}\n\0"s).rfind("malformed JSON: a NUL byte at line 2, column 1 ", 0),
-            0u);
+  EXPECT_EQ(
+      MessageOf("{\"a\": 1}\n\0"s).rfind("malformed JSON: a NUL byte at line 2, column 1 ", 0), 0u);
   EXPECT_EQ(MessageOf("{\"a\":\0 1}"s).rfind("malformed JSON: a NUL byte at line 1, column 6 ", 0),
             0u);
   auto escaped = ParseJsonStrict(R"({"a": "x\u0000y"})", "f");  // a string's NUL, escaped

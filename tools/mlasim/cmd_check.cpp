@@ -753,7 +753,8 @@ class CheckCommand final : public Command {
         {"the case's " + std::string(io::kCaseManifestName), dir + io::kCaseManifestName},
         {"--fault-log's file", fault_log_},
         {"--contract's file", contract_}};
-    for (const io::CaseTensor& t : m.tensors) inputs.push_back({"the case's " + t.file, dir + t.file});
+    for (const io::CaseTensor& t : m.tensors)
+      inputs.push_back({"the case's " + t.file, dir + t.file});
     return CheckOutputsAreNotInputs({{"--scenario-out", scenario_out_}}, inputs);
   }
 

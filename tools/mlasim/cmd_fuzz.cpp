@@ -299,8 +299,8 @@ class FuzzCommand final : public Command {
     std::vector<std::pair<std::string, std::string>> inputs = {
         {"--kernel-under-test's library", kut_path_}};
     for (const std::string& c : o_.contract_files) inputs.push_back({"--contract's file", c});
-    if (Status st = CheckOutputsAreNotInputs({{"--html", html_out_}, {"--junit", junit_out_}},
-                                             inputs);
+    if (Status st =
+            CheckOutputsAreNotInputs({{"--html", html_out_}, {"--junit", junit_out_}}, inputs);
         !st.ok())
       return Fail(io, st);
     if (app_->count("--junit"))

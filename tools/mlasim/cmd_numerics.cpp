@@ -25,9 +25,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <limits>

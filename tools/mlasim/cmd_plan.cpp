@@ -92,8 +92,8 @@ class PlanCommand final : public Command {
                   "required: give --kv-lens LEN,... (with other flags), --request FILE or "
                   "--check-golden FILE.jsonl (see 'mlasim plan --help')");
     const InputSource source = from_file ? InputSource::kRequestFile : InputSource::kFlags;
-    if (Status st = CheckOutputsAreNotInputs({{"--svg", svg_file_}},
-                                             {{"--request's file", request_file_}});
+    if (Status st =
+            CheckOutputsAreNotInputs({{"--svg", svg_file_}}, {{"--request's file", request_file_}});
         !st.ok())
       return Fail(io, st.field(), st.message());
     StatusOr<ref::PlanRequest> request =
