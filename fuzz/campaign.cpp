@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -158,6 +159,7 @@ class Campaign {
   Status LockShard();
   Status LoadKnownFindings();
   Status LoadProgress();
+  Status CheckOneSplit() const;
   void SaveProgress();
   void Note(const std::string& line);
   bool Budgeted(int64_t k) const { return o_.max_cases < 0 || k < o_.max_cases; }
@@ -497,6 +499,41 @@ Status Campaign::LockShard() {
   return sim::OsError("--out", sim::FileOp::kWrite, path, e);
 }
 
+// A progress file in --out of this campaign (its identity but the shard) split another way:
+// shard I of N runs the seed indices i % N == I, so this shard would run cases that one ran, and
+// `fuzz merge` refuses the folder afterwards (FuzzMerge's CheckOneSplit). A run of --shard 0/2
+// into the folder of an unsharded campaign was taken, with --resume too (no .progress-0-of-2
+// there: "starting the shard at case 0"). Unreadable or malformed progress files are left to
+// merge and --resume, which name them.
+Status Campaign::CheckOneSplit() const {
+  nlohmann::json mine = IdentityJson(Identity());
+  mine.erase("shard");
+  mine.erase("shards");
+  std::error_code ec;
+  std::vector<fs::path> paths;
+  for (fs::directory_iterator it(o_.out_dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    if (n.rfind(".progress-", 0) == 0 && n.find(".tmp") == std::string::npos)
+      paths.push_back(it->path());
+  }
+  std::sort(paths.begin(), paths.end());
+  for (const fs::path& p : paths) {
+    auto prog = ReadProgressFile(p.string(), "--out");
+    if (!prog.ok() || prog->identity.shards == o_.shards) continue;
+    nlohmann::json theirs = IdentityJson(prog->identity);
+    theirs.erase("shard");
+    theirs.erase("shards");
+    if (theirs != mine) continue;  // another campaign: merge keeps campaigns apart
+    return InvalidArgumentError(
+        "--shard", fmt::format("{} holds {} (shard {}/{}), this campaign split another way: "
+                               "shard {}/{} would run cases it ran, and fuzz merge refuses the "
+                               "folder; use the same --shard I/N or a new --out",
+                               o_.out_dir, p.string(), prog->identity.shard, prog->identity.shards,
+                               o_.shard, o_.shards));
+  }
+  return OkStatus();
+}
+
 Status Campaign::PrepareOutDir() {
   std::error_code ec;
   // Created, and findings must be writable before the campaign starts: a read-only, full or
@@ -507,6 +544,7 @@ Status Campaign::PrepareOutDir() {
     Note(fmt::format("removed {} temp file(s) {}* that a killed run of this shard left in {}", n,
                      TempPrefix(), o_.out_dir));
   MLASIM_RETURN_IF_ERROR(LoadKnownFindings());
+  MLASIM_RETURN_IF_ERROR(CheckOneSplit());
   if (o_.resume) return LoadProgress();
   if (fs::exists(Path(ProgressFileName(o_.shard, o_.shards)), ec))
     Note(

@@ -311,14 +311,19 @@ Status ReadFindingDetails(const nlohmann::json& fd, const std::string& path, Fin
     const auto& s = fd["shrink"];
     if (!s.is_object() || !sim::IsInt64(s.value("steps", nlohmann::json())) ||
         !s.value("cut_short", nlohmann::json()).is_boolean())
-      return BadFinding(path, s.is_object() && sim::IsIntegerBeyond64Bits(s.value("steps", 0))
-                                  ? "finding.shrink.steps " + sim::NotAnIntegerReason(s["steps"])
-                                  : "finding.shrink must hold integer steps and boolean cut_short");
+      return BadFinding(
+          path, s.is_object() && sim::IsIntegerBeyond64Bits(s.value("steps", nlohmann::json()))
+                    ? "finding.shrink.steps " + sim::NotAnIntegerReason(s["steps"])
+                    : "finding.shrink must hold integer steps and boolean cut_short");
     r->shrink_steps = static_cast<int>(std::clamp<int64_t>(s["steps"].get<int64_t>(), 0, 1 << 30));
     r->cut_short = s["cut_short"].get<bool>();
-    if (sim::IsInt64(s.value("max_steps", nlohmann::json())))
+    if (s.contains("max_steps")) {  // a wrong type was dropped without a word
+      if (std::string why = sim::IntegerRangeReason(s["max_steps"], INT64_MIN, INT64_MAX);
+          !why.empty())
+        return BadFinding(path, "finding.shrink.max_steps " + why);
       r->max_shrink_steps =
           static_cast<int>(std::clamp<int64_t>(s["max_steps"].get<int64_t>(), 0, 1 << 30));
+    }
   }
   if (fd.contains("violation") && fd["violation"].is_object() &&
       fd["violation"].value("detail", nlohmann::json()).is_string())

@@ -51,7 +51,11 @@ inline constexpr int64_t kMaxCallBufferElements = int64_t{1} << 26;
 // Runs `in.contract`'s program over `in` (sim/executor.cpp: one kernel call, nothing allocated
 // before it) and returns its accesses outside a tensor (ViolationKind::kOutOfBounds: rows past
 // the end or before the start), one Violation per (tensor, read/write, past/before), in the
-// executor's order, with the responsible work items (decode) or tiles (reduce). Reads of data
+// executor's order, with the responsible work items (decode) or tiles (reduce), and a loop of
+// more trips than loop_trips / call_trips (ViolationKind::kUnboundedLoop, class J, e.g. a
+// work_indptr entry of 2^31 - 1: the executor runs none of its trips, so it is the only finding
+// they make; a contract bound's hang is not reported, its bound may read an extent the call was
+// not given). Reads of data
 // no call wrote are not findings here (a single call cannot know what the engine wrote).
 // Errors: InvalidArgument for a null contract or a plan call ("contract"), a tensor role the
 // call kind does not pass or given twice ("tensors.ROLE"), work_info / reduce_final_map sizes
@@ -60,7 +64,8 @@ inline constexpr int64_t kMaxCallBufferElements = int64_t{1} << 26;
 StatusOr<std::vector<Violation>> CheckCall(const CallCheckInput& in);
 
 // One sentence for a CheckCall finding: "CALL (CONTRACT) reads q rows 61..63 of 61: 3 rows past
-// its end (3 work items: 61, 62, 63)"; at most `max_items` work items (reduce: tiles) listed.
+// its end (3 work items: 61, 62, 63)"; at most `max_items` work items (reduce: tiles) listed. A
+// loop that would not finish: "CALL (CONTRACT) does not finish: " and the violation's detail.
 std::string CallViolationText(const std::string& call, const Contract& contract, const Violation& v,
                               size_t max_items = 8);
 

@@ -87,6 +87,15 @@ StatusOr<E> Parse(const Named<E> (&table)[N], const std::string& s, const std::s
   return InvalidArgumentError(field, "must be one of " + known + " (got \"" + s + "\")");
 }
 
+// A name a program may declare (a loop variable, a let, a constant): letters, digits and _, not
+// starting with a digit.
+bool IsDeclarableName(const std::string& s) {
+  return !s.empty() && !std::isdigit(static_cast<unsigned char>(s[0])) &&
+         std::all_of(s.begin(), s.end(), [](char ch) {
+           return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+         });
+}
+
 // The loadable int32 buffers of each call kind (expr.h loads): name, row width, field names.
 const std::vector<std::pair<LoadSlot, LoadableBuffer>>& Loadables(CallKind call) {
   static const std::vector<std::string> kWorkFields = {"batch_idx", "partial_qo_loc", "qo_start",
@@ -425,11 +434,8 @@ class ProgramCompiler {
 
   Status Var(ObjectReader& r, const char* key, const std::string& path, std::string* out) {
     MLASIM_RETURN_IF_ERROR(r.String(key, out, true));
-    const bool ok = !out->empty() && !std::isdigit(static_cast<unsigned char>((*out)[0])) &&
-                    std::all_of(out->begin(), out->end(), [](char ch) {
-                      return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
-                    });
-    if (!ok) return Err(path + "." + key, "must be a name (letters, digits, _)");
+    if (!IsDeclarableName(*out))
+      return Err(path + "." + key, "must be a name (letters, digits, _)");
     return OkStatus();
   }
 
@@ -499,6 +505,25 @@ Status ParseSemantics(const json& j, const std::string& file, DecodeSemantics* s
     }
   }
   return r.Finish();
+}
+
+// Why `name` cannot be a constant of a `call` contract, or "": a constant is a number of the
+// contract's own. One named like a launch variable or a semantics switch replaced it in the
+// program (not in the launch, nor in the semantics the numerics and the GPU runner read); one
+// named like a buffer was hidden by the buffer; one that is no name could not be used.
+std::string ConstantNameProblem(const std::string& name, CallKind call) {
+  if (!IsDeclarableName(name)) return "must be a name (letters, digits, _)";
+  for (const char* v : kLaunchVarNames)
+    if (name == v) return "is a launch variable; a constant needs a name of its own";
+  for (const char* s : {"zero_kv_reads_q", "zero_kv_writes_output", "masked_keys_read"})
+    if (name == s)
+      return "is a switch that semantics sets (semantics.zero_kv / masked_keys); a constant "
+             "needs a name of its own";
+  for (const auto& [slot, b] : Loadables(call))
+    if (name == b.name)
+      return std::string("is a buffer a ") + CallKindName(call) +
+             " contract loads from; a constant needs a name of its own";
+  return "";
 }
 
 // The scope of a contract's expressions: launch variables, semantics flags, constants, loads.
@@ -624,6 +649,8 @@ StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
   if (const json* k = r.Child("constants")) {
     if (!k->is_object()) return InvalidArgumentError(r.Path("constants"), "must be an object");
     for (auto it = k->begin(); it != k->end(); ++it) {
+      if (std::string why = ConstantNameProblem(it.key(), c.call); !why.empty())
+        return InvalidArgumentError(r.Path("constants") + "." + it.key(), why);
       if (!it.value().is_number_integer() || !IsInt64(it.value()))
         return InvalidArgumentError(r.Path("constants") + "." + it.key(),
                                     IntegerRangeReason(it.value(), INT64_MIN, INT64_MAX));
@@ -657,8 +684,8 @@ StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
   return c;
 }
 
-StatusOr<Contract> LoadContractFile(const std::string& path) {
-  MLASIM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, "--contract"));
+StatusOr<Contract> LoadContractFile(const std::string& path, const std::string& field) {
+  MLASIM_ASSIGN_OR_RETURN(std::string text, ReadTextFile(path, field));
   MLASIM_ASSIGN_OR_RETURN(json doc, ParseJsonStrict(text, path));
   return ParseContract(doc, path);
 }

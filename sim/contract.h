@@ -227,8 +227,11 @@ bool ProgramLoads(const std::vector<Statement>& program, int32_t slot);
 // file name as prefix) and the reason: unknown keys, wrong types, unknown names in expressions,
 // accesses to buffers the call kind does not pass, loops nested deeper than 8.
 StatusOr<Contract> ParseContract(const nlohmann::json& doc, const std::string& file);
-// Reads and parses a contract file (64 MiB bound, strict JSON: sim/json_input.h).
-StatusOr<Contract> LoadContractFile(const std::string& path);
+// Reads and parses a contract file (64 MiB bound, strict JSON: sim/json_input.h). A file that
+// cannot be read is an error naming `field`: what gave the path (a flag, or a case manifest's
+// config.contract).
+StatusOr<Contract> LoadContractFile(const std::string& path,
+                                    const std::string& field = "--contract");
 
 // The built-in contracts (sim/contracts/*.json).
 const std::vector<std::shared_ptr<const Contract>>& BuiltinContracts();

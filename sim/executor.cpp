@@ -206,7 +206,7 @@ class CallExecutor {
   [[gnu::noinline]] LoadResult BadLoad(const LoadSource& l, int64_t element);  // the cold path
   void ReportHang(const Statement& st, int64_t trips, int64_t bound);
   void ReportHang(const Statement& st, int64_t trips, int64_t bound, const std::string& what,
-                  const std::string& why);
+                  const std::string& why, bool beyond_limits);
   void ReportCallTrips(const Statement& st, int64_t trips);
   // The KV rows a gather reads through a modelled index buffer (docs/contracts.md "gather").
   void GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0, int64_t e1, int64_t p0,
@@ -293,8 +293,11 @@ class CallExecutor {
   };
   std::vector<InvalidUse> pending_;
   // A hang stops the GPU: only the first one of a step is reported (later calls never run on
-  // hardware; the simulator still applies their accesses).
+  // hardware; the simulator still applies their accesses). A walk past mlasim's own bounds
+  // (loop_trips, call_trips) is reported once on its own: a contract bound's hang before it (a
+  // KV-block bound over an index buffer sim::CheckCall was not given) does not hide it.
   bool hang_reported_ = false;
+  bool limit_hang_reported_ = false;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1074,28 +1077,32 @@ void CallExecutor::FlushInvalid(const Call& c) {
 }
 
 void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound) {
-  ReportHang(st, trips, bound, st.bound_what, st.exceeded);
+  ReportHang(st, trips, bound, st.bound_what, st.exceeded, false);
 }
 
 void CallExecutor::ReportHang(const Statement& st, int64_t trips, int64_t bound,
-                              const std::string& what, const std::string& why) {
-  if (hang_reported_) return;
-  hang_reported_ = true;
+                              const std::string& what, const std::string& why, bool beyond_limits) {
+  bool& reported = beyond_limits ? limit_hang_reported_ : hang_reported_;
+  if (reported) return;
+  reported = true;
   const TensorArg* a = st.hang_role >= 0 ? roles_[st.hang_role] : nullptr;
   bool defined = true;
   const int64_t row = st.hang_row.empty() ? 0 : Eval(st.hang_row, &defined);
-  Add(*call_, MakeUnboundedLoop({a ? a->buffer : st.hang_buffer, a ? a->rows : 0, 0, row, row},
-                                who_, trips, bound, what, why));
+  Violation v = MakeUnboundedLoop({a ? a->buffer : st.hang_buffer, a ? a->rows : 0, 0, row, row},
+                                  who_, trips, bound, what, why);
+  v.beyond_limits = beyond_limits;
+  Add(*call_, std::move(v));
 }
 
 // A loop that would take the call past its trips in all (nested loops each within loop_trips).
 void CallExecutor::ReportCallTrips(const Statement& st, int64_t trips) {
   const int64_t left = call_trips_left_;
   call_trips_left_ = 0;  // the call stops here: no later loop of it runs either
-  if (hang_reported_) return;
+  if (limit_hang_reported_) return;
   ReportHang(st, trips, left, "iterations",
              "with the iterations before it, the call's loops would pass call_trips (" +
-                 std::to_string(max_call_trips_) + ": nested loops multiply); reported as a hang");
+                 std::to_string(max_call_trips_) + ": nested loops multiply); reported as a hang",
+             true);
 }
 
 void CallExecutor::ExecLoop(const Statement& st) {
@@ -1148,7 +1155,9 @@ void CallExecutor::LoopOver(int64_t from, int64_t to, bool has_bound, Bound&& bo
   if (empty_body) return;
   // Every loop is bounded: a walk longer than any buffer the simulator models is a hang.
   const int64_t max_trips = max_loop_trips_;
-  if (trips > max_trips) return ReportHang(stmt(), trips, max_trips);
+  if (trips > max_trips)
+    return ReportHang(stmt(), trips, max_trips, "iterations",
+                      "above loop_trips, the longest loop mlasim walks; reported as a hang", true);
   if (trips > call_trips_left_) return ReportCallTrips(stmt(), trips);
   call_trips_left_ -= trips;
   const int32_t saved_who = who_;

@@ -2,8 +2,10 @@
 #include "sim/json_input.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
@@ -197,6 +199,16 @@ const char* CompressionOf(std::string_view bytes) {
 StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field) {
   const int64_t max_depth = ref::Limit(ref::LimitId::kJsonDepth);
   const int64_t max_values = ref::Limit(ref::LimitId::kJsonValues);
+  // nlohmann's lexer reads a NUL byte as the end of the input: "{...}\0anything" parsed as
+  // "{...}", the rest dropped without a word. JSON text holds no NUL byte (a string's is \u0000).
+  if (const size_t nul = text.find('\0'); nul != std::string::npos && !CompressionOf(text)) {
+    const size_t line_start = text.rfind('\n', nul);
+    return InvalidArgumentError(
+        field, fmt::format("malformed JSON: a NUL byte at line {}, column {} (JSON text holds "
+                           "none; a binary, padded or damaged file?)",
+                           std::count(text.begin(), text.begin() + nul, '\n') + 1,
+                           nul - (line_start == std::string::npos ? 0 : line_start + 1) + 1));
+  }
   StrictDomBuilder dom(max_depth, max_values);
   const bool ok = json::sax_parse(text, &dom);
   if (dom.too_deep())

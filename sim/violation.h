@@ -104,6 +104,9 @@ struct Violation {
   std::string consequence_of;  // kCorrupts / kReads: the buffer; kPlanInvalid: the diagnostic
   uint64_t first_bad_address = 0;
   std::string detail;  // one sentence
+  // kUnboundedLoop: the walk passed mlasim's own bounds (loop_trips, call_trips: ref/limits.h),
+  // not a bound the contract states; sim::CheckCall reports only these.
+  bool beyond_limits = false;
 };
 
 // The class column of reports and signatures: the bug class letter ("A".."J"), or for a finding

@@ -35,9 +35,14 @@ def _versions():
     return v
 
 
-def _jsonable(path, x):
+def _jsonable(path, x, within=()):
     """The engine config as JSON values; numpy scalars and torch dtypes / devices become plain
-    values. Anything else raises TypeError naming its path (``config.model.layers``)."""
+    values. Anything else raises TypeError naming its path (``config.model.layers``); a list or
+    mapping that holds itself ValueError (``within``: the ids of the containers around x)."""
+    if isinstance(x, (Mapping, list, tuple)):
+        if id(x) in within:
+            raise ValueError(f"{path}: holds itself (a cycle): JSON data has none")
+        within = within + (id(x),)
     if x is None or isinstance(x, (bool, str)):
         return x
     if isinstance(x, (int, np.integer)):
@@ -51,10 +56,10 @@ def _jsonable(path, x):
         for k, v in x.items():
             if not isinstance(k, str):
                 raise TypeError(f"{path}: key {k!r} is not a string")
-            out[k] = _jsonable(f"{path}.{k}", v)
+            out[k] = _jsonable(f"{path}.{k}", v, within)
         return out
     if isinstance(x, (list, tuple)):
-        return [_jsonable(f"{path}[{i}]", v) for i, v in enumerate(x)]
+        return [_jsonable(f"{path}[{i}]", v, within) for i, v in enumerate(x)]
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(x, (torch.dtype, torch.device)):
         return str(x).replace("torch.", "")
@@ -136,7 +141,11 @@ def capture(dir, call_name, config=None, **tensors):
     if not isinstance(call_name, str) or not call_name or len(call_name) > MAX_NAME \
             or not call_name.isprintable():
         raise ValueError(f"call_name: must be 1..{MAX_NAME} printable characters")
-    config = _jsonable("config", {} if config is None else config)
+    try:
+        config = _jsonable("config", {} if config is None else config)
+    except RecursionError:  # a RecursionError named nothing (mlasim check reads 512 levels)
+        raise ValueError("config: nested deeper than Python's recursion limit; mlasim check "
+                         "reads at most json_depth (512) levels of JSON") from None
     if not isinstance(config, dict):
         raise TypeError("config: expected a mapping (the engine config)")
     entries, arrays = {}, {}

@@ -117,9 +117,17 @@ py::array Array(const std::string& arg, py::handle v, const py::dtype& dtype,
   if (!py::isinstance<py::array>(v))
     ThrowType(arg, "expected a numpy array or a torch tensor, got " + TypeName(v));
   py::array a = py::reinterpret_borrow<py::array>(v);
-  if (!a.dtype().is(dtype))
-    ThrowType(arg, "dtype is " + a.dtype().attr("name").cast<std::string>() + ", expected " +
-                       dtype.attr("name").cast<std::string>());
+  if (!a.dtype().is(dtype)) {
+    // A byte-swapped int32 has int32's name: the type strings tell them apart ("dtype is int32,
+    // expected int32" before).
+    const std::string got = a.dtype().attr("name").cast<std::string>(),
+                      want = dtype.attr("name").cast<std::string>();
+    if (got == want)
+      ThrowType(arg, "dtype is " + got + " stored as '" +
+                         a.dtype().attr("str").cast<std::string>() + "', expected " + want +
+                         " in native byte order ('" + dtype.attr("str").cast<std::string>() + "')");
+    ThrowType(arg, "dtype is " + got + ", expected " + want);
+  }
   bool rank_ok = false;
   for (int r : ranks) rank_ok = rank_ok || a.ndim() == r;
   if (!rank_ok)

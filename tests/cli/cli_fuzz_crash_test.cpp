@@ -282,9 +282,10 @@ TEST(CampaignLock, ASecondRunOfTheShardIsRefusedWhileTheFirstRuns) {
   EXPECT_EQ(err, "mlasim fuzz: error: --out: " + dir.string() +
                      " is in use: another campaign of shard 0/1 is running into it (it holds " +
                      (dir / ".lock-0-of-1").string() + "); one run per shard and folder\n");
-  // Another shard of the same folder has a lock of its own.
+  // Another shard of the same folder has a lock of its own. (Of another campaign: seed 1 split
+  // 1/2 beside the running seed 1 unsharded is refused as a second split of one campaign.)
   const auto [other, other_err] =
-      run({"fuzz", "--cases", "2", "--seed", "1", "--shard", "1/2", "--out", dir});
+      run({"fuzz", "--cases", "2", "--seed", "3", "--shard", "1/2", "--out", dir});
   EXPECT_LE(other, 1) << other_err;
   ::kill(first, SIGKILL);
   EXPECT_EQ(Wait(first), 128 + SIGKILL);

@@ -523,6 +523,27 @@ TEST(CliNumerics, ACounterexampleIsWrittenAsAReplayableCase) {
   fs::remove_all(dir);
 }
 
+// The counterexample's file name came from the scenario's "name" as written: a name with '/'
+// and ".." put it outside --out ("x/../../f" wrote DIR/../../f.json, beside the run's folder).
+TEST(CliNumerics, TheCounterexampleStaysInOutWhateverTheCaseName) {
+  const fs::path root =
+      fs::temp_directory_path() / ("mlasim_numerics_name_" + std::to_string(::getpid()));
+  const fs::path dir = root / "a" / "out";
+  fs::create_directories(dir / "numerics-x");  // the name's first component resolves
+  std::ifstream in(Case("G-dense-mtp-snapshot-era.json"));
+  nlohmann::json doc = nlohmann::json::parse(in);
+  doc["name"] = "x/../../escaped";
+  const fs::path scenario = root / "case.json";
+  std::ofstream(scenario) << doc.dump();
+  const Out r = Numerics({scenario.string(), "--max-context", "64", "--out", dir.string()});
+  EXPECT_EQ(r.code, 1) << r.err << r.out;  // the case fails (its draft steps' requests)
+  EXPECT_FALSE(fs::exists(root / "a" / "escaped.json"));
+  const fs::path file = dir / "numerics-x-------escaped.json";
+  EXPECT_TRUE(fs::exists(file)) << r.out;
+  EXPECT_NE(r.out.find("case written: " + file.string() + "\n"), std::string::npos) << r.out;
+  fs::remove_all(root);
+}
+
 TEST(CliNumerics, BadMutantAndOutExitTwo) {
   Out r = Numerics({"--builtin", "seed", "--mutant", "nope"});
   EXPECT_EQ(r.code, 2);

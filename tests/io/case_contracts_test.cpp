@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "ref/limits.h"
 #include "ref/plan_buffers.h"
 #include "ref/planner.h"
 #include "sim/call_check.h"
@@ -319,6 +320,46 @@ TEST(CheckCall, ErrorsNameTheInput) {
   ASSERT_TRUE(sim::CheckCall(bad).ok());
   ASSERT_EQ(sim::CheckCall(bad)->size(), 1u);
   EXPECT_EQ((*sim::CheckCall(bad))[0].rows_past_end, 1);
+}
+
+// A work_indptr entry that makes a workgroup walk more work items than loop_trips: the executor
+// runs none of them and reports the loop as a hang (class J). CheckCall kept only the
+// out-of-bounds findings, so 2^26 + 1 items was clean where 2^26 items (work_info rows 1..2^26 - 1
+// past its one row) was a finding; Python's check_call returned None for it.
+TEST(CheckCall, AWalkLongerThanLoopTripsIsAFinding) {
+  sim::CallCheckInput in;
+  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
+  in.work_info = {0, -1, 0, 1, 0, 10, 0, 0};
+  in.tensors = {{"q", 1, 16, 576, 2}, {"o", 1, 16, 512, 2}};
+  auto hang = [&](std::vector<int32_t> work_indptr, int64_t walk, int64_t trips) {
+    in.work_indptr = std::move(work_indptr);
+    auto v = sim::CheckCall(in);
+    ASSERT_TRUE(v.ok());
+    ASSERT_EQ(v->size(), 1u) << walk;
+    EXPECT_EQ((*v)[0].kind, sim::ViolationKind::kUnboundedLoop);
+    EXPECT_EQ((*v)[0].bug_class, sim::BugClass::kJ);
+    EXPECT_EQ(sim::CallViolationText("mla_decode_fwd", *in.contract, (*v)[0]),
+              "mla_decode_fwd (aiter-asm-decode) does not finish: work -1 would walk " +
+                  std::to_string(walk) + " iterations (bound " + std::to_string(trips) +
+                  "): above loop_trips, the longest loop mlasim walks; reported as a hang");
+  };
+  const int64_t loop_trips = ref::Limit(ref::LimitId::kLoopTrips);
+  hang({0, INT32_MAX}, INT32_MAX, loop_trips);  // at the default limits
+  // Work item 0's KV walk (7 blocks) passes the contract's bound over kv_indices, which the call
+  // does not pass (index_rows 0: bound 1): not a finding, and it does not hide workgroup 1's walk.
+  in.work_info = {0, -1, 0, 1, 0, 100, 0, 0};
+  hang({0, 1, INT32_MAX}, INT32_MAX - 1, loop_trips);
+  in.work_info = {0, -1, 0, 1, 0, 10, 0, 0};
+  // The boundary, at a lowered loop_trips (the default's walk takes seconds).
+  ASSERT_TRUE(ref::SetLimits("loop_trips=1000").ok());
+  in.work_indptr = {0, 1000};
+  auto at = sim::CheckCall(in);
+  ASSERT_TRUE(at.ok());
+  ASSERT_EQ(at->size(), 1u);
+  EXPECT_EQ((*at)[0].kind, sim::ViolationKind::kOutOfBounds);
+  EXPECT_EQ((*at)[0].rows_past_end, 999);
+  hang({0, 1001}, 1001, 1000);
+  ref::ResetLimits();
 }
 
 TEST(CheckCall, ShapesFoldQAndOHeadsIntoRows) {

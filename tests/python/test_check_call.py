@@ -136,6 +136,25 @@ def test_capture_then_mlasim_check_reports_the_same_finding(tmp_path, mlasim_bin
             "(builtin:aiter-decode-asm.json)), no finding") in r.stdout
 
 
+def test_a_work_indptr_walk_past_loop_trips_raises_instead_of_passing():
+    """A workgroup told to walk 2^31 - 1 work items: the executor walks none of them (more than
+    loop_trips) and reports a hang. check_call returned None for it (only out-of-bounds
+    findings were kept), where a walk of 1000 items named the work_info rows past its end."""
+    plan, q, o = MtpEngine(fixed=True).step(batches()[1])
+    work_indptr = plan.work_indptr.copy()
+    work_indptr[1:] = 1000
+    with pytest.raises(mlasim.PlanViolation) as small:
+        mlasim.check_call("mla_decode_fwd", "asm", plan=plan, q=q, o=o, work_indptr=work_indptr)
+    assert small.value.buffer == "work_info"
+    work_indptr[1:] = 2**31 - 1
+    with pytest.raises(mlasim.PlanViolation) as huge:
+        mlasim.check_call("mla_decode_fwd", "asm", plan=plan, q=q, o=o, work_indptr=work_indptr)
+    assert str(huge.value) == (
+        "mla_decode_fwd (aiter-asm-decode) does not finish: work -1 would walk 2147483647 "
+        "iterations (bound 67108864): above loop_trips, the longest loop mlasim walks; reported "
+        "as a hang")
+
+
 def test_bad_arguments_name_the_argument(tmp_path):
     plan, q, o = MtpEngine(fixed=True).step(batches()[1])
     cases = [

@@ -32,6 +32,21 @@ def check_with(name, value):
     return lambda: mlasim.check_plan(bufs, request=p.request)
 
 
+def self_holding():
+    """A config mapping that holds itself (capture raised RecursionError, naming nothing)."""
+    d = {"engine": {"tp": 8}}
+    d["engine"]["parent"] = d
+    return d
+
+
+def nested(depth):
+    """A list nested `depth` levels deep (capture raised RecursionError from about 490)."""
+    x = []
+    for _ in range(depth):
+        x = [x]
+    return x
+
+
 def out_with(name, value):
     _, bufs = good_buffers()
     bufs[name] = value
@@ -96,6 +111,9 @@ CASES = [
      "kv_indptr: dtype is int64, expected int32"),
     ("indptr_torch_int64", indptr_plan(kv_indptr=torch.tensor([0, 300, 340, 1040])), TypeError,
      "kv_indptr: dtype is int64, expected int32"),
+    # a byte-swapped int32 has int32's name: it read "dtype is int32, expected int32"
+    ("indptr_big_endian", indptr_plan(kv_indptr=np.array([0, 300, 340, 1040], ">i4")), TypeError,
+     "kv_indptr: dtype is int32 stored as '>i4', expected int32 in native byte order ('<i4')"),
     ("indptr_2d", indptr_plan(kv_indptr=np.zeros((2, 2), I32)), ValueError,
      "kv_indptr: has 2 dimensions, expected 1"),
     ("indptr_strided", indptr_plan(kv_indptr=np.zeros(8, I32)[::2]), ValueError,
@@ -171,6 +189,11 @@ CASES = [
      ValueError, "config.a[0]: nan is not a finite number"),
     ("capture_config_key", lambda: mlasim.capture("/nonexistent/x", "c", config={1: 2}),
      TypeError, "config: key 1 is not a string"),
+    ("capture_config_cycle", lambda: mlasim.capture("/nonexistent/x", "c", config=self_holding()),
+     ValueError, "config.engine.parent: holds itself (a cycle): JSON data has none"),
+    ("capture_config_too_deep", lambda: mlasim.capture("/nonexistent/x", "c",
+                                                       config={"a": nested(5000)}),
+     ValueError, "config: nested deeper than Python's recursion limit"),
     ("capture_scalar", lambda: mlasim.capture("/nonexistent/x", "c", max_seqlen_qo=4), TypeError,
      "max_seqlen_qo: expected a numpy array or a torch tensor, got int"),
     ("capture_complex", lambda: mlasim.capture("/nonexistent/x", "c",

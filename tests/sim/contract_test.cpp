@@ -309,6 +309,18 @@ TEST(Contract, EveryErrorNamesTheFileTheJsonPathAndTheReason) {
       {R"({"semantics": {"sources": {"colour": "x"}}})",
        "user.json: $.semantics.sources.colour: unknown semantics field"},
       {R"({"constants": {"tile": "64"}})", "user.json: $.constants.tile: must be an integer"},
+      // A constant named like another name of the program was accepted: it replaced a launch
+      // variable or a semantics switch in the program alone, a buffer hid it, a non-name could
+      // not be used.
+      {R"({"constants": {"grid": 5}})",
+       "user.json: $.constants.grid: is a launch variable; a constant needs a name of its own"},
+      {R"({"constants": {"zero_kv_reads_q": 0}})",
+       "user.json: $.constants.zero_kv_reads_q: is a switch that semantics sets"},
+      {R"({"constants": {"work_info": 1}})",
+       "user.json: $.constants.work_info: is a buffer a decode contract loads from"},
+      {R"({"constants": {"": 1}})", "user.json: $.constants.: must be a name (letters, digits, _)"},
+      {R"({"constants": {"tile rows": 1}})",
+       "user.json: $.constants.tile rows: must be a name (letters, digits, _)"},
       {R"({"program": {}})", "user.json: $.program: must be an array of statements"},
       {R"({"program": [{"read": "q"}]})", "user.json: $.program[0].rows: required key"},
       {R"({"program": [{"read": "q", "write": "o", "rows": [0, 1]}]})",

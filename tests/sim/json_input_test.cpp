@@ -224,6 +224,22 @@ TEST_F(JsonStrict, ValuesAtTheLimitParseOnePastItAreRefused) {
             "JSON values (numbers, strings, arrays, objects, ...) is");
 }
 
+// nlohmann's lexer ends the input at a NUL byte: "{...}\0garbage" parsed as "{...}" and the rest
+// was dropped; a NUL inside a document read as an early end. JSON text holds no NUL byte.
+TEST_F(JsonStrict, ANulByteIsRefusedWhereverItIs) {
+  using namespace std::string_literals;
+  EXPECT_EQ(MessageOf("{\"a\": 1}\0{\"a\": 2, garbage"s),
+            "malformed JSON: a NUL byte at line 1, column 9 (JSON text holds none; a binary, "
+            "padded or damaged file?)");
+  EXPECT_EQ(
+      MessageOf("{\"a\": 1}\n\0"s).rfind("malformed JSON: a NUL byte at line 2, column 1 ", 0), 0u);
+  EXPECT_EQ(MessageOf("{\"a\":\0 1}"s).rfind("malformed JSON: a NUL byte at line 1, column 6 ", 0),
+            0u);
+  auto escaped = ParseJsonStrict(R"({"a": "x\u0000y"})", "f");  // a string's NUL, escaped
+  ASSERT_TRUE(escaped.ok());
+  EXPECT_EQ((*escaped)["a"].get<std::string>(), "x\0y"s);
+}
+
 // Through the CLI: exit 2, the field, the limit and how to raise it; raising it parses.
 TEST_F(JsonStrict, CliRefusesTooDeepInputWithExit2AndTakesTheRaisedLimit) {
   const fs::path dir = fs::temp_directory_path() / "mlasim_json_input_test";

@@ -714,6 +714,7 @@ class CheckCommand final : public Command {
     StatusOr<io::CaseManifest> m = io::OpenCase(files);
     if (!m.ok()) return Fail(io, m.status());
     r.manifest = std::move(*m);
+    if (Status st = ScenarioOutIsNoInput(r.manifest); !st.ok()) return Fail(io, st);
     StatusOr<io::CasePlanner> planner = io::ReadCasePlanner(files, r.manifest);
     if (!planner.ok()) return Fail(io, planner.status());
     if (Status st = RunPlanSection(r.manifest, files, *planner, *choice, r.plan); !st.ok())
@@ -744,6 +745,19 @@ class CheckCommand final : public Command {
   }
 
  private:
+  // --scenario-out naming a file the check reads: the case's manifest or a tensor's .npy (the
+  // write replaced the captured case), --fault-log's or --contract's file.
+  Status ScenarioOutIsNoInput(const io::CaseManifest& m) const {
+    const std::string dir = case_dir_ + "/";
+    std::vector<std::pair<std::string, std::string>> inputs = {
+        {"the case's " + std::string(io::kCaseManifestName), dir + io::kCaseManifestName},
+        {"--fault-log's file", fault_log_},
+        {"--contract's file", contract_}};
+    for (const io::CaseTensor& t : m.tensors)
+      inputs.push_back({"the case's " + t.file, dir + t.file});
+    return CheckOutputsAreNotInputs({{"--scenario-out", scenario_out_}}, inputs);
+  }
+
   Status WriteScenario(const io::CaseFiles& files, CheckReport& r, const io::CasePlanner& planner,
                        ref::PlannerChoice choice, const io::CaseContractOptions& copt) {
     StatusOr<io::CaseScenario> cs = io::ScenarioFromCase(files, r.manifest, planner, choice, copt);

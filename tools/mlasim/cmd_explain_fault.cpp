@@ -73,13 +73,14 @@ class ExplainFaultCommand final : public Command {
                                            "the fault address is (nil): a null pointer, "
                                            "not an overrun of a buffer"));
     // A page is a power of 2: with 3 the rows "the page covers" were the rows of 3 bytes
-    // from the address, whatever page the fault was in (round 8).
+    // from the address, whatever page the fault was in (round 8). "got" the text as typed:
+    // 2^63 .. 2^64 - 1 reach page_bytes_ as INT64_MAX.
     if (page_opt_->count() > 0 && (page_bytes_ < 0 || page_bytes_ > (int64_t{1} << 30) ||
                                    (page_bytes_ & (page_bytes_ - 1)) != 0))
       return Fail(io, InvalidArgumentError("--page-bytes",
                                            "must be in 0..1073741824 (0: an exact address) and "
                                            "a power of 2 (got " +
-                                               std::to_string(page_bytes_) + ")"));
+                                               page_opt_->results().back() + ")"));
     auto at = sim::AttributeAddress(layout, fault->address, field, PageBytes(layout, *fault));
     if (!at.ok()) return Fail(io, at.status());
     if (json_)

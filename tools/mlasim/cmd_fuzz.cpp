@@ -296,6 +296,13 @@ class FuzzCommand final : public Command {
     if (Status st = CheckDistinctOutputs({{"--html", html_out_}, {"--junit", junit_out_}});
         !st.ok())
       return Fail(io, st);
+    std::vector<std::pair<std::string, std::string>> inputs = {
+        {"--kernel-under-test's library", kut_path_}};
+    for (const std::string& c : o_.contract_files) inputs.push_back({"--contract's file", c});
+    if (Status st =
+            CheckOutputsAreNotInputs({{"--html", html_out_}, {"--junit", junit_out_}}, inputs);
+        !st.ok())
+      return Fail(io, st);
     if (app_->count("--junit"))
       if (Status st = CheckOutputFile("--junit", junit_out_); !st.ok()) return Fail(io, st);
     const bool tty = ::isatty(STDERR_FILENO);

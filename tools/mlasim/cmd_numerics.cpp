@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -639,9 +640,14 @@ class NumericsCommand final : public Command {
 
   // The scenario before reduction as a case file in --out (profile, kernel and contracts
   // applied), named after the case and the mutant. Returns the path, or a note when it failed.
+  // The case's name is the scenario's own text: its first 128 characters, each outside
+  // [A-Za-z0-9_-] as '-' (as triage names its examples), so the file stays a plain name in --out
+  // (a name "x/../../../f" wrote f three folders above it).
   std::string WriteCase(const sim::Scenario& s, const sim::NumericsReduction& red) const {
-    const std::string stem = "numerics-" + (s.name.empty() ? std::string("case") : s.name) +
-                             (mutant_.empty() ? "" : "-" + mutant_);
+    std::string name = s.name.empty() ? std::string("case") : s.name.substr(0, 128);
+    for (char& ch : name)
+      if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_')) ch = '-';
+    const std::string stem = "numerics-" + name + (mutant_.empty() ? "" : "-" + mutant_);
     const std::string path = (std::filesystem::path(out_dir_) / (stem + ".json")).string();
     nlohmann::json doc = sim::ScenarioToJson(s);
     doc["name"] = stem;

@@ -92,6 +92,10 @@ class PlanCommand final : public Command {
                   "required: give --kv-lens LEN,... (with other flags), --request FILE or "
                   "--check-golden FILE.jsonl (see 'mlasim plan --help')");
     const InputSource source = from_file ? InputSource::kRequestFile : InputSource::kFlags;
+    if (Status st =
+            CheckOutputsAreNotInputs({{"--svg", svg_file_}}, {{"--request's file", request_file_}});
+        !st.ok())
+      return Fail(io, st.field(), st.message());
     StatusOr<ref::PlanRequest> request =
         from_file ? RequestFromFile(request_file_) : RequestFromFlags(flags_);
     if (!request.ok()) return Fail(io, request.status(), source);
@@ -127,10 +131,12 @@ class PlanCommand final : public Command {
     if (mutant_opt_->count() > 0) {
       MLASIM_ASSIGN_OR_RETURN(options.mutant, ref::ParsePlannerMutant(mutant_, "--mutant"));
     }
+    // "got" the text as typed (decimal-normalised): 2^63 .. 2^64 - 1 reach launch_grid_ as
+    // INT64_MAX, which the message printed instead.
     if (launch_opt_->count() > 0 && (launch_grid_ < 1 || launch_grid_ > MaxLaunchGrid()))
       return InvalidArgumentError("--launch-grid", "must be in 1.." +
                                                        std::to_string(MaxLaunchGrid()) + ", got " +
-                                                       std::to_string(launch_grid_));
+                                                       launch_opt_->results().back());
     return options;
   }
 

@@ -242,6 +242,16 @@ class ReplayCommand final : public Command {
                                           {"--scenario-out", scenario_out_}});
         !st.ok())
       return Fail(io, st);
+    std::vector<std::pair<std::string, std::string>> inputs = {
+        {"the scenario file", scenario_.case_file}, {"--kernel-under-test's library", kut_path_}};
+    for (const std::string& c : scenario_.contracts) inputs.push_back({"--contract's file", c});
+    if (Status st = CheckOutputsAreNotInputs({{"--html", html_out_},
+                                              {"--junit", junit_out_},
+                                              {"--layout-out", layout_out_},
+                                              {"--scenario-out", scenario_out_}},
+                                             inputs);
+        !st.ok())
+      return Fail(io, st);
     if (app_->count("--html"))
       if (Status st = CheckOutputFile("--html", html_out_); !st.ok()) return Fail(io, st);
     if (app_->count("--junit"))

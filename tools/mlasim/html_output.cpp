@@ -28,6 +28,22 @@ Status CheckDistinctOutputs(const std::vector<std::pair<std::string, std::string
   return OkStatus();
 }
 
+Status CheckOutputsAreNotInputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                                const std::vector<std::pair<std::string, std::string>>& inputs) {
+  namespace fs = std::filesystem;
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    for (const auto& [what, input] : inputs) {
+      std::error_code ec;
+      if (!input.empty() && fs::equivalent(path, input, ec) && !ec)
+        return InvalidArgumentError(flag, path + " is " + what +
+                                              ", which this command reads (an output needs a "
+                                              "file of its own)");
+    }
+  }
+  return OkStatus();
+}
+
 Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text) {
   return sim::WriteTextFile(flag, path, text);
 }

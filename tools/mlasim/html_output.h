@@ -25,6 +25,16 @@ Status CheckOutputFile(const std::string& flag, const std::string& path);
 // would replace the earlier file, and of the reports asked for one would be left.
 Status CheckDistinctOutputs(const std::vector<std::pair<std::string, std::string>>& outputs);
 
+// OK when no output of `outputs` ({flag, path}, "" = not given) is a file the command reads,
+// one of `inputs` ({what, path}: "the scenario", "--contract's file", "the case's
+// manifest.json"): the write would replace the input the report was made from (`check CASE
+// --scenario-out CASE/manifest.json` overwrote the captured case). Compared by file identity
+// (std::filesystem::equivalent: a link or a second name of the input is the input); an output
+// or input that does not exist is no clash. Error: InvalidArgument(flag, "PATH is WHAT, which
+// this command reads (an output needs a file of its own)").
+Status CheckOutputsAreNotInputs(const std::vector<std::pair<std::string, std::string>>& outputs,
+                                const std::vector<std::pair<std::string, std::string>>& inputs);
+
 // Writes `text` to `path` (truncating it). Errors: InvalidArgument (flag) as above, or when a
 // write fails ("no space left on the device (the disk is full)": a full disk, /dev/full).
 Status WriteOutputFile(const std::string& flag, const std::string& path, const std::string& text);
