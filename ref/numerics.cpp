@@ -301,8 +301,16 @@ CompareResult CompareTensors(const double* actual, const double* expected, int64
     CompareRun(actual, expected, 0, n, tol, to);
     return c.Done(tol);
   }
-  for (int64_t i = 0; i < n; ++i)
-    if (!skip[i]) CompareRun(actual, expected, i, i + 1, tol, to);
+  for (int64_t i = 0; i < n;) {  // each run of elements not skipped in one call
+    if (skip[i]) {
+      ++i;
+      continue;
+    }
+    int64_t end = i + 1;
+    while (end < n && !skip[end]) ++end;
+    CompareRun(actual, expected, i, end, tol, to);
+    i = end;
+  }
   return c.Done(tol);
 }
 
