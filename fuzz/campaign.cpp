@@ -135,6 +135,7 @@ class Campaign {
     // committed later may still have shown it: the commit decides).
     std::map<std::string, Failure> failures;
     bool step_numerics = false;  // the engine-step numerics joined its property
+    Status refusal;              // why the step ran nothing (ok: it ran)
   };
   CaseResult RunCase(int64_t k, int32_t slot, WorkerCoverage& cov);
   Failure Unreproduced(const sim::Scenario& scenario, const std::vector<sim::Violation>& broken,
@@ -290,6 +291,7 @@ void Campaign::CommitReadyLocked() {
   for (auto it = pending_.find(committed_); it != pending_.end(); it = pending_.find(committed_)) {
     const CaseResult& r = it->second;
     sum_.step_numerics += r.step_numerics ? 1 : 0;
+    if (!r.refusal.ok()) sum_.not_run.Add(r.refusal, SeedIndex(committed_));
     sum_.shown.insert(r.shown.begin(), r.shown.end());
     for (const std::string& sig : r.signatures) {
       if (!sum_.signatures.insert(sig).second) continue;  // a lower index showed it
@@ -318,7 +320,8 @@ Campaign::CaseResult Campaign::RunCase(int64_t k, int32_t slot, WorkerCoverage& 
   res.step_numerics =
       numerics_property_ && index % static_cast<uint64_t>(o_.step_numerics_every) == 0;
   const Property& property = res.step_numerics ? numerics_property_ : property_;
-  const std::vector<sim::Violation> broken = Evaluate(scenario, property, sim::SimMutant::kNone);
+  const std::vector<sim::Violation> broken =
+      Evaluate(scenario, property, sim::SimMutant::kNone, &res.refusal);
   if (broken.empty()) return res;
   res.signatures = PolicyTargets(broken, Policy());
   res.shown = Signatures(broken);

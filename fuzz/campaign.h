@@ -142,6 +142,8 @@ struct CampaignSummary {
   std::vector<std::string> notes;  // what the run told the user (NoteFn)
   // Cases of this run whose engine-step numerics ran (CampaignOptions::step_numerics_every).
   int64_t step_numerics = 0;
+  // Cases of this run whose step ran nothing (counted apart, never as clean).
+  NotRun not_run;
   int64_t NewFindings() const;
 };
 

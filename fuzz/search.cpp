@@ -2,18 +2,46 @@
 
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "fuzz/signature.h"
 #include "sim/engine.h"
 
 namespace mlasim::fuzz {
 
+void NotRun::Add(const Status& why, uint64_t index) {
+  const bool limit = why.code() == StatusCode::kResourceExhausted;
+  if ((limit ? over_limit : refused)++ > 0) return;
+  (limit ? first_over_limit_index : first_refused_index) = index;
+  (limit ? first_over_limit : first_refused) = why.ToString();
+}
+
+std::string NotRunReasons(const NotRun& n, const char* index_name) {
+  std::string parts;
+  if (n.over_limit > 0)
+    parts = fmt::format("{} over mlasim's limits (the first, {} {}: {})", n.over_limit,
+                        index_name, n.first_over_limit_index, n.first_over_limit);
+  if (n.refused > 0)
+    parts += fmt::format(
+        "{}{} refused by the step (shapes aiter or the engine refuses; the first, {} {}: {})",
+        parts.empty() ? "" : "; ", n.refused, index_name, n.first_refused_index, n.first_refused);
+  return parts;
+}
+
+std::string NotRunText(const NotRun& n, int64_t cases, const char* index_name) {
+  if (n.Total() == 0) return "";
+  return fmt::format("{} of {} cases not run: {}", n.Total(), cases,
+                     NotRunReasons(n, index_name));
+}
+
 std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& property,
-                                     sim::SimMutant mutant) {
+                                     sim::SimMutant mutant, Status* refusal) {
   sim::ExecuteOptions opt;
   opt.mutant = mutant;
   opt.capture_layout = false;  // properties look at violations only
   auto r = sim::Replay(s, opt);
-  if (!r.ok()) return {};  // a refused shape: aiter refuses it too, nothing runs
+  if (refusal) *refusal = r.ok() ? OkStatus() : r.status();
+  if (!r.ok()) return {};  // refused: nothing runs
   std::vector<sim::Violation> broken = property(*r);
   sim::RecyclePlans(r->trace);  // the next case plans into this one's buffers
   return broken;

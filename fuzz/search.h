@@ -42,9 +42,32 @@ struct Failure {
   bool cut_short = false;
 };
 
-// Replays `s` (with `mutant`) and applies `property`; scenarios the planner refuses hold vacuously.
+// The cases of a sweep (`fuzz`, `triage`) whose step ran nothing, by why: a report counts them
+// apart and never calls them clean. Add them in seed-index order (the first kept is the lowest).
+struct NotRun {
+  int64_t over_limit = 0;  // over one of mlasim's limits (StatusCode::kResourceExhausted)
+  int64_t refused = 0;     // a shape the step refuses, as aiter or the engine does (other errors)
+  // The lowest index of each kind and its error, "field: reason" ("" when none).
+  uint64_t first_over_limit_index = 0, first_refused_index = 0;
+  std::string first_over_limit, first_refused;
+  void Add(const Status& why, uint64_t index);
+  int64_t Total() const { return over_limit + refused; }
+};
+
+// "N of C cases not run: K over mlasim's limits (the first, INDEX_NAME I: FIELD: REASON); P
+// refused by the step (shapes aiter or the engine refuses; the first, ...)", or "" when every
+// case ran. `cases` is
+// the sweep's count; `index_name` what its indices are called ("seed index", "case").
+std::string NotRunText(const NotRun& n, int64_t cases, const char* index_name);
+// The text after "N of C cases not run: " alone ("" when every case ran).
+std::string NotRunReasons(const NotRun& n, const char* index_name);
+
+// Replays `s` (with `mutant`) and applies `property`. A scenario the step refuses (a shape aiter
+// refuses, or one over mlasim's limits: StatusCode::kResourceExhausted) runs nothing and shows no
+// violation; `refusal`, when given, receives why (ok when it ran), so that a sweep can count the
+// cases it did not run instead of counting them clean.
 std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& property,
-                                     sim::SimMutant mutant);
+                                     sim::SimMutant mutant, Status* refusal = nullptr);
 
 // Tests the scenario of `seed`; if it shows a violation with signature `target`
 // (fuzz/signature.h), shrinks it, keeping a step only when the smaller scenario still shows

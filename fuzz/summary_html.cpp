@@ -116,6 +116,8 @@ std::string Header(const CampaignOptions& o, const CampaignSummary& s, const std
          Escape(fmt::format("--seconds ended the campaign after {} of its {} cases", s.next_index,
                             o.max_cases)) +
          "</p>\n";
+  if (const std::string n = NotRunText(s.not_run, s.cases, "seed index"); !n.empty())
+    h += "<p class=\"verdict-bad\">" + Escape(n) + "</p>\n";
   for (const std::string& n : s.notes) h += "<p class=\"note\">" + Escape(n) + "</p>\n";
   return h;
 }

@@ -111,7 +111,9 @@ TestSuite CampaignSuite(const CampaignOptions& o, const CampaignSummary& s,
                       {"signatures", std::to_string(s.signatures.size())},
                       {"findings", std::to_string(s.findings.size())},
                       {"new_findings", std::to_string(fresh)},
-                      {"cut_short", Bool(s.cut_short)}};
+                      {"cut_short", Bool(s.cut_short)},
+                      {"not_run_over_limit", std::to_string(s.not_run.over_limit)},
+                      {"not_run_refused", std::to_string(s.not_run.refused)}};
   TestCase run = Passing("fuzz", "campaign");
   run.system_out = fmt::format(
       "cases {} this run, {} over the campaign{}{}\ndistinct signatures {}\nfindings {}: {} new, "
@@ -120,6 +122,7 @@ TestSuite CampaignSuite(const CampaignOptions& o, const CampaignSummary& s,
       o.max_cases >= 0 ? fmt::format(" of its {}-case budget", o.max_cases) : "",
       s.cut_short ? " (--seconds ended it before its --cases budget)" : "", s.signatures.size(),
       s.findings.size(), fresh, s.findings.size() - fresh, o.out_dir.empty() ? "--out" : o.out_dir);
+  if (const std::string n = NotRunText(s.not_run, s.cases, "seed index"); !n.empty()) run.system_out += n + "\n";
   suite.cases.push_back(run);
   for (const auto& [sig, f] : s.findings) suite.cases.push_back(FindingCase(f));
   return suite;

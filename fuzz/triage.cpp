@@ -20,6 +20,7 @@ constexpr int kTriageSize = 100;
 
 struct CaseOutcome {
   bool replayed = false, overrun = false, fault = false, corrupt = false, refused = false;
+  Status not_run;  // why the step ran nothing (ok: it ran)
   // (family key, first signature) per family shown, in order of first violation.
   std::vector<std::pair<std::string, std::string>> families;
   std::vector<uint64_t> fault_addresses;  // first faulting byte of each faulting violation
@@ -76,7 +77,10 @@ CaseOutcome RunCase(const TriageOptions& o, int64_t index) {
   sim::ExecuteOptions opt;
   opt.capture_layout = false;
   StatusOr<sim::ReplayReport> r = sim::Replay(s, opt);
-  if (!r.ok()) return out;  // aiter refuses the shape: nothing runs
+  if (!r.ok()) {  // aiter refuses the shape, or it is over mlasim's limits: nothing runs
+    out.not_run = r.status();
+    return out;
+  }
   out.replayed = true;
   std::map<std::string, bool> seen;
   for (const sim::Violation& v : r->result.violations) {
@@ -230,6 +234,10 @@ StatusOr<TriageResult> RunTriage(const TriageOptions& o) {
     combo.fault += c.fault;
     combo.corrupt += c.corrupt;
     combo.refused += c.refused;
+    if (!c.not_run.ok()) {
+      res.not_run.Add(c.not_run, static_cast<uint64_t>(i));
+      combo.over_limit += c.not_run.code() == StatusCode::kResourceExhausted;
+    }
     for (const auto& [key, sig] : c.families) {
       auto [it, fresh] = family_index.emplace(key, res.families.size());
       if (fresh) {

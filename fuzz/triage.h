@@ -58,7 +58,8 @@ struct TriageCombo {
   std::string profile, kernel;
   sim::AllocatorModel allocator = sim::AllocatorModel::kExact;
   int64_t cases = 0;     // generated for it
-  int64_t replayed = 0;  // the planner accepted (the rest: aiter refuses the shape)
+  int64_t replayed = 0;    // ran (the rest: aiter refuses the shape, or over_limit)
+  int64_t over_limit = 0;  // not run: over one of mlasim's limits (ref/limits.h)
   int64_t overrun = 0;   // an access past a buffer's end or before its start
   int64_t fault = 0;     // an access that reaches an unmapped page
   int64_t corrupt = 0;   // a stray write that lands in another live buffer
@@ -82,6 +83,7 @@ struct TriageResult {
   std::vector<TriageCombo> combos;
   std::vector<TriageFamily> families;  // in order of first appearance
   int64_t cases = 0;
+  NotRun not_run;  // cases whose step ran nothing, by why (never counted clean)
   // With a fault address: its offset in a page of each faulting case's page size, and how many
   // faulting cases' first faulting byte has the same offset.
   int64_t faulting_cases = 0;

@@ -189,9 +189,9 @@ Status TooLarge(const std::string& field, int64_t got, LimitId id, const std::st
     how = " (" + name + " is at its hard maximum)";
   else
     how = " (limit " + name + ", which cannot be raised: it keeps int32 arithmetic exact)";
-  return InvalidArgumentError(field, what + " is " + std::to_string(got) +
-                                         ", above mlasim's limit of " + std::to_string(Limit(id)) +
-                                         how);
+  return ResourceExhaustedError(field, what + " is " + std::to_string(got) +
+                                           ", above mlasim's limit of " +
+                                           std::to_string(Limit(id)) + how);
 }
 
 Status CheckRequestLimits(const PlanRequest& r) {

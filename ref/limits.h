@@ -77,7 +77,7 @@ Status SetLimitsFromEnvironment();
 // Every limit back to its default (tests).
 void ResetLimits();
 
-// InvalidArgument(field, "<what> is <got>, above mlasim's limit of <limit> (raise it with
+// ResourceExhausted(field, "<what> is <got>, above mlasim's limit of <limit> (raise it with
 // --limit <name>=N or MLASIM_LIMITS=<name>=N, up to <hard max>)"); at the hard maximum "(<name>
 // is at its hard maximum)", or, for a limit whose default is its hard maximum, why it cannot be
 // raised.

@@ -18,6 +18,10 @@ enum class StatusCode {
   kInvalidArgument,     // the input itself is malformed or names an unsupported shape
   kFailedPrecondition,  // the input is well formed but the state it needs does not hold
   kOutOfRange,          // an index or size outside what a buffer holds
+  // Well formed and meaningful, but above one of mlasim's size limits (ref/limits.h): raising the
+  // limit (--limit, MLASIM_LIMITS) runs it. Sweeps (triage, fuzz) count such cases as not run,
+  // apart from the shapes aiter itself refuses.
+  kResourceExhausted,
   kInternal,            // an mlasim invariant broke: a bug, please report it
 };
 
@@ -56,6 +60,16 @@ inline Status FailedPreconditionError(std::string field, std::string msg) {
 }
 inline Status OutOfRangeError(std::string field, std::string msg) {
   return Status(StatusCode::kOutOfRange, std::move(field), std::move(msg));
+}
+inline Status ResourceExhaustedError(std::string field, std::string msg) {
+  return Status(StatusCode::kResourceExhausted, std::move(field), std::move(msg));
+}
+// `cause` told in the caller's words: InvalidArgument, unless `cause` is over one of mlasim's
+// limits (ResourceExhausted), which stays so, so that a sweep still tells the two apart.
+inline Status WrappedError(const Status& cause, std::string field, std::string msg) {
+  return Status(cause.code() == StatusCode::kResourceExhausted ? cause.code()
+                                                               : StatusCode::kInvalidArgument,
+                std::move(field), std::move(msg));
 }
 inline Status InternalError(std::string field, std::string msg) {
   return Status(StatusCode::kInternal, std::move(field), std::move(msg));

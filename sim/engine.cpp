@@ -461,10 +461,11 @@ Status StepBuilder::AllocateBuffers() {
     if (b.planner != "aiter") {  // the dialect's own host sizing (sim/engine_dialect.h)
       auto z = SizeDialect(b.planner, batch, qlen, Dialect());
       if (!z.ok())
-        return InvalidArgumentError("$", "the engine's " + b.prefix +
-                                             " buffers cannot be sized"
-                                             " by the " +
-                                             b.planner + " planner: " + z.status().ToString());
+        return WrappedError(z.status(), "$",
+                            "the engine's " + b.prefix +
+                                " buffers cannot be sized"
+                                " by the " +
+                                b.planner + " planner: " + z.status().ToString());
       for (const PersistentBuffer& p : DialectBuffers(b.prefix, *z)) t_.persistent.push_back(p);
       dialect_capacity_[b.prefix] = std::move(*z);
       continue;
@@ -488,15 +489,14 @@ Status StepBuilder::AllocateBuffers() {
     StatusOr<ref::MetadataSizes> sized = ref::GetMlaMetadataInfoV1(sizing, batch);
     if (!sized.ok()) {
       const size_t index = stated != nullptr ? static_cast<size_t>(stated - s_.sizing.data()) : 0;
-      return InvalidArgumentError(
-          SizingRefusalPath(sized.status().field(), stated, index),
+      return WrappedError(
+          sized.status(), SizingRefusalPath(sized.status().field(), stated, index),
           "the engine's " + b.prefix + " buffers cannot be sized: " + sized.status().ToString());
     }
     ref::MetadataSizes z = std::move(*sized);
     if (Var("partial_map_per_tile")) z = ref::PartialMapOnePerTile(z);  // the one implementation
     if (const Status st = ref::CheckSizesLimit(z); !st.ok())  // plan_elements, as `mlasim plan`
-      return InvalidArgumentError("$", "the engine's " + b.prefix + " plan buffers: " +
-                                           st.ToString());
+      return WrappedError(st, "$", "the engine's " + b.prefix + " plan buffers: " + st.ToString());
     capacity_[b.prefix] = z;
     AddPlanBuffers(b.prefix, z);
   }
@@ -689,8 +689,9 @@ Status StepBuilder::BuildPlan(const std::string& step, const CallRow& row, ref::
     // The override's key that set the refused input, else the field the engine derives it from.
     const std::string field =
         PlannerRefusalPath(plan.field(), o, o != nullptr ? OverrideIndex(o) : 0);
-    return InvalidArgumentError(field, "the engine's " + row.call + " at " + step +
-                                           " is refused by the planner: " + plan.ToString());
+    return WrappedError(plan, field,
+                        "the engine's " + row.call + " at " + step +
+                            " is refused by the planner: " + plan.ToString());
   }
   PlanSnapshot snap;
   snap.name = row.call;
@@ -995,8 +996,7 @@ Status StepBuilder::CapturePlans() {
   StepBuilder b(cap, t, table_, mutant_);
   const Status st = b.Run();
   if (!st.ok())
-    return InvalidArgumentError("$.capture",
-                                "the capture batch cannot be planned: " + st.ToString());
+    return WrappedError(st, "$.capture", "the capture batch cannot be planned: " + st.ToString());
   for (const Call& c : t.calls)
     if (c.kind == CallKind::kPlanBuild || c.kind == CallKind::kPlanUpdate)
       captured_[c.step + "." + c.name] = t.plans[c.plan];
@@ -1120,9 +1120,10 @@ Status StepBuilder::DialectPlanRow(const CallRow& row, const std::string& step) 
   const DialectSizing& z = dialect_capacity_.at(row.capacity);
   auto plan = PlanDialect(z, request, Dialect());
   if (!plan.ok())
-    return InvalidArgumentError(plan.status().field() == "batch_size" ? "$.batch.contexts" : "$",
-                                "the engine's " + row.call + " at " + step + " is refused by the " +
-                                    row.planner + " planner: " + plan.status().ToString());
+    return WrappedError(plan.status(),
+                        plan.status().field() == "batch_size" ? "$.batch.contexts" : "$",
+                        "the engine's " + row.call + " at " + step + " is refused by the " +
+                            row.planner + " planner: " + plan.status().ToString());
   const bool captured = row.inputs == "capture_batch";
   PlanSnapshot snap;
   snap.name = row.call + (captured ? "(captured)" : "");
@@ -1217,9 +1218,9 @@ Status StepBuilder::UpdateRefusal(const std::string& step, const CallRow& row,
     for (const CallOverrideField& f : CallOverrideFields())
       if (field == "$" && f.is_set(o)) field = CallOverridePath(i, f.key);
   }
-  return InvalidArgumentError(field,
-                              "the engine's " + row.call + " at " + step +
-                                  " is refused by decode_update_mla_metadata_v1: " + st.ToString());
+  return WrappedError(st, field,
+                      "the engine's " + row.call + " at " + step +
+                          " is refused by decode_update_mla_metadata_v1: " + st.ToString());
 }
 
 Status StepBuilder::FillRow(const CallRow& row, const std::string& step) {

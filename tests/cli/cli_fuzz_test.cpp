@@ -216,6 +216,51 @@ TEST(CliFuzz, ReproduceCommandsAreQuotedAndShrinkBudgetsReported) {
   fs::remove_all(dir);
 }
 
+// A case whose step ran nothing is counted apart, by why, never as a clean case: a lowered
+// --limit (round 12 found `fuzz` and `triage` counting such cases clean) and the shapes aiter
+// refuses. The same counts at one and two jobs; the JUnit report carries them.
+TEST(CliFuzz, CasesNotRunAreCountedByWhy) {
+  const Out plain = Cli({"fuzz", "--small", "--cases", "200", "--seed", "1"});
+  ASSERT_LE(plain.code, 1) << plain.err;
+  EXPECT_NE(plain.out.find("\n6 of 200 cases not run: 6 refused by the step (shapes aiter or the "
+                           "engine refuses; the first, seed index 44: $.model.heads: the "
+                           "engine's main_plan at verify is refused by the planner: "
+                           "heads_per_head_k: aiter's planner supports only #heads in"),
+            std::string::npos)
+      << plain.out;
+  const fs::path junit = Tmp("notrun.xml");
+  const std::vector<std::string> limited = {"--limit", "indptr=2000", "fuzz",    "--small",
+                                            "--cases", "200",         "--seed",  "1",
+                                            "--jobs",  "1",           "--junit", junit.string()};
+  const Out one = Cli(limited);
+  ASSERT_LE(one.code, 1) << one.err;
+  EXPECT_NE(one.out.find("\n129 of 200 cases not run: 127 over mlasim's limits (the first, seed "
+                         "index 6: $.batch.contexts: the engine's main_plan at verify is refused "
+                         "by the planner: kv_indptr[4]: value is 2798, above mlasim's limit of "
+                         "2000 (raise it with --limit indptr=N or MLASIM_LIMITS=indptr=N, up to "
+                         "1073741824)); 2 refused by the step (shapes aiter or the engine "
+                         "refuses; the first, seed index 107: $.model.heads: "),
+            std::string::npos)
+      << one.out;
+  std::ifstream in(junit);
+  const std::string xml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(xml.find("<property name=\"not_run_over_limit\" value=\"127\"/>"), std::string::npos)
+      << xml;
+  EXPECT_NE(xml.find("<property name=\"not_run_refused\" value=\"2\"/>"), std::string::npos);
+  EXPECT_NE(xml.find("129 of 200 cases not run: 127 over"), std::string::npos);
+  std::vector<std::string> two = limited;
+  two[9] = "2";
+  two.resize(10);
+  const Out both = Cli(two);
+  const auto line = [](const std::string& out) {
+    const size_t at = out.find(" cases not run: ");
+    return at == std::string::npos ? std::string() : out.substr(out.rfind('\n', at), 600);
+  };
+  EXPECT_EQ(line(both.out), line(one.out));
+  EXPECT_FALSE(line(one.out).empty());
+  fs::remove(junit);
+}
+
 TEST(CliFuzzMerge, MergesShardsIntoOneFindingPerSignatureInAnyOrder) {
   const fs::path a = Tmp("m0"), b = Tmp("m1"), out = Tmp("mout");
   for (int i = 0; i < 2; ++i) {

@@ -124,11 +124,14 @@ constexpr const char* kCampaignJunit = R"xml(<?xml version="1.0" encoding="UTF-8
       <property name="findings" value="2"/>
       <property name="new_findings" value="2"/>
       <property name="cut_short" value="false"/>
+      <property name="not_run_over_limit" value="0"/>
+      <property name="not_run_refused" value="1"/>
     </properties>
     <testcase classname="fuzz" name="campaign" time="0">
       <system-out>cases 7 this run, 7 over the campaign of its 7-case budget
 distinct signatures 2
 findings 2: 2 new, 0 already in $OUT
+1 of 7 cases not run: 1 refused by the step (shapes aiter or the engine refuses; the first, seed index 4: $.model.heads: the engine&#39;s main. buffers cannot be sized: heads_per_head_k: get_mla_metadata_info_v1 requires the q head count to be a multiple of 16 (got 24))
 </system-out>
     </testcase>
     <testcase classname="fuzz.draft_step_0.sparse_decode" name="draft_step_0|sparse_decode|o|write|A" time="0">
@@ -378,6 +381,8 @@ TEST(CliJunit, APassingCampaignIsOneTestCaseSayingHowManyCasesRan) {
       <property name="findings" value="0"/>
       <property name="new_findings" value="0"/>
       <property name="cut_short" value="false"/>
+      <property name="not_run_over_limit" value="0"/>
+      <property name="not_run_refused" value="0"/>
     </properties>
     <testcase classname="fuzz" name="campaign" time="0">
       <system-out>cases 3 this run, 3 over the campaign of its 3-case budget

@@ -131,9 +131,9 @@ TEST(TriageCli, ExamplesWrittenWithOutReplayToTheirFamily) {
                        "K 3, batch 61 (padded to 64), gfx950 aiter 2026-08; 6 cases, seed 1\n"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("profile       kernel allocator  cases  overrun    fault  corrupt  "
+  EXPECT_NE(r.out.find("profile       kernel allocator  cases  ran  overrun    fault  corrupt  "
                        "refused\n"
-                       "atom-2026-08  asm    exact          6    83.3%    83.3%     0.0%     "
+                       "atom-2026-08  asm    exact          6    6    83.3%    83.3%     0.0%     "
                        "0.0%\n"),
             std::string::npos)
       << r.out;
@@ -248,6 +248,68 @@ TEST(TriageCli, BadInputsExitTwoNamingTheFlag) {
   const CliResult r = Triage({"--model", "glm-5.2"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--batch"), std::string::npos) << r.err;
+}
+
+// Cases a lowered --limit refuses ran nothing: round 12 found them counted as run and clean ("no
+// case overruns", exit 0, with 0 of 3 replayed). They are counted apart now, by why, and a sweep
+// of which none ran is exit 2 naming the limit.
+TEST(TriageCli, CasesOverALimitAreCountedAsNotRunNeverAsClean) {
+  std::vector<std::string> args = Founding("atom-2026-11", "6");
+  args.pop_back();  // text
+  args.insert(args.end(), {"--kernel", "asm", "--allocator", "exact"});
+  std::vector<std::string> limited = {"--limit", "indptr=280000", "triage"};
+  limited.insert(limited.end(), args.begin(), args.end());
+  std::ostringstream out, err;
+  ASSERT_EQ(RunMlasim(limited, out, err), 0) << err.str();
+  const std::string text = out.str();
+  EXPECT_NE(text.find("atom-2026-11  asm    exact          6    2     0.0%     0.0%     0.0%     "
+                      "0.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("4 of 6 cases not run: 4 over mlasim's limits (the first, case 0: "
+                      "$.batch.contexts: the engine's main_plan at verify is refused by the "
+                      "planner: kv_indptr[60]: value is 283749, "),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("above mlasim's limit of 280000 (raise it with --limit indptr=N"),
+            std::string::npos);
+  EXPECT_NE(text.find("  none in the 2 cases that ran: none overruns, faults, corrupts or is "
+                      "refused\n"),
+            std::string::npos)
+      << text;
+  // JSON: per combination and in all.
+  limited.push_back("--json");
+  std::ostringstream jout, jerr;
+  ASSERT_EQ(RunMlasim(limited, jout, jerr), 0) << jerr.str();
+  const json j = json::parse(jout.str());
+  EXPECT_EQ(j["combos"][0]["replayed"], 2);
+  EXPECT_EQ(j["combos"][0]["over_limit"], 4);
+  EXPECT_EQ(j["not_run"]["over_limit"], 4);
+  EXPECT_EQ(j["not_run"]["refused"], 0);
+  EXPECT_TRUE(j["not_run"]["first_refused"].is_null());
+  EXPECT_EQ(j["not_run"]["first_over_limit"].get<std::string>().rfind("$.batch.contexts: ", 0), 0u);
+  // Unlimited, the same sweep runs every case (the same batches: 0 not run, no line).
+  std::ostringstream full, ferr;
+  std::vector<std::string> unlimited = {"triage"};
+  unlimited.insert(unlimited.end(), args.begin(), args.end());
+  ASSERT_EQ(RunMlasim(unlimited, full, ferr), 0) << ferr.str();
+  EXPECT_EQ(full.str().find("not run"), std::string::npos) << full.str();
+  EXPECT_NE(full.str().find("atom-2026-11  asm    exact          6    6     0.0%"),
+            std::string::npos)
+      << full.str();
+  EXPECT_NE(full.str().find("  none: no case overruns, faults, corrupts or is refused\n"),
+            std::string::npos);
+  // None ran: exit 2 naming the limit, stdout empty.
+  limited[1] = "indptr=1000";
+  limited.pop_back();
+  std::ostringstream nout, nerr;
+  EXPECT_EQ(RunMlasim(limited, nout, nerr), 2);
+  EXPECT_EQ(nout.str(), "");
+  EXPECT_EQ(nerr.str().rfind("mlasim triage: error: --cases: none of the 6 cases ran: 6 over "
+                             "mlasim's limits (the first, case 0: $.batch.contexts: ",
+                             0),
+            0u)
+      << nerr.str();
 }
 
 TEST(TriageCli, AFaultAddressIsComparedByItsPageOffset) {

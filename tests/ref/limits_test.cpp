@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ref/planner.h"
+#include "sim/replay.h"
 #include "tools/mlasim/cli.h"
 
 namespace mlasim::ref {
@@ -136,6 +137,37 @@ TEST_F(Limits, TooLargeSaysHowToRaiseOrWhyNot) {
   EXPECT_EQ(TooLarge("kv_indptr", 16777217, LimitId::kRequests, "request count").message(),
             "request count is 16777217, above mlasim's limit of 16777216 (requests is at its "
             "hard maximum)");
+}
+
+// An input over a limit is ResourceExhausted, every other refusal InvalidArgument, and the code
+// survives the engine's own wording (sim/engine.cpp WrappedError): `triage` and `fuzz` count the
+// cases a lowered limit refuses as not run by this code (round 12: they were counted clean).
+TEST_F(Limits, OverALimitIsResourceExhaustedThroughTheEngineOtherRefusalsAreNot) {
+  EXPECT_EQ(TooLarge("x", 5, LimitId::kRequests, "y").code(), StatusCode::kResourceExhausted);
+  EXPECT_STREQ(StatusCodeName(StatusCode::kResourceExhausted), "RESOURCE_EXHAUSTED");
+  StatusOr<sim::Scenario> seed = sim::BuiltinScenario("seed");
+  ASSERT_TRUE(seed.ok());
+  ASSERT_TRUE(sim::Replay(*seed).ok());
+  ASSERT_TRUE(SetLimits("requests=2").ok());
+  StatusOr<sim::ReplayReport> over = sim::Replay(*seed);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted) << over.status().ToString();
+  EXPECT_NE(over.status().message().find("above mlasim's limit of 2"), std::string::npos)
+      << over.status().ToString();
+  ResetLimits();
+  StatusOr<sim::Scenario> dense = sim::BuiltinScenario("dense-mtp");
+  ASSERT_TRUE(dense.ok());
+  sim::Scenario odd = *dense;
+  odd.model.heads = 192;  // 24 a rank at TP 8: aiter's dense planner refuses it
+  StatusOr<sim::ReplayReport> refused = sim::Replay(odd);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  // The wrapper keeps the one code and only that one.
+  EXPECT_EQ(WrappedError(TooLarge("x", 5, LimitId::kRequests, "y"), "f", "m").code(),
+            StatusCode::kResourceExhausted);
+  for (const Status& cause : {InvalidArgumentError("a", "b"), FailedPreconditionError("a", "b"),
+                              OutOfRangeError("a", "b")})
+    EXPECT_EQ(WrappedError(cause, "f", "m").code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(Limits, RequestCountAtTheLimitPassesOnePastItIsRefused) {

@@ -574,6 +574,8 @@ void FuzzCommand::PrintSummary(const Streams& io, const fuzz::CampaignSummary& s
   if (o_.step_numerics_every > 0 && o_.kernel.empty())
     io.out << fmt::format("engine-step numerics: {} of {} cases (every {}th seed index)\n",
                           sum.step_numerics, sum.cases, o_.step_numerics_every);
+  if (const std::string n = fuzz::NotRunText(sum.not_run, sum.cases, "seed index"); !n.empty())
+    io.out << n << '\n';
   io.out << "coverage:";
   for (const auto& [k, v] : sum.coverage) io.out << ' ' << k << '=' << v;
   io.out << '\n';

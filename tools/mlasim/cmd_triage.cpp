@@ -145,6 +145,9 @@ class TriageCommand final : public Command {
         return Fail(io, st);
     StatusOr<fuzz::TriageResult> r = fuzz::RunTriage(o_);
     if (!r.ok()) return Fail(io, r.status());
+    // A sweep in which no case ran has nothing to report: say why instead of "none".
+    if (r->not_run.Total() == r->cases && r->cases > 0)
+      return Fail(io, NothingRan(r->not_run, r->cases));
     if (!out_dir_.empty())
       for (const fuzz::TriageFamily& f : r->families) {
         if (!f.example) continue;
@@ -254,6 +257,16 @@ class TriageCommand final : public Command {
     return BuildSweep();
   }
 
+  // Exit 2 for a sweep of which no case ran, naming the first case's error (a lowered --limit,
+  // or a model every generated shape of which aiter refuses).
+  static Status NothingRan(const fuzz::NotRun& n, int64_t cases) {
+    const bool limit = n.over_limit > 0;
+    return Status(limit ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
+                  "--cases",
+                  fmt::format("none of the {} cases ran: {}", cases,
+                              fuzz::NotRunReasons(n, "case")));
+  }
+
   std::string Header() const {
     const sim::Scenario& s = o_.base;
     const std::string graph = s.graph.eager ? "eager"
@@ -274,15 +287,24 @@ class TriageCommand final : public Command {
 
   std::string ResultText(const fuzz::TriageResult& r) const {
     std::string s = Header() + "\n";
-    s += fmt::format("{:<14}{:<7}{:<10}{:>6}{:>9}{:>9}{:>9}{:>9}\n", "profile", "kernel",
-                     "allocator", "cases", "overrun", "fault", "corrupt", "refused");
+    s += fmt::format("{:<14}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", "profile", "kernel",
+                     "allocator", "cases", "ran", "overrun", "fault", "corrupt", "refused");
     for (const fuzz::TriageCombo& c : r.combos)
-      s += fmt::format("{:<14}{:<7}{:<10}{:>6}{:>9}{:>9}{:>9}{:>9}\n", c.profile, c.kernel,
-                       AllocatorName(c.allocator), c.cases, Percent(c.overrun, c.replayed),
+      s += fmt::format("{:<14}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", c.profile, c.kernel,
+                       AllocatorName(c.allocator), c.cases, c.replayed,
+                       Percent(c.overrun, c.replayed),
                        Percent(c.fault, c.replayed), Percent(c.corrupt, c.replayed),
                        Percent(c.refused, c.replayed));
+    if (const std::string n = fuzz::NotRunText(r.not_run, r.cases, "case"); !n.empty())
+      s += n + " (the table's percentages are of the cases that ran)\n";
     s += "\nfamilies:\n";
-    if (r.families.empty()) s += "  none: no case overruns, faults, corrupts or is refused\n";
+    if (r.families.empty())
+      s += r.not_run.Total() == 0
+               ? "  none: no case overruns, faults, corrupts or is refused\n"
+               : fmt::format("  none in the {} case{} that ran: none overruns, faults, corrupts "
+                             "or is refused\n",
+                             r.cases - r.not_run.Total(),
+                             r.cases - r.not_run.Total() == 1 ? "" : "s");
     for (const fuzz::TriageFamily& f : r.families) s += FamilyText(r, f);
     if (o_.fault_address)
       s += fmt::format(
@@ -349,7 +371,8 @@ class TriageCommand final : public Command {
                         {"overrun", c.overrun},
                         {"fault", c.fault},
                         {"corrupt", c.corrupt},
-                        {"refused", c.refused}});
+                        {"refused", c.refused},
+                        {"over_limit", c.over_limit}});
     json families = json::array();
     for (const fuzz::TriageFamily& f : r.families) {
       json j = {{"name", f.name},
@@ -371,6 +394,11 @@ class TriageCommand final : public Command {
     }
     json out = {{"report", report}, {"cases", r.cases},     {"seed", o_.seed},
                 {"combos", combos}, {"families", families}, {"fault_address", nullptr}};
+    out["not_run"] = {
+        {"over_limit", r.not_run.over_limit},
+        {"refused", r.not_run.refused},
+        {"first_over_limit", r.not_run.over_limit ? json(r.not_run.first_over_limit) : json()},
+        {"first_refused", r.not_run.refused ? json(r.not_run.first_refused) : json()}};
     if (o_.fault_address)
       out["fault_address"] = {{"address", fmt::format("{:#x}", *o_.fault_address)},
                               {"faulting_cases", r.faulting_cases},

@@ -79,7 +79,8 @@ StatusOr<sim::Scenario> LoadScenarioArg(const std::string& case_file, const std:
 }
 
 Status ScenarioArgs::InFile(const Status& st, const std::string& with) const {
-  if (st.code() != StatusCode::kInvalidArgument) return st;
+  if (st.code() != StatusCode::kInvalidArgument && st.code() != StatusCode::kResourceExhausted)
+    return st;
   const Status named = sim::InScenarioFile(case_file, st);
   if (with.empty()) return named;
   return Status(named.code(), named.field(), named.message() + " (with " + with + ")");
