@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "fuzz/draw.h"
+#include "sim/call_table.h"
 #include "sim/index_values.h"
 
 namespace mlasim::fuzz {
@@ -523,6 +524,10 @@ void DrawTargetKernelAndEngine(Drawer& d, const GenConfig& cfg, const Swarm& sw,
                                  Just<sim::AllocatorModel>{sim::AllocatorModel::kCaching}));
   s.allocator.page_bytes = d(Element<int64_t>(4096, 65536));
   s.engine = *sim::GetEngineProfile(PickProfile(d, cfg, sw.omitted[kProfile]), "engine");
+  // A profile whose call table has no sparse decode (vLLM's, SGLang's) models dense MLA only: its
+  // cases are dense (no extra draw: the other profiles' cases keep their shapes), never sparse
+  // cases the step would refuse.
+  if (s.model.sparse && !sim::ProfileHasSparseDecode(s.engine)) s.model.sparse = false;
 }
 
 // One case: the swarm first (SwarmFromSeed replays these draws alone; *swarm gets it when not

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "fuzz/signature.h"
+#include "sim/call_table.h"
 #include "sim/engine.h"
 #include "sim/replay.h"
 
@@ -184,8 +185,15 @@ Status ValidateTriage(const TriageOptions& o) {
     return InvalidArgumentError("--shrink-steps",
                                 "must be 0.." + std::to_string(kMaxTriageShrinkSteps));
   if (o.profiles.empty()) return InvalidArgumentError("--profile", "no engine profile");
-  for (const std::string& p : o.profiles)
-    MLASIM_RETURN_IF_ERROR(sim::GetEngineProfile(p, "--profile").status());
+  for (const std::string& p : o.profiles) {
+    StatusOr<sim::EngineProfile> e = sim::GetEngineProfile(p, "--profile");
+    MLASIM_RETURN_IF_ERROR(e.status());
+    if (o.base.model.sparse && !sim::ProfileHasSparseDecode(*e))
+      return InvalidArgumentError("--profile", p + " models dense MLA only (its call table, "
+                                                   "sim/engines/" + e->table +
+                                                   ".json, has no sparse decode); the model " +
+                                                   o.base.model.name + " is sparse");
+  }
   if (o.kernels.empty()) return InvalidArgumentError("--kernel", "no kernel variant");
   for (const std::string& k : o.kernels)
     if (k != "asm" && k != "opus" && k != "hk")

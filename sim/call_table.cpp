@@ -1,6 +1,7 @@
 #include "sim/call_table.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "ref/flashmla/sched.h"
@@ -284,6 +285,7 @@ class TableParser {
         MLASIM_RETURN_IF_ERROR(Name(r, "plan", kHandles, &c->plan));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "q_rows", &c->q_rows, true));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "sparse", &c->sparse, true));
+        if (!(c->sparse.is_constant() && c->sparse.constant_value() == 0)) t_->sparse_decode = true;
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "graph", &c->graph, true));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "max_seqlen_q", &c->max_seqlen_q, true));
         MLASIM_RETURN_IF_ERROR(ExprAt(r, "guard", &c->guard));
@@ -485,6 +487,19 @@ StatusOr<CallTable> ParseCallTable(const json& doc, const std::string& file,
   TableParser p(&t, file, overrides);
   MLASIM_RETURN_IF_ERROR(p.Run(doc));
   return t;
+}
+
+bool ProfileHasSparseDecode(const EngineProfile& e) {
+  static const std::map<std::string, bool> by_table = [] {
+    std::map<std::string, bool> out;
+    for (const EngineProfile& p : BuiltinProfiles()) {
+      auto table = BuiltinCallTable(p.table);
+      out[p.table] = table.ok() && (*table)->sparse_decode;
+    }
+    return out;
+  }();
+  const auto it = by_table.find(e.table);
+  return it != by_table.end() && it->second;
 }
 
 StatusOr<std::shared_ptr<const CallTable>> BuiltinCallTable(

@@ -137,6 +137,10 @@ struct CallTable {
   std::vector<StepSpec> steps;
   int32_t num_slots = kEngineVarCount;
   nlohmann::json doc;
+  // Whether some decode row can run a sparse decode (per-token index lists): its `sparse` is not
+  // the constant 0. A table without one (vLLM's, SGLang's) models dense MLA only, and a sparse
+  // model is refused there (sim/engine.cpp) instead of running its dense decode.
+  bool sparse_decode = false;
 };
 
 // The reduce launch after decode `decode` ("sparse_decode" -> "sparse_reduce").
@@ -170,6 +174,11 @@ Status ParseEngineFlags(const nlohmann::json& j, const std::string& path, Engine
 
 // Every preset of every built-in call table, in table order.
 const std::vector<EngineProfile>& BuiltinProfiles();
+
+// Whether the profile's built-in call table has a sparse decode (CallTable::sparse_decode): a
+// sparse model runs only under such a profile (the step refuses it elsewhere; the generator and
+// `triage` keep to it). The built-in tables' answers are read once; false for an unknown table.
+bool ProfileHasSparseDecode(const EngineProfile& e);
 
 // The plan-input builders, indptrs and plan handles a table may name (sim/engine.cpp).
 const std::vector<std::string>& InputBuilders();

@@ -207,6 +207,32 @@ TEST(DrawnCases, DirectCasesAreRapidChecksUnderEveryConfigSwitch) {
   EXPECT_EQ(configs, 60);
 }
 
+// Under a profile whose call table has no sparse decode (vLLM's, SGLang's) every case is dense
+// (the step refuses a sparse model there); ATOM's profiles still draw sparse cases, with the
+// shapes they had (the rule draws nothing).
+TEST(DrawnCases, SparseCasesOnlyUnderProfilesWithASparseDecode) {
+  GenConfig mixed;
+  mixed.small = true;
+  mixed.profiles = {"atom-2026-08", "vllm-flashmla-2025-07", "sglang-flashmla"};
+  GenConfig atom = mixed;
+  atom.profiles = {"atom-2026-08"};
+  int sparse = 0, dense_only_profile = 0;
+  SwarmDraw swarm;
+  for (uint64_t seed = 0; seed < 300; ++seed) {
+    const sim::Scenario s = ScenarioAndSwarmFromSeed(mixed, seed, 50, &swarm);
+    if (s.engine.table != "atom") {
+      ++dense_only_profile;
+      EXPECT_FALSE(s.model.sparse) << "seed " << seed << " " << s.engine.name;
+    }
+    sparse += s.model.sparse;
+    const sim::Scenario a = ScenarioAndSwarmFromSeed(atom, seed, 50, &swarm);
+    if (s.engine.table == "atom")  // the same draws: the same model
+      EXPECT_EQ(a.model.sparse, s.model.sparse) << "seed " << seed;
+  }
+  EXPECT_GT(dense_only_profile, 100);
+  EXPECT_GT(sparse, 30);
+}
+
 TEST(DrawnCases, SwarmMasksDrawnDirectlyLeaveOptionsOut) {
   GenConfig c;
   c.swarm = true;

@@ -285,6 +285,50 @@ TEST(EngineProfiles, ADialectRowParses) {
             "");
 }
 
+// A table has a sparse decode when some decode row's `sparse` is not the constant 0: ATOM's
+// does, vLLM's and SGLang's do not, and a sparse model is refused under them (round 12 found it
+// silently run their dense decode: 128 of a 200-case vLLM campaign were such cases).
+TEST(EngineProfiles, ASparseModelRunsOnlyWhereTheTableHasASparseDecode) {
+  std::vector<std::string> sparse;
+  for (const EngineProfile& e : BuiltinProfiles())
+    if (ProfileHasSparseDecode(e)) sparse.push_back(e.name);
+  EXPECT_EQ(sparse, (std::vector<std::string>{"atom-2026-03", "atom-2026-08", "atom-2026-11"}));
+  EngineProfile unknown;
+  unknown.table = "nope";
+  EXPECT_FALSE(ProfileHasSparseDecode(unknown));
+  // From the rows: a constant 0 is dense, 1 or an expression is sparse.
+  const char* row = R"({"steps": [{"step": "v", "calls": [{"row": "P", "call": "p",
+      "kind": "plan_build", "planner": "flashmla", "inputs": "engine_batch", "tokens": "R",
+      "real": "B", "buffers": "fm.", "capacity": "fm."}, {"row": "D", "call": "d",
+      "kind": "decode", "plan": "last", "q_rows": "R", "sparse": SPARSE, "graph": "graph",
+      "max_seqlen_q": 1, "launch": "R", "num_splits_tail": "num_splits_pad"}]}]})";
+  for (const auto& [text, want] : std::vector<std::pair<std::string, bool>>{
+           {"0", false}, {"\"0\"", false}, {"1", true}, {"\"sparse\"", true}, {"\"graph\"", true}}) {
+    std::string patch = row;
+    patch.replace(patch.find("SPARSE"), 6, text);
+    json doc = MinimalTable();
+    doc.merge_patch(json::parse(patch));
+    auto t = ParseCallTable(doc, "t.json");
+    ASSERT_TRUE(t.ok()) << text << ": " << t.status().ToString();
+    EXPECT_EQ(t->sparse_decode, want) << text;
+  }
+  // The step refuses a sparse model there, naming the field; dense runs.
+  for (const char* profile : {"vllm-flashmla", "sglang-flashinfer"}) {
+    StatusOr<Scenario> seed = BuiltinScenario("seed");
+    ASSERT_TRUE(seed.ok());
+    seed->engine = *GetEngineProfile(profile, "p");
+    StatusOr<Trace> t = ExpandStep(*seed);
+    ASSERT_FALSE(t.ok()) << profile;
+    EXPECT_EQ(t.status().field(), "$.model.sparse");
+    EXPECT_NE(t.status().message().find(std::string("the ") + profile +
+                                        " profile's call table (sim/engines/"),
+              std::string::npos)
+        << t.status().message();
+    seed->model.sparse = false;
+    EXPECT_TRUE(ExpandStep(*seed).ok()) << profile;
+  }
+}
+
 TEST(EngineProfiles, AnUnknownPlannerInARow) {
   EXPECT_EQ(ParseError(R"({"steps": [{"step": "v", "calls": [{"row": "P", "call": "p",
       "kind": "plan_build", "planner": "triton", "inputs": "engine_batch", "real": "B",
