@@ -64,6 +64,13 @@ Status CheckRequired(const CallCheckInput& in) {
   return OkStatus();
 }
 
+// The tensor of `role` among the call's, or null.
+const CallTensor* Role(const CallCheckInput& in, const char* role) {
+  for (const CallTensor& t : in.tensors)
+    if (t.role == role) return &t;
+  return nullptr;
+}
+
 Status Validate(const CallCheckInput& in) {
   if (!in.contract) return InvalidArgumentError("contract", "no contract given");
   const CallKind k = in.contract->call;
@@ -99,7 +106,36 @@ Status Validate(const CallCheckInput& in) {
           f, "rows " + std::to_string(t.rows) + ", heads " + std::to_string(t.heads) + ", cols " +
                  std::to_string(t.cols) + ": rows must be in [0, 2^26], the others >= 1");
   }
+  if (!in.kv_indices_values.empty()) {
+    const CallTensor* idx = Role(in, "kv_indices");
+    if (!idx || idx->rows != static_cast<int64_t>(in.kv_indices_values.size()))
+      return InvalidArgumentError(
+          "kv_indices", std::to_string(in.kv_indices_values.size()) + " values given for " +
+                            (idx ? std::to_string(idx->rows) + " elements" : "no kv_indices tensor"));
+  }
   return CheckRequired(in);
+}
+
+// The page table as the executor's index contents: runs of consecutive pages inside the cache
+// as segments (a range of KV rows each), every other value explicit (checked one by one with the
+// contract's invalid_index) but `masked`, which holds nothing a gather reads.
+std::shared_ptr<const IndexContent> PageTableContent(const std::vector<int32_t>& v, int64_t pages,
+                                                     std::optional<int32_t> masked) {
+  auto c = std::make_shared<IndexContent>();
+  const auto inside = [pages](int64_t x) { return x >= 0 && x < pages; };
+  for (size_t i = 0; i < v.size();) {
+    if (!inside(v[i])) {
+      if (v[i] != masked) c->values.push_back({static_cast<int64_t>(i), v[i]});
+      ++i;
+      continue;
+    }
+    size_t j = i + 1;
+    while (j < v.size() && inside(v[j]) && int64_t{v[j]} == int64_t{v[j - 1]} + 1) ++j;
+    c->segments.push_back({static_cast<int64_t>(i), static_cast<int64_t>(j), v[i]});
+    i = j;
+  }
+  c->sorted_disjoint = true;
+  return c;
 }
 
 }  // namespace
@@ -148,6 +184,11 @@ StatusOr<std::vector<Violation>> CheckCall(const CallCheckInput& in) {
     c.args.push_back(std::move(a));
   }
   t.calls.push_back(std::move(c));
+  const CallTensor* kv = Role(in, "kv_cache");
+  if (!in.kv_indices_values.empty() && kv)
+    t.index_contents.push_back(
+        {"kv_indices",
+         PageTableContent(in.kv_indices_values, kv->rows / in.page_size, in.kv_indices_masked)});
   Scenario s;
   ExecuteOptions opt;
   opt.capture_layout = false;

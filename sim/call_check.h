@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,15 @@ struct CallCheckInput {
   int32_t page_size = 1;      // KV page size, tokens
   int32_t num_clusters = -1;  // the planner's num_clusters; -1: work_indptr.size() - 1
   int32_t launch_grid = -1;   // workgroups launched; -1: the contract's launch.grid
+  // The values of the `kv_indices` tensor, when the caller has them (a case's captured page
+  // table): with a `kv_cache` tensor among `tensors` (rows = KV tokens: pages x page_size), the
+  // KV rows the contract's gathers read through them are checked too, and an index outside the
+  // cache does what the contract's semantics.invalid_index says (`fault`: a read of kv_cache
+  // outside it, class G). Empty: not given (the KV rows are not checked).
+  std::vector<int32_t> kv_indices_values;
+  // A value of kv_indices_values the caller marks "no entry" (aiter's sparse index matrix: -1):
+  // such elements hold nothing the gathers read, so they make no finding. nullopt: none.
+  std::optional<int32_t> kv_indices_masked;
 };
 
 // Limits on one call's inputs (elements): above them CheckCall refuses rather than allocates.
@@ -60,7 +70,8 @@ inline constexpr int64_t kMaxCallBufferElements = int64_t{1} << 26;
 // Errors: InvalidArgument for a null contract or a plan call ("contract"), a tensor role the
 // call kind does not pass or given twice ("tensors.ROLE"), work_info / reduce_final_map sizes
 // that are not whole rows, non-positive rows/heads/cols/fold/page size, buffers above
-// kMaxCallBufferElements (field: the buffer's name).
+// kMaxCallBufferElements (field: the buffer's name), kv_indices values without a kv_indices
+// tensor or of another count than its rows ("kv_indices").
 StatusOr<std::vector<Violation>> CheckCall(const CallCheckInput& in);
 
 // One sentence for a CheckCall finding: "CALL (CONTRACT) reads q rows 61..63 of 61: 3 rows past

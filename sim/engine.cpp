@@ -1052,6 +1052,7 @@ std::shared_ptr<const IndexContent> StepBuilder::FillContent(const CallRow& row,
     content->values.push_back({int64_t{indptr[v.token]} + v.position, v.value});
   }
   std::sort(content->values.begin(), content->values.end());
+  content->sorted_disjoint = SortedDisjoint(content->segments);
   return content;
 }
 

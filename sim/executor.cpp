@@ -99,6 +99,7 @@ class CallExecutor {
       : s_(s), t_(t), opt_(opt), as_(as), out_(out), plan_tensors_(plan_tensors) {
     plan_tensors_.built.assign(t.plans.size(), 0);
     if (plan_tensors_.args.size() < t.plans.size()) plan_tensors_.args.resize(t.plans.size());
+    for (const auto& [buffer, content] : t.index_contents) contents_[buffer].push_back(content);
   }
 
   void Run(const Call& c);
@@ -989,6 +990,18 @@ const std::vector<std::shared_ptr<const IndexContent>>* CallExecutor::ContentsOf
   return role_contents_[index_role];
 }
 
+// The segment of `ct` that holds element e (the first in order), or null.
+const IndexSegment* SegmentHolding(const IndexContent& ct, int64_t e) {
+  if (ct.sorted_disjoint) {
+    const auto after = std::upper_bound(ct.segments.begin(), ct.segments.end(), e,
+                                        [](int64_t x, const IndexSegment& g) { return x < g.begin; });
+    return after != ct.segments.begin() && e < std::prev(after)->end ? &*std::prev(after) : nullptr;
+  }
+  for (const IndexSegment& sg : ct.segments)
+    if (e >= sg.begin && e < sg.end) return &sg;
+  return nullptr;
+}
+
 // Index elements [e0, e1) hold the pages of token positions [p0, p1): the KV rows they name are
 // read. Runs of plain slots become one range; explicit values are checked one by one.
 void CallExecutor::GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0,
@@ -1011,8 +1024,9 @@ void CallExecutor::GatherRows(int32_t role, int32_t index_role, const TensorArg&
         done = true;
         break;
       }
-      for (const IndexSegment& sg : ct.segments) {
-        if (e < sg.begin || e >= sg.end) continue;
+      const IndexSegment* held = SegmentHolding(ct, e);
+      if (held) {
+        const IndexSegment& sg = *held;
         int64_t stop = std::min(sg.end, e1);
         if (v != ct.values.end()) stop = std::min(stop, v->first);
         const int64_t first_pos = std::max(p0, e * page), last_pos = std::min(p1, stop * page);

@@ -28,4 +28,10 @@ std::string CallNote(const Trace& t, const Call& c) {
   return {};
 }
 
+bool SortedDisjoint(const std::vector<IndexSegment>& segments) {
+  for (size_t i = 1; i < segments.size(); ++i)
+    if (segments[i].begin < segments[i - 1].end) return false;
+  return true;
+}
+
 }  // namespace mlasim::sim

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ref/flashinfer/mla_plan.h"
@@ -87,9 +88,15 @@ struct IndexSegment {
   int64_t begin = 0, end = 0, base = 0;
 };
 struct IndexContent {
-  std::vector<IndexSegment> segments;       // sorted, disjoint
+  std::vector<IndexSegment> segments;  // the first holding an element decides it
   std::vector<std::pair<int64_t, int64_t>> values;  // (element, value), sorted by element
+  // The segments are sorted by begin and disjoint (a gather finds an element's by binary search;
+  // else by a walk in order: a hostile indptr's fill may overlap its own regions).
+  bool sorted_disjoint = false;
 };
+
+// Whether `segments` are sorted by begin and pairwise disjoint (IndexContent::sorted_disjoint).
+bool SortedDisjoint(const std::vector<IndexSegment>& segments);
 
 struct Call {
   int32_t index = 0;
@@ -161,6 +168,9 @@ struct Trace {
   std::vector<PersistentBuffer> persistent;
   std::vector<Call> calls;
   std::vector<PlanSnapshot> plans;
+  // What index buffers hold before the first call, by allocation name: a captured call's page
+  // table (sim::CheckCall), read by its gathers as a fill's contents would be.
+  std::vector<std::pair<std::string, std::shared_ptr<const IndexContent>>> index_contents;
 };
 
 // One sentence on what call `c` of trace `t` does (reports, tests): c.note when set, else said

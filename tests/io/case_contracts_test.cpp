@@ -125,6 +125,42 @@ TEST(CaseContracts, QoSizedForThePaddedBatchIsClean) {
   EXPECT_TRUE(r->findings.empty());
 }
 
+// A case that captures the KV cache and its page table has the KV rows checked through the
+// table's values: a page id past the cache is a contract finding naming kv_cache's rows.
+TEST(CaseContracts, ThePageTablesValuesReachTheKvCache) {
+  auto with_table = [](int32_t at, int32_t value) {
+    CaseBuilder b = PaddedCase(32, 32);
+    std::vector<int32_t> table(1300);
+    for (int32_t i = 0; i < 1300; ++i) table[i] = 1299 - i;  // every token's own row, reversed
+    if (at >= 0) table[at] = value;
+    b.Add("kv_buffer", "bfloat16", {1300, 1, 576}, std::string(1300 * 576 * 2, '\0'));
+    b.AddInt32("kv_indices", table);
+    return CheckCase(b);
+  };
+  const auto clean = with_table(-1, 0);
+  ASSERT_TRUE(clean.ok()) << clean.status().ToString();
+  EXPECT_TRUE(clean->findings.empty());
+  const auto past = with_table(305, 1300);  // request 1's sixth token
+  ASSERT_TRUE(past.ok()) << past.status().ToString();
+  ASSERT_EQ(past->findings.size(), 1u);
+  EXPECT_EQ(past->findings[0].tensor, "kv_cache");
+  EXPECT_EQ(past->findings[0].first_row, 1300);
+  EXPECT_EQ(past->findings[0].rows, 1300);
+  ASSERT_EQ(past->findings[0].work_item_count, 1);
+  const ref::Plan plan = PlanOf(PaddedRequest());
+  const int32_t w = past->findings[0].work_items[0];
+  EXPECT_EQ(plan.work(w, ref::kBatchIdx), 1);  // the work item of request 1 that holds token 305
+  EXPECT_LE(plan.work(w, ref::kKvStart), 305);
+  EXPECT_GT(plan.work(w, ref::kKvEnd), 305);
+  // A page table of int64 (not what aiter passes) leaves the KV rows unchecked, as before.
+  CaseBuilder b = PaddedCase(32, 32);
+  b.Add("kv_buffer", "bfloat16", {1300, 1, 576}, std::string(1300 * 576 * 2, '\0'));
+  b.Add("kv_indices", "int64", {1300}, std::string(1300 * 8, '\xff'));
+  const auto wide = CheckCase(b);
+  ASSERT_TRUE(wide.ok()) << wide.status().ToString();
+  EXPECT_TRUE(wide->findings.empty());
+}
+
 TEST(CaseContracts, HkReadsQButWritesNothingForZeroKvItems) {
   CaseBuilder b = PaddedCase(24, 24);
   b.manifest["config"]["kernel"] = "hk";
@@ -271,6 +307,40 @@ TEST_F(ContractFile, AUserContractReplacesTheBuiltIn) {
   EXPECT_TRUE(r->findings.empty());
 }
 
+// A relative config.contract is the case directory's file (the case travels as a folder, its
+// contract beside it), whatever the working directory; --contract stays the working directory's.
+// It was resolved against the working directory (round 12).
+TEST(CaseContracts, ARelativeConfigContractIsTheCaseDirectorysFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("mlasim_case_relative_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  CaseBuilder b = PaddedCase(24, 24);
+  b.manifest["config"]["contract"] = "contracts/skips.json";
+  b.WriteTo(dir);
+  std::filesystem::create_directories(dir / "contracts");
+  std::ofstream(dir / "contracts" / "skips.json")
+      << R"({"extends": "asm", "name": "skips-zero-kv", "semantics": {"zero_kv": "skips"}})";
+  const DiskCaseFiles files(dir.string());
+  StatusOr<CaseManifest> m = OpenCase(files);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  StatusOr<CasePlanner> p = ReadCasePlanner(files, *m);
+  ASSERT_TRUE(p.ok());
+  const auto r = CheckCaseContracts(files, *m, *p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->contract, "skips-zero-kv (" + (dir / "contracts/skips.json").string() + ")");
+  EXPECT_TRUE(r->findings.empty());  // the user's contract ran, not the built-in asm
+  const CaseContractSpec spec = CaseContractSpecOf(files, *m, {});
+  EXPECT_EQ(spec.field, (dir / "manifest.json").string() + ":config.contract");
+  CaseContractOptions flag;
+  flag.contract = "contracts/skips.json";
+  EXPECT_EQ(CaseContractSpecOf(files, *m, flag).spec, "contracts/skips.json");
+  EXPECT_EQ(CaseContractSpecOf(files, *m, flag).field, "--contract");
+  // A built-in name is a name, not a file of the case.
+  m->config["contract"] = "hk";
+  EXPECT_EQ(CaseContractSpecOf(files, *m, {}).spec, "hk");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(ContractFile, BadContractFilesAreErrors) {
   CaseContractOptions o;
   o.contract = Write("{\"extends\": \"asm\", ");
@@ -360,6 +430,97 @@ TEST(CheckCall, AWalkLongerThanLoopTripsIsAFinding) {
   EXPECT_EQ((*at)[0].rows_past_end, 999);
   hang({0, 1001}, 1001, 1000);
   ref::ResetLimits();
+}
+
+// With the page table's values (a case's captured kv_indices) and the KV cache's extent, the KV
+// rows a gather reads are checked: an index past the cache or negative is a read outside it
+// (aiter's asm decode: invalid_index = fault, class G), in-range tables of any order are clean,
+// and the caller's "no entry" marker (aiter's sparse -1) holds nothing to read. Round 12 found
+// such indices read as masked keys by check's numerics, never named.
+TEST(CheckCall, CapturedPageTableValuesCheckTheKvRowsTheyName) {
+  sim::CallCheckInput in;
+  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
+  in.work_indptr = {0, 1};
+  in.work_info = {0, -1, 0, 1, 0, 10, 0, 0};  // one request, KV tokens [0, 10), page 1
+  in.kv_indptr = {0, 10};
+  in.kv_last_page_lens = {1};
+  in.tensors = {{"q", 1, 16, 576, 2},
+                {"o", 1, 16, 512, 2},
+                {"kv_indices", 10, 1, 1, 4},
+                {"kv_cache", 16, 1, 576, 2}};
+  in.kv_indices_values = {15, 3, 4, 5, 0, 9, 8, 7, 14, 1};  // inside the 16-row cache
+  auto v = sim::CheckCall(in);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_TRUE(v->empty());
+  auto one = [&](int32_t value) {
+    sim::CallCheckInput x = in;
+    x.kv_indices_values[6] = value;
+    auto r = sim::CheckCall(x);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : std::vector<sim::Violation>{};
+  };
+  const std::vector<sim::Violation> past = one(16);  // one row past the cache's end
+  ASSERT_EQ(past.size(), 1u);
+  EXPECT_EQ(past[0].buffer, "kv_cache");
+  EXPECT_EQ(past[0].access, sim::Access::kRead);
+  EXPECT_EQ(past[0].first_row, 16);
+  EXPECT_EQ(past[0].rows_past_end, 1);
+  EXPECT_EQ(past[0].bug_class, sim::BugClass::kG);
+  EXPECT_EQ(sim::CallViolationText("mla_decode_fwd", *in.contract, past[0]),
+            "mla_decode_fwd (aiter-asm-decode) reads kv_cache rows 16..16 of 16: 1 row past its "
+            "end (1 work item: 0)");
+  const std::vector<sim::Violation> before = one(-1);
+  ASSERT_EQ(before.size(), 1u);
+  EXPECT_EQ(before[0].rows_before_start, 1);
+  EXPECT_TRUE(one(15).empty());  // the last row: the boundary
+  EXPECT_EQ(one(INT32_MAX).size(), 1u);
+  // The caller's marker holds nothing to read; any other value outside still does.
+  in.kv_indices_masked = -1;
+  EXPECT_TRUE(one(-1).empty());
+  EXPECT_EQ(one(-2).size(), 1u);
+  EXPECT_EQ(one(16).size(), 1u);
+  // Without the KV cache's extent the values check nothing (as before them).
+  sim::CallCheckInput no_cache = in;
+  no_cache.tensors.pop_back();
+  no_cache.kv_indices_values[6] = 16;
+  EXPECT_TRUE(sim::CheckCall(no_cache)->empty());
+  // Values of another count than the tensor's elements, or without the tensor: an error.
+  sim::CallCheckInput bad = in;
+  bad.kv_indices_values.push_back(0);
+  EXPECT_EQ(sim::CheckCall(bad).status().ToString(), "kv_indices: 11 values given for 10 elements");
+  bad = in;
+  bad.tensors.erase(bad.tensors.begin() + 2);
+  EXPECT_EQ(sim::CheckCall(bad).status().ToString(),
+            "kv_indices: 10 values given for no kv_indices tensor");
+}
+
+// Pages of 4 tokens: element p / 4 of the table names the page; a page id past the cache's pages
+// is a read outside it, reported at the page's first row the walk reaches (an index value outside
+// the cache is reported once per element, as the simulator's hostile index values are).
+TEST(CheckCall, PagedTablesNameWholePages) {
+  sim::CallCheckInput in;
+  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
+  in.work_indptr = {0, 1};
+  in.work_info = {0, -1, 0, 1, 0, 3, 0, 0};  // pages [0, 3) of the request, the last one full
+  in.kv_indptr = {0, 3};
+  in.kv_last_page_lens = {4};
+  in.page_size = 4;
+  in.tensors = {{"q", 1, 16, 576, 2},
+                {"o", 1, 16, 512, 2},
+                {"kv_indices", 3, 1, 1, 4},
+                {"kv_cache", 12, 1, 576, 2}};  // 3 pages of 4 tokens
+  in.kv_indices_values = {2, 0, 1};
+  EXPECT_TRUE(sim::CheckCall(in)->empty());
+  in.kv_indices_values = {2, 3, 1};  // page 3 of 3
+  auto v = sim::CheckCall(in);
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->size(), 1u);
+  EXPECT_EQ((*v)[0].first_row, 12);
+  EXPECT_EQ((*v)[0].last_row, 12);
+  EXPECT_EQ((*v)[0].rows_past_end, 1);
+  in.kv_indices_values = {2, 1, 0};
+  in.kv_last_page_lens = {2};  // the last page half full: still in the cache
+  EXPECT_TRUE(sim::CheckCall(in)->empty());
 }
 
 TEST(CheckCall, ShapesFoldQAndOHeadsIntoRows) {

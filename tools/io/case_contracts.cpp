@@ -3,6 +3,8 @@
 #include "tools/io/case_contracts.h"
 
 #include <algorithm>
+#include <climits>
+#include <filesystem>
 
 #include "ref/planner.h"
 #include "sim/call_check.h"
@@ -34,8 +36,8 @@ StatusOr<std::vector<int32_t>> PlanArray(const CaseFiles& files, const CaseManif
   return ReadInt32Tensor(files, *t, {width ? 2 : 1}, "aiter's " + name);
 }
 
-// The call's tensors (not plan buffers, not the KV cache: its rows are reached through index
-// values a case does not model) that the case captured.
+// The call's tensors that the case captured (not plan buffers; not the KV cache, which
+// AddKvCache adds with the page table's values).
 std::vector<const CaseTensor*> CallTensors(const CaseManifest& m, sim::CallKind kind) {
   std::vector<const CaseTensor*> out;
   for (const std::string& role : sim::CallRoles(kind)) {
@@ -44,6 +46,36 @@ std::vector<const CaseTensor*> CallTensors(const CaseManifest& m, sim::CallKind 
     if (const CaseTensor* t = m.Find(role)) out.push_back(t);
   }
   return out;
+}
+
+// The KV cache as the contract's gathers read it (rows = KV tokens: every dimension but the
+// last, which is the row's values) and the page table's values, when the case captured both: an
+// int32 kv_indices and a KV cache (kv_buffer, kv_cache or kv) of rank >= 2 whose tokens are whole
+// pages within the executor's bound. Otherwise the KV rows are left unchecked, as before. In
+// aiter's native sparse mode (`sparse`: config.planner.topk >= 0) the index matrix marks its
+// invalid entries -1 (aiter-mla-metadata.md §8.1, test_mla_sparse.py), which the kernel does not
+// read: those entries are left out (no finding); any other value outside the cache is one.
+Status AddKvCache(const CaseFiles& files, const CaseManifest& m, bool sparse,
+                  sim::CallCheckInput& in) {
+  const CaseTensor* idx = m.Find("kv_indices");
+  const CaseTensor* kv = nullptr;
+  for (const char* name : {"kv_buffer", "kv_cache", "kv"})
+    if (!kv) kv = m.Find(name);
+  if (!idx || !kv || idx->dtype != "int32" || kv->shape.size() < 2) return OkStatus();
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < kv->shape.size(); ++i) rows *= kv->shape[i];
+  if (rows > sim::kMaxCallBufferElements || rows % in.page_size != 0 || kv->shape.back() < 1)
+    return OkStatus();
+  MLASIM_ASSIGN_OR_RETURN(in.kv_indices_values,
+                          ReadInt32Tensor(files, *idx, {}, "the page table the KV gathers read"));
+  if (sparse) in.kv_indices_masked = -1;
+  sim::CallTensor t;
+  t.role = "kv_cache";
+  t.rows = rows;
+  t.cols = static_cast<int32_t>(std::min<int64_t>(kv->shape.back(), INT32_MAX));
+  t.elem_bytes = kv->itemsize;
+  in.tensors.push_back(t);
+  return OkStatus();
 }
 
 ContractFinding ToFinding(const std::string& call, const sim::Contract& c,
@@ -64,7 +96,8 @@ ContractFinding ToFinding(const std::string& call, const sim::Contract& c,
 }
 
 // The contract the case's call runs under, and its kind.
-StatusOr<std::shared_ptr<const sim::Contract>> CaseContract(const CaseManifest& m,
+StatusOr<std::shared_ptr<const sim::Contract>> CaseContract(const CaseFiles& files,
+                                                            const CaseManifest& m,
                                                             const std::string& manifest,
                                                             const CaseContractOptions& o) {
   const std::string kind_name = ConfigString(m, "call_kind");
@@ -72,13 +105,26 @@ StatusOr<std::shared_ptr<const sim::Contract>> CaseContract(const CaseManifest& 
       sim::CallKind kind,
       sim::CallKindOf(m.call, kind_name,
                       manifest + (kind_name.empty() ? ":call" : ":config.call_kind")));
-  std::string spec = o.contract, field = "--contract";
-  if (spec.empty()) spec = ConfigString(m, "contract"), field = manifest + ":config.contract";
-  if (spec.empty()) spec = ConfigString(m, "kernel"), field = manifest + ":config.kernel";
-  return sim::ResolveCallContract(kind, spec, field);
+  const CaseContractSpec c = CaseContractSpecOf(files, m, o);
+  return sim::ResolveCallContract(kind, c.spec, c.field);
 }
 
 }  // namespace
+
+CaseContractSpec CaseContractSpecOf(const CaseFiles& files, const CaseManifest& m,
+                                    const CaseContractOptions& o) {
+  const std::string manifest = files.Display(kCaseManifestName);
+  if (!o.contract.empty()) return {o.contract, "--contract"};
+  std::string spec = ConfigString(m, "contract");
+  if (!spec.empty()) {
+    const bool file = spec.find('/') != std::string::npos ||
+                      (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0);
+    if (file && !files.Directory().empty() && std::filesystem::path(spec).is_relative())
+      spec = (std::filesystem::path(files.Directory()) / spec).string();
+    return {spec, manifest + ":config.contract"};
+  }
+  return {ConfigString(m, "kernel"), manifest + ":config.kernel"};
+}
 
 StatusOr<ContractCheckResult> CheckCaseContracts(const CaseFiles& files, const CaseManifest& m,
                                                  const CasePlanner& planner,
@@ -96,7 +142,7 @@ StatusOr<ContractCheckResult> CheckCaseContracts(const CaseFiles& files, const C
     return r;
   }
   MLASIM_ASSIGN_OR_RETURN(std::shared_ptr<const sim::Contract> contract,
-                          CaseContract(m, manifest, options));
+                          CaseContract(files, m, manifest, options));
   sim::CallCheckInput in;
   in.call = m.call;
   in.contract = contract;
@@ -121,6 +167,9 @@ StatusOr<ContractCheckResult> CheckCaseContracts(const CaseFiles& files, const C
                                                      manifest + ":tensors." + t->name + ".shape"));
     in.tensors.push_back(std::move(ct));
   }
+  if (contract->call == sim::CallKind::kDecode)
+    MLASIM_RETURN_IF_ERROR(
+        AddKvCache(files, m, planner.request && planner.request->topk >= 0, in));
   StatusOr<std::vector<sim::Violation>> v = sim::CheckCall(in);
   if (!v.ok() && !named && v.status().message().rfind("missing", 0) == 0) {
     // Tensors captured for something else (a fault address, the plan): said, not an error.

@@ -45,6 +45,16 @@ struct CaseContractOptions {
   std::string contract;  // `--contract FILE`: a contract file (or built-in variant) to apply
 };
 
+// The contract a case's call is checked with, as ResolveCallContract takes it, and the field it
+// came from: options.contract ("--contract", relative to the working directory), else
+// config.contract (a contract file relative to the case directory, CaseFiles::Directory: the case
+// travels as a folder; a built-in name as is), else config.kernel; spec "" when none names one.
+struct CaseContractSpec {
+  std::string spec, field;
+};
+CaseContractSpec CaseContractSpecOf(const CaseFiles& files, const CaseManifest& manifest,
+                                    const CaseContractOptions& options);
+
 // Applies the kernel contract of the captured call (manifest.call) to the captured tensors.
 // Which contract: options.contract, else config.contract (a file or variant name), else the
 // built-in of config.kernel (decode: "asm" by default; reduce: "mla_reduce_v1"); the call kind

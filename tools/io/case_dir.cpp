@@ -376,6 +376,18 @@ StatusOr<CaseManifest> ParseCaseManifest(const std::string& text, const std::str
   if (!m.contains("config")) return err("config", "required key is missing");
   if (!m.at("config").is_object()) return err("config", "must be an object (the engine config)");
   out.config = m.at("config");
+  // The keys mlasim reads with a meaning: another type would be ignored (the default contract run
+  // in place of the one named), so it is refused.
+  for (const char* key : {"kernel", "contract", "call_kind"}) {
+    const auto it = out.config.find(key);
+    if (it != out.config.end() && !it->is_string())
+      return err(std::string("config.") + key,
+                 std::string("must be a string (") +
+                     (std::string(key) == "kernel"     ? "a decode kernel variant: asm, hk, opus"
+                      : std::string(key) == "contract" ? "a contract file or built-in name"
+                                                       : "decode or reduce") +
+                     "), got " + it->type_name());
+  }
   if (!m.contains("tensors")) return err("tensors", "required key is missing");
   const json& ts = m.at("tensors");
   if (!ts.is_object()) return err("tensors", "must be an object: tensor name -> entry");

@@ -92,6 +92,9 @@ class CaseFiles {
   // Exactly `bytes` bytes at `offset` (the caller has checked them against Size).
   virtual StatusOr<std::string> Read(const std::string& name, int64_t offset,
                                      int64_t bytes) const = 0;
+  // The directory a relative path the case names (config.contract) resolves against: the case's
+  // own ("" for a case in memory: the working directory).
+  virtual std::string Directory() const { return ""; }
 };
 
 class DiskCaseFiles final : public CaseFiles {
@@ -102,6 +105,7 @@ class DiskCaseFiles final : public CaseFiles {
   std::string Display(const std::string& name) const override;
   StatusOr<int64_t> Size(const std::string& name) const override;
   StatusOr<std::string> Read(const std::string& name, int64_t offset, int64_t bytes) const override;
+  std::string Directory() const override { return dir_; }
 
  private:
   std::string dir_;

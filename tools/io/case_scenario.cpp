@@ -112,13 +112,11 @@ Status SetModel(const CaseManifest& m, const ref::PlanRequest& r, const std::str
 }
 
 // The kernel: a built-in variant by name, or the contract itself.
-Status SetKernel(const CaseManifest& m, const CaseContractOptions& o, const std::string& manifest,
+Status SetKernel(const CaseFiles& files, const CaseManifest& m, const CaseContractOptions& o,
                  sim::Scenario& s) {
-  std::string spec = o.contract, field = "--contract";
-  if (spec.empty()) spec = ConfigString(m, "contract"), field = manifest + ":config.contract";
-  if (spec.empty()) spec = ConfigString(m, "kernel"), field = manifest + ":config.kernel";
+  const CaseContractSpec spec = CaseContractSpecOf(files, m, o);
   MLASIM_ASSIGN_OR_RETURN(std::shared_ptr<const sim::Contract> c,
-                          sim::ResolveCallContract(sim::CallKind::kDecode, spec, field));
+                          sim::ResolveCallContract(sim::CallKind::kDecode, spec.spec, spec.field));
   if (c->file.rfind("builtin:", 0) == 0)
     s.kernel = c->variant;
   else
@@ -248,7 +246,7 @@ StatusOr<CaseScenario> ScenarioFromCase(const CaseFiles& files, const CaseManife
   s.name = "case-" + m.call;
   s.description = "reproduces the " + m.call + " call of a case captured by mlasim.capture";
   MLASIM_RETURN_IF_ERROR(SetModel(m, r, manifest, s));
-  MLASIM_RETURN_IF_ERROR(SetKernel(m, options, manifest, s));
+  MLASIM_RETURN_IF_ERROR(SetKernel(files, m, options, s));
   MLASIM_ASSIGN_OR_RETURN(Batch b, BatchOf(r, manifest));
   out.real_requests = static_cast<int32_t>(b.contexts.size());
   out.padded_requests = b.padded;
