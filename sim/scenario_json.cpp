@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 namespace mlasim::sim {
 namespace {
 
@@ -34,10 +36,25 @@ bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
          a.flashmla_revision == b.flashmla_revision && a.attention_backend == b.attention_backend;
 }  // 16M tokens per request is beyond any deployment
 
+// Names and descriptions are printed by the text reports: a control character (an ANSI escape,
+// a carriage return) would reach the user's terminal as is, so it is refused (a description keeps
+// its line breaks and tabs).
+Status Printable(const std::string& path, const std::string& text, bool multiline = false) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c >= 0x20 && c != 0x7f) || (multiline && (c == '\n' || c == '\t'))) continue;
+    return InvalidArgumentError(path, fmt::format("holds the control character U+{:04X} at byte {}: "
+                                                  "text reports print it as is",
+                                                  c, i));
+  }
+  return OkStatus();
+}
+
 Status ParseModel(const json& j, ModelSpec* m) {
   ObjectReader r(j, "$.model");
   MLASIM_RETURN_IF_ERROR(r.Check());
   MLASIM_RETURN_IF_ERROR(r.String("name", &m->name));
+  MLASIM_RETURN_IF_ERROR(Printable("$.model.name", m->name));
   MLASIM_RETURN_IF_ERROR(r.Int("heads", &m->heads, 1, 1024, true));
   MLASIM_RETURN_IF_ERROR(r.Int("kv_lora_rank", &m->kv_lora_rank, 1, 4096));
   MLASIM_RETURN_IF_ERROR(r.Int("rope_dim", &m->rope_dim, 0, 1024));
@@ -205,6 +222,7 @@ Status ParseAllocator(const json& j, AllocatorSpec* a) {
       MLASIM_RETURN_IF_ERROR(e.Check());
       ExtraAllocation x;
       MLASIM_RETURN_IF_ERROR(e.String("name", &x.name, true));
+      MLASIM_RETURN_IF_ERROR(Printable(e.Path("name"), x.name));
       MLASIM_RETURN_IF_ERROR(e.Int64("bytes", &x.bytes, 1, int64_t{1} << 40));
       if (!e.Has("bytes")) return InvalidArgumentError(e.Path("bytes"), "required key is missing");
       MLASIM_RETURN_IF_ERROR(e.Finish());
@@ -484,7 +502,9 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   MLASIM_RETURN_IF_ERROR(r.Check());
   Scenario s;
   MLASIM_RETURN_IF_ERROR(r.String("name", &s.name));
+  MLASIM_RETURN_IF_ERROR(Printable("$.name", s.name));
   MLASIM_RETURN_IF_ERROR(r.String("description", &s.description));
+  MLASIM_RETURN_IF_ERROR(Printable("$.description", s.description, true));
   // Provenance of a fuzz finding (seed, shrink path, signature): kept by `mlasim fuzz`, ignored
   // by replay.
   if (const json* finding = r.Child("finding")) {
