@@ -66,8 +66,27 @@ def _shape(name, x):
     return (name, tuple(int(d) for d in shape), int(itemsize))
 
 
+def _kv_inputs(tensors):
+    """(kv_cache's (shape, itemsize), kv_indices' values flat as int32) for check_kv=True."""
+    kv = tensors.get("kv_cache")
+    if kv is None:
+        kv = tensors.get("kv_buffer")
+    idx = tensors.get("kv_indices")
+    if kv is None or idx is None:
+        raise ValueError("check_kv: needs kv_cache (or kv_buffer) and kv_indices")
+    _, shape, itemsize = _shape("kv_cache", kv)
+    if len(shape) < 2:
+        raise ValueError(f"kv_cache: has {len(shape)} dimensions; check_kv needs [..., D] "
+                         f"(rows are every dimension but the last)")
+    values = host_array("kv_indices", idx)[0]
+    if values.dtype != np.int32:
+        raise TypeError(f"kv_indices: dtype is {values.dtype}, expected int32 (check_kv reads its "
+                        f"values)")
+    return (shape, itemsize), np.ascontiguousarray(values.reshape(-1))
+
+
 def check_call(call, contract=None, *, kind=None, plan=None, fold_ratio=None, max_seqlen_q=None,
-               page_size=None, launch_grid=None, **tensors):
+               page_size=None, launch_grid=None, check_kv=False, masked_index=None, **tensors):
     """Checks one decode or reduce call before it is launched: the kernel's access contract
     (docs/contracts.md) over the plan buffers and tensor shapes the engine is about to pass.
     Raises :class:`PlanViolation` naming the call, the tensor, the rows past its end and the work
@@ -80,6 +99,13 @@ def check_call(call, contract=None, *, kind=None, plan=None, fold_ratio=None, ma
     are used: device tensors are not copied) and the plan buffers work_indptr, work_info (or
     work_info_set), reduce_indptr, reduce_final_map, reduce_partial_map with qo_indptr,
     kv_indptr, kv_last_page_lens (int32, read; device tensors copied to the host).
+    ``check_kv=True`` also checks the KV rows the kernel gathers: ``kv_indices``' values are read
+    (copied to the host: off by default, a pre-launch check stays shape-only) and ``kv_cache`` (or
+    ``kv_buffer``: rows are every dimension but the last, pages x page_size tokens) gives the
+    cache's extent; a page id outside the cache is what the contract's ``invalid_index`` says
+    (aiter's asm decode: a read of kv_cache outside it). ``masked_index``: a kv_indices value
+    that holds no entry (aiter's sparse index matrix: -1, the default when ``plan`` is a sparse
+    (topk) plan).
     ``plan``: an :class:`mlasim.Plan` supplying the buffers and arrays not given, its fold ratio
     and max_seqlen_qo. q and o are [tokens, heads, D]: with fold ratio R the kernel views them as
     [tokens x R, heads / R, D]. Bad arguments raise TypeError / ValueError naming them.
@@ -87,6 +113,11 @@ def check_call(call, contract=None, *, kind=None, plan=None, fold_ratio=None, ma
     if not isinstance(call, str):
         raise TypeError(f"call: expected the call's name (str), got {type(call).__name__}")
     handle = _contract(call, kind, contract)
+    if not isinstance(check_kv, bool):
+        raise TypeError(f"check_kv: expected True or False, got {type(check_kv).__name__}")
+    kv_cache, kv_values = None, None
+    if check_kv:
+        kv_cache, kv_values = _kv_inputs(tensors)
     arrays, shapes = {}, []
     for key, value in tensors.items():
         name = _ALIASES.get(key, key)
@@ -117,11 +148,14 @@ def check_call(call, contract=None, *, kind=None, plan=None, fold_ratio=None, ma
             max_seqlen_q = plan.request.max_seqlen_qo
         if page_size is None:
             page_size = plan.request.page_size
+        if masked_index is None and check_kv and plan.request.topk >= 0:
+            masked_index = -1
     found = _core.check_call(handle, call, arrays, shapes,
                              1 if fold_ratio is None else fold_ratio,
                              1 if max_seqlen_q is None else max_seqlen_q,
                              1 if page_size is None else page_size,
-                             -1 if launch_grid is None else launch_grid)
+                             -1 if launch_grid is None else launch_grid,
+                             kv_cache, kv_values, masked_index)
     if found:
         keys = ("buffer", "access", "rows", "first_row", "last_row", "rows_past_end",
                 "rows_before_start", "work_items", "text")

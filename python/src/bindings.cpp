@@ -551,9 +551,41 @@ ContractHandle LoadContract(const std::string& call, const std::string& kind,
 // here, copied into the executor's plan), `tensors` is a list of (role, shape, itemsize) (shapes
 // only: no tensor data is read). Returns one tuple per finding (buffer, access, rows, first_row,
 // last_row, rows_past_end, rows_before_start, work_items, text).
+// check_call(check_kv=True): the KV cache's extent ((shape, itemsize): rows are every dimension
+// but the last) and kv_indices' values (flat int32), with the value that holds no entry.
+void AddKvCache(py::handle kv_cache, py::handle kv_values, py::handle masked,
+                sim::CallCheckInput& in) {
+  if (kv_cache.is_none()) return;
+  const py::tuple kv = py::reinterpret_borrow<py::tuple>(kv_cache);
+  int64_t rows = 1;
+  std::vector<int64_t> shape;
+  for (py::handle d : kv[0]) shape.push_back(Int("kv_cache.shape", d, 0, INT64_MAX / 2));
+  for (size_t i = 0; i + 1 < shape.size(); ++i) {
+    if (shape[i] > 0 && rows > sim::kMaxCallBufferElements / shape[i])
+      ThrowValue("kv_cache", "more than " + std::to_string(sim::kMaxCallBufferElements) +
+                                 " rows (the limit of one call's tensors)");
+    rows *= shape[i];
+  }
+  sim::CallTensor t;
+  t.role = "kv_cache";
+  t.rows = rows;
+  t.cols = static_cast<int32_t>(Int("kv_cache.shape[-1]", py::int_(shape.back()), 1, INT32_MAX));
+  t.elem_bytes = static_cast<int32_t>(Int("kv_cache.itemsize", kv[1], 1, 64));
+  in.tensors.push_back(t);
+  py::array a = Array("kv_indices", kv_values, py::dtype::of<int32_t>(), {1}, false);
+  if (a.size() > sim::kMaxCallBufferElements)
+    ThrowValue("kv_indices", std::to_string(a.size()) + " elements (limit " +
+                                 std::to_string(sim::kMaxCallBufferElements) + ")");
+  const int32_t* p = static_cast<const int32_t*>(a.data());
+  in.kv_indices_values.assign(p, p + a.size());
+  if (!masked.is_none())
+    in.kv_indices_masked = static_cast<int32_t>(Int("masked_index", masked, INT32_MIN, INT32_MAX));
+}
+
 py::list CheckCallPy(const ContractHandle& h, const std::string& call, py::dict arrays,
                      py::list tensors, py::handle fold, py::handle max_seqlen_q,
-                     py::handle page_size, py::handle launch_grid) {
+                     py::handle page_size, py::handle launch_grid, py::handle kv_cache,
+                     py::handle kv_values, py::handle masked) {
   sim::CallCheckInput in;
   in.call = call;
   in.contract = h.contract;
@@ -595,6 +627,7 @@ py::list CheckCallPy(const ContractHandle& h, const std::string& call, py::dict 
     if (!ct.ok()) ThrowValue(role, ct.status().message());
     in.tensors.push_back(std::move(*ct));
   }
+  AddKvCache(kv_cache, kv_values, masked, in);
   std::optional<StatusOr<std::vector<sim::Violation>>> v;
   {
     py::gil_scoped_release release;
@@ -634,6 +667,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("max_seqlen_qo",
                              [](const Request& r) { return r.request.max_seqlen_qo; })
       .def_property_readonly("page_size", [](const Request& r) { return r.request.page_size; })
+      .def_property_readonly("topk", [](const Request& r) { return r.request.topk; })
       .def_property_readonly("batch_size", [](const Request& r) {
         return static_cast<int64_t>(r.request.kv_indptr.size()) - 1;
       });
@@ -656,7 +690,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("load_contract", &LoadContract, py::arg("call"), py::arg("kind"), py::arg("contract"));
   m.def("check_call", &CheckCallPy, py::arg("contract"), py::arg("call"), py::arg("arrays"),
         py::arg("tensors"), py::arg("fold_ratio"), py::arg("max_seqlen_q"), py::arg("page_size"),
-        py::arg("launch_grid"));
+        py::arg("launch_grid"), py::arg("kv_cache"), py::arg("kv_values"), py::arg("masked"));
   m.def("info_v1", [](const Request& req) {
     const auto& r = req.request;
     auto s = mlasim::ref::GetMlaMetadataInfoV1(r, static_cast<int32_t>(r.kv_indptr.size()) - 1);

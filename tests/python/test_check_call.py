@@ -241,3 +241,55 @@ def test_a_fault_inside_the_tensor_after_o_is_attributed_to_the_overrun(tmp_path
                    f"{far:#x}. Reason: Page not present or supervisor privilege.\n")
     r = run_check(mlasim_bin, case, "--fault-log", log, "--json")
     assert json.loads(r.stdout)["fault"]["overrun"] is None
+
+
+def kv_step(table_value=None, at=305, **kw):
+    """A padded-batch step sized for the padded rows (clean for q / o), with a page table of one
+    token per page over a 1,300-token cache; `table_value` replaces entry `at`."""
+    plan = mlasim.plan(kv_lens=[300, 40, 700, 120, 90, 50, 0, 0], qlen=4, max_seqlen_qo=4,
+                       num_heads_per_head_k=HEADS, cu_count=8)
+    q = torch.zeros(32, HEADS, Q_COLS, dtype=torch.bfloat16)
+    o = torch.empty(32, HEADS, O_COLS, dtype=torch.bfloat16)
+    table = torch.arange(1299, -1, -1, dtype=torch.int32)
+    if table_value is not None:
+        table[at] = table_value
+    kv = torch.zeros(1300, 1, Q_COLS, dtype=torch.bfloat16)
+    return mlasim.check_call("mla_decode_fwd", plan=plan, q=q, o=o, kv_indices=table,
+                             kv_cache=kv, **kw)
+
+
+def test_check_kv_reads_the_page_tables_values_and_names_an_index_outside_the_cache():
+    assert kv_step(check_kv=True) is None
+    assert kv_step(1300) is None  # shape-only by default: the values are not read
+    with pytest.raises(mlasim.PlanViolation) as e:
+        kv_step(1300, check_kv=True)
+    (v,) = e.value.violations
+    assert (v["buffer"], v["access"], v["first_row"], v["rows"], v["rows_past_end"]) == (
+        "kv_cache", "read", 1300, 1300, 1)
+    assert v["text"].startswith("mla_decode_fwd (aiter-asm-decode) reads kv_cache rows 1300..1300 "
+                                "of 1300: 1 row past its end (1 work item: ")
+    with pytest.raises(mlasim.PlanViolation) as e:
+        kv_step(-1, check_kv=True)
+    assert e.value.violations[0]["rows_before_start"] == 1
+    assert kv_step(-1, check_kv=True, masked_index=-1) is None
+    assert kv_step(1299, check_kv=True) is None  # the last row: the boundary
+
+
+def test_check_kv_needs_the_cache_and_an_int32_table():
+    plan = mlasim.plan(kv_lens=[10], num_heads_per_head_k=HEADS, cu_count=8)
+    q = torch.zeros(1, HEADS, Q_COLS, dtype=torch.bfloat16)
+    o = torch.empty(1, HEADS, O_COLS, dtype=torch.bfloat16)
+    table = torch.arange(10, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"^check_kv: needs kv_cache \(or kv_buffer\) and kv_indices$"):
+        mlasim.check_call("mla_decode_fwd", plan=plan, q=q, o=o, kv_indices=table, check_kv=True)
+    with pytest.raises(TypeError, match=r"^kv_indices: dtype is int64, expected int32"):
+        mlasim.check_call("mla_decode_fwd", plan=plan, q=q, o=o, kv_indices=table.long(),
+                          kv_buffer=torch.zeros(10, 1, Q_COLS), check_kv=True)
+    with pytest.raises(ValueError, match=r"^kv_cache: has 1 dimensions"):
+        mlasim.check_call("mla_decode_fwd", plan=plan, q=q, o=o, kv_indices=table,
+                          kv_cache=torch.zeros(10), check_kv=True)
+    with pytest.raises(TypeError, match=r"^check_kv: expected True or False, got int$"):
+        mlasim.check_call("mla_decode_fwd", plan=plan, q=q, o=o, check_kv=1)
+    # kv_buffer is kv_cache's other name; 10 rows of the 12-row cache: clean.
+    assert mlasim.check_call("mla_decode_fwd", plan=plan, q=q, o=o, kv_indices=table,
+                             kv_buffer=torch.zeros(12, 1, Q_COLS), check_kv=True) is None
