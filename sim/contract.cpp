@@ -640,6 +640,9 @@ StatusOr<Contract> ParseContract(const json& input, const std::string& file) {
   MLASIM_RETURN_IF_ERROR(r.Int64("contract", &version, 1, 1, true));
   MLASIM_RETURN_IF_ERROR(r.String("name", &c.name, true));
   MLASIM_RETURN_IF_ERROR(r.String("variant", &c.variant, true));
+  // Both are printed by check's and replay's text reports ("under NAME (FILE)", "kernel VARIANT").
+  MLASIM_RETURN_IF_ERROR(PrintableText(r.Path("name"), c.name));
+  MLASIM_RETURN_IF_ERROR(PrintableText(r.Path("variant"), c.variant));
   MLASIM_RETURN_IF_ERROR(r.String("source", &c.source, true));
   std::string call;
   MLASIM_RETURN_IF_ERROR(r.String("call", &call, true));

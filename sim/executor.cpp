@@ -349,8 +349,10 @@ void CallExecutor::TouchOut(Allocation* alloc, const TensorArg& a, bool write, i
     g.access = write ? Access::kWrite : Access::kRead;
     g.rows = a.rows;
     g.row_bytes = a.row_bytes;
+    // A fresh aggregate's last (-1) is no row touched: rows -5..-5 stay -5..-5, not -5..-1.
+    const int64_t last = std::min<int64_t>(r1, 0) - 1;
+    g.last = g.first == INT64_MAX ? last : std::max(g.last, last);
     g.first = std::min(g.first, r0);
-    g.last = std::max(g.last, std::min<int64_t>(r1, 0) - 1);
     if (g.works.empty() || g.works.back() != who) g.works.push_back(who);
   }
   if (r1 > a.rows) {
@@ -1063,6 +1065,10 @@ void CallExecutor::GatherValue(int64_t element, int64_t value, int64_t row_in_pa
       TouchIn(alloc, kv, false, row_in_page, row_in_page + 1, who_);
       break;
     case InvalidIndex::kWrap: {
+      if (pages < 1) {  // an empty cache (a captured KV cache of 0 rows): no row to wrap onto
+        TouchIn(alloc, kv, false, value * page + row_in_page, value * page + row_in_page + 1, who_);
+        return;
+      }
       const int64_t w = ((value % pages) + pages) % pages;
       TouchIn(alloc, kv, false, w * page + row_in_page, w * page + row_in_page + 1, who_);
       break;

@@ -234,4 +234,25 @@ StatusOr<json> ParseJsonStrict(const std::string& text, const std::string& field
   return std::move(dom.root());
 }
 
+Status PrintableText(const std::string& field, const std::string& text, bool multiline) {
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const auto next = i + 1 < text.size() ? static_cast<unsigned char>(text[i + 1]) : 0;
+    uint32_t code = 0;
+    if (c < 0x20 || c == 0x7f) {
+      if (multiline && (c == '\n' || c == '\t')) continue;
+      code = c;
+    } else if (c == 0xc2 && next >= 0x80 && next <= 0x9f) {
+      code = next;  // UTF-8 C2 xx is U+00xx for xx in 80..BF
+    } else {
+      continue;
+    }
+    return InvalidArgumentError(
+        field, fmt::format("holds the control character U+{:04X} at byte {}: text reports print "
+                           "it as is",
+                           code, i));
+  }
+  return OkStatus();
+}
+
 }  // namespace mlasim::sim

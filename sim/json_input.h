@@ -52,6 +52,14 @@ const char* CompressionOf(std::string_view bytes);
 // "gzip-compressed; decompress it first (this input is read as plain JSON)".
 StatusOr<nlohmann::json> ParseJsonStrict(const std::string& text, const std::string& field);
 
+// Names and descriptions the text reports print (a scenario's, a contract's): OK when `text`
+// holds no control character, else InvalidArgument(field, "holds the control character U+XXXX
+// at byte N: text reports print it as is"). Control characters are C0 (U+0000..U+001F), DEL
+// (U+007F) and C1 (U+0080..U+009F, UTF-8 C2 80..C2 9F: a terminal reads U+009B as CSI, U+0085
+// as a line break); `multiline` lets line breaks and tabs through. Other multi-byte UTF-8 is
+// accepted as is (JSON text is valid UTF-8 once parsed).
+Status PrintableText(const std::string& field, const std::string& text, bool multiline = false);
+
 // True when v is an integer that fits int64 (nlohmann stores 2^63 .. 2^64-1 as unsigned, and
 // get<int64_t>() would wrap them to negatives).
 inline bool IsInt64(const nlohmann::json& v) {

@@ -4,6 +4,7 @@
 #include "sim/call_overrides.h"
 #include "sim/call_table.h"
 #include "sim/contract.h"
+#include "sim/json_input.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,8 +12,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace mlasim::sim {
 namespace {
@@ -37,17 +36,10 @@ bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
 }  // 16M tokens per request is beyond any deployment
 
 // Names and descriptions are printed by the text reports: a control character (an ANSI escape,
-// a carriage return) would reach the user's terminal as is, so it is refused (a description keeps
-// its line breaks and tabs).
+// a carriage return, a C1 CSI) would reach the user's terminal as is, so it is refused (a
+// description keeps its line breaks and tabs): sim/json_input.h's PrintableText.
 Status Printable(const std::string& path, const std::string& text, bool multiline = false) {
-  for (size_t i = 0; i < text.size(); ++i) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if ((c >= 0x20 && c != 0x7f) || (multiline && (c == '\n' || c == '\t'))) continue;
-    return InvalidArgumentError(path, fmt::format("holds the control character U+{:04X} at byte {}: "
-                                                  "text reports print it as is",
-                                                  c, i));
-  }
-  return OkStatus();
+  return PrintableText(path, text, multiline);
 }
 
 Status ParseModel(const json& j, ModelSpec* m) {

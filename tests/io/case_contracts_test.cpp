@@ -472,6 +472,20 @@ TEST(CheckCall, CapturedPageTableValuesCheckTheKvRowsTheyName) {
   const std::vector<sim::Violation> before = one(-1);
   ASSERT_EQ(before.size(), 1u);
   EXPECT_EQ(before[0].rows_before_start, 1);
+  // An index further before the start reads that one row: the span is -5..-5, not -5..-1 (the
+  // executor's underflow aggregate started at last = -1 and kept it).
+  const std::vector<sim::Violation> far_before = one(-5);
+  ASSERT_EQ(far_before.size(), 1u);
+  EXPECT_EQ(far_before[0].first_row, -5);
+  EXPECT_EQ(far_before[0].last_row, -5);
+  EXPECT_EQ(far_before[0].rows_before_start, 5);
+  EXPECT_EQ(sim::CallViolationText("mla_decode_fwd", *in.contract, far_before[0]),
+            "mla_decode_fwd (aiter-asm-decode) reads kv_cache rows -5..-5 of 16: 5 rows before "
+            "its start (1 work item: 0)");
+  const std::vector<sim::Violation> int_min = one(INT32_MIN);
+  ASSERT_EQ(int_min.size(), 1u);
+  EXPECT_EQ(int_min[0].first_row, INT32_MIN);
+  EXPECT_EQ(int_min[0].last_row, INT32_MIN);
   EXPECT_TRUE(one(15).empty());  // the last row: the boundary
   EXPECT_EQ(one(INT32_MAX).size(), 1u);
   // The caller's marker holds nothing to read; any other value outside still does.
@@ -492,6 +506,36 @@ TEST(CheckCall, CapturedPageTableValuesCheckTheKvRowsTheyName) {
   bad.tensors.erase(bad.tensors.begin() + 2);
   EXPECT_EQ(sim::CheckCall(bad).status().ToString(),
             "kv_indices: 10 values given for no kv_indices tensor");
+}
+
+// A contract whose kernel wraps invalid indices (invalid_index = wrap: value mod pages) over a
+// captured KV cache of 0 rows has no row to wrap onto: every index is a read outside the cache.
+// `mlasim check` of such a case (config.contract naming a wrap contract, kv_buffer [0, 1, 576])
+// died of SIGFPE (a modulo by 0 pages) before session 22's fix.
+TEST(CheckCall, AWrappingContractOverAnEmptyKvCacheReadsOutsideIt) {
+  sim::Contract wrap = **sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
+  wrap.semantics.invalid_index = sim::InvalidIndex::kWrap;
+  sim::CallCheckInput in;
+  in.contract = std::make_shared<const sim::Contract>(wrap);
+  in.work_indptr = {0, 1};
+  in.work_info = {0, -1, 0, 1, 0, 4, 0, 0};
+  in.kv_indptr = {0, 4};
+  in.kv_last_page_lens = {1};
+  in.tensors = {{"q", 1, 16, 576, 2},
+                {"o", 1, 16, 512, 2},
+                {"kv_indices", 4, 1, 1, 4},
+                {"kv_cache", 0, 1, 576, 2}};
+  in.kv_indices_values = {0, 1, 2, 3};
+  auto v = sim::CheckCall(in);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  ASSERT_EQ(v->size(), 1u);
+  EXPECT_EQ((*v)[0].buffer, "kv_cache");
+  EXPECT_EQ((*v)[0].first_row, 0);
+  EXPECT_EQ((*v)[0].last_row, 3);
+  EXPECT_EQ((*v)[0].rows_past_end, 4);
+  // With rows to wrap onto, the same values are inside and clean.
+  in.tensors.back().rows = 4;
+  EXPECT_TRUE(sim::CheckCall(in)->empty());
 }
 
 // Pages of 4 tokens: element p / 4 of the table names the page; a page id past the cache's pages

@@ -260,5 +260,32 @@ TEST_F(JsonStrict, CliRefusesTooDeepInputWithExit2AndTakesTheRaisedLimit) {
   fs::remove_all(dir);
 }
 
+// Text the reports print: C0 controls, DEL and the C1 controls (UTF-8 C2 80..C2 9F: U+009B is
+// a CSI to a terminal, U+0085 a line break) are refused with their code point and byte; every
+// other UTF-8 character is accepted. Session 22's first rule let C1 through ("a\u009b2Jb" named a
+// replayed scenario, printed as is); a mutant that drops the C2 branch fails the C1 checks.
+TEST(PrintableText, RefusesC0DelAndC1ControlsAcceptsOtherUtf8) {
+  EXPECT_TRUE(PrintableText("$.name", "GLM-5.2 Mod\xc3\xa8le \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80").ok());
+  EXPECT_TRUE(PrintableText("$.name", "\xc2\xa0no-break space, \xc2\xbf").ok());  // U+00A0, U+00BF
+  EXPECT_TRUE(PrintableText("$.description", "line one\nline two\ttab", true).ok());
+  const auto refused = [](const std::string& text, bool multiline = false) {
+    return PrintableText("$.name", text, multiline).ToString();
+  };
+  EXPECT_EQ(refused("a\nb"),
+            "$.name: holds the control character U+000A at byte 1: text reports print it as is");
+  EXPECT_EQ(refused(std::string("a\0b", 3)),
+            "$.name: holds the control character U+0000 at byte 1: text reports print it as is");
+  EXPECT_EQ(refused("ab\x7f"),
+            "$.name: holds the control character U+007F at byte 2: text reports print it as is");
+  EXPECT_EQ(refused("a\xc2\x9b" "2J", true),
+            "$.name: holds the control character U+009B at byte 1: text reports print it as is");
+  EXPECT_EQ(refused("\xc2\x80"),
+            "$.name: holds the control character U+0080 at byte 0: text reports print it as is");
+  EXPECT_EQ(refused("x\xc2\x85y", true),
+            "$.name: holds the control character U+0085 at byte 1: text reports print it as is");
+  EXPECT_EQ(refused("x\xc2\x9f"),
+            "$.name: holds the control character U+009F at byte 1: text reports print it as is");
+}
+
 }  // namespace
 }  // namespace mlasim::sim

@@ -376,17 +376,19 @@ StatusOr<CaseManifest> ParseCaseManifest(const std::string& text, const std::str
   if (!m.contains("config")) return err("config", "required key is missing");
   if (!m.at("config").is_object()) return err("config", "must be an object (the engine config)");
   out.config = m.at("config");
-  // The keys mlasim reads with a meaning: another type would be ignored (the default contract run
-  // in place of the one named), so it is refused.
+  // The keys mlasim reads with a meaning: another type, or an empty string, would be ignored (the
+  // default contract run in place of the one named), so it is refused.
   for (const char* key : {"kernel", "contract", "call_kind"}) {
     const auto it = out.config.find(key);
-    if (it != out.config.end() && !it->is_string())
+    if (it == out.config.end()) continue;
+    const bool empty = it->is_string() && it->get_ref<const std::string&>().empty();
+    if (!it->is_string() || empty)
       return err(std::string("config.") + key,
-                 std::string("must be a string (") +
+                 std::string("must be a non-empty string (") +
                      (std::string(key) == "kernel"     ? "a decode kernel variant: asm, hk, opus"
                       : std::string(key) == "contract" ? "a contract file or built-in name"
                                                        : "decode or reduce") +
-                     "), got " + it->type_name());
+                     "), got " + (empty ? std::string("\"\"") : std::string(it->type_name())));
   }
   if (!m.contains("tensors")) return err("tensors", "required key is missing");
   const json& ts = m.at("tensors");

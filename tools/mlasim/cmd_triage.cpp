@@ -287,10 +287,17 @@ class TriageCommand final : public Command {
 
   std::string ResultText(const fuzz::TriageResult& r) const {
     std::string s = Header() + "\n";
-    s += fmt::format("{:<14}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", "profile", "kernel",
-                     "allocator", "cases", "ran", "overrun", "fault", "corrupt", "refused");
+    // The profile column fits the longest name and a space (vllm-flashmla-2025-07 ran into the
+    // kernel column at the fixed width of 14).
+    size_t profile_width = 14;
     for (const fuzz::TriageCombo& c : r.combos)
-      s += fmt::format("{:<14}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", c.profile, c.kernel,
+      profile_width = std::max(profile_width, c.profile.size() + 1);
+    s += fmt::format("{:<{}}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", "profile", profile_width,
+                     "kernel", "allocator", "cases", "ran", "overrun", "fault", "corrupt",
+                     "refused");
+    for (const fuzz::TriageCombo& c : r.combos)
+      s += fmt::format("{:<{}}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", c.profile,
+                       profile_width, c.kernel,
                        AllocatorName(c.allocator), c.cases, c.replayed,
                        Percent(c.overrun, c.replayed),
                        Percent(c.fault, c.replayed), Percent(c.corrupt, c.replayed),
