@@ -992,9 +992,11 @@ const std::vector<std::shared_ptr<const IndexContent>>* CallExecutor::ContentsOf
   return role_contents_[index_role];
 }
 
-// The segment of `ct` that holds element e (the first in order), or null.
-const IndexSegment* SegmentHolding(const IndexContent& ct, int64_t e) {
-  if (ct.sorted_disjoint) {
+// The segment of `ct` that holds element e (the first in order), or null. A walk for the few
+// segments of a step's fill (one per request or token: the common case, cheaper than a search),
+// a binary search for a long sorted, disjoint list (a captured page table's runs).
+inline const IndexSegment* SegmentHolding(const IndexContent& ct, int64_t e) {
+  if (ct.sorted_disjoint && ct.segments.size() > 32) {
     const auto after = std::upper_bound(ct.segments.begin(), ct.segments.end(), e,
                                         [](int64_t x, const IndexSegment& g) { return x < g.begin; });
     return after != ct.segments.begin() && e < std::prev(after)->end ? &*std::prev(after) : nullptr;
