@@ -992,20 +992,6 @@ const std::vector<std::shared_ptr<const IndexContent>>* CallExecutor::ContentsOf
   return role_contents_[index_role];
 }
 
-// The segment of `ct` that holds element e (the first in order), or null. A walk for the few
-// segments of a step's fill (one per request or token: the common case, cheaper than a search),
-// a binary search for a long sorted, disjoint list (a captured page table's runs).
-inline const IndexSegment* SegmentHolding(const IndexContent& ct, int64_t e) {
-  if (ct.sorted_disjoint && ct.segments.size() > 32) {
-    const auto after = std::upper_bound(ct.segments.begin(), ct.segments.end(), e,
-                                        [](int64_t x, const IndexSegment& g) { return x < g.begin; });
-    return after != ct.segments.begin() && e < std::prev(after)->end ? &*std::prev(after) : nullptr;
-  }
-  for (const IndexSegment& sg : ct.segments)
-    if (e >= sg.begin && e < sg.end) return &sg;
-  return nullptr;
-}
-
 // Index elements [e0, e1) hold the pages of token positions [p0, p1): the KV rows they name are
 // read. Runs of plain slots become one range; explicit values are checked one by one.
 void CallExecutor::GatherRows(int32_t role, int32_t index_role, const TensorArg& index, int64_t e0,

@@ -5,7 +5,9 @@
 // (rows, row size in bytes, dtype) and the plan snapshot it consumes.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <utility>
@@ -97,6 +99,20 @@ struct IndexContent {
 
 // Whether `segments` are sorted by begin and pairwise disjoint (IndexContent::sorted_disjoint).
 bool SortedDisjoint(const std::vector<IndexSegment>& segments);
+
+// The segment of `ct` that holds element e (the first in order), or null. A walk for the few
+// segments of a step's fill (one per request or token: the common case, cheaper than a search),
+// a binary search for a long sorted, disjoint list (a captured page table's runs).
+inline const IndexSegment* SegmentHolding(const IndexContent& ct, int64_t e) {
+  if (ct.sorted_disjoint && ct.segments.size() > 32) {
+    const auto after = std::upper_bound(ct.segments.begin(), ct.segments.end(), e,
+                                        [](int64_t x, const IndexSegment& g) { return x < g.begin; });
+    return after != ct.segments.begin() && e < std::prev(after)->end ? &*std::prev(after) : nullptr;
+  }
+  for (const IndexSegment& sg : ct.segments)
+    if (e >= sg.begin && e < sg.end) return &sg;
+  return nullptr;
+}
 
 struct Call {
   int32_t index = 0;

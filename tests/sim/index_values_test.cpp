@@ -177,3 +177,50 @@ TEST(IndexValues, ReplayAndNumericsRefuseAnUnplacedValue) {
 
 }  // namespace
 }  // namespace mlasim::sim
+
+namespace mlasim::sim {
+namespace {
+
+// SegmentHolding finds the same segment by binary search (a long sorted, disjoint list: a
+// captured page table's runs) as the walk in order finds (a fill's few segments), at every
+// element of random lists of 1 to 200 segments with gaps, at both ends and one past them; an
+// overlapping list (a hostile indptr's fill) is walked, the first holding segment deciding.
+TEST(IndexContent, SegmentHoldingSearchesAsTheWalkFinds) {
+  uint64_t state = 12345;
+  auto next = [&state](int64_t n) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(n));
+  };
+  for (int trial = 0; trial < 200; ++trial) {
+    IndexContent ct;
+    int64_t at = next(3);
+    const int64_t count = 1 + next(200);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t len = 1 + next(4);
+      ct.segments.push_back({at, at + len, next(1000)});
+      at += len + next(3);  // gaps of 0..2 elements
+    }
+    ct.sorted_disjoint = SortedDisjoint(ct.segments);
+    ASSERT_TRUE(ct.sorted_disjoint);
+    IndexContent walked = ct;
+    walked.sorted_disjoint = false;  // forces the walk
+    for (int64_t e = -1; e <= at + 1; ++e)
+      ASSERT_EQ(SegmentHolding(ct, e), SegmentHolding(walked, e) == nullptr
+                                           ? nullptr
+                                           : &ct.segments[SegmentHolding(walked, e) -
+                                                          walked.segments.data()])
+          << "trial " << trial << " element " << e;
+  }
+  IndexContent overlap;
+  overlap.segments = {{0, 10, 100}, {5, 12, 200}};
+  EXPECT_FALSE(SortedDisjoint(overlap.segments));
+  EXPECT_EQ(SegmentHolding(overlap, 7)->base, 100);  // the first in order
+  EXPECT_EQ(SegmentHolding(overlap, 11)->base, 200);
+  EXPECT_EQ(SegmentHolding(overlap, 12), nullptr);
+  EXPECT_TRUE(SortedDisjoint({}));
+  EXPECT_FALSE(SortedDisjoint({{4, 6, 0}, {0, 2, 0}}));  // disjoint but not sorted
+  EXPECT_TRUE(SortedDisjoint({{0, 2, 0}, {2, 4, 0}}));   // touching is disjoint
+}
+
+}  // namespace
+}  // namespace mlasim::sim
