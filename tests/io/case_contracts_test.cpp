@@ -159,6 +159,32 @@ TEST(CaseContracts, ThePageTablesValuesReachTheKvCache) {
   const auto wide = CheckCase(b);
   ASSERT_TRUE(wide.ok()) << wide.status().ToString();
   EXPECT_TRUE(wide->findings.empty());
+  EXPECT_EQ(wide->kv_rows_unchecked, "kv_indices is int64, not the int32 page table the kernel reads");
+  EXPECT_EQ(clean->kv_rows_unchecked, "");
+  // A cache whose rows are not whole pages, or not [..., D]: said, not silently skipped.
+  auto shaped = [](std::vector<int64_t> shape, int32_t page) {
+    ref::PlanRequest r = PaddedRequest();
+    r.page_size = page;
+    CaseBuilder c("mla_decode_fwd");
+    c.AddRequest(r);
+    c.AddPlan(PlanOf(r));
+    AddQo(c, 32, 32);
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    c.Add("kv_buffer", "bfloat16", shape, std::string(static_cast<size_t>(n * 2), '\0'));
+    c.AddInt32("kv_indices", std::vector<int32_t>(1300, 0));
+    return CheckCase(c);
+  };
+  const auto ragged = shaped({1301, 576}, 1);
+  ASSERT_TRUE(ragged.ok()) << ragged.status().ToString();
+  EXPECT_EQ(ragged->kv_rows_unchecked, "");  // pages of 1: every row count is whole pages
+  const auto flat = shaped({1300}, 1);
+  ASSERT_TRUE(flat.ok()) << flat.status().ToString();
+  EXPECT_EQ(flat->kv_rows_unchecked,
+            "kv_buffer is not [..., D] (rank >= 2, D >= 1): its rows are unknown");
+  const auto paged = shaped({1300, 1, 576}, 64);
+  ASSERT_TRUE(paged.ok()) << paged.status().ToString();
+  EXPECT_EQ(paged->kv_rows_unchecked, "kv_buffer's 1300 rows are not whole pages of 64 tokens");
 }
 
 TEST(CaseContracts, HkReadsQButWritesNothingForZeroKvItems) {

@@ -55,17 +55,27 @@ std::vector<const CaseTensor*> CallTensors(const CaseManifest& m, sim::CallKind 
 // aiter's native sparse mode (`sparse`: config.planner.topk >= 0) the index matrix marks its
 // invalid entries -1 (aiter-mla-metadata.md §8.1, test_mla_sparse.py), which the kernel does not
 // read: those entries are left out (no finding); any other value outside the cache is one.
-Status AddKvCache(const CaseFiles& files, const CaseManifest& m, bool sparse,
-                  sim::CallCheckInput& in) {
+// Returns why the KV rows are not checked when the case holds both tensors ("" when they are, or
+// when it lacks one: nothing to say).
+StatusOr<std::string> AddKvCache(const CaseFiles& files, const CaseManifest& m, bool sparse,
+                                 sim::CallCheckInput& in) {
   const CaseTensor* idx = m.Find("kv_indices");
   const CaseTensor* kv = nullptr;
   for (const char* name : {"kv_buffer", "kv_cache", "kv"})
     if (!kv) kv = m.Find(name);
-  if (!idx || !kv || idx->dtype != "int32" || kv->shape.size() < 2) return OkStatus();
+  if (!idx || !kv) return std::string();
+  if (idx->dtype != "int32")
+    return "kv_indices is " + idx->dtype + ", not the int32 page table the kernel reads";
+  if (kv->shape.size() < 2 || kv->shape.back() < 1)
+    return kv->name + " is not [..., D] (rank >= 2, D >= 1): its rows are unknown";
   int64_t rows = 1;
   for (size_t i = 0; i + 1 < kv->shape.size(); ++i) rows *= kv->shape[i];
-  if (rows > sim::kMaxCallBufferElements || rows % in.page_size != 0 || kv->shape.back() < 1)
-    return OkStatus();
+  if (rows > sim::kMaxCallBufferElements)
+    return kv->name + " holds " + std::to_string(rows) + " rows, above the " +
+           std::to_string(sim::kMaxCallBufferElements) + " one call's check takes";
+  if (rows % in.page_size != 0)
+    return kv->name + "'s " + std::to_string(rows) + " rows are not whole pages of " +
+           std::to_string(in.page_size) + " tokens";
   MLASIM_ASSIGN_OR_RETURN(in.kv_indices_values,
                           ReadInt32Tensor(files, *idx, {}, "the page table the KV gathers read"));
   if (sparse) in.kv_indices_masked = -1;
@@ -75,7 +85,7 @@ Status AddKvCache(const CaseFiles& files, const CaseManifest& m, bool sparse,
   t.cols = static_cast<int32_t>(std::min<int64_t>(kv->shape.back(), INT32_MAX));
   t.elem_bytes = kv->itemsize;
   in.tensors.push_back(t);
-  return OkStatus();
+  return std::string();
 }
 
 ContractFinding ToFinding(const std::string& call, const sim::Contract& c,
@@ -167,9 +177,11 @@ StatusOr<ContractCheckResult> CheckCaseContracts(const CaseFiles& files, const C
                                                      manifest + ":tensors." + t->name + ".shape"));
     in.tensors.push_back(std::move(ct));
   }
-  if (contract->call == sim::CallKind::kDecode)
-    MLASIM_RETURN_IF_ERROR(
+  if (contract->call == sim::CallKind::kDecode) {
+    MLASIM_ASSIGN_OR_RETURN(
+        r.kv_rows_unchecked,
         AddKvCache(files, m, planner.request && planner.request->topk >= 0, in));
+  }
   StatusOr<std::vector<sim::Violation>> v = sim::CheckCall(in);
   if (!v.ok() && !named && v.status().message().rfind("missing", 0) == 0) {
     // Tensors captured for something else (a fault address, the plan): said, not an error.

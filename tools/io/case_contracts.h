@@ -39,6 +39,10 @@ struct ContractCheckResult {
   std::string reason;    // why not, when !checked
   std::string contract;  // the contract applied (name and source), when checked
   std::vector<ContractFinding> findings;
+  // Why the KV rows the gathers read were not checked although the case holds the KV cache and
+  // kv_indices (an int64 table, a cache that is not [..., D], above 2^26 rows or not whole
+  // pages); "" when they were, or when the case lacks either.
+  std::string kv_rows_unchecked;
 };
 
 struct CaseContractOptions {

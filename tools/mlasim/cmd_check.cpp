@@ -497,6 +497,8 @@ void PrintText(std::ostream& out, const CheckReport& r) {
                                                    r.contracts.findings.size() == 1 ? "" : "s"));
   else
     out << "contracts: not checked: " << r.contracts.reason << '\n';
+  if (r.contracts.checked && !r.contracts.kv_rows_unchecked.empty())
+    out << "  KV rows: not checked: " << r.contracts.kv_rows_unchecked << '\n';
   for (const io::ContractFinding& c : r.contracts.findings) out << "  " << c.text << '\n';
   if (r.fault.given) {
     out << fmt::format("fault: {} ({}{})\n", io::HexAddress(r.fault.fault.address),
@@ -609,6 +611,9 @@ json ReportJson(const CheckReport& r) {
   json contracts = {{"checked", r.contracts.checked},
                     {"reason", r.contracts.reason},
                     {"contract", r.contracts.contract},
+                    {"kv_rows_unchecked", r.contracts.kv_rows_unchecked.empty()
+                                              ? json()
+                                              : json(r.contracts.kv_rows_unchecked)},
                     {"findings", json::array()}};
   for (const io::ContractFinding& c : r.contracts.findings)
     contracts["findings"].push_back({{"tensor", c.tensor},
