@@ -19,8 +19,8 @@ void NotRun::Add(const Status& why, uint64_t index) {
 std::string NotRunReasons(const NotRun& n, const char* index_name) {
   std::string parts;
   if (n.over_limit > 0)
-    parts = fmt::format("{} over mlasim's limits (the first, {} {}: {})", n.over_limit,
-                        index_name, n.first_over_limit_index, n.first_over_limit);
+    parts = fmt::format("{} over mlasim's limits (the first, {} {}: {})", n.over_limit, index_name,
+                        n.first_over_limit_index, n.first_over_limit);
   if (n.refused > 0)
     parts += fmt::format(
         "{}{} refused by the step (shapes aiter or the engine refuses; the first, {} {}: {})",
@@ -30,8 +30,7 @@ std::string NotRunReasons(const NotRun& n, const char* index_name) {
 
 std::string NotRunText(const NotRun& n, int64_t cases, const char* index_name) {
   if (n.Total() == 0) return "";
-  return fmt::format("{} of {} cases not run: {}", n.Total(), cases,
-                     NotRunReasons(n, index_name));
+  return fmt::format("{} of {} cases not run: {}", n.Total(), cases, NotRunReasons(n, index_name));
 }
 
 std::vector<sim::Violation> Evaluate(const sim::Scenario& s, const Property& property,

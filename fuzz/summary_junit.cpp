@@ -122,7 +122,8 @@ TestSuite CampaignSuite(const CampaignOptions& o, const CampaignSummary& s,
       o.max_cases >= 0 ? fmt::format(" of its {}-case budget", o.max_cases) : "",
       s.cut_short ? " (--seconds ended it before its --cases budget)" : "", s.signatures.size(),
       s.findings.size(), fresh, s.findings.size() - fresh, o.out_dir.empty() ? "--out" : o.out_dir);
-  if (const std::string n = NotRunText(s.not_run, s.cases, "seed index"); !n.empty()) run.system_out += n + "\n";
+  if (const std::string n = NotRunText(s.not_run, s.cases, "seed index"); !n.empty())
+    run.system_out += n + "\n";
   suite.cases.push_back(run);
   for (const auto& [sig, f] : s.findings) suite.cases.push_back(FindingCase(f));
   return suite;

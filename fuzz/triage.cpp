@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "fuzz/signature.h"
 #include "sim/call_table.h"
 #include "sim/engine.h"
@@ -189,10 +191,10 @@ Status ValidateTriage(const TriageOptions& o) {
     StatusOr<sim::EngineProfile> e = sim::GetEngineProfile(p, "--profile");
     MLASIM_RETURN_IF_ERROR(e.status());
     if (o.base.model.sparse && !sim::ProfileHasSparseDecode(*e))
-      return InvalidArgumentError("--profile", p + " models dense MLA only (its call table, "
-                                                   "sim/engines/" + e->table +
-                                                   ".json, has no sparse decode); the model " +
-                                                   o.base.model.name + " is sparse");
+      return InvalidArgumentError(
+          "--profile", fmt::format("{} models dense MLA only (its call table, sim/engines/{}.json, "
+                                   "has no sparse decode); the model {} is sparse",
+                                   p, e->table, o.base.model.name));
   }
   if (o.kernels.empty()) return InvalidArgumentError("--kernel", "no kernel variant");
   for (const std::string& k : o.kernels)

@@ -58,7 +58,7 @@ struct TriageCombo {
   std::string profile, kernel;
   sim::AllocatorModel allocator = sim::AllocatorModel::kExact;
   int64_t cases = 0;     // generated for it
-  int64_t replayed = 0;    // ran (the rest: aiter refuses the shape, or over_limit)
+  int64_t replayed = 0;  // ran (the rest: aiter refuses the shape, or over_limit)
   int64_t over_limit = 0;  // not run: over one of mlasim's limits (ref/limits.h)
   int64_t overrun = 0;   // an access past a buffer's end or before its start
   int64_t fault = 0;     // an access that reaches an unmapped page

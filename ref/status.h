@@ -22,7 +22,7 @@ enum class StatusCode {
   // limit (--limit, MLASIM_LIMITS) runs it. Sweeps (triage, fuzz) count such cases as not run,
   // apart from the shapes aiter itself refuses.
   kResourceExhausted,
-  kInternal,            // an mlasim invariant broke: a bug, please report it
+  kInternal,  // an mlasim invariant broke: a bug, please report it
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -67,9 +67,9 @@ inline Status ResourceExhaustedError(std::string field, std::string msg) {
 // `cause` told in the caller's words: InvalidArgument, unless `cause` is over one of mlasim's
 // limits (ResourceExhausted), which stays so, so that a sweep still tells the two apart.
 inline Status WrappedError(const Status& cause, std::string field, std::string msg) {
-  return Status(cause.code() == StatusCode::kResourceExhausted ? cause.code()
-                                                               : StatusCode::kInvalidArgument,
-                std::move(field), std::move(msg));
+  return Status(
+      cause.code() == StatusCode::kResourceExhausted ? cause.code() : StatusCode::kInvalidArgument,
+      std::move(field), std::move(msg));
 }
 inline Status InternalError(std::string field, std::string msg) {
   return Status(StatusCode::kInternal, std::move(field), std::move(msg));

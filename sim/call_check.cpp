@@ -110,8 +110,9 @@ Status Validate(const CallCheckInput& in) {
     const CallTensor* idx = Role(in, "kv_indices");
     if (!idx || idx->rows != static_cast<int64_t>(in.kv_indices_values.size()))
       return InvalidArgumentError(
-          "kv_indices", std::to_string(in.kv_indices_values.size()) + " values given for " +
-                            (idx ? std::to_string(idx->rows) + " elements" : "no kv_indices tensor"));
+          "kv_indices",
+          std::to_string(in.kv_indices_values.size()) + " values given for " +
+              (idx ? std::to_string(idx->rows) + " elements" : "no kv_indices tensor"));
   }
   return CheckRequired(in);
 }

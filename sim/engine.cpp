@@ -1298,10 +1298,11 @@ Status StepBuilder::Run() {
                               " planner takes one q length per batch here");
   if (s_.model.sparse && !table_.sparse_decode)  // it would run the table's dense decode
     return InvalidArgumentError(
-        "$.model.sparse", "a sparse model is modelled for engines with a sparse decode; the " +
-                              s_.engine.name + " profile's call table (sim/engines/" +
-                              s_.engine.table + ".json) has none (every decode row's sparse is 0): state a dense model "
-                              "(\"sparse\": false) or an atom-* profile");
+        "$.model.sparse",
+        "a sparse model is modelled for engines with a sparse decode; the " + s_.engine.name +
+            " profile's call table (sim/engines/" + s_.engine.table +
+            ".json) has none (every decode row's sparse is 0): state a dense model "
+            "(\"sparse\": false) or an atom-* profile");
   ComputeShape();
   t_.calls.reserve(16);  // a step's calls (about 9 in a --small campaign) without regrowth
   t_.plans.reserve(8);

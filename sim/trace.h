@@ -90,7 +90,7 @@ struct IndexSegment {
   int64_t begin = 0, end = 0, base = 0;
 };
 struct IndexContent {
-  std::vector<IndexSegment> segments;  // the first holding an element decides it
+  std::vector<IndexSegment> segments;               // the first holding an element decides it
   std::vector<std::pair<int64_t, int64_t>> values;  // (element, value), sorted by element
   // The segments are sorted by begin and disjoint (a gather finds an element's by binary search;
   // else by a walk in order: a hostile indptr's fill may overlap its own regions).
@@ -105,8 +105,9 @@ bool SortedDisjoint(const std::vector<IndexSegment>& segments);
 // a binary search for a long sorted, disjoint list (a captured page table's runs).
 inline const IndexSegment* SegmentHolding(const IndexContent& ct, int64_t e) {
   if (ct.sorted_disjoint && ct.segments.size() > 32) {
-    const auto after = std::upper_bound(ct.segments.begin(), ct.segments.end(), e,
-                                        [](int64_t x, const IndexSegment& g) { return x < g.begin; });
+    const auto after =
+        std::upper_bound(ct.segments.begin(), ct.segments.end(), e,
+                         [](int64_t x, const IndexSegment& g) { return x < g.begin; });
     return after != ct.segments.begin() && e < std::prev(after)->end ? &*std::prev(after) : nullptr;
   }
   for (const IndexSegment& sg : ct.segments)

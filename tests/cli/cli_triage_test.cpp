@@ -189,10 +189,9 @@ TEST(TriageCli, DefaultProfilesAreAtomsPresetsAndTheHelpNamesThem) {
 // widens the column: the table read "vllm-flashmla-2025-07asm    exact" at the fixed width of 14
 // (a mutant that keeps 14 fails both rows). Shorter names keep the width of 14.
 TEST(TriageCli, ALongProfileNameWidensTheProfileColumn) {
-  const CliResult r =
-      Triage({"--model", "deepseek-v3", "--batch", "8", "--cases", "4", "--profile",
-              "atom-2026-08,vllm-flashmla-2025-07", "--kernel", "asm", "--allocator", "exact",
-              "--shrink-steps", "0"});
+  const CliResult r = Triage({"--model", "deepseek-v3", "--batch", "8", "--cases", "4", "--profile",
+                              "atom-2026-08,vllm-flashmla-2025-07", "--kernel", "asm",
+                              "--allocator", "exact", "--shrink-steps", "0"});
   ASSERT_LE(r.exit_code, 1) << r.err;
   EXPECT_NE(r.out.find("\nprofile               kernel allocator  cases  ran  overrun    fault  "
                        "corrupt  refused\n"

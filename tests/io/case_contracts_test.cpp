@@ -159,7 +159,8 @@ TEST(CaseContracts, ThePageTablesValuesReachTheKvCache) {
   const auto wide = CheckCase(b);
   ASSERT_TRUE(wide.ok()) << wide.status().ToString();
   EXPECT_TRUE(wide->findings.empty());
-  EXPECT_EQ(wide->kv_rows_unchecked, "kv_indices is int64, not the int32 page table the kernel reads");
+  EXPECT_EQ(wide->kv_rows_unchecked,
+            "kv_indices is int64, not the int32 page table the kernel reads");
   EXPECT_EQ(clean->kv_rows_unchecked, "");
   // A cache whose rows are not whole pages, or not [..., D]: said, not silently skipped.
   auto shaped = [](std::vector<int64_t> shape, int32_t page) {

@@ -302,8 +302,11 @@ TEST(EngineProfiles, ASparseModelRunsOnlyWhereTheTableHasASparseDecode) {
       "real": "B", "buffers": "fm.", "capacity": "fm."}, {"row": "D", "call": "d",
       "kind": "decode", "plan": "last", "q_rows": "R", "sparse": SPARSE, "graph": "graph",
       "max_seqlen_q": 1, "launch": "R", "num_splits_tail": "num_splits_pad"}]}]})";
-  for (const auto& [text, want] : std::vector<std::pair<std::string, bool>>{
-           {"0", false}, {"\"0\"", false}, {"1", true}, {"\"sparse\"", true}, {"\"graph\"", true}}) {
+  for (const auto& [text, want] : std::vector<std::pair<std::string, bool>>{{"0", false},
+                                                                            {"\"0\"", false},
+                                                                            {"1", true},
+                                                                            {"\"sparse\"", true},
+                                                                            {"\"graph\"", true}}) {
     std::string patch = row;
     patch.replace(patch.find("SPARSE"), 6, text);
     json doc = MinimalTable();

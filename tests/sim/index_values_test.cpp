@@ -205,10 +205,10 @@ TEST(IndexContent, SegmentHoldingSearchesAsTheWalkFinds) {
     IndexContent walked = ct;
     walked.sorted_disjoint = false;  // forces the walk
     for (int64_t e = -1; e <= at + 1; ++e)
-      ASSERT_EQ(SegmentHolding(ct, e), SegmentHolding(walked, e) == nullptr
-                                           ? nullptr
-                                           : &ct.segments[SegmentHolding(walked, e) -
-                                                          walked.segments.data()])
+      ASSERT_EQ(SegmentHolding(ct, e),
+                SegmentHolding(walked, e) == nullptr
+                    ? nullptr
+                    : &ct.segments[SegmentHolding(walked, e) - walked.segments.data()])
           << "trial " << trial << " element " << e;
   }
   IndexContent overlap;

@@ -265,7 +265,9 @@ TEST_F(JsonStrict, CliRefusesTooDeepInputWithExit2AndTakesTheRaisedLimit) {
 // other UTF-8 character is accepted. Session 22's first rule let C1 through ("a\u009b2Jb" named a
 // replayed scenario, printed as is); a mutant that drops the C2 branch fails the C1 checks.
 TEST(PrintableText, RefusesC0DelAndC1ControlsAcceptsOtherUtf8) {
-  EXPECT_TRUE(PrintableText("$.name", "GLM-5.2 Mod\xc3\xa8le \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80").ok());
+  EXPECT_TRUE(
+      PrintableText("$.name", "GLM-5.2 Mod\xc3\xa8le \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80")
+          .ok());
   EXPECT_TRUE(PrintableText("$.name", "\xc2\xa0no-break space, \xc2\xbf").ok());  // U+00A0, U+00BF
   EXPECT_TRUE(PrintableText("$.description", "line one\nline two\ttab", true).ok());
   const auto refused = [](const std::string& text, bool multiline = false) {
@@ -277,7 +279,9 @@ TEST(PrintableText, RefusesC0DelAndC1ControlsAcceptsOtherUtf8) {
             "$.name: holds the control character U+0000 at byte 1: text reports print it as is");
   EXPECT_EQ(refused("ab\x7f"),
             "$.name: holds the control character U+007F at byte 2: text reports print it as is");
-  EXPECT_EQ(refused("a\xc2\x9b" "2J", true),
+  EXPECT_EQ(refused("a\xc2\x9b"
+                    "2J",
+                    true),
             "$.name: holds the control character U+009B at byte 1: text reports print it as is");
   EXPECT_EQ(refused("\xc2\x80"),
             "$.name: holds the control character U+0080 at byte 0: text reports print it as is");

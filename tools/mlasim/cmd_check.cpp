@@ -608,13 +608,13 @@ json ReportJson(const CheckReport& r) {
                        {"nbytes", t.nbytes},
                        {"data_ptr", io::HexAddress(t.data_ptr)},
                        {"device", t.device}};
-  json contracts = {{"checked", r.contracts.checked},
-                    {"reason", r.contracts.reason},
-                    {"contract", r.contracts.contract},
-                    {"kv_rows_unchecked", r.contracts.kv_rows_unchecked.empty()
-                                              ? json()
-                                              : json(r.contracts.kv_rows_unchecked)},
-                    {"findings", json::array()}};
+  json contracts = {
+      {"checked", r.contracts.checked},
+      {"reason", r.contracts.reason},
+      {"contract", r.contracts.contract},
+      {"kv_rows_unchecked",
+       r.contracts.kv_rows_unchecked.empty() ? json() : json(r.contracts.kv_rows_unchecked)},
+      {"findings", json::array()}};
   for (const io::ContractFinding& c : r.contracts.findings)
     contracts["findings"].push_back({{"tensor", c.tensor},
                                      {"access", c.access},

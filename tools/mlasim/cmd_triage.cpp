@@ -261,10 +261,9 @@ class TriageCommand final : public Command {
   // or a model every generated shape of which aiter refuses).
   static Status NothingRan(const fuzz::NotRun& n, int64_t cases) {
     const bool limit = n.over_limit > 0;
-    return Status(limit ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument,
-                  "--cases",
-                  fmt::format("none of the {} cases ran: {}", cases,
-                              fuzz::NotRunReasons(n, "case")));
+    return Status(
+        limit ? StatusCode::kResourceExhausted : StatusCode::kInvalidArgument, "--cases",
+        fmt::format("none of the {} cases ran: {}", cases, fuzz::NotRunReasons(n, "case")));
   }
 
   std::string Header() const {
@@ -297,21 +296,19 @@ class TriageCommand final : public Command {
                      "refused");
     for (const fuzz::TriageCombo& c : r.combos)
       s += fmt::format("{:<{}}{:<7}{:<10}{:>6}{:>5}{:>9}{:>9}{:>9}{:>9}\n", c.profile,
-                       profile_width, c.kernel,
-                       AllocatorName(c.allocator), c.cases, c.replayed,
-                       Percent(c.overrun, c.replayed),
-                       Percent(c.fault, c.replayed), Percent(c.corrupt, c.replayed),
-                       Percent(c.refused, c.replayed));
+                       profile_width, c.kernel, AllocatorName(c.allocator), c.cases, c.replayed,
+                       Percent(c.overrun, c.replayed), Percent(c.fault, c.replayed),
+                       Percent(c.corrupt, c.replayed), Percent(c.refused, c.replayed));
     if (const std::string n = fuzz::NotRunText(r.not_run, r.cases, "case"); !n.empty())
       s += n + " (the table's percentages are of the cases that ran)\n";
     s += "\nfamilies:\n";
     if (r.families.empty())
       s += r.not_run.Total() == 0
                ? "  none: no case overruns, faults, corrupts or is refused\n"
-               : fmt::format("  none in the {} case{} that ran: none overruns, faults, corrupts "
-                             "or is refused\n",
-                             r.cases - r.not_run.Total(),
-                             r.cases - r.not_run.Total() == 1 ? "" : "s");
+               : fmt::format(
+                     "  none in the {} case{} that ran: none overruns, faults, corrupts "
+                     "or is refused\n",
+                     r.cases - r.not_run.Total(), r.cases - r.not_run.Total() == 1 ? "" : "s");
     for (const fuzz::TriageFamily& f : r.families) s += FamilyText(r, f);
     if (o_.fault_address)
       s += fmt::format(
