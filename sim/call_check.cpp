@@ -3,6 +3,7 @@
 #include "sim/call_check.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace mlasim::sim {
 namespace {
@@ -238,15 +239,38 @@ StatusOr<CallKind> CallKindOf(const std::string& call, const std::string& kind,
       field, "unknown call kind of call '" + call + "': name it (decode or reduce)");
 }
 
+bool NamesContractFile(const std::string& contract) {
+  return contract.find('/') != std::string::npos ||
+         (contract.size() > 5 && contract.compare(contract.size() - 5, 5, ".json") == 0);
+}
+
+StatusOr<CallTensor> KvCacheTensor(const std::vector<int64_t>& shape, int32_t itemsize,
+                                   const std::string& field) {
+  if (shape.size() < 2 || shape.back() < 1)
+    return InvalidArgumentError(field, "is not [..., D] (rank >= 2, D >= 1): its rows are unknown");
+  int64_t rows = 1;
+  for (size_t i = 0; i + 1 < shape.size(); ++i) {
+    if (shape[i] > 0 && rows > kMaxCallBufferElements / shape[i])
+      return InvalidArgumentError(field, "holds more than " +
+                                             std::to_string(kMaxCallBufferElements) +
+                                             " rows, the most one call's check takes");
+    rows *= shape[i];  // stays within kMaxCallBufferElements
+  }
+  CallTensor t;
+  t.role = "kv_cache";
+  t.rows = rows;
+  t.cols = static_cast<int32_t>(std::min<int64_t>(shape.back(), INT32_MAX));
+  t.elem_bytes = itemsize;
+  return t;
+}
+
 StatusOr<std::shared_ptr<const Contract>> ResolveCallContract(CallKind kind,
                                                               const std::string& contract,
                                                               const std::string& field) {
   if (kind != CallKind::kDecode && kind != CallKind::kReduce)
     return InvalidArgumentError(field, std::string("a ") + CallKindName(kind) +
                                            " call is not checked (decode and reduce are)");
-  const bool file = contract.find('/') != std::string::npos ||
-                    (contract.size() > 5 && contract.compare(contract.size() - 5, 5, ".json") == 0);
-  if (!file) {
+  if (!NamesContractFile(contract)) {
     const std::string v =
         contract.empty() ? (kind == CallKind::kDecode ? "asm" : "mla_reduce_v1") : contract;
     return BuiltinContract(kind, v, field);

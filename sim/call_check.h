@@ -89,6 +89,17 @@ std::string CallViolationText(const std::string& call, const Contract& contract,
 StatusOr<CallKind> CallKindOf(const std::string& call, const std::string& kind,
                               const std::string& field);
 
+// Whether `contract` names a contract file rather than a built-in: it holds a '/' or ends in
+// ".json" (ResolveCallContract's rule; a case resolves such a relative name in its directory).
+bool NamesContractFile(const std::string& contract);
+
+// The KV cache as a decode contract's gathers read it: rows are KV tokens, every dimension of
+// `shape` but the last (pages x page size), cols the last; one element of `itemsize` bytes.
+// Errors: InvalidArgument(field) for a rank below 2, a last dimension below 1, or more rows than
+// kMaxCallBufferElements. (Used by `mlasim check` and Python's check_call(check_kv=True).)
+StatusOr<CallTensor> KvCacheTensor(const std::vector<int64_t>& shape, int32_t itemsize,
+                                   const std::string& field);
+
 // The contract a `kind` call is checked with: `contract` empty gives the default built-in
 // (decode: "asm", reduce: "mla_reduce_v1"); a name with a '/' or ending in ".json" is a
 // contract file (LoadContractFile), which must be written for `kind`; any other name is a

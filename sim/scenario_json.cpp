@@ -35,18 +35,14 @@ bool SameFlags(const EngineProfile& a, const EngineProfile& b) {
          a.flashmla_revision == b.flashmla_revision && a.attention_backend == b.attention_backend;
 }  // 16M tokens per request is beyond any deployment
 
-// Names and descriptions are printed by the text reports: a control character (an ANSI escape,
-// a carriage return, a C1 CSI) would reach the user's terminal as is, so it is refused (a
-// description keeps its line breaks and tabs): sim/json_input.h's PrintableText.
-Status Printable(const std::string& path, const std::string& text, bool multiline = false) {
-  return PrintableText(path, text, multiline);
-}
-
+// Names and descriptions are printed by the text reports: PrintableText (sim/json_input.h)
+// refuses the control characters that would reach the user's terminal as is (a description keeps
+// its line breaks and tabs).
 Status ParseModel(const json& j, ModelSpec* m) {
   ObjectReader r(j, "$.model");
   MLASIM_RETURN_IF_ERROR(r.Check());
   MLASIM_RETURN_IF_ERROR(r.String("name", &m->name));
-  MLASIM_RETURN_IF_ERROR(Printable("$.model.name", m->name));
+  MLASIM_RETURN_IF_ERROR(PrintableText("$.model.name", m->name));
   MLASIM_RETURN_IF_ERROR(r.Int("heads", &m->heads, 1, 1024, true));
   MLASIM_RETURN_IF_ERROR(r.Int("kv_lora_rank", &m->kv_lora_rank, 1, 4096));
   MLASIM_RETURN_IF_ERROR(r.Int("rope_dim", &m->rope_dim, 0, 1024));
@@ -214,7 +210,7 @@ Status ParseAllocator(const json& j, AllocatorSpec* a) {
       MLASIM_RETURN_IF_ERROR(e.Check());
       ExtraAllocation x;
       MLASIM_RETURN_IF_ERROR(e.String("name", &x.name, true));
-      MLASIM_RETURN_IF_ERROR(Printable(e.Path("name"), x.name));
+      MLASIM_RETURN_IF_ERROR(PrintableText(e.Path("name"), x.name));
       MLASIM_RETURN_IF_ERROR(e.Int64("bytes", &x.bytes, 1, int64_t{1} << 40));
       if (!e.Has("bytes")) return InvalidArgumentError(e.Path("bytes"), "required key is missing");
       MLASIM_RETURN_IF_ERROR(e.Finish());
@@ -494,9 +490,9 @@ StatusOr<Scenario> ParseScenario(const json& doc) {
   MLASIM_RETURN_IF_ERROR(r.Check());
   Scenario s;
   MLASIM_RETURN_IF_ERROR(r.String("name", &s.name));
-  MLASIM_RETURN_IF_ERROR(Printable("$.name", s.name));
+  MLASIM_RETURN_IF_ERROR(PrintableText("$.name", s.name));
   MLASIM_RETURN_IF_ERROR(r.String("description", &s.description));
-  MLASIM_RETURN_IF_ERROR(Printable("$.description", s.description, true));
+  MLASIM_RETURN_IF_ERROR(PrintableText("$.description", s.description, true));
   // Provenance of a fuzz finding (seed, shrink path, signature): kept by `mlasim fuzz`, ignored
   // by replay.
   if (const json* finding = r.Child("finding")) {

@@ -557,21 +557,12 @@ void AddKvCache(py::handle kv_cache, py::handle kv_values, py::handle masked,
                 sim::CallCheckInput& in) {
   if (kv_cache.is_none()) return;
   const py::tuple kv = py::reinterpret_borrow<py::tuple>(kv_cache);
-  int64_t rows = 1;
   std::vector<int64_t> shape;
   for (py::handle d : kv[0]) shape.push_back(Int("kv_cache.shape", d, 0, INT64_MAX / 2));
-  for (size_t i = 0; i + 1 < shape.size(); ++i) {
-    if (shape[i] > 0 && rows > sim::kMaxCallBufferElements / shape[i])
-      ThrowValue("kv_cache", "more than " + std::to_string(sim::kMaxCallBufferElements) +
-                                 " rows (the limit of one call's tensors)");
-    rows *= shape[i];
-  }
-  sim::CallTensor t;
-  t.role = "kv_cache";
-  t.rows = rows;
-  t.cols = static_cast<int32_t>(Int("kv_cache.shape[-1]", py::int_(shape.back()), 1, INT32_MAX));
-  t.elem_bytes = static_cast<int32_t>(Int("kv_cache.itemsize", kv[1], 1, 64));
-  in.tensors.push_back(t);
+  const int32_t itemsize = static_cast<int32_t>(Int("kv_cache.itemsize", kv[1], 1, 64));
+  StatusOr<sim::CallTensor> t = sim::KvCacheTensor(shape, itemsize, "kv_cache");
+  if (!t.ok()) ThrowValue("kv_cache", t.status().message());
+  in.tensors.push_back(*t);
   py::array a = Array("kv_indices", kv_values, py::dtype::of<int32_t>(), {1}, false);
   if (a.size() > sim::kMaxCallBufferElements)
     ThrowValue("kv_indices", std::to_string(a.size()) + " elements (limit " +

@@ -459,22 +459,65 @@ TEST(CheckCall, AWalkLongerThanLoopTripsIsAFinding) {
   ref::ResetLimits();
 }
 
+// The KV cache's extent as the gathers read it, shared by `check` and Python's check_kv: rows are
+// every dimension but the last, at 2^26 rows and one past, rank 1 and D = 0 refused; and the one
+// rule that tells a contract file from a built-in name.
+TEST(CheckCall, KvCacheTensorAndContractFileNames) {
+  auto rows = [](std::vector<int64_t> shape) {
+    StatusOr<sim::CallTensor> t = sim::KvCacheTensor(shape, 2, "kv");
+    return t.ok() ? t->rows : -1;
+  };
+  EXPECT_EQ(rows({1300, 1, 576}), 1300);
+  EXPECT_EQ(rows({20, 64, 1, 576}), 1280);  // pages x page size
+  EXPECT_EQ(rows({0, 576}), 0);
+  EXPECT_EQ(rows({int64_t{1} << 26, 576}), int64_t{1} << 26);
+  EXPECT_EQ(sim::KvCacheTensor({(int64_t{1} << 26) + 1, 576}, 2, "kv").status().ToString(),
+            "kv: holds more than 67108864 rows, the most one call's check takes");
+  EXPECT_FALSE(sim::KvCacheTensor({(int64_t{1} << 25) + 1, 2, 576}, 2, "kv").ok());
+  EXPECT_EQ(sim::KvCacheTensor({int64_t{1} << 40, int64_t{1} << 40, 576}, 2, "kv")
+                .status()
+                .message(),
+            "holds more than 67108864 rows, the most one call's check takes");
+  EXPECT_EQ(sim::KvCacheTensor({1300}, 2, "kv").status().ToString(),
+            "kv: is not [..., D] (rank >= 2, D >= 1): its rows are unknown");
+  EXPECT_FALSE(sim::KvCacheTensor({1300, 0}, 2, "kv").ok());
+  const auto t = sim::KvCacheTensor({4, 576}, 1, "kv");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ((std::vector<int64_t>{t->heads, t->cols, t->elem_bytes}),
+            (std::vector<int64_t>{1, 576, 1}));
+  EXPECT_EQ(t->role, "kv_cache");
+  for (const char* file : {"a/b", "mine.json", "./hk", "/abs/c.json"})
+    EXPECT_TRUE(sim::NamesContractFile(file)) << file;
+  for (const char* name : {"hk", "asm", ".json", "json", "", "hk.jsonx"})
+    EXPECT_FALSE(sim::NamesContractFile(name)) << name;
+}
+
+// One asm decode work item over one request's KV pages [0, pages) (the last page holding
+// `last_page_len` tokens), q / o of one row, a page table of `pages` entries and a KV cache of
+// `cache_rows` rows: the input the page-table tests vary.
+sim::CallCheckInput OneItemOverAPageTable(int32_t pages, int32_t page_size, int32_t last_page_len,
+                                          int64_t cache_rows) {
+  sim::CallCheckInput in;
+  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
+  in.work_indptr = {0, 1};
+  in.work_info = {0, -1, 0, 1, 0, pages, 0, 0};
+  in.kv_indptr = {0, pages};
+  in.kv_last_page_lens = {last_page_len};
+  in.page_size = page_size;
+  in.tensors = {{"q", 1, 16, 576, 2},
+                {"o", 1, 16, 512, 2},
+                {"kv_indices", pages, 1, 1, 4},
+                {"kv_cache", cache_rows, 1, 576, 2}};
+  return in;
+}
+
 // With the page table's values (a case's captured kv_indices) and the KV cache's extent, the KV
 // rows a gather reads are checked: an index past the cache or negative is a read outside it
 // (aiter's asm decode: invalid_index = fault, class G), in-range tables of any order are clean,
 // and the caller's "no entry" marker (aiter's sparse -1) holds nothing to read. Round 12 found
 // such indices read as masked keys by check's numerics, never named.
 TEST(CheckCall, CapturedPageTableValuesCheckTheKvRowsTheyName) {
-  sim::CallCheckInput in;
-  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
-  in.work_indptr = {0, 1};
-  in.work_info = {0, -1, 0, 1, 0, 10, 0, 0};  // one request, KV tokens [0, 10), page 1
-  in.kv_indptr = {0, 10};
-  in.kv_last_page_lens = {1};
-  in.tensors = {{"q", 1, 16, 576, 2},
-                {"o", 1, 16, 512, 2},
-                {"kv_indices", 10, 1, 1, 4},
-                {"kv_cache", 16, 1, 576, 2}};
+  sim::CallCheckInput in = OneItemOverAPageTable(10, 1, 1, 16);  // KV tokens [0, 10), page 1
   in.kv_indices_values = {15, 3, 4, 5, 0, 9, 8, 7, 14, 1};  // inside the 16-row cache
   auto v = sim::CheckCall(in);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -542,16 +585,8 @@ TEST(CheckCall, CapturedPageTableValuesCheckTheKvRowsTheyName) {
 TEST(CheckCall, AWrappingContractOverAnEmptyKvCacheReadsOutsideIt) {
   sim::Contract wrap = **sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
   wrap.semantics.invalid_index = sim::InvalidIndex::kWrap;
-  sim::CallCheckInput in;
+  sim::CallCheckInput in = OneItemOverAPageTable(4, 1, 1, 0);
   in.contract = std::make_shared<const sim::Contract>(wrap);
-  in.work_indptr = {0, 1};
-  in.work_info = {0, -1, 0, 1, 0, 4, 0, 0};
-  in.kv_indptr = {0, 4};
-  in.kv_last_page_lens = {1};
-  in.tensors = {{"q", 1, 16, 576, 2},
-                {"o", 1, 16, 512, 2},
-                {"kv_indices", 4, 1, 1, 4},
-                {"kv_cache", 0, 1, 576, 2}};
   in.kv_indices_values = {0, 1, 2, 3};
   auto v = sim::CheckCall(in);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
@@ -569,17 +604,8 @@ TEST(CheckCall, AWrappingContractOverAnEmptyKvCacheReadsOutsideIt) {
 // is a read outside it, reported at the page's first row the walk reaches (an index value outside
 // the cache is reported once per element, as the simulator's hostile index values are).
 TEST(CheckCall, PagedTablesNameWholePages) {
-  sim::CallCheckInput in;
-  in.contract = *sim::BuiltinContract(sim::CallKind::kDecode, "asm", "c");
-  in.work_indptr = {0, 1};
-  in.work_info = {0, -1, 0, 1, 0, 3, 0, 0};  // pages [0, 3) of the request, the last one full
-  in.kv_indptr = {0, 3};
-  in.kv_last_page_lens = {4};
-  in.page_size = 4;
-  in.tensors = {{"q", 1, 16, 576, 2},
-                {"o", 1, 16, 512, 2},
-                {"kv_indices", 3, 1, 1, 4},
-                {"kv_cache", 12, 1, 576, 2}};  // 3 pages of 4 tokens
+  // Pages [0, 3) of the request, the last one full; a cache of 3 pages of 4 tokens.
+  sim::CallCheckInput in = OneItemOverAPageTable(3, 4, 4, 12);
   in.kv_indices_values = {2, 0, 1};
   EXPECT_TRUE(sim::CheckCall(in)->empty());
   in.kv_indices_values = {2, 3, 1};  // page 3 of 3

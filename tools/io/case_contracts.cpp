@@ -3,7 +3,6 @@
 #include "tools/io/case_contracts.h"
 
 #include <algorithm>
-#include <climits>
 #include <filesystem>
 
 #include "ref/planner.h"
@@ -60,31 +59,19 @@ std::vector<const CaseTensor*> CallTensors(const CaseManifest& m, sim::CallKind 
 StatusOr<std::string> AddKvCache(const CaseFiles& files, const CaseManifest& m, bool sparse,
                                  sim::CallCheckInput& in) {
   const CaseTensor* idx = m.Find("kv_indices");
-  const CaseTensor* kv = nullptr;
-  for (const char* name : {"kv_buffer", "kv_cache", "kv"})
-    if (!kv) kv = m.Find(name);
+  const CaseTensor* kv = m.FindKvCache();
   if (!idx || !kv) return std::string();
   if (idx->dtype != "int32")
     return "kv_indices is " + idx->dtype + ", not the int32 page table the kernel reads";
-  if (kv->shape.size() < 2 || kv->shape.back() < 1)
-    return kv->name + " is not [..., D] (rank >= 2, D >= 1): its rows are unknown";
-  int64_t rows = 1;
-  for (size_t i = 0; i + 1 < kv->shape.size(); ++i) rows *= kv->shape[i];
-  if (rows > sim::kMaxCallBufferElements)
-    return kv->name + " holds " + std::to_string(rows) + " rows, above the " +
-           std::to_string(sim::kMaxCallBufferElements) + " one call's check takes";
-  if (rows % in.page_size != 0)
-    return kv->name + "'s " + std::to_string(rows) + " rows are not whole pages of " +
+  StatusOr<sim::CallTensor> t = sim::KvCacheTensor(kv->shape, kv->itemsize, kv->name);
+  if (!t.ok()) return kv->name + " " + t.status().message();
+  if (t->rows % in.page_size != 0)
+    return kv->name + "'s " + std::to_string(t->rows) + " rows are not whole pages of " +
            std::to_string(in.page_size) + " tokens";
   MLASIM_ASSIGN_OR_RETURN(in.kv_indices_values,
                           ReadInt32Tensor(files, *idx, {}, "the page table the KV gathers read"));
   if (sparse) in.kv_indices_masked = -1;
-  sim::CallTensor t;
-  t.role = "kv_cache";
-  t.rows = rows;
-  t.cols = static_cast<int32_t>(std::min<int64_t>(kv->shape.back(), INT32_MAX));
-  t.elem_bytes = kv->itemsize;
-  in.tensors.push_back(t);
+  in.tensors.push_back(*t);
   return std::string();
 }
 
@@ -127,9 +114,8 @@ CaseContractSpec CaseContractSpecOf(const CaseFiles& files, const CaseManifest& 
   if (!o.contract.empty()) return {o.contract, "--contract"};
   std::string spec = ConfigString(m, "contract");
   if (!spec.empty()) {
-    const bool file = spec.find('/') != std::string::npos ||
-                      (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".json") == 0);
-    if (file && !files.Directory().empty() && std::filesystem::path(spec).is_relative())
+    if (sim::NamesContractFile(spec) && !files.Directory().empty() &&
+        std::filesystem::path(spec).is_relative())
       spec = (std::filesystem::path(files.Directory()) / spec).string();
     return {spec, manifest + ":config.contract"};
   }

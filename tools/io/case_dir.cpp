@@ -279,6 +279,12 @@ const CaseTensor* CaseManifest::Find(std::string_view name) const {
   return nullptr;
 }
 
+const CaseTensor* CaseManifest::FindKvCache() const {
+  for (const char* name : kKvCacheNames)
+    if (const CaseTensor* t = Find(name)) return t;
+  return nullptr;
+}
+
 std::string HexAddress(uint64_t address) {
   static const char* kHex = "0123456789abcdef";
   std::string digits;

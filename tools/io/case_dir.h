@@ -79,7 +79,12 @@ struct CaseManifest {
   nlohmann::json config;            // object, free-form except "planner" (tools/io/case_plan.h)
   std::vector<CaseTensor> tensors;  // sorted by name
   const CaseTensor* Find(std::string_view name) const;
+  // The KV cache under any of its names (kKvCacheNames, in that order), or null.
+  const CaseTensor* FindKvCache() const;
 };
+
+// The names a case may capture the KV cache under: aiter's kv_buffer, then kv_cache, kv.
+inline constexpr const char* kKvCacheNames[] = {"kv_buffer", "kv_cache", "kv"};
 
 // Where a case's files come from: a directory, or memory (tests and the fuzz harness).
 class CaseFiles {

@@ -268,7 +268,7 @@ StatusOr<CaseNumericsResult> CheckCaseNumerics(const CaseFiles& files, const Cas
                                                const ref::Plan* captured,
                                                const CaseLimits& limits) {
   const std::string mf = files.Display(kCaseManifestName);
-  const Captured c{m.Find("q"), FindAny(m, {"kv_buffer", "kv_cache", "kv"}), m.Find("kv_indices"),
+  const Captured c{m.Find("q"), m.FindKvCache(), m.Find("kv_indices"),
                    m.Find("o"), FindAny(m, {"lse", "attn_lse"})};
   CaseNumericsResult res;
   if (!c.q || !c.kv || !c.idx || !c.o || !planner.request || !captured) {
